@@ -1,0 +1,60 @@
+"""The agent's state: the conversation, the typed step records and the loop's bookkeeping."""
+
+from __future__ import annotations
+
+import operator
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+RunStatus = Literal["answered", "limit_reached", "failed"]
+
+
+class ExecutionStep(TypedDict):
+    """One record of what the agent did; the single source for logs, CLI output, notebooks and evals.
+
+    Plain dicts (not classes) so they checkpoint, serialise to JSON and compare in tests unchanged.
+    """
+
+    step: int  # the loop iteration this record belongs to (1-based)
+    node: str  # think | act | reflect | finalize | ...
+    thought: str
+    action: str | None  # tool name, or None for non-tool records
+    action_input: dict[str, Any] | None
+    observation: str
+    status: str  # a ToolStatus value for tool records; answer | tool_calls | reflection | ...
+    latency_ms: float
+    tokens: int
+    timestamp: str
+
+
+def make_step(*, step: int, node: str, status: str, thought: str = "", action: str | None = None,
+              action_input: dict[str, Any] | None = None, observation: str = "",
+              latency_ms: float = 0.0, tokens: int = 0) -> ExecutionStep:
+    """An `ExecutionStep` stamped with the current UTC time."""
+    return ExecutionStep(
+        step=step, node=node, thought=thought, action=action, action_input=action_input,
+        observation=observation, status=status, latency_ms=round(latency_ms, 3), tokens=tokens,
+        timestamp=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+    )
+
+
+class AgentState(TypedDict):
+    """State of one session (thread). Per-turn fields are reset when a new question arrives."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    # Id of the human message that opened the current turn; a different one means a new turn.
+    turn_id: NotRequired[str | None]
+    iteration: NotRequired[int]
+    steps: NotRequired[Annotated[list[ExecutionStep], operator.add]]
+    reflection: NotRequired[dict[str, Any] | None]
+    final_answer: NotRequired[str | None]
+    status: NotRequired[RunStatus | None]
+
+
+class InputState(TypedDict):
+    """What a caller passes in: new messages (usually one human question)."""
+
+    messages: Annotated[list[AnyMessage], add_messages]

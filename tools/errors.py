@@ -1,0 +1,13 @@
+"""Exceptions a tool raises to tell the gateway how to treat its failure."""
+
+
+class ToolError(Exception):
+    """A tool failed in a way the model should read verbatim (e.g. "no weather data for Atlantis")."""
+
+
+class TransientToolError(ToolError):
+    """A failure that may succeed on retry (network blip, 503); only these are retried."""
+
+
+class ToolRegistrationError(ValueError):
+    """A tool definition cannot be registered (duplicate name, bad schema)."""

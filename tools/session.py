@@ -1,0 +1,26 @@
+"""Who is calling: the session id used for logs and the per-session tool permissions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSession:
+    """A caller of the gateway. `allow`/`deny` hold tool names or tags; deny wins over allow."""
+
+    id: str = "default"
+    # None allows every tool; an empty set allows none.
+    allow: frozenset[str] | None = None
+    deny: frozenset[str] = frozenset()
+
+    def permits(self, name: str, tags: tuple[str, ...] = ()) -> bool:
+        labels = {name, *tags}
+        if labels & self.deny:
+            return False
+        return self.allow is None or bool(labels & self.allow)
+
+    @classmethod
+    def of(cls, id: str = "default", allow=None, deny=()) -> ToolSession:
+        """Convenience constructor taking any iterables (CLI options, Context fields)."""
+        return cls(id=id, allow=None if allow is None else frozenset(allow), deny=frozenset(deny or ()))
