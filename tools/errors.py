@@ -11,3 +11,10 @@ class TransientToolError(ToolError):
 
 class ToolRegistrationError(ValueError):
     """A tool definition cannot be registered (duplicate name, bad schema)."""
+
+
+class ToolInputError(ToolError):
+    """The arguments are well-typed but unusable (bad expression, unknown timezone): the model must fix them.
+
+    The gateway reports these as `invalid_args`, which never counts against the tool's circuit breaker.
+    """

@@ -1,0 +1,138 @@
+"""`ToolGateway`: the one door every tool call of every graph goes through."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.tools import BaseTool
+
+from tools.meta import ToolMeta
+from tools.policies.base import CallContext, Handler, chain
+from tools.policies.breaker_state import BreakerConfig
+from tools.policies.breaker_store import BreakerStore
+from tools.policies.bulkhead import Bulkhead
+from tools.policies.circuit_breaker import CircuitBreakerPolicy, CircuitBreakers
+from tools.policies.existence import Existence
+from tools.policies.invoke import Invoke
+from tools.policies.normalise import Normalise
+from tools.policies.permission import Permission
+from tools.policies.retry import Retry
+from tools.policies.timeout import Timeout
+from tools.policies.validation import ArgumentValidation
+from tools.registry import ToolRegistry
+from tools.result import ToolResult
+from tools.session import ToolSession
+from tools.telemetry import Telemetry
+
+ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
+
+
+class ToolGateway:
+    """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
+
+    Pipeline, outermost first: telemetry → existence → permission → argument validation → circuit breaker
+    → concurrency limit → normalise (exceptions become results) → timeout → retry → the tool.
+    """
+
+    def __init__(self, tools: Iterable[ToolMeta | BaseTool | Callable[..., Any]] = (), *,
+                 max_concurrent: int = 5, max_wait_s: float = 60.0,
+                 breaker: BreakerConfig | None = None, breaker_store: BreakerStore | None = None,
+                 clock: Callable[[], float] = time.time, retry: Retry | None = None) -> None:
+        self.registry = ToolRegistry()
+        self.breakers = CircuitBreakers(breaker, clock=clock, store=breaker_store)
+        self.bulkhead = Bulkhead(max_concurrent, max_wait_s)
+        self.telemetry = Telemetry()
+        self._pipeline: Handler = chain([
+            self.telemetry,
+            Existence(self.registry),
+            Permission(self.registry),
+            ArgumentValidation(),
+            CircuitBreakerPolicy(self.breakers, self.registry),
+            self.bulkhead,
+            Normalise(),
+            Timeout(),
+            retry or Retry(),
+        ], Invoke())
+        for item in tools:
+            self.register(item)
+
+    # -- registration -------------------------------------------------------------------------------------
+
+    def register(self, tool: ToolMeta | BaseTool | Callable[..., Any], **options: Any) -> ToolMeta:
+        """Register a `ToolMeta`, a LangChain tool, or a typed function; a duplicate name is an error."""
+        if isinstance(tool, ToolMeta):
+            meta = tool
+        elif isinstance(tool, BaseTool):
+            meta = ToolMeta.from_langchain(tool, **options)
+        elif callable(tool):
+            meta = ToolMeta.from_function(tool, **options)
+        else:
+            raise TypeError(f"cannot register {tool!r}: expected ToolMeta, a LangChain tool or a function")
+        self.registry.add(meta)
+        return meta
+
+    def tool(self, fn: Callable[..., Any] | None = None, **options: Any):
+        """Decorator form of `register`: `@gateway.tool` or `@gateway.tool(timeout_s=2, tags=("math",))`."""
+        def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+            self.register(func, **options)
+            return func
+        return decorate(fn) if fn is not None else decorate
+
+    # -- what the model sees --------------------------------------------------------------------------------
+
+    def tools(self, session: ToolSession | None = None) -> list[ToolMeta]:
+        """Enabled tools this session may use (all registered tools when no session is given)."""
+        return self.registry.available(session or ToolSession())
+
+    def schemas(self, session: ToolSession | None = None) -> list[dict[str, Any]]:
+        """OpenAI tool schemas of the enabled tools this session may use."""
+        return [meta.openai_schema() for meta in self.tools(session)]
+
+    def as_langchain_tools(self, session: ToolSession | None = None) -> list[BaseTool]:
+        """The tools as LangChain `BaseTool`s whose calls still go through this gateway's pipeline."""
+        from tools.langchain_adapter import GatewayTool
+        return [GatewayTool.wrap(self, meta, session or ToolSession()) for meta in self.tools(session)]
+
+    # -- running calls ----------------------------------------------------------------------------------------
+
+    async def execute(self, call: ToolCall, session: ToolSession | None = None) -> ToolResult:
+        """Run one tool call through the pipeline and return its normalised result."""
+        name, args, call_id = _unpack(call)
+        return await self._pipeline(CallContext(name=name, args=args, call_id=call_id,
+                                                session=session or ToolSession()))
+
+    async def execute_many(self, calls: Sequence[ToolCall], session: ToolSession | None = None) -> list[ToolResult]:
+        """Run calls concurrently (bounded by the concurrency limits); results come back in call order."""
+        if len(calls) == 1:
+            return [await self.execute(calls[0], session)]
+        return list(await asyncio.gather(*(self.execute(call, session) for call in calls)))
+
+    # -- observability ----------------------------------------------------------------------------------------
+
+    async def status(self) -> list[dict[str, Any]]:
+        """Per tool: description, tags, limits, breaker state and call metrics (for `reactgraph tools`)."""
+        rows = []
+        for meta in self.registry:
+            breaker = self.breakers.for_tool(meta.name)
+            snap = await breaker.snapshot()
+            metrics = self.telemetry.metrics.get(meta.name)
+            rows.append({
+                "name": meta.name, "description": meta.description, "enabled": meta.enabled,
+                "tags": list(meta.tags), "timeout_s": meta.timeout_s, "max_concurrency": meta.max_concurrency,
+                "breaker": {"state": snap.state.value, "consecutive_failures": snap.consecutive_failures,
+                            "retry_in_s": round(breaker.retry_in(snap), 3) if snap.state == "open" else None},
+                "metrics": metrics.to_dict() if metrics else None,
+                "schema": meta.openai_schema()["function"]["parameters"],
+            })
+        return rows
+
+
+def _unpack(call: Any) -> tuple[str, Any, str]:
+    """Accept the LangChain dict shape (and tolerate junk: a bad call must become a result, not an exception)."""
+    if isinstance(call, Mapping):
+        name = call.get("name")
+        return (name if isinstance(name, str) else str(name)), call.get("args"), str(call.get("id") or "")
+    return str(call), None, ""

@@ -1,0 +1,34 @@
+"""Gateway tools as LangChain `BaseTool`s, so `create_agent` or any LangChain runner still goes through the pipeline."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from pydantic import ConfigDict
+
+from tools.meta import ToolMeta
+from tools.session import ToolSession
+
+
+class GatewayTool(BaseTool):
+    """A LangChain tool whose every call is `gateway.execute`; failures come back as text, never raised."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    gateway: Any
+    session: ToolSession
+
+    @classmethod
+    def wrap(cls, gateway: Any, meta: ToolMeta, session: ToolSession) -> GatewayTool:
+        return cls(name=meta.name, description=meta.description, args_schema=meta.params_model,
+                   gateway=gateway, session=session)
+
+    async def _arun(self, *args: Any, **kwargs: Any) -> str:
+        kwargs.pop("run_manager", None)
+        result = await self.gateway.execute({"name": self.name, "args": kwargs, "id": ""}, self.session)
+        return result.content
+
+    def _run(self, *args: Any, **kwargs: Any) -> str:
+        kwargs.pop("run_manager", None)
+        return asyncio.run(self._arun(**kwargs))

@@ -1,0 +1,57 @@
+"""The shape every gateway policy shares: a step that may answer a call itself or pass it on."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from tools.meta import ToolMeta
+from tools.result import ToolResult, ToolStatus
+from tools.session import ToolSession
+
+
+@dataclass(slots=True)
+class CallContext:
+    """One tool call on its way through the pipeline; policies fill in what they learn."""
+
+    name: str
+    args: Any
+    call_id: str
+    session: ToolSession
+    meta: ToolMeta | None = None
+    params: BaseModel | None = None
+    attempts: int = 0
+    # Monotonic time by which the call must finish (set by the timeout policy, read by retry).
+    deadline: float | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def result(self, status: ToolStatus, content: str, *, value: Any = None, **detail: Any) -> ToolResult:
+        """A result for this call; latency is stamped by the telemetry policy on the way out."""
+        return ToolResult(name=self.name, call_id=self.call_id, status=status, content=content,
+                          attempts=self.attempts, value=value, detail={**self.detail, **detail})
+
+
+Handler = Callable[[CallContext], Awaitable[ToolResult]]
+
+
+class Policy(Protocol):
+    """A pipeline step: answer the call (short-circuit) or `await proceed(call)` and adapt its result."""
+
+    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult: ...
+
+
+def chain(policies: Sequence[Policy], innermost: Handler) -> Handler:
+    """Compose policies so the first one listed sees the call first and the result last."""
+    handler = innermost
+    for policy in reversed(policies):
+        handler = _bind(policy, handler)
+    return handler
+
+
+def _bind(policy: Policy, proceed: Handler) -> Handler:
+    async def step(call: CallContext) -> ToolResult:
+        return await policy(call, proceed)
+    return step

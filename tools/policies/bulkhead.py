@@ -1,0 +1,59 @@
+"""Pipeline step 5: a concurrency limit, gateway-wide and optionally per tool (a bulkhead)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from contextlib import AsyncExitStack
+
+from tools import observations
+from tools.policies.base import CallContext, Handler
+from tools.result import ToolResult, ToolStatus
+
+
+class Bulkhead:
+    """At most `max_concurrent` calls in flight (and a tool's own `max_concurrency`); others wait their turn.
+
+    A call that waits longer than `max_wait_s` for a slot ends as `rate_limited` instead of queueing forever.
+    Semaphores are kept per event loop, because asyncio primitives cannot be shared across loops (the
+    synchronous graph API runs calls on a loop of its own).
+    """
+
+    def __init__(self, max_concurrent: int = 5, max_wait_s: float = 60.0) -> None:
+        if max_concurrent < 1:
+            raise ValueError("max_concurrent must be >= 1")
+        self.max_concurrent = max_concurrent
+        self.max_wait_s = max_wait_s
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str | None, asyncio.Semaphore]] = (
+            weakref.WeakKeyDictionary())
+        self.in_flight = 0
+        self.peak_in_flight = 0
+
+    def _semaphore(self, key: str | None, size: int) -> asyncio.Semaphore:
+        per_loop = self._loops.setdefault(asyncio.get_running_loop(), {})
+        sem = per_loop.get(key)
+        if sem is None:
+            sem = per_loop[key] = asyncio.Semaphore(size)
+        return sem
+
+    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+        semaphores = [self._semaphore(None, self.max_concurrent)]
+        if call.meta.max_concurrency:
+            semaphores.insert(0, self._semaphore(call.name, call.meta.max_concurrency))
+        started = time.monotonic()
+        async with AsyncExitStack() as slots:
+            try:
+                async with asyncio.timeout(self.max_wait_s):
+                    for sem in semaphores:
+                        await sem.acquire()
+                        slots.callback(sem.release)
+            except TimeoutError:
+                return call.result(ToolStatus.RATE_LIMITED,
+                                   observations.rate_limited(call.name, time.monotonic() - started))
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            try:
+                return await proceed(call)
+            finally:
+                self.in_flight -= 1

@@ -1,0 +1,89 @@
+"""Pipeline step 4: a per-tool circuit breaker (CLOSED → OPEN → HALF_OPEN probe → CLOSED).
+
+Our own small class rather than purgatory or pybreaker: purgatory reads `time.time()` directly (no
+injectable clock) and lets every call through while half-open; pybreaker's async support goes through
+Tornado. We need one probe at a time, a testable clock, and state that can live in Redis.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from tools import observations
+from tools.policies.base import CallContext, Handler
+from tools.policies.breaker_state import (BreakerConfig, BreakerSnapshot, BreakerState, admit, on_failure,
+                                          on_neutral, on_success)
+from tools.policies.breaker_store import BreakerStore, MemoryBreakerStore
+from tools.registry import ToolRegistry
+from tools.result import ToolResult, ToolStatus
+
+
+class CircuitBreaker:
+    """One tool's breaker. Errors and timeouts count as failures; refusals before the tool ran do not."""
+
+    def __init__(self, name: str, config: BreakerConfig | None = None, *,
+                 clock: Callable[[], float] = time.time, store: BreakerStore | None = None) -> None:
+        self.name = name
+        self.config = config or BreakerConfig()
+        self.clock = clock
+        self.store = store or MemoryBreakerStore()
+
+    async def try_acquire(self) -> bool:
+        now = self.clock()
+        return await self.store.update(self.name, lambda s: admit(s, now, self.config))
+
+    async def record(self, status: ToolStatus) -> None:
+        now = self.clock()
+        if status.counts_as_failure:
+            change = lambda s: (None, on_failure(s, now, self.config))  # noqa: E731
+        elif status is ToolStatus.RATE_LIMITED:
+            change = lambda s: (None, on_neutral(s))  # noqa: E731
+        else:
+            change = lambda s: (None, on_success(s))  # noqa: E731
+        await self.store.update(self.name, change)
+
+    async def snapshot(self) -> BreakerSnapshot:
+        return await self.store.read(self.name)
+
+    def retry_in(self, snapshot: BreakerSnapshot) -> float:
+        """Seconds until an open circuit admits its probe."""
+        return max(0.0, snapshot.opened_at + self.config.cooldown_s - self.clock())
+
+
+class CircuitBreakers:
+    """The breakers of a gateway, one per tool, created on first use and sharing one store and clock."""
+
+    def __init__(self, config: BreakerConfig | None = None, *, clock: Callable[[], float] = time.time,
+                 store: BreakerStore | None = None) -> None:
+        self.config = config or BreakerConfig()
+        self.clock = clock
+        self.store = store or MemoryBreakerStore()
+        self._breakers: dict[str, CircuitBreaker] = {}
+
+    def for_tool(self, name: str) -> CircuitBreaker:
+        breaker = self._breakers.get(name)
+        if breaker is None:
+            breaker = self._breakers[name] = CircuitBreaker(name, self.config, clock=self.clock, store=self.store)
+        return breaker
+
+
+class CircuitBreakerPolicy:
+    """Short-circuits calls to a tool whose circuit is open, telling the model when it will be retried."""
+
+    def __init__(self, breakers: CircuitBreakers, registry: ToolRegistry) -> None:
+        self.breakers = breakers
+        self.registry = registry
+
+    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+        breaker = self.breakers.for_tool(call.name)
+        if not await breaker.try_acquire():
+            snap = await breaker.snapshot()
+            others = [n for n in self.registry.available_names(call.session) if n != call.name]
+            retry_in = breaker.retry_in(snap)
+            return call.result(ToolStatus.CIRCUIT_OPEN,
+                               observations.circuit_open(call.name, retry_in, snap.consecutive_failures, others),
+                               retry_in_s=round(retry_in, 3))
+        result = await proceed(call)
+        await breaker.record(result.status)
+        return result

@@ -1,0 +1,51 @@
+"""Pipeline step 3: arguments must satisfy the tool's pydantic model; field errors go back to the model."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import ValidationError
+
+from tools import observations
+from tools.meta import ToolMeta
+from tools.policies.base import CallContext, Handler
+from tools.result import ToolResult, ToolStatus
+
+
+def _coerce_args(args: object) -> object:
+    # Some providers hand over arguments as a JSON string; accept it, reject anything else that isn't a mapping.
+    if isinstance(args, str):
+        try:
+            return json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            return args
+    return {} if args is None else args
+
+
+def schema_hint(meta: ToolMeta) -> str:
+    """A one-line summary of the expected arguments, e.g. `expression: string (required)`."""
+    schema = meta.params_model.model_json_schema()
+    required = set(schema.get("required", ()))
+    parts = []
+    for field_name, spec in schema.get("properties", {}).items():
+        kind = spec.get("type") or "/".join(a.get("type", "?") for a in spec.get("anyOf", [])) or "any"
+        parts.append(f"{field_name}: {kind}{' (required)' if field_name in required else ''}")
+    return ", ".join(parts) or "no arguments"
+
+
+class ArgumentValidation:
+    """Validates arguments before anything runs, so a malformed call never reaches the tool."""
+
+    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+        meta = call.meta
+        args = _coerce_args(call.args)
+        if not isinstance(args, dict):
+            return call.result(ToolStatus.INVALID_ARGS, observations.invalid_args(
+                meta.name, f"arguments must be a JSON object, got {type(args).__name__}", schema_hint(meta)))
+        try:
+            call.params = meta.params_model.model_validate(args)
+        except ValidationError as exc:
+            return call.result(ToolStatus.INVALID_ARGS,
+                               observations.invalid_args(meta.name, exc, schema_hint(meta)),
+                               field_errors=[{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()])
+        return await proceed(call)
