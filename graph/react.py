@@ -1,0 +1,41 @@
+"""The ReAct graph: think → act → observe → reflect → think … → finalize, wired in one screen."""
+
+from __future__ import annotations
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
+
+from graph import routing
+from nodes.act import make_act
+from nodes.context import Context
+from nodes.finalize import make_finalize
+from nodes.observe import observe
+from nodes.reflect import make_reflect
+from nodes.services import AgentServices
+from nodes.state import AgentState, InputState
+from nodes.think import make_think
+from tools import ToolGateway, default_gateway
+
+
+def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
+                      store: BaseStore | None = None, *, model: BaseChatModel | None = None,
+                      name: str = "react") -> CompiledStateGraph:
+    """Compile the ReAct agent. `model` overrides `Context.model` (e.g. a scripted chat model in tests)."""
+    services = AgentServices(gateway or default_gateway(), model)
+    builder = StateGraph(AgentState, context_schema=Context, input_schema=InputState)
+    builder.add_node("think", make_think(services))
+    builder.add_node("act", make_act(services))
+    builder.add_node("observe", observe)
+    builder.add_node("reflect", make_reflect(services))
+    builder.add_node("finalize", make_finalize(services))
+
+    builder.add_edge(START, "think")
+    builder.add_conditional_edges("think", routing.after_think, ["act", "finalize"])
+    builder.add_edge("act", "observe")
+    builder.add_edge("observe", "reflect")
+    builder.add_conditional_edges("reflect", routing.after_reflect, ["think", "finalize"])
+    builder.add_edge("finalize", END)
+    return builder.compile(checkpointer=checkpointer, store=store, name=name)

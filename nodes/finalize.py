@@ -1,0 +1,99 @@
+"""`finalize`: settle the turn's answer — the model's own, or one composed from what was observed."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.runnables import RunnableLambda
+from langgraph.runtime import get_runtime
+
+from nodes import prompts
+from nodes.context import Context
+from nodes.loop_guard import tool_steps
+from nodes.services import AgentServices
+from nodes.state import AgentState, make_step
+from nodes.transcript import pending_calls, text_of, tokens_of
+
+
+def stop_reason(state: AgentState, context: Context) -> str:
+    """Why the loop stopped without the model's own answer: limit, repeated call, or enough information."""
+    if state.get("iteration", 0) >= context.max_iterations:
+        return "limit"
+    if (state.get("reflection") or {}).get("repeated_call"):
+        return "repeated"
+    return "enough"
+
+
+def _answer(state: AgentState, answer: str, status: str, reason: str, tokens: int, started: float,
+            message: AIMessage | None = None) -> dict[str, Any]:
+    step = make_step(step=state.get("iteration", 0), node="finalize", status=status, thought=reason,
+                     observation=answer, tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
+    update: dict[str, Any] = {"final_answer": answer, "status": status, "steps": [step]}
+    if message is not None:
+        update["messages"] = [message]
+    return update
+
+
+def observations_digest(state: AgentState) -> str:
+    """A plain listing of what the tools returned: the last resort when no model can write the answer."""
+    lines = [f"- {s['action']} ({s['status']}): {s['observation'][:300]}" for s in tool_steps(state.get("steps", []))]
+    return "\n".join(lines) or "- (no tool results)"
+
+
+def make_finalize(services: AgentServices) -> RunnableLambda:
+    """The finalize node (sync and async)."""
+
+    def settled(state: AgentState, started: float) -> dict[str, Any] | None:
+        """The turn's outcome when no model call is needed (the model answered, or the run failed)."""
+        if state.get("status") == "failed":
+            return _answer(state, state.get("final_answer") or "The run failed.", "failed", "failure", 0, started)
+        reply = state["messages"][-1]
+        if isinstance(reply, AIMessage) and not pending_calls(reply) and text_of(reply).strip():
+            return _answer(state, text_of(reply).strip(), "answered", "model answered", 0, started)
+        return None
+
+    def prepare(state: AgentState):
+        context: Context = get_runtime(Context).context
+        reason = stop_reason(state, context)
+        instruction = prompts.FINALIZE_PROMPT.format(
+            reason=prompts.FINALIZE_REASONS[reason].format(max_iterations=context.max_iterations))
+        return services.model(context), [SystemMessage(instruction), *state["messages"]], reason
+
+    def composed(state: AgentState, reply: AIMessage, reason: str, started: float) -> dict[str, Any]:
+        status = "limit_reached" if reason == "limit" else "answered"
+        answer = text_of(reply).strip()
+        if not answer:
+            return failed(state, ValueError("empty reply"), reason, started)
+        return _answer(state, answer, status, reason, tokens_of(reply), started,
+                       AIMessage(content=answer, usage_metadata=reply.usage_metadata))
+
+    def failed(state: AgentState, exc: Exception, reason: str, started: float) -> dict[str, Any]:
+        answer = (f"I could not write a final answer (model error: {type(exc).__name__}: {str(exc)[:200]}). "
+                  f"What the tools returned:\n{observations_digest(state)}")
+        return _answer(state, answer, "failed", reason, 0, started, AIMessage(content=answer))
+
+    def finalize(state: AgentState) -> dict[str, Any]:
+        started = time.perf_counter()
+        if (done := settled(state, started)) is not None:
+            return done
+        model, messages, reason = prepare(state)
+        try:
+            reply = model.invoke(messages)
+        except Exception as exc:  # noqa: BLE001 - the turn still ends with an answer built from the records
+            return failed(state, exc, reason, started)
+        return composed(state, reply, reason, started)
+
+    async def afinalize(state: AgentState) -> dict[str, Any]:
+        started = time.perf_counter()
+        if (done := settled(state, started)) is not None:
+            return done
+        model, messages, reason = prepare(state)
+        try:
+            reply = await model.ainvoke(messages)
+        except Exception as exc:  # noqa: BLE001
+            return failed(state, exc, reason, started)
+        return composed(state, reply, reason, started)
+
+    return RunnableLambda(finalize, afinalize, name="finalize")

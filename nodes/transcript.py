@@ -1,0 +1,63 @@
+"""Reading the conversation: where the current turn starts and what the last model reply was."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+
+
+def last_human_index(messages: Sequence[AnyMessage]) -> int:
+    """Index of the message that opened the current turn (-1 if there is none)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return i
+    return -1
+
+
+def current_question(messages: Sequence[AnyMessage]) -> HumanMessage | None:
+    i = last_human_index(messages)
+    return messages[i] if i >= 0 else None
+
+
+def last_ai(messages: Sequence[AnyMessage]) -> AIMessage | None:
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return message
+    return None
+
+
+def pending_calls(message: AIMessage | None) -> list[dict]:
+    """Tool calls the model asked for, including ones whose arguments failed to parse."""
+    if message is None:
+        return []
+    calls = [dict(c) for c in message.tool_calls]
+    for bad in message.invalid_tool_calls:
+        calls.append({"name": bad.get("name") or "", "args": bad.get("args"), "id": bad.get("id") or "",
+                      "parse_error": bad.get("error") or "arguments are not valid JSON"})
+    return calls
+
+
+def latest_tool_messages(messages: Sequence[AnyMessage]) -> list[ToolMessage]:
+    """The tool results that answered the last model reply."""
+    tail: list[ToolMessage] = []
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        tail.append(message)
+    return tail[::-1]
+
+
+def text_of(message: AnyMessage | None) -> str:
+    """A message's text, whatever the provider's content shape (string or content blocks)."""
+    if message is None:
+        return ""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") if isinstance(block, dict) else str(block) for block in content)
+
+
+def tokens_of(message: AIMessage | None) -> int:
+    usage = getattr(message, "usage_metadata", None) or {}
+    return int(usage.get("total_tokens", 0) or 0)
