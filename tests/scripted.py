@@ -1,0 +1,45 @@
+"""A scripted chat model for graph tests: replies are given up front, every request is recorded.
+
+Used where the offline model cannot produce a behaviour on purpose (malformed calls, empty replies,
+a provider that raises). It is langchain-core's `GenericFakeChatModel` plus `bind_tools` and a log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from pydantic import Field
+
+
+class ScriptedChatModel(GenericFakeChatModel):
+    """Returns the scripted replies in order; an Exception in the script is raised instead of returned."""
+
+    requests: list[dict[str, Any]] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, *replies: AIMessage | Exception | Callable[[list[BaseMessage]], AIMessage]) -> ScriptedChatModel:
+        return cls(messages=iter(replies))
+
+    def bind_tools(self, tools: Iterable[Any], **kwargs: Any):
+        return self.bind(tools=list(tools), **kwargs)
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.requests.append({"messages": list(messages), "tools": kwargs.get("tools")})
+        reply = next(self.messages)
+        if isinstance(reply, Exception):
+            raise reply
+        if callable(reply):
+            reply = reply(list(messages))
+        from langchain_core.outputs import ChatGeneration, ChatResult
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def call(name: str, call_id: str = "c1", **args: Any) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+
+
+def tool_reply(thought: str, *calls: dict[str, Any]) -> AIMessage:
+    return AIMessage(content=thought, tool_calls=list(calls))
