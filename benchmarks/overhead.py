@@ -1,0 +1,132 @@
+"""Framework overhead of our ReAct graph vs LangChain's `create_agent`, measured side by side.
+
+Both run the same zero-latency scripted model (5 tool calls, then an answer), the same tool function and
+an `InMemorySaver`. Runs alternate between the two so machine noise hits both alike. Our iteration has
+four nodes (think, act, observe, reflect with rules) to create_agent's two (model, tools).
+
+    python benchmarks/overhead.py [--runs 200] [--sessions 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graph import Context, build_react_graph
+from tools import ToolGateway
+
+TOOL_CALLS = 5
+
+
+class EpisodeModel(BaseChatModel):
+    """Scripted: calls `echo` until it has TOOL_CALLS results in this turn, then answers. Optional delay."""
+
+    delay_s: float = 0.0
+    tool_calls_per_episode: int = TOOL_CALLS
+
+    @property
+    def _llm_type(self) -> str:
+        return "episode-script"
+
+    def bind_tools(self, tools, **kwargs):
+        return self.bind(tools=tools, **kwargs)
+
+    def _reply(self, messages) -> AIMessage:
+        done = sum(isinstance(m, ToolMessage) for m in messages[max(i for i, m in enumerate(messages)
+                                                                   if isinstance(m, HumanMessage)):])
+        if done < self.tool_calls_per_episode:
+            return AIMessage("", tool_calls=[{"name": "echo", "args": {"text": f"n{done}"}, "id": f"c{done}"}])
+        return AIMessage("done")
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
+
+
+def echo(text: str) -> str:
+    """Echo the text back.
+
+    Args:
+        text: Anything.
+    """
+    return text
+
+
+def ours(model: EpisodeModel):
+    gateway = ToolGateway([echo])
+    graph = build_react_graph(gateway, checkpointer=InMemorySaver(), model=model)
+    context = Context(reflection="rules", max_iterations=TOOL_CALLS + 1)
+    return graph, {"context": context}
+
+
+def theirs(model: EpisodeModel):
+    return create_agent(model, [tool(echo)], checkpointer=InMemorySaver()), {}
+
+
+def time_episode(graph, extra: dict[str, Any], n: int | str) -> float:
+    started = time.perf_counter()
+    result = graph.invoke({"messages": [HumanMessage("go")]}, config={"configurable": {"thread_id": f"t{n}"}}, **extra)
+    elapsed = time.perf_counter() - started
+    assert sum(isinstance(m, ToolMessage) for m in result["messages"]) == TOOL_CALLS
+    return elapsed
+
+
+def overhead(runs: int) -> dict[str, float]:
+    ours_graph, ours_extra = ours(EpisodeModel())
+    their_graph, their_extra = theirs(EpisodeModel())
+    for n in range(5):  # warm-up: imports, caches, first compilations
+        time_episode(ours_graph, ours_extra, f"warm{n}"), time_episode(their_graph, their_extra, f"warm{n}")
+    ours_t, their_t = [], []
+    for n in range(runs):
+        ours_t.append(time_episode(ours_graph, ours_extra, n))
+        their_t.append(time_episode(their_graph, their_extra, n))
+    ours_ms = statistics.median(ours_t) * 1000 / TOOL_CALLS
+    their_ms = statistics.median(their_t) * 1000 / TOOL_CALLS
+    return {"ours_ms_per_iteration": ours_ms, "create_agent_ms_per_iteration": their_ms, "ratio": ours_ms / their_ms}
+
+
+async def concurrent_sessions(sessions: int, delay_s: float = 0.05) -> dict[str, float]:
+    model = EpisodeModel(delay_s=delay_s, tool_calls_per_episode=1)
+    graph = build_react_graph(ToolGateway([echo]), checkpointer=InMemorySaver(), model=model)
+    context = Context(reflection="rules")
+    ideal = 2 * delay_s  # one tool round + the answer: two model calls per session, the rest is free
+    started = time.perf_counter()
+    await asyncio.gather(*(graph.ainvoke({"messages": [HumanMessage("go")]}, context=context,
+                                         config={"configurable": {"thread_id": f"s{i}"}}) for i in range(sessions)))
+    wall = time.perf_counter() - started
+    return {"sessions": sessions, "wall_s": wall, "ideal_s": ideal, "ratio": wall / ideal}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--sessions", type=int, default=100)
+    args = parser.parse_args()
+    o = overhead(args.runs)
+    print(f"Overhead per iteration ({args.runs} interleaved 5-tool episodes each, medians):")
+    print(f"  react-graph (think+act+observe+reflect): {o['ours_ms_per_iteration']:.3f} ms")
+    print(f"  langchain create_agent (model+tools):    {o['create_agent_ms_per_iteration']:.3f} ms")
+    print(f"  ratio: {o['ratio']:.2f}x   (goal <= 2.0x)")
+    c = asyncio.run(concurrent_sessions(args.sessions))
+    print(f"{c['sessions']} concurrent sessions, model sleeps 50 ms per call (2 calls each):")
+    print(f"  wall {c['wall_s']:.3f} s vs ideal {c['ideal_s']:.3f} s: ratio {c['ratio']:.2f}x   (goal <= 1.3x)")
+
+
+if __name__ == "__main__":
+    main()
