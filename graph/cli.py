@@ -18,7 +18,7 @@ from rich.table import Table
 from graph.console_view import StepPrinter
 from graph.react import build_react_graph
 from nodes.context import Context
-from nodes.models.loader import ModelConfigError, parse_spec
+from nodes.models.loader import ModelConfigError, load_chat_model, parse_spec
 from tools import default_gateway
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -75,7 +75,9 @@ def ask(
     session = session or uuid.uuid4().hex[:12]
     out = Console(soft_wrap=False)
     printer = None if as_json else StepPrinter(out)
-    graph = build_react_graph(default_gateway(), checkpointer=_checkpointer())
+    # Loading the model first turns a bad spec or a missing key into one line before anything runs.
+    chat_model = load_chat_model(context.model, context.temperature)
+    graph = build_react_graph(default_gateway(), checkpointer=_checkpointer(), model=chat_model)
     if not as_json:
         out.print(f"[dim]model: {model_label(context.model)} · store: in-process memory · session: {session}[/dim]")
     started = time.perf_counter()

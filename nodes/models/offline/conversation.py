@@ -1,0 +1,177 @@
+"""Reading a conversation: the current question, this turn's tool observations and reflection advice."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from .lexicon import language_of
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call as the planner thinks of it: a tool name and its arguments."""
+
+    name: str
+    args: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Identity of a call: same tool and same arguments means the same call."""
+        return self.name, json.dumps(self.args, sort_keys=True, ensure_ascii=False)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Call) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One tool call of this turn and what came back."""
+
+    call: Call
+    call_id: str
+    round: int  # 1-based round (AI message with tool calls) within the turn
+    ok: bool
+    content: str
+    data: Any = None  # the parsed JSON of an ok result
+
+
+@dataclass(frozen=True)
+class Turn:
+    """Everything the scripted model reads from the messages it is given."""
+
+    question: str
+    history: tuple[str, ...] = ()
+    observations: tuple[Observation, ...] = ()
+    rounds: int = 0
+    advice: str = ""
+    prior_calls: int = 0
+    used_ids: frozenset[str] = frozenset()
+
+    @property
+    def lang(self) -> str:
+        return language_of(self.question)
+
+    def latest_round(self) -> tuple[Observation, ...]:
+        return tuple(o for o in self.observations if o.round == self.rounds and self.rounds)
+
+    def earlier(self) -> tuple[Observation, ...]:
+        return tuple(o for o in self.observations if o.round < self.rounds)
+
+    def find(self, call: Call) -> Observation | None:
+        """The latest observation of exactly this call (an ok one preferred), if it was made this turn."""
+        matches = [o for o in self.observations if o.call == call]
+        ok = [o for o in matches if o.ok]
+        return (ok or matches or [None])[-1]
+
+
+def text_of(message: BaseMessage) -> str:
+    """Plain text of a message whose content may be a string or a list of content blocks."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+_STR = r'"(?:[^"\\]|\\.)*"'
+_SCALAR = re.compile(rf'"(\w+)"\s*:\s*({_STR}|-?\d+(?:\.\d+)?|true|false|null)')
+_HIT = re.compile(rf'\{{\s*"title"\s*:\s*({_STR})\s*,\s*"snippet"\s*:\s*({_STR})(?:\s*,\s*"source"\s*:\s*({_STR}))?')
+
+
+def _parse(content: str) -> Any:
+    """A tool result as JSON; a result cut short by a length budget is salvaged field by field."""
+    try:
+        return json.loads(content)
+    except (TypeError, ValueError):
+        pass
+    if not content.lstrip().startswith("{"):
+        return content
+    data: dict[str, Any] = {}
+    for key, raw in _SCALAR.findall(content):
+        data.setdefault(key, json.loads(raw))
+    hits = [{"title": json.loads(t), "snippet": json.loads(s), "source": json.loads(src) if src else ""}
+            for t, s, src in _HIT.findall(content)]
+    if hits:
+        data["results"] = hits
+    return data or content
+
+
+def reflection_advice(messages: Sequence[BaseMessage]) -> str:
+    """The last line starting "Reflection:" in any system message (advice from the previous reflect step)."""
+    advice = ""
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            for line in text_of(message).splitlines():
+                match = re.match(r"\s*Reflection\s*[:：]\s*(.*)", line)
+                if match:
+                    advice = match.group(1).strip()
+    return advice
+
+
+def read_turn(messages: Sequence[BaseMessage]) -> Turn:
+    """Split the conversation at the last human message: before it is context, after it is this turn."""
+    last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+    question = text_of(messages[last_human]).strip() if last_human >= 0 else ""
+    history = tuple(text_of(m) for m in messages[:max(last_human, 0)] if isinstance(m, HumanMessage))
+    used_ids: set[str] = set()
+    prior_calls = 0
+    for message in messages:
+        if isinstance(message, AIMessage):
+            prior_calls += len(message.tool_calls)
+            used_ids.update(tc.get("id") or "" for tc in message.tool_calls)
+
+    calls: dict[str, tuple[Call, int]] = {}
+    order: list[str] = []
+    results: dict[str, ToolMessage] = {}
+    rounds = 0
+    for message in messages[last_human + 1:]:
+        if isinstance(message, AIMessage) and message.tool_calls:
+            rounds += 1
+            for tc in message.tool_calls:
+                call_id = tc.get("id") or f"anon_{len(order)}"
+                calls[call_id] = (Call(tc["name"], dict(tc.get("args") or {})), rounds)
+                order.append(call_id)
+        elif isinstance(message, ToolMessage):
+            results[message.tool_call_id] = message
+
+    observations = []
+    for call_id in order:
+        call, round_no = calls[call_id]
+        result = results.get(call_id)
+        if result is None:
+            observations.append(Observation(call, call_id, round_no, False, "No result was returned."))
+            continue
+        content = text_of(result)
+        ok = getattr(result, "status", "success") != "error"
+        observations.append(Observation(call, call_id, round_no, ok, content, _parse(content) if ok else None))
+    return Turn(question=question, history=history, observations=tuple(observations), rounds=rounds,
+                advice=reflection_advice(messages), prior_calls=prior_calls, used_ids=frozenset(used_ids))
+
+
+_STOP_ADVICE = re.compile(
+    r"停止|直接回答|直接作答|根据已有|(?<!不)足够|重复了|完全重复|重复调用了|"
+    r"answer (?:now|directly|with what|from what)|stop (?:calling|repeating|using)|no further tools?|"
+    r"do not call (?:any )?(?:more|further)|(?<!not )enough information|information is sufficient|"
+    r"repeated (?:an|the) (?:earlier|previous|same)|was repeated|is a repeat", re.I)
+
+
+def advice_says_stop(advice: str) -> bool:
+    """Whether reflection advice asks to stop calling tools and answer with what is known.
+
+    "Don't repeat the call, try search" is not a stop: the planner never repeats a call anyway.
+    """
+    return bool(_STOP_ADVICE.search(advice or ""))

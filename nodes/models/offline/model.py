@@ -1,0 +1,138 @@
+"""OfflineChatModel: a scripted, deterministic chat model (not an LLM) so every graph runs without a network."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from .answer import final_answer
+from .conversation import Turn, read_turn
+from .describe import thought
+from .planner import BUILTIN_TOOLS, make_plan
+from .structured import responder_for, schema_name
+from .textproto import as_tool_messages, is_text_protocol, render_action, render_final, text_tools
+from .usage import usage_for
+
+MODEL_NAME = "offline-scripted"
+
+
+def _tool_name(tool: dict[str, Any]) -> str:
+    return tool.get("function", {}).get("name") or tool.get("name", "")
+
+
+def _forced_schema(tool_names: list[str], tool_choice: Any) -> str | None:
+    """The schema a structured-output call forces (tool_choice any/required/its name); None for real tools."""
+    if isinstance(tool_choice, dict):
+        tool_choice = tool_choice.get("function", {}).get("name") or tool_choice.get("name")
+    forced = None
+    if tool_choice in ("any", "required", True) and len(tool_names) == 1:
+        forced = tool_names[0]
+    elif isinstance(tool_choice, str) and tool_choice in tool_names:
+        forced = tool_choice
+    if forced is None or forced in BUILTIN_TOOLS:
+        return None
+    return forced
+
+
+def _call_ids(turn: Turn, count: int) -> list[str]:
+    """Ids f"call_{n}_{k}", n = tool calls earlier in the conversation: deterministic and never reused."""
+    n = turn.prior_calls
+    while any(f"call_{n}_{k}" in turn.used_ids for k in range(count)):
+        n += 1
+    return [f"call_{n}_{k}" for k in range(count)]
+
+
+class OfflineChatModel(BaseChatModel):
+    """Scripted offline chat model — deterministic rules, NOT a language model.
+
+    It decomposes a question into sub-tasks for the built-in tools (calculator, get_time, get_weather, search,
+    http_get), calls only tools that are bound, reads the observations of the current turn, falls back when a
+    tool fails, and answers in the question's language. With no tools bound it composes the best answer from
+    the observations so far and says what is missing. Questions outside the tools get an honest "cannot answer
+    offline". `with_structured_output(ReflectionVerdict)` returns a verdict derived from the observations.
+    Called with stop=["Observation:"] it speaks the text ReAct protocol (Thought / Action / Action Input, or
+    Final Answer). Same messages in, same message out.
+    """
+
+    model_name: str = MODEL_NAME
+
+    @property
+    def _llm_type(self) -> str:
+        return MODEL_NAME
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name}
+
+    def bind_tools(self, tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool], *,
+                   tool_choice: str | None = None, **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools (any form LangChain converts to an OpenAI tool schema); only these may be called."""
+        formatted = [convert_to_openai_tool(tool) for tool in tools]
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        return self.bind(tools=formatted, **kwargs)
+
+    def with_structured_output(self, schema: Any, *, include_raw: bool = False,
+                               **kwargs: Any) -> Runnable[LanguageModelInput, Any]:
+        """Structured output for the schemas with a scripted responder; NotImplementedError for others."""
+        responder_for(schema_name(schema))
+        return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, tools: list[dict[str, Any]] | None = None,
+                  tool_choice: Any = None, **kwargs: Any) -> ChatResult:
+        tool_names = [_tool_name(t) for t in tools or []]
+        forced = _forced_schema(tool_names, tool_choice)
+        normalized = as_tool_messages(messages)
+        if forced is not None:
+            reply = self._structured(normalized, forced)
+        elif is_text_protocol(stop):
+            reply = self._text_step(normalized, set(tool_names) if tools else text_tools(messages))
+        else:
+            reply = self._tool_step(normalized, set(tool_names) if tools else None)
+        reply.usage_metadata = usage_for(messages, reply, tools)
+        reply.response_metadata = {"model_name": self.model_name}
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    @staticmethod
+    def _structured(messages: list[BaseMessage], schema: str) -> AIMessage:
+        # A prompt the caller appends as a human message after the tool round is not the user's question.
+        while (len(messages) >= 2 and isinstance(messages[-1], HumanMessage)
+               and (isinstance(messages[-2], ToolMessage)
+                    or (isinstance(messages[-2], AIMessage) and messages[-2].tool_calls))):
+            messages = messages[:-1]
+        args = responder_for(schema)(messages)
+        call_id = _call_ids(read_turn(messages), 1)[0]
+        return AIMessage(content="", tool_calls=[{"name": schema, "args": args, "id": call_id, "type": "tool_call"}])
+
+    @staticmethod
+    def _tool_step(messages: list[BaseMessage], tools: set[str] | None) -> AIMessage:
+        turn = read_turn(messages)
+        plan = make_plan(turn, tools)
+        lang = plan.question.lang
+        if not plan.calls:
+            return AIMessage(content=final_answer(plan, lang))
+        ids = _call_ids(turn, len(plan.calls))
+        return AIMessage(content=thought(plan, lang), tool_calls=[
+            {"name": call.name, "args": dict(call.args), "id": call_id, "type": "tool_call"}
+            for call, call_id in zip(plan.calls, ids, strict=True)])
+
+    @staticmethod
+    def _text_step(messages: list[BaseMessage], tools: set[str]) -> AIMessage:
+        """Text ReAct protocol: one Action per step (the first planned call), or the Final Answer."""
+        plan = make_plan(read_turn(messages), tools)
+        lang = plan.question.lang
+        if not plan.calls:
+            return AIMessage(content=render_final(final_answer(plan, lang), lang))
+        first = replace(plan, calls=plan.calls[:1])
+        call = first.calls[0]
+        return AIMessage(content=render_action(thought(first, lang), call.name, dict(call.args)))

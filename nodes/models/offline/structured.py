@@ -1,0 +1,39 @@
+"""Structured output of the scripted model: one responder per schema name (ReflectionVerdict now; Plan and
+Summary can be registered later)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from .reflection import reflection_args
+
+Responder = Callable[[Sequence[BaseMessage]], dict[str, Any]]
+
+RESPONDERS: dict[str, Responder] = {
+    "ReflectionVerdict": reflection_args,
+}
+
+
+def schema_name(schema: Any) -> str:
+    """The tool name a schema is bound under (a pydantic model's class name / title)."""
+    if isinstance(schema, str):
+        return schema
+    if isinstance(schema, dict) and "function" in schema:
+        return schema["function"]["name"]
+    return convert_to_openai_tool(schema)["function"]["name"]
+
+
+def responder_for(name: str) -> Responder:
+    """The scripted responder for a schema, or NotImplementedError naming it."""
+    try:
+        return RESPONDERS[name]
+    except KeyError:
+        supported = ", ".join(sorted(RESPONDERS))
+        raise NotImplementedError(
+            f"The scripted offline model has no structured output for schema {name!r} "
+            f"(supported: {supported}). Register a responder in nodes.models.offline.structured.RESPONDERS "
+            f"or use a real model.") from None

@@ -1,0 +1,108 @@
+"""The text ReAct protocol: read a Thought/Action/Observation transcript, reply in the same format.
+
+Used when the caller passes stop=["Observation:"] (the text protocol's think step). The transcript is turned
+into the tool-calling shape (AI tool calls + ToolMessages) so the same planner decides the next step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from .conversation import text_of
+from .planner import BUILTIN_TOOLS
+
+_ACTION = re.compile(r"Action\s*[:：]\s*(?P<name>[\w.-]+)\s*\n\s*Action Input\s*[:：]\s*(?P<input>.*?)"
+                     r"(?=\n\s*Observation\s*[:：]|\n\s*Thought\s*[:：]|\Z)", re.S)
+_OBSERVATION = re.compile(r"^\s*Observation\s*[:：]\s*", re.S)
+_LABELLED = re.compile(r"^\s*(?:Question|Observation)\s*[:：]", re.M)
+_ERROR = re.compile(r"timed out|failed|invalid arguments|unknown tool|unavailable|circuit open|denied|"
+                    r"not permitted|is disabled|is busy|rate limit|^error\b", re.I)
+
+
+def is_text_protocol(stop: Sequence[str] | None) -> bool:
+    return any(s.strip().startswith("Observation") for s in stop or [])
+
+
+def text_tools(messages: Sequence[BaseMessage]) -> set[str]:
+    """Built-in tools the prompt mentions (all of them when it names none)."""
+    prompt = " ".join(text_of(m) for m in messages if isinstance(m, SystemMessage))
+    named = {t for t in BUILTIN_TOOLS if re.search(rf"\b{t}\b", prompt)}
+    return named or set(BUILTIN_TOOLS)
+
+
+def _parse_input(raw: str) -> dict:
+    raw = raw.strip().strip("`").strip()
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"input": raw}
+    return value if isinstance(value, dict) else {"input": value}
+
+
+def _question(text: str) -> str:
+    match = list(re.finditer(r"^\s*Question\s*[:：]\s*(.+)$", text, re.M))
+    return match[-1].group(1).strip() if match else text
+
+
+def to_tool_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The transcript as tool-calling messages: Action blocks become tool calls, Observations ToolMessages."""
+    out: list[BaseMessage] = []
+    pending: list[str] = []
+    counter = 0
+
+    def observe(text: str) -> None:
+        if not pending:
+            return
+        call_id = pending.pop(0)
+        content = _OBSERVATION.sub("", text, count=1).strip()
+        try:
+            json.loads(content)
+            status = "success"
+        except ValueError:
+            status = "error" if _ERROR.search(content) else "success"
+        out.append(ToolMessage(content, tool_call_id=call_id, status=status))
+
+    for message in messages:
+        text = text_of(message)
+        if isinstance(message, SystemMessage):
+            out.append(message)
+        elif isinstance(message, (HumanMessage, ToolMessage)) and _OBSERVATION.match(text):
+            observe(text)
+        elif isinstance(message, HumanMessage):
+            out.append(HumanMessage(_question(text)))
+        elif isinstance(message, AIMessage):
+            parts = re.split(r"\n\s*(?=Observation\s*[:：])", text)
+            for part in parts:
+                if _OBSERVATION.match(part):
+                    observe(part)
+                    continue
+                calls = []
+                for match in _ACTION.finditer(part):
+                    call_id = f"text_{counter}"
+                    counter += 1
+                    calls.append({"name": match.group("name"), "args": _parse_input(match.group("input")),
+                                  "id": call_id, "type": "tool_call"})
+                    pending.append(call_id)
+                out.append(AIMessage(part, tool_calls=calls) if calls else AIMessage(part))
+    return out
+
+
+def as_tool_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The messages in tool-calling shape: a text-protocol transcript is converted, anything else is kept."""
+    has_calls = any(isinstance(m, AIMessage) and m.tool_calls for m in messages)
+    textual = any((isinstance(m, AIMessage) and _ACTION.search(text_of(m)))
+                  or (isinstance(m, HumanMessage) and _LABELLED.search(text_of(m))) for m in messages)
+    return to_tool_messages(messages) if textual and not has_calls else list(messages)
+
+
+def render_action(thought: str, name: str, args: dict) -> str:
+    return f"Thought: {thought}\nAction: {name}\nAction Input: {json.dumps(args, ensure_ascii=False)}"
+
+
+def render_final(answer: str, lang: str) -> str:
+    thought = "我已经可以回答了。" if lang == "zh" else "I can answer now."
+    return f"Thought: {thought}\nFinal Answer: {answer}"
