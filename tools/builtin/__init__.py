@@ -1,1 +1,35 @@
-"""tools/builtin package."""
+"""The built-in tools: calculator, get_time, get_weather, search and http_get, one module each."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tools.builtin.calculator import calculator_tool
+from tools.builtin.clock import get_time_tool
+from tools.builtin.http_get import http_get_tool
+from tools.builtin.search import search_tool
+from tools.builtin.weather import get_weather_tool
+from tools.meta import ToolMeta
+
+__all__ = ["builtin_tools", "calculator_tool", "get_time_tool", "get_weather_tool", "http_get_tool",
+           "search_tool"]
+
+
+def builtin_tools(*, http_allow_hosts: Iterable[str] | None = None, http_allow_private: bool = False,
+                  weather_url: str | None = None) -> list[ToolMeta]:
+    """The five built-in tools, in a fixed order: calculator, get_time, get_weather, search, http_get.
+
+    Network access is off unless configured; None means "not given" and reads the environment:
+    - `http_allow_hosts`: hosts http_get may fetch (subdomains included). None reads the comma-separated
+      REACTGRAPH_HTTP_ALLOW; an empty list (or neither) makes http_get refuse every URL.
+    - `weather_url`: a wttr.in-style template ("https://wttr.in/{city}?format=j1"). None reads
+      REACTGRAPH_WEATHER_URL; "" (or neither) makes get_weather answer from offline sample data.
+    - `http_allow_private`: let http_get reach loopback and private networks (tests, intranets).
+    """
+    return [
+        calculator_tool(),
+        get_time_tool(),
+        get_weather_tool(weather_url),
+        search_tool(),
+        http_get_tool(http_allow_hosts, allow_private=http_allow_private),
+    ]

@@ -1,0 +1,233 @@
+"""`http_get`: fetch a page from an allow-listed public host, within size, time and redirect limits."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import ipaddress
+import os
+import socket
+import urllib.request
+from collections.abc import Iterable
+from typing import Any
+
+import httpx
+
+from tools.errors import ToolError, ToolInputError, TransientToolError
+from tools.meta import ToolMeta
+
+ALLOW_ENV = "REACTGRAPH_HTTP_ALLOW"
+# The body handed to the model: about 25k tokens of text; reading stops here, however big the page.
+MAX_BODY_BYTES = 100_000
+MAX_URL_CHARS = 2_000
+MAX_REDIRECTS = 5
+REQUEST_TIMEOUT_S = 10.0
+_REDIRECTS = {301, 302, 303, 307, 308}
+_TEXT_TYPES = ("text/", "json", "xml", "javascript", "yaml", "csv", "markdown")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def allow_list_from_env() -> tuple[str, ...]:
+    """Hosts named in REACTGRAPH_HTTP_ALLOW (comma-separated, e.g. "example.com,docs.python.org")."""
+    return tuple(part for part in os.environ.get(ALLOW_ENV, "").split(",") if part.strip())
+
+
+def _normalise_host(entry: str) -> str:
+    entry = entry.strip().lower()
+    if "://" in entry:
+        entry = httpx.URL(entry).host
+    return entry.removeprefix("*.").lstrip(".").rstrip(".")
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def host_allowed(host: str, allow_hosts: Iterable[str]) -> bool:
+    """True if `host` is an allow-listed host or a subdomain of one (IP addresses match exactly)."""
+    host = host.lower().rstrip(".")
+    return any(host == allowed or (host.endswith("." + allowed) and not _is_ip(allowed))
+               for allowed in allow_hosts)
+
+
+def is_public_address(ip: IPAddress) -> bool:
+    """False for loopback, private, link-local, multicast, reserved and unspecified addresses."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        # IPv6 forms that carry an IPv4 address are judged by the address they carry.
+        if ip in _NAT64:
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        else:
+            ip = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None) or ip
+    return ip.is_global and not (ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_multicast
+                                 or ip.is_reserved or ip.is_unspecified)
+
+
+async def _resolve(host: str, port: int) -> list[IPAddress]:
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        pass
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        error = TransientToolError if exc.errno == socket.EAI_AGAIN else ToolError
+        raise error(f"cannot resolve host {host!r}: {exc.strerror}") from exc
+    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+
+
+def _env_proxy_applies(url: httpx.URL) -> bool:
+    proxies = urllib.request.getproxies_environment()
+    return bool(proxies.get(url.scheme) or proxies.get("all")) and not urllib.request.proxy_bypass_environment(
+        url.host)
+
+
+async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """Read at most `limit` bytes of a streamed body; also say whether the body went on beyond it."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(chunks)[:limit], True
+    return b"".join(chunks), False
+
+
+def _decode(body: bytes, response: httpx.Response, truncated: bool) -> str:
+    try:
+        text = body.decode(response.charset_encoding or "utf-8", errors="replace")
+    except LookupError:
+        text = body.decode("utf-8", errors="replace")
+    # A cut in the middle of a multi-byte character leaves a replacement character at the end.
+    return text.rstrip("\ufffd") if truncated else text
+
+
+class _Fetcher:
+    """Checks each URL (including every redirect target) against the policy before connecting to it."""
+
+    def __init__(self, allow_hosts: tuple[str, ...], allow_private: bool, max_bytes: int,
+                 timeout_s: float, transport: httpx.AsyncBaseTransport | None) -> None:
+        self.allow_hosts, self.allow_private = allow_hosts, allow_private
+        self.max_bytes, self.timeout_s, self.transport = max_bytes, timeout_s, transport
+
+    def parse(self, url: str) -> httpx.URL:
+        url = url.strip()
+        if len(url) > MAX_URL_CHARS:
+            raise ToolInputError(f"URL is too long (limit {MAX_URL_CHARS} characters)")
+        if url and "://" not in url:
+            url = "https://" + url
+        try:
+            parsed = httpx.URL(url)
+        except (httpx.InvalidURL, ValueError, TypeError) as exc:
+            raise ToolInputError(f"not a valid URL: {url[:100]!r} ({exc})") from exc
+        if parsed.scheme not in ("http", "https"):
+            raise ToolInputError(f"only http:// and https:// URLs can be fetched (got {url[:100]!r})")
+        if not parsed.host:
+            raise ToolInputError(f"URL has no host: {url[:100]!r}")
+        if parsed.userinfo:
+            raise ToolInputError("URLs with a user name or password are not allowed")
+        return parsed
+
+    async def admit(self, url: httpx.URL) -> IPAddress:
+        """Refuse hosts outside the allow-list or resolving to non-public addresses; return the IP to use."""
+        if not host_allowed(url.host, self.allow_hosts):
+            listed = ", ".join(self.allow_hosts) or "none"
+            raise ToolInputError(
+                f"host {url.host!r} is not on the http_get allow-list (allowed: {listed}); "
+                f"an operator can add hosts with {ALLOW_ENV}=example.com,docs.python.org")
+        addresses = await _resolve(url.host, url.port or (443 if url.scheme == "https" else 80))
+        blocked = [str(ip) for ip in addresses if not is_public_address(ip)]
+        if blocked and not self.allow_private:
+            raise ToolInputError(f"host {url.host!r} resolves to a non-public address ({blocked[0]}); "
+                                 "loopback, private, link-local and reserved networks are never fetched")
+        if not addresses:
+            raise ToolError(f"host {url.host!r} has no addresses")
+        return addresses[0]
+
+    async def fetch(self, url: str) -> dict[str, Any]:
+        target = self.parse(url)
+        async with httpx.AsyncClient(transport=self.transport, timeout=self.timeout_s,
+                                     follow_redirects=False) as client:
+            for hop in range(MAX_REDIRECTS + 1):
+                try:
+                    ip = await self.admit(target)
+                except ToolInputError as exc:
+                    if hop:
+                        raise ToolInputError(f"redirect to {str(target)[:100]} refused: {exc}") from exc
+                    raise
+                response = await client.send(self._request(client, target, ip), stream=True)
+                try:
+                    location = response.headers.get("location")
+                    if response.status_code in _REDIRECTS and location:
+                        target = self.parse(str(target.join(location)))
+                        continue
+                    return await self._result(target, response)
+                finally:
+                    await response.aclose()
+        raise ToolError(f"too many redirects (more than {MAX_REDIRECTS}) from {url[:100]}")
+
+    def _request(self, client: httpx.AsyncClient, url: httpx.URL, ip: IPAddress) -> httpx.Request:
+        headers = {"Accept-Encoding": "identity", "User-Agent": "react-graph http_get/0.1"}
+        if self.transport is None and _env_proxy_applies(url):
+            # The proxy resolves the name itself; pinning the IP would break its TLS name check.
+            return client.build_request("GET", url, headers=headers)
+        # Connect to the address we checked (not a second DNS answer), keeping the Host and TLS names.
+        return client.build_request(
+            "GET", url.copy_with(host=str(ip)), headers={**headers, "Host": url.netloc.decode("ascii")},
+            extensions={"sni_hostname": url.raw_host.decode("ascii")} if url.scheme == "https" else {})
+
+    async def _result(self, url: httpx.URL, response: httpx.Response) -> dict[str, Any]:
+        if response.status_code >= 500:
+            raise TransientToolError(f"HTTP {response.status_code} from {url.host}")
+        content_type = response.headers.get("content-type", "")
+        result: dict[str, Any] = {"url": str(url), "status_code": response.status_code,
+                                  "content_type": content_type}
+        if content_type and not any(kind in content_type.lower() for kind in _TEXT_TYPES):
+            return {**result, "body": "", "truncated": False,
+                    "message": f"binary content ({content_type}) is not shown"}
+        body, truncated = await read_capped(response, self.max_bytes)
+        return {**result, "body": _decode(body, response, truncated), "truncated": truncated}
+
+
+def http_get_tool(allow_hosts: Iterable[str] | None = None, *, allow_private: bool = False,
+                  max_bytes: int = MAX_BODY_BYTES, timeout_s: float = REQUEST_TIMEOUT_S,
+                  transport: httpx.AsyncBaseTransport | None = None) -> ToolMeta:
+    """The `http_get` tool. `allow_hosts=None` reads REACTGRAPH_HTTP_ALLOW; empty means nothing is fetched.
+
+    `allow_private=True` permits loopback and private addresses (tests, intranet deployments).
+    """
+    hosts = allow_list_from_env() if allow_hosts is None else tuple(allow_hosts)
+    fetcher = _Fetcher(tuple(_normalise_host(h) for h in hosts if h.strip()), allow_private,
+                       max_bytes, timeout_s, transport)
+
+    async def http_get(url: str) -> dict[str, Any]:
+        """Fetch a web page or API response over HTTP(S) and return its status and text.
+
+        Only hosts on the operator's allow-list can be fetched; other hosts are refused. The body is
+        the beginning of the response text ("truncated" says whether it was cut). Error pages (404...)
+        are returned with their status code. Works for Chinese and English pages alike.
+
+        Args:
+            url: The full address to fetch, e.g. "https://docs.python.org/3/". Must be http or https.
+        """
+        try:
+            async with asyncio.timeout(fetcher.timeout_s * 2):
+                return await fetcher.fetch(url)
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            raise TransientToolError(f"timed out fetching {url[:100]}") from exc
+        except httpx.TransportError as exc:
+            raise TransientToolError(f"network error fetching {url[:100]}: {exc!r}") from exc
+        except httpx.HTTPError as exc:
+            raise ToolError(f"cannot fetch {url[:100]}: {exc!r}") from exc
+
+    meta = ToolMeta.from_function(http_get, timeout_s=timeout_s * 2 + 5, tags=("network",),
+                                  max_concurrency=4, max_attempts=2)
+    # The model should know up front what it may fetch, rather than learn it from refusals.
+    allowed = (f" Allowed hosts (and their subdomains): {', '.join(fetcher.allow_hosts)}."
+               if fetcher.allow_hosts else " No hosts are allowed in this deployment: every URL is refused.")
+    return dataclasses.replace(meta, description=meta.description + allowed)
