@@ -134,5 +134,12 @@ def _unpack(call: Any) -> tuple[str, Any, str]:
     """Accept the LangChain dict shape (and tolerate junk: a bad call must become a result, not an exception)."""
     if isinstance(call, Mapping):
         name = call.get("name")
-        return (name if isinstance(name, str) else str(name)), call.get("args"), str(call.get("id") or "")
-    return str(call), None, ""
+        return (name if isinstance(name, str) else _text(name)), call.get("args"), _text(call.get("id") or "")
+    return _text(call), None, ""
+
+
+def _text(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - e.g. an int past Python's digit limit, a list nested 5,000 deep
+        return f"<{type(value).__name__}>"

@@ -21,8 +21,10 @@ class GatewayTool(BaseTool):
 
     @classmethod
     def wrap(cls, gateway: Any, meta: ToolMeta, session: ToolSession) -> GatewayTool:
-        return cls(name=meta.name, description=meta.description, args_schema=meta.params_model,
-                   gateway=gateway, session=session)
+        # A JSON-schema dict (not the model): LangChain then passes arguments through unvalidated, so bad ones
+        # reach the gateway and come back as its `invalid_args` text instead of a raised ValidationError.
+        return cls(name=meta.name, description=meta.description,
+                   args_schema=meta.openai_schema()["function"]["parameters"], gateway=gateway, session=session)
 
     async def _arun(self, *args: Any, **kwargs: Any) -> str:
         kwargs.pop("run_manager", None)

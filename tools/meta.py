@@ -31,8 +31,11 @@ class ToolMeta:
     # Attempts for transient failures (1 = no retry).
     max_attempts: int = 3
     extra: dict[str, Any] = field(default_factory=dict)
+    # Derived once: asking inspect on every call shows up in the gateway's per-call overhead.
+    is_async: bool = field(init=False, repr=False, compare=False, default=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.run))
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
             raise ToolRegistrationError(
                 f"tool name {self.name!r} must be non-empty letters, digits, '_' or '-' "
@@ -42,10 +45,6 @@ class ToolMeta:
             raise ToolRegistrationError(f"tool {self.name!r}: timeout_s must be > 0")
         if self.max_attempts < 1:
             raise ToolRegistrationError(f"tool {self.name!r}: max_attempts must be >= 1")
-
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.run)
 
     def openai_schema(self) -> dict[str, Any]:
         """The tool in OpenAI function-calling format, as model providers expect it."""

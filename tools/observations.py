@@ -61,6 +61,8 @@ def render_value(value: Any) -> str:
     """A tool's return value as the text the model reads: strings as-is, the rest as compact JSON."""
     if isinstance(value, str):
         return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
     except (TypeError, ValueError):

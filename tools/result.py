@@ -22,7 +22,10 @@ class ToolStatus(StrEnum):
     @property
     def counts_as_failure(self) -> bool:
         """Whether the circuit breaker should count this outcome against the tool."""
-        return self in (ToolStatus.ERROR, ToolStatus.TIMEOUT)
+        return self in _FAILURES
+
+
+_FAILURES = frozenset({ToolStatus.ERROR, ToolStatus.TIMEOUT})
 
 
 @dataclass(slots=True)

@@ -12,22 +12,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.policies.base import CallContext, Handler
+from tools.policies.validation import _coerce_args
 from tools.result import ToolResult, ToolStatus
 
 logger = logging.getLogger("reactgraph.tools")  # a child of "reactgraph", which has a NullHandler
 
 _SECRET_KEY = re.compile(r"pass(word)?|secret|token|api[_-]?key|auth|credential|cookie|session[_-]?key", re.I)
 MAX_LOGGED_VALUE = 80
+MAX_LOGGED_DEPTH = 8
 
 
-def redact(value: Any, key: str = "") -> Any:
+def redact(value: Any, key: str = "", depth: int = 0) -> Any:
     """Arguments as they may appear in logs: secrets masked, long values cut."""
     if key and _SECRET_KEY.search(key):
         return "***"
+    if isinstance(value, (dict, list, tuple)) and depth >= MAX_LOGGED_DEPTH:
+        return "…"
     if isinstance(value, dict):
-        return {str(k): redact(v, str(k)) for k, v in list(value.items())[:50]}
+        return {str(k): redact(v, str(k), depth + 1) for k, v in list(value.items())[:50]}
     if isinstance(value, (list, tuple)):
-        return [redact(v) for v in value[:20]]
+        return [redact(v, "", depth + 1) for v in value[:20]]
     if isinstance(value, str) and len(value) > MAX_LOGGED_VALUE:
         return f"{value[:MAX_LOGGED_VALUE]}…({len(value)} chars)"
     return value
@@ -37,8 +41,11 @@ def args_digest(args: Any) -> str:
     """A short stable fingerprint of the arguments: lets logs correlate calls without storing them."""
     try:
         canonical = json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        canonical = repr(args)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            canonical = repr(args)
+        except (ValueError, RecursionError):  # ints past Python's digit limit, absurd nesting
+            canonical = type(args).__name__
     return hashlib.sha256(canonical.encode("utf-8", "replace")).hexdigest()[:12]
 
 
@@ -55,7 +62,7 @@ class ToolMetrics:
     def observe(self, result: ToolResult) -> None:
         self.calls += 1
         self.failures += result.status.counts_as_failure
-        self.by_status[result.status.value] += 1
+        self.by_status[result.status] += 1  # StrEnum keys: equal to, and serialised as, their string values
         self.latencies_ms.append(result.latency_ms)
 
     def percentile(self, q: float) -> float:
@@ -65,7 +72,7 @@ class ToolMetrics:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "failures": self.failures, "by_status": dict(self.by_status),
+        return {"calls": self.calls, "failures": self.failures, "by_status": {str(k): v for k, v in self.by_status.items()},
                 "p50_ms": round(self.percentile(0.50), 3), "p95_ms": round(self.percentile(0.95), 3)}
 
 
@@ -81,12 +88,16 @@ class Telemetry:
         result.latency_ms = (time.perf_counter() - started) * 1000
         result.attempts = call.attempts
         if call.meta is not None:  # unknown names stay out of the metrics, or junk calls would grow them forever
-            self.metrics.setdefault(call.name, ToolMetrics()).observe(result)
+            metrics = self.metrics.get(call.name)
+            if metrics is None:
+                metrics = self.metrics[call.name] = ToolMetrics()
+            metrics.observe(result)
         level = logging.INFO if result.status is ToolStatus.OK else logging.WARNING
         if logger.isEnabledFor(level):
+            args = _coerce_args(call.args)  # JSON-string arguments are logged parsed, so their secrets are masked
             logger.log(level, "tool call %s %s", call.name, result.status.value, extra={"tool_call": {
                            "tool": call.name, "session": call.session.id, "call_id": call.call_id,
-                           "args_digest": args_digest(call.args), "args": redact(call.args),
+                           "args_digest": args_digest(args), "args": redact(args),
                            "status": result.status.value, "latency_ms": round(result.latency_ms, 3),
                            "attempts": result.attempts}})
         return result

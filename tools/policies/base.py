@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -52,6 +53,5 @@ def chain(policies: Sequence[Policy], innermost: Handler) -> Handler:
 
 
 def _bind(policy: Policy, proceed: Handler) -> Handler:
-    async def step(call: CallContext) -> ToolResult:
-        return await policy(call, proceed)
-    return step
+    # A partial rather than a closure: one coroutine frame per policy instead of two, on every call.
+    return functools.partial(policy, proceed=proceed)

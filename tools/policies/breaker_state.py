@@ -43,8 +43,8 @@ def admit(s: BreakerSnapshot, now: float, cfg: BreakerConfig) -> tuple[bool, Bre
 
 def on_success(s: BreakerSnapshot) -> BreakerSnapshot:
     # A straggler admitted before the circuit opened proves little; only the probe may close it.
-    if s.state is BreakerState.OPEN:
-        return s
+    if s.state is BreakerState.OPEN or (s.state is BreakerState.CLOSED and not s.consecutive_failures):
+        return s  # (the healthy case returns the same object: no allocation on the hot path)
     return BreakerSnapshot()
 
 

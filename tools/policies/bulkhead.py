@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from contextlib import AsyncExitStack
 
 from tools import observations
 from tools.policies.base import CallContext, Handler
@@ -27,33 +26,55 @@ class Bulkhead:
         self.max_wait_s = max_wait_s
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str | None, asyncio.Semaphore]] = (
             weakref.WeakKeyDictionary())
+        self._last_loop: asyncio.AbstractEventLoop | None = None
+        self._last_semaphores: dict[str | None, asyncio.Semaphore] = {}
         self.in_flight = 0
         self.peak_in_flight = 0
 
     def _semaphore(self, key: str | None, size: int) -> asyncio.Semaphore:
-        per_loop = self._loops.setdefault(asyncio.get_running_loop(), {})
+        loop = asyncio.get_running_loop()
+        if loop is not self._last_loop:  # remembered: a WeakKeyDictionary lookup costs a weakref per call
+            self._last_loop, self._last_semaphores = loop, self._loops.setdefault(loop, {})
+        per_loop = self._last_semaphores
         sem = per_loop.get(key)
         if sem is None:
             sem = per_loop[key] = asyncio.Semaphore(size)
         return sem
+
+    async def _acquire_all(self, semaphores: list[asyncio.Semaphore]) -> list[asyncio.Semaphore]:
+        """Take every slot or none; waiting (never the free-slot fast path) is bounded by `max_wait_s`."""
+        held: list[asyncio.Semaphore] = []
+        try:
+            if any(sem.locked() for sem in semaphores):
+                async with asyncio.timeout(self.max_wait_s):
+                    for sem in semaphores:
+                        await sem.acquire()
+                        held.append(sem)
+            else:  # a free slot is taken without arming a timer: this is the hot path
+                for sem in semaphores:
+                    await sem.acquire()
+                    held.append(sem)
+        except BaseException:
+            for sem in held:
+                sem.release()
+            raise
+        return held
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
         semaphores = [self._semaphore(None, self.max_concurrent)]
         if call.meta.max_concurrency:
             semaphores.insert(0, self._semaphore(call.name, call.meta.max_concurrency))
         started = time.monotonic()
-        async with AsyncExitStack() as slots:
-            try:
-                async with asyncio.timeout(self.max_wait_s):
-                    for sem in semaphores:
-                        await sem.acquire()
-                        slots.callback(sem.release)
-            except TimeoutError:
-                return call.result(ToolStatus.RATE_LIMITED,
-                                   observations.rate_limited(call.name, time.monotonic() - started))
-            self.in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-            try:
-                return await proceed(call)
-            finally:
-                self.in_flight -= 1
+        try:
+            held = await self._acquire_all(semaphores)
+        except TimeoutError:
+            return call.result(ToolStatus.RATE_LIMITED,
+                               observations.rate_limited(call.name, time.monotonic() - started))
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            return await proceed(call)
+        finally:
+            self.in_flight -= 1
+            for sem in held:
+                sem.release()

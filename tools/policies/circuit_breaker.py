@@ -37,7 +37,7 @@ class CircuitBreaker:
         now = self.clock()
         if status.counts_as_failure:
             change = lambda s: (None, on_failure(s, now, self.config))  # noqa: E731
-        elif status is ToolStatus.RATE_LIMITED:
+        elif status in (ToolStatus.RATE_LIMITED, ToolStatus.INVALID_ARGS):  # neither failure nor proof of health
             change = lambda s: (None, on_neutral(s))  # noqa: E731
         else:
             change = lambda s: (None, on_success(s))  # noqa: E731

@@ -21,8 +21,7 @@ class Invoke:
         self.executor = executor or ThreadPoolExecutor(max_workers=32, thread_name_prefix="tool")
 
     async def __call__(self, call: CallContext) -> ToolResult:
-        params = call.params
-        kwargs = {name: getattr(params, name) for name in type(params).model_fields}
+        kwargs = dict(call.params)  # field name → validated value, nested models kept as models
         run = call.meta.run
         if call.meta.is_async:
             value = await run(**kwargs)
@@ -30,6 +29,6 @@ class Invoke:
             ctx = contextvars.copy_context()
             value = await asyncio.get_running_loop().run_in_executor(
                 self.executor, functools.partial(ctx.run, run, **kwargs))
-        if inspect.isawaitable(value):  # a sync-looking callable (partial, callable object) that is async inside
-            value = await value
+            if inspect.isawaitable(value):  # a sync-looking callable (partial, callable object) that is async inside
+                value = await value
         return call.result(ToolStatus.OK, observations.render_value(value), value=value)

@@ -27,7 +27,6 @@ class Retry:
         return self.rng.uniform(0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)))
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
-        loop = asyncio.get_running_loop()
         while True:
             call.attempts += 1
             try:
@@ -36,6 +35,6 @@ class Retry:
                 if call.attempts >= call.meta.max_attempts:
                     raise
                 delay = self.backoff(call.attempts)
-                if call.deadline is not None and loop.time() + delay >= call.deadline:
+                if call.deadline is not None and asyncio.get_running_loop().time() + delay >= call.deadline:
                     raise  # no time left for another attempt: report the real error, not a timeout
                 await asyncio.sleep(delay)

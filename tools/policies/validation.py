@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tools import observations
 from tools.meta import ToolMeta
@@ -17,14 +18,19 @@ def _coerce_args(args: object) -> object:
     if isinstance(args, str):
         try:
             return json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # bad JSON, an int past Python's digit limit, absurd nesting
             return args
     return {} if args is None else args
 
 
 def schema_hint(meta: ToolMeta) -> str:
     """A one-line summary of the expected arguments, e.g. `expression: string (required)`."""
-    schema = meta.params_model.model_json_schema()
+    return _schema_hint(meta.params_model)
+
+
+@functools.lru_cache(maxsize=256)  # building a JSON schema costs ~1 ms, and models resend bad arguments often
+def _schema_hint(params_model: type[BaseModel]) -> str:
+    schema = params_model.model_json_schema()
     required = set(schema.get("required", ()))
     parts = []
     for field_name, spec in schema.get("properties", {}).items():
