@@ -151,15 +151,16 @@ class _Fetcher:
 
     async def fetch(self, url: str) -> dict[str, Any]:
         target = self.parse(url)
+        # Admit the first hop before building a client: refusals are the common case and must be cheap.
+        ip = await self.admit(target)
         async with httpx.AsyncClient(transport=self.transport, timeout=self.timeout_s,
                                      follow_redirects=False) as client:
             for hop in range(MAX_REDIRECTS + 1):
-                try:
-                    ip = await self.admit(target)
-                except ToolInputError as exc:
-                    if hop:
+                if hop:
+                    try:
+                        ip = await self.admit(target)
+                    except ToolInputError as exc:
                         raise ToolInputError(f"redirect to {str(target)[:100]} refused: {exc}") from exc
-                    raise
                 response = await client.send(self._request(client, target, ip), stream=True)
                 try:
                     location = response.headers.get("location")
