@@ -1,0 +1,246 @@
+"""What the sync and async Redis savers share: commands to send, replies to parse, multi-step plans.
+
+Multi-step operations (list, prune, delete_for_runs) are written once as "plans": generators that
+yield a list of commands and receive the replies, or yield a `CheckpointTuple` for the caller. The sync
+and async savers only drive them, so the logic exists once and no I/O style leaks into it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from memory.redis_checkpoint import layout, scripts
+from memory.redis_checkpoint.wire import Command
+
+Plan = Generator[Any, Any, None]  # yields list[Command] (gets replies) or CheckpointTuple (gets None)
+_PAGE = 50
+
+
+class RedisSaverCore(BaseCheckpointSaver[str]):
+    """Key layout, serialisation and operation plans; subclasses add the I/O."""
+
+    def __init__(self, *, url: str, prefix: str = "reactgraph", ttl: float | None = None,
+                 serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self.url = url
+        self.prefix = layout.normalise_prefix(prefix)
+        if ttl is not None and ttl <= 0:
+            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
+        self.ttl = math.ceil(ttl) if ttl else 0  # EXPIRE takes whole seconds; never round down to "forever"
+
+    def get_next_version(self, current: str | int | None, channel: None = None) -> str:
+        """The same version strings as LangGraph's InMemorySaver and SqliteSaver: zero-padded counter, random tail."""
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(current.split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"
+
+    def _base(self, thread_id: str) -> str:
+        return layout.thread_base(self.prefix, thread_id)
+
+    # --- one-round-trip operations -------------------------------------------------------------------
+
+    def _put_command(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                     new_versions: ChannelVersions) -> tuple[Command, RunnableConfig]:
+        conf = config["configurable"]
+        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        base, cid = self._base(thread_id), checkpoint["id"]
+        stored = checkpoint.copy()
+        values: dict[str, Any] = stored.pop("channel_values", None) or {}  # type: ignore[misc]
+        meta = get_serializable_checkpoint_metadata(config, metadata)
+        dumps = self.serde.dumps_typed
+        run_id = meta.get("run_id")
+        args: list[Any] = [
+            base, ns, cid,
+            layout.pack_typed(dumps([stored, meta])),
+            layout.links(conf.get("checkpoint_id"), stored["channel_versions"]),
+            self.ttl,
+            layout.run_member(str(run_id), ns, cid) if run_id else "",
+        ]
+        for channel, version in new_versions.items():
+            args.append(layout.blob_field(channel, version))
+            args.append(layout.pack_typed(dumps(values[channel])) if channel in values else layout.EMPTY)
+        saved = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+        return (scripts.PUT, 1, base + "ns", *args), saved
+
+    def _put_writes_command(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                            task_path: str) -> Command | None:
+        if not writes:
+            return None
+        conf = config["configurable"]
+        ns, cid = conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+        base = self._base(conf["thread_id"])
+        dumps = self.serde.dumps_typed
+        args: list[Any] = [base, ns, self.ttl]
+        for idx, (channel, value) in enumerate(writes):
+            widx = WRITES_IDX_MAP.get(channel, idx)
+            args.append(layout.write_field(cid, task_id, widx))
+            args.append(layout.write_value(task_path, channel, dumps(value)))
+            args.append("1" if widx < 0 else "0")
+        return (scripts.PUT_WRITES, 1, base + "ns", *args)
+
+    def _get_command(self, config: RunnableConfig) -> tuple[Command, str, str]:
+        conf = config["configurable"]
+        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        return self._load_command(thread_id, ns, get_checkpoint_id(config)), thread_id, ns
+
+    def _load_command(self, thread_id: str, ns: str, *ids: str | None) -> Command:
+        base = self._base(thread_id)
+        mode = ("ids", *ids) if ids and ids[0] else ("range", "+", 1)
+        return (scripts.LOAD, 1, base + "ns", base, ns, *mode)
+
+    def _tuples(self, thread_id: str, ns: str, reply: list[Any]) -> list[CheckpointTuple]:
+        """CheckpointTuples from a LOAD reply (six entries per checkpoint)."""
+        loads = self.serde.loads_typed
+        out = []
+        for i in range(0, len(reply), 6):
+            cid, record, links, blobs, wfields, wvalues = reply[i:i + 6]
+            checkpoint, metadata = loads(layout.unpack_typed(record))
+            parent, channels = layout.parse_links(links)
+            checkpoint["channel_values"] = {
+                channel: loads(layout.unpack_typed(blob))
+                for channel, blob in zip(channels, blobs)
+                if blob and not blob.startswith(layout.EMPTY)
+            }
+            writes = sorted((layout.parse_write(f, v) for f, v in zip(wfields, wvalues) if v is not None),
+                            key=lambda w: writes_sort_key(w[0], w[1], w[2]))
+            cid = cid.decode()
+            out.append(CheckpointTuple(
+                config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}},
+                checkpoint=checkpoint,
+                metadata=metadata,
+                parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
+                                                 "checkpoint_id": parent}} if parent else None),
+                pending_writes=[(task_id, channel, loads(typed)) for _, task_id, _, channel, typed in writes],
+            ))
+        return out
+
+    def _delete_thread_command(self, thread_id: str) -> Command:
+        base = self._base(thread_id)
+        return (scripts.DELETE_THREAD, 1, base + "ns", base)
+
+    def _copy_thread_command(self, source_thread_id: str, target_thread_id: str) -> Command:
+        src, dst = self._base(source_thread_id), self._base(target_thread_id)
+        return (scripts.COPY_THREAD, 2, src + "ns", dst + "ns", src, dst, self.ttl)
+
+    # --- plans ---------------------------------------------------------------------------------------
+
+    def _threads_plan(self) -> Generator[Any, Any, list[str]]:
+        """Every thread under this prefix (a SCAN: fine for admin use, not for a hot path)."""
+        threads, cursor, pattern = [], b"0", layout.scan_pattern(self.prefix, "ns")
+        while True:
+            [(cursor, keys)] = yield [("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)]
+            threads += [layout.thread_of(self.prefix, k.decode()) for k in keys]
+            if cursor in (b"0", 0, "0"):
+                return sorted(set(threads))
+
+    def _list_plan(self, config: RunnableConfig | None, filter: dict[str, Any] | None,
+                   before: RunnableConfig | None, limit: int | None) -> Plan:
+        if limit is not None and limit <= 0:
+            return
+        conf = (config or {}).get("configurable", {})
+        threads = [conf["thread_id"]] if conf.get("thread_id") is not None else (yield from self._threads_plan())
+        if not threads:
+            return
+        if conf.get("checkpoint_ns") is not None and conf.get("thread_id") is not None:
+            sources = [(threads[0], conf["checkpoint_ns"])]
+        else:
+            ns_sets = yield [("SMEMBERS", self._base(t) + "ns") for t in threads]
+            sources = [(t, ns.decode()) for t, nss in zip(threads, ns_sets) for ns in sorted(nss)]
+        if not sources:
+            return
+        wanted_id = get_checkpoint_id(config) if config else None
+        before_id = get_checkpoint_id(before) if before else None
+        if wanted_id:
+            ids_per_source = [[wanted_id] if not before_id or wanted_id < before_id else [] for _ in sources]
+        else:
+            top = ("(" + before_id) if before_id else "+"
+            cap = ("LIMIT", 0, limit) if limit and not filter else ()
+            replies = yield [("ZREVRANGEBYLEX", self._base(t) + "c:" + ns, top, "-", *cap) for t, ns in sources]
+            ids_per_source = [[i.decode() for i in ids] for ids in replies]
+        # Newest first across every source, like the SQL savers' ORDER BY checkpoint_id DESC.
+        order = sorted(((cid, s) for s, ids in enumerate(ids_per_source) for cid in ids),
+                       key=lambda e: e[0], reverse=True)
+        page = min(limit, 100) if limit and not filter else _PAGE
+        remaining = limit
+        for start in range(0, len(order), page):
+            chunk = order[start:start + page]
+            by_source: dict[int, list[str]] = {}
+            for cid, s in chunk:
+                by_source.setdefault(s, []).append(cid)
+            replies = yield [self._load_command(sources[s][0], sources[s][1], *ids) for s, ids in by_source.items()]
+            found = {}
+            for s, reply in zip(by_source, replies):
+                for tup in self._tuples(*sources[s], reply):
+                    found[(tup.config["configurable"]["checkpoint_id"], s)] = tup
+            for key in chunk:
+                tup = found.get(key)
+                if tup is None or (filter and any(tup.metadata.get(k) != v for k, v in filter.items())):
+                    continue
+                yield tup
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining <= 0:
+                        return
+
+    def _prune_plan(self, thread_ids: Sequence[str], strategy: str) -> Plan:
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        if not thread_ids:
+            return
+        if strategy == "delete":
+            yield [self._delete_thread_command(t) for t in thread_ids]
+            return
+        bases = [self._base(t) for t in thread_ids]
+        ns_sets = yield [("SMEMBERS", base + "ns") for base in bases]
+        targets = [(base, ns.decode()) for base, nss in zip(bases, ns_sets) for ns in nss]
+        if not targets:
+            return
+        latest = yield [("ZREVRANGEBYLEX", base + "c:" + ns, "+", "-", "LIMIT", 0, 1) for base, ns in targets]
+        targets = [(base, ns, ids[0].decode()) for (base, ns), ids in zip(targets, latest) if ids]
+        if not targets:
+            return
+        records = yield [("HGET", base + "cp:" + ns, cid) for base, ns, cid in targets]
+        commands = []
+        for (base, ns, cid), record in zip(targets, records):
+            if record is None:
+                continue
+            _, metadata = self.serde.loads_typed(layout.unpack_typed(record))
+            # DeltaChannels not snapshotted at the kept checkpoint are rebuilt from ancestors' writes;
+            # the script keeps those ancestors (see BaseCheckpointSaver.prune).
+            delta = sorted((metadata.get("counters_since_delta_snapshot") or {}).keys())
+            commands.append((scripts.PRUNE, 1, base + "ns", base, ns, cid, len(delta), *delta))
+        if commands:
+            yield commands
+
+    def _delete_for_runs_plan(self, run_ids: Sequence[str]) -> Plan:
+        run_ids = [str(r) for r in run_ids]
+        if not run_ids:
+            return
+        cursor, pattern = b"0", layout.scan_pattern(self.prefix, "runs")
+        while True:
+            [(cursor, keys)] = yield [("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)]
+            if keys:
+                yield [(scripts.DELETE_RUNS, 1, k, k[:-len(b"runs")], *run_ids) for k in keys]
+            if cursor in (b"0", 0, "0"):
+                return

@@ -1,0 +1,78 @@
+"""The two ways a Redis checkpointer fails before doing any work: a bad URL, or no usable server."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+import redis
+
+_SCHEMES = ("redis", "rediss", "unix")
+# redis-py words its connect errors as "Error 111 connecting to host:port. Connection refused."
+_CONNECT_REASON = re.compile(r"^Error [-\w]+ (?:connecting to|while writing to socket\.?) ?\S*?\.? (.+?)\.?$")
+
+
+class InvalidRedisURL(ValueError):
+    """The Redis URL cannot be parsed; the message names it with any password hidden."""
+
+
+class CheckpointStoreUnavailable(ConnectionError):
+    """Redis did not answer, or refused us; the message names the URL (no password) and the reason."""
+
+
+def redact(url: str) -> str:
+    """The URL as it may be shown: the password replaced, the query dropped."""
+    try:
+        parts = urlsplit(url)
+        if parts.scheme == "unix":
+            return f"unix://{parts.path}"
+        host = parts.hostname or "localhost"
+        port = parts.port or 6379
+        db = (parts.path or "/0").lstrip("/") or "0"
+        user = f"{parts.username}@" if parts.username and parts.username != "default" else ""
+        return f"{parts.scheme}://{user}{host}:{port}/{db}"
+    except ValueError:
+        # Unparseable: still never echo a password back.
+        return re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", url.split("?")[0])
+
+
+def client_url(client: object) -> str:
+    """The redacted URL of an existing redis-py client (sync or asyncio), for messages."""
+    kwargs = client.connection_pool.connection_kwargs  # type: ignore[attr-defined]
+    if kwargs.get("path"):
+        return f"unix://{kwargs['path']}"
+    return f"redis://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+
+
+def check_url(url: str) -> str:
+    """Raise InvalidRedisURL unless `url` is something redis-py can connect with; returns it unchanged."""
+    shown = redact(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is what validates it
+    except ValueError as exc:
+        raise InvalidRedisURL(f"invalid Redis URL {shown!r}: {exc}") from None
+    if parts.scheme not in _SCHEMES:
+        raise InvalidRedisURL(f"invalid Redis URL {shown!r}: scheme must be redis://, rediss:// or unix://")
+    if parts.scheme != "unix" and not parts.hostname:
+        raise InvalidRedisURL(f"invalid Redis URL {shown!r}: no host")
+    db = (parts.path or "/0").lstrip("/") or "0"
+    if parts.scheme != "unix" and not db.isdigit():
+        raise InvalidRedisURL(f"invalid Redis URL {shown!r}: database {db!r} is not a number")
+    return url
+
+
+def unavailable(url: str, exc: BaseException) -> CheckpointStoreUnavailable:
+    """The one-line error for a Redis that cannot be reached or will not let us in."""
+    if isinstance(exc, redis.AuthenticationError):
+        return CheckpointStoreUnavailable(f"Redis at {url} refused the credentials: {_first_line(exc)}")
+    if isinstance(exc, redis.TimeoutError):
+        return CheckpointStoreUnavailable(f"cannot reach Redis at {url}: timed out")
+    message = _first_line(exc)
+    match = _CONNECT_REASON.match(message)
+    return CheckpointStoreUnavailable(f"cannot reach Redis at {url}: {match.group(1) if match else message}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

@@ -1,0 +1,146 @@
+"""`RedisSaver`: the synchronous LangGraph checkpointer on plain Redis 6+ / Valkey (no modules)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import redis
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from memory.redis_checkpoint.core import Plan, RedisSaverCore
+from memory.redis_checkpoint.errors import check_url, client_url, redact
+from memory.redis_checkpoint.wire import SyncWire
+
+_ASYNC_ERROR = ("RedisSaver is synchronous: use AsyncRedisSaver (memory.AsyncRedisSaver) with "
+                "ainvoke/astream, or call invoke/stream with this one")
+
+
+def client_kwargs(url: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """redis-py options for a saver-owned client: binary replies, and a bounded wait for a dead host."""
+    if kwargs.get("decode_responses"):
+        raise ValueError("decode_responses=True would corrupt binary checkpoints")
+    options = {"socket_connect_timeout": 5.0, **kwargs, "decode_responses": False}
+    if "socket_connect_timeout=" in url:
+        del options["socket_connect_timeout"]  # the URL's own setting wins
+    return options
+
+
+class RedisSaver(RedisSaverCore):
+    """Stores LangGraph checkpoints in plain Redis; each put and put_writes is one atomic round trip."""
+
+    def __init__(self, client: redis.Redis, *, prefix: str = "reactgraph", ttl: float | None = None,
+                 serde: SerializerProtocol | None = None, url: str | None = None) -> None:
+        shown = redact(url) if url else client_url(client)
+        super().__init__(url=shown, prefix=prefix, ttl=ttl, serde=serde)
+        self.client = client
+        self._wire = SyncWire(client, shown)
+        self._owns_client = False
+
+    @classmethod
+    def from_url(cls, url: str, *, prefix: str = "reactgraph", ttl: float | None = None,
+                 serde: SerializerProtocol | None = None, **client_options: Any) -> RedisSaver:
+        """A saver with its own client; close it with `close()` or use `with RedisSaver.from_url(...) as saver`."""
+        client = redis.Redis.from_url(check_url(url), **client_kwargs(url, client_options))
+        saver = cls(client, prefix=prefix, ttl=ttl, serde=serde, url=url)
+        saver._owns_client = True
+        return saver
+
+    def __enter__(self) -> RedisSaver:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give the borrowed connections back, and close the client if the saver made it."""
+        self._wire.close()
+        if self._owns_client:
+            self.client.close()
+
+    def ping(self) -> None:
+        """Raise CheckpointStoreUnavailable now rather than at the first graph step."""
+        self._wire.call(("PING",))
+
+    # --- BaseCheckpointSaver -------------------------------------------------------------------------
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        command, saved = self._put_command(config, checkpoint, metadata, new_versions)
+        self._wire.call(command)
+        return saved
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        command = self._put_writes_command(config, writes, task_id, task_path)
+        if command is not None:
+            self._wire.call(command)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        command, thread_id, ns = self._get_command(config)
+        found = self._tuples(thread_id, ns, self._wire.call(command))
+        return found[0] if found else None
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+        return self._drive(self._list_plan(config, filter, before, limit))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._wire.call(self._delete_thread_command(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        for _ in self._drive(self._delete_for_runs_plan(run_ids)):
+            pass
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._wire.call(self._copy_thread_command(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        for _ in self._drive(self._prune_plan(thread_ids, strategy)):
+            pass
+
+    def _drive(self, plan: Plan) -> Iterator[CheckpointTuple]:
+        reply = None
+        while True:
+            try:
+                step = plan.send(reply)
+            except StopIteration:
+                return
+            if isinstance(step, list):
+                reply = self._wire.batch(step)
+            else:
+                reply = None
+                yield step
+
+    # --- the async API belongs to AsyncRedisSaver ----------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        raise NotImplementedError(_ASYNC_ERROR)
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None):
+        raise NotImplementedError(_ASYNC_ERROR)
+        yield  # pragma: no cover - makes this an async generator, like the base
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        raise NotImplementedError(_ASYNC_ERROR)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        raise NotImplementedError(_ASYNC_ERROR)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        raise NotImplementedError(_ASYNC_ERROR)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        raise NotImplementedError(_ASYNC_ERROR)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        raise NotImplementedError(_ASYNC_ERROR)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        raise NotImplementedError(_ASYNC_ERROR)
+
