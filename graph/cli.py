@@ -7,19 +7,23 @@ import json
 import sys
 import time
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from typer.exceptions import TyperException
-from langchain_core.messages import HumanMessage
 from rich.console import Console
 from rich.table import Table
+from typer.exceptions import TyperException
 
 from graph.console_view import StepPrinter
 from graph.react import build_react_graph
+from graph.sessions import history, plan_run, run
+from memory.checkpointer import CheckpointerConfigError, open_checkpointer
+from memory.embedded_redis import EmbeddedRedisError
+from memory.redis_checkpoint import CheckpointStoreUnavailable, InvalidRedisURL
 from nodes.context import Context
 from nodes.models.loader import ModelConfigError, load_chat_model, parse_spec
-from tools import default_gateway
+from tools import ToolRegistrationError, default_gateway
+from tools.plugins import load_tools
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="ReAct agents as explicit LangGraph state machines.")
@@ -28,6 +32,9 @@ err = Console(stderr=True, soft_wrap=True)
 
 class UserError(Exception):
     """A problem the user can fix; shown as one line, without a traceback."""
+
+
+STORE_ERRORS = (CheckpointStoreUnavailable, InvalidRedisURL, CheckpointerConfigError, EmbeddedRedisError)
 
 
 def model_label(spec: str) -> str:
@@ -46,14 +53,26 @@ def build_context(model: str | None, max_iterations: int, reflection: str, proto
     return context
 
 
-async def run_question(graph, question: str, context: Context, session: str, printer: StepPrinter | None):
-    config = {"configurable": {"thread_id": session}}
-    async for node_updates in graph.astream({"messages": [HumanMessage(question)]}, config=config,
-                                            context=context, stream_mode="updates"):
-        for node, update in node_updates.items():
-            if printer:
-                printer.update(node, update)
-    return (await graph.aget_state(config)).values
+TOOLS_HELP = ("Extra tools as module:attribute (repeatable; default: $REACTGRAPH_TOOLS); they replace "
+              "built-ins of the same name.")
+
+
+def gateway_with(tool_specs: list[str]):
+    try:
+        return default_gateway(extra_tools=load_tools(tool_specs or None))
+    except ToolRegistrationError as exc:
+        raise UserError(str(exc)) from exc
+
+
+STORE_HELP = ("Where sessions are kept: redis://host:port/db, rediss://…, unix:///path.sock, memory, "
+              "sqlite:///path (default: $REDIS_URL, else the embedded Redis).")
+
+
+def open_store(store: str | None):
+    try:
+        return open_checkpointer(store)
+    except STORE_ERRORS as exc:
+        raise UserError(str(exc)) from exc
 
 
 @app.command()
@@ -67,26 +86,47 @@ def ask(
     protocol: Annotated[str, typer.Option(help="tools | text")] = "tools",
     allow: Annotated[list[str], typer.Option(help="Allow only these tools (names or tags); repeatable.")] = [],  # noqa: B006
     deny: Annotated[list[str], typer.Option(help="Deny these tools (names or tags); repeatable.")] = [],  # noqa: B006
+    from_checkpoint: Annotated[str | None, typer.Option("--from", help="Fork the session from this checkpoint "
+                                                                       "(see `reactgraph history`).")] = None,
+    store: Annotated[str | None, typer.Option(help=STORE_HELP)] = None,
+    tools: Annotated[list[str], typer.Option("--tools", help=TOOLS_HELP)] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and tool-call logs.")] = False,
 ) -> None:
-    """Answer QUESTION, showing each Thought → Action → Observation → Reflection step live."""
+    """Answer QUESTION, showing each Thought → Action → Observation → Reflection step live.
+
+    With --session, the conversation continues; a run that was interrupted (killed, Redis gone) resumes
+    from its last checkpoint when the same question is asked again on the same session.
+    """
     context = build_context(model, max_iterations, reflection, protocol, allow, deny)
+    if from_checkpoint and not session:
+        raise UserError("--from needs --session: a checkpoint belongs to a session")
     session = session or uuid.uuid4().hex[:12]
+    # Loading the model and opening the store first turns bad config into one line before anything runs.
+    chat_model = load_chat_model(context.model, context.temperature)
+    opened = open_store(store)
+    graph = build_react_graph(gateway_with(tools), checkpointer=opened.saver, model=chat_model)
+    try:
+        plan = plan_run(graph, question, session, from_checkpoint)
+    except LookupError as exc:
+        raise UserError(str(exc)) from exc
     out = Console(soft_wrap=False)
     printer = None if as_json else StepPrinter(out)
-    # Loading the model first turns a bad spec or a missing key into one line before anything runs.
-    chat_model = load_chat_model(context.model, context.temperature)
-    graph = build_react_graph(default_gateway(), checkpointer=_checkpointer(), model=chat_model)
-    if not as_json:
-        out.print(f"[dim]model: {model_label(context.model)} · store: in-process memory · session: {session}[/dim]")
+    if printer:
+        resumed = {"resume": " · resuming the unfinished run", "fork": f" · forked from {from_checkpoint}"}
+        out.print(f"[dim]model: {model_label(context.model)} · store: {opened.description} · "
+                  f"session: {session}{resumed.get(plan.mode, '')}[/dim]")
     started = time.perf_counter()
-    result = asyncio.run(run_question(graph, question, context, session, printer))
+    try:
+        result = run(graph, plan, context, printer.update if printer else None)
+    except STORE_ERRORS as exc:
+        raise UserError(f"{exc}; the session is saved up to its last checkpoint: run the same command again "
+                        "to resume") from exc
     elapsed = time.perf_counter() - started
     if as_json:
         payload = {"answer": result.get("final_answer"), "status": result.get("status"), "session": session,
                    "model": context.model, "iterations": result.get("iteration", 0),
-                   "elapsed_s": round(elapsed, 3), "steps": result.get("steps", [])}
+                   "elapsed_s": round(elapsed, 3), "resumed": plan.mode == "resume", "steps": result.get("steps", [])}
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     else:
         printer.final(result, elapsed)
@@ -94,10 +134,37 @@ def ask(
         raise typer.Exit(1)
 
 
+@app.command("history")
+def show_history(
+    session: Annotated[str, typer.Option(help="Session (thread) id.")],
+    limit: Annotated[int, typer.Option(help="Show at most this many checkpoints.")] = 50,
+    store: Annotated[str | None, typer.Option(help=STORE_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List a session's checkpoints, newest first; fork from one with `ask --session ID --from CHECKPOINT`."""
+    graph = build_react_graph(default_gateway(), checkpointer=open_store(store).saver)
+    rows = list(history(graph, session, limit))
+    if not rows:
+        raise UserError(f"session {session!r} has no checkpoints in this store")
+    if as_json:
+        sys.stdout.write(json.dumps(rows, ensure_ascii=False, default=str) + "\n")
+        return
+    table = Table(title=f"Checkpoints of session {session} (newest first)")
+    for column in ("checkpoint", "step", "node", "next", "time", "summary"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row["checkpoint"], str(row["step"]), row["node"], ",".join(row["next"]) or "-",
+                      str(row["time"])[:19], row["summary"])
+    Console().print(table)
+
+
 @app.command("tools")
-def list_tools(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def list_tools(
+    tools: Annotated[list[str], typer.Option("--tools", help=TOOLS_HELP)] = [],  # noqa: B006
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
     """List the tools: description, parameters, limits and circuit-breaker state."""
-    rows = asyncio.run(default_gateway().status())
+    rows = asyncio.run(gateway_with(tools).status())
     if as_json:
         sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
         return
@@ -110,11 +177,6 @@ def list_tools(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.
         table.add_row(row["name"], params, f"{row['timeout_s']:g}s", ",".join(row["tags"]),
                       row["breaker"]["state"], row["description"].split("\n")[0][:80])
     Console().print(table)
-
-
-def _checkpointer() -> Any:
-    from langgraph.checkpoint.memory import InMemorySaver
-    return InMemorySaver()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,18 +6,21 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage
 from langgraph.runtime import get_runtime
+from langgraph.types import Send
 
+from nodes.act import ToolCallTask
 from nodes.context import Context
 from nodes.state import AgentState
 from nodes.transcript import pending_calls
 
 
-def after_think(state: AgentState) -> Literal["act", "finalize"]:
-    """Tool calls go to act; a final answer (or a failed model call) goes to finalize."""
+def after_think(state: AgentState) -> list[Send] | Literal["finalize"]:
+    """Each tool call goes to its own act task (run concurrently); a final answer or failure goes to finalize."""
     if state.get("status") == "failed":
         return "finalize"
     reply = state["messages"][-1]
-    return "act" if isinstance(reply, AIMessage) and pending_calls(reply) else "finalize"
+    calls = pending_calls(reply) if isinstance(reply, AIMessage) else []
+    return [Send("act", ToolCallTask(call=call)) for call in calls] or "finalize"
 
 
 def after_reflect(state: AgentState, context: Context | None = None) -> Literal["think", "finalize"]:

@@ -1,8 +1,8 @@
-"""`act`: run every tool call of the last model reply through the gateway, concurrently."""
+"""`act`: run one tool call of the last model reply through the gateway (the calls of a reply run concurrently)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -10,9 +10,7 @@ from langgraph.runtime import get_runtime
 
 from nodes.context import Context
 from nodes.services import AgentServices
-from nodes.state import AgentState
 from nodes.sync_bridge import run_sync
-from nodes.transcript import last_ai, pending_calls
 from tools import ToolResult, ToolSession, ToolStatus, observations
 
 
@@ -32,24 +30,34 @@ def to_message(result: ToolResult) -> ToolMessage:
     )
 
 
+class ToolCallTask(TypedDict):
+    """What one `act` task receives: a single tool call of the model's last reply."""
+
+    call: dict[str, Any]
+
+
 def make_act(services: AgentServices) -> RunnableLambda:
-    """The act node (sync and async): tool results come back as ToolMessages in call order."""
+    """The act node (sync and async): one task per tool call, fanned out by `Send` from the router.
 
-    def prepare(state: AgentState, config: RunnableConfig) -> tuple[list[dict[str, Any]], ToolSession]:
-        # Read the runtime here, not inside the coroutine: the sync path may run it on another thread.
+    One task per call (rather than one task for all calls) is what makes a run durable at the level of
+    a single call: LangGraph saves each finished task's writes at once, so after a crash only the calls
+    that had not finished run again.
+    """
+
+    def prepare(task: ToolCallTask, config: RunnableConfig) -> tuple[dict[str, Any], ToolSession]:
+        # Read the runtime here, not inside the coroutine: the sync path runs it on the bridge's loop.
         context: Context = get_runtime(Context).context
-        return pending_calls(last_ai(state["messages"])), services.session(context, config)
+        return task["call"], services.session(context, config)
 
-    async def execute(calls: list[dict[str, Any]], session: ToolSession) -> dict[str, Any]:
-        runnable = [c for c in calls if "parse_error" not in c]
-        results = iter(await services.gateway.execute_many(runnable, session))
-        ordered = [unparsable_result(c) if "parse_error" in c else next(results) for c in calls]
-        return {"messages": [to_message(r) for r in ordered]}
+    async def execute(call: dict[str, Any], session: ToolSession) -> dict[str, Any]:
+        if "parse_error" in call:
+            return {"messages": [to_message(unparsable_result(call))]}
+        return {"messages": [to_message(await services.gateway.execute(call, session))]}
 
-    def act(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        return run_sync(execute(*prepare(state, config)))
+    def act(task: ToolCallTask, config: RunnableConfig) -> dict[str, Any]:
+        return run_sync(execute(*prepare(task, config)))
 
-    async def aact(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        return await execute(*prepare(state, config))
+    async def aact(task: ToolCallTask, config: RunnableConfig) -> dict[str, Any]:
+        return await execute(*prepare(task, config))
 
     return RunnableLambda(act, aact, name="act")

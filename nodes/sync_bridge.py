@@ -5,28 +5,26 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# One spare thread for callers that already run an event loop in this thread (e.g. Jupyter).
-_loop_free_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reactgraph-sync")
-_local = threading.local()
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
 
 
-def _thread_loop() -> asyncio.AbstractEventLoop:
-    # A loop kept per thread: creating one per call (asyncio.run) costs more than the tool calls it runs.
-    loop = getattr(_local, "loop", None)
-    if loop is None or loop.is_closed():
-        loop = _local.loop = asyncio.new_event_loop()
-    return loop
+def _bridge_loop() -> asyncio.AbstractEventLoop:
+    # One long-lived loop on a daemon thread serves every synchronous caller. Sharing one loop is what
+    # keeps the gateway's concurrency limits global when LangGraph runs sync tasks on many threads,
+    # and it works whether or not the caller's own thread already runs a loop (e.g. Jupyter).
+    global _loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="reactgraph-sync-bridge", daemon=True).start()
+        return _loop
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from synchronous code, with or without a running loop here."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return _thread_loop().run_until_complete(coro)
-    return _loop_free_thread.submit(run_sync, coro).result()
+    """Run a coroutine on the bridge loop and wait for its result."""
+    return asyncio.run_coroutine_threadsafe(coro, _bridge_loop()).result()

@@ -4,7 +4,7 @@ import logging
 
 from tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from tools.gateway import ToolGateway
-from tools.meta import ToolMeta
+from tools.meta import ToolMeta, as_tool_meta
 from tools.policies.breaker_state import BreakerConfig, BreakerSnapshot, BreakerState
 from tools.policies.breaker_store import MemoryBreakerStore, RedisBreakerStore
 from tools.policies.circuit_breaker import CircuitBreaker
@@ -21,10 +21,16 @@ __all__ = [
 ]
 
 
-def default_gateway(**options):
-    """A gateway with the built-in tools registered (options go to `builtin_tools` and `ToolGateway`)."""
+def default_gateway(*, extra_tools=(), **options):
+    """A gateway with the built-in tools, plus `extra_tools` (which replace built-ins of the same name).
+
+    Other options go to `builtin_tools` (http_allow_hosts, http_allow_private, weather_url) and to
+    `ToolGateway` (limits, breaker config and store).
+    """
     from tools.builtin import builtin_tools
 
     tool_options = {k: options.pop(k) for k in ("http_allow_hosts", "http_allow_private", "weather_url")
                     if k in options}
-    return ToolGateway(builtin_tools(**tool_options), **options)
+    extras = {meta.name: meta for meta in map(as_tool_meta, extra_tools)}
+    builtins = [extras.pop(meta.name, meta) for meta in builtin_tools(**tool_options)]
+    return ToolGateway([*builtins, *extras.values()], **options)

@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from tools.meta import ToolMeta
+from tools.meta import ToolMeta, as_tool_meta
 from tools.policies.base import CallContext, Handler, chain
 from tools.policies.breaker_state import BreakerConfig
 from tools.policies.breaker_store import BreakerStore
@@ -63,14 +63,7 @@ class ToolGateway:
 
     def register(self, tool: ToolMeta | BaseTool | Callable[..., Any], **options: Any) -> ToolMeta:
         """Register a `ToolMeta`, a LangChain tool, or a typed function; a duplicate name is an error."""
-        if isinstance(tool, ToolMeta):
-            meta = tool
-        elif isinstance(tool, BaseTool):
-            meta = ToolMeta.from_langchain(tool, **options)
-        elif callable(tool):
-            meta = ToolMeta.from_function(tool, **options)
-        else:
-            raise TypeError(f"cannot register {tool!r}: expected ToolMeta, a LangChain tool or a function")
+        meta = as_tool_meta(tool, **options)
         self.registry.add(meta)
         return meta
 

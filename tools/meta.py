@@ -79,3 +79,14 @@ class ToolMeta:
 
         return cls(name=tool.name, description=tool.description or tool.name,
                    params_model=schema, run=run, **options)
+
+
+def as_tool_meta(tool: ToolMeta | BaseTool | Callable[..., Any], **options: Any) -> ToolMeta:
+    """A `ToolMeta` from any accepted form: a `ToolMeta`, a LangChain tool, or a typed function."""
+    if isinstance(tool, ToolMeta):
+        return tool
+    if isinstance(tool, BaseTool):
+        return ToolMeta.from_langchain(tool, **options)
+    if callable(tool):
+        return ToolMeta.from_function(tool, **options)
+    raise ToolRegistrationError(f"cannot register {tool!r}: expected ToolMeta, a LangChain tool or a function")

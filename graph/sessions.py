@@ -1,0 +1,71 @@
+"""Running a question on a session: a new turn, the resumption of an interrupted one, or a fork."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langgraph.graph.state import CompiledStateGraph
+
+from nodes.context import Context
+from nodes.transcript import current_question, text_of
+
+UpdateSink = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What `ask` will do on a session: start a turn, resume an unfinished one, or fork from a checkpoint."""
+
+    config: dict[str, Any]
+    graph_input: dict[str, Any] | None  # None resumes from the last checkpoint
+    mode: str  # "new" | "resume" | "fork"
+
+
+def plan_run(graph: CompiledStateGraph, question: str, session: str, from_checkpoint: str | None = None) -> RunPlan:
+    """Resume when the session's unfinished turn asked this same question; otherwise start (or fork) a turn."""
+    config: dict[str, Any] = {"configurable": {"thread_id": session}}
+    new_turn = {"messages": [HumanMessage(question)]}
+    if from_checkpoint:
+        config["configurable"]["checkpoint_id"] = from_checkpoint
+        if not graph.get_state(config).values:
+            raise LookupError(f"session {session!r} has no checkpoint {from_checkpoint!r}; "
+                              f"see `reactgraph history --session {session}`")
+        return RunPlan(config, new_turn, "fork")
+    snapshot = graph.get_state(config)
+    unfinished = bool(snapshot.next)
+    pending = current_question(snapshot.values.get("messages", [])) if unfinished else None
+    if pending is not None and text_of(pending).strip() == question.strip():
+        return RunPlan(config, None, "resume")
+    return RunPlan(config, new_turn, "new")
+
+
+def run(graph: CompiledStateGraph, plan: RunPlan, context: Context, on_update: UpdateSink | None = None) -> dict:
+    """Stream the run node by node (to `on_update`) and return the session's final state values."""
+    for node_updates in graph.stream(plan.graph_input, config=plan.config, context=context, stream_mode="updates"):
+        for node, update in node_updates.items():
+            if on_update and isinstance(update, dict):
+                on_update(node, update)
+    final_config = {"configurable": {"thread_id": plan.config["configurable"]["thread_id"]}}
+    return graph.get_state(final_config).values
+
+
+def history(graph: CompiledStateGraph, session: str, limit: int = 50) -> Iterator[dict[str, Any]]:
+    """The session's checkpoints, newest first: id, step, the node that produced it, time and a summary."""
+    snapshots = list(graph.get_state_history({"configurable": {"thread_id": session}}, limit=limit))
+    for newer, older in zip(snapshots, [*snapshots[1:], None]):
+        values = newer.values or {}
+        messages = values.get("messages", [])
+        last = text_of(messages[-1]).strip().replace("\n", " ") if messages else ""
+        yield {
+            "checkpoint": newer.config["configurable"]["checkpoint_id"],
+            "step": newer.metadata.get("step") if newer.metadata else None,
+            "node": ",".join(older.next) if older is not None and older.next else ("input" if older is None else "-"),
+            "next": list(newer.next),
+            "time": newer.created_at,
+            "iteration": values.get("iteration", 0),
+            "status": values.get("status"),
+            "summary": last[:80],
+        }

@@ -1,0 +1,120 @@
+"""LangGraph Studio: the graphs `langgraph.json` exports, and `run_studio` that serves them with `langgraph dev`.
+
+The graphs are compiled without a checkpointer: the dev server brings its own persistence and refuses a
+custom one. They use the default gateway and `Context.model` (the scripted offline model unless a run's
+context or $REACTGRAPH_MODEL says otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from graph.react import build_react_graph
+
+react = build_react_graph(name="react")
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+CONFIG_FILE = PROJECT_DIR / "langgraph.json"
+STUDIO_ORIGIN = "https://smith.langchain.com"
+
+# Set in the server's environment so that it makes no call of its own to the outside world.
+OFFLINE_ENV = {
+    "LANGGRAPH_CLI_NO_ANALYTICS": "1",        # langgraph-cli: no usage analytics POST per command
+    "LANGGRAPH_NO_VERSION_CHECK": "true",     # langgraph-api: no PyPI lookup for a newer version
+    "LANGSMITH_TRACING": "false",             # no run traces to LangSmith, and no organisation lookup
+    "LANGSMITH_TRACING_V2": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGCHAIN_TRACING": "false",
+    "OTEL_ENABLED": "false",                  # no OpenTelemetry export even if an OTLP endpoint is set
+    "LANGGRAPH_METRICS_ENABLED": "false",     # no self-hosted metrics export
+    "LANGGRAPH_LOGS_ENABLED": "false",        # no self-hosted log export
+}
+# Removed from the server's environment: any of these turns on langgraph-api's metadata loop, which
+# posts usage to LangSmith or to beacon.langchain.com every five minutes.
+LICENSE_ENV = ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGSMITH_CONTROL_PLANE_API_KEY",
+               "LANGGRAPH_CLOUD_LICENSE_KEY")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on `host` that nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def studio_url(host: str, port: int) -> str:
+    """The Studio page (served by LangSmith, loaded by your browser) pointed at the local server."""
+    return f"{STUDIO_ORIGIN}/studio/?baseUrl=http://{host}:{port}"
+
+
+def studio_command(host: str, port: int, *, open_browser: bool = False, reload: bool = True,
+                   config: Path = CONFIG_FILE) -> list[str]:
+    """The `langgraph dev` command line: this interpreter's langgraph-cli, our config, no tunnel.
+
+    Run it from PROJECT_DIR: `langgraph dev` resolves graph paths and dependencies against the working
+    directory, not against the config file.
+    """
+    command = [sys.executable, "-m", "langgraph_cli", "dev", "--config", str(config),
+               "--host", host, "--port", str(port), "--studio-url", STUDIO_ORIGIN]
+    if not open_browser:
+        command.append("--no-browser")
+    if not reload:
+        command.append("--no-reload")
+    return command
+
+
+def studio_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default: this process's environment) without license keys and with telemetry switched off."""
+    env = {key: value for key, value in (os.environ if base is None else base).items() if key not in LICENSE_ENV}
+    env.update(OFFLINE_ENV)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: bool = False) -> int:
+    """Serve the graphs of `langgraph.json` with `langgraph dev` until interrupted; returns its exit code."""
+    try:
+        import langgraph_api  # noqa: F401  (the in-memory server behind `langgraph dev`)
+    except ImportError:
+        print("LangGraph Studio needs the dev server: pip install 'langgraph-cli[inmem]'", file=sys.stderr)
+        return 2
+    if not CONFIG_FILE.is_file():
+        print(f"no langgraph.json at {CONFIG_FILE}; run from a source checkout (pip install -e .)", file=sys.stderr)
+        return 2
+    port = port or free_port(host)
+    print(f"LangGraph Studio: {studio_url(host, port)}")
+    print(f"API: http://{host}:{port}  (docs: http://{host}:{port}/docs) · Ctrl+C stops the server", flush=True)
+    # Its own process group, so that Ctrl+C or our exit also stops uvicorn's reloader and worker.
+    process = subprocess.Popen(studio_command(host, port, open_browser=open_browser), cwd=PROJECT_DIR,
+                               env=studio_env(), start_new_session=True)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        return stop_process_group(process)
+    finally:
+        if process.poll() is None:
+            stop_process_group(process)
+
+
+def stop_process_group(process: subprocess.Popen, timeout_s: float = 10.0) -> int:
+    """SIGINT the server's process group, wait up to `timeout_s`, then SIGKILL whatever is left of it."""
+    _signal_group(process, signal.SIGINT)
+    try:
+        code: int | None = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        code = None
+    _signal_group(process, signal.SIGKILL)  # also uvicorn's worker, should the leader have left it behind
+    return process.wait() if code is None else code
+
+
+def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,144 @@
+"""Durable sessions on Redis, through the real CLI: crash and resume, Redis restarts, stateless workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from memory import RedisSaver
+
+REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
+TESTS = str(Path(__file__).parent)
+QUESTION = "北京和上海的天气分别怎么样？哪个城市更热？"
+
+
+def cli_env(redis_url: str, log: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REACTGRAPH_", "OPENAI_"))}
+    env.update(REDIS_URL=redis_url, DURABLE_LOG=str(log), REACTGRAPH_TOOLS="durable_tools:TOOLS",
+               PYTHONPATH=os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")])), **extra)
+    return env
+
+
+def ask(session: str, env: dict[str, str], question: str = QUESTION) -> subprocess.CompletedProcess:
+    return subprocess.run([REACTGRAPH, "ask", question, "--session", session, "--json", "--reflection", "rules"],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def wait_for(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+@pytest.fixture
+def session(redis_url: str):
+    name = f"durable-{uuid.uuid4().hex[:10]}"
+    yield name
+    with RedisSaver.from_url(redis_url) as saver:
+        saver.delete_thread(name)
+
+
+def test_a_killed_run_resumes_and_no_finished_tool_call_runs_again(redis_url, session, tmp_path):
+    log = tmp_path / "calls.log"
+    worker = subprocess.Popen([REACTGRAPH, "ask", QUESTION, "--session", session, "--json", "--reflection", "rules"],
+                              env=cli_env(redis_url, log, HANG_CITY="上海"), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: log.exists() and {"done 北京", "start 上海"} <= set(log.read_text().splitlines()))
+        time.sleep(1.0)  # the finished call's write is saved right after it returns; give it a moment
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+    assert worker.returncode == -signal.SIGKILL
+
+    done = ask(session, cli_env(redis_url, log))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["resumed"] is True and payload["status"] == "answered"
+    assert "上海" in payload["answer"]
+    calls = log.read_text().splitlines()
+    assert calls.count("start 北京") == 1  # finished before the kill: not run again
+    assert calls.count("start 上海") == 2  # unfinished at the kill: run again on resume
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A private redis-server (the machine's, else the embedded one's binary) that a test may stop."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        from memory.embedded_redis import _server_binary
+        binary = _server_binary()
+    port, data = free_port(), tmp_path / "redis-data"
+    data.mkdir()
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--appendonly", "yes",
+               "--appendfsync", "always", "--save", ""]
+    processes = []
+
+    def start():
+        processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        url = f"redis://127.0.0.1:{port}/0"
+        wait_for(lambda: _pings(url))
+        return url
+
+    yield start
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
+def _pings(url: str) -> bool:
+    try:
+        return redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+    except redis.RedisError:
+        return False
+
+
+def test_redis_going_away_mid_run_is_one_clear_line_and_the_same_command_resumes(own_redis, tmp_path):
+    url = own_redis()
+    log = tmp_path / "calls.log"
+    env = cli_env(url, log, STOP_REDIS_CITY="北京")
+    failed = ask("restart-1", env)
+    assert failed.returncode == 2 and failed.stdout == ""
+    assert len(failed.stderr.strip().splitlines()) == 1
+    assert f"cannot reach Redis at {url}" in failed.stderr and "run the same command again" in failed.stderr
+
+    own_redis()  # Redis is back, with its data
+    done = ask("restart-1", env)
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["resumed"] is True and payload["status"] == "answered"
+
+
+def test_two_worker_processes_alternate_the_turns_of_one_session(redis_url, session, tmp_path):
+    env = cli_env(redis_url, tmp_path / "calls.log")
+    questions = ["计算 2 + 3 等于多少", "计算 10 * 7 等于多少", "现在几点了？"]
+    answers = []
+    for question in questions:  # each turn in a fresh worker process: the session lives only in Redis
+        done = ask(session, env, question)
+        assert done.returncode == 0, done.stderr
+        answers.append(json.loads(done.stdout))
+    assert [a["resumed"] for a in answers] == [False, False, False]
+    with RedisSaver.from_url(redis_url) as saver:
+        state = saver.get_tuple({"configurable": {"thread_id": session}}).checkpoint["channel_values"]
+    humans = [m.content for m in state["messages"] if m.type == "human"]
+    assert humans == questions
