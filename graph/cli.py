@@ -115,7 +115,7 @@ def ask(
     if printer:
         resumed = {"resume": " · resuming the unfinished run", "fork": f" · forked from {from_checkpoint}"}
         out.print(f"[dim]model: {model_label(context.model)} · store: {opened.description} · "
-                  f"session: {session}{resumed.get(plan.mode, '')}[/dim]")
+                  f"session: {session}{resumed.get(plan.mode, '')}[/dim]", soft_wrap=True)
     started = time.perf_counter()
     try:
         result = run(graph, plan, context, printer.update if printer else None)

@@ -29,6 +29,11 @@ class StepPrinter:
     def __init__(self, console: Console) -> None:
         self.console = console
 
+    def line(self, text: Text) -> None:
+        # Step lines are not re-wrapped by rich: JSON observations have no spaces to break at, and a
+        # terminal's own wrapping keeps each step on one logical line (easier to read, grep and copy).
+        self.console.print(text, soft_wrap=True)
+
     def update(self, node: str, update: dict[str, Any] | None) -> None:
         if not update:
             return
@@ -42,19 +47,19 @@ class StepPrinter:
             if not calls:
                 continue
             thought = text_of(message).strip()
-            self.console.print(Text(f"[{update.get('iteration', '?')}] Thought: ", style="bold cyan") +
+            self.line(Text(f"[{update.get('iteration', '?')}] Thought: ", style="bold cyan") +
                                Text(_clip(thought) or "(no thought given)"))
             for call in calls:
-                self.console.print(Text("    Action: ", style="bold magenta") +
+                self.line(Text("    Action: ", style="bold magenta") +
                                    Text(f"{call['name']}({_clip(_args(call.get('args')), 200)})"))
         for step in update.get("steps", []) if isinstance(update.get("steps"), list) else []:
             if step["status"] in ("model_error", "empty_reply"):
-                self.console.print(Text("    Model: ", style="bold red") + Text(step["observation"]))
+                self.line(Text("    Model: ", style="bold red") + Text(step["observation"]))
 
     def _on_observe(self, update: dict[str, Any]) -> None:
         for step in update.get("steps", []):
             style = STATUS_STYLE.get(step["status"], "red")
-            self.console.print(Text("    Observation ", style="bold") +
+            self.line(Text("    Observation ", style="bold") +
                                Text(f"[{step['action']} · {step['status']} · {step['latency_ms']:.0f} ms]: ",
                                     style=style) + Text(_clip(step["observation"])))
 
@@ -64,7 +69,7 @@ class StepPrinter:
             return
         flags = [name for name in ("enough_information", "tool_error", "need_other_tool", "repeated_call")
                  if verdict.get(name)]
-        self.console.print(Text("    Reflection: ", style="bold yellow") +
+        self.line(Text("    Reflection: ", style="bold yellow") +
                            Text(f"{', '.join(flags) or 'continue'}" + (f" — {verdict['note']}" if verdict.get("note") else "")))
 
     def final(self, result: dict[str, Any], elapsed_s: float) -> None:

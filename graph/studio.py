@@ -54,13 +54,13 @@ def studio_url(host: str, port: int) -> str:
 
 
 def studio_command(host: str, port: int, *, open_browser: bool = False, reload: bool = True,
-                   config: Path = CONFIG_FILE) -> list[str]:
+                   config: Path | None = None) -> list[str]:
     """The `langgraph dev` command line: this interpreter's langgraph-cli, our config, no tunnel.
 
-    Run it from PROJECT_DIR: `langgraph dev` resolves graph paths and dependencies against the working
-    directory, not against the config file.
+    Run it in the config's directory: `langgraph dev` resolves graph paths and dependencies against the
+    working directory, not against the config file.
     """
-    command = [sys.executable, "-m", "langgraph_cli", "dev", "--config", str(config),
+    command = [sys.executable, "-m", "langgraph_cli", "dev", "--config", str(config or CONFIG_FILE),
                "--host", host, "--port", str(port), "--studio-url", STUDIO_ORIGIN]
     if not open_browser:
         command.append("--no-browser")
@@ -77,44 +77,38 @@ def studio_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: bool = False) -> int:
-    """Serve the graphs of `langgraph.json` with `langgraph dev` until interrupted; returns its exit code."""
+def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: bool = False, *,
+               config: Path | None = None) -> int:
+    """Serve the graphs of `config` (the project's langgraph.json) with `langgraph dev` until Ctrl+C.
+
+    Returns the server's exit code. Blocks; the server runs in this process group, so Ctrl+C in a
+    terminal reaches it (and uvicorn's reload worker) directly.
+    """
+    config = (config or CONFIG_FILE).resolve()
     try:
         import langgraph_api  # noqa: F401  (the in-memory server behind `langgraph dev`)
     except ImportError:
         print("LangGraph Studio needs the dev server: pip install 'langgraph-cli[inmem]'", file=sys.stderr)
         return 2
-    if not CONFIG_FILE.is_file():
-        print(f"no langgraph.json at {CONFIG_FILE}; run from a source checkout (pip install -e .)", file=sys.stderr)
+    if not config.is_file():
+        print(f"no {config}; Studio runs from a source checkout (pip install -e .)", file=sys.stderr)
         return 2
     port = port or free_port(host)
     print(f"LangGraph Studio: {studio_url(host, port)}")
     print(f"API: http://{host}:{port}  (docs: http://{host}:{port}/docs) · Ctrl+C stops the server", flush=True)
-    # Its own process group, so that Ctrl+C or our exit also stops uvicorn's reloader and worker.
-    process = subprocess.Popen(studio_command(host, port, open_browser=open_browser), cwd=PROJECT_DIR,
-                               env=studio_env(), start_new_session=True)
+    process = subprocess.Popen(studio_command(host, port, open_browser=open_browser, config=config),
+                               cwd=config.parent, env=studio_env())
     try:
         return process.wait()
     except KeyboardInterrupt:
-        return stop_process_group(process)
+        # The terminal's Ctrl+C reached the server as well; a signal sent to us alone is passed on.
+        process.send_signal(signal.SIGINT)
+        try:
+            return process.wait(timeout=15)
+        except (KeyboardInterrupt, subprocess.TimeoutExpired):
+            process.kill()
+            return process.wait()
     finally:
         if process.poll() is None:
-            stop_process_group(process)
-
-
-def stop_process_group(process: subprocess.Popen, timeout_s: float = 10.0) -> int:
-    """SIGINT the server's process group, wait up to `timeout_s`, then SIGKILL whatever is left of it."""
-    _signal_group(process, signal.SIGINT)
-    try:
-        code: int | None = process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        code = None
-    _signal_group(process, signal.SIGKILL)  # also uvicorn's worker, should the leader have left it behind
-    return process.wait() if code is None else code
-
-
-def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:
-    try:
-        os.killpg(process.pid, sig)
-    except ProcessLookupError:
-        pass
+            process.kill()
+            process.wait()
