@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Literal
 
 from langchain_core.messages import AIMessage
-from langgraph.runtime import get_runtime
 from langgraph.types import Send
 
 from nodes.act import ToolCallTask
-from nodes.context import Context
+from nodes.context import Context, current_context
 from nodes.state import AgentState
 from nodes.transcript import pending_calls
 
@@ -25,7 +24,7 @@ def after_think(state: AgentState) -> list[Send] | Literal["finalize"]:
 
 def after_reflect(state: AgentState, context: Context | None = None) -> Literal["think", "finalize"]:
     """Back to think, unless the iteration limit is reached, a call repeated itself, or the verdict says done."""
-    context = context or get_runtime(Context).context
+    context = context or current_context()
     verdict = state.get("reflection") or {}
     if state.get("iteration", 0) >= context.max_iterations:
         return "finalize"

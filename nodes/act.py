@@ -6,9 +6,8 @@ from typing import Any, TypedDict
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
-from langgraph.runtime import get_runtime
 
-from nodes.context import Context
+from nodes.context import Context, current_context
 from nodes.services import AgentServices
 from nodes.sync_bridge import run_sync
 from tools import ToolResult, ToolSession, ToolStatus, observations
@@ -46,7 +45,7 @@ def make_act(services: AgentServices) -> RunnableLambda:
 
     def prepare(task: ToolCallTask, config: RunnableConfig) -> tuple[dict[str, Any], ToolSession]:
         # Read the runtime here, not inside the coroutine: the sync path runs it on the bridge's loop.
-        context: Context = get_runtime(Context).context
+        context: Context = current_context()
         return task["call"], services.session(context, config)
 
     async def execute(call: dict[str, Any], session: ToolSession) -> dict[str, Any]:

@@ -57,3 +57,15 @@ class Context:
             raise ValueError(f"max_iterations must be an integer from 1 to 50, not {self.max_iterations!r}")
         if self.observation_budget < 200:
             raise ValueError("observation_budget must be at least 200 characters")
+
+
+def current_context() -> Context:
+    """The running graph's Context: defaults when the caller passed none, coerced when given as a mapping."""
+    from langgraph.runtime import get_runtime  # imported here: Context itself must stay importable anywhere
+
+    context = get_runtime(Context).context
+    if context is None:
+        return Context()
+    if isinstance(context, dict):  # e.g. from the HTTP API, where context arrives as JSON
+        return Context(**context)
+    return context

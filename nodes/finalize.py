@@ -7,10 +7,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.runnables import RunnableLambda
-from langgraph.runtime import get_runtime
 
-from nodes import prompts
-from nodes.context import Context
+from nodes import prompts, text_protocol
+from nodes.context import Context, current_context
 from nodes.loop_guard import tool_steps
 from nodes.services import AgentServices
 from nodes.state import AgentState, make_step
@@ -55,15 +54,20 @@ def make_finalize(services: AgentServices) -> RunnableLambda:
         return None
 
     def prepare(state: AgentState):
-        context: Context = get_runtime(Context).context
+        context: Context = current_context()
         reason = stop_reason(state, context)
         instruction = prompts.FINALIZE_PROMPT.format(
             reason=prompts.FINALIZE_REASONS[reason].format(max_iterations=context.max_iterations))
-        return services.model(context), [SystemMessage(instruction), *state["messages"]], reason
+        history = state["messages"]
+        if context.protocol == "text":  # a text-only model reads tool rounds as Thought/Action/Observation
+            history = text_protocol.as_text_messages(history)
+        return services.model(context), [SystemMessage(instruction), *history], reason
 
     def composed(state: AgentState, reply: AIMessage, reason: str, started: float) -> dict[str, Any]:
         status = "limit_reached" if reason == "limit" else "answered"
         answer = text_of(reply).strip()
+        if current_context().protocol == "text":  # it may still write "Final Answer: …"
+            answer = text_protocol.answer_text(answer)
         if not answer:
             return failed(state, ValueError("empty reply"), reason, started)
         return _answer(state, answer, status, reason, tokens_of(reply), started,

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import ToolMessage
-from langgraph.runtime import get_runtime
 
-from nodes.context import Context
+from nodes.context import current_context
 from nodes.state import AgentState, ExecutionStep, make_step
 from nodes.transcript import last_ai, latest_tool_messages, pending_calls, text_of, tokens_of
 
@@ -27,7 +26,7 @@ def _as_input(args: Any) -> dict[str, Any] | None:
 
 def observe(state: AgentState) -> dict[str, Any]:
     """Record one step per tool call of this round; over-budget results are replaced by truncated copies."""
-    budget = get_runtime(Context).context.observation_budget
+    budget = current_context().observation_budget
     messages = state["messages"]
     reply = last_ai(messages)
     calls = {c["id"]: c for c in pending_calls(reply)}

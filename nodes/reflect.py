@@ -7,10 +7,9 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, SystemMessage
 from langchain_core.runnables import RunnableLambda
-from langgraph.runtime import get_runtime
 
 from nodes import prompts
-from nodes.context import Context
+from nodes.context import Context, current_context
 from nodes.loop_guard import repeated_calls, rules_verdict
 from nodes.reflection import ReflectionVerdict
 from nodes.services import AgentServices
@@ -45,15 +44,16 @@ def make_reflect(services: AgentServices) -> RunnableLambda:
     """The reflect node (sync and async)."""
 
     def prepare(state: AgentState):
-        context: Context = get_runtime(Context).context
-        if context.reflection != "llm":
+        context: Context = current_context()
+        # A text-protocol model may offer no structured output, so its `llm` reflection uses the rules.
+        if context.reflection != "llm" or context.protocol == "text":
             return None, None
         judge = services.model(context).with_structured_output(ReflectionVerdict, include_raw=True)
         messages: list[AnyMessage] = [SystemMessage(prompts.REFLECT_PROMPT), *state["messages"]]
         return judge, messages
 
     def rules_only(state: AgentState, started: float) -> dict[str, Any]:
-        if get_runtime(Context).context.reflection == "off":
+        if current_context().reflection == "off":
             return {"reflection": None}
         return _settle(state, rules_verdict(state.get("steps", []), state.get("iteration", 0)), 0, started)
 
