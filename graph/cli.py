@@ -179,6 +179,18 @@ def list_tools(
     Console().print(table)
 
 
+@app.command()
+def studio(
+    host: Annotated[str, typer.Option(help="Interface to serve on.")] = "127.0.0.1",
+    port: Annotated[int | None, typer.Option(help="Port (default: a free one; 2024 may be taken).")] = None,
+    browser: Annotated[bool, typer.Option(help="Open LangGraph Studio in a browser.")] = False,
+) -> None:
+    """Serve the graphs to LangGraph Studio (`langgraph dev`), with no analytics or version checks."""
+    from graph.studio import run_studio  # imported on demand: it needs the dev extra's langgraph-cli
+
+    raise typer.Exit(run_studio(host, port, browser))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one line on stderr and a non-zero exit; tracebacks only with --debug."""
     argv = list(sys.argv[1:] if argv is None else argv)

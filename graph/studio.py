@@ -7,6 +7,7 @@ context or $REACTGRAPH_MODEL says otherwise).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import socket
@@ -85,9 +86,7 @@ def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: b
     terminal reaches it (and uvicorn's reload worker) directly.
     """
     config = (config or CONFIG_FILE).resolve()
-    try:
-        import langgraph_api  # noqa: F401  (the in-memory server behind `langgraph dev`)
-    except ImportError:
+    if importlib.util.find_spec("langgraph_api") is None:  # the in-memory server behind `langgraph dev`
         print("LangGraph Studio needs the dev server: pip install 'langgraph-cli[inmem]'", file=sys.stderr)
         return 2
     if not config.is_file():
@@ -99,16 +98,25 @@ def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: b
     process = subprocess.Popen(studio_command(host, port, open_browser=open_browser, config=config),
                                cwd=config.parent, env=studio_env())
     try:
-        return process.wait()
+        return _exit_code(process.wait())
     except KeyboardInterrupt:
-        # The terminal's Ctrl+C reached the server as well; a signal sent to us alone is passed on.
-        process.send_signal(signal.SIGINT)
+        # The terminal's Ctrl+C reached the server too. Then SIGTERM, not a second SIGINT: uvicorn takes that
+        # as "force quit" and skips the shutdown that saves the dev server's threads to .langgraph_api/.
+        process.terminate()
         try:
-            return process.wait(timeout=15)
+            code = process.wait(timeout=15)
         except (KeyboardInterrupt, subprocess.TimeoutExpired):
             process.kill()
-            return process.wait()
+            return _exit_code(process.wait())
+        return 0 if code in (-signal.SIGINT, -signal.SIGTERM) else _exit_code(code)  # the stop the user asked for
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _exit_code(returncode: int) -> int:
+    # uvicorn re-raises the signal after a graceful shutdown; Ctrl+C is how a user stops it, not a failure.
+    if returncode == -signal.SIGINT:
+        return 0
+    return 128 - returncode if returncode < 0 else returncode

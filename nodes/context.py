@@ -7,7 +7,7 @@ environment variables where a user would expect to set them once (REACTGRAPH_MOD
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -29,7 +29,7 @@ class Context:
     model: Annotated[str, Field(description=(
         "Model spec: 'offline' (scripted offline model, not an LLM; the default), 'openai:<model>' "
         "(OPENAI_API_KEY, OPENAI_BASE_URL for any OpenAI-compatible server) or 'anthropic:<model>'. "
-        "Defaults to $REACTGRAPH_MODEL."))] = field(default_factory=_env_model)
+        "Empty means $REACTGRAPH_MODEL, else offline."))] = ""
     protocol: Annotated[Protocol, Field(description=(
         "How the model acts: 'tools' (native tool calling) or 'text' (classic Thought/Action/Observation "
         "prompt, for models without tool calling)."))] = "tools"
@@ -40,14 +40,17 @@ class Context:
         "checks, no model call) or 'off'."))] = "llm"
     allowed_tools: Annotated[list[str] | None, Field(description=(
         "Tool names or tags this run may use; empty/None allows every enabled tool."))] = None
-    denied_tools: Annotated[list[str], Field(description=(
-        "Tool names or tags this run may not use (wins over allowed_tools)."))] = field(default_factory=list)
+    denied_tools: Annotated[tuple[str, ...], Field(description=(
+        "Tool names or tags this run may not use (wins over allowed_tools)."))] = ()
     observation_budget: Annotated[int, Field(ge=200, description=(
         "Maximum characters of one tool result shown to the model; longer results are truncated."))] = 4000
     temperature: Annotated[float, Field(ge=0.0, le=2.0, description="Sampling temperature of the model.")] = 0.0
     system_prompt: Annotated[str, Field(description="System prompt of the think step.")] = prompts.SYSTEM_PROMPT
 
     def __post_init__(self) -> None:
+        # A plain "" default (not a factory) so Studio's form shows it; resolved here, once per run.
+        self.model = self.model.strip() or _env_model()
+        self.denied_tools = tuple(self.denied_tools or ())
         # Catch bad values at construction (CLI flags, Studio form) rather than deep inside a run.
         if self.protocol not in ("tools", "text"):
             raise ValueError(f"protocol must be 'tools' or 'text', not {self.protocol!r}")
