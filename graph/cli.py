@@ -199,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         import logging
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
     try:
-        app(args=argv, prog_name="reactgraph", standalone_mode=False)
+        # Without standalone mode the exit code of a `typer.Exit` comes back as the return value.
+        code = app(args=argv, prog_name="reactgraph", standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         err.print(f"error: {type(exc).__name__}: {exc} (run with --debug for details)", highlight=False, markup=False)
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def entry_point() -> None:
