@@ -18,6 +18,7 @@ from .answer import final_answer
 from .conversation import Turn, read_turn
 from .describe import thought
 from .planner import BUILTIN_TOOLS, make_plan
+from .recall import recall_reply
 from .structured import responder_for, schema_name
 from .textproto import as_tool_messages, is_text_protocol, render_action, render_final, text_tools
 from .usage import usage_for
@@ -116,6 +117,9 @@ class OfflineChatModel(BaseChatModel):
 
     @staticmethod
     def _tool_step(messages: list[BaseMessage], tools: set[str] | None) -> AIMessage:
+        recalled = recall_reply(messages)
+        if recalled is not None:
+            return AIMessage(content=recalled)
         turn = read_turn(messages)
         plan = make_plan(turn, tools)
         lang = plan.question.lang
@@ -129,6 +133,9 @@ class OfflineChatModel(BaseChatModel):
     @staticmethod
     def _text_step(messages: list[BaseMessage], tools: set[str]) -> AIMessage:
         """Text ReAct protocol: one Action per step (the first planned call), or the Final Answer."""
+        recalled = recall_reply(messages)
+        if recalled is not None:
+            return AIMessage(content=render_final(recalled, read_turn(messages).lang))
         plan = make_plan(read_turn(messages), tools)
         lang = plan.question.lang
         if not plan.calls:

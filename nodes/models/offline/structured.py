@@ -1,5 +1,5 @@
-"""Structured output of the scripted model: one responder per schema name (ReflectionVerdict now; Plan and
-Summary can be registered later)."""
+"""Structured output of the scripted model: one responder per schema name (ReflectionVerdict,
+ConversationSummary; Plan can be registered later)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,21 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from memory.session_memory import fallback_summary, read_summary_prompt
+
 from .reflection import reflection_args
 
 Responder = Callable[[Sequence[BaseMessage]], dict[str, Any]]
 
+
+def summary_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    """A ConversationSummary of a memory.session_memory.summary_prompt: the deterministic fallback summary."""
+    return {"summary": fallback_summary(*read_summary_prompt(messages))}
+
+
 RESPONDERS: dict[str, Responder] = {
     "ReflectionVerdict": reflection_args,
+    "ConversationSummary": summary_args,
 }
 
 

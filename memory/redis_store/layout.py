@@ -1,0 +1,78 @@
+"""Key names and byte formats of the Redis store, shared by `RedisStore` and the Lua scripts.
+
+Under a prefix `<p>` (default `reactgraph:store:`), with `<ns>` the namespace's labels joined by "."
+(labels may contain neither "." nor NUL, which LangGraph's namespace validation guarantees):
+
+    <p>ns            ZSET  "<ns>." for every namespace holding an item, score 0: a namespace prefix
+                           ("a", "b") is the lex range ["a.b." .. "a.b/"), one ZRANGEBYLEX
+    <p>u:<ns>        ZSET  key -> updated_at (microseconds): newest first is a ZREVRANGE
+    <p>i:<ns>\\0<key> STRING "<created_us>\\0<updated_us>\\0<ttl minutes or empty>\\0<JSON value>"
+    <p>exp           ZSET  "<ns>\\0<key>" -> expiry (ms) of items with a TTL; readers sweep the expired
+                           ones out of the indexes (Redis deletes the item keys itself)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from memory.redis_checkpoint.layout import normalise_prefix
+
+__all__ = ["as_datetime", "decode_hit", "decode_item", "encode_value", "item_key", "lex_range", "member", "normalise_prefix",
+           "ns_text", "ns_tuple"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def ns_text(namespace: tuple[str, ...]) -> str:
+    return ".".join(namespace)
+
+
+def ns_tuple(text: str | bytes) -> tuple[str, ...]:
+    if isinstance(text, bytes):
+        text = text.decode()
+    return tuple(text.split("."))
+
+
+def member(namespace: tuple[str, ...], key: str) -> str:
+    """An item's name in the expiry index; the item's key is `<p>i:` + this."""
+    return f"{ns_text(namespace)}\0{key}"
+
+
+def item_key(prefix: str, namespace: tuple[str, ...], key: str) -> str:
+    return f"{prefix}i:{member(namespace, key)}"
+
+
+def lex_range(labels: tuple[str, ...]) -> tuple[str, str]:
+    """ZRANGEBYLEX bounds of the namespace index for every namespace starting with `labels`."""
+    if not labels:
+        return "-", "+"
+    start = ns_text(labels) + "."
+    return "[" + start, "(" + start[:-1] + "/"  # "/" is the byte after "."
+
+
+def encode_value(value: Mapping[str, Any]) -> str:
+    """Values are JSON, like LangGraph's Postgres store; anything else is refused before any write."""
+    try:
+        return json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"store values must be JSON-serialisable mappings: {exc}") from None
+
+
+def as_datetime(us: int) -> datetime:
+    """A stored timestamp (microseconds since the epoch, server clock) as an aware UTC datetime."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
+def decode_item(blob: bytes) -> tuple[dict[str, Any], int, int, float | None]:
+    """(value, created_at, updated_at in microseconds, ttl in minutes) of a stored item."""
+    created, updated, ttl, data = blob.split(b"\0", 3)
+    return json.loads(data), int(created), int(updated), float(ttl) if ttl else None
+
+
+def decode_hit(hit: bytes) -> tuple[bytes, bytes, int, int, float | None, bytes]:
+    """(namespace text, key, created_at, updated_at, ttl, JSON) of one search reply element."""
+    ns, created, updated, ttl, data, key = hit.split(b"\0", 5)
+    return ns, key, int(created), int(updated), float(ttl) if ttl else None, data

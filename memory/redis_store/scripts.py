@@ -1,0 +1,126 @@
+"""Lua scripts that make each store operation one atomic round trip (key layout in `layout.py`).
+
+Key names are built in-script from the store's prefix, so the store needs a standalone (or Sentinel)
+Redis, like the checkpointer's wire; Redis Cluster is not supported. Timestamps come from the server's
+TIME, so items written by several processes order by one clock, and expiry (PEXPIRE) and the expiry
+index agree.
+"""
+
+from __future__ import annotations
+
+from memory.redis_checkpoint.scripts import Script
+
+# now_us / now_ms: the server clock. sweep: drop index entries of items whose key Redis has expired.
+_PRELUDE = r"""
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function sweep(P)
+  local due = redis.call('ZRANGEBYSCORE', P .. 'exp', '-inf', math.floor(now_us() / 1000), 'LIMIT', 0, 1000)
+  for _, m in ipairs(due) do
+    local cut = string.find(m, '\0', 1, true)
+    local ns, key = string.sub(m, 1, cut - 1), string.sub(m, cut + 1)
+    if redis.call('EXISTS', P .. 'i:' .. m) == 0 then
+      local u = P .. 'u:' .. ns
+      redis.call('ZREM', u, key)
+      if redis.call('ZCARD', u) == 0 then redis.call('ZREM', P .. 'ns', ns .. '.') end
+      redis.call('ZREM', P .. 'exp', m)
+    end
+  end
+end
+local function ttl_of(blob)
+  local a = string.find(blob, '\0', 1, true)
+  local b = string.find(blob, '\0', a + 1, true)
+  local c = string.find(blob, '\0', b + 1, true)
+  return string.sub(blob, b + 1, c - 1)
+end
+local function expire(P, member, minutes)
+  local ms = math.max(1, math.floor(tonumber(minutes) * 60000))
+  if redis.call('PEXPIRE', P .. 'i:' .. member, ms) == 1 then
+    redis.call('ZADD', P .. 'exp', math.floor(now_us() / 1000) + ms, member)
+  end
+end
+"""
+
+
+def _script(name: str, body: str) -> Script:
+    return Script(name, _PRELUDE + body)
+
+
+# KEYS[1] the item; ARGV prefix, namespace text, key, JSON value, TTL in minutes ('' = none).
+# The namespace's index keeps the newest item on top: a put within the same microsecond as the newest
+# one still sorts above it.
+PUT = _script("store_put", r"""
+local P, ns, key = ARGV[1], ARGV[2], ARGV[3]
+local u = P .. 'u:' .. ns
+local now = now_us()
+local top = redis.call('ZREVRANGE', u, 0, 0, 'WITHSCORES')
+if top[2] and tonumber(top[2]) >= now then now = tonumber(top[2]) + 1 end
+local stamp = string.format('%.0f', now)
+local created = stamp
+local old = redis.call('GET', KEYS[1])
+if old then created = string.sub(old, 1, string.find(old, '\0', 1, true) - 1) end
+redis.call('SET', KEYS[1], created .. '\0' .. stamp .. '\0' .. ARGV[5] .. '\0' .. ARGV[4])
+redis.call('ZADD', u, stamp, key)
+redis.call('ZADD', P .. 'ns', 0, ns .. '.')
+if ARGV[5] ~= '' then expire(P, ns .. '\0' .. key, ARGV[5])
+else redis.call('ZREM', P .. 'exp', ns .. '\0' .. key) end
+return 1
+""")
+
+# KEYS[1] the item; ARGV prefix, namespace text, key
+DELETE = _script("store_delete", r"""
+local P, ns, key = ARGV[1], ARGV[2], ARGV[3]
+local u = P .. 'u:' .. ns
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', u, key)
+redis.call('ZREM', P .. 'exp', ns .. '\0' .. key)
+if redis.call('ZCARD', u) == 0 then redis.call('ZREM', P .. 'ns', ns .. '.') end
+return 1
+""")
+
+# KEYS[1] the item; ARGV prefix, "<namespace text>\0<key>", refresh ('1' restarts the item's TTL)
+GET = _script("store_get", r"""
+local blob = redis.call('GET', KEYS[1])
+if blob and ARGV[3] == '1' then
+  local ttl = ttl_of(blob)
+  if ttl ~= '' then expire(ARGV[1], ARGV[2], ttl) end
+end
+return blob
+""")
+
+# KEYS[1] the namespace index; ARGV prefix, lex min, lex max, items per namespace (0 = all).
+# Returns "<namespace text>\\0<blob>\\0<key>" for the newest items of every namespace in the range.
+SEARCH = _script("store_search", r"""
+local P, per = ARGV[1], tonumber(ARGV[4])
+sweep(P)
+local out = {}
+for _, m in ipairs(redis.call('ZRANGEBYLEX', KEYS[1], ARGV[2], ARGV[3])) do
+  local ns = string.sub(m, 1, -2)
+  local keys = redis.call('ZREVRANGE', P .. 'u:' .. ns, 0, per - 1)
+  for i = 1, #keys, 1000 do
+    local names = {}
+    for j = i, math.min(i + 999, #keys) do names[#names + 1] = P .. 'i:' .. ns .. '\0' .. keys[j] end
+    local blobs = redis.call('MGET', unpack(names))
+    for j = 1, #names do
+      -- one reply element per item (RESP parsing is the client's main cost): the key goes last, as the
+      -- only part that may contain NUL (JSON never does)
+      if blobs[j] then out[#out + 1] = ns .. '\0' .. blobs[j] .. '\0' .. keys[i + j - 1] end
+    end
+  end
+end
+return out
+""")
+
+# KEYS[1] the namespace index; ARGV prefix, lex min, lex max. Returns "<namespace text>." members.
+LIST = _script("store_list", r"""
+sweep(ARGV[1])
+return redis.call('ZRANGEBYLEX', KEYS[1], ARGV[2], ARGV[3])
+""")
+
+# KEYS[1] the expiry index; ARGV prefix, then ("<namespace text>\0<key>", TTL minutes) pairs
+TOUCH = _script("store_touch", r"""
+for i = 2, #ARGV, 2 do expire(ARGV[1], ARGV[i], ARGV[i + 1]) end
+return 1
+""")
