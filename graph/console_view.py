@@ -53,7 +53,7 @@ class StepPrinter:
                 self.line(Text("    Action: ", style="bold magenta") +
                                    Text(f"{call['name']}({_clip(_args(call.get('args')), 200)})"))
         for step in update.get("steps", []) if isinstance(update.get("steps"), list) else []:
-            if step["status"] in ("model_error", "empty_reply"):
+            if step["status"] in ("model_error", "empty_reply", "format_error"):
                 self.line(Text("    Model: ", style="bold red") + Text(step["observation"]))
 
     def _on_observe(self, update: dict[str, Any]) -> None:

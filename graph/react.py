@@ -1,4 +1,4 @@
-"""The ReAct graph: think → act → observe → reflect → think … → finalize, wired in one screen."""
+"""The ReAct graph: load_memory → think → act → observe → reflect → think … → finalize → save_memory."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from graph import routing
 from nodes.act import make_act
 from nodes.context import Context
 from nodes.finalize import make_finalize
+from nodes.load_memory import make_load_memory
 from nodes.observe import observe
 from nodes.reflect import make_reflect
+from nodes.save_memory import save_memory
 from nodes.services import AgentServices
 from nodes.state import AgentState, InputState
 from nodes.think import make_think
@@ -26,16 +28,20 @@ def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseChec
     """Compile the ReAct agent. `model` overrides `Context.model` (e.g. a scripted chat model in tests)."""
     services = AgentServices(gateway or default_gateway(), model)
     builder = StateGraph(AgentState, context_schema=Context, input_schema=InputState)
+    builder.add_node("load_memory", make_load_memory(services))
     builder.add_node("think", make_think(services))
     builder.add_node("act", make_act(services))
     builder.add_node("observe", observe)
     builder.add_node("reflect", make_reflect(services))
     builder.add_node("finalize", make_finalize(services))
+    builder.add_node("save_memory", save_memory)
 
-    builder.add_edge(START, "think")
+    builder.add_edge(START, "load_memory")
+    builder.add_edge("load_memory", "think")
     builder.add_conditional_edges("think", routing.after_think, ["act", "finalize"])
     builder.add_edge("act", "observe")
     builder.add_edge("observe", "reflect")
     builder.add_conditional_edges("reflect", routing.after_reflect, ["think", "finalize"])
-    builder.add_edge("finalize", END)
+    builder.add_edge("finalize", "save_memory")
+    builder.add_edge("save_memory", END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)

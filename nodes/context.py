@@ -44,6 +44,8 @@ class Context:
         "Tool names or tags this run may not use (wins over allowed_tools)."))] = ()
     observation_budget: Annotated[int, Field(ge=200, description=(
         "Maximum characters of one tool result shown to the model; longer results are truncated."))] = 4000
+    memory_window: Annotated[int, Field(ge=2, description=(
+        "Messages kept verbatim in the prompt; older ones are folded into a running summary."))] = 8
     temperature: Annotated[float, Field(ge=0.0, le=2.0, description="Sampling temperature of the model.")] = 0.0
     system_prompt: Annotated[str, Field(description="System prompt of the think step.")] = prompts.SYSTEM_PROMPT
 
@@ -58,6 +60,8 @@ class Context:
             raise ValueError(f"reflection must be 'llm', 'rules' or 'off', not {self.reflection!r}")
         if not isinstance(self.max_iterations, int) or not 1 <= self.max_iterations <= 50:
             raise ValueError(f"max_iterations must be an integer from 1 to 50, not {self.max_iterations!r}")
+        if not isinstance(self.memory_window, int) or self.memory_window < 2:
+            raise ValueError(f"memory_window must be an integer >= 2, not {self.memory_window!r}")
         if self.observation_budget < 200:
             raise ValueError("observation_budget must be at least 200 characters")
 

@@ -11,6 +11,7 @@ from langchain_core.runnables import RunnableLambda
 from nodes import prompts, text_protocol
 from nodes.context import Context, current_context
 from nodes.loop_guard import tool_steps
+from nodes.models.loader import describe_model_error
 from nodes.services import AgentServices
 from nodes.state import AgentState, make_step
 from nodes.transcript import pending_calls, text_of, tokens_of
@@ -74,7 +75,7 @@ def make_finalize(services: AgentServices) -> RunnableLambda:
                        AIMessage(content=answer, usage_metadata=reply.usage_metadata))
 
     def failed(state: AgentState, exc: Exception, reason: str, started: float) -> dict[str, Any]:
-        answer = (f"I could not write a final answer (model error: {type(exc).__name__}: {str(exc)[:200]}). "
+        answer = (f"I could not write a final answer ({describe_model_error(exc)}). "
                   f"What the tools returned:\n{observations_digest(state)}")
         return _answer(state, answer, "failed", reason, 0, started, AIMessage(content=answer))
 

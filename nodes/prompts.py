@@ -30,3 +30,73 @@ FINALIZE_REASONS = {
 }
 
 EMPTY_REPLY_NUDGE = ("Your previous reply was empty. Either call a tool or write the final answer.")
+
+SUMMARY_LINE = "Conversation summary: {summary}"
+
+# --- the text ReAct protocol (models without native tool calling) ----------------------------------------
+
+TEXT_PROTOCOL_PROMPT = """You act by writing text in an exact format; there is no function-calling interface.
+
+Tools (Action Input is a JSON object matching the tool's parameters):
+{tools}
+
+Each reply is EITHER one step:
+Thought: what you need next and why, in one sentence
+Action: the tool to use, exactly one of [{tool_names}]
+Action Input: the arguments as one JSON object on one line, e.g. {{"name": "value"}}
+OR, when you can answer:
+Thought: I can answer now.
+Final Answer: the complete answer, in the language of the question
+
+Rules:
+- One Action per reply. Stop right after Action Input: the tool runs and its result comes back to you
+  as "Observation: ...". Never write an Observation yourself.
+- Never repeat an Action with the same Action Input; if a tool failed or found nothing, change the input
+  or use another tool.
+- Use only the tools listed above; if none fits, write the Final Answer from what you know and say what is
+  missing.
+
+{examples}"""
+
+TEXT_TOOL_LINE = "- {name}: {description}\n  parameters: {parameters}"
+
+TEXT_NO_TOOLS = "- (no tools are available in this session: write the Final Answer directly)"
+
+TEXT_EXAMPLES_HEADER = "Examples:"
+
+# Few-shot transcripts, each shown only when its tool is offered, so a model never sees a tool it may not use.
+TEXT_EXAMPLES = {
+    "calculator": """Question: What is 15% of 240?
+Thought: I need to compute 15% of 240 with the calculator.
+Action: calculator
+Action Input: {"expression": "240 * 15 / 100"}
+Observation: {"expression":"240 * 15 / 100","result":36}
+Thought: I can answer now.
+Final Answer: 15% of 240 is 36.""",
+    "get_weather": """Question: 杭州现在天气怎么样？
+Thought: 需要查询杭州的天气。
+Action: get_weather
+Action Input: {"city": "杭州"}
+Observation: {"found":true,"city":"杭州","condition":"小雨","temperature_c":9,"source":"offline sample data"}
+Thought: 我已经可以回答了。
+Final Answer: 杭州现在小雨，气温 9°C（来源：离线样例数据）。""",
+    "search": """Question: Who created Python?
+Thought: I should look this up rather than rely on memory.
+Action: search
+Action Input: {"query": "Python creator"}
+Observation: {"found":true,"results":[{"title":"Python","snippet":"Python was created by Guido van Rossum, first released in 1991."}]}
+Thought: I can answer now.
+Final Answer: Python was created by Guido van Rossum and first released in 1991.""",
+}
+
+TEXT_EXAMPLE_NO_TOOL = """Question: Say hello in French.
+Thought: No tool is needed for this.
+Final Answer: Bonjour !"""
+
+TEXT_FORMAT_CORRECTION = """Invalid format: {problem}. Reply in exactly one of these two forms:
+Thought: <one sentence>
+Action: <one of: {tool_names}>
+Action Input: <JSON object>
+or
+Thought: <one sentence>
+Final Answer: <the answer>"""

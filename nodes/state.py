@@ -47,6 +47,8 @@ class AgentState(TypedDict):
     """State of one session (thread). Per-turn fields are reset when a new question arrives."""
 
     messages: Annotated[list[AnyMessage], add_messages]
+    # Running summary of the messages folded out of the window by load_memory.
+    summary: NotRequired[str]
     # Id of the human message that opened the current turn; a different one means a new turn.
     turn_id: NotRequired[str | None]
     iteration: NotRequired[int]

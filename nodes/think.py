@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
-from langgraph.runtime import get_runtime
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.types import Overwrite
 
-from nodes import prompts
-from nodes.context import Context
+from nodes import prompts, text_protocol
+from nodes.context import Context, current_context
+from nodes.models.loader import describe_model_error
 from nodes.services import AgentServices
-from nodes.state import AgentState, make_step
+from nodes.state import AgentState, ExecutionStep, make_step
 from nodes.transcript import last_human_index, pending_calls, text_of, tokens_of
 
 
@@ -29,76 +32,132 @@ def start_of_turn(state: AgentState) -> dict[str, Any]:
             "final_answer": None, "status": None}
 
 
-def prompt_messages(state: AgentState, context: Context, reflection: dict | None) -> list[AnyMessage]:
-    """System prompt (with the last reflection's note, if any) followed by the conversation."""
+def prompt_messages(state: AgentState, context: Context, reflection: dict | None,
+                    schemas: list[dict[str, Any]] | None = None) -> list[AnyMessage]:
+    """System prompt (protocol instructions, session summary, last reflection note) and the conversation.
+
+    In the text protocol the tool rounds are rendered as Thought/Action/Observation text for the request only.
+    """
     system = context.system_prompt.format(now=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"))
-    note = (reflection or {}).get("note")
-    if note:
+    history: list[AnyMessage] = list(state["messages"])
+    if context.protocol == "text":
+        system += "\n\n" + text_protocol.instructions(schemas or [])
+        history = text_protocol.as_text_messages(history)
+    if summary := (state.get("summary") or "").strip():
+        system += "\n" + prompts.SUMMARY_LINE.format(summary=summary)
+    if note := (reflection or {}).get("note"):
         system += "\n" + prompts.REFLECTION_NOTE.format(note=note)
-    return [SystemMessage(system), *state["messages"]]
+    return [SystemMessage(system), *history]
 
 
-def _with_steps(update: dict[str, Any], steps: list) -> dict[str, Any]:
-    # On the first think of a turn the steps channel is being reset; new records must replace, not append.
-    update["steps"] = Overwrite(steps) if "steps" in update else steps
-    return update
+@dataclass
+class _Turn:
+    """What one think call has done so far; a model failure at any point is reported from it."""
+
+    iteration: int
+    reset: dict[str, Any]
+    started: float = field(default_factory=time.perf_counter)
+    steps: list[ExecutionStep] = field(default_factory=list)
+
+    def ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def update(self, **fields: Any) -> dict[str, Any]:
+        update: dict[str, Any] = {**self.reset, "iteration": self.iteration, **fields}
+        if self.steps:
+            # On the first think of a turn the steps channel is being reset; new records must replace it.
+            update["steps"] = Overwrite(self.steps) if "steps" in self.reset else self.steps
+        return update
+
+
+# A decision is a generator: it yields the requests to send and receives the model's replies, so the
+# sync and async nodes share one body and differ only in how they call the model.
+Decision = Generator[list[AnyMessage], AIMessage, dict[str, Any]]
 
 
 def _is_empty(reply: AIMessage) -> bool:
     return not pending_calls(reply) and not text_of(reply).strip()
 
 
-def _outcome(reply: AIMessage, iteration: int, reset: dict, started: float) -> dict[str, Any]:
-    update: dict[str, Any] = {**reset, "iteration": iteration, "messages": [reply]}
+def _tools_decision(request: list[AnyMessage], turn: _Turn) -> Decision:
+    reply = yield request
+    if _is_empty(reply):  # one nudge before giving up: some models occasionally return nothing
+        reply = yield [*request, SystemMessage(prompts.EMPTY_REPLY_NUDGE)]
     if _is_empty(reply):
-        update["status"] = "failed"
-        update["final_answer"] = "The model returned an empty reply twice; no answer could be produced."
-        _with_steps(update, [make_step(step=iteration, node="think", status="empty_reply",
-                                       observation=update["final_answer"], tokens=tokens_of(reply),
-                                       latency_ms=(time.perf_counter() - started) * 1000)])
-    return update
+        answer = "The model returned an empty reply twice; no answer could be produced."
+        turn.steps.append(make_step(step=turn.iteration, node="think", status="empty_reply", observation=answer,
+                                    tokens=tokens_of(reply), latency_ms=turn.ms()))
+        return turn.update(messages=[reply], status="failed", final_answer=answer)
+    return turn.update(messages=[reply])
 
 
-def _model_failure(exc: Exception, iteration: int, reset: dict, started: float) -> dict[str, Any]:
-    reason = f"The model call failed: {type(exc).__name__}: {str(exc).strip()[:300]}"
-    update = {**reset, "iteration": iteration, "status": "failed", "final_answer": reason}
-    return _with_steps(update, [make_step(step=iteration, node="think", status="model_error", observation=reason,
-                                          latency_ms=(time.perf_counter() - started) * 1000)])
+def _text_decision(request: list[AnyMessage], turn: _Turn, schemas: list[dict[str, Any]], limit: int) -> Decision:
+    """Text protocol: parse the reply; a malformed one is sent back with a correction and costs an iteration."""
+    while True:
+        reply = yield request
+        raw = text_of(reply)
+        parsed = text_protocol.parse_reply(raw)
+        if parsed.problem is None:
+            return turn.update(messages=[text_protocol.to_ai_message(parsed, raw, schemas, reply)])
+        correction = text_protocol.format_correction(parsed.problem, schemas)
+        turn.steps.append(make_step(step=turn.iteration, node="think", status="format_error", thought=raw[:2000],
+                                    observation=correction, tokens=tokens_of(reply), latency_ms=turn.ms()))
+        if turn.iteration >= limit:
+            # No message is added: finalize sees the limit and answers from what was observed.
+            return turn.update()
+        turn.iteration += 1
+        turn.started = time.perf_counter()
+        request = [*request, AIMessage(raw), HumanMessage(f"Observation: {correction}")]
+
+
+def _failure(exc: Exception, turn: _Turn, model: BaseChatModel) -> dict[str, Any]:
+    reason = describe_model_error(exc, model)
+    turn.steps.append(make_step(step=turn.iteration, node="think", status="model_error", observation=reason,
+                                latency_ms=turn.ms()))
+    return turn.update(status="failed", final_answer=reason)
 
 
 def make_think(services: AgentServices) -> RunnableLambda:
     """The think node (sync and async), bound to the graph's services."""
 
-    def prepare(state: AgentState, config: RunnableConfig):
-        context: Context = get_runtime(Context).context
+    def prepare(state: AgentState, config: RunnableConfig) -> tuple[Runnable, BaseChatModel, _Turn, Decision]:
+        context: Context = current_context()
         reset = start_of_turn(state)
         reflection = None if reset else state.get("reflection")
-        iteration = (0 if reset else state.get("iteration", 0)) + 1
+        turn = _Turn(iteration=(0 if reset else state.get("iteration", 0)) + 1, reset=reset)
         model = services.model(context)
         schemas = services.schemas(context, config)
+        request = prompt_messages(state, context, reflection, schemas)
+        if context.protocol == "text":  # the tools are described in the prompt, never bound
+            decision = _text_decision(request, turn, schemas, context.max_iterations)
+            return model.bind(stop=text_protocol.STOP), model, turn, decision
         bound = model.bind_tools(schemas) if schemas else model
-        return bound, prompt_messages(state, context, reflection), iteration, reset
+        return bound, model, turn, _tools_decision(request, turn)
 
     def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        started = time.perf_counter()
-        bound, messages, iteration, reset = prepare(state, config)
-        try:
-            reply = bound.invoke(messages)
-            if _is_empty(reply):  # one nudge before giving up: some models occasionally return nothing
-                reply = bound.invoke([*messages, SystemMessage(prompts.EMPTY_REPLY_NUDGE)])
-        except Exception as exc:  # noqa: BLE001 - a failing model ends the run with a reason, never a crash
-            return _model_failure(exc, iteration, reset, started)
-        return _outcome(reply, iteration, reset, started)
+        bound, model, turn, decision = prepare(state, config)
+        request = next(decision)
+        while True:
+            try:
+                reply = bound.invoke(request)
+            except Exception as exc:  # noqa: BLE001 - a failing model ends the run with a reason, never a crash
+                return _failure(exc, turn, model)
+            try:
+                request = decision.send(reply)
+            except StopIteration as done:
+                return done.value
 
     async def athink(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        started = time.perf_counter()
-        bound, messages, iteration, reset = prepare(state, config)
-        try:
-            reply = await bound.ainvoke(messages)
-            if _is_empty(reply):
-                reply = await bound.ainvoke([*messages, SystemMessage(prompts.EMPTY_REPLY_NUDGE)])
-        except Exception as exc:  # noqa: BLE001
-            return _model_failure(exc, iteration, reset, started)
-        return _outcome(reply, iteration, reset, started)
+        bound, model, turn, decision = prepare(state, config)
+        request = next(decision)
+        while True:
+            try:
+                reply = await bound.ainvoke(request)
+            except Exception as exc:  # noqa: BLE001
+                return _failure(exc, turn, model)
+            try:
+                request = decision.send(reply)
+            except StopIteration as done:
+                return done.value
 
     return RunnableLambda(think, athink, name="think")

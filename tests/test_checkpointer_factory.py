@@ -6,17 +6,19 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import build_react_graph
+from graph import Context, build_react_graph
 from memory import CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
 from memory.checkpointer import CheckpointerConfigError, open_checkpointer, resolve_url
 from memory.embedded_redis import ensure_running, stop
 
 
 def ask_twice(saver, thread: str) -> int:
+    """Two questions on one thread; returns how many questions the session holds (the window keeps all)."""
     graph = build_react_graph(checkpointer=saver)
     config = {"configurable": {"thread_id": thread}}
-    graph.invoke({"messages": [HumanMessage("计算 1 + 1 等于多少")]}, config=config)
-    graph.invoke({"messages": [HumanMessage("计算 2 + 2 等于多少")]}, config=config)
+    context = Context(memory_window=50)
+    graph.invoke({"messages": [HumanMessage("计算 1 + 1 等于多少")]}, config=config, context=context)
+    graph.invoke({"messages": [HumanMessage("计算 2 + 2 等于多少")]}, config=config, context=context)
     return sum(m.type == "human" for m in graph.get_state(config).values["messages"])
 
 

@@ -50,12 +50,15 @@ def ask(graph, question: str, context: Context = RULES, thread: str = "t1"):
 
 def test_the_compiled_graph_has_exactly_the_react_nodes_and_edges(gateway):
     drawn = build_react_graph(gateway, model=ScriptedChatModel.of()).get_graph()
-    assert set(drawn.nodes) == {"__start__", "think", "act", "observe", "reflect", "finalize", "__end__"}
+    assert set(drawn.nodes) == {"__start__", "load_memory", "think", "act", "observe", "reflect", "finalize",
+                                "save_memory", "__end__"}
     edges = {(e.source, e.target, e.conditional) for e in drawn.edges}
     assert edges == {
-        ("__start__", "think", False), ("think", "act", True), ("think", "finalize", True),
+        ("__start__", "load_memory", False), ("load_memory", "think", False),
+        ("think", "act", True), ("think", "finalize", True),
         ("act", "observe", False), ("observe", "reflect", False),
-        ("reflect", "think", True), ("reflect", "finalize", True), ("finalize", "__end__", False),
+        ("reflect", "think", True), ("reflect", "finalize", True),
+        ("finalize", "save_memory", False), ("save_memory", "__end__", False),
     }
 
 
@@ -193,7 +196,8 @@ async def test_async_and_streaming_apis_give_the_same_run(gateway):
     sync_nodes = [next(iter(u)) for u in build_react_graph(gateway, model=script()).stream(
         {"messages": [HumanMessage("q")]}, context=RULES, stream_mode="updates")]
     assert result["final_answer"] == "Done."
-    assert nodes == sync_nodes == ["think", "act", "observe", "reflect", "think", "finalize"]
+    assert nodes == sync_nodes == ["load_memory", "think", "act", "observe", "reflect", "think", "finalize",
+                                   "save_memory"]
 
 
 def test_long_observations_are_cut_to_the_budget(gateway):

@@ -1,12 +1,19 @@
-"""Model specs (`offline`, `openai:<model>`, `anthropic:<model>`) turned into chat models."""
+"""Model specs (`offline`, `openai:<model>`, `anthropic:<model>`) as chat models; their failures in one line."""
 
 from __future__ import annotations
 
+import http
 import os
+import re
+from typing import Any
+from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 
 SPEC_HELP = "use 'offline', 'openai:<model>' (e.g. openai:gpt-4o-mini) or 'anthropic:<model>'"
+DEFAULT_RETRIES = 3
+DEFAULT_TIMEOUT_S = 60.0
+SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 
 class ModelConfigError(ValueError):
@@ -24,18 +31,36 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return provider, name.strip()
 
 
-def load_chat_model(spec: str, temperature: float = 0.0) -> BaseChatModel:
-    """The chat model for a spec, configured from the environment (keys, base URLs) at call time."""
+def _env_number(variable: str, default: float, kind: type) -> Any:
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
+        return kind(default)
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ModelConfigError(f"{variable} must be a non-negative {kind.__name__}, not {raw!r}")
+    return value
+
+
+def load_chat_model(spec: str, temperature: float = 0.0, *, retries: int | None = None,
+                    timeout: float | None = None) -> BaseChatModel:
+    """The chat model for a spec, configured from the environment (keys, base URLs, retries) at call time."""
     provider, name = parse_spec(spec)
     if provider == "offline":
         from nodes.models.offline import OfflineChatModel
         return OfflineChatModel()
+    # The provider SDKs retry 408/409/429/5xx, timeouts and refused connections with exponential backoff
+    # (honouring Retry-After); `retries` bounds that, `timeout` bounds each attempt.
+    retries = _env_number("REACTGRAPH_MODEL_RETRIES", DEFAULT_RETRIES, int) if retries is None else retries
+    timeout = _env_number("REACTGRAPH_MODEL_TIMEOUT", DEFAULT_TIMEOUT_S, float) if timeout is None else timeout
     if provider == "openai":
-        return _openai(name, temperature)
-    return _anthropic(name, temperature)
+        return _openai(name, temperature, retries, timeout)
+    return _anthropic(name, temperature, retries, timeout)
 
 
-def _openai(name: str, temperature: float) -> BaseChatModel:
+def _openai(name: str, temperature: float, retries: int, timeout: float) -> BaseChatModel:
     try:
         from langchain_openai import ChatOpenAI
     except ImportError as exc:
@@ -48,10 +73,10 @@ def _openai(name: str, temperature: float) -> BaseChatModel:
                                    "OpenAI-compatible server)")
         api_key = "not-needed"  # local OpenAI-compatible servers (vLLM, Ollama) accept any key
     return ChatOpenAI(model=name, temperature=temperature, base_url=base_url, api_key=api_key,
-                      max_retries=3, timeout=60)
+                      max_retries=retries, timeout=timeout)
 
 
-def _anthropic(name: str, temperature: float) -> BaseChatModel:
+def _anthropic(name: str, temperature: float, retries: int, timeout: float) -> BaseChatModel:
     try:
         from langchain_anthropic import ChatAnthropic
     except ImportError as exc:
@@ -59,4 +84,93 @@ def _anthropic(name: str, temperature: float) -> BaseChatModel:
     if not os.environ.get("ANTHROPIC_API_KEY"):
         raise ModelConfigError("ANTHROPIC_API_KEY is not set")
     kwargs = {"base_url": os.environ["ANTHROPIC_BASE_URL"]} if os.environ.get("ANTHROPIC_BASE_URL") else {}
-    return ChatAnthropic(model=name, temperature=temperature, max_retries=3, timeout=60, **kwargs)
+    return ChatAnthropic(model=name, temperature=temperature, max_retries=retries, timeout=timeout, **kwargs)
+
+
+# --- failures --------------------------------------------------------------------------------------------
+
+def _endpoint(exc: BaseException, model: Any) -> str:
+    """Where the call went, without credentials or query strings (some providers take keys in the URL)."""
+    url = (getattr(model, "openai_api_base", None) or getattr(model, "anthropic_api_url", None)
+           or str(getattr(getattr(exc, "request", None), "url", "") or ""))
+    if not url:
+        return "the provider"
+    parts = urlsplit(str(url))
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}".rstrip("/") if parts.scheme else "the provider"
+
+
+def _provider_message(exc: BaseException) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        message = inner.get("message")
+        if isinstance(message, str):
+            return message
+    return ""
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost reason ("Connection refused"), not the SDK wrappers' generic "Connection error."."""
+    reason, seen = str(exc).strip(), 0
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and seen < 10:
+        reason = re.sub(r"^\[Errno -?\d+\]\s*", "", str(cause).strip()) or reason
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return reason
+
+
+def _retried(exc: BaseException, status: int | None) -> bool:
+    # The SDKs retry these (and only these) before raising, so the configured count was used up.
+    if status is None:
+        return True
+    return status in (408, 409, 429) or status >= 500
+
+
+def secrets() -> list[str]:
+    """API key values present in the environment, to be kept out of anything shown or stored."""
+    return [v for v in (os.environ.get(name, "") for name in SECRET_VARIABLES) if len(v) >= 4]
+
+
+def redact(text: str, model: Any = None) -> str:
+    """The text with every known API key value replaced by ***."""
+    values = secrets()
+    for field in ("openai_api_key", "anthropic_api_key"):
+        secret = getattr(model, field, None)
+        if secret is not None and hasattr(secret, "get_secret_value") and len(secret.get_secret_value()) >= 4:
+            values.append(secret.get_secret_value())
+    for value in values:
+        text = text.replace(value, "***")
+    return text
+
+
+def describe_model_error(exc: BaseException, model: Any = None) -> str:
+    """One line saying why a model call failed (status, endpoint, retries used), with no secrets in it."""
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    is_provider = status is not None or hasattr(exc, "request")
+    if not is_provider:
+        line = f"The model call failed: {type(exc).__name__}: {str(exc).strip()[:300]}"
+        return redact(" ".join(line.split()), model)
+    where = _endpoint(exc, model)
+    if status is not None:
+        try:
+            phrase = http.HTTPStatus(status).phrase
+        except ValueError:
+            phrase = "error"
+        line = f"model provider error: {status} {phrase} from {where}"
+        detail = _provider_message(exc)
+        if detail and detail.lower() != phrase.lower():
+            line += f": {detail[:160]}"
+    elif "timeout" in type(exc).__name__.lower():
+        timeout = getattr(model, "request_timeout", None) or getattr(model, "default_request_timeout", None)
+        line = f"model provider error: no reply from {where}" + (f" within {timeout:g}s" if
+                                                                 isinstance(timeout, (int, float)) else "")
+    else:
+        reason = _root_cause(exc)
+        line = f"model provider error: cannot connect to {where}" + (f" ({reason[:120]})" if reason else "")
+    retries = getattr(model, "max_retries", None)
+    if isinstance(retries, int) and retries and _retried(exc, status):
+        line += f" (after {retries} {'retry' if retries == 1 else 'retries'})"
+    return redact(" ".join(line.split()), model)

@@ -1,0 +1,277 @@
+"""Real provider path: the real langchain-openai client against a local OpenAI-compatible server.
+
+Every test scripts the server's replies, runs the agent (Python API or the `reactgraph` command) with
+`openai:test-model`, and checks what the server received: tool schemas, tool results, stop words,
+the reflection request, retries. No network and no real LLM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graph import Context, ModelConfigError, build_react_graph, load_chat_model
+from openai_server import OpenAIServer, calls, error, slow, text, verdict
+
+BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "http_get"]
+REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
+SECRET = "sk-test-SECRET123"
+MODEL = "openai:test-model"
+
+
+@pytest.fixture
+def provider(monkeypatch):
+    """Points `openai:` models at a server; one retry and a short timeout keep failing tests fast."""
+
+    def use(server: OpenAIServer | str, retries: int = 1, timeout: float = 10) -> None:
+        for name in [n for n in os.environ if n.startswith("REACTGRAPH_")]:
+            monkeypatch.delenv(name)
+        monkeypatch.setenv("OPENAI_BASE_URL", server if isinstance(server, str) else server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
+        monkeypatch.setenv("REACTGRAPH_MODEL_TIMEOUT", str(timeout))
+
+    return use
+
+
+def ask(question: str, checkpointer=None, **context):
+    graph = build_react_graph(checkpointer=checkpointer)
+    config = {"configurable": {"thread_id": "t1"}}
+    return graph.invoke({"messages": [HumanMessage(question)]}, config=config,
+                        context=Context(model=MODEL, **context))
+
+
+def reactgraph(*args: str, server: OpenAIServer | str, retries: int = 1) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REACTGRAPH_", "OPENAI_"))}
+    env.update(OPENAI_API_KEY=SECRET, REACTGRAPH_MODEL_RETRIES=str(retries),
+               OPENAI_BASE_URL=server if isinstance(server, str) else server.base_url)
+    return subprocess.run([REACTGRAPH, "ask", *args, "--model", MODEL], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def closed_port_url() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+# --- tool calling ------------------------------------------------------------------------------------------
+
+def test_parallel_tool_calls_reflection_and_the_answer_travel_through_the_real_client(provider):
+    with OpenAIServer(calls(("get_weather", {"city": "北京"}), ("get_weather", {"city": "上海"}),
+                            content="Need both cities."),
+                      verdict(True, note="Both temperatures are known."),
+                      text("上海更热：12°C，北京 3°C。")) as server:
+        provider(server)
+        result = ask("北京和上海哪个更热？")
+    assert (result["status"], result["final_answer"]) == ("answered", "上海更热：12°C，北京 3°C。")
+    acts = [s for s in result["steps"] if s["node"] == "act"]
+    assert [(s["action"], s["action_input"], s["status"]) for s in acts] == [
+        ("get_weather", {"city": "北京"}, "ok"), ("get_weather", {"city": "上海"}, "ok")]
+    assert acts[0]["thought"] == "Need both cities." and acts[0]["tokens"] > 0
+
+    think, reflect, finalize = server.requests
+    assert server.tool_names(0) == BUILTIN_TOOLS and think["model"] == "test-model" and "stop" not in think
+    assert think["tools"][2]["function"]["parameters"]["required"] == ["city"]
+    assert server.roles(0) == ["system", "user"]
+    # the reflection asks for a ReflectionVerdict as structured output, over the tool results
+    assert reflect["response_format"]["type"] == "json_schema" and "tools" not in reflect
+    assert reflect["response_format"]["json_schema"]["name"] == "ReflectionVerdict"
+    assert "enough_information" in reflect["response_format"]["json_schema"]["schema"]["properties"]
+    tool_results = [m for m in reflect["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_results] == ["call_1_0", "call_1_1"]
+    assert '"city":"上海"' in tool_results[1]["content"]
+    # enough information: finalize writes the answer without tools
+    assert "tools" not in finalize and "sufficient to answer" in finalize["messages"][0]["content"]
+    assert result["reflection"]["note"] == "Both temperatures are known."
+
+
+def test_tool_results_go_back_to_the_model_under_the_right_call_ids(provider):
+    with OpenAIServer(calls(("calculator", {"expression": "(15+27)*3"}), content="Compute it."),
+                      verdict(False, note="Check the result."), text("126")) as server:
+        provider(server)
+        result = ask("(15+27)*3?")
+    assert result["final_answer"] == "126" and result["iteration"] == 2
+    follow_up = server.requests[2]["messages"]
+    assert [m["role"] for m in follow_up] == ["system", "user", "assistant", "tool"]
+    assert follow_up[2]["tool_calls"][0]["id"] == "call_1_0" == follow_up[3]["tool_call_id"]
+    assert json.loads(follow_up[2]["tool_calls"][0]["function"]["arguments"]) == {"expression": "(15+27)*3"}
+    assert json.loads(follow_up[3]["content"])["result"] == 126
+    assert "Reflection: Check the result." in follow_up[0]["content"]  # the verdict's note reaches think
+    assert server.tool_names(2) == BUILTIN_TOOLS
+
+
+def test_malformed_tool_arguments_become_an_observation_the_model_can_fix(provider):
+    with OpenAIServer(calls(("calculator", '{"expression": "2+'), content="Add."),
+                      calls(("calculator", {"expression": "2+2"})), text("4")) as server:
+        provider(server)
+        result = ask("2+2?", reflection="rules")
+    acts = [s for s in result["steps"] if s["node"] == "act"]
+    assert [s["status"] for s in acts] == ["invalid_args", "ok"] and result["final_answer"] == "4"
+    told = next(m for m in server.requests[1]["messages"] if m["role"] == "tool")
+    assert told["tool_call_id"] == "call_1_0" and "Invalid arguments for calculator" in told["content"]
+
+
+def test_denied_tools_are_not_offered_to_the_provider(provider):
+    with OpenAIServer(text("Hello.")) as server:
+        provider(server)
+        ask("hi", denied_tools=["network", "search"])
+    assert server.tool_names(0) == ["calculator", "get_time", "get_weather"]
+
+
+# --- the text protocol -------------------------------------------------------------------------------------
+
+def test_text_protocol_sends_stop_words_no_tools_and_observations_as_text(provider):
+    with OpenAIServer(text('Thought: Add them.\nAction: calculator\nAction Input: {"expression": "2+3"}\n'
+                           "Observation: 7 (made up)"),
+                      text("Thought: I can answer now.\nFinal Answer: 2 + 3 = 5")) as server:
+        provider(server)
+        result = ask("2+3?", protocol="text")  # reflection "llm" falls back to rules: no structured request
+    assert (result["status"], result["final_answer"]) == ("answered", "2 + 3 = 5")
+    assert [(s["node"], s["action"], s["status"]) for s in result["steps"]] == [
+        ("act", "calculator", "ok"), ("reflect", None, "reflection"), ("finalize", None, "answered")]
+    first, second = server.requests
+    assert first["stop"] == second["stop"] == ["Observation:"] and "tools" not in first
+    system = first["messages"][0]["content"]
+    assert all(f"- {name}:" in system for name in BUILTIN_TOOLS) and '"required": ["city"]' in system
+    assert server.roles(1) == ["system", "user", "assistant", "user"]
+    assert second["messages"][2]["content"] == 'Thought: Add them.\nAction: calculator\nAction Input: {"expression": "2+3"}'
+    assert second["messages"][3]["content"].startswith("Observation: {") and '"result":5' in second["messages"][3]["content"]
+
+
+def test_text_protocol_copes_with_a_server_that_ignores_stop_and_with_chatter(provider):
+    with OpenAIServer(text("Sure! Let me think about it."),
+                      text("Thought: search\nAction: search\nAction Input: LangGraph\nObservation: invented\n"
+                           "Final Answer: invented", ignore_stop=True),
+                      text("Final Answer: LangGraph builds agents as graphs.")) as server:
+        provider(server)
+        result = ask("What is LangGraph?", protocol="text", reflection="rules")
+    assert [(s["node"], s["status"]) for s in result["steps"]][:2] == [("think", "format_error"), ("act", "ok")]
+    assert result["steps"][1]["action_input"] == {"query": "LangGraph"}
+    assert result["final_answer"] == "LangGraph builds agents as graphs." and result["iteration"] == 3
+    correction = server.requests[1]["messages"][-1]["content"]
+    assert correction.startswith("Observation: Invalid format") and "invented" not in server.requests[2]["messages"][-1]["content"]
+
+
+# --- streaming ---------------------------------------------------------------------------------------------
+
+# langchain-openai model_dump()s the SDK's parsed structured-output stream events, which pydantic warns about.
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
+async def test_stream_mode_messages_yields_the_providers_tokens(provider):
+    with OpenAIServer(calls(("get_time", {"timezone": "Tokyo"}), content="Check the clock."),
+                      verdict(True, note="Time known."), text("It is late evening in Tokyo.")) as server:
+        provider(server)
+        graph = build_react_graph()
+        chunks = [(chunk, meta["langgraph_node"]) async for chunk, meta in graph.astream(
+            {"messages": [HumanMessage("Tokyo time?")]}, context=Context(model=MODEL), stream_mode="messages")]
+    assert all(r["stream"] is True for r in server.requests)
+    finalize_tokens = [c.content for c, node in chunks if node == "finalize" and c.content]
+    assert "".join(finalize_tokens).startswith("It is late evening") and len(finalize_tokens) >= 5
+    streamed_call = [c for c, node in chunks if node == "think" and getattr(c, "tool_call_chunks", None)]
+    assert streamed_call and streamed_call[0].tool_call_chunks[0]["name"] == "get_time"
+
+
+# --- provider failures -------------------------------------------------------------------------------------
+
+def test_a_rate_limit_is_retried_and_the_run_goes_on(provider):
+    with OpenAIServer(error(429, "slow down"), text("Fine.")) as server:
+        provider(server, retries=2)
+        result = ask("hi")
+    assert (result["status"], result["final_answer"]) == ("answered", "Fine.") and len(server.requests) == 2
+
+
+def test_a_persistent_server_error_fails_the_run_with_one_line(provider):
+    with OpenAIServer(*[error(500, "upstream exploded")] * 3) as server:
+        provider(server, retries=2)
+        result = ask("hi")
+    assert result["status"] == "failed" and len(server.requests) == 3
+    assert result["final_answer"] == (f"model provider error: 500 Internal Server Error from {server.base_url}: "
+                                      "upstream exploded (after 2 retries)")
+    assert [(s["node"], s["status"]) for s in result["steps"]] == [("think", "model_error"), ("finalize", "failed")]
+
+
+def test_a_refused_connection_fails_the_run_instead_of_crashing(provider):
+    url = closed_port_url()
+    provider(url, retries=0)
+    result = ask("hi")
+    assert result["status"] == "failed" and "\n" not in result["final_answer"]
+    assert result["final_answer"] == f"model provider error: cannot connect to {url} (Connection refused)"
+
+
+def test_a_provider_that_never_answers_times_out(provider):
+    with OpenAIServer(slow(3)) as server:
+        provider(server, retries=0, timeout=0.3)
+        result = ask("hi")
+    assert result["status"] == "failed"
+    assert result["final_answer"] == f"model provider error: no reply from {server.base_url} within 0.3s"
+
+
+def test_the_cli_reports_a_failing_provider_in_one_line_and_exits_1():
+    with OpenAIServer(*[error(500, "upstream exploded")] * 2) as server:
+        done = reactgraph("hi", "--json", "--store", "memory", server=server)
+    assert done.returncode == 1 and done.stderr == ""
+    payload = json.loads(done.stdout)
+    assert payload["status"] == "failed" and payload["answer"].startswith("model provider error: 500")
+    assert "\n" not in payload["answer"] and "(after 1 retry)" in payload["answer"]
+
+
+def test_bad_retry_settings_and_missing_providers_are_one_line_config_errors(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", "many")
+    with pytest.raises(ModelConfigError, match="REACTGRAPH_MODEL_RETRIES must be a non-negative int"):
+        load_chat_model(MODEL)
+    monkeypatch.delenv("REACTGRAPH_MODEL_RETRIES")
+    assert load_chat_model(MODEL, retries=0, timeout=5).max_retries == 0
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    with pytest.raises(ModelConfigError, match="pip install langchain-anthropic"):
+        load_chat_model("anthropic:claude-sonnet-4-5")
+
+
+# --- the command line, end to end ----------------------------------------------------------------------------
+
+def test_the_cli_runs_both_protocols_against_the_provider():
+    with OpenAIServer(calls(("calculator", {"expression": "6*7"})), text("42")) as server:
+        done = reactgraph("6*7?", "--json", "--store", "memory", "--reflection", "rules", server=server)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["answer"] == "42" and server.tool_names(0) == BUILTIN_TOOLS
+    with OpenAIServer(text('Thought: multiply\nAction: calculator\nAction Input: "6*7"'),
+                      text("Final Answer: 42")) as server:
+        done = reactgraph("6*7?", "--protocol", "text", "--store", "memory", server=server)
+    assert done.returncode == 0, done.stderr
+    assert "Action: calculator" in done.stdout and "42" in done.stdout
+    assert server.requests[0]["stop"] == ["Observation:"] and "tools" not in server.requests[0]
+
+
+def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path):
+    store = tmp_path / "sessions.db"
+    with OpenAIServer(calls(("search", {"query": "LangGraph"})), verdict(True), text("A graph library."),
+                      error(401, f"Incorrect API key provided: {SECRET}")) as server:
+        done = reactgraph("What is LangGraph?", "--json", "--debug", "--session", "s1",
+                          "--store", f"sqlite:///{store}", server=server)
+        failed = reactgraph("again", "--json", "--session", "s1", "--store", f"sqlite:///{store}", server=server)
+    assert done.returncode == 0, done.stderr
+    assert all(h["authorization"] == f"Bearer {SECRET}" for h in server.headers)  # it was used…
+    assert failed.returncode == 1 and "Incorrect API key provided: ***" in json.loads(failed.stdout)["answer"]
+    saved = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert saved and b"A graph library." in saved  # …and the state really was saved
+    for shown in (done.stdout, done.stderr, failed.stdout, failed.stderr):
+        assert SECRET not in shown
+    assert SECRET.encode() not in saved
+
+
+def test_the_api_key_stays_out_of_checkpoints_from_the_python_api(provider):
+    saver = InMemorySaver()
+    with OpenAIServer(calls(("get_time", {})), verdict(True), text("Noon.")) as server:
+        provider(server)
+        ask("time?", checkpointer=saver)
+    dumped = repr(saver.storage) + repr(saver.writes) + repr(saver.blobs)
+    assert "Noon." in dumped and SECRET not in dumped

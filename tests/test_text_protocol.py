@@ -1,0 +1,225 @@
+"""The text ReAct protocol: a tolerant parser, the rendered transcript, and whole runs that use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from graph import Context, build_react_graph
+from nodes.models.offline.textproto import as_tool_messages
+from nodes.text_protocol import STOP, answer_text, as_text_messages, instructions, parse_reply, to_ai_message
+from nodes.think import prompt_messages
+from scripted import ScriptedChatModel, call, tool_reply
+from tools import ToolSession, default_gateway
+
+SCHEMAS = default_gateway().schemas(ToolSession.of("t"))
+TEXT = Context(protocol="text", reflection="rules")
+
+
+def ask(graph, question: str, context: Context = TEXT):
+    return graph.invoke({"messages": [HumanMessage(question)]}, context=context)
+
+
+# --- reading a reply ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reply", [
+    'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "北京"}',
+    'thought: I need the weather.\naction: get_weather\naction input: {"city": "北京"}',
+    'Thought：I need the weather.\nAction：get_weather\nAction Input：{"city": "北京"}',
+    '  Thought:   I need the weather.  \n\n  Action:  get_weather  \n  Action Input:   {"city": "北京"}  \n',
+    '```\nThought: I need the weather.\nAction: get_weather\nAction Input: {"city": "北京"}\n```',
+    'Thought: I need the weather.\nAction: get_weather\nAction Input:\n```json\n{"city": "北京"}\n```',
+    '**Thought:** I need the weather.\n**Action:** `get_weather`\n**Action Input:** {"city": "北京"}',
+    ('Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "北京"}\nObservation: sunny, 30°C'
+     '\nThought: I can answer now.\nFinal Answer: It is sunny.'),
+    'Thought: I need the weather.\nAction: get_weather\nAction Input: 北京',
+    "Thought: I need the weather.\nAction: get_weather\nAction Input: '北京'",
+    "Thought: I need the weather.\nAction: Get_Weather\nAction Input: {'city': '北京'}",
+    'Thought: I need the weather.\nAction: get_weather[北京]',
+    'I need the weather.\nAction: the get_weather tool\nAction Input: {"city": "北京"} (then I will compare)',
+])
+def test_every_spelling_of_an_action_becomes_the_same_tool_call(reply):
+    parsed = parse_reply(reply)
+    message = to_ai_message(parsed, reply, SCHEMAS)
+    assert parsed.problem is None and parsed.thought == "I need the weather."
+    assert [(c["name"], c["args"]) for c in message.tool_calls] == [("get_weather", {"city": "北京"})]
+    assert message.content == "I need the weather." and message.additional_kwargs["react_text"] == reply
+
+
+@pytest.mark.parametrize(("reply", "answer"), [
+    ("Thought: I can answer now.\nFinal Answer: 126", "126"),
+    ("FINAL ANSWER： 上海更热。", "上海更热。"),
+    ("final answer:\n\nLine one.\nLine two.\n", "Line one.\nLine two."),
+    ("```text\nThought: done\nFinal Answer: 42\n```", "42"),
+    ("Thought: done\nFinal Answer: Use:\n```python\nprint(1)\n```", "Use:\n```python\nprint(1)\n```"),
+    ("Thought: nothing to do\nAction: None\nFinal Answer: Hi!", "Hi!"),
+])
+def test_final_answers_are_read_leniently(reply, answer):
+    parsed = parse_reply(reply)
+    assert parsed.final_answer == answer
+    message = to_ai_message(parsed, reply, SCHEMAS)
+    assert message.content == answer and not message.tool_calls
+
+
+def test_an_action_before_a_final_answer_wins_and_a_made_up_observation_is_dropped():
+    parsed = parse_reply("Thought: t\nAction: calculator\nAction Input: 2+3\nObservation: 5\nFinal Answer: 5")
+    assert (parsed.action, parsed.action_input, parsed.final_answer) == ("calculator", "2+3", None)
+    call = to_ai_message(parsed, "", SCHEMAS).tool_calls[0]
+    assert call["args"] == {"expression": "2+3"}  # a bare input fills the single required parameter
+
+
+@pytest.mark.parametrize(("reply", "problem"), [
+    ("", "neither"),
+    ("The weather in Beijing is probably fine.", "neither"),
+    ("Thought: I should look it up.", "neither"),
+    ("Thought: hmm\nAction:\nAction Input: {}", "names no tool"),
+    ("Thought: done\nFinal Answer:   ", "empty"),
+])
+def test_a_reply_without_action_or_answer_is_a_format_problem(reply, problem):
+    assert problem in parse_reply(reply).problem
+
+
+def test_unusable_arguments_become_an_invalid_call_the_model_is_told_about():
+    for raw, error in (('{"city": "北京"', "not valid JSON"), ("[1, 2]", "not a list"), ("{'city': {1j}}", "JSON")):
+        message = to_ai_message(parse_reply(f"Action: get_weather\nAction Input: {raw}"), "", SCHEMAS)
+        assert not message.tool_calls and error in message.invalid_tool_calls[0]["error"]
+    # `search` has one required parameter, `get_time` only an optional one: a bare value still has a home
+    assert to_ai_message(parse_reply("Action: search\nAction Input: LangGraph"), "", SCHEMAS).tool_calls[0][
+        "args"] == {"query": "LangGraph"}
+    assert to_ai_message(parse_reply("Action: get_time\nAction Input: Tokyo"), "", SCHEMAS).tool_calls[0][
+        "args"] == {"timezone": "Tokyo"}
+    assert to_ai_message(parse_reply("Action: get_time\nAction Input:"), "", SCHEMAS).tool_calls[0]["args"] == {}
+    unknown = to_ai_message(parse_reply("Action: teleport\nAction Input: mars"), "", SCHEMAS).tool_calls[0]
+    assert unknown["name"] == "teleport"  # the gateway answers unknown_tool with the available tools
+
+
+LABELS = st.sampled_from(["Thought:", "Action:", "Action Input:", "Final Answer:", "Observation:", "action：",
+                          "```", "```json", "\n", " ", "{", "}", '"', "calculator", "get_weather", "北京", "[", "]"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(LABELS, st.text(max_size=12)), max_size=25).map("".join))
+def test_no_reply_ever_breaks_the_parser(reply):
+    parsed = parse_reply(reply)
+    assert (parsed.problem is None) == (parsed.action is not None or parsed.final_answer is not None)
+    if parsed.problem is None:
+        message = to_ai_message(parsed, reply, SCHEMAS)
+        assert message.tool_calls or message.invalid_tool_calls or message.content == parsed.final_answer
+        json.dumps([c["args"] for c in message.tool_calls])  # arguments are always JSON-serialisable
+
+
+def test_answer_text_takes_the_final_answer_of_a_closing_reply():
+    assert answer_text("Thought: I have enough.\nFinal Answer: 42 apples") == "42 apples"
+    assert answer_text("Just plain prose.") == "Just plain prose."
+
+
+# --- the request ------------------------------------------------------------------------------------------
+
+def test_the_prompt_lists_only_offered_tools_with_their_json_schemas_and_examples():
+    text = instructions([s for s in SCHEMAS if s["function"]["name"] in ("calculator", "search")])
+    assert "- calculator:" in text and "- search:" in text and "get_weather" not in text
+    assert '"required": ["expression"]' in text and "Final Answer:" in text and "Observation" in text
+    assert "Action: calculator" in text  # a few-shot example for an offered tool
+    assert "no tools are available" in instructions([])
+
+
+def test_tool_rounds_are_rendered_as_text_that_the_offline_model_reads_back_as_the_same_calls():
+    history = [HumanMessage("q"), tool_reply("need both", call("get_weather", "a", city="北京"),
+                                             call("get_weather", "b", city="上海")),
+               ToolMessage('{"city":"北京"}', tool_call_id="a"),
+               ToolMessage("Tool get_weather timed out after 2s", tool_call_id="b", status="error"),
+               AIMessage("Beijing is sunny.")]
+    rendered = as_text_messages(history)
+    assert [m.type for m in rendered] == ["human", "ai", "human", "ai", "human", "ai"]
+    assert not any(getattr(m, "tool_calls", None) for m in rendered)  # a plain chat model can read it
+    assert rendered[1].content == 'Thought: need both\nAction: get_weather\nAction Input: {"city": "北京"}'
+    assert rendered[2].content == 'Observation: {"city":"北京"}'
+    assert rendered[3].content == 'Action: get_weather\nAction Input: {"city": "上海"}'
+    assert rendered[4].content == "Observation: Error: Tool get_weather timed out after 2s"
+    assert rendered[5].content == "Final Answer: Beijing is sunny."
+    back = as_tool_messages([SystemMessage("s"), *rendered])
+    assert [(c["name"], c["args"]) for m in back if isinstance(m, AIMessage) for c in m.tool_calls] == [
+        ("get_weather", {"city": "北京"}), ("get_weather", {"city": "上海"})]
+    assert [m.status for m in back if isinstance(m, ToolMessage)] == ["success", "error"]
+
+
+# --- whole runs ---------------------------------------------------------------------------------------------
+
+def test_the_offline_model_solves_a_chain_in_the_text_protocol_with_the_same_step_records():
+    graph = build_react_graph()
+    text = ask(graph, "Python 诞生于哪一年？到 2026 年它诞生了多少年？")
+    tools = ask(graph, "Python 诞生于哪一年？到 2026 年它诞生了多少年？", Context(reflection="rules"))
+    assert text["status"] == "answered" and "35" in text["final_answer"]
+    acts = [(s["action"], s["action_input"], s["status"]) for s in text["steps"] if s["node"] == "act"]
+    assert acts == [(s["action"], s["action_input"], s["status"]) for s in tools["steps"] if s["node"] == "act"]
+    assert set(text["steps"][0]) == set(tools["steps"][0])
+    assert not text["steps"][0]["thought"].startswith("Thought")  # the Thought itself, not the raw reply
+
+
+def test_a_text_model_gets_a_stop_word_no_bound_tools_and_observations_as_text():
+    model = ScriptedChatModel.of(AIMessage('Thought: add\nAction: calculator\nAction Input: {"expression": "2+3"}'),
+                                 AIMessage("Thought: done\nFinal Answer: 5"))
+    result = ask(build_react_graph(model=model), "2+3?")
+    assert (result["status"], result["final_answer"]) == ("answered", "5")
+    first, second = model.requests
+    assert first["tools"] is None and "Action Input" in first["messages"][0].content
+    assert second["messages"][-1].content.startswith("Observation: ") and '"result":5' in second["messages"][-1].content
+    assert [m.type for m in second["messages"]] == ["system", "human", "ai", "human"]
+
+
+def test_malformed_replies_are_corrected_and_count_toward_the_limit():
+    model = ScriptedChatModel.of(AIMessage("I think it's 5."), AIMessage("Final Answer: 5"))
+    result = ask(build_react_graph(model=model), "2+3?")
+    assert (result["status"], result["final_answer"], result["iteration"]) == ("answered", "5", 2)
+    assert [(s["node"], s["status"]) for s in result["steps"]] == [("think", "format_error"), ("finalize", "answered")]
+    correction = model.requests[1]["messages"][-1].content
+    assert correction.startswith("Observation: Invalid format") and "Final Answer:" in correction
+    assert model.requests[1]["messages"][-2].content == "I think it's 5."
+
+
+def test_a_model_that_never_follows_the_format_stops_at_the_limit_and_still_answers():
+    model = ScriptedChatModel.of(*[AIMessage("chatter")] * 3, AIMessage("From what I know: unsure."))
+    result = ask(build_react_graph(model=model), "q", Context(protocol="text", reflection="rules", max_iterations=3))
+    assert result["status"] == "limit_reached" and result["iteration"] == 3
+    assert [s["status"] for s in result["steps"]] == ["format_error"] * 3 + ["limit_reached"]
+    assert result["final_answer"] == "From what I know: unsure." and len(model.requests) == 4
+    assert all(not isinstance(m, AIMessage) or m.content != "chatter" for m in result["messages"])
+
+
+def test_llm_reflection_in_the_text_protocol_uses_the_rules():
+    model = ScriptedChatModel.of(AIMessage('Action: calculator\nAction Input: "2+3"'), AIMessage("Final Answer: 5"))
+    result = ask(build_react_graph(model=model), "2+3?", Context(protocol="text", reflection="llm"))
+    assert len(model.requests) == 2 and result["steps"][1]["node"] == "reflect"
+    assert result["final_answer"] == "5"
+
+
+def test_the_session_summary_reaches_the_system_prompt_in_both_protocols():
+    state = {"messages": [HumanMessage("what is my name?")], "summary": "The user is Alice."}
+    for protocol in ("tools", "text"):
+        system = prompt_messages(state, Context(protocol=protocol), {"note": "check the name"}, SCHEMAS)[0].content
+        assert "Conversation summary: The user is Alice." in system and "Reflection: check the name" in system
+    assert "Conversation summary" not in prompt_messages({**state, "summary": ""}, TEXT, None, SCHEMAS)[0].content
+
+
+def test_stop_word_matches_what_the_offline_model_listens_for():
+    from nodes.models.offline.textproto import is_text_protocol
+    assert is_text_protocol(STOP) and json.dumps(STOP) == '["Observation:"]'
+
+
+def test_the_cli_speaks_the_text_protocol_offline():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REACTGRAPH_", "OPENAI_"))}
+    done = subprocess.run([str(Path(sys.executable).parent / "reactgraph"), "ask", "北京和上海哪个城市更热？",
+                           "--protocol", "text", "--store", "memory", "--json"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["status"] == "answered" and "上海更热" in payload["answer"]
+    assert [s["action_input"] for s in payload["steps"] if s["node"] == "act"] == [{"city": "北京"}, {"city": "上海"}]
