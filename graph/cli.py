@@ -75,6 +75,15 @@ def open_store(store: str | None):
         raise UserError(str(exc)) from exc
 
 
+def long_term_store(opened):
+    """The Q&A log and lessons live beside the checkpoints: in the same Redis, else in this process."""
+    if opened.redis_url:
+        from memory import RedisStore
+        return RedisStore.from_url(opened.redis_url)
+    from langgraph.store.memory import InMemoryStore
+    return InMemoryStore()
+
+
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question to answer.")],
@@ -105,7 +114,8 @@ def ask(
     # Loading the model and opening the store first turns bad config into one line before anything runs.
     chat_model = load_chat_model(context.model, context.temperature)
     opened = open_store(store)
-    graph = build_react_graph(gateway_with(tools), checkpointer=opened.saver, model=chat_model)
+    graph = build_react_graph(gateway_with(tools), checkpointer=opened.saver, store=long_term_store(opened),
+                              model=chat_model)
     try:
         plan = plan_run(graph, question, session, from_checkpoint)
     except LookupError as exc:
