@@ -33,7 +33,7 @@ from langchain_core.messages import (
 from pydantic import BaseModel, Field
 
 SUMMARY_HEADER = "Conversation summary:"
-MAX_SUMMARY_CHARS = 2000
+MAX_SUMMARY_CHARS = 800
 SLACK = 4  # messages allowed above keep_last before a fold
 _QUESTION_CHARS, _ANSWER_CHARS, _TOOL_CHARS = 200, 300, 600
 
