@@ -6,12 +6,12 @@ import time
 from typing import Any
 
 from langchain_core.messages import AIMessage, SystemMessage
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from nodes import prompts, text_protocol
 from nodes.context import Context, current_context
 from nodes.loop_guard import tool_steps
-from nodes.models.loader import describe_model_error
+from nodes.models.loader import describe_model_error, without_tool_use
 from nodes.services import AgentServices
 from nodes.state import AgentState, make_step
 from nodes.transcript import pending_calls, text_of, tokens_of
@@ -54,15 +54,18 @@ def make_finalize(services: AgentServices) -> RunnableLambda:
             return _answer(state, text_of(reply).strip(), "answered", "model answered", 0, started)
         return None
 
-    def prepare(state: AgentState):
+    def prepare(state: AgentState, config: RunnableConfig):
         context: Context = current_context()
         reason = stop_reason(state, context)
         instruction = prompts.FINALIZE_PROMPT.format(
             reason=prompts.FINALIZE_REASONS[reason].format(max_iterations=context.max_iterations))
         history = state["messages"]
+        model = services.model(context)
         if context.protocol == "text":  # a text-only model reads tool rounds as Thought/Action/Observation
             history = text_protocol.as_text_messages(history)
-        return services.model(context), [SystemMessage(instruction), *history], reason
+        else:  # no tools to call; Anthropic still needs them defined when the history holds tool calls
+            model = without_tool_use(model, services.schemas(context, config))
+        return model, [SystemMessage(instruction), *history], reason
 
     def composed(state: AgentState, reply: AIMessage, reason: str, started: float) -> dict[str, Any]:
         status = "limit_reached" if reason == "limit" else "answered"
@@ -79,22 +82,22 @@ def make_finalize(services: AgentServices) -> RunnableLambda:
                   f"What the tools returned:\n{observations_digest(state)}")
         return _answer(state, answer, "failed", reason, 0, started, AIMessage(content=answer))
 
-    def finalize(state: AgentState) -> dict[str, Any]:
+    def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         started = time.perf_counter()
         if (done := settled(state, started)) is not None:
             return done
-        model, messages, reason = prepare(state)
+        model, messages, reason = prepare(state, config)
         try:
             reply = model.invoke(messages)
         except Exception as exc:  # noqa: BLE001 - the turn still ends with an answer built from the records
             return failed(state, exc, reason, started)
         return composed(state, reply, reason, started)
 
-    async def afinalize(state: AgentState) -> dict[str, Any]:
+    async def afinalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         started = time.perf_counter()
         if (done := settled(state, started)) is not None:
             return done
-        model, messages, reason = prepare(state)
+        model, messages, reason = prepare(state, config)
         try:
             reply = await model.ainvoke(messages)
         except Exception as exc:  # noqa: BLE001

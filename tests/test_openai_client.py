@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graph import Context, ModelConfigError, build_react_graph, load_chat_model
 from openai_server import OpenAIServer, calls, error, slow, text, verdict
 
-BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "http_get"]
+BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 SECRET = "sk-test-SECRET123"
 MODEL = "openai:test-model"
@@ -125,7 +125,7 @@ def test_denied_tools_are_not_offered_to_the_provider(provider):
     with OpenAIServer(text("Hello.")) as server:
         provider(server)
         ask("hi", denied_tools=["network", "search"])
-    assert server.tool_names(0) == ["calculator", "get_time", "get_weather"]
+    assert server.tool_names(0) == ["calculator", "get_time", "get_weather", "rag_search"]
 
 
 # --- the text protocol -------------------------------------------------------------------------------------
@@ -232,6 +232,7 @@ def test_bad_retry_settings_and_missing_providers_are_one_line_config_errors(mon
     monkeypatch.delenv("REACTGRAPH_MODEL_RETRIES")
     assert load_chat_model(MODEL, retries=0, timeout=5).max_retries == 0
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setitem(sys.modules, "langchain_anthropic", None)  # as on an install without the extra
     with pytest.raises(ModelConfigError, match="pip install langchain-anthropic"):
         load_chat_model("anthropic:claude-sonnet-4-5")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http
 import os
 import re
+import sys
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,6 +15,7 @@ SPEC_HELP = "use 'offline', 'openai:<model>' (e.g. openai:gpt-4o-mini) or 'anthr
 DEFAULT_RETRIES = 3
 DEFAULT_TIMEOUT_S = 60.0
 SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+NONSTANDARD_STATUS = {529: "Overloaded"}  # Anthropic's "API temporarily overloaded" (retried like a 5xx)
 
 
 class ModelConfigError(ValueError):
@@ -23,8 +25,8 @@ class ModelConfigError(ValueError):
 def parse_spec(spec: str) -> tuple[str, str]:
     """Split a spec into (provider, model name), validating its shape."""
     spec = (spec or "").strip()
-    if spec == "offline":
-        return "offline", "offline-scripted"
+    if spec == "offline" or spec.startswith(("offline-noisy:", "offline:noisy=")):  # noisy: offline/noisy.py
+        return "offline", "offline-scripted" if spec == "offline" else spec
     provider, sep, name = spec.partition(":")
     if not sep or provider not in ("openai", "anthropic") or not name.strip():
         raise ModelConfigError(f"unknown model spec {spec!r}: {SPEC_HELP}")
@@ -49,8 +51,8 @@ def load_chat_model(spec: str, temperature: float = 0.0, *, retries: int | None 
     """The chat model for a spec, configured from the environment (keys, base URLs, retries) at call time."""
     provider, name = parse_spec(spec)
     if provider == "offline":
-        from nodes.models.offline import OfflineChatModel
-        return OfflineChatModel()
+        from nodes.models.offline.noisy import offline_model
+        return offline_model(spec)
     # The provider SDKs retry 408/409/429/5xx, timeouts and refused connections with exponential backoff
     # (honouring Retry-After); `retries` bounds that, `timeout` bounds each attempt.
     retries = _env_number("REACTGRAPH_MODEL_RETRIES", DEFAULT_RETRIES, int) if retries is None else retries
@@ -81,10 +83,29 @@ def _anthropic(name: str, temperature: float, retries: int, timeout: float) -> B
         from langchain_anthropic import ChatAnthropic
     except ImportError as exc:
         raise ModelConfigError("anthropic models need langchain-anthropic: pip install langchain-anthropic") from exc
-    if not os.environ.get("ANTHROPIC_API_KEY"):
-        raise ModelConfigError("ANTHROPIC_API_KEY is not set")
-    kwargs = {"base_url": os.environ["ANTHROPIC_BASE_URL"]} if os.environ.get("ANTHROPIC_BASE_URL") else {}
-    return ChatAnthropic(model=name, temperature=temperature, max_retries=retries, timeout=timeout, **kwargs)
+    base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
+    api_key = os.environ.get("ANTHROPIC_API_KEY")
+    if not api_key:
+        if not base_url:
+            raise ModelConfigError("ANTHROPIC_API_KEY is not set (or set ANTHROPIC_BASE_URL for a local "
+                                   "Anthropic-compatible server)")
+        api_key = "not-needed"  # local Anthropic-compatible servers and proxies accept any key
+    kwargs = {"base_url": base_url} if base_url else {}  # unset: ChatAnthropic's own default (or ANTHROPIC_API_URL)
+    return ChatAnthropic(model=name, temperature=temperature, api_key=api_key, max_retries=retries,
+                         timeout=timeout, **kwargs)
+
+
+def without_tool_use(model: BaseChatModel, tools: list[dict[str, Any]]) -> Any:
+    """The model for a reply that must not call tools, over a conversation that may hold tool calls.
+
+    Anthropic's Messages API rejects a request whose messages contain tool_use/tool_result blocks but that
+    defines no tools, so for it the tools stay defined and tool_choice "none" forbids calling them. Every
+    other model (OpenAI, the offline model, injected test models) gets no tools bound, as before.
+    """
+    anthropic = sys.modules.get("langchain_anthropic")  # loaded if the model is one of its chat models
+    if tools and anthropic is not None and isinstance(model, anthropic.ChatAnthropic):
+        return model.bind_tools(tools, tool_choice={"type": "none"})
+    return model
 
 
 # --- failures --------------------------------------------------------------------------------------------
@@ -158,7 +179,7 @@ def describe_model_error(exc: BaseException, model: Any = None) -> str:
         try:
             phrase = http.HTTPStatus(status).phrase
         except ValueError:
-            phrase = "error"
+            phrase = NONSTANDARD_STATUS.get(status, "error")
         line = f"model provider error: {status} {phrase} from {where}"
         detail = _provider_message(exc)
         if detail and detail.lower() != phrase.lower():
