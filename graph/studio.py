@@ -16,9 +16,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from graph.plan_solve import build_plan_solve_graph
 from graph.react import build_react_graph
+from graph.reflexion import build_reflexion_graph
 
 react = build_react_graph(name="react")
+plan_solve = build_plan_solve_graph(name="plan_solve")
+reflexion = build_reflexion_graph(name="reflexion")
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 CONFIG_FILE = PROJECT_DIR / "langgraph.json"

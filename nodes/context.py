@@ -48,6 +48,10 @@ class Context:
         "Messages kept verbatim in the prompt; older ones are folded into a running summary."))] = 8
     temperature: Annotated[float, Field(ge=0.0, le=2.0, description="Sampling temperature of the model.")] = 0.0
     system_prompt: Annotated[str, Field(description="System prompt of the think step.")] = prompts.SYSTEM_PROMPT
+    # Plan-and-Solve only; off by default so the classic static plan stays measurable against replanning.
+    replan: Annotated[bool, Field(description=(
+        "Plan-and-Solve: after a failed or surprising step, revise the remaining steps. Off: the plan made "
+        "at the start is carried out as it is. (There, max_iterations counts executed plan steps.)"))] = False
 
     def __post_init__(self) -> None:
         # A plain "" default (not a factory) so Studio's form shows it; resolved here, once per run.
@@ -64,6 +68,8 @@ class Context:
             raise ValueError(f"memory_window must be an integer >= 2, not {self.memory_window!r}")
         if self.observation_budget < 200:
             raise ValueError("observation_budget must be at least 200 characters")
+        if not isinstance(self.replan, bool):
+            raise ValueError(f"replan must be true or false, not {self.replan!r}")
 
 
 def current_context() -> Context:

@@ -100,3 +100,64 @@ Action Input: <JSON object>
 or
 Thought: <one sentence>
 Final Answer: <the answer>"""
+
+# --- Plan-and-Solve ---------------------------------------------------------------------------------------
+
+PLAN_PROMPT = """Plan before acting. Break the user's question into a short ordered list of steps that together
+answer it; the steps are carried out one at a time, each with these tools: {tools}.
+- Each step has a goal: one self-contained sub-question or instruction (name the things it is about), and
+  optionally the one tool it will most likely need.
+- A later step may use the results of earlier ones; put independent look-ups first, one per step.
+- Use as few steps as possible (at most {max_steps}). Writing the final answer is not a step.
+- If no tool can help, return no steps.
+Current UTC time: {now}."""
+
+EXECUTE_STEP_PROMPT = """You are carrying out one step of a plan for the user's question.
+Question: {question}
+Plan:
+{plan}
+Current step ({number} of {total}): {goal}{hint}
+The user message lists the plan's goals up to the current one (the last line). Tool calls and results shown
+after it were made by earlier steps: use them, never repeat them.
+Do only the current step: call tools if it needs them; when it is done (or cannot be done), reply without
+tool calls with the step's result in one or two sentences, in the language of the question.
+Current UTC time: {now}."""
+
+STEP_TOOL_HINT = " (suggested tool: {tool})"
+
+REPLAN_PROMPT = """A step of the plan failed or turned out differently than expected. Revise the rest of the plan.
+Question: {question}
+Steps carried out so far:
+{results}
+Remaining steps of the current plan:
+{remaining}
+Return the revised remaining steps (they replace the remaining ones): keep what still makes sense, drop steps
+that can no longer succeed, and try a different approach or tool where one exists. List in avoid_tools the
+tools that failed and should not be offered again in this run. Tools: {tools}."""
+
+SOLVE_PROMPT = """Write the final answer to the user's question now, without calling tools.
+The question was answered by a plan, carried out step by step:
+{results}
+{reason}
+Integrate the step results and the tool observations above into one complete answer. If something the
+question asks for is still unknown, answer the parts you can and say plainly what is missing and why."""
+
+SOLVE_REASONS = {
+    "limit": "The step limit of {max_iterations} plan steps was reached before the plan was finished.",
+    "done": "Every step of the plan has been carried out.",
+    "empty": "No step was needed (or none could be planned).",
+}
+
+# --- Reflexion ----------------------------------------------------------------------------------------------
+
+LESSONS_SECTION = "Lessons from earlier attempts at this question (avoid repeating their mistakes):\n{lessons}"
+
+EVALUATE_PROMPT = """You are judging an agent's attempt at the user's question. Read the question, the tool
+results and the final answer, and decide strictly: passed is true only if the answer fully and correctly
+answers every part of the question from the tool results. reason: one sentence saying why, in the language
+of the question."""
+
+SELF_REFLECT_PROMPT = """The attempt below did not pass: {reason}
+Write one lesson for the next attempt at the same question: what went wrong (a tool that failed, a step
+that was skipped, a part of the question left unanswered) and what to do differently. One or two
+sentences, concrete, in the language of the question."""

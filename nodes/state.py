@@ -56,9 +56,13 @@ class AgentState(TypedDict):
     reflection: NotRequired[dict[str, Any] | None]
     final_answer: NotRequired[str | None]
     status: NotRequired[RunStatus | None]
+    # Reflexion: lessons from earlier failed attempts at this question, shown in think's system prompt.
+    # Supplied with the input (the Reflexion graph's trial passes them); kept until a caller replaces them.
+    lessons: NotRequired[list[str]]
 
 
 class InputState(TypedDict):
     """What a caller passes in: new messages (usually one human question)."""
 
     messages: Annotated[list[AnyMessage], add_messages]
+    lessons: NotRequired[list[str]]  # see AgentState.lessons

@@ -34,7 +34,7 @@ def start_of_turn(state: AgentState) -> dict[str, Any]:
 
 def prompt_messages(state: AgentState, context: Context, reflection: dict | None,
                     schemas: list[dict[str, Any]] | None = None) -> list[AnyMessage]:
-    """System prompt (protocol instructions, session summary, last reflection note) and the conversation.
+    """System prompt (protocol instructions, session summary, last reflection note, lessons) and the conversation.
 
     In the text protocol the tool rounds are rendered as Thought/Action/Observation text for the request only.
     """
@@ -47,6 +47,8 @@ def prompt_messages(state: AgentState, context: Context, reflection: dict | None
         system += "\n" + prompts.SUMMARY_LINE.format(summary=summary)
     if note := (reflection or {}).get("note"):
         system += "\n" + prompts.REFLECTION_NOTE.format(note=note)
+    if lessons := state.get("lessons"):
+        system += "\n" + prompts.LESSONS_SECTION.format(lessons="\n".join(f"- {lesson}" for lesson in lessons))
     return [SystemMessage(system), *history]
 
 
@@ -82,7 +84,9 @@ def _is_empty(reply: AIMessage) -> bool:
 def _tools_decision(request: list[AnyMessage], turn: _Turn) -> Decision:
     reply = yield request
     if _is_empty(reply):  # one nudge before giving up: some models occasionally return nothing
-        reply = yield [*request, SystemMessage(prompts.EMPTY_REPLY_NUDGE)]
+        # In the leading system message: providers such as Anthropic refuse a second, later system message.
+        nudged = SystemMessage(f"{text_of(request[0])}\n{prompts.EMPTY_REPLY_NUDGE}")
+        reply = yield [nudged, *request[1:]]
     if _is_empty(reply):
         answer = "The model returned an empty reply twice; no answer could be produced."
         turn.steps.append(make_step(step=turn.iteration, node="think", status="empty_reply", observation=answer,

@@ -198,6 +198,16 @@ def test_studio_module_exports_a_graph_the_dev_server_can_persist():
     assert studio.react.context_schema is Context
 
 
+def test_studio_also_exports_plan_solve_and_reflexion():
+    config = json.loads(studio.CONFIG_FILE.read_text(encoding="utf-8"))
+    assert config["graphs"]["plan_solve"] == "./graph/studio.py:plan_solve"
+    assert config["graphs"]["reflexion"] == "./graph/studio.py:reflexion"
+    assert {"plan", "execute_step", "act", "observe", "replan", "solve"} <= set(studio.plan_solve.get_graph().nodes)
+    assert {"load_lessons", "trial", "evaluate", "self_reflect"} <= set(studio.reflexion.get_graph().nodes)
+    for graph in (studio.plan_solve, studio.reflexion):
+        assert graph.checkpointer is None and graph.context_schema is Context
+
+
 def test_studio_server_environment_makes_no_outside_calls():
     env = studio.studio_env({"PATH": "/bin", "LANGSMITH_API_KEY": "k", "LANGCHAIN_API_KEY": "k",
                              "LANGGRAPH_CLOUD_LICENSE_KEY": "lcl_k", "LANGSMITH_TRACING": "true",

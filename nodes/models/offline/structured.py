@@ -1,5 +1,5 @@
 """Structured output of the scripted model: one responder per schema name (ReflectionVerdict,
-ConversationSummary; Plan can be registered later)."""
+ConversationSummary, Plan and Replan, Evaluation and Lesson)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from memory.session_memory import fallback_summary, read_summary_prompt
 
+from .judge import evaluation_args, lesson_args
+from .plan import plan_args, replan_args
 from .reflection import reflection_args
 
 Responder = Callable[[Sequence[BaseMessage]], dict[str, Any]]
@@ -24,6 +26,10 @@ def summary_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
 RESPONDERS: dict[str, Responder] = {
     "ReflectionVerdict": reflection_args,
     "ConversationSummary": summary_args,
+    "Plan": plan_args,
+    "Replan": replan_args,
+    "Evaluation": evaluation_args,
+    "Lesson": lesson_args,
 }
 
 

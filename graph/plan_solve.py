@@ -1,0 +1,56 @@
+"""The Plan-and-Solve graph: load_memory → plan → execute_step ⇄ act → observe … [replan] … → solve → save_memory.
+
+`iteration` counts plan steps begun (each may take up to STEP_TOOL_ROUNDS tool rounds), so
+`Context.max_iterations` bounds the steps carried out, as it bounds ReAct's think→act rounds. Tool calls go
+through the same gateway, `act` and `observe` as ReAct and leave the same `ExecutionStep` records.
+"""
+
+from __future__ import annotations
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
+
+from graph import plan_routing as routing
+from nodes.act import make_act
+from nodes.context import Context
+from nodes.execute_step import make_execute_step
+from nodes.load_memory import make_load_memory
+from nodes.observe_step import observe_step
+from nodes.plan import make_plan
+from nodes.planning import PlanSolveState
+from nodes.replan import make_replan
+from nodes.save_memory import save_memory
+from nodes.services import AgentServices
+from nodes.solve import make_solve
+from nodes.state import InputState
+from tools import ToolGateway, default_gateway
+
+
+def build_plan_solve_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
+                           store: BaseStore | None = None, *, model: BaseChatModel | None = None,
+                           name: str = "plan_solve") -> CompiledStateGraph:
+    """Compile the Plan-and-Solve agent. `model` overrides `Context.model`; `Context.replan` turns replanning on."""
+    services = AgentServices(gateway or default_gateway(), model)
+    builder = StateGraph(PlanSolveState, context_schema=Context, input_schema=InputState)
+    builder.add_node("load_memory", make_load_memory(services))
+    builder.add_node("plan", make_plan(services))
+    builder.add_node("execute_step", make_execute_step(services))
+    builder.add_node("act", make_act(services))
+    builder.add_node("observe", observe_step)
+    builder.add_node("replan", make_replan(services))
+    builder.add_node("solve", make_solve(services))
+    builder.add_node("save_memory", save_memory)
+
+    builder.add_edge(START, "load_memory")
+    builder.add_edge("load_memory", "plan")
+    builder.add_conditional_edges("plan", routing.next_step, ["execute_step", "solve"])
+    builder.add_conditional_edges("execute_step", routing.after_execute, ["act", "execute_step", "replan", "solve"])
+    builder.add_edge("act", "observe")
+    builder.add_conditional_edges("observe", routing.after_observe, ["execute_step", "replan", "solve"])
+    builder.add_conditional_edges("replan", routing.next_step, ["execute_step", "solve"])
+    builder.add_edge("solve", "save_memory")
+    builder.add_edge("save_memory", END)
+    return builder.compile(checkpointer=checkpointer, store=store, name=name)

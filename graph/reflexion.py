@@ -1,0 +1,51 @@
+"""The Reflexion graph: load_lessons → trial (the ReAct graph) → evaluate → self_reflect → trial … (≤ max_trials).
+
+A failed trial leaves a lesson in the long-term store (namespace ("lessons", session)) and in the next
+trial's think prompt. `iteration` and `steps` add up over the trials; `final_answer` and `status` are the
+last trial's; `evaluation` says whether it passed and why.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
+
+from graph import plan_routing as routing
+from graph.react import build_react_graph
+from nodes.context import Context
+from nodes.evaluate import make_evaluate
+from nodes.load_lessons import load_lessons
+from nodes.self_reflect import make_self_reflect
+from nodes.services import AgentServices
+from nodes.trial import make_trial
+from nodes.trials import ReflexionInput, ReflexionState
+from tools import ToolGateway, default_gateway
+
+
+def build_reflexion_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
+                          store: BaseStore | None = None, *, model: BaseChatModel | None = None, max_trials: int = 3,
+                          name: str = "reflexion") -> CompiledStateGraph:
+    """Compile the Reflexion agent: at most `max_trials` ReAct attempts, each failed one followed by a lesson."""
+    if not isinstance(max_trials, int) or max_trials < 1:
+        raise ValueError(f"max_trials must be an integer >= 1, not {max_trials!r}")
+    services = AgentServices(gateway or default_gateway(), model)
+    # Compiled without checkpointer or store: run inside `trial`, it uses this graph's, on the same thread.
+    actor = build_react_graph(services.gateway, model=model, name="actor")
+    builder = StateGraph(ReflexionState, context_schema=Context, input_schema=ReflexionInput)
+    builder.add_node("load_lessons", load_lessons)
+    builder.add_node("trial", make_trial(actor))
+    builder.add_node("evaluate", make_evaluate(services))
+    builder.add_node("self_reflect", make_self_reflect(services))
+
+    builder.add_edge(START, "load_lessons")
+    builder.add_edge("load_lessons", "trial")
+    builder.add_edge("trial", "evaluate")
+    builder.add_conditional_edges("evaluate", routing.after_evaluate, ["self_reflect", END])
+    builder.add_conditional_edges("self_reflect", partial(routing.after_self_reflect, max_trials=max_trials),
+                                  ["trial", END])
+    return builder.compile(checkpointer=checkpointer, store=store, name=name)

@@ -1,0 +1,96 @@
+"""`solve`: integrate the plan's step results and observations into the final answer."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+
+from nodes import prompts, text_protocol
+from nodes.context import Context, current_context
+from nodes.finalize import observations_digest
+from nodes.models.loader import describe_model_error, without_tool_use
+from nodes.plan import with_summary
+from nodes.planning import PlanSolveState, remaining, render_results
+from nodes.services import AgentServices
+from nodes.state import make_step
+from nodes.transcript import text_of, tokens_of
+
+
+def solve_reason(state: PlanSolveState) -> str:
+    """Why solving now: the plan is done, it was empty, or the limit stopped it (steps not begun remain)."""
+    if remaining(state):
+        return "limit"
+    return "done" if state.get("plan") else "empty"
+
+
+def _answer(state: PlanSolveState, answer: str, status: str, reason: str, tokens: int, started: float,
+            message: AIMessage | None = None) -> dict[str, Any]:
+    record = make_step(step=state.get("iteration", 0), node="solve", status=status, thought=reason,
+                       observation=answer, tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
+    update: dict[str, Any] = {"final_answer": answer, "status": status, "steps": [record]}
+    if message is not None:
+        update["messages"] = [message]
+    return update
+
+
+def make_solve(services: AgentServices) -> RunnableLambda:
+    """The solve node (sync and async)."""
+
+    def prepare(state: PlanSolveState, config: RunnableConfig):
+        context: Context = current_context()
+        reason = solve_reason(state)
+        system = prompts.SOLVE_PROMPT.format(
+            results=render_results(state.get("step_results", [])),
+            reason=prompts.SOLVE_REASONS[reason].format(max_iterations=context.max_iterations))
+        history = state["messages"]
+        model = services.model(context)
+        if context.protocol == "text":
+            history = text_protocol.as_text_messages(history)
+        else:
+            model = without_tool_use(model, services.schemas(context, config))
+        return model, [SystemMessage(with_summary(system, state)), *history], reason
+
+    def composed(state: PlanSolveState, reply: AIMessage, reason: str, started: float) -> dict[str, Any]:
+        answer = text_of(reply).strip()
+        if current_context().protocol == "text":
+            answer = text_protocol.answer_text(answer)
+        if not answer:
+            return failed(state, ValueError("empty reply"), reason, started)
+        status = "limit_reached" if reason == "limit" else "answered"
+        return _answer(state, answer, status, reason, tokens_of(reply), started,
+                       AIMessage(content=answer, usage_metadata=reply.usage_metadata))
+
+    def failed(state: PlanSolveState, exc: Exception, reason: str, started: float) -> dict[str, Any]:
+        answer = (f"I could not write a final answer ({describe_model_error(exc)}). "
+                  f"What the tools returned:\n{observations_digest(state)}")
+        return _answer(state, answer, "failed", reason, 0, started, AIMessage(content=answer))
+
+    def run_failed(state: PlanSolveState, started: float) -> dict[str, Any]:
+        return _answer(state, state.get("final_answer") or "The run failed.", "failed", "failure", 0, started)
+
+    def solve(state: PlanSolveState, config: RunnableConfig) -> dict[str, Any]:
+        started = time.perf_counter()
+        if state.get("status") == "failed":
+            return run_failed(state, started)
+        model, messages, reason = prepare(state, config)
+        try:
+            reply = model.invoke(messages)
+        except Exception as exc:  # noqa: BLE001 - the turn still ends with an answer built from the records
+            return failed(state, exc, reason, started)
+        return composed(state, reply, reason, started)
+
+    async def asolve(state: PlanSolveState, config: RunnableConfig) -> dict[str, Any]:
+        started = time.perf_counter()
+        if state.get("status") == "failed":
+            return run_failed(state, started)
+        model, messages, reason = prepare(state, config)
+        try:
+            reply = await model.ainvoke(messages)
+        except Exception as exc:  # noqa: BLE001
+            return failed(state, exc, reason, started)
+        return composed(state, reply, reason, started)
+
+    return RunnableLambda(solve, asolve, name="solve")

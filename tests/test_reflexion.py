@@ -1,0 +1,164 @@
+"""The Reflexion graph: ReAct trials, an evaluator, lessons in the store and in the next trial's prompt."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.memory import InMemoryStore
+from pydantic import Field
+
+from graph import Context, build_reflexion_graph, register_checker
+from nodes.models.offline import OfflineChatModel
+from nodes.trials import lessons_namespace
+from scripted import ScriptedChatModel, call
+from tools import ToolError, ToolGateway
+from tools.builtin import builtin_tools
+
+QUIET = Context(reflection="off")
+
+
+class RecordingOfflineModel(OfflineChatModel):
+    """The scripted offline model, keeping every request it was sent."""
+
+    requests: list = Field(default_factory=list)
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.requests.append(list(messages))
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def ask(graph, question: str, context: Context | None = None, thread: str = "t1", **criteria):
+    return graph.invoke({"messages": [HumanMessage(question)], **criteria},
+                        config={"configurable": {"thread_id": thread}}, context=context or Context())
+
+
+def nodes_of(result) -> list[str]:
+    return [s["node"] for s in result["steps"]]
+
+
+def system_prompts(model) -> list[str]:
+    """The system prompts of the think requests (the ReAct actor's), in order."""
+    return [r[0].content for r in model.requests
+            if isinstance(r[0], SystemMessage) and "careful assistant" in r[0].content]
+
+
+def test_the_compiled_graph_has_the_reflexion_nodes_and_edges():
+    drawn = build_reflexion_graph(ToolGateway(), model=ScriptedChatModel.of()).get_graph()
+    assert set(drawn.nodes) == {"__start__", "load_lessons", "trial", "evaluate", "self_reflect", "__end__"}
+    assert {(e.source, e.target, e.conditional) for e in drawn.edges} == {
+        ("__start__", "load_lessons", False), ("load_lessons", "trial", False), ("trial", "evaluate", False),
+        ("evaluate", "self_reflect", True), ("evaluate", "__end__", True),
+        ("self_reflect", "trial", True), ("self_reflect", "__end__", True),
+    }
+
+
+def test_a_first_trial_that_passes_the_models_judgement_ends_the_run():
+    result = ask(build_reflexion_graph(), "计算 (15 + 27) * 3 等于多少")
+    assert result["trial"] == 1 and result["evaluation"]["passed"] and result["evaluation"]["by"] == "model"
+    assert "126" in result["final_answer"] and result["status"] == "answered"
+    assert nodes_of(result)[-1] == "evaluate" and "self_reflect" not in nodes_of(result)
+
+
+def test_a_failed_trial_writes_a_lesson_that_the_next_trial_sees_and_passes_with():
+    def second_attempt(messages):
+        wise = "Lessons from earlier attempts" in messages[0].content and "multiply" in messages[0].content
+        return AIMessage("The answer is 126." if wise else "The answer is 42.")
+
+    model = ScriptedChatModel.of(
+        AIMessage("The answer is 42."),  # trial 1: think answers at once (reflection off: no other call)
+        AIMessage("", tool_calls=[call("Lesson", "l1", lesson="Remember to multiply the sum by 3.")]),
+        second_attempt)
+    store = InMemoryStore()
+    graph = build_reflexion_graph(ToolGateway(), checkpointer=InMemorySaver(), store=store, model=model)
+    result = ask(graph, "(15+27)*3?", QUIET, thread="alice", expected="126")
+
+    assert result["trial"] == 2 and result["evaluation"] == {
+        "passed": True, "reason": "the answer contains the expected text", "by": "expected"}
+    assert result["final_answer"] == "The answer is 126." and result["status"] == "answered"
+    assert nodes_of(result) == ["finalize", "evaluate", "self_reflect", "finalize", "evaluate"]
+    assert "Lessons from earlier attempts" not in model.requests[0]["messages"][0].content
+    assert "Remember to multiply the sum by 3." in model.requests[2]["messages"][0].content
+    (item,) = store.search(lessons_namespace("alice"))
+    assert item.value["lesson"] == "Remember to multiply the sum by 3." and item.value["trial"] == 1
+    assert item.value["answer"] == "The answer is 42." and "'126'" in item.value["reason"]
+    # The session keeps the question and the last trial's answer only.
+    assert [(m.type, m.content) for m in result["messages"]] == [("human", "(15+27)*3?"), ("ai", "The answer is 126.")]
+
+
+def flaky_weather() -> ToolGateway:
+    """get_weather fails on its first call only; there is no search to fall back on."""
+    gateway = ToolGateway([m for m in builtin_tools() if m.name not in ("get_weather", "search")])
+    real = next(m for m in builtin_tools() if m.name == "get_weather")
+    calls = []
+
+    @gateway.tool(name="get_weather")
+    async def get_weather(city: str) -> dict:
+        """Weather for a city (down for its first call)."""
+        calls.append(city)
+        if len(calls) == 1:
+            raise ToolError("weather backend down")
+        return await real.run(city=city)
+
+    return gateway
+
+
+def test_offline_a_trial_spoiled_by_a_failing_tool_is_retried_with_the_lesson_in_its_prompt():
+    model = RecordingOfflineModel()
+    store = InMemoryStore()
+    graph = build_reflexion_graph(flaky_weather(), store=store, model=model)
+    result = ask(graph, "北京的天气怎么样？", thread="bob", expected="3°C")
+    assert result["trial"] == 2 and result["evaluation"]["passed"] and "3°C" in result["final_answer"]
+    acts = [(s["step"], s["action"], s["status"]) for s in result["steps"] if s["node"] == "act"]
+    # Trial 1 took two rounds (the failed call, then an answer saying what is missing); trial 2's records
+    # number on from there, so `step` never repeats across trials.
+    assert acts == [(1, "get_weather", "error"), (3, "get_weather", "ok")]
+    assert result["iteration"] == 3  # 2 + trial 2's one round (its reflection found enough to answer)
+    (lesson,) = [i.value["lesson"] for i in store.search(lessons_namespace("bob"))]
+    assert "get_weather" in lesson
+    prompts = system_prompts(model)
+    assert not any("Lessons from earlier attempts" in p for p in prompts[:2])
+    assert lesson in prompts[-1]
+
+
+def test_at_most_max_trials_are_run_and_the_status_is_the_last_trials():
+    store = InMemoryStore()
+    result = ask(build_reflexion_graph(store=store, max_trials=2), "计算 (15 + 27) * 3 等于多少", expected="999")
+    assert result["trial"] == 2 and not result["evaluation"]["passed"]
+    assert result["status"] == "answered" and "126" in result["final_answer"]
+    assert nodes_of(result).count("evaluate") == 2 and nodes_of(result).count("self_reflect") == 2
+    assert len(store.search(lessons_namespace("t1"))) == 2
+    assert len(result["lessons"]) == 1  # the same lesson twice is shown once
+
+
+def test_lessons_from_an_earlier_run_of_the_same_question_are_recalled_from_the_store():
+    model = RecordingOfflineModel()
+    graph = build_reflexion_graph(store=InMemoryStore(), checkpointer=InMemorySaver(), model=model, max_trials=1)
+    ask(graph, "计算 (15 + 27) * 3 等于多少", thread="carol", expected="999")
+    model.requests.clear()
+    again = ask(graph, "计算 (15 + 27) * 3 等于多少", thread="carol")
+    assert again["evaluation"]["by"] == "model"  # the first question's `expected` does not carry over
+    assert again["lessons"] and again["lessons"][0] in system_prompts(model)[0]
+    other = ask(graph, "what is 12 times 7?", thread="carol")
+    assert other["lessons"] == []
+
+
+def test_a_named_checker_judges_the_answer_and_an_unknown_one_is_refused():
+    register_checker("mentions_126", lambda answer, steps, **params: ("126" in answer, "looked for 126"))
+    result = ask(build_reflexion_graph(), "计算 (15 + 27) * 3 等于多少", checker="mentions_126")
+    assert result["evaluation"] == {"passed": True, "reason": "looked for 126", "by": "checker"}
+    with pytest.raises(ValueError, match="unknown checker 'nope'"):
+        ask(build_reflexion_graph(), "计算 (15 + 27) * 3 等于多少", checker="nope")
+
+
+def test_bad_max_trials_is_refused_at_build_time():
+    with pytest.raises(ValueError, match="max_trials"):
+        build_reflexion_graph(max_trials=0)
+
+
+async def test_async_invoke_gives_the_same_run_as_invoke():
+    question = {"messages": [HumanMessage("计算 (15 + 27) * 3 等于多少")], "expected": "999"}
+    result = await build_reflexion_graph(max_trials=2).ainvoke(question, context=Context())
+    sync = build_reflexion_graph(max_trials=2).invoke(question, context=Context())
+    assert result["trial"] == sync["trial"] == 2
+    assert nodes_of(result) == nodes_of(sync) and result["final_answer"] == sync["final_answer"]
