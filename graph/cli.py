@@ -7,6 +7,7 @@ import json
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -57,9 +58,9 @@ TOOLS_HELP = ("Extra tools as module:attribute (repeatable; default: $REACTGRAPH
               "built-ins of the same name.")
 
 
-def gateway_with(tool_specs: list[str]):
+def gateway_with(tool_specs: list[str], rag_index: Path | None = None):
     try:
-        return default_gateway(extra_tools=load_tools(tool_specs or None))
+        return default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index)
     except ToolRegistrationError as exc:
         raise UserError(str(exc)) from exc
 
@@ -99,6 +100,9 @@ def ask(
                                                                        "(see `reactgraph history`).")] = None,
     store: Annotated[str | None, typer.Option(help=STORE_HELP)] = None,
     tools: Annotated[list[str], typer.Option("--tools", help=TOOLS_HELP)] = [],  # noqa: B006
+    index: Annotated[Path | None, typer.Option("--index", help="Knowledge-base index rag_search reads (see "
+                                                               "`reactgraph ingest`; default: $REACTGRAPH_INDEX, "
+                                                               "else the bundled knowledge base).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and tool-call logs.")] = False,
 ) -> None:
@@ -114,7 +118,7 @@ def ask(
     # Loading the model and opening the store first turns bad config into one line before anything runs.
     chat_model = load_chat_model(context.model, context.temperature)
     opened = open_store(store)
-    graph = build_react_graph(gateway_with(tools), checkpointer=opened.saver, store=long_term_store(opened),
+    graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term_store(opened),
                               model=chat_model)
     try:
         plan = plan_run(graph, question, session, from_checkpoint)
@@ -187,6 +191,15 @@ def list_tools(
         table.add_row(row["name"], params, f"{row['timeout_s']:g}s", ",".join(row["tags"]),
                       row["breaker"]["state"], row["description"].split("\n")[0][:80])
     Console().print(table)
+
+
+from graph.compare_command import compare  # noqa: E402 - registered here, beside the other commands
+
+app.command("compare")(compare)
+
+from graph.ingest_command import ingest  # noqa: E402 - registered here, beside the other commands
+
+app.command("ingest")(ingest)
 
 
 @app.command()

@@ -1,0 +1,138 @@
+"""What one run cost and how it failed, and the aggregates per graph and per tag.
+
+Model calls and tokens are counted by a callback on every chat-model call the graph makes (think, reflect,
+plan, finalize…), from the `usage_metadata` of the replies; a model that reports no usage falls back to the
+token counts of the step records. Tool calls are the step records that name a tool.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+
+FAILURE_MODES = ("error", "tool_hallucination", "invalid_args", "loop", "limit", "tool_error", "early_stop")
+TOOL_FAILURES = ("error", "timeout", "circuit_open", "rate_limited")
+
+
+class UsageMeter(BaseCallbackHandler):
+    """Counts chat-model calls and their input/output tokens (thread-safe: act tasks may run in parallel)."""
+
+    def __init__(self) -> None:
+        self.model_calls = 0
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self._lock = threading.Lock()
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        with self._lock:
+            self.model_calls += 1
+
+    def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+        tokens_in = tokens_out = 0
+        for generations in response.generations:
+            for generation in generations:
+                usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
+                tokens_in += int(usage.get("input_tokens", 0) or 0)
+                tokens_out += int(usage.get("output_tokens", 0) or 0)
+        with self._lock:
+            self.tokens_in += tokens_in
+            self.tokens_out += tokens_out
+
+
+def tool_steps(steps: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of tool calls (whatever node of whatever graph made them)."""
+    return [s for s in steps if s.get("action")]
+
+
+def _repeats_a_success(steps: list[dict[str, Any]]) -> bool:
+    seen: set[tuple[str, str, str]] = set()
+    for s in steps:
+        if s.get("status") != "ok":
+            continue
+        key = (s["action"], json.dumps(s.get("action_input"), sort_keys=True, default=str), s.get("observation", ""))
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
+
+
+def failure_mode(success: bool, status: str | None, steps: list[dict[str, Any]], error: str | None) -> str | None:
+    """Why a task failed, by the first cause that applies; None when it succeeded.
+
+    error (the run raised or ended `failed`) → tool_hallucination (a call to a tool that does not exist) →
+    invalid_args → loop (the same successful call repeated, or the loop guard stopped it) → limit (the
+    iteration limit) → tool_error (tools failed: errors, timeouts, open breakers) → early_stop (the graph
+    answered, but not correctly, with no fault to blame).
+    """
+    if success:
+        return None
+    tools = tool_steps(steps)
+    statuses = {s.get("status") for s in tools}
+    if error or status == "failed":
+        return "error"
+    if "unknown_tool" in statuses:
+        return "tool_hallucination"
+    if "invalid_args" in statuses:
+        return "invalid_args"
+    stopped_for_repeat = any(s.get("node") == "finalize" and s.get("thought") == "repeated" for s in steps)
+    if stopped_for_repeat or _repeats_a_success(tools):
+        return "loop"
+    if status == "limit_reached":
+        return "limit"
+    if statuses & set(TOOL_FAILURES):
+        return "tool_error"
+    return "early_stop"
+
+
+def step_counts(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tool calls, their outcomes, and the tokens the step records carry."""
+    tools = tool_steps(steps)
+    outcomes = Counter(str(s.get("status")) for s in tools)
+    return {"tool_calls": len(tools), "tool_failures": sum(outcomes[k] for k in TOOL_FAILURES),
+            "unknown_tool_calls": outcomes["unknown_tool"], "invalid_args_calls": outcomes["invalid_args"],
+            "tool_statuses": dict(sorted(outcomes.items())), "step_tokens": sum(int(s.get("tokens") or 0) for s in steps)}
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else 0.0
+
+
+def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Success rate and mean costs of a set of run records."""
+    n = len(records)
+    modes = Counter(r["failure_mode"] for r in records if r["failure_mode"])
+    return {
+        "runs": n,
+        "success_rate": sum(r["success"] for r in records) / n if n else 0.0,
+        "model_calls": _mean([r["model_calls"] for r in records]),
+        "tool_calls": _mean([r["tool_calls"] for r in records]),
+        "tool_failures": _mean([r["tool_failures"] for r in records]),
+        "tokens_in": _mean([r["tokens_in"] for r in records]),
+        "tokens_out": _mean([r["tokens_out"] for r in records]),
+        "tokens": _mean([r["tokens"] for r in records]),
+        "wall_s": _mean([r["wall_s"] for r in records]),
+        "p95_wall_s": sorted(r["wall_s"] for r in records)[max(0, round(0.95 * n) - 1)] if n else 0.0,
+        "iterations": _mean([r["iterations"] for r in records]),
+        "failure_modes": dict(modes.most_common()),
+    }
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per graph (in first-seen order) and per tag × graph aggregates, plus the models the records came from."""
+    by_graph: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_tag: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for record in records:
+        by_graph[record["graph"]].append(record)
+        for tag in record["tags"] or ["untagged"]:
+            by_tag[tag][record["graph"]].append(record)
+    return {
+        "models": sorted({r["model"] for r in records}),
+        "graphs": {g: aggregate(rs) for g, rs in by_graph.items()},
+        "tags": {t: {g: aggregate(rs) for g, rs in graphs.items()} for t, graphs in sorted(by_tag.items())},
+    }

@@ -1,0 +1,131 @@
+"""Run a suite through one or more graphs and record, per run, whether it succeeded and what it cost.
+
+Every (graph, task, repeat) run gets a fresh gateway (its own circuit breakers, its own fault draws) and,
+for the noisy offline model, its own seed, all derived from `RunConfig.seed`, the task id and the repeat:
+the same seed gives the same numbers (wall times aside), whatever else ran before.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage
+
+from evals.faults import FaultPlan, faulty_gateway
+from evals.graphs import GraphEntry, resolve_graphs
+from evals.metrics import UsageMeter, failure_mode, step_counts
+from evals.tasks import Task, check
+from nodes.models.loader import load_chat_model, parse_spec, redact
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One comparison: which graphs, which model, how many repeats, which faults."""
+
+    graphs: tuple[str, ...] = ("react",)
+    model: str = "offline"
+    repeat: int = 1
+    seed: int = 0
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    max_iterations: int = 5
+    reflection: str = "llm"
+    protocol: str = "tools"
+
+    def __post_init__(self) -> None:
+        if self.repeat < 1:
+            raise ValueError(f"repeat must be at least 1, not {self.repeat}")
+        parse_spec(self.model)  # a bad spec is one line before anything runs
+
+    def describe(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["graphs"] = list(self.graphs)
+        return data
+
+
+def model_label(spec: str, model: BaseChatModel) -> str:
+    """The spec plus what it is, so no number is ever read as coming from another model."""
+    provider, _ = parse_spec(spec)
+    if provider == "offline":
+        return f"{spec} (scripted offline model, not an LLM)"
+    return spec
+
+
+def run_key(seed: int, task: Task, repeat: int) -> str:
+    # Not the graph: every graph meets the same fault draws and model mistakes for the same task and repeat.
+    return f"{seed}:{task.id}:{repeat}"
+
+
+def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, model: BaseChatModel) -> dict[str, Any]:
+    """One run of one task through one graph, as a flat JSON-able record."""
+    key = run_key(config.seed, task, repeat)
+    gateway, injector = faulty_gateway(config.faults, key)
+    run_model = model.reseeded(key) if hasattr(model, "reseeded") else model
+    graph = entry.build(gateway, run_model)
+    context = entry.make_context(model=config.model, max_iterations=config.max_iterations,
+                                 reflection=config.reflection, protocol=config.protocol)
+    meter = UsageMeter()
+    result: dict[str, Any] = {}
+    error = None
+    started = time.perf_counter()
+    try:
+        result = graph.invoke({"messages": [HumanMessage(task.question)]}, context=context,
+                              config={"callbacks": [meter], "recursion_limit": 200,
+                                      "configurable": {"thread_id": f"eval-{uuid.uuid4().hex[:8]}"}})
+    except Exception as exc:  # noqa: BLE001 - a crashing graph is a measured failure, not the end of the eval
+        error = redact(" ".join(f"{type(exc).__name__}: {exc}".split())[:500], run_model)
+    wall_s = time.perf_counter() - started
+    steps = list(result.get("steps") or [])
+    answer = str(result.get("final_answer") or "")
+    success = error is None and check(task, answer, steps)
+    counts = step_counts(steps)
+    tokens_in, tokens_out = meter.tokens_in, meter.tokens_out
+    tokens = tokens_in + tokens_out or counts["step_tokens"]
+    return {
+        "graph": entry.name, "task": task.id, "tags": list(task.tags), "lang": task.lang, "repeat": repeat,
+        "seed": config.seed, "model": config.model, "model_label": model_label(config.model, model),
+        "tool_failure_rate": config.faults.failure_rate, "tool_latency_ms": config.faults.latency_ms,
+        "question": task.question, "answer": answer, "status": result.get("status"), "success": success,
+        "failure_mode": failure_mode(success, result.get("status"), steps, error), "error": error,
+        "model_calls": meter.model_calls, "tool_calls": counts["tool_calls"], "tool_failures": counts["tool_failures"],
+        "unknown_tool_calls": counts["unknown_tool_calls"], "invalid_args_calls": counts["invalid_args_calls"],
+        "tool_statuses": counts["tool_statuses"], "injected_faults": dict(injector.injected),
+        "tokens_in": tokens_in, "tokens_out": tokens_out, "tokens": tokens,
+        "wall_s": round(wall_s, 4), "iterations": int(result.get("iteration") or 0), "steps": len(steps),
+    }
+
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+def run_comparison(tasks: list[Task], config: RunConfig, on_result: Progress | None = None,
+                   model: BaseChatModel | None = None) -> list[dict[str, Any]]:
+    """Every task × repeat through every graph of `config`; `on_result` sees each record as it is made.
+
+    Graph-major order (all of one graph, then the next) so each graph's wall times come from one stretch.
+    """
+    entries = resolve_graphs(list(config.graphs))
+    model = model or load_chat_model(config.model)
+    records = []
+    for entry in entries:
+        for task in tasks:
+            for repeat in range(config.repeat):
+                record = run_task(entry, task, repeat, config, model)
+                records.append(record)
+                if on_result:
+                    on_result(record)
+    return records
+
+
+DETERMINISTIC_FIELDS = ("graph", "task", "repeat", "answer", "status", "success", "failure_mode", "model_calls",
+                        "tool_calls", "tool_failures", "unknown_tool_calls", "invalid_args_calls", "tool_statuses",
+                        "injected_faults", "tokens_in", "tokens_out", "iterations")
+
+
+def comparable(records: list[dict[str, Any]], fields: tuple[str, ...] = DETERMINISTIC_FIELDS) -> list[dict[str, Any]]:
+    """The records without what legitimately varies between identical runs (wall time)."""
+    return [{k: r[k] for k in fields} for r in records]
