@@ -24,6 +24,12 @@ class FakeClock:
         self.now += seconds
 
 
+@pytest.fixture(autouse=True, scope="session")
+def reactgraph_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """rag_search builds its default index under $REACTGRAPH_HOME: a temporary one, never the user's home."""
+    os.environ.setdefault("REACTGRAPH_HOME", str(tmp_path_factory.mktemp("reactgraph-home")))
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()

@@ -119,11 +119,11 @@ def closed_port() -> int:
 
 # --- the package -----------------------------------------------------------------------------------
 
-def test_builtin_tools_are_the_five_tools_in_order_with_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_builtin_tools_are_the_six_tools_in_order_with_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REACTGRAPH_HTTP_ALLOW", raising=False)
     monkeypatch.delenv("REACTGRAPH_WEATHER_URL", raising=False)
     tools = builtin_tools()
-    assert [t.name for t in tools] == ["calculator", "get_time", "get_weather", "search", "http_get"]
+    assert [t.name for t in tools] == ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
     for tool in tools:
         function = tool.openai_schema()["function"]
         assert function["description"]

@@ -67,7 +67,7 @@ def test_tools_lists_every_builtin_tool_with_its_breaker_state():
     done = reactgraph("tools", "--json")
     assert done.returncode == 0, done.stderr
     rows = {row["name"]: row for row in json.loads(done.stdout)}
-    assert list(rows) == ["calculator", "get_time", "get_weather", "search", "http_get"]
+    assert list(rows) == ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
     assert rows["calculator"]["breaker"]["state"] == "closed"
     assert "expression" in rows["calculator"]["schema"]["properties"]
     table = reactgraph("tools")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tools import BreakerConfig, ToolGateway, ToolMeta, ToolResult, ToolStatus, default_gateway
 from tools.builtin import builtin_tools, http_get_tool
 
-BUILTIN_TOOLS = ("calculator", "get_time", "get_weather", "search", "http_get")
+BUILTIN_TOOLS = ("calculator", "get_time", "get_weather", "search", "rag_search", "http_get")
 PAYLOADS_PER_TOOL = 10_000
 # Hypothesis spends ~1 ms of its own on every example, more than drawing a payload or running the call;
 # five payloads an example keep 10,000 payloads per tool within the file's time budget (~90 s on 2 cores).

@@ -24,13 +24,13 @@ __all__ = [
 def default_gateway(*, extra_tools=(), **options):
     """A gateway with the built-in tools, plus `extra_tools` (which replace built-ins of the same name).
 
-    Other options go to `builtin_tools` (http_allow_hosts, http_allow_private, weather_url) and to
+    Other options go to `builtin_tools` (http_allow_hosts, http_allow_private, weather_url, rag_index) and to
     `ToolGateway` (limits, breaker config and store).
     """
     from tools.builtin import builtin_tools
 
-    tool_options = {k: options.pop(k) for k in ("http_allow_hosts", "http_allow_private", "weather_url")
-                    if k in options}
+    tool_options = {k: options.pop(k) for k in ("http_allow_hosts", "http_allow_private", "weather_url",
+                                                 "rag_index") if k in options}
     extras = {meta.name: meta for meta in map(as_tool_meta, extra_tools)}
     builtins = [extras.pop(meta.name, meta) for meta in builtin_tools(**tool_options)]
     return ToolGateway([*builtins, *extras.values()], **options)

@@ -7,6 +7,7 @@ import re
 from .conversation import Call
 from .planner import Plan, TaskState
 from .question import Task
+from .rag import describe as describe_rag_call
 
 _ZH_VERB_EN = {"诞生": "first released", "发布": "released", "问世": "released", "推出": "launched",
                "创建": "founded", "创立": "founded", "创办": "founded", "成立": "founded", "出生": "born",
@@ -114,6 +115,8 @@ def describe_call(call: Call, task: Task, lang: str) -> str:
         return f"用计算器计算 {args.get('expression')}" if zh else f"calculate {args.get('expression')}"
     if call.name == "http_get":
         return f"获取网页 {args.get('url')}" if zh else f"fetch {args.get('url')}"
+    if call.name == "rag_search":
+        return describe_rag_call(call, lang)
     purpose = {"who": ("以确定是谁", "to find out who it is"),
                "origin": ("以确定日期", "to find the date"),
                "weather": ("作为天气数据的替代来源", "as a fallback source for the weather")}.get(task.kind, ("", ""))

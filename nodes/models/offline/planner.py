@@ -11,6 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import rag
 from .arith import as_number, compact, format_number
 from .chain import origin_query
 from .conversation import Call, Observation, Turn, advice_says_stop
@@ -29,7 +30,7 @@ from .frames import core_entity, english_query, role_query
 from .lexicon import english_entity, lookup_city
 from .question import Question, Task, decompose
 
-BUILTIN_TOOLS = frozenset({"calculator", "get_time", "get_weather", "search", "http_get"})
+BUILTIN_TOOLS = frozenset({"calculator", "get_time", "get_weather", "search", "rag_search", "http_get"})
 
 
 @dataclass
@@ -132,6 +133,8 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
 
     `names` are the ways the subject of an origin task is written (a date must be about them).
     """
+    if observation.call.name == rag.TOOL:
+        return rag.accept(task, observation, lang)
     if not observation.ok:
         return None, failure_reason(observation.content, lang)
     data, nothing = observation.data, ("没有找到相关结果" if lang == "zh" else "nothing relevant was found")
@@ -189,7 +192,7 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
     if any(d.status != "done" for d in deps):
         state.status = "waiting"
         return state
-    candidates = attempts(task, plan, lang)
+    candidates = rag.route(task, attempts(task, plan, lang), turn, tools)
     if not candidates:
         state.status = "failed"
         state.failures.append((Call(""), "没有指定城市" if lang == "zh" else "no city was named"))
@@ -218,7 +221,7 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
 
 def make_plan(turn: Turn, tools: Collection[str] | None) -> Plan:
     """The next step for this turn. `tools=None` means no tools are bound: nothing more can be called."""
-    question = decompose(turn.question, turn.history)
+    question = rag.documents_question(decompose(turn.question, turn.history))
     plan = Plan(question=question, states={}, calls=[])
     for task in question.tasks:
         plan.states[task.key] = _resolve(task, plan, question.lang, turn, tools)

@@ -1,0 +1,52 @@
+"""Knowledge retrieval: documents chunked, embedded and kept in a FAISS index on disk (used by `rag_search`).
+
+- `chunking`: markdown sections, then Chinese- and English-aware pieces (langchain-text-splitters).
+- `embedders`: the offline `HashingEmbedder` (default, no model download) and `OpenAIEmbedder`.
+- `index`: `VectorIndex`, exact inner product when small, HNSW beyond a size threshold.
+- `store`: `VectorStore`, add/replace/delete by source, search, atomic save; refuses a foreign embedder.
+- `loaders`: reading text, markdown and (optional extra) PDF files; huge and binary files are refused.
+"""
+
+from memory.vector_store.chunking import Chunk, split_document
+from memory.vector_store.embedders import (
+           Embedder,
+           HashingEmbedder,
+           OpenAIEmbedder,
+           embedder_from_spec,
+           signature,
+)
+from memory.vector_store.index import HnswParams, VectorIndex
+from memory.vector_store.loaders import (
+           MAX_FILE_BYTES,
+           DocumentRejected,
+           expand_paths,
+           load_document,
+)
+from memory.vector_store.store import (
+           ChunkRecord,
+           EmbedderMismatch,
+           Hit,
+           IndexCorrupt,
+           VectorStore,
+)
+
+__all__ = [
+           "MAX_FILE_BYTES",
+           "Chunk",
+           "ChunkRecord",
+           "DocumentRejected",
+           "Embedder",
+           "EmbedderMismatch",
+           "HashingEmbedder",
+           "Hit",
+           "HnswParams",
+           "IndexCorrupt",
+           "OpenAIEmbedder",
+           "VectorIndex",
+           "VectorStore",
+           "embedder_from_spec",
+           "expand_paths",
+           "load_document",
+           "signature",
+           "split_document",
+]

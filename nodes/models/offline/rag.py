@@ -1,0 +1,102 @@
+"""Questions about the user's documents: `rag_search` first for them, and `search` ↔ `rag_search` as fallbacks.
+
+"根据知识库，…" / "according to the documents, …" / "in my notes, …" makes the whole question one document
+lookup: rag_search with the question (minus the cue), then the knowledge-base `search` if the documents have
+nothing. An ordinary fact question that `search` cannot answer tries rag_search next, when it is bound; a
+passage found that way must mention the question's key words, since a nearest neighbour always exists.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Collection
+from typing import Any
+
+from .conversation import Call, Observation, Turn
+from .extract import failure_reason, hits
+from .frames import clean_query
+from .question import Question, Task
+
+TOOL = "rag_search"
+DOCUMENT_CUE = re.compile(
+    r"(?:根据|依据|按照|基于|参考|查一?下|查查|从|在)(?:我的|本地的?|已导入的)?(?:知识库|文档|资料库|笔记)(?:里|中|里面)?"
+    r"(?:的内容|的资料)?(?:来)?(?:回答|说)?|(?:知识库|我的文档|我的笔记|我的资料)(?:里|中|里面)(?:的内容)?|"
+    r"\b(?:according to|based on|from|in|using|per|search)\s+(?:the|my|our)\s+(?:(?:ingested|local|own)\s+)?"
+    r"(?:documents?|docs|notes|knowledge base|files)\b",
+    re.IGNORECASE)
+_EDGE = re.compile(r"^[\s,，:：;；、.。]+|[\s,，:：;；、]+$")
+_LATIN = re.compile(r"[a-z][a-z0-9_.+#-]{2,}")
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
+# A passage found by the fallback must contain this share of the query's key words.
+_GROUNDING = 0.5
+
+
+def document_query(text: str) -> str | None:
+    """The question without its document cue, or None when it does not ask about the user's documents."""
+    normalized = unicodedata.normalize("NFKC", text)
+    if not DOCUMENT_CUE.search(normalized):
+        return None
+    stripped = _EDGE.sub("", DOCUMENT_CUE.sub(" ", normalized)).strip()
+    return re.sub(r"\s+", " ", stripped) or None
+
+
+def documents_question(question: Question) -> Question:
+    """A question with a document cue becomes one document lookup; any other question is returned as it is."""
+    query = document_query(question.text)
+    if query is None:
+        return question
+    keywords = clean_query(query) or query
+    task = Task(f"fact:{keywords}", "fact", {"query": keywords, "clause": query, "name_wanted": False,
+                                             "documents": query})
+    return Question(text=question.text, lang=question.lang, tasks=[task])
+
+
+def route(task: Task, candidates: list[Call], turn: Turn, tools: Collection[str] | None) -> list[Call]:
+    """The attempts of a task with rag_search placed: first for a document question, else right after the
+    first search (so a fact missing from the knowledge base is looked up in the documents before rephrasing)."""
+    if task.kind != "fact":
+        return candidates
+    documents = task.params.get("documents")
+    call = Call(TOOL, {"query": documents or task.params["query"]})
+    if documents:
+        return [call, *candidates]
+    available = turn.find(call) is not None if tools is None else TOOL in tools
+    if not available or task.params.get("name_wanted") or not candidates:
+        return candidates
+    return [candidates[0], call, *candidates[1:]]
+
+
+def _key_words(query: str) -> set[str]:
+    text = unicodedata.normalize("NFKC", query).casefold()
+    words = {w for w in _LATIN.findall(text)}
+    for run in _CJK_RUN.findall(text):
+        words.update(run[i:i + 2] for i in range(len(run) - 1))
+    return words
+
+
+def _grounded(hit: dict[str, Any], words: set[str]) -> bool:
+    text = unicodedata.normalize("NFKC", f"{hit.get('title', '')} {hit.get('snippet', '')}").casefold()
+    return not words or sum(word in text for word in words) >= _GROUNDING * len(words)
+
+
+def accept(task: Task, observation: Observation, lang: str) -> tuple[Any, str]:
+    """(passages, "") when a rag_search observation answers the task, else (None, why it did not)."""
+    if not observation.ok:
+        return None, failure_reason(observation.content, lang)
+    data = observation.data
+    results = hits(data)
+    nothing = "文档中没有找到相关内容" if lang == "zh" else "nothing relevant in the documents"
+    if not results:
+        message = data.get("message") if isinstance(data, dict) else ""
+        return None, str(message or nothing).rstrip("。. ")
+    if not task.params.get("documents"):
+        words = _key_words(task.params["query"])
+        results = [hit for hit in results if _grounded(hit, words)]
+    return (results, "") if results else (None, nothing)
+
+
+def describe(call: Call, lang: str) -> str:
+    """The Thought's words for a rag_search call."""
+    query = call.args.get("query")
+    return f"在知识库文档中检索“{query}”" if lang == "zh" else f'search the ingested documents for "{query}"'
