@@ -13,7 +13,7 @@ from nodes.context import Context, current_context
 from nodes.loop_guard import tool_steps
 from nodes.models.loader import describe_model_error, without_tool_use
 from nodes.services import AgentServices
-from nodes.state import AgentState, make_step
+from nodes.state import AgentState, answer_update
 from nodes.transcript import pending_calls, text_of, tokens_of
 
 
@@ -28,12 +28,8 @@ def stop_reason(state: AgentState, context: Context) -> str:
 
 def _answer(state: AgentState, answer: str, status: str, reason: str, tokens: int, started: float,
             message: AIMessage | None = None) -> dict[str, Any]:
-    step = make_step(step=state.get("iteration", 0), node="finalize", status=status, thought=reason,
-                     observation=answer, tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
-    update: dict[str, Any] = {"final_answer": answer, "status": status, "steps": [step]}
-    if message is not None:
-        update["messages"] = [message]
-    return update
+    return answer_update(node="finalize", iteration=state.get("iteration", 0), answer=answer, status=status,
+                         reason=reason, tokens=tokens, started=started, message=message)
 
 
 def observations_digest(state: AgentState) -> str:

@@ -15,7 +15,7 @@ from nodes.models.loader import describe_model_error, without_tool_use
 from nodes.plan import with_summary
 from nodes.planning import PlanSolveState, remaining, render_results
 from nodes.services import AgentServices
-from nodes.state import make_step
+from nodes.state import answer_update
 from nodes.transcript import text_of, tokens_of
 
 
@@ -28,12 +28,8 @@ def solve_reason(state: PlanSolveState) -> str:
 
 def _answer(state: PlanSolveState, answer: str, status: str, reason: str, tokens: int, started: float,
             message: AIMessage | None = None) -> dict[str, Any]:
-    record = make_step(step=state.get("iteration", 0), node="solve", status=status, thought=reason,
-                       observation=answer, tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
-    update: dict[str, Any] = {"final_answer": answer, "status": status, "steps": [record]}
-    if message is not None:
-        update["messages"] = [message]
-    return update
+    return answer_update(node="solve", iteration=state.get("iteration", 0), answer=answer, status=status,
+                         reason=reason, tokens=tokens, started=started, message=message)
 
 
 def make_solve(services: AgentServices) -> RunnableLambda:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from tools import observations
 from tools.policies.base import CallContext, Handler
-from tools.policies.breaker_state import (BreakerConfig, BreakerSnapshot, BreakerState, admit, on_failure,
+from tools.policies.breaker_state import (BreakerConfig, BreakerSnapshot, admit, on_failure,
                                           on_neutral, on_success)
 from tools.policies.breaker_store import BreakerStore, MemoryBreakerStore
 from tools.registry import ToolRegistry
