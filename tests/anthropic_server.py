@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from scripted_http import ScriptedServer
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
@@ -79,47 +79,26 @@ def verdict(enough: bool = False, *, note: str = "", tool_error: bool = False) -
 Responder = Callable[[dict[str, Any]], Reply]
 
 
-class AnthropicServer:
+class AnthropicServer(ScriptedServer):
     """`with AnthropicServer(reply, ...) as server:` — serves the replies in order at `server.base_url`."""
 
     def __init__(self, *replies: Reply | Responder) -> None:
-        self.script: deque[Reply | Responder] = deque(replies)
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
+        super().__init__(replies, _handler_for(self), lambda: error(500, "script exhausted", 0))
         self.rejections: list[str] = []  # 400s for requests the real API would refuse
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
         """What ANTHROPIC_BASE_URL holds: the SDK appends /v1/messages itself."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def add(self, *replies: Reply | Responder) -> None:
-        with self._lock:
-            self.script.extend(replies)
-
-    def __enter__(self) -> AnthropicServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return f"http://127.0.0.1:{self.port}"
 
     def receive(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
         """Record the request; a scripted reply for a valid one, a 400 (script untouched) for an invalid one."""
         problem = invalid(body, headers)
-        with self._lock:
-            self.requests.append(body)
-            self.headers.append(headers)
-            if problem:
-                self.rejections.append(problem)
-                return Reply(status=401 if problem.startswith("x-api-key") else 400, error=problem)
-            item = self.script.popleft() if self.script else error(500, "script exhausted", 0)
-        return item(body) if callable(item) else item
+        if problem:
+            self.rejections.append(problem)
+            return self.record(body, headers, Reply(status=401 if problem.startswith("x-api-key") else 400,
+                                                    error=problem))
+        return self.record(body, headers)
 
     # --- reading what the client sent ---------------------------------------------------------------------
 
@@ -128,9 +107,6 @@ class AnthropicServer:
 
     def api_keys(self) -> list[str]:
         return [api_key(h) for h in self.headers]
-
-    def roles(self, i: int) -> list[str]:
-        return [m["role"] for m in self.requests[i]["messages"]]
 
     def blocks(self, i: int, kind: str) -> list[dict[str, Any]]:
         """Every content block of one type (text, tool_use, tool_result) in request i, in order."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from scripted_http import ScriptedServer
 
 
 @dataclass
@@ -66,48 +66,24 @@ def verdict(enough: bool = False, *, note: str = "", tool_error: bool = False) -
 Responder = Callable[[dict[str, Any]], Reply]
 
 
-class OpenAIServer:
+class OpenAIServer(ScriptedServer):
     """`with OpenAIServer(reply, ...) as server:` — serves the replies in order at `server.base_url`."""
 
     def __init__(self, *replies: Reply | Responder) -> None:
-        self.script: deque[Reply | Responder] = deque(replies)
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        super().__init__(replies, _handler_for(self), lambda: error(500, "script exhausted", 0))
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def add(self, *replies: Reply | Responder) -> None:
-        with self._lock:
-            self.script.extend(replies)
-
-    def __enter__(self) -> OpenAIServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
-        with self._lock:
-            self.requests.append(body)
-            self.headers.append(headers)
-            item = self.script.popleft() if self.script else error(500, "script exhausted", 0)
-        return item(body) if callable(item) else item
+        return self.record(body, headers)
 
     # --- reading what the client sent ---------------------------------------------------------------------
 
     def tool_names(self, i: int = 0) -> list[str]:
         return [t["function"]["name"] for t in self.requests[i].get("tools") or []]
 
-    def roles(self, i: int) -> list[str]:
-        return [m["role"] for m in self.requests[i]["messages"]]
 
 
 def _cut_at_stop(content: str, stop: Any) -> str:
