@@ -91,7 +91,8 @@ class HashingEmbedder:
 
     def params(self) -> dict[str, Any]:
         return {"cjk_ngrams": list(self.cjk_ngrams), "word_ngrams": list(self.word_ngrams), "subword": self.subword,
-                "cjk_unigram_weight": self.cjk_unigram_weight, "subword_weight": self.subword_weight, "seed": self.seed, "version": 1}
+                "cjk_unigram_weight": self.cjk_unigram_weight, "subword_weight": self.subword_weight,
+                "seed": self.seed, "version": 1}
 
     def features(self, text: str) -> Counter[str]:
         """Weighted features of one text (feature → summed weight); exposed for tests and tuning."""
