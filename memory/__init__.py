@@ -1,7 +1,12 @@
 """Memory for the agents: checkpointers (plain-Redis `RedisSaver` / `AsyncRedisSaver`), the long-term
 `RedisStore`, and session memory (`SessionMemory`: a kept window plus a running summary)."""
 
-from memory.redis_checkpoint import AsyncRedisSaver, CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
+from memory.redis_checkpoint import (
+    AsyncRedisSaver,
+    CheckpointStoreUnavailable,
+    InvalidRedisURL,
+    RedisSaver,
+)
 from memory.redis_store import RedisStore
 from memory.session_memory import (
     ConversationSummary,

@@ -7,13 +7,17 @@ from typing import Any
 
 import redis.asyncio
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from memory.redis_checkpoint.core import Plan, RedisSaverCore
 from memory.redis_checkpoint.errors import check_url, client_url, redact
-from memory.redis_checkpoint.sync import client_kwargs
-from memory.redis_checkpoint.wire import AsyncWire
+from memory.redis_checkpoint.wire import AsyncWire, client_kwargs
 
 _SYNC_ERROR = ("AsyncRedisSaver is asynchronous: use RedisSaver (memory.RedisSaver) with invoke/stream, "
                "or call ainvoke/astream (aget_state, ...) with this one")

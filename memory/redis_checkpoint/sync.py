@@ -7,28 +7,23 @@ from typing import Any
 
 import redis
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from memory.redis_checkpoint.core import Plan, RedisSaverCore
-from memory.redis_checkpoint.errors import check_url, client_url, redact
-from memory.redis_checkpoint.wire import SyncWire
+from memory.redis_checkpoint.errors import client_url, redact
+from memory.redis_checkpoint.wire import SyncWire, WiredClient
 
 _ASYNC_ERROR = ("RedisSaver is synchronous: use AsyncRedisSaver (memory.AsyncRedisSaver) with "
                 "ainvoke/astream, or call invoke/stream with this one")
 
 
-def client_kwargs(url: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """redis-py options for a saver-owned client: binary replies, and a bounded wait for a dead host."""
-    if kwargs.get("decode_responses"):
-        raise ValueError("decode_responses=True would corrupt binary checkpoints")
-    options = {"socket_connect_timeout": 5.0, **kwargs, "decode_responses": False}
-    if "socket_connect_timeout=" in url:
-        del options["socket_connect_timeout"]  # the URL's own setting wins
-    return options
-
-
-class RedisSaver(RedisSaverCore):
+class RedisSaver(WiredClient, RedisSaverCore):
     """Stores LangGraph checkpoints in plain Redis; each put and put_writes is one atomic round trip."""
 
     def __init__(self, client: redis.Redis, *, prefix: str = "reactgraph", ttl: float | None = None,
@@ -43,26 +38,9 @@ class RedisSaver(RedisSaverCore):
     def from_url(cls, url: str, *, prefix: str = "reactgraph", ttl: float | None = None,
                  serde: SerializerProtocol | None = None, **client_options: Any) -> RedisSaver:
         """A saver with its own client; close it with `close()` or use `with RedisSaver.from_url(...) as saver`."""
-        client = redis.Redis.from_url(check_url(url), **client_kwargs(url, client_options))
-        saver = cls(client, prefix=prefix, ttl=ttl, serde=serde, url=url)
+        saver = cls(cls.connect(url, client_options), prefix=prefix, ttl=ttl, serde=serde, url=url)
         saver._owns_client = True
         return saver
-
-    def __enter__(self) -> RedisSaver:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Give the borrowed connections back, and close the client if the saver made it."""
-        self._wire.close()
-        if self._owns_client:
-            self.client.close()
-
-    def ping(self) -> None:
-        """Raise CheckpointStoreUnavailable now rather than at the first graph step."""
-        self._wire.call(("PING",))
 
     # --- BaseCheckpointSaver -------------------------------------------------------------------------
 

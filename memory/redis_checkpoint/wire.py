@@ -191,3 +191,45 @@ class AsyncWire:
     async def close(self) -> None:
         while self._free:
             await self.client.connection_pool.release(self._free.pop())
+
+
+def client_kwargs(url: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """redis-py options for a client we own: binary replies, and a bounded wait for a dead host."""
+    if kwargs.get("decode_responses"):
+        raise ValueError("decode_responses=True would corrupt binary values")
+    options = {"socket_connect_timeout": 5.0, **kwargs, "decode_responses": False}
+    if "socket_connect_timeout=" in url:
+        del options["socket_connect_timeout"]  # the URL's own setting wins
+    return options
+
+
+class WiredClient:
+    """What the Redis-backed saver and store share: a client (maybe their own), the wire over it, and closing."""
+
+    client: Any
+    _wire: SyncWire
+    _owns_client: bool = False
+
+    @staticmethod
+    def connect(url: str, options: dict[str, Any]) -> Any:
+        """A client of our own for `url` (validated first, so a bad URL fails with one clear line)."""
+        import redis
+
+        from memory.redis_checkpoint.errors import check_url
+        return redis.Redis.from_url(check_url(url), **client_kwargs(url, options))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give the borrowed connections back, and close the client if we made it."""
+        self._wire.close()
+        if self._owns_client:
+            self.client.close()
+
+    def ping(self) -> None:
+        """Raise CheckpointStoreUnavailable (naming the URL, never its password) now, not at first use."""
+        self._wire.call(("PING",))

@@ -23,9 +23,8 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from memory.redis_checkpoint.errors import check_url, client_url, redact
-from memory.redis_checkpoint.sync import client_kwargs
-from memory.redis_checkpoint.wire import Command, SyncWire
+from memory.redis_checkpoint.errors import client_url, redact
+from memory.redis_checkpoint.wire import Command, SyncWire, WiredClient
 from memory.redis_store import layout, scripts
 from memory.redis_store.filters import fixed_prefix, matches, namespace_matches
 
@@ -33,7 +32,7 @@ _NO_INDEX = ("RedisStore has no semantic search: it runs on plain Redis without 
              "filters and namespaces, or a store with an `index` (e.g. InMemoryStore, PostgresStore)")
 
 
-class RedisStore(BaseStore):
+class RedisStore(WiredClient, BaseStore):
     """Namespaced JSON items in plain Redis, shared by every thread, process and graph that uses the URL.
 
     Semantics follow LangGraph's stores: within one `batch`, reads see the data as it was before the
@@ -67,26 +66,9 @@ class RedisStore(BaseStore):
     def from_url(cls, url: str, *, prefix: str = "reactgraph:store", ttl: TTLConfig | None = None,
                  **client_options: Any) -> RedisStore:
         """A store with its own client; close it with `close()` or `with RedisStore.from_url(...) as store`."""
-        client = redis.Redis.from_url(check_url(url), **client_kwargs(url, client_options))
-        store = cls(client, prefix=prefix, ttl=ttl, url=url)
+        store = cls(cls.connect(url, client_options), prefix=prefix, ttl=ttl, url=url)
         store._owns_client = True
         return store
-
-    def __enter__(self) -> RedisStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Give the borrowed connections back, and close the client if the store made it."""
-        self._wire.close()
-        if self._owns_client:
-            self.client.close()
-
-    def ping(self) -> None:
-        """Raise CheckpointStoreUnavailable (naming the URL, never its password) now, not at first use."""
-        self._wire.call(("PING",))
 
     def __repr__(self) -> str:
         return f"RedisStore({self.url!r}, prefix={self.prefix!r})"
