@@ -9,12 +9,12 @@ from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from nodes import prompts, text_protocol
+from nodes.closing import from_failure, from_reply, settle
 from nodes.context import Context, current_context
-from nodes.loop_guard import tool_steps
-from nodes.models.loader import describe_model_error, without_tool_use
+from nodes.models.loader import without_tool_use
 from nodes.services import AgentServices
-from nodes.state import AgentState, answer_update
-from nodes.transcript import pending_calls, text_of, tokens_of
+from nodes.state import AgentState
+from nodes.transcript import pending_calls, text_of
 
 
 def stop_reason(state: AgentState, context: Context) -> str:
@@ -26,28 +26,17 @@ def stop_reason(state: AgentState, context: Context) -> str:
     return "enough"
 
 
-def _answer(state: AgentState, answer: str, status: str, reason: str, tokens: int, started: float,
-            message: AIMessage | None = None) -> dict[str, Any]:
-    return answer_update(node="finalize", iteration=state.get("iteration", 0), answer=answer, status=status,
-                         reason=reason, tokens=tokens, started=started, message=message)
-
-
-def observations_digest(state: AgentState) -> str:
-    """A plain listing of what the tools returned: the last resort when no model can write the answer."""
-    lines = [f"- {s['action']} ({s['status']}): {s['observation'][:300]}" for s in tool_steps(state.get("steps", []))]
-    return "\n".join(lines) or "- (no tool results)"
-
-
 def make_finalize(services: AgentServices) -> RunnableLambda:
     """The finalize node (sync and async)."""
 
     def settled(state: AgentState, started: float) -> dict[str, Any] | None:
         """The turn's outcome when no model call is needed (the model answered, or the run failed)."""
         if state.get("status") == "failed":
-            return _answer(state, state.get("final_answer") or "The run failed.", "failed", "failure", 0, started)
+            answer = state.get("final_answer") or "The run failed."
+            return settle(state, "finalize", answer, "failed", "failure", started)
         reply = state["messages"][-1]
         if isinstance(reply, AIMessage) and not pending_calls(reply) and text_of(reply).strip():
-            return _answer(state, text_of(reply).strip(), "answered", "model answered", 0, started)
+            return settle(state, "finalize", text_of(reply).strip(), "answered", "model answered", started)
         return None
 
     def prepare(state: AgentState, config: RunnableConfig):
@@ -63,20 +52,11 @@ def make_finalize(services: AgentServices) -> RunnableLambda:
             model = without_tool_use(model, services.schemas(context, config))
         return model, [SystemMessage(instruction), *history], reason
 
-    def composed(state: AgentState, reply: AIMessage, reason: str, started: float) -> dict[str, Any]:
-        status = "limit_reached" if reason == "limit" else "answered"
-        answer = text_of(reply).strip()
-        if current_context().protocol == "text":  # it may still write "Final Answer: …"
-            answer = text_protocol.answer_text(answer)
-        if not answer:
-            return failed(state, ValueError("empty reply"), reason, started)
-        return _answer(state, answer, status, reason, tokens_of(reply), started,
-                       AIMessage(content=answer, usage_metadata=reply.usage_metadata))
+    def composed(state, reply: AIMessage, reason: str, started: float) -> dict[str, Any]:
+        return from_reply(state, "finalize", reply, reason, started)
 
-    def failed(state: AgentState, exc: Exception, reason: str, started: float) -> dict[str, Any]:
-        answer = (f"I could not write a final answer ({describe_model_error(exc)}). "
-                  f"What the tools returned:\n{observations_digest(state)}")
-        return _answer(state, answer, "failed", reason, 0, started, AIMessage(content=answer))
+    def failed(state, exc: Exception, reason: str, started: float) -> dict[str, Any]:
+        return from_failure(state, "finalize", exc, reason, started)
 
     def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         started = time.perf_counter()

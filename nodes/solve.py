@@ -9,14 +9,12 @@ from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from nodes import prompts, text_protocol
+from nodes.closing import from_failure, from_reply, settle
 from nodes.context import Context, current_context
-from nodes.finalize import observations_digest
-from nodes.models.loader import describe_model_error, without_tool_use
+from nodes.models.loader import without_tool_use
 from nodes.plan import with_summary
 from nodes.planning import PlanSolveState, remaining, render_results
 from nodes.services import AgentServices
-from nodes.state import answer_update
-from nodes.transcript import text_of, tokens_of
 
 
 def solve_reason(state: PlanSolveState) -> str:
@@ -24,12 +22,6 @@ def solve_reason(state: PlanSolveState) -> str:
     if remaining(state):
         return "limit"
     return "done" if state.get("plan") else "empty"
-
-
-def _answer(state: PlanSolveState, answer: str, status: str, reason: str, tokens: int, started: float,
-            message: AIMessage | None = None) -> dict[str, Any]:
-    return answer_update(node="solve", iteration=state.get("iteration", 0), answer=answer, status=status,
-                         reason=reason, tokens=tokens, started=started, message=message)
 
 
 def make_solve(services: AgentServices) -> RunnableLambda:
@@ -49,23 +41,14 @@ def make_solve(services: AgentServices) -> RunnableLambda:
             model = without_tool_use(model, services.schemas(context, config))
         return model, [SystemMessage(with_summary(system, state)), *history], reason
 
-    def composed(state: PlanSolveState, reply: AIMessage, reason: str, started: float) -> dict[str, Any]:
-        answer = text_of(reply).strip()
-        if current_context().protocol == "text":
-            answer = text_protocol.answer_text(answer)
-        if not answer:
-            return failed(state, ValueError("empty reply"), reason, started)
-        status = "limit_reached" if reason == "limit" else "answered"
-        return _answer(state, answer, status, reason, tokens_of(reply), started,
-                       AIMessage(content=answer, usage_metadata=reply.usage_metadata))
+    def composed(state, reply: AIMessage, reason: str, started: float) -> dict[str, Any]:
+        return from_reply(state, "solve", reply, reason, started)
 
-    def failed(state: PlanSolveState, exc: Exception, reason: str, started: float) -> dict[str, Any]:
-        answer = (f"I could not write a final answer ({describe_model_error(exc)}). "
-                  f"What the tools returned:\n{observations_digest(state)}")
-        return _answer(state, answer, "failed", reason, 0, started, AIMessage(content=answer))
+    def failed(state, exc: Exception, reason: str, started: float) -> dict[str, Any]:
+        return from_failure(state, "solve", exc, reason, started)
 
     def run_failed(state: PlanSolveState, started: float) -> dict[str, Any]:
-        return _answer(state, state.get("final_answer") or "The run failed.", "failed", "failure", 0, started)
+        return settle(state, "solve", state.get("final_answer") or "The run failed.", "failed", "failure", started)
 
     def solve(state: PlanSolveState, config: RunnableConfig) -> dict[str, Any]:
         started = time.perf_counter()
