@@ -132,7 +132,7 @@ def ask(
                   f"session: {session}{resumed.get(plan.mode, '')}[/dim]", soft_wrap=True)
     started = time.perf_counter()
     try:
-        result = run(graph, plan, context, printer.update if printer else None)
+        result = run(graph, plan, context, printer.update if printer else None, printer.token if printer else None)
     except STORE_ERRORS as exc:
         raise UserError(f"{exc}; the session is saved up to its last checkpoint: run the same command again "
                         "to resume") from exc

@@ -28,8 +28,19 @@ class StepPrinter:
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        self._streaming = False
+
+    def token(self, node: str, text: str) -> None:
+        """A streamed model token, printed as it arrives; the step line that follows starts on a new line."""
+        if not self._streaming:
+            self.console.print(Text(f"    ({node}) ", style="dim"), end="")
+            self._streaming = True
+        self.console.print(Text(text, style="dim"), end="", soft_wrap=True)
 
     def line(self, text: Text) -> None:
+        if self._streaming:
+            self.console.print()
+            self._streaming = False
         # Step lines are not re-wrapped by rich: JSON observations have no spaces to break at, and a
         # terminal's own wrapping keeps each step on one logical line (easier to read, grep and copy).
         self.console.print(text, soft_wrap=True)
@@ -73,6 +84,9 @@ class StepPrinter:
                            Text(f"{', '.join(flags) or 'continue'}" + (f" — {verdict['note']}" if verdict.get("note") else "")))
 
     def final(self, result: dict[str, Any], elapsed_s: float) -> None:
+        if self._streaming:
+            self.console.print()
+            self._streaming = False
         status = result.get("status") or "failed"
         steps = result.get("steps", [])
         tokens = sum(s.get("tokens", 0) for s in steps)

@@ -6,13 +6,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessageChunk, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 
 from nodes.context import Context
 from nodes.transcript import current_question, text_of
 
 UpdateSink = Callable[[str, dict[str, Any]], None]
+TokenSink = Callable[[str, str], None]
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,19 @@ def plan_run(graph: CompiledStateGraph, question: str, session: str, from_checkp
     return RunPlan(config, new_turn, "new")
 
 
-def run(graph: CompiledStateGraph, plan: RunPlan, context: Context, on_update: UpdateSink | None = None) -> dict:
-    """Stream the run node by node (to `on_update`) and return the session's final state values."""
-    for node_updates in graph.stream(plan.graph_input, config=plan.config, context=context, stream_mode="updates"):
-        for node, update in node_updates.items():
+def run(graph: CompiledStateGraph, plan: RunPlan, context: Context, on_update: UpdateSink | None = None,
+        on_token: TokenSink | None = None) -> dict:
+    """Stream the run node by node (to `on_update`), and model tokens as they arrive (to `on_token`, only
+    from providers that stream), then return the session's final state values."""
+    modes = ["updates", "messages"] if on_token else ["updates"]
+    for mode, payload in graph.stream(plan.graph_input, config=plan.config, context=context, stream_mode=modes):
+        if mode == "messages":
+            chunk, metadata = payload
+            # Only chunks are streamed tokens; a whole message is a non-streaming model's reply, shown as a step.
+            if isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str) and chunk.content:
+                on_token(metadata.get("langgraph_node", ""), chunk.content)
+            continue
+        for node, update in payload.items():
             if on_update and isinstance(update, dict):
                 on_update(node, update)
     final_config = {"configurable": {"thread_id": plan.config["configurable"]["thread_id"]}}

@@ -276,3 +276,13 @@ def test_the_api_key_stays_out_of_checkpoints_from_the_python_api(provider):
         ask("time?", checkpointer=saver)
     dumped = repr(saver.storage) + repr(saver.writes) + repr(saver.blobs)
     assert "Noon." in dumped and SECRET not in dumped
+
+
+def test_the_cli_shows_streamed_model_tokens_as_they_arrive():
+    with OpenAIServer(text("Forty two is the answer you were looking for.")) as server:
+        done = reactgraph("what is the answer?", "--store", "memory", "--reflection", "off", server=server)
+    assert done.returncode == 0, done.stderr
+    assert server.requests[0].get("stream") is True  # the CLI asked the provider to stream
+    streamed = next(line for line in done.stdout.splitlines() if line.startswith("    (think) "))
+    assert "Forty two is the answer" in streamed
+    assert "Final answer · answered" in done.stdout
