@@ -13,7 +13,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from graph import plan_routing as routing
+from graph import routing
 from nodes.act import make_act
 from nodes.context import Context
 from nodes.execute_step import make_execute_step

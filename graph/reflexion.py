@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from graph import plan_routing as routing
+from graph import routing
 from graph.react import build_react_graph
 from nodes.context import Context
 from nodes.evaluate import make_evaluate

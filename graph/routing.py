@@ -1,16 +1,20 @@
-"""Where the loop goes next: pure functions of state and context, one per conditional edge."""
+"""Where each graph goes next (ReAct, Plan-and-Solve, Reflexion): pure functions of state and context,
+one per conditional edge."""
 
 from __future__ import annotations
 
 from typing import Literal
 
 from langchain_core.messages import AIMessage
+from langgraph.graph import END
 from langgraph.types import Send
 
 from nodes.act import ToolCallTask
 from nodes.context import Context, current_context
+from nodes.planning import REPLAN_AFTER, PlanSolveState, remaining
 from nodes.state import AgentState
 from nodes.transcript import pending_calls
+from nodes.trials import ReflexionState
 
 
 def after_think(state: AgentState) -> list[Send] | Literal["finalize"]:
@@ -31,3 +35,54 @@ def after_reflect(state: AgentState, context: Context | None = None) -> Literal[
     if verdict.get("repeated_call") or verdict.get("enough_information"):
         return "finalize"
     return "think"
+
+
+# --- Plan-and-Solve ------------------------------------------------------------------------------------
+
+Onward = Literal["execute_step", "replan", "solve"]
+
+
+def next_step(state: PlanSolveState, context: Context | None = None) -> Literal["execute_step", "solve"]:
+    """The next plan step, unless the plan is done, the run failed, or the step limit is reached."""
+    context = context or current_context()
+    if state.get("status") == "failed" or not remaining(state):
+        return "solve"
+    return "execute_step" if state.get("iteration", 0) < context.max_iterations else "solve"
+
+
+def after_settled(state: PlanSolveState, context: Context | None = None) -> Onward:
+    """A step was just closed: replan after a failed or surprising one (when enabled), else carry on."""
+    context = context or current_context()
+    results = state.get("step_results") or []
+    if context.replan and state.get("status") != "failed" and results and results[-1]["status"] in REPLAN_AFTER:
+        return "replan"
+    return next_step(state, context)
+
+
+def after_execute(state: PlanSolveState, context: Context | None = None) -> list[Send] | Onward:
+    """Each tool call of the step's round to its own act task; a closed step onwards."""
+    if state.get("status") == "failed":
+        return "solve"
+    reply = state["messages"][-1] if state["messages"] else None
+    if state.get("step_rounds", 0) > 0 and isinstance(reply, AIMessage):
+        return [Send("act", ToolCallTask(call=call)) for call in pending_calls(reply)]
+    return after_settled(state, context)
+
+
+def after_observe(state: PlanSolveState, context: Context | None = None) -> Onward:
+    """Back to the step under way for another round, or onwards once observe has closed it."""
+    if state.get("step_rounds", 0) > 0:
+        return "execute_step"
+    return after_settled(state, context)
+
+
+# --- Reflexion ----------------------------------------------------------------------------------------
+
+def after_evaluate(state: ReflexionState) -> Literal["self_reflect", "__end__"]:
+    """A passed trial ends the run; a failed one is reflected on."""
+    return END if (state.get("evaluation") or {}).get("passed") else "self_reflect"
+
+
+def after_self_reflect(state: ReflexionState, max_trials: int) -> Literal["trial", "__end__"]:
+    """Another trial with the new lesson, unless `max_trials` have been run."""
+    return "trial" if state.get("trial", 0) < max_trials else END

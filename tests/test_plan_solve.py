@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import Context, build_plan_solve_graph
-from graph.plan_routing import after_settled
+from graph.routing import after_settled
 from nodes.planning import STEP_TOOL_ROUNDS
 from scripted import ScriptedChatModel, call, tool_reply
 from tools import ToolError, ToolGateway
