@@ -25,9 +25,13 @@ class FakeClock:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def reactgraph_home(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """rag_search builds its default index under $REACTGRAPH_HOME: a temporary one, never the user's home."""
+def reactgraph_home(tmp_path_factory: pytest.TempPathFactory):
+    """A temporary $REACTGRAPH_HOME for the session: the default index and any embedded Redis a CLI run starts
+    live there, never in the user's home; that Redis is stopped when the session ends."""
     os.environ.setdefault("REACTGRAPH_HOME", str(tmp_path_factory.mktemp("reactgraph-home")))
+    yield
+    from memory.embedded_redis import data_dir, stop
+    stop(data_dir())
 
 
 @pytest.fixture

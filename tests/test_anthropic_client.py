@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from anthropic_server import AnthropicServer, calls, error, slow, text, verdict
+from cli_env import clean_env
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from anthropic_server import AnthropicServer, calls, error, slow, text, verdict
 from graph import Context, ModelConfigError, build_react_graph, load_chat_model
 from nodes.models.loader import describe_model_error, without_tool_use
 from tools import ToolSession, default_gateway
@@ -40,7 +41,7 @@ def provider(monkeypatch):
     """Points `anthropic:` models at a server; one retry and a short timeout keep failing tests fast."""
 
     def use(server: AnthropicServer | str, retries: int = 1, timeout: float = 10) -> None:
-        for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", "ANTHROPIC_"))]:
+        for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", "ANTHROPIC_")) and n != "REACTGRAPH_HOME"]:
             monkeypatch.delenv(name)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server if isinstance(server, str) else server.base_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
@@ -58,7 +59,7 @@ def ask(question: str, checkpointer=None, **context):
 
 
 def reactgraph(*args: str, server: AnthropicServer | str, retries: int = 1) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REACTGRAPH_", "ANTHROPIC_", "OPENAI_"))}
+    env = clean_env()
     env.update(ANTHROPIC_API_KEY=SECRET, REACTGRAPH_MODEL_RETRIES=str(retries),
                ANTHROPIC_BASE_URL=server if isinstance(server, str) else server.base_url)
     return subprocess.run([REACTGRAPH, "ask", *args, "--model", MODEL], capture_output=True, text=True,
@@ -330,7 +331,7 @@ def test_a_refused_connection_from_the_cli_is_one_line_and_exit_1():
 # --- configuration -----------------------------------------------------------------------------------------
 
 def test_keys_base_url_retries_and_timeout_come_from_the_environment(monkeypatch):
-    for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", "ANTHROPIC_"))]:
+    for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", "ANTHROPIC_")) and n != "REACTGRAPH_HOME"]:
         monkeypatch.delenv(name)
     with pytest.raises(ModelConfigError, match="ANTHROPIC_API_KEY is not set"):
         load_chat_model(MODEL)

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_env import clean_env
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 
 
 def reactgraph(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("REACTGRAPH_", "OPENAI_"))}
+    environment = clean_env()
     environment.update(env or {})
     return subprocess.run([REACTGRAPH, *args], capture_output=True, text=True, timeout=120, env=environment)
 

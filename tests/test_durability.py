@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from cli_env import clean_env
 
 from memory import RedisSaver
 
@@ -24,7 +25,7 @@ QUESTION = "北京和上海的天气分别怎么样？哪个城市更热？"
 
 
 def cli_env(redis_url: str, log: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REACTGRAPH_", "OPENAI_"))}
+    env = clean_env()
     env.update(REDIS_URL=redis_url, DURABLE_LOG=str(log), REACTGRAPH_TOOLS="durable_tools:TOOLS",
                PYTHONPATH=os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")])), **extra)
     return env

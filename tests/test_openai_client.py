@@ -15,11 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_env import clean_env
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from openai_server import OpenAIServer, calls, error, slow, text, verdict
 
 from graph import Context, ModelConfigError, build_react_graph, load_chat_model
-from openai_server import OpenAIServer, calls, error, slow, text, verdict
 
 BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
@@ -50,7 +51,7 @@ def ask(question: str, checkpointer=None, **context):
 
 
 def reactgraph(*args: str, server: OpenAIServer | str, retries: int = 1) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REACTGRAPH_", "OPENAI_"))}
+    env = clean_env()
     env.update(OPENAI_API_KEY=SECRET, REACTGRAPH_MODEL_RETRIES=str(retries),
                OPENAI_BASE_URL=server if isinstance(server, str) else server.base_url)
     return subprocess.run([REACTGRAPH, "ask", *args, "--model", MODEL], capture_output=True, text=True,

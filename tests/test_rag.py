@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_env import clean_env
 from langchain_core.messages import HumanMessage
 
 from graph import Context, build_react_graph
@@ -21,7 +22,12 @@ from memory.vector_store import (
     VectorStore,
     split_document,
 )
-from memory.vector_store.evaluation import build_store, evaluate, load_cases, read_corpus
+from memory.vector_store.evaluation import (
+    build_store,
+    evaluate,
+    load_cases,
+    read_corpus,
+)
 from tools import default_gateway
 from tools.builtin.rag import KB_DIR, rag_search_tool
 
@@ -60,7 +66,7 @@ def private_home(tmp_path, monkeypatch):
 
 
 def reactgraph(*args: str, home: Path) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("REACTGRAPH_", "OPENAI_"))}
+    environment = clean_env()
     environment["REACTGRAPH_HOME"] = str(home)
     return subprocess.run([REACTGRAPH, *args], capture_output=True, text=True, timeout=120, env=environment)
 

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_env import clean_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from scripted import ScriptedChatModel, call, tool_reply
 
 from graph import Context, build_react_graph
 from nodes.models.offline.textproto import as_tool_messages
-from nodes.text_protocol import STOP, answer_text, as_text_messages, instructions, parse_reply, to_ai_message
+from nodes.text_protocol import (
+    STOP,
+    answer_text,
+    as_text_messages,
+    instructions,
+    parse_reply,
+    to_ai_message,
+)
 from nodes.think import prompt_messages
-from scripted import ScriptedChatModel, call, tool_reply
 from tools import ToolSession, default_gateway
 
 SCHEMAS = default_gateway().schemas(ToolSession.of("t"))
@@ -215,7 +222,7 @@ def test_stop_word_matches_what_the_offline_model_listens_for():
 
 
 def test_the_cli_speaks_the_text_protocol_offline():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REACTGRAPH_", "OPENAI_"))}
+    env = clean_env()
     done = subprocess.run([str(Path(sys.executable).parent / "reactgraph"), "ask", "北京和上海哪个城市更热？",
                            "--protocol", "text", "--store", "memory", "--json"],
                           capture_output=True, text=True, timeout=120, env=env)
