@@ -62,18 +62,24 @@ def load_chat_model(spec: str, temperature: float = 0.0, *, retries: int | None 
     return _anthropic(name, temperature, retries, timeout)
 
 
+def _credentials(env_prefix: str, provider: str) -> tuple[str, str | None]:
+    """The API key and base URL from <PREFIX>_API_KEY / <PREFIX>_BASE_URL; a key is only optional with a base URL."""
+    base_url = os.environ.get(f"{env_prefix}_BASE_URL") or None
+    api_key = os.environ.get(f"{env_prefix}_API_KEY")
+    if not api_key:
+        if not base_url:
+            raise ModelConfigError(f"{env_prefix}_API_KEY is not set (or set {env_prefix}_BASE_URL for a local "
+                                   f"{provider}-compatible server)")
+        api_key = "not-needed"  # local compatible servers (vLLM, Ollama, proxies) accept any key
+    return api_key, base_url
+
+
 def _openai(name: str, temperature: float, retries: int, timeout: float) -> BaseChatModel:
     try:
         from langchain_openai import ChatOpenAI
     except ImportError as exc:
         raise ModelConfigError("openai models need langchain-openai: pip install 'react-graph[openai]'") from exc
-    base_url = os.environ.get("OPENAI_BASE_URL") or None
-    api_key = os.environ.get("OPENAI_API_KEY")
-    if not api_key:
-        if not base_url:
-            raise ModelConfigError("OPENAI_API_KEY is not set (or set OPENAI_BASE_URL for a local "
-                                   "OpenAI-compatible server)")
-        api_key = "not-needed"  # local OpenAI-compatible servers (vLLM, Ollama) accept any key
+    api_key, base_url = _credentials("OPENAI", "OpenAI")
     return ChatOpenAI(model=name, temperature=temperature, base_url=base_url, api_key=api_key,
                       max_retries=retries, timeout=timeout)
 
@@ -83,13 +89,7 @@ def _anthropic(name: str, temperature: float, retries: int, timeout: float) -> B
         from langchain_anthropic import ChatAnthropic
     except ImportError as exc:
         raise ModelConfigError("anthropic models need langchain-anthropic: pip install langchain-anthropic") from exc
-    base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
-    api_key = os.environ.get("ANTHROPIC_API_KEY")
-    if not api_key:
-        if not base_url:
-            raise ModelConfigError("ANTHROPIC_API_KEY is not set (or set ANTHROPIC_BASE_URL for a local "
-                                   "Anthropic-compatible server)")
-        api_key = "not-needed"  # local Anthropic-compatible servers and proxies accept any key
+    api_key, base_url = _credentials("ANTHROPIC", "Anthropic")
     kwargs = {"base_url": base_url} if base_url else {}  # unset: ChatAnthropic's own default (or ANTHROPIC_API_URL)
     return ChatAnthropic(model=name, temperature=temperature, api_key=api_key, max_retries=retries,
                          timeout=timeout, **kwargs)
