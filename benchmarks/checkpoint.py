@@ -35,7 +35,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from memory import RedisSaver  # noqa: E402
+from reactgraph.memory import RedisSaver  # noqa: E402
 
 TOOL_CALLS = 5
 
@@ -115,7 +115,7 @@ def contenders(url: str, workdir: Path, tag: str) -> tuple[list[Saver], list[str
     except ImportError as exc:
         notes.append(f"langgraph-checkpoint-plainredis not installed ({exc}); "
                      "`pip install langgraph-checkpoint-plainredis` to compare")
-    savers.append(Saver("ours: memory.RedisSaver", lambda counting=False: RedisSaver.from_url(
+    savers.append(Saver("ours: reactgraph RedisSaver", lambda counting=False: RedisSaver.from_url(
         url, prefix=f"bench-{tag}-ours", **({"connection_class": CountingConnection} if counting else {})),
         drop(f"bench-{tag}-ours:")))
     return savers, notes
@@ -238,7 +238,7 @@ def report(samples, traffic, notes, args, steps) -> None:
                   "round trips/get_tuple")]
         print(f"{name:26} {median[name]:8.3f} {q[0]:6.3f}-{q[2]:<6.3f} {median[name] - base:11.3f} "
               f"{cells[0]:>9} {cells[1]:>7} {cells[2]:>6} {cells[3]:>9} {cells[4]:>6}")
-    ours = median.get("ours: memory.RedisSaver")
+    ours = median.get("ours: reactgraph RedisSaver")
     for other, goal in (("plainredis 0.1.0", "<= 0.60"), ("SqliteSaver (file)", "<= 1.00")):
         if ours and other in median:
             print(f"ours / {other}: {ours / median[other]:.2f}x per step (goal {goal})")

@@ -20,7 +20,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from tools import ToolGateway
+from reactgraph.tools import ToolGateway
 
 
 async def ping() -> str:

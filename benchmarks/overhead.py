@@ -22,8 +22,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import Context, build_react_graph
-from tools import ToolGateway
+from reactgraph.graph import Context, build_react_graph
+from reactgraph.tools import ToolGateway
 
 TOOL_CALLS = 5
 

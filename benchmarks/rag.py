@@ -29,8 +29,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-from memory.vector_store import HashingEmbedder, VectorIndex
-from memory.vector_store.evaluation import build_store, evaluate, load_cases, read_corpus
+from reactgraph.memory.vector_store import HashingEmbedder, VectorIndex
+from reactgraph.memory.vector_store.evaluation import build_store, evaluate, load_cases, read_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "retrieval"

@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from evals.tasks import normalise, numbers_in
+from reactgraph.evals.tasks import normalise, numbers_in
 
 Checker = Callable[..., bool]
 DEFAULT_TZ = "Asia/Shanghai"

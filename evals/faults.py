@@ -21,8 +21,8 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tools import ToolError, ToolGateway, ToolMeta, TransientToolError, default_gateway
-from tools.policies.retry import Retry
+from reactgraph.tools import ToolError, ToolGateway, ToolMeta, TransientToolError, default_gateway
+from reactgraph.tools.policies.retry import Retry
 
 LATENCY_SHAPES = ("fixed", "uniform", "exponential")
 

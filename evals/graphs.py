@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import graph as graph_api
-from nodes.context import Context
+import reactgraph.graph as graph_api
+from reactgraph.nodes.shared.context import Context
 
 Builder = Callable[..., Any]  # (gateway, checkpointer=None, store=None, *, model=...) -> compiled graph
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evals.metrics import summarize
+from reactgraph.evals.metrics import summarize
 
 OFFLINE_NOTE = ("Offline numbers measure the graphs' control flow and robustness on a scripted model, "
                 "not a language model's intelligence.")

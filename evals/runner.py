@@ -16,11 +16,11 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 
-from evals.faults import FaultPlan, faulty_gateway
-from evals.graphs import GraphEntry, resolve_graphs
-from evals.metrics import UsageMeter, failure_mode, step_counts
-from evals.tasks import Task, check
-from nodes.models.loader import load_chat_model, parse_spec, redact
+from reactgraph.evals.faults import FaultPlan, faulty_gateway
+from reactgraph.evals.graphs import GraphEntry, resolve_graphs
+from reactgraph.evals.metrics import UsageMeter, failure_mode, step_counts
+from reactgraph.evals.tasks import Task, check
+from reactgraph.models.loader import load_chat_model, parse_spec, redact
 
 
 @dataclass(frozen=True)

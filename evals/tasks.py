@@ -11,7 +11,7 @@ Criteria (all that are given must hold; at least one must be given):
 - `expected_any`: a list of strings, at least one of which must appear;
 - `pattern`: a regular expression the answer must match (searched, case-insensitive);
 - `number` (+ `tolerance`, absolute, default 1e-6): some number in the answer equals it within the tolerance;
-- `checker` (+ `params`): a named function from `evals.checks.CHECKERS`, for answers that depend on the day
+- `checker` (+ `params`): a named function from `reactgraph.evals.checks.CHECKERS`, for answers that depend on the day
   (the current time, a person's age) or on what the tools returned.
 """
 
@@ -83,7 +83,7 @@ def numbers_in(text: str) -> list[float]:
 
 def check(task: Task, answer: str, steps: list[dict[str, Any]] | None = None) -> bool:
     """Whether `answer` satisfies every criterion of the task (`steps`: the run's ExecutionStep records)."""
-    from evals.checks import CHECKERS
+    from reactgraph.evals.checks import CHECKERS
 
     text = normalise(answer)
     if not text.strip():
@@ -102,7 +102,7 @@ def check(task: Task, answer: str, steps: list[dict[str, Any]] | None = None) ->
 
 
 def _parse_lines(lines: list[str], source: str) -> list[Task]:
-    from evals.checks import CHECKERS
+    from reactgraph.evals.checks import CHECKERS
 
     tasks: list[Task] = []
     seen: set[str] = set()

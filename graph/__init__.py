@@ -1,12 +1,30 @@
 """Public API: compiled graphs and their runtime configuration."""
 
-from graph.plan_solve import build_plan_solve_graph
-from graph.react import build_react_graph
-from graph.reflexion import build_reflexion_graph
-from nodes.context import Context
-from nodes.evaluate import register_checker
-from nodes.models.loader import ModelConfigError, load_chat_model
-from nodes.state import AgentState, ExecutionStep
+from __future__ import annotations
 
-__all__ = ["AgentState", "Context", "ExecutionStep", "ModelConfigError", "build_plan_solve_graph",
-           "build_react_graph", "build_reflexion_graph", "load_chat_model", "register_checker"]
+from typing import TYPE_CHECKING
+
+from reactgraph._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from reactgraph.graph.plan_solve import build_plan_solve_graph
+    from reactgraph.graph.react import build_react_graph
+    from reactgraph.graph.reflexion import build_reflexion_graph
+    from reactgraph.models.loader import ModelConfigError, load_chat_model
+    from reactgraph.nodes.reflexion.evaluate import register_checker
+    from reactgraph.nodes.shared.context import Context
+    from reactgraph.nodes.shared.state import AgentState, ExecutionStep
+
+_EXPORTS = {
+    "build_plan_solve_graph": "reactgraph.graph.plan_solve",
+    "build_react_graph": "reactgraph.graph.react",
+    "build_reflexion_graph": "reactgraph.graph.reflexion",
+    "Context": "reactgraph.nodes.shared.context",
+    "register_checker": "reactgraph.nodes.reflexion.evaluate",
+    "ModelConfigError": "reactgraph.models.loader",
+    "load_chat_model": "reactgraph.models.loader",
+    "AgentState": "reactgraph.nodes.shared.state",
+    "ExecutionStep": "reactgraph.nodes.shared.state",
+}
+__all__ = [*_EXPORTS]
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

@@ -13,20 +13,20 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from graph import routing
-from nodes.act import make_act
-from nodes.context import Context
-from nodes.execute_step import make_execute_step
-from nodes.load_memory import make_load_memory
-from nodes.observe_step import observe_step
-from nodes.plan import make_plan
-from nodes.planning import PlanSolveState
-from nodes.replan import make_replan
-from nodes.save_memory import save_memory
-from nodes.services import AgentServices
-from nodes.solve import make_solve
-from nodes.state import InputState
-from tools import ToolGateway, default_gateway
+from reactgraph.graph import routing
+from reactgraph.nodes.shared.act import make_act
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.plan_solve.execute_step import make_execute_step
+from reactgraph.nodes.shared.load_memory import make_load_memory
+from reactgraph.nodes.plan_solve.observe import observe_step
+from reactgraph.nodes.plan_solve.plan import make_plan
+from reactgraph.nodes.plan_solve.state import PlanSolveState
+from reactgraph.nodes.plan_solve.replan import make_replan
+from reactgraph.nodes.shared.save_memory import save_memory
+from reactgraph.nodes.shared.services import AgentServices
+from reactgraph.nodes.plan_solve.solve import make_solve
+from reactgraph.nodes.shared.state import InputState
+from reactgraph.tools import ToolGateway, default_gateway
 
 
 def build_plan_solve_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,

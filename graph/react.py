@@ -8,18 +8,18 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from graph import routing
-from nodes.act import make_act
-from nodes.context import Context
-from nodes.finalize import make_finalize
-from nodes.load_memory import make_load_memory
-from nodes.observe import observe
-from nodes.reflect import make_reflect
-from nodes.save_memory import save_memory
-from nodes.services import AgentServices
-from nodes.state import AgentState, InputState
-from nodes.think import make_think
-from tools import ToolGateway, default_gateway
+from reactgraph.graph import routing
+from reactgraph.nodes.shared.act import make_act
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.react.finalize import make_finalize
+from reactgraph.nodes.shared.load_memory import make_load_memory
+from reactgraph.nodes.shared.observe import observe
+from reactgraph.nodes.react.reflect import make_reflect
+from reactgraph.nodes.shared.save_memory import save_memory
+from reactgraph.nodes.shared.services import AgentServices
+from reactgraph.nodes.shared.state import AgentState, InputState
+from reactgraph.nodes.react.think import make_think
+from reactgraph.tools import ToolGateway, default_gateway
 
 
 def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,

@@ -15,16 +15,16 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from graph import routing
-from graph.react import build_react_graph
-from nodes.context import Context
-from nodes.evaluate import make_evaluate
-from nodes.load_lessons import load_lessons
-from nodes.self_reflect import make_self_reflect
-from nodes.services import AgentServices
-from nodes.trial import make_trial
-from nodes.trials import ReflexionInput, ReflexionState
-from tools import ToolGateway, default_gateway
+from reactgraph.graph import routing
+from reactgraph.graph.react import build_react_graph
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.reflexion.evaluate import make_evaluate
+from reactgraph.nodes.reflexion.load_lessons import load_lessons
+from reactgraph.nodes.reflexion.self_reflect import make_self_reflect
+from reactgraph.nodes.shared.services import AgentServices
+from reactgraph.nodes.reflexion.trial import make_trial
+from reactgraph.nodes.reflexion.state import ReflexionInput, ReflexionState
+from reactgraph.tools import ToolGateway, default_gateway
 
 
 def build_reflexion_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,

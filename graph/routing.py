@@ -9,12 +9,12 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END
 from langgraph.types import Send
 
-from nodes.act import ToolCallTask
-from nodes.context import Context, current_context
-from nodes.planning import REPLAN_AFTER, PlanSolveState, remaining
-from nodes.state import AgentState
-from nodes.transcript import pending_calls
-from nodes.trials import ReflexionState
+from reactgraph.nodes.shared.act import ToolCallTask
+from reactgraph.nodes.shared.context import Context, current_context
+from reactgraph.nodes.plan_solve.state import REPLAN_AFTER, PlanSolveState, remaining
+from reactgraph.nodes.shared.state import AgentState
+from reactgraph.nodes.shared.transcript import pending_calls
+from reactgraph.nodes.reflexion.state import ReflexionState
 
 
 def after_think(state: AgentState) -> list[Send] | Literal["finalize"]:

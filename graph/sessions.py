@@ -9,8 +9,8 @@ from typing import Any
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 
-from nodes.context import Context
-from nodes.transcript import current_question, text_of
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.transcript import current_question, text_of
 
 UpdateSink = Callable[[str, dict[str, Any]], None]
 TokenSink = Callable[[str, str], None]

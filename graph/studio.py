@@ -16,9 +16,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from graph.plan_solve import build_plan_solve_graph
-from graph.react import build_react_graph
-from graph.reflexion import build_reflexion_graph
+from reactgraph.graph.plan_solve import build_plan_solve_graph
+from reactgraph.graph.react import build_react_graph
+from reactgraph.graph.reflexion import build_reflexion_graph
 
 react = build_react_graph(name="react")
 plan_solve = build_plan_solve_graph(name="plan_solve")

@@ -1,23 +1,30 @@
 """Memory for the agents: checkpointers (plain-Redis `RedisSaver` / `AsyncRedisSaver`), the long-term
 `RedisStore`, and session memory (`SessionMemory`: a kept window plus a running summary)."""
 
-from memory.redis_checkpoint import (
-    AsyncRedisSaver,
-    CheckpointStoreUnavailable,
-    InvalidRedisURL,
-    RedisSaver,
-)
-from memory.redis_store import RedisStore
-from memory.session_memory import (
-    ConversationSummary,
-    Fold,
-    SessionMemory,
-    fallback_summary,
-    summary_from_messages,
-    summary_message,
-    summary_prompt,
-)
+from __future__ import annotations
 
-__all__ = ["AsyncRedisSaver", "CheckpointStoreUnavailable", "InvalidRedisURL", "RedisSaver",
-           "ConversationSummary", "Fold", "RedisStore", "SessionMemory", "fallback_summary",
-           "summary_from_messages", "summary_message", "summary_prompt"]
+from typing import TYPE_CHECKING
+
+from reactgraph._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from reactgraph.memory.redis_checkpoint import AsyncRedisSaver, CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
+    from reactgraph.memory.redis_store import RedisStore
+    from reactgraph.memory.session_memory import ConversationSummary, Fold, SessionMemory, fallback_summary, summary_from_messages, summary_message, summary_prompt
+
+_EXPORTS = {
+    "AsyncRedisSaver": "reactgraph.memory.redis_checkpoint",
+    "CheckpointStoreUnavailable": "reactgraph.memory.redis_checkpoint",
+    "InvalidRedisURL": "reactgraph.memory.redis_checkpoint",
+    "RedisSaver": "reactgraph.memory.redis_checkpoint",
+    "RedisStore": "reactgraph.memory.redis_store",
+    "ConversationSummary": "reactgraph.memory.session_memory",
+    "Fold": "reactgraph.memory.session_memory",
+    "SessionMemory": "reactgraph.memory.session_memory",
+    "fallback_summary": "reactgraph.memory.session_memory",
+    "summary_from_messages": "reactgraph.memory.session_memory",
+    "summary_message": "reactgraph.memory.session_memory",
+    "summary_prompt": "reactgraph.memory.session_memory",
+}
+__all__ = [*_EXPORTS]
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from memory.embedded_redis import data_dir, ensure_running
-from memory.redis_checkpoint import RedisSaver
-from memory.redis_checkpoint.errors import redact
+from reactgraph.memory.embedded_redis import data_dir, ensure_running
+from reactgraph.memory.redis_checkpoint import RedisSaver
+from reactgraph.memory.redis_checkpoint.errors import redact
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 

@@ -4,7 +4,7 @@ It listens on a unix socket only (no TCP port to collide with or expose), keeps 
 `$REACTGRAPH_HOME/redis` (default `~/.reactgraph/redis`) with an append-only file so sessions survive
 restarts, and keeps running in the background so the next `reactgraph` command reuses it.
 
-    python -m memory.embedded_redis [--dir DIR] [--print-url] [--stop]
+    python -m reactgraph.memory.embedded_redis [--dir DIR] [--print-url] [--stop]
 """
 
 from __future__ import annotations

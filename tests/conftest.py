@@ -30,7 +30,7 @@ def reactgraph_home(tmp_path_factory: pytest.TempPathFactory):
     live there, never in the user's home; that Redis is stopped when the session ends."""
     os.environ.setdefault("REACTGRAPH_HOME", str(tmp_path_factory.mktemp("reactgraph-home")))
     yield
-    from memory.embedded_redis import data_dir, stop
+    from reactgraph.memory.embedded_redis import data_dir, stop
     stop(data_dir())
 
 

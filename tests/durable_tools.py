@@ -11,7 +11,7 @@ from pathlib import Path
 
 import redis
 
-from tools import ToolMeta
+from reactgraph.tools import ToolMeta
 
 
 def _log(line: str) -> None:

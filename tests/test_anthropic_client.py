@@ -22,9 +22,9 @@ from cli_env import clean_env
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import Context, ModelConfigError, build_react_graph, load_chat_model
-from nodes.models.loader import describe_model_error, without_tool_use
-from tools import ToolSession, default_gateway
+from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
+from reactgraph.models.loader import describe_model_error, without_tool_use
+from reactgraph.tools import ToolSession, default_gateway
 
 anthropic = pytest.importorskip("anthropic")
 pytest.importorskip("langchain_anthropic")
@@ -352,7 +352,7 @@ def test_keys_base_url_retries_and_timeout_come_from_the_environment(monkeypatch
 
 def test_other_models_still_get_no_tools_for_the_closing_call(monkeypatch):
     pytest.importorskip("langchain_openai")
-    from nodes.models.offline import OfflineChatModel
+    from reactgraph.models.offline import OfflineChatModel
     schemas = [{"type": "function", "function": {"name": "x", "parameters": {"type": "object", "properties": {}}}}]
     offline = OfflineChatModel()
     assert without_tool_use(offline, schemas) is offline  # the offline model answers when no tools are bound

@@ -18,14 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tools.builtin import builtin_tools
-from tools.builtin.calculator import MAX_EXPRESSION_CHARS, calculator_tool
-from tools.builtin.clock import get_time_tool
-from tools.builtin.http_get import MAX_BODY_BYTES, host_allowed, http_get_tool, is_public_address
-from tools.builtin.search import search_tool
-from tools.builtin.weather import get_weather_tool
-from tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
-from tools.meta import ToolMeta
+from reactgraph.tools.builtin import builtin_tools
+from reactgraph.tools.builtin.calculator import MAX_EXPRESSION_CHARS, calculator_tool
+from reactgraph.tools.builtin.clock import get_time_tool
+from reactgraph.tools.builtin.http_get import MAX_BODY_BYTES, host_allowed, http_get_tool, is_public_address
+from reactgraph.tools.builtin.search import search_tool
+from reactgraph.tools.builtin.weather import get_weather_tool
+from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
+from reactgraph.tools.meta import ToolMeta
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FIXED_NOW = datetime(2026, 11, 29, 12, 7, tzinfo=UTC)
@@ -526,7 +526,7 @@ async def test_http_get_connects_to_the_address_it_checked(monkeypatch: pytest.M
         sent.append(request)
         return httpx.Response(200, text="ok", headers={"content-type": "text/plain"})
 
-    monkeypatch.setattr("tools.builtin.http_get._resolve", resolve)
+    monkeypatch.setattr("reactgraph.tools.builtin.http_get._resolve", resolve)
     tool = http_get_tool(["python.org"], transport=httpx.MockTransport(respond))
     result = await tool.run(url="https://docs.python.org/3/")
     assert result["url"] == "https://docs.python.org/3/" and result["body"] == "ok"

@@ -6,10 +6,10 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import Context, build_react_graph
-from memory import CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
-from memory.checkpointer import CheckpointerConfigError, open_checkpointer, resolve_url
-from memory.embedded_redis import ensure_running, stop
+from reactgraph.graph import Context, build_react_graph
+from reactgraph.memory import CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
+from reactgraph.memory.checkpointer import CheckpointerConfigError, open_checkpointer, resolve_url
+from reactgraph.memory.embedded_redis import ensure_running, stop
 
 
 def ask_twice(saver, thread: str) -> int:

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from tools import (BreakerConfig, BreakerSnapshot, BreakerState, CircuitBreaker, MemoryBreakerStore,
+from reactgraph.tools import (BreakerConfig, BreakerSnapshot, BreakerState, CircuitBreaker, MemoryBreakerStore,
                    RedisBreakerStore, ToolGateway, ToolInputError, ToolSession, ToolStatus)
-from tools.policies.breaker_state import admit, on_failure, on_neutral, on_success
+from reactgraph.tools.policies.breaker_state import admit, on_failure, on_neutral, on_success
 
 CONFIG = BreakerConfig(failure_threshold=2, cooldown_s=30)
 CLOSED = BreakerSnapshot()

@@ -17,7 +17,7 @@ import pytest
 import redis
 from cli_env import clean_env
 
-from memory import RedisSaver
+from reactgraph.memory import RedisSaver
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 TESTS = str(Path(__file__).parent)
@@ -87,7 +87,7 @@ def own_redis(tmp_path):
     """A private redis-server (the machine's, else the embedded one's binary) that a test may stop."""
     binary = shutil.which("redis-server")
     if binary is None:
-        from memory.embedded_redis import _server_binary
+        from reactgraph.memory.embedded_redis import _server_binary
         binary = _server_binary()
     port, data = free_port(), tmp_path / "redis-data"
     data.mkdir()

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from langchain_core.messages import HumanMessage
 
-from evals import (
+from reactgraph.evals import (
     GRAPHS,
     FaultPlan,
     GraphEntry,
@@ -32,13 +32,13 @@ from evals import (
     summarize,
     write_report,
 )
-from evals.faults import FaultInjector
-from evals.metrics import FAILURE_MODES
-from graph import Context, build_react_graph
-from nodes.models.loader import ModelConfigError, load_chat_model, parse_spec
-from nodes.models.offline import OfflineChatModel
-from nodes.models.offline.noisy import NoisyOfflineChatModel, parse_noisy_spec
-from tools import ToolError, default_gateway
+from reactgraph.evals.faults import FaultInjector
+from reactgraph.evals.metrics import FAILURE_MODES
+from reactgraph.graph import Context, build_react_graph
+from reactgraph.models.loader import ModelConfigError, load_chat_model, parse_spec
+from reactgraph.models.offline import OfflineChatModel
+from reactgraph.models.offline.noisy import NoisyOfflineChatModel, parse_noisy_spec
+from reactgraph.tools import ToolError, default_gateway
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 SMALL_SUITE = [

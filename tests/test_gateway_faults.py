@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from tools import (BreakerConfig, ToolGateway, ToolInputError, ToolMeta, ToolResult, ToolSession, ToolStatus,
+from reactgraph.tools import (BreakerConfig, ToolGateway, ToolInputError, ToolMeta, ToolResult, ToolSession, ToolStatus,
                    TransientToolError)
-from tools.policies.retry import Retry
+from reactgraph.tools.policies.retry import Retry
 
 SLACK_S = 1.0  # the machine is shared and noisy: bound times generously, never tightly
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tools import BreakerConfig, ToolGateway, ToolMeta, ToolResult, ToolStatus, default_gateway
-from tools.builtin import builtin_tools, http_get_tool
+from reactgraph.tools import BreakerConfig, ToolGateway, ToolMeta, ToolResult, ToolStatus, default_gateway
+from reactgraph.tools.builtin import builtin_tools, http_get_tool
 
 BUILTIN_TOOLS = ("calculator", "get_time", "get_weather", "search", "rag_search", "http_get")
 PAYLOADS_PER_TOOL = 10_000

@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from pydantic import BaseModel, Field
 
-from tools import (BreakerConfig, ToolGateway, ToolMeta, ToolRegistrationError, ToolResult, ToolSession,
+from reactgraph.tools import (BreakerConfig, ToolGateway, ToolMeta, ToolRegistrationError, ToolResult, ToolSession,
                    ToolStatus)
 
 

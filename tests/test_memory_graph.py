@@ -6,9 +6,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from graph import Context, build_react_graph
-from nodes.save_memory import qa_namespace
-from nodes.transcript import last_human_index
+from reactgraph.graph import Context, build_react_graph
+from reactgraph.nodes.shared.save_memory import qa_namespace
+from reactgraph.nodes.shared.transcript import last_human_index
 
 CITIES = ["北京", "上海", "广州", "深圳", "杭州", "成都", "武汉", "西安"]
 

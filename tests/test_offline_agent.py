@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from langchain_core.messages import HumanMessage
 
-from graph import Context, build_react_graph
-from tools import ToolError, ToolGateway, default_gateway
-from tools.builtin import builtin_tools
+from reactgraph.graph import Context, build_react_graph
+from reactgraph.tools import ToolError, ToolGateway, default_gateway
+from reactgraph.tools.builtin import builtin_tools
 
 
 @pytest.fixture(scope="module")

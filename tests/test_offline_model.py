@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from nodes.models.offline import OfflineChatModel
-from nodes.reflection import ReflectionVerdict
+from reactgraph.models.offline import OfflineChatModel
+from reactgraph.nodes.shared.verdict import ReflectionVerdict
 
 # --- the tool contract (schemas only: the model sees names and parameters) -------------------------------
 
@@ -547,7 +547,7 @@ def test_structured_output_include_raw():
 
 
 def test_usage_and_response_metadata_on_every_message():
-    from nodes.models.offline.usage import estimate_tokens
+    from reactgraph.models.offline.usage import estimate_tokens
 
     assert estimate_tokens("北京abcd") == 3
     r = run("北京和上海的天气分别怎么样？哪个城市更热？")
@@ -646,7 +646,7 @@ def test_a_search_result_truncated_by_the_observe_budget_is_still_read():
 def test_a_new_structured_schema_is_one_registry_entry(monkeypatch):
     from pydantic import BaseModel
 
-    from nodes.models.offline import RESPONDERS
+    from reactgraph.models.offline import RESPONDERS
 
     class Summary(BaseModel):
         summary: str

@@ -20,7 +20,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from openai_server import OpenAIServer, calls, error, slow, text, verdict
 
-from graph import Context, ModelConfigError, build_react_graph, load_chat_model
+from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 
 BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")

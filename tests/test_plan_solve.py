@@ -6,12 +6,12 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import Context, build_plan_solve_graph
-from graph.routing import after_settled
-from nodes.planning import STEP_TOOL_ROUNDS
+from reactgraph.graph import Context, build_plan_solve_graph
+from reactgraph.graph.routing import after_settled
+from reactgraph.nodes.plan_solve.state import STEP_TOOL_ROUNDS
 from scripted import ScriptedChatModel, call, tool_reply
-from tools import ToolError, ToolGateway
-from tools.builtin import builtin_tools
+from reactgraph.tools import ToolError, ToolGateway
+from reactgraph.tools.builtin import builtin_tools
 
 PYTHON_QUESTION = ("Python 诞生于哪一年？到 2026 年它已经诞生了多少年？如果一个程序员从它诞生那年开始每天写 10 行代码，"
                    "到现在一共写了多少行代码（按每年 365 天计算）？")

@@ -13,8 +13,8 @@ import pytest
 from cli_env import clean_env
 from langchain_core.messages import HumanMessage
 
-from graph import Context, build_react_graph
-from memory.vector_store import (
+from reactgraph.graph import Context, build_react_graph
+from reactgraph.memory.vector_store import (
     EmbedderMismatch,
     HashingEmbedder,
     HnswParams,
@@ -22,14 +22,14 @@ from memory.vector_store import (
     VectorStore,
     split_document,
 )
-from memory.vector_store.evaluation import (
+from reactgraph.memory.vector_store.evaluation import (
     build_store,
     evaluate,
     load_cases,
     read_corpus,
 )
-from tools import default_gateway
-from tools.builtin.rag import KB_DIR, rag_search_tool
+from reactgraph.tools import default_gateway
+from reactgraph.tools.builtin.rag import KB_DIR, rag_search_tool
 
 DATA = Path(__file__).parent / "data" / "retrieval"
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
@@ -184,7 +184,7 @@ def test_chinese_chunks_end_at_sentence_boundaries_within_the_size_limit():
 
 
 def test_hashing_embedder_is_the_same_in_every_process():
-    code = ("from memory.vector_store import HashingEmbedder; v = HashingEmbedder().embed(['断路器 circuit breaker'])[0];"
+    code = ("from reactgraph.memory.vector_store import HashingEmbedder; v = HashingEmbedder().embed(['断路器 circuit breaker'])[0];"
             "print(repr(round(float(v @ (1 + (v.__array__().argsort() % 7))), 6)))")
     runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}

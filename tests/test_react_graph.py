@@ -9,9 +9,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import Context, build_react_graph
+from reactgraph.graph import Context, build_react_graph
 from scripted import ScriptedChatModel, call, tool_reply
-from tools import ToolError, ToolGateway
+from reactgraph.tools import ToolError, ToolGateway
 
 RULES = Context(reflection="rules")
 

@@ -30,7 +30,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from memory import AsyncRedisSaver, CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
+from reactgraph.memory import AsyncRedisSaver, CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
 
 # --- helpers -----------------------------------------------------------------------------------------
 

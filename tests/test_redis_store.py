@@ -29,7 +29,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from memory import CheckpointStoreUnavailable, InvalidRedisURL, RedisStore
+from reactgraph.memory import CheckpointStoreUnavailable, InvalidRedisURL, RedisStore
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 from pydantic import Field
 
-from graph import Context, build_reflexion_graph, register_checker
-from nodes.models.offline import OfflineChatModel
-from nodes.trials import lessons_namespace
+from reactgraph.graph import Context, build_reflexion_graph, register_checker
+from reactgraph.models.offline import OfflineChatModel
+from reactgraph.nodes.reflexion.state import lessons_namespace
 from scripted import ScriptedChatModel, call
-from tools import ToolError, ToolGateway
-from tools.builtin import builtin_tools
+from reactgraph.tools import ToolError, ToolGateway
+from reactgraph.tools.builtin import builtin_tools
 
 QUIET = Context(reflection="off")
 

@@ -19,15 +19,15 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import add_messages
 
-from memory import ConversationSummary, SessionMemory, fallback_summary, summary_message, summary_prompt
-from memory.session_memory import (
+from reactgraph.memory import ConversationSummary, SessionMemory, fallback_summary, summary_message, summary_prompt
+from reactgraph.memory.session_memory import (
     MAX_SUMMARY_CHARS,
     SUMMARY_HEADER,
     read_summary_prompt,
     render_transcript,
     summary_from_messages,
 )
-from nodes.models.offline import OfflineChatModel
+from reactgraph.models.offline import OfflineChatModel
 
 _ids = itertools.count()
 

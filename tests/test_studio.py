@@ -18,8 +18,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
-from graph import studio
-from nodes.context import Context
+from reactgraph.graph import studio
+from reactgraph.nodes.shared.context import Context
 
 STARTUP_TIMEOUT_S = 90  # a cold start on a busy 2-core machine; it takes a few seconds when idle
 REACT_NODES = {"think", "act", "observe", "reflect", "finalize"}
@@ -120,7 +120,7 @@ def studio_server(tmp_path_factory) -> Iterator[StudioServer]:
     env = dict(os.environ, REACTGRAPH_MODEL="offline", LANGSMITH_API_KEY="lsv2_test_dummy",
                LANGSMITH_TRACING="true", PYTHONPATH=python_path, PYTHONUNBUFFERED="1")
     port = studio.free_port()
-    launch = ("import sys; from pathlib import Path; from graph.studio import run_studio; "
+    launch = ("import sys; from pathlib import Path; from reactgraph.graph.studio import run_studio; "
               "sys.exit(run_studio(port=int(sys.argv[1]), config=Path(sys.argv[2])))")
     log_file = work / "studio.log"
     with log_file.open("w", encoding="utf-8") as log:

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from scripted import ScriptedChatModel, call, tool_reply
 
-from graph import Context, build_react_graph
-from nodes.models.offline.textproto import as_tool_messages
-from nodes.text_protocol import (
+from reactgraph.graph import Context, build_react_graph
+from reactgraph.models.offline.textproto import as_tool_messages
+from reactgraph.nodes.shared.text_protocol import (
     STOP,
     answer_text,
     as_text_messages,
@@ -24,8 +24,8 @@ from nodes.text_protocol import (
     parse_reply,
     to_ai_message,
 )
-from nodes.think import prompt_messages
-from tools import ToolSession, default_gateway
+from reactgraph.nodes.react.think import prompt_messages
+from reactgraph.tools import ToolSession, default_gateway
 
 SCHEMAS = default_gateway().schemas(ToolSession.of("t"))
 TEXT = Context(protocol="text", reflection="rules")
@@ -217,7 +217,7 @@ def test_the_session_summary_reaches_the_system_prompt_in_both_protocols():
 
 
 def test_stop_word_matches_what_the_offline_model_listens_for():
-    from nodes.models.offline.textproto import is_text_protocol
+    from reactgraph.models.offline.textproto import is_text_protocol
     assert is_text_protocol(STOP) and json.dumps(STOP) == '["Observation:"]'
 
 

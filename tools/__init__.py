@@ -1,25 +1,45 @@
 """The tool gateway and its built-in tools: every tool call of every graph goes through `ToolGateway`."""
 
-import logging
+from __future__ import annotations
 
-from tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
-from tools.gateway import ToolGateway
-from tools.meta import ToolMeta, as_tool_meta
-from tools.policies.breaker_state import BreakerConfig, BreakerSnapshot, BreakerState
-from tools.policies.breaker_store import MemoryBreakerStore, RedisBreakerStore
-from tools.policies.circuit_breaker import CircuitBreaker
-from tools.result import ToolResult, ToolStatus
-from tools.session import ToolSession
+import logging
+from typing import TYPE_CHECKING
+
+from reactgraph._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
+    from reactgraph.tools.gateway import ToolGateway
+    from reactgraph.tools.meta import ToolMeta, as_tool_meta
+    from reactgraph.tools.policies.breaker_state import BreakerConfig, BreakerSnapshot, BreakerState
+    from reactgraph.tools.policies.breaker_store import MemoryBreakerStore, RedisBreakerStore
+    from reactgraph.tools.policies.circuit_breaker import CircuitBreaker
+    from reactgraph.tools.result import ToolResult, ToolStatus
+    from reactgraph.tools.session import ToolSession
+
+_EXPORTS = {
+    "ToolError": "reactgraph.tools.errors",
+    "ToolInputError": "reactgraph.tools.errors",
+    "ToolRegistrationError": "reactgraph.tools.errors",
+    "TransientToolError": "reactgraph.tools.errors",
+    "ToolGateway": "reactgraph.tools.gateway",
+    "ToolMeta": "reactgraph.tools.meta",
+    "as_tool_meta": "reactgraph.tools.meta",
+    "BreakerConfig": "reactgraph.tools.policies.breaker_state",
+    "BreakerSnapshot": "reactgraph.tools.policies.breaker_state",
+    "BreakerState": "reactgraph.tools.policies.breaker_state",
+    "MemoryBreakerStore": "reactgraph.tools.policies.breaker_store",
+    "RedisBreakerStore": "reactgraph.tools.policies.breaker_store",
+    "CircuitBreaker": "reactgraph.tools.policies.circuit_breaker",
+    "ToolResult": "reactgraph.tools.result",
+    "ToolStatus": "reactgraph.tools.result",
+    "ToolSession": "reactgraph.tools.session",
+}
+__all__ = [*_EXPORTS, "default_gateway"]
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 # A library must not print on its own: applications (our CLI included) decide where records go.
 logging.getLogger("reactgraph").addHandler(logging.NullHandler())
-
-__all__ = [
-    "BreakerConfig", "BreakerSnapshot", "BreakerState", "CircuitBreaker", "MemoryBreakerStore",
-    "RedisBreakerStore", "ToolError", "ToolGateway", "ToolInputError", "ToolMeta", "ToolRegistrationError",
-    "ToolResult", "ToolSession", "ToolStatus", "TransientToolError", "default_gateway",
-]
-
 
 def default_gateway(*, extra_tools=(), **options):
     """A gateway with the built-in tools, plus `extra_tools` (which replace built-ins of the same name).
@@ -27,7 +47,9 @@ def default_gateway(*, extra_tools=(), **options):
     Other options go to `builtin_tools` (http_allow_hosts, http_allow_private, weather_url, rag_index) and to
     `ToolGateway` (limits, breaker config and store).
     """
-    from tools.builtin import builtin_tools
+    from reactgraph.tools.builtin import builtin_tools
+    from reactgraph.tools.gateway import ToolGateway
+    from reactgraph.tools.meta import as_tool_meta
 
     tool_options = {k: options.pop(k) for k in ("http_allow_hosts", "http_allow_private", "weather_url",
                                                  "rag_index") if k in options}

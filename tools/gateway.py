@@ -9,23 +9,23 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from tools.meta import ToolMeta, as_tool_meta
-from tools.policies.base import CallContext, Handler, chain
-from tools.policies.breaker_state import BreakerConfig
-from tools.policies.breaker_store import BreakerStore
-from tools.policies.bulkhead import Bulkhead
-from tools.policies.circuit_breaker import CircuitBreakerPolicy, CircuitBreakers
-from tools.policies.existence import Existence
-from tools.policies.invoke import Invoke
-from tools.policies.normalise import Normalise
-from tools.policies.permission import Permission
-from tools.policies.retry import Retry
-from tools.policies.timeout import Timeout
-from tools.policies.validation import ArgumentValidation
-from tools.registry import ToolRegistry
-from tools.result import ToolResult
-from tools.session import ToolSession
-from tools.telemetry import Telemetry
+from reactgraph.tools.meta import ToolMeta, as_tool_meta
+from reactgraph.tools.policies.base import CallContext, Handler, chain
+from reactgraph.tools.policies.breaker_state import BreakerConfig
+from reactgraph.tools.policies.breaker_store import BreakerStore
+from reactgraph.tools.policies.bulkhead import Bulkhead
+from reactgraph.tools.policies.circuit_breaker import CircuitBreakerPolicy, CircuitBreakers
+from reactgraph.tools.policies.existence import Existence
+from reactgraph.tools.policies.invoke import Invoke
+from reactgraph.tools.policies.normalise import Normalise
+from reactgraph.tools.policies.permission import Permission
+from reactgraph.tools.policies.retry import Retry
+from reactgraph.tools.policies.timeout import Timeout
+from reactgraph.tools.policies.validation import ArgumentValidation
+from reactgraph.tools.registry import ToolRegistry
+from reactgraph.tools.result import ToolResult
+from reactgraph.tools.session import ToolSession
+from reactgraph.tools.telemetry import Telemetry
 
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
 
@@ -86,7 +86,7 @@ class ToolGateway:
 
     def as_langchain_tools(self, session: ToolSession | None = None) -> list[BaseTool]:
         """The tools as LangChain `BaseTool`s whose calls still go through this gateway's pipeline."""
-        from tools.langchain_adapter import GatewayTool
+        from reactgraph.tools.langchain_adapter import GatewayTool
         return [GatewayTool.wrap(self, meta, session or ToolSession()) for meta in self.tools(session)]
 
     # -- running calls ----------------------------------------------------------------------------------------

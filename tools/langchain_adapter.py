@@ -8,8 +8,8 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
-from tools.meta import ToolMeta
-from tools.session import ToolSession
+from reactgraph.tools.meta import ToolMeta
+from reactgraph.tools.session import ToolSession
 
 
 class GatewayTool(BaseTool):

@@ -11,7 +11,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
-from tools.errors import ToolRegistrationError
+from reactgraph.tools.errors import ToolRegistrationError
 
 
 @dataclass(frozen=True, slots=True)

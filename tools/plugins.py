@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from tools.errors import ToolRegistrationError
+from reactgraph.tools.errors import ToolRegistrationError
 
 ENV_VAR = "REACTGRAPH_TOOLS"
 

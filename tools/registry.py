@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from tools.errors import ToolRegistrationError
-from tools.meta import ToolMeta
-from tools.session import ToolSession
+from reactgraph.tools.errors import ToolRegistrationError
+from reactgraph.tools.meta import ToolMeta
+from reactgraph.tools.session import ToolSession
 
 
 class ToolRegistry:

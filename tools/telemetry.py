@@ -11,9 +11,9 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.policies.base import CallContext, Handler
-from tools.policies.validation import _coerce_args
-from tools.result import ToolResult, ToolStatus
+from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.policies.validation import _coerce_args
+from reactgraph.tools.result import ToolResult, ToolStatus
 
 logger = logging.getLogger("reactgraph.tools")  # a child of "reactgraph", which has a NullHandler
 

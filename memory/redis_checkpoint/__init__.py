@@ -15,8 +15,8 @@ blobs were 11% faster per episode (23.3 vs 26.1 ms) and store that channel once 
 checkpoint. So: blobs.
 """
 
-from memory.redis_checkpoint.aio import AsyncRedisSaver
-from memory.redis_checkpoint.errors import CheckpointStoreUnavailable, InvalidRedisURL
-from memory.redis_checkpoint.sync import RedisSaver
+from reactgraph.memory.redis_checkpoint.aio import AsyncRedisSaver
+from reactgraph.memory.redis_checkpoint.errors import CheckpointStoreUnavailable, InvalidRedisURL
+from reactgraph.memory.redis_checkpoint.sync import RedisSaver
 
 __all__ = ["AsyncRedisSaver", "CheckpointStoreUnavailable", "InvalidRedisURL", "RedisSaver"]

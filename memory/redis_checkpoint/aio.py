@@ -15,9 +15,9 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from memory.redis_checkpoint.core import Plan, RedisSaverCore
-from memory.redis_checkpoint.errors import check_url, client_url, redact
-from memory.redis_checkpoint.wire import AsyncWire, client_kwargs
+from reactgraph.memory.redis_checkpoint.core import Plan, RedisSaverCore
+from reactgraph.memory.redis_checkpoint.errors import check_url, client_url, redact
+from reactgraph.memory.redis_checkpoint.wire import AsyncWire, client_kwargs
 
 _SYNC_ERROR = ("AsyncRedisSaver is asynchronous: use RedisSaver (memory.RedisSaver) with invoke/stream, "
                "or call ainvoke/astream (aget_state, ...) with this one")

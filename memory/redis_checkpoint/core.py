@@ -26,8 +26,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from memory.redis_checkpoint import layout, scripts
-from memory.redis_checkpoint.wire import Command
+from reactgraph.memory.redis_checkpoint import layout, scripts
+from reactgraph.memory.redis_checkpoint.wire import Command
 
 Plan = Generator[Any, Any, None]  # yields list[Command] (gets replies) or CheckpointTuple (gets None)
 _PAGE = 50

@@ -15,9 +15,9 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from memory.redis_checkpoint.core import Plan, RedisSaverCore
-from memory.redis_checkpoint.errors import client_url, redact
-from memory.redis_checkpoint.wire import SyncWire, WiredClient
+from reactgraph.memory.redis_checkpoint.core import Plan, RedisSaverCore
+from reactgraph.memory.redis_checkpoint.errors import client_url, redact
+from reactgraph.memory.redis_checkpoint.wire import SyncWire, WiredClient
 
 _ASYNC_ERROR = ("RedisSaver is synchronous: use AsyncRedisSaver (memory.AsyncRedisSaver) with "
                 "ainvoke/astream, or call invoke/stream with this one")

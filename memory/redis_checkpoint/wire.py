@@ -14,8 +14,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from memory.redis_checkpoint.errors import unavailable
-from memory.redis_checkpoint.scripts import Script
+from reactgraph.memory.redis_checkpoint.errors import unavailable
+from reactgraph.memory.redis_checkpoint.scripts import Script
 
 Command = tuple[Any, ...]  # ("CMD", *args) or (Script, numkeys, *keys_and_args)
 _DOWN = (redis.ConnectionError, redis.TimeoutError, OSError)
@@ -215,7 +215,7 @@ class WiredClient:
         """A client of our own for `url` (validated first, so a bad URL fails with one clear line)."""
         import redis
 
-        from memory.redis_checkpoint.errors import check_url
+        from reactgraph.memory.redis_checkpoint.errors import check_url
         return redis.Redis.from_url(check_url(url), **client_kwargs(url, options))
 
     def __enter__(self):

@@ -6,6 +6,6 @@ list namespaces, per-item TTLs. No semantic (vector) search. Key layout in `layo
 `scripts.py`; failures are the checkpointer's `InvalidRedisURL` / `CheckpointStoreUnavailable`.
 """
 
-from memory.redis_store.store import RedisStore
+from reactgraph.memory.redis_store.store import RedisStore
 
 __all__ = ["RedisStore"]

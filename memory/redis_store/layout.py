@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from memory.redis_checkpoint.layout import normalise_prefix
+from reactgraph.memory.redis_checkpoint.layout import normalise_prefix
 
 __all__ = ["as_datetime", "decode_hit", "decode_item", "encode_value", "item_key", "lex_range", "member", "normalise_prefix",
            "ns_text", "ns_tuple"]

@@ -8,7 +8,7 @@ index agree.
 
 from __future__ import annotations
 
-from memory.redis_checkpoint.scripts import Script
+from reactgraph.memory.redis_checkpoint.scripts import Script
 
 # now_us / now_ms: the server clock. sweep: drop index entries of items whose key Redis has expired.
 _PRELUDE = r"""

@@ -23,10 +23,10 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from memory.redis_checkpoint.errors import client_url, redact
-from memory.redis_checkpoint.wire import Command, SyncWire, WiredClient
-from memory.redis_store import layout, scripts
-from memory.redis_store.filters import fixed_prefix, matches, namespace_matches
+from reactgraph.memory.redis_checkpoint.errors import client_url, redact
+from reactgraph.memory.redis_checkpoint.wire import Command, SyncWire, WiredClient
+from reactgraph.memory.redis_store import layout, scripts
+from reactgraph.memory.redis_store.filters import fixed_prefix, matches, namespace_matches
 
 _NO_INDEX = ("RedisStore has no semantic search: it runs on plain Redis without a vector index. Use "
              "filters and namespaces, or a store with an `index` (e.g. InMemoryStore, PostgresStore)")

@@ -7,22 +7,22 @@
 - `loaders`: reading text, markdown and (optional extra) PDF files; huge and binary files are refused.
 """
 
-from memory.vector_store.chunking import Chunk, split_document
-from memory.vector_store.embedders import (
+from reactgraph.memory.vector_store.chunking import Chunk, split_document
+from reactgraph.memory.vector_store.embedders import (
            Embedder,
            HashingEmbedder,
            OpenAIEmbedder,
            embedder_from_spec,
            signature,
 )
-from memory.vector_store.index import HnswParams, VectorIndex
-from memory.vector_store.loaders import (
+from reactgraph.memory.vector_store.index import HnswParams, VectorIndex
+from reactgraph.memory.vector_store.loaders import (
            MAX_FILE_BYTES,
            DocumentRejected,
            expand_paths,
            load_document,
 )
-from memory.vector_store.store import (
+from reactgraph.memory.vector_store.store import (
            ChunkRecord,
            EmbedderMismatch,
            Hit,

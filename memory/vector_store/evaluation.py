@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memory.vector_store.embedders import Embedder
-from memory.vector_store.store import Hit, VectorStore
+from reactgraph.memory.vector_store.embedders import Embedder
+from reactgraph.memory.vector_store.store import Hit, VectorStore
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 

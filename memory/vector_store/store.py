@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from memory.vector_store.chunking import split_document
-from memory.vector_store.embedders import (
+from reactgraph.memory.vector_store.chunking import split_document
+from reactgraph.memory.vector_store.embedders import (
     Embedder,
     describe,
     embedder_from_spec,
     signature,
 )
-from memory.vector_store.index import VectorIndex
+from reactgraph.memory.vector_store.index import VectorIndex
 
 FORMAT = 1
 META = "meta.json"

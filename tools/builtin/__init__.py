@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from tools.builtin.calculator import calculator_tool
-from tools.builtin.clock import get_time_tool
-from tools.builtin.http_get import http_get_tool
-from tools.builtin.rag import rag_search_tool
-from tools.builtin.search import search_tool
-from tools.builtin.weather import get_weather_tool
-from tools.meta import ToolMeta
+from reactgraph.tools.builtin.calculator import calculator_tool
+from reactgraph.tools.builtin.clock import get_time_tool
+from reactgraph.tools.builtin.http_get import http_get_tool
+from reactgraph.tools.builtin.rag import rag_search_tool
+from reactgraph.tools.builtin.search import search_tool
+from reactgraph.tools.builtin.weather import get_weather_tool
+from reactgraph.tools.meta import ToolMeta
 
 __all__ = ["builtin_tools", "calculator_tool", "get_time_tool", "get_weather_tool", "http_get_tool",
            "rag_search_tool", "search_tool"]

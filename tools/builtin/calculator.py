@@ -10,8 +10,8 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from tools.errors import ToolInputError
-from tools.meta import ToolMeta
+from reactgraph.tools.errors import ToolInputError
+from reactgraph.tools.meta import ToolMeta
 
 # Checked on the raw text before anything else, so a 10 MB string costs one len().
 MAX_EXPRESSION_CHARS = 1_000

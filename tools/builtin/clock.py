@@ -10,8 +10,8 @@ from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo, available_timezones
 
-from tools.errors import ToolInputError
-from tools.meta import ToolMeta
+from reactgraph.tools.errors import ToolInputError
+from reactgraph.tools.meta import ToolMeta
 
 # The product's primary users are in China, so a question without a place means China time.
 DEFAULT_TIMEZONE = "Asia/Shanghai"

@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from tools.errors import ToolError, ToolInputError, TransientToolError
-from tools.meta import ToolMeta
+from reactgraph.tools.errors import ToolError, ToolInputError, TransientToolError
+from reactgraph.tools.meta import ToolMeta
 
 ALLOW_ENV = "REACTGRAPH_HTTP_ALLOW"
 # The body handed to the model: about 25k tokens of text; reading stops here, however big the page.

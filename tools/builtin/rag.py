@@ -7,11 +7,11 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tools.errors import ToolError, ToolInputError
-from tools.meta import ToolMeta
+from reactgraph.tools.errors import ToolError, ToolInputError
+from reactgraph.tools.meta import ToolMeta
 
 if TYPE_CHECKING:  # FAISS, numpy and the splitter load on the first search, not with the gateway
-    from memory.vector_store import Embedder, VectorStore
+    from reactgraph.memory.vector_store import Embedder, VectorStore
 
 INDEX_ENV = "REACTGRAPH_INDEX"
 HOME_ENV = "REACTGRAPH_HOME"
@@ -42,7 +42,7 @@ def seed_default_index(directory: Path, embedder: Embedder) -> None:
 
     Under the index's write lock, so two processes starting at once seed it once.
     """
-    from memory.vector_store import VectorStore
+    from reactgraph.memory.vector_store import VectorStore
 
     if VectorStore.exists(directory):
         return
@@ -77,7 +77,7 @@ class _OpenStores:
             cached = self._stores.get(directory)
             if cached and cached[0] == stamp and cached[1].embedder is embedder:
                 return cached[1]
-            from memory.vector_store import VectorStore
+            from reactgraph.memory.vector_store import VectorStore
 
             store = VectorStore.open(directory, embedder)
             self._stores[directory] = (stamp, store)
@@ -94,7 +94,7 @@ def search_documents(query: str, top_k: int, directory: Path, embedder: Embedder
     if len(query) > MAX_QUERY_CHARS:
         raise ToolInputError(f"query is too long (limit {MAX_QUERY_CHARS} characters)")
     top_k = min(max(top_k, 1), MAX_TOP_K)
-    from memory.vector_store import EmbedderMismatch, IndexCorrupt
+    from reactgraph.memory.vector_store import EmbedderMismatch, IndexCorrupt
 
     try:
         store = _STORES.get(directory, embedder)
@@ -143,7 +143,7 @@ def rag_search_tool(index: str | Path | None = None, embedder: Embedder | None =
             top_k: How many passages to return, 1 to 10.
         """
         if not chosen:
-            from memory.vector_store import embedder_from_spec
+            from reactgraph.memory.vector_store import embedder_from_spec
 
             try:
                 chosen.append(embedder_from_spec())

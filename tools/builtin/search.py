@@ -13,8 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tools.errors import ToolInputError
-from tools.meta import ToolMeta
+from reactgraph.tools.errors import ToolInputError
+from reactgraph.tools.meta import ToolMeta
 
 MAX_QUERY_CHARS = 500
 MAX_TOP_K = 10

@@ -13,9 +13,9 @@ from urllib.parse import quote
 
 import httpx
 
-from tools.builtin.http_get import read_capped
-from tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
-from tools.meta import ToolMeta
+from reactgraph.tools.builtin.http_get import read_capped
+from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
+from reactgraph.tools.meta import ToolMeta
 
 WEATHER_URL_ENV = "REACTGRAPH_WEATHER_URL"
 OFFLINE_SOURCE = "offline sample data"

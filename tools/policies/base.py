@@ -9,9 +9,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from tools.meta import ToolMeta
-from tools.result import ToolResult, ToolStatus
-from tools.session import ToolSession
+from reactgraph.tools.meta import ToolMeta
+from reactgraph.tools.result import ToolResult, ToolStatus
+from reactgraph.tools.session import ToolSession
 
 
 @dataclass(slots=True)

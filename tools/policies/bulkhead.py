@@ -6,9 +6,9 @@ import asyncio
 import time
 import weakref
 
-from tools import observations
-from tools.policies.base import CallContext, Handler
-from tools.result import ToolResult, ToolStatus
+from reactgraph.tools import observations
+from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.result import ToolResult, ToolStatus
 
 
 class Bulkhead:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from tools import observations
-from tools.policies.base import CallContext, Handler
-from tools.policies.breaker_state import (BreakerConfig, BreakerSnapshot, admit, on_failure,
+from reactgraph.tools import observations
+from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.policies.breaker_state import (BreakerConfig, BreakerSnapshot, admit, on_failure,
                                           on_neutral, on_success)
-from tools.policies.breaker_store import BreakerStore, MemoryBreakerStore
-from tools.registry import ToolRegistry
-from tools.result import ToolResult, ToolStatus
+from reactgraph.tools.policies.breaker_store import BreakerStore, MemoryBreakerStore
+from reactgraph.tools.registry import ToolRegistry
+from reactgraph.tools.result import ToolResult, ToolStatus
 
 
 class CircuitBreaker:

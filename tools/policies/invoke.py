@@ -8,9 +8,9 @@ import functools
 import inspect
 from concurrent.futures import ThreadPoolExecutor
 
-from tools import observations
-from tools.policies.base import CallContext
-from tools.result import ToolResult, ToolStatus
+from reactgraph.tools import observations
+from reactgraph.tools.policies.base import CallContext
+from reactgraph.tools.result import ToolResult, ToolStatus
 
 
 class Invoke:

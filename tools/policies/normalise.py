@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from tools import observations
-from tools.errors import ToolInputError
-from tools.policies.base import CallContext, Handler
-from tools.policies.validation import schema_hint
-from tools.result import ToolResult, ToolStatus
+from reactgraph.tools import observations
+from reactgraph.tools.errors import ToolInputError
+from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.policies.validation import schema_hint
+from reactgraph.tools.result import ToolResult, ToolStatus
 
 
 class Normalise:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tools import observations
-from tools.policies.base import CallContext, Handler
-from tools.registry import ToolRegistry
-from tools.result import ToolResult, ToolStatus
+from reactgraph.tools import observations
+from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.registry import ToolRegistry
+from reactgraph.tools.result import ToolResult, ToolStatus
 
 
 class Permission:

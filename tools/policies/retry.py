@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import random
 
-from tools.errors import TransientToolError
-from tools.policies.base import CallContext, Handler
-from tools.result import ToolResult
+from reactgraph.tools.errors import TransientToolError
+from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.result import ToolResult
 
 
 class Retry:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from tools.policies.base import CallContext, Handler
-from tools.result import ToolResult
+from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.result import ToolResult
 
 
 class Timeout:

@@ -7,10 +7,10 @@ import json
 
 from pydantic import BaseModel, ValidationError
 
-from tools import observations
-from tools.meta import ToolMeta
-from tools.policies.base import CallContext, Handler
-from tools.result import ToolResult, ToolStatus
+from reactgraph.tools import observations
+from reactgraph.tools.meta import ToolMeta
+from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.result import ToolResult, ToolStatus
 
 
 def _coerce_args(args: object) -> object:

@@ -1,0 +1,1 @@
+"""The `reactgraph` command line: the top layer, above the graphs and the evals."""

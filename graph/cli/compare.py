@@ -1,0 +1,101 @@
+"""`reactgraph compare`: run a task suite through several graphs and write the comparison (JSONL, markdown, PNG)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+DEFAULT_GRAPHS = "react,plan_solve,reflexion"
+
+
+def _user_error(message: str) -> Exception:
+    from reactgraph.graph.cli.app import UserError  # here, not at import time: reactgraph.graph.cli.app imports this module
+
+    return UserError(message)
+
+
+def compare(
+    graphs: Annotated[str | None, typer.Option(help=f"Comma-separated graphs (default: those of {DEFAULT_GRAPHS} "
+                                                    "this installation has; also plan_solve_replan).")] = None,
+    suite: Annotated[str, typer.Option(help="A bundled suite name (default) or a path to a .jsonl file.")] = "default",
+    model: Annotated[str | None, typer.Option(help="offline | offline-noisy:<p> | openai:<model> | anthropic:<model> "
+                                                   "(default: $REACTGRAPH_MODEL or offline).")] = None,
+    repeat: Annotated[int, typer.Option(help="Runs per task and graph.")] = 1,
+    seed: Annotated[int, typer.Option(help="Seed for fault injection and the noisy model's mistakes.")] = 0,
+    tool_failure_rate: Annotated[float, typer.Option(help="Probability that one tool attempt fails (0–1).")] = 0.0,
+    tool_latency_ms: Annotated[float, typer.Option(help="Mean extra latency per tool attempt (exponential).")] = 0.0,
+    tag: Annotated[list[str], typer.Option("--tag", help="Only tasks with this tag; repeatable.")] = [],  # noqa: B006
+    limit: Annotated[int | None, typer.Option(help="Only the first N (selected) tasks.")] = None,
+    max_iterations: Annotated[int, typer.Option(help="Iteration limit of every run.")] = 5,
+    reflection: Annotated[str, typer.Option(help="llm | rules | off")] = "llm",
+    protocol: Annotated[str, typer.Option(help="tools | text")] = "tools",
+    out: Annotated[Path, typer.Option(help="Directory for results.jsonl, summary.md/json and the plots.")] = Path(
+        "eval-results"),
+    plots: Annotated[bool, typer.Option(help="Write PNG plots (needs matplotlib).")] = True,
+) -> None:
+    """Compare graphs on a task suite: success, model/tool calls, tokens, wall time, failure modes, per tag."""
+    from reactgraph.evals import (
+        FaultPlan,
+        RunConfig,
+        SuiteError,
+        UnknownGraphError,
+        available_graphs,
+        load_suite,
+        resolve_graphs,
+        select,
+    )
+    from reactgraph.evals.report import write_report
+    from reactgraph.evals.runner import run_comparison
+    from reactgraph.nodes.shared.context import Context
+    from reactgraph.models.loader import load_chat_model
+
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        names = graphs or ",".join(g for g in DEFAULT_GRAPHS.split(",") if g in available_graphs())
+        tasks = select(load_suite(suite), tag or None, limit)
+        if not tasks:
+            raise SuiteError(f"no task in suite {suite!r} has any of the tags {', '.join(tag)}")
+        context = Context(max_iterations=max_iterations, reflection=reflection, protocol=protocol,
+                          **({"model": model} if model else {}))
+        config = RunConfig(graphs=tuple(names.split(",")), model=context.model, repeat=repeat, seed=seed,
+                           faults=FaultPlan(failure_rate=tool_failure_rate, latency_ms=tool_latency_ms),
+                           max_iterations=max_iterations, reflection=reflection, protocol=protocol)
+        entries = resolve_graphs(list(config.graphs))
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--out {out} is a file, not a directory")
+    except (SuiteError, UnknownGraphError, ValueError, TypeError) as exc:
+        raise _user_error(str(exc)) from exc
+    chat_model = load_chat_model(config.model)  # a bad spec or a missing key: one line, before any run
+    if plots and importlib.util.find_spec("matplotlib") is None:
+        err.print("note: matplotlib is not installed (pip install 'react-graph[evals]'): writing no plots")
+        plots = False
+
+    total = len(entries) * len(tasks) * repeat
+    err.print(f"[dim]{len(tasks)} task(s) × {repeat} repeat(s) × {', '.join(e.name for e in entries)} · model "
+              f"{config.model} · tool failure rate {tool_failure_rate:g} · seed {seed}[/dim]")
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.fields[last]}"), console=err, transient=True)
+    out.mkdir(parents=True, exist_ok=True)
+    # Each record is appended as soon as it exists, so an interrupted (costly, real-model) run keeps what it did.
+    with progress, (out / "results.jsonl").open("w", encoding="utf-8") as partial:
+        bar = progress.add_task("comparing", total=total, last="")
+
+        def advance(record: dict) -> None:
+            partial.write(json.dumps(record, ensure_ascii=False) + "\n")
+            partial.flush()
+            mark = "ok" if record["success"] else record["failure_mode"]
+            progress.update(bar, advance=1, description=f"{record['graph']:<18}",
+                            last=f"{record['task']}: {mark}")
+
+        records = run_comparison(tasks, config, advance, model=chat_model)
+    written = write_report(records, out, config.describe(), plots=plots)
+    sys.stdout.write(written["markdown"])
+    files = [written["results"], written["summary"], written["summary_json"], *written["plots"]]
+    err.print(f"wrote {', '.join(str(p) for p in files)}", highlight=False)

@@ -1,0 +1,95 @@
+"""Rendering a run for people: each step as it happens, then the final answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+
+from reactgraph.nodes.shared.transcript import pending_calls, text_of
+
+STATUS_STYLE = {"ok": "green", "answered": "green", "limit_reached": "yellow", "failed": "red"}
+
+
+def _clip(text: str, limit: int = 400) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _args(args: Any) -> str:
+    return json.dumps(args, ensure_ascii=False) if isinstance(args, dict) else str(args)
+
+
+class StepPrinter:
+    """Prints graph updates (`stream_mode="updates"`) as Thought / Action / Observation / Reflection lines."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._streaming = False
+
+    def token(self, node: str, text: str) -> None:
+        """A streamed model token, printed as it arrives; the step line that follows starts on a new line."""
+        if not self._streaming:
+            self.console.print(Text(f"    ({node}) ", style="dim"), end="")
+            self._streaming = True
+        self.console.print(Text(text, style="dim"), end="", soft_wrap=True)
+
+    def line(self, text: Text) -> None:
+        if self._streaming:
+            self.console.print()
+            self._streaming = False
+        # Step lines are not re-wrapped by rich: JSON observations have no spaces to break at, and a
+        # terminal's own wrapping keeps each step on one logical line (easier to read, grep and copy).
+        self.console.print(text, soft_wrap=True)
+
+    def update(self, node: str, update: dict[str, Any] | None) -> None:
+        if not update:
+            return
+        handler = getattr(self, f"_on_{node}", None)
+        if handler:
+            handler(update)
+
+    def _on_think(self, update: dict[str, Any]) -> None:
+        for message in update.get("messages", []):
+            calls = pending_calls(message) if message.type == "ai" else []
+            if not calls:
+                continue
+            thought = text_of(message).strip()
+            self.line(Text(f"[{update.get('iteration', '?')}] Thought: ", style="bold cyan") +
+                               Text(_clip(thought) or "(no thought given)"))
+            for call in calls:
+                self.line(Text("    Action: ", style="bold magenta") +
+                                   Text(f"{call['name']}({_clip(_args(call.get('args')), 200)})"))
+        for step in update.get("steps", []) if isinstance(update.get("steps"), list) else []:
+            if step["status"] in ("model_error", "empty_reply", "format_error"):
+                self.line(Text("    Model: ", style="bold red") + Text(step["observation"]))
+
+    def _on_observe(self, update: dict[str, Any]) -> None:
+        for step in update.get("steps", []):
+            style = STATUS_STYLE.get(step["status"], "red")
+            self.line(Text("    Observation ", style="bold") +
+                               Text(f"[{step['action']} · {step['status']} · {step['latency_ms']:.0f} ms]: ",
+                                    style=style) + Text(_clip(step["observation"])))
+
+    def _on_reflect(self, update: dict[str, Any]) -> None:
+        verdict = update.get("reflection")
+        if not verdict:
+            return
+        flags = [name for name in ("enough_information", "tool_error", "need_other_tool", "repeated_call")
+                 if verdict.get(name)]
+        self.line(Text("    Reflection: ", style="bold yellow") +
+                           Text(f"{', '.join(flags) or 'continue'}" + (f" — {verdict['note']}" if verdict.get("note") else "")))
+
+    def final(self, result: dict[str, Any], elapsed_s: float) -> None:
+        if self._streaming:
+            self.console.print()
+            self._streaming = False
+        status = result.get("status") or "failed"
+        steps = result.get("steps", [])
+        tokens = sum(s.get("tokens", 0) for s in steps)
+        title = f"Final answer · {status} · {result.get('iteration', 0)} iteration(s) · {elapsed_s:.2f} s · ~{tokens} tokens"
+        self.console.print(Panel(result.get("final_answer") or "(no answer)", title=title,
+                                 border_style=STATUS_STYLE.get(status, "red"), title_align="left"))

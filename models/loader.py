@@ -1,0 +1,197 @@
+"""Model specs (`offline`, `openai:<model>`, `anthropic:<model>`) as chat models; their failures in one line."""
+
+from __future__ import annotations
+
+import http
+import os
+import re
+import sys
+from typing import Any
+from urllib.parse import urlsplit
+
+from langchain_core.language_models import BaseChatModel
+
+SPEC_HELP = "use 'offline', 'openai:<model>' (e.g. openai:gpt-4o-mini) or 'anthropic:<model>'"
+DEFAULT_RETRIES = 3
+DEFAULT_TIMEOUT_S = 60.0
+SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+NONSTANDARD_STATUS = {529: "Overloaded"}  # Anthropic's "API temporarily overloaded" (retried like a 5xx)
+
+
+class ModelConfigError(ValueError):
+    """The model spec or its environment is unusable; the message is one line a user can act on."""
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """Split a spec into (provider, model name), validating its shape."""
+    spec = (spec or "").strip()
+    if spec == "offline" or spec.startswith(("offline-noisy:", "offline:noisy=")):  # noisy: offline/noisy.py
+        return "offline", "offline-scripted" if spec == "offline" else spec
+    provider, sep, name = spec.partition(":")
+    if not sep or provider not in ("openai", "anthropic") or not name.strip():
+        raise ModelConfigError(f"unknown model spec {spec!r}: {SPEC_HELP}")
+    return provider, name.strip()
+
+
+def _env_number(variable: str, default: float, kind: type) -> Any:
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
+        return kind(default)
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ModelConfigError(f"{variable} must be a non-negative {kind.__name__}, not {raw!r}")
+    return value
+
+
+def load_chat_model(spec: str, temperature: float = 0.0, *, retries: int | None = None,
+                    timeout: float | None = None) -> BaseChatModel:
+    """The chat model for a spec, configured from the environment (keys, base URLs, retries) at call time."""
+    provider, name = parse_spec(spec)
+    if provider == "offline":
+        from reactgraph.models.offline.noisy import offline_model
+        return offline_model(spec)
+    # The provider SDKs retry 408/409/429/5xx, timeouts and refused connections with exponential backoff
+    # (honouring Retry-After); `retries` bounds that, `timeout` bounds each attempt.
+    retries = _env_number("REACTGRAPH_MODEL_RETRIES", DEFAULT_RETRIES, int) if retries is None else retries
+    timeout = _env_number("REACTGRAPH_MODEL_TIMEOUT", DEFAULT_TIMEOUT_S, float) if timeout is None else timeout
+    if provider == "openai":
+        return _openai(name, temperature, retries, timeout)
+    return _anthropic(name, temperature, retries, timeout)
+
+
+def _credentials(env_prefix: str, provider: str) -> tuple[str, str | None]:
+    """The API key and base URL from <PREFIX>_API_KEY / <PREFIX>_BASE_URL; a key is only optional with a base URL."""
+    base_url = os.environ.get(f"{env_prefix}_BASE_URL") or None
+    api_key = os.environ.get(f"{env_prefix}_API_KEY")
+    if not api_key:
+        if not base_url:
+            raise ModelConfigError(f"{env_prefix}_API_KEY is not set (or set {env_prefix}_BASE_URL for a local "
+                                   f"{provider}-compatible server)")
+        api_key = "not-needed"  # local compatible servers (vLLM, Ollama, proxies) accept any key
+    return api_key, base_url
+
+
+def _openai(name: str, temperature: float, retries: int, timeout: float) -> BaseChatModel:
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError as exc:
+        raise ModelConfigError("openai models need langchain-openai: pip install 'react-graph[openai]'") from exc
+    api_key, base_url = _credentials("OPENAI", "OpenAI")
+    return ChatOpenAI(model=name, temperature=temperature, base_url=base_url, api_key=api_key,
+                      max_retries=retries, timeout=timeout)
+
+
+def _anthropic(name: str, temperature: float, retries: int, timeout: float) -> BaseChatModel:
+    try:
+        from langchain_anthropic import ChatAnthropic
+    except ImportError as exc:
+        raise ModelConfigError("anthropic models need langchain-anthropic: pip install langchain-anthropic") from exc
+    api_key, base_url = _credentials("ANTHROPIC", "Anthropic")
+    kwargs = {"base_url": base_url} if base_url else {}  # unset: ChatAnthropic's own default (or ANTHROPIC_API_URL)
+    return ChatAnthropic(model=name, temperature=temperature, api_key=api_key, max_retries=retries,
+                         timeout=timeout, **kwargs)
+
+
+def without_tool_use(model: BaseChatModel, tools: list[dict[str, Any]]) -> Any:
+    """The model for a reply that must not call tools, over a conversation that may hold tool calls.
+
+    Anthropic's Messages API rejects a request whose messages contain tool_use/tool_result blocks but that
+    defines no tools, so for it the tools stay defined and tool_choice "none" forbids calling them. Every
+    other model (OpenAI, the offline model, injected test models) gets no tools bound, as before.
+    """
+    anthropic = sys.modules.get("langchain_anthropic")  # loaded if the model is one of its chat models
+    if tools and anthropic is not None and isinstance(model, anthropic.ChatAnthropic):
+        return model.bind_tools(tools, tool_choice={"type": "none"})
+    return model
+
+
+# --- failures --------------------------------------------------------------------------------------------
+
+def _endpoint(exc: BaseException, model: Any) -> str:
+    """Where the call went, without credentials or query strings (some providers take keys in the URL)."""
+    url = (getattr(model, "openai_api_base", None) or getattr(model, "anthropic_api_url", None)
+           or str(getattr(getattr(exc, "request", None), "url", "") or ""))
+    if not url:
+        return "the provider"
+    parts = urlsplit(str(url))
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}".rstrip("/") if parts.scheme else "the provider"
+
+
+def _provider_message(exc: BaseException) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        message = inner.get("message")
+        if isinstance(message, str):
+            return message
+    return ""
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost reason ("Connection refused"), not the SDK wrappers' generic "Connection error."."""
+    reason, seen = str(exc).strip(), 0
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and seen < 10:
+        reason = re.sub(r"^\[Errno -?\d+\]\s*", "", str(cause).strip()) or reason
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return reason
+
+
+def _retried(exc: BaseException, status: int | None) -> bool:
+    # The SDKs retry these (and only these) before raising, so the configured count was used up.
+    if status is None:
+        return True
+    return status in (408, 409, 429) or status >= 500
+
+
+def secrets() -> list[str]:
+    """API key values present in the environment, to be kept out of anything shown or stored."""
+    return [v for v in (os.environ.get(name, "") for name in SECRET_VARIABLES) if len(v) >= 4]
+
+
+def redact(text: str, model: Any = None) -> str:
+    """The text with every known API key value replaced by ***."""
+    values = secrets()
+    for field in ("openai_api_key", "anthropic_api_key"):
+        secret = getattr(model, field, None)
+        if secret is not None and hasattr(secret, "get_secret_value") and len(secret.get_secret_value()) >= 4:
+            values.append(secret.get_secret_value())
+    for value in values:
+        text = text.replace(value, "***")
+    return text
+
+
+def describe_model_error(exc: BaseException, model: Any = None) -> str:
+    """One line saying why a model call failed (status, endpoint, retries used), with no secrets in it."""
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    is_provider = status is not None or hasattr(exc, "request")
+    if not is_provider:
+        line = f"The model call failed: {type(exc).__name__}: {str(exc).strip()[:300]}"
+        return redact(" ".join(line.split()), model)
+    where = _endpoint(exc, model)
+    if status is not None:
+        try:
+            phrase = http.HTTPStatus(status).phrase
+        except ValueError:
+            phrase = NONSTANDARD_STATUS.get(status, "error")
+        line = f"model provider error: {status} {phrase} from {where}"
+        detail = _provider_message(exc)
+        if detail and detail.lower() != phrase.lower():
+            line += f": {detail[:160]}"
+    elif "timeout" in type(exc).__name__.lower():
+        timeout = getattr(model, "request_timeout", None) or getattr(model, "default_request_timeout", None)
+        line = f"model provider error: no reply from {where}" + (f" within {timeout:g}s" if
+                                                                 isinstance(timeout, (int, float)) else "")
+    else:
+        reason = _root_cause(exc)
+        line = f"model provider error: cannot connect to {where}" + (f" ({reason[:120]})" if reason else "")
+    retries = getattr(model, "max_retries", None)
+    if isinstance(retries, int) and retries and _retried(exc, status):
+        line += f" (after {retries} {'retry' if retries == 1 else 'retries'})"
+    return redact(" ".join(line.split()), model)

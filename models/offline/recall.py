@@ -1,0 +1,145 @@
+"""Recall for the scripted model: answer "what is my name?" / "我最喜欢的城市是哪个？" from what the user said.
+
+Facts come from the user's earlier messages in the prompt, newest first, then from the conversation
+summary (the system message line "Conversation summary:", see memory.session_memory), so a fact folded
+out of the kept window is still found. A message that only states such facts gets an acknowledgement.
+Everything else is left to the planner (None).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from reactgraph.memory.session_memory import summary_from_messages
+
+from .conversation import text_of
+from .lexicon import language_of, normalize
+
+_VALUE = r"([^\s，,。.!！?？;；、:：]{1,20})"
+_EN_VALUE = r"([A-Za-z][\w'-]*(?: [A-Z][\w'-]*)?)"
+_WHAT_ZH = r"(?:什么|啥|哪个|哪一个|哪座|哪里|哪儿|谁)"
+
+# Statements: the topic (favourites only) and the value are the groups.
+_NAME_FACTS = (
+    re.compile(rf"(?:我|用户)(?:的名字)?(?:叫|名叫){_VALUE}"),
+    re.compile(rf"(?:我|用户)的名字是{_VALUE}"),
+    re.compile(rf"(?i:\b(?:my|the user'?s|user'?s) name is) {_EN_VALUE}"),
+    re.compile(rf"(?i:\b(?:call me|i am called|i'm called)) {_EN_VALUE}"),
+)
+_FAVOURITE_FACTS = (
+    re.compile(rf"(?:我|用户)最喜欢的([^\s，,。是的]{{1,8}})是{_VALUE}"),
+    re.compile(r"(?i:\b(?:my|the user'?s|user'?s) favou?rite) ([A-Za-z]+(?: [A-Za-z]+)?) (?i:is|was) "
+               r"([\w'-]+(?: [A-Z][\w'-]*)*)"),
+)
+
+# Questions about those facts.
+_ASK_NAME = re.compile(r"我叫(?:什么|啥)|我的名字(?:是|叫)?(?:什么|啥)|我是谁|"
+                       r"(?i:\bwhat(?:'s| is| was) my name\b|\bwho am i\b|\bdo you (?:remember|know) my name\b|"
+                       r"\bwhat did i (?:say|tell you) my name (?:is|was)\b)")
+_ASK_FAVOURITE = (
+    re.compile(rf"我最喜欢的([^\s，,。是的]{{1,8}})是{_WHAT_ZH}"),
+    re.compile(r"(?i:\bwhat(?:'s| is| was) my favou?rite) ([A-Za-z]+(?: [A-Za-z]+)?)\s*\??$"),
+    re.compile(r"(?i:\bwhat did i (?:say|tell you) my favou?rite) ([A-Za-z]+(?: [A-Za-z]+)?) (?i:is|was)\b"),
+    re.compile(r"(?i:\bwhich) ([A-Za-z]+(?: [A-Za-z]+)?) (?i:is my favou?rite)\b"),
+)
+_QUESTION_WORD = re.compile(r"什么|啥|哪|谁|吗|呢|[?？]|(?i:\b(?:what|which|who|do you)\b)")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """Something the user said about themselves: their name, or a favourite (topic → value)."""
+
+    kind: str  # "name" | "favourite"
+    topic: str  # canonical, for matching: "city" for both 城市 and city
+    value: str
+    said: str = ""  # the topic in the user's words
+
+
+# So "what is my favourite city?" finds "我最喜欢的城市是杭州", and "color" finds "colour".
+_SAME_TOPIC = {"城市": "city", "颜色": "colour", "color": "colour", "食物": "food", "菜": "food", "水果": "fruit",
+               "运动": "sport", "动物": "animal", "电影": "movie", "film": "movie", "书": "book", "歌": "song",
+               "国家": "country", "季节": "season", "饮料": "drink", "编程语言": "programming language",
+               "语言": "language"}
+
+
+def _topic(text: str) -> str:
+    topic = text.strip().lower()
+    return _SAME_TOPIC.get(topic, topic)
+
+
+def _clauses(text: str) -> list[str]:
+    return [c for c in re.split(r"[，,。!！;；\n]|(?<=[.!?？])\s+|\band\b", text) if c.strip()]
+
+
+def facts_in(text: str) -> list[Fact]:
+    """The facts stated in a text, in order; questions ("我叫什么？") state none."""
+    found = []
+    for clause in _clauses(normalize(text)):
+        if _QUESTION_WORD.search(clause):
+            continue
+        for pattern in _NAME_FACTS:
+            for match in pattern.finditer(clause):
+                found.append(Fact("name", "", match.group(1)))
+        for pattern in _FAVOURITE_FACTS:
+            for match in pattern.finditer(clause):
+                found.append(Fact("favourite", _topic(match.group(1)), match.group(2), match.group(1)))
+    return found
+
+
+def _remembered(messages: Sequence[BaseMessage], last_human: int) -> Iterator[Fact]:
+    """Facts newest first: the user's earlier messages, then the summary's lines from the bottom up."""
+    for message in reversed(messages[:last_human]):
+        if isinstance(message, HumanMessage):
+            yield from reversed(facts_in(text_of(message)))
+    for line in reversed(summary_from_messages(messages).splitlines()):
+        if line.startswith("Q:"):
+            line = line[2:].split(" → A:")[0]  # the user's words, not the answers that echo them
+        elif line.startswith("A:"):
+            continue
+        yield from reversed(facts_in(line))
+
+
+def _asked(question: str) -> tuple[str, str] | None:
+    if _ASK_NAME.search(question):
+        return "name", ""
+    for pattern in _ASK_FAVOURITE:
+        match = pattern.search(question)
+        if match:
+            return "favourite", match.group(1)
+    return None
+
+
+def _say(fact: Fact, zh: bool) -> str:
+    if fact.kind == "name":
+        return f"你叫{fact.value}" if zh else f"your name is {fact.value}"
+    return f"你最喜欢的{fact.said}是{fact.value}" if zh else f"your favourite {fact.said.lower()} is {fact.value}"
+
+
+def recall_reply(messages: Sequence[BaseMessage]) -> str | None:
+    """The answer to a question about what the user said earlier, an acknowledgement of stated facts, or None."""
+    last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+    if last_human < 0:
+        return None
+    question = normalize(text_of(messages[last_human]))
+    zh = language_of(question) == "zh"
+    asked = _asked(question)
+    if asked is None:
+        stated = facts_in(question)
+        clauses = _clauses(question)
+        if stated and len(stated) >= len(clauses):  # only statements: nothing for the tools to do
+            said = "，".join(_say(f, zh) for f in stated) if zh else ", ".join(_say(f, zh) for f in stated)
+            return f"好的，我记住了：{said}。" if zh else f"Got it: {said}."
+        return None
+    kind, topic = asked
+    for fact in _remembered(messages, last_human):
+        if fact.kind == kind and fact.topic == _topic(topic):
+            said = _say(replace(fact, said=topic), zh)
+            return f"{said}（这是你之前告诉我的）。" if zh else f"{said[0].upper()}{said[1:]} (you told me earlier)."
+    if kind == "name":
+        return "你还没有告诉过我你的名字。" if zh else "You haven't told me your name yet."
+    return (f"你还没有告诉过我你最喜欢的{topic}。" if zh
+            else f"You haven't told me your favourite {topic} yet.")

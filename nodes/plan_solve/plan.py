@@ -1,0 +1,93 @@
+"""`plan`: one structured model call that breaks the question into ordered steps, each with a tool hint."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from langchain_core.messages import AnyMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.types import Overwrite
+
+from reactgraph.nodes.shared import prompts
+from reactgraph.nodes.shared.context import Context, current_context
+from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
+from reactgraph.nodes.shared.services import AgentServices
+from reactgraph.nodes.shared.state import make_step
+from reactgraph.nodes.shared.transcript import current_question, text_of, tokens_of
+
+
+def fresh_turn(state: PlanSolveState) -> dict[str, Any]:
+    """Per-turn fields, reset: every run of the graph plans its question from scratch."""
+    question = current_question(state["messages"])
+    return {"turn_id": question.id if question else None, "iteration": 0, "reflection": None, "final_answer": None,
+            "status": None, "plan": [], "cursor": 0, "step_rounds": 0, "step_results": [], "avoid_tools": [],
+            "replans": 0}
+
+
+def tool_list(schemas: list[dict[str, Any]]) -> str:
+    return ", ".join(s["function"]["name"] for s in schemas) or "(none)"
+
+
+def with_summary(system: str, state: PlanSolveState) -> str:
+    if summary := (state.get("summary") or "").strip():
+        system += "\n" + prompts.SUMMARY_LINE.format(summary=summary)
+    return system
+
+
+def _settle(state: PlanSolveState, steps: list[dict[str, Any]], status: str, note: str, tokens: int,
+            started: float) -> dict[str, Any]:
+    record = make_step(step=0, node="plan", status=status, thought=note, observation=render_plan(steps),
+                       tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
+    # Overwrite: the previous turn's records go, as ReAct's think resets them at the start of a turn.
+    return {**fresh_turn(state), "plan": steps, "steps": Overwrite([record])}
+
+
+def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) -> dict[str, Any]:
+    parsed = output.get("parsed")
+    tokens = tokens_of(output.get("raw"))
+    if isinstance(parsed, Plan):
+        steps = [s.model_dump() for s in parsed.steps if s.goal.strip()]
+        return _settle(state, steps, "plan", f"{len(steps)} step(s)", tokens, started)
+    reason = str(output.get("parsing_error") or "no structured output")[:200]
+    return _fallback(state, f"plan unusable ({reason})", tokens, started)
+
+
+def _fallback(state: PlanSolveState, why: str, tokens: int, started: float) -> dict[str, Any]:
+    # One step that is the whole question: Plan-and-Solve degrades to a single tool-using round, not a crash.
+    question = current_question(state["messages"])
+    steps = [{"goal": text_of(question).strip(), "tool": None}] if question is not None else []
+    return _settle(state, steps, "plan_fallback", f"{why}; planned the whole question as one step", tokens, started)
+
+
+def make_plan(services: AgentServices) -> RunnableLambda:
+    """The plan node (sync and async)."""
+
+    def prepare(state: PlanSolveState, config: RunnableConfig) -> tuple[Any, list[AnyMessage]]:
+        context: Context = current_context()
+        system = prompts.PLAN_PROMPT.format(tools=tool_list(services.schemas(context, config)),
+                                            max_steps=context.max_iterations,
+                                            now=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"))
+        planner = services.model(context).with_structured_output(Plan, include_raw=True)
+        return planner, [SystemMessage(with_summary(system, state)), *state["messages"]]
+
+    def plan(state: PlanSolveState, config: RunnableConfig) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            planner, request = prepare(state, config)
+            output = planner.invoke(request)
+        except Exception as exc:  # noqa: BLE001 - a plan that cannot be made falls back to one whole-question step
+            return _fallback(state, f"planning failed ({type(exc).__name__}: {exc})"[:300], 0, started)
+        return _from_output(state, output, started)
+
+    async def aplan(state: PlanSolveState, config: RunnableConfig) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            planner, request = prepare(state, config)
+            output = await planner.ainvoke(request)
+        except Exception as exc:  # noqa: BLE001
+            return _fallback(state, f"planning failed ({type(exc).__name__}: {exc})"[:300], 0, started)
+        return _from_output(state, output, started)
+
+    return RunnableLambda(plan, aplan, name="plan")

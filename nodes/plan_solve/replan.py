@@ -1,0 +1,81 @@
+"""`replan`: after a failed or surprising step, the model revises the remaining steps (Context.replan)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langchain_core.messages import AnyMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+
+from reactgraph.nodes.shared import prompts
+from reactgraph.nodes.shared.context import Context, current_context
+from reactgraph.nodes.plan_solve.plan import tool_list, with_summary
+from reactgraph.nodes.plan_solve.state import PlanSolveState, Replan, remaining, render_plan, render_results
+from reactgraph.nodes.shared.services import AgentServices
+from reactgraph.nodes.shared.state import make_step
+from reactgraph.nodes.shared.transcript import current_question, text_of, tokens_of
+
+
+def _revised(state: PlanSolveState, replan: Replan, tokens: int, started: float) -> dict[str, Any]:
+    done = list(state.get("plan") or [])[:state.get("cursor", 0)]
+    steps = [s.model_dump() for s in replan.steps if s.goal.strip()]
+    avoid = sorted({*state.get("avoid_tools", []), *(t for t in replan.avoid_tools if t)})
+    note = replan.reason or f"{len(steps)} step(s) remain"
+    if avoid:
+        note += f" (avoiding: {', '.join(avoid)})"
+    record = make_step(step=state.get("iteration", 0), node="replan", status="replan", thought=note,
+                       observation=render_plan([*done, *steps], start=len(done)), tokens=tokens,
+                       latency_ms=(time.perf_counter() - started) * 1000)
+    return {"plan": [*done, *steps], "avoid_tools": avoid, "replans": state.get("replans", 0) + 1,
+            "steps": [record]}
+
+
+def _kept(state: PlanSolveState, why: str, tokens: int, started: float) -> dict[str, Any]:
+    # Replanning is advisory: when it cannot be had, the plan goes on as it was.
+    record = make_step(step=state.get("iteration", 0), node="replan", status="replan_failed",
+                       thought=f"{why}; the plan is unchanged", observation=render_plan(remaining(state)),
+                       tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
+    return {"replans": state.get("replans", 0) + 1, "steps": [record]}
+
+
+def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) -> dict[str, Any]:
+    tokens = tokens_of(output.get("raw"))
+    if isinstance(parsed := output.get("parsed"), Replan):
+        return _revised(state, parsed, tokens, started)
+    return _kept(state, f"revision unusable ({str(output.get('parsing_error') or 'no structured output')[:200]})",
+                 tokens, started)
+
+
+def make_replan(services: AgentServices) -> RunnableLambda:
+    """The replan node (sync and async)."""
+
+    def prepare(state: PlanSolveState, config: RunnableConfig) -> tuple[Any, list[AnyMessage]]:
+        context: Context = current_context()
+        system = prompts.REPLAN_PROMPT.format(
+            question=text_of(current_question(state["messages"])).strip(),
+            results=render_results(state.get("step_results", [])),
+            remaining=render_plan(state.get("plan") or [], start=state.get("cursor", 0)),
+            tools=tool_list(services.schemas(context, config)))
+        reviser = services.model(context).with_structured_output(Replan, include_raw=True)
+        return reviser, [SystemMessage(with_summary(system, state)), *state["messages"]]
+
+    def replan(state: PlanSolveState, config: RunnableConfig) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            reviser, request = prepare(state, config)
+            output = reviser.invoke(request)
+        except Exception as exc:  # noqa: BLE001
+            return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)
+        return _from_output(state, output, started)
+
+    async def areplan(state: PlanSolveState, config: RunnableConfig) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            reviser, request = prepare(state, config)
+            output = await reviser.ainvoke(request)
+        except Exception as exc:  # noqa: BLE001
+            return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)
+        return _from_output(state, output, started)
+
+    return RunnableLambda(replan, areplan, name="replan")

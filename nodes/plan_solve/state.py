@@ -1,0 +1,127 @@
+"""Plan-and-Solve's vocabulary: the plan schemas, the state, and how a carried-out step is settled."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from typing_extensions import NotRequired, TypedDict
+
+from reactgraph.nodes.shared.loop_guard import found_nothing, tool_steps
+from reactgraph.nodes.shared.state import AgentState, ExecutionStep, make_step
+
+# Tool rounds one step may use before it is settled from what it observed: enough for a fallback or two,
+# few enough that one broken step cannot eat the whole budget.
+STEP_TOOL_ROUNDS = 3
+
+StepOutcome = Literal["done", "recovered", "failed"]
+# A step that failed, or only succeeded after a tool failed, is the "failed or surprising" step replan revisits.
+REPLAN_AFTER: frozenset[str] = frozenset({"failed", "recovered"})
+
+
+class PlanStep(BaseModel):
+    """One step of a plan: what it must find out, and the tool it will probably need."""
+
+    goal: str = Field(description="What this step must find out or compute: one self-contained sub-question "
+                                  "or instruction, naming the things it is about.")
+    tool: str | None = Field(default=None, description="The tool this step will most likely need (a hint, not "
+                                                       "a constraint), or null when it needs none.")
+
+
+class Plan(BaseModel):
+    """An ordered plan for the user's question; empty when no tool can help."""
+
+    steps: list[PlanStep] = Field(default_factory=list, description="The steps, in the order to carry them out.")
+
+
+class Replan(BaseModel):
+    """The revised rest of a plan after a failed or surprising step."""
+
+    steps: list[PlanStep] = Field(default_factory=list, description=(
+        "The revised remaining steps, replacing the old remaining ones; empty to stop and answer now."))
+    avoid_tools: list[str] = Field(default_factory=list, description=(
+        "Tools that failed and should not be offered to the remaining steps."))
+    reason: str = Field(default="", description="One sentence: what changed and why.")
+
+
+class StepResult(TypedDict):
+    """A settled plan step: what it was for, how it went, and what it found."""
+
+    index: int  # position in the plan (0-based)
+    goal: str
+    tool: str | None
+    status: StepOutcome
+    result: str
+
+
+class PlanSolveState(AgentState):
+    """ReAct's state plus the plan being carried out. `iteration` counts plan steps begun (see README)."""
+
+    plan: NotRequired[list[dict[str, Any]]]  # PlanStep dicts: the steps carried out, then the remaining ones
+    cursor: NotRequired[int]  # index in `plan` of the step being carried out, or of the next one
+    step_rounds: NotRequired[int]  # tool rounds of the current step so far; 0 when no step is under way
+    step_results: NotRequired[list[StepResult]]
+    avoid_tools: NotRequired[list[str]]  # from replan: tools no longer offered to the model
+    replans: NotRequired[int]
+
+
+def remaining(state: PlanSolveState) -> list[dict[str, Any]]:
+    """The plan's steps not yet begun (or the one under way)."""
+    return list(state.get("plan") or [])[state.get("cursor", 0):]
+
+
+def render_plan(plan: Sequence[dict[str, Any]], results: Sequence[StepResult] = (), start: int = 0) -> str:
+    """A numbered listing; settled steps show their outcome."""
+    outcome = {r["index"]: r["status"] for r in results}
+    lines = []
+    for i, step in enumerate(plan[start:], start):
+        mark = f"[{outcome[i]}] " if i in outcome else ""
+        hint = f" (tool: {step['tool']})" if step.get("tool") else ""
+        lines.append(f"{i + 1}. {mark}{step['goal']}{hint}")
+    return "\n".join(lines) or "(no steps)"
+
+
+def render_results(results: Sequence[StepResult]) -> str:
+    lines = [f"{r['index'] + 1}. {r['goal']} → [{r['status']}] {r['result']}" for r in results]
+    return "\n".join(lines) or "(no step was carried out)"
+
+
+def _usable(record: ExecutionStep) -> bool:
+    return record["status"] == "ok" and not found_nothing(record)
+
+
+def outcome(records: Sequence[ExecutionStep]) -> StepOutcome:
+    """done: every call worked (or none was needed); recovered: some failed, others worked; failed: none worked."""
+    usable = [r for r in records if _usable(r)]
+    if len(usable) == len(records):
+        return "done"
+    return "recovered" if usable else "failed"
+
+
+def observed(records: Sequence[ExecutionStep], budget: int = 600) -> str:
+    """The step's result when the model did not write one: what its calls returned."""
+    lines = [f"{r['action']} ({r['status']}): {r['observation'][:budget]}" for r in records]
+    return "\n".join(lines) or "(nothing observed)"
+
+
+def settle(state: PlanSolveState, *, result: str, records: Sequence[ExecutionStep], started: float,
+           tokens: int = 0, status: StepOutcome | None = None) -> dict[str, Any]:
+    """The update that closes the current step: its result, an `execute_step` record, and the cursor moved on.
+
+    `records` are all of this step's tool records (earlier rounds' and, if just observed, this round's).
+    """
+    cursor = state.get("cursor", 0)
+    step = state["plan"][cursor]
+    status = status or outcome(records)
+    settled = StepResult(index=cursor, goal=step["goal"], tool=step.get("tool"), status=status, result=result)
+    record = make_step(step=state.get("iteration", 0), node="execute_step", status=status, thought=step["goal"],
+                       observation=result, tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
+    return {"step_results": [*state.get("step_results", []), settled], "cursor": cursor + 1, "step_rounds": 0,
+            "steps": [record]}
+
+
+def step_records(state: PlanSolveState) -> list[ExecutionStep]:
+    """Tool records of the step under way (records carry the plan step's number as `step`)."""
+    return tool_steps(state.get("steps", []), state.get("iteration", 0))

@@ -1,0 +1,167 @@
+"""`think`: one model call that decides between tool calls and a final answer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langgraph.types import Overwrite
+
+from reactgraph.nodes.shared import prompts, text_protocol
+from reactgraph.nodes.shared.context import Context, current_context
+from reactgraph.models.loader import describe_model_error
+from reactgraph.nodes.shared.services import AgentServices
+from reactgraph.nodes.shared.state import AgentState, ExecutionStep, make_step
+from reactgraph.nodes.shared.transcript import last_human_index, pending_calls, text_of, tokens_of
+
+
+def start_of_turn(state: AgentState) -> dict[str, Any]:
+    """Per-turn fields to reset when a new question has arrived (empty dict inside a running turn)."""
+    messages = state["messages"]
+    i = last_human_index(messages)
+    question_id = messages[i].id if i >= 0 else None
+    if question_id is not None and question_id == state.get("turn_id"):
+        return {}
+    return {"turn_id": question_id, "iteration": 0, "steps": Overwrite([]), "reflection": None,
+            "final_answer": None, "status": None}
+
+
+def prompt_messages(state: AgentState, context: Context, reflection: dict | None,
+                    schemas: list[dict[str, Any]] | None = None) -> list[AnyMessage]:
+    """System prompt (protocol instructions, session summary, last reflection note, lessons) and the conversation.
+
+    In the text protocol the tool rounds are rendered as Thought/Action/Observation text for the request only.
+    """
+    system = context.system_prompt.format(now=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"))
+    history: list[AnyMessage] = list(state["messages"])
+    if context.protocol == "text":
+        system += "\n\n" + text_protocol.instructions(schemas or [])
+        history = text_protocol.as_text_messages(history)
+    if summary := (state.get("summary") or "").strip():
+        system += "\n" + prompts.SUMMARY_LINE.format(summary=summary)
+    if note := (reflection or {}).get("note"):
+        system += "\n" + prompts.REFLECTION_NOTE.format(note=note)
+    if lessons := state.get("lessons"):
+        system += "\n" + prompts.LESSONS_SECTION.format(lessons="\n".join(f"- {lesson}" for lesson in lessons))
+    return [SystemMessage(system), *history]
+
+
+@dataclass
+class _Turn:
+    """What one think call has done so far; a model failure at any point is reported from it."""
+
+    iteration: int
+    reset: dict[str, Any]
+    started: float = field(default_factory=time.perf_counter)
+    steps: list[ExecutionStep] = field(default_factory=list)
+
+    def ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def update(self, **fields: Any) -> dict[str, Any]:
+        update: dict[str, Any] = {**self.reset, "iteration": self.iteration, **fields}
+        if self.steps:
+            # On the first think of a turn the steps channel is being reset; new records must replace it.
+            update["steps"] = Overwrite(self.steps) if "steps" in self.reset else self.steps
+        return update
+
+
+# A decision is a generator: it yields the requests to send and receives the model's replies, so the
+# sync and async nodes share one body and differ only in how they call the model.
+Decision = Generator[list[AnyMessage], AIMessage, dict[str, Any]]
+
+
+def _is_empty(reply: AIMessage) -> bool:
+    return not pending_calls(reply) and not text_of(reply).strip()
+
+
+def _tools_decision(request: list[AnyMessage], turn: _Turn) -> Decision:
+    reply = yield request
+    if _is_empty(reply):  # one nudge before giving up: some models occasionally return nothing
+        # In the leading system message: providers such as Anthropic refuse a second, later system message.
+        nudged = SystemMessage(f"{text_of(request[0])}\n{prompts.EMPTY_REPLY_NUDGE}")
+        reply = yield [nudged, *request[1:]]
+    if _is_empty(reply):
+        answer = "The model returned an empty reply twice; no answer could be produced."
+        turn.steps.append(make_step(step=turn.iteration, node="think", status="empty_reply", observation=answer,
+                                    tokens=tokens_of(reply), latency_ms=turn.ms()))
+        return turn.update(messages=[reply], status="failed", final_answer=answer)
+    return turn.update(messages=[reply])
+
+
+def _text_decision(request: list[AnyMessage], turn: _Turn, schemas: list[dict[str, Any]], limit: int) -> Decision:
+    """Text protocol: parse the reply; a malformed one is sent back with a correction and costs an iteration."""
+    while True:
+        reply = yield request
+        raw = text_of(reply)
+        parsed = text_protocol.parse_reply(raw)
+        if parsed.problem is None:
+            return turn.update(messages=[text_protocol.to_ai_message(parsed, raw, schemas, reply)])
+        correction = text_protocol.format_correction(parsed.problem, schemas)
+        turn.steps.append(make_step(step=turn.iteration, node="think", status="format_error", thought=raw[:2000],
+                                    observation=correction, tokens=tokens_of(reply), latency_ms=turn.ms()))
+        if turn.iteration >= limit:
+            # No message is added: finalize sees the limit and answers from what was observed.
+            return turn.update()
+        turn.iteration += 1
+        turn.started = time.perf_counter()
+        request = [*request, AIMessage(raw), HumanMessage(f"Observation: {correction}")]
+
+
+def _failure(exc: Exception, turn: _Turn, model: BaseChatModel) -> dict[str, Any]:
+    reason = describe_model_error(exc, model)
+    turn.steps.append(make_step(step=turn.iteration, node="think", status="model_error", observation=reason,
+                                latency_ms=turn.ms()))
+    return turn.update(status="failed", final_answer=reason)
+
+
+def make_think(services: AgentServices) -> RunnableLambda:
+    """The think node (sync and async), bound to the graph's services."""
+
+    def prepare(state: AgentState, config: RunnableConfig) -> tuple[Runnable, BaseChatModel, _Turn, Decision]:
+        context: Context = current_context()
+        reset = start_of_turn(state)
+        reflection = None if reset else state.get("reflection")
+        turn = _Turn(iteration=(0 if reset else state.get("iteration", 0)) + 1, reset=reset)
+        model = services.model(context)
+        schemas = services.schemas(context, config)
+        request = prompt_messages(state, context, reflection, schemas)
+        if context.protocol == "text":  # the tools are described in the prompt, never bound
+            decision = _text_decision(request, turn, schemas, context.max_iterations)
+            return model.bind(stop=text_protocol.STOP), model, turn, decision
+        bound = model.bind_tools(schemas) if schemas else model
+        return bound, model, turn, _tools_decision(request, turn)
+
+    def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        bound, model, turn, decision = prepare(state, config)
+        request = next(decision)
+        while True:
+            try:
+                reply = bound.invoke(request)
+            except Exception as exc:  # noqa: BLE001 - a failing model ends the run with a reason, never a crash
+                return _failure(exc, turn, model)
+            try:
+                request = decision.send(reply)
+            except StopIteration as done:
+                return done.value
+
+    async def athink(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        bound, model, turn, decision = prepare(state, config)
+        request = next(decision)
+        while True:
+            try:
+                reply = await bound.ainvoke(request)
+            except Exception as exc:  # noqa: BLE001
+                return _failure(exc, turn, model)
+            try:
+                request = decision.send(reply)
+            except StopIteration as done:
+                return done.value
+
+    return RunnableLambda(think, athink, name="think")

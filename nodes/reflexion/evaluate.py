@@ -1,0 +1,129 @@
+"""`evaluate`: judge the last trial — by the task's checker or expected text when given, else by the model."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.messages import SystemMessage
+from langchain_core.runnables import RunnableLambda
+
+from reactgraph.nodes.shared import prompts
+from reactgraph.nodes.shared.context import Context, current_context
+from reactgraph.nodes.shared.services import AgentServices
+from reactgraph.nodes.shared.state import ExecutionStep, make_step
+from reactgraph.nodes.shared.transcript import tokens_of
+from reactgraph.nodes.reflexion.state import Evaluation, ReflexionState
+
+# A checker takes the answer, the run's ExecutionStep records and the task's params (the same shape as
+# evals.checks, so a harness can register its own): True/False, or (passed, reason).
+Checker = Callable[..., bool | tuple[bool, str]]
+CHECKERS: dict[str, Checker] = {}
+
+
+def register_checker(name: str, checker: Checker | None = None) -> Any:
+    """Register a checker a Reflexion input can name (`{"checker": name}`); usable as a decorator."""
+    def register(fn: Checker) -> Checker:
+        CHECKERS[name] = fn
+        return fn
+    return register(checker) if checker is not None else register
+
+
+@register_checker("answered")
+def answered(answer: str, steps: Sequence[ExecutionStep], **_: Any) -> tuple[bool, str]:
+    """The last attempt ended with status answered (not at the limit, not failed)."""
+    final = next((s for s in reversed(steps) if s["node"] == "finalize"), None)
+    status = final["status"] if final else "none"
+    return bool(answer.strip()) and status == "answered", f"the attempt ended with status {status}"
+
+
+def normalise(text: str) -> str:
+    """Casefolded, thousands separators inside numbers removed ("127,750" → "127750")."""
+    return re.sub(r"(?<=\d)[,，](?=\d{3}\b)", "", text or "").casefold()
+
+
+def by_criteria(state: ReflexionState) -> dict[str, Any] | None:
+    """The verdict of the task's own check, or None when the question came without one."""
+    criteria = state.get("criteria") or {}
+    answer = state.get("final_answer") or ""
+    if name := criteria.get("checker"):
+        verdict = CHECKERS[name](answer, state.get("steps", []), **(criteria.get("params") or {}))
+        passed, reason = verdict if isinstance(verdict, tuple) else (bool(verdict), "")
+        return {"passed": bool(passed), "reason": reason or f"checker {name} {'passed' if passed else 'failed'}",
+                "by": "checker"}
+    if expected := criteria.get("expected"):
+        wanted = [expected] if isinstance(expected, str) else list(expected)
+        missing = [text for text in wanted if normalise(text) not in normalise(answer)]
+        reason = (f"the answer does not contain {', '.join(repr(m) for m in missing)}" if missing
+                  else "the answer contains the expected text")
+        return {"passed": not missing, "reason": reason, "by": "expected"}
+    return None
+
+
+def by_rules(state: ReflexionState, why: str = "") -> dict[str, Any]:
+    """No model judgement to be had: an attempt that answered (not at the limit, not failed) passes."""
+    status = state.get("status") or "none"
+    reason = f"the attempt ended with status {status}" + (f" ({why})" if why else "")
+    return {"passed": status == "answered", "reason": reason, "by": "rules"}
+
+
+def _settle(state: ReflexionState, verdict: dict[str, Any], tokens: int, started: float) -> dict[str, Any]:
+    record = make_step(step=state.get("iteration", 0), node="evaluate", status="passed" if verdict["passed"] else
+                       "failed", thought=f"trial {state.get('trial', 0)} · judged by {verdict['by']}",
+                       observation=verdict["reason"], tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
+    return {"evaluation": verdict, "steps": [record]}
+
+
+def _from_output(state: ReflexionState, output: dict[str, Any], started: float) -> dict[str, Any]:
+    parsed = output.get("parsed")
+    if isinstance(parsed, Evaluation):
+        verdict = {"passed": parsed.passed, "reason": parsed.reason, "by": "model"}
+    else:
+        verdict = by_rules(state, f"model judgement unusable: {str(output.get('parsing_error') or '')[:120]}")
+    return _settle(state, verdict, tokens_of(output.get("raw")), started)
+
+
+def make_evaluate(services: AgentServices) -> RunnableLambda:
+    """The evaluate node (sync and async)."""
+
+    def prepare(state: ReflexionState, started: float):
+        """(settled update, None) when no model call is needed, else (None, (judge, request))."""
+        if state.get("status") == "failed":
+            reason = f"the attempt failed: {(state.get('final_answer') or '')[:200]}"
+            return _settle(state, {"passed": False, "reason": reason, "by": "status"}, 0, started), None
+        if (verdict := by_criteria(state)) is not None:
+            return _settle(state, verdict, 0, started), None
+        context: Context = current_context()
+        if context.protocol == "text":  # a text-only model may offer no structured output
+            return _settle(state, by_rules(state), 0, started), None
+        try:
+            judge = services.model(context).with_structured_output(Evaluation, include_raw=True)
+        except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output
+            return _settle(state, by_rules(state, f"no model judgement: {type(exc).__name__}"), 0, started), None
+        return None, (judge, [SystemMessage(prompts.EVALUATE_PROMPT), *state.get("trajectory", [])])
+
+    def evaluate(state: ReflexionState) -> dict[str, Any]:
+        started = time.perf_counter()
+        done, call = prepare(state, started)
+        if done is not None:
+            return done
+        try:
+            output = call[0].invoke(call[1])
+        except Exception as exc:  # noqa: BLE001 - judging is advisory; the rules decide without it
+            return _settle(state, by_rules(state, f"model judgement failed: {type(exc).__name__}"), 0, started)
+        return _from_output(state, output, started)
+
+    async def aevaluate(state: ReflexionState) -> dict[str, Any]:
+        started = time.perf_counter()
+        done, call = prepare(state, started)
+        if done is not None:
+            return done
+        try:
+            output = await call[0].ainvoke(call[1])
+        except Exception as exc:  # noqa: BLE001
+            return _settle(state, by_rules(state, f"model judgement failed: {type(exc).__name__}"), 0, started)
+        return _from_output(state, output, started)
+
+    return RunnableLambda(evaluate, aevaluate, name="evaluate")

@@ -1,0 +1,64 @@
+"""Reflexion's vocabulary: the state of a run of trials, the evaluator's and self-reflection's schemas."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+from pydantic import BaseModel, Field
+from typing_extensions import NotRequired, TypedDict
+
+from reactgraph.nodes.shared.state import AgentState
+
+# Lessons shown to a trial: the newest few, so the prompt stays bounded when a question is retried often.
+MAX_LESSONS = 5
+
+
+class Evaluation(BaseModel):
+    """A judgement of one attempt at the user's question."""
+
+    passed: bool = Field(description="True only if the answer fully and correctly answers every part of the "
+                                     "question from the tool results.")
+    reason: str = Field(default="", description="One sentence saying why.")
+
+
+class Lesson(BaseModel):
+    """What the next attempt should do differently."""
+
+    lesson: str = Field(description="One or two concrete sentences: what went wrong and what to do instead.")
+
+
+class ReflexionInput(TypedDict):
+    """A question, and optionally how to check its answer (else the model judges)."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    # Text(s) the answer must contain (case-insensitive; "127,750" matches "127750").
+    expected: NotRequired[str | list[str] | None]
+    # Name of a checker registered in nodes.evaluate.CHECKERS, and its keyword arguments.
+    checker: NotRequired[str | None]
+    checker_params: NotRequired[dict[str, Any] | None]
+
+
+class ReflexionState(AgentState):
+    """The session, plus this question's trials. `iteration` and `steps` add up over the trials."""
+
+    expected: NotRequired[str | list[str] | None]
+    checker: NotRequired[str | None]
+    checker_params: NotRequired[dict[str, Any] | None]
+    # The input's checking criteria, captured for this turn (the input fields are cleared so the next
+    # question on the thread is not checked against them).
+    criteria: NotRequired[dict[str, Any]]
+    trial: NotRequired[int]  # trials run so far for this question
+    evaluation: NotRequired[dict[str, Any] | None]  # the last trial's: passed, reason, by (expected | checker | model)
+    trajectory: NotRequired[list[AnyMessage]]  # the last trial's messages, from the question on
+
+
+def lessons_namespace(session: str) -> tuple[str, ...]:
+    """Where a session's lessons live in the long-term store (episodic memory)."""
+    return ("lessons", session)
+
+
+def answer_id(turn_id: str | None) -> str:
+    """The id of this turn's answer message: each trial replaces the previous trial's answer."""
+    return f"{turn_id or 'turn'}:answer"

@@ -1,0 +1,43 @@
+"""`trial`: one attempt at the question by the ReAct graph (the actor), with the lessons so far in its prompt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph.state import CompiledStateGraph
+
+from reactgraph.nodes.shared.context import current_context
+from reactgraph.nodes.shared.transcript import last_human_index
+from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
+
+
+def _actor_input(state: ReflexionState) -> dict[str, Any]:
+    # The conversation without an earlier trial's answer: each trial starts from the question, not a transcript.
+    previous = answer_id(state.get("turn_id"))
+    return {"messages": [m for m in state["messages"] if m.id != previous], "lessons": list(state.get("lessons") or [])}
+
+
+def _absorb(state: ReflexionState, result: dict[str, Any]) -> dict[str, Any]:
+    """The trial's outcome in the run's terms: iterations and records add up; the answer replaces the last one."""
+    offset = state.get("iteration", 0)
+    messages = result.get("messages") or []
+    answer = result.get("final_answer") or ""
+    return {"trial": state.get("trial", 0) + 1, "iteration": offset + result.get("iteration", 0),
+            "steps": [{**step, "step": step["step"] + offset} for step in result.get("steps", [])],
+            "final_answer": answer, "status": result.get("status"), "reflection": result.get("reflection"),
+            "trajectory": messages[max(last_human_index(messages), 0):],
+            "messages": [AIMessage(answer, id=answer_id(state.get("turn_id")))]}
+
+
+def make_trial(actor: CompiledStateGraph) -> RunnableLambda:
+    """The trial node (sync and async): runs `actor` as a subgraph, inheriting checkpointer, store and thread."""
+
+    def trial(state: ReflexionState, config: RunnableConfig) -> dict[str, Any]:
+        return _absorb(state, actor.invoke(_actor_input(state), config, context=current_context()))
+
+    async def atrial(state: ReflexionState, config: RunnableConfig) -> dict[str, Any]:
+        return _absorb(state, await actor.ainvoke(_actor_input(state), config, context=current_context()))
+
+    return RunnableLambda(trial, atrial, name="trial")

@@ -1,0 +1,31 @@
+"""`save_memory`: append the finished turn's question and answer to the session's log in the long-term store."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import get_runtime
+
+from reactgraph.nodes.shared.state import AgentState
+from reactgraph.nodes.shared.transcript import current_question, text_of
+
+
+def qa_namespace(session: str) -> tuple[str, ...]:
+    """Where a session's Q&A log lives in the store."""
+    return ("sessions", session, "qa")
+
+
+def save_memory(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+    """One store item per turn (keyed by the question's message id, so a resumed turn writes it once)."""
+    store = get_runtime().store
+    question = current_question(state["messages"])
+    if store is None or question is None:
+        return {}
+    session = str((config.get("configurable") or {}).get("thread_id") or "default")
+    store.put(qa_namespace(session), str(question.id), {
+        "question": text_of(question), "answer": state.get("final_answer") or "", "status": state.get("status"),
+        "iterations": state.get("iteration", 0), "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    })
+    return {}
