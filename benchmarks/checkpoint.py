@@ -35,7 +35,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from reactgraph.memory import RedisSaver  # noqa: E402
+from reactgraph.memory import RedisSaver
 
 TOOL_CALLS = 5
 

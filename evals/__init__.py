@@ -13,7 +13,14 @@ from reactgraph._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from reactgraph.evals.faults import FaultPlan, faulty_gateway
-    from reactgraph.evals.graphs import GRAPHS, GraphEntry, UnknownGraphError, available_graphs, register_graph, resolve_graphs
+    from reactgraph.evals.graphs import (
+        GRAPHS,
+        GraphEntry,
+        UnknownGraphError,
+        available_graphs,
+        register_graph,
+        resolve_graphs,
+    )
     from reactgraph.evals.metrics import aggregate, summarize
     from reactgraph.evals.report import markdown, write_report
     from reactgraph.evals.runner import RunConfig, comparable, run_comparison, run_task

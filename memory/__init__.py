@@ -8,9 +8,22 @@ from typing import TYPE_CHECKING
 from reactgraph._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from reactgraph.memory.redis_checkpoint import AsyncRedisSaver, CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
+    from reactgraph.memory.redis_checkpoint import (
+        AsyncRedisSaver,
+        CheckpointStoreUnavailable,
+        InvalidRedisURL,
+        RedisSaver,
+    )
     from reactgraph.memory.redis_store import RedisStore
-    from reactgraph.memory.session_memory import ConversationSummary, Fold, SessionMemory, fallback_summary, summary_from_messages, summary_message, summary_prompt
+    from reactgraph.memory.session_memory import (
+        ConversationSummary,
+        Fold,
+        SessionMemory,
+        fallback_summary,
+        summary_from_messages,
+        summary_message,
+        summary_prompt,
+    )
 
 _EXPORTS = {
     "AsyncRedisSaver": "reactgraph.memory.redis_checkpoint",

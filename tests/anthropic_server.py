@@ -270,7 +270,7 @@ def _handler_for(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:
             try:
                 self._serve()
             except (BrokenPipeError, ConnectionResetError):

@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from anthropic_server import AnthropicServer, calls, error, slow, text, verdict
-from cli_env import clean_env
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from anthropic_server import AnthropicServer, calls, error, slow, text, verdict
+from cli_env import clean_env
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 from reactgraph.models.loader import describe_model_error, without_tool_use
 from reactgraph.tools import ToolSession, default_gateway

@@ -6,8 +6,18 @@ import asyncio
 
 import pytest
 
-from reactgraph.tools import (BreakerConfig, BreakerSnapshot, BreakerState, CircuitBreaker, MemoryBreakerStore,
-                   RedisBreakerStore, ToolGateway, ToolInputError, ToolSession, ToolStatus)
+from reactgraph.tools import (
+    BreakerConfig,
+    BreakerSnapshot,
+    BreakerState,
+    CircuitBreaker,
+    MemoryBreakerStore,
+    RedisBreakerStore,
+    ToolGateway,
+    ToolInputError,
+    ToolSession,
+    ToolStatus,
+)
 from reactgraph.tools.policies.breaker_state import admit, on_failure, on_neutral, on_success
 
 CONFIG = BreakerConfig(failure_threshold=2, cooldown_s=30)

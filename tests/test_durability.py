@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from cli_env import clean_env
 
+from cli_env import clean_env
 from reactgraph.memory import RedisSaver
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")

@@ -8,8 +8,16 @@ import time
 
 import pytest
 
-from reactgraph.tools import (BreakerConfig, ToolGateway, ToolInputError, ToolMeta, ToolResult, ToolSession, ToolStatus,
-                   TransientToolError)
+from reactgraph.tools import (
+    BreakerConfig,
+    ToolGateway,
+    ToolInputError,
+    ToolMeta,
+    ToolResult,
+    ToolSession,
+    ToolStatus,
+    TransientToolError,
+)
 from reactgraph.tools.policies.retry import Retry
 
 SLACK_S = 1.0  # the machine is shared and noisy: bound times generously, never tightly

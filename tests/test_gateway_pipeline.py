@@ -15,8 +15,15 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from pydantic import BaseModel, Field
 
-from reactgraph.tools import (BreakerConfig, ToolGateway, ToolMeta, ToolRegistrationError, ToolResult, ToolSession,
-                   ToolStatus)
+from reactgraph.tools import (
+    BreakerConfig,
+    ToolGateway,
+    ToolMeta,
+    ToolRegistrationError,
+    ToolResult,
+    ToolSession,
+    ToolStatus,
+)
 
 
 class WeatherParams(BaseModel):

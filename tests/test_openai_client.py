@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_env import clean_env
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from openai_server import OpenAIServer, calls, error, slow, text, verdict
 
+from cli_env import clean_env
+from openai_server import OpenAIServer, calls, error, slow, text, verdict
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 
 BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]

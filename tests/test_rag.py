@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_env import clean_env
 from langchain_core.messages import HumanMessage
 
+from cli_env import clean_env
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.memory.vector_store import (
     EmbedderMismatch,

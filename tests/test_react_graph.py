@@ -10,8 +10,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.graph import Context, build_react_graph
-from scripted import ScriptedChatModel, call, tool_reply
 from reactgraph.tools import ToolError, ToolGateway
+from scripted import ScriptedChatModel, call, tool_reply
 
 RULES = Context(reflection="rules")
 

@@ -11,9 +11,9 @@ from pydantic import Field
 from reactgraph.graph import Context, build_reflexion_graph, register_checker
 from reactgraph.models.offline import OfflineChatModel
 from reactgraph.nodes.reflexion.state import lessons_namespace
-from scripted import ScriptedChatModel, call
 from reactgraph.tools import ToolError, ToolGateway
 from reactgraph.tools.builtin import builtin_tools
+from scripted import ScriptedChatModel, call
 
 QUIET = Context(reflection="off")
 

@@ -147,7 +147,7 @@ def test_studio_serves_the_react_graph_and_answers_offline(studio_server):
         assistant_id = assistants[0]["assistant_id"]
 
         nodes = {node["id"] for node in client.assistants.get_graph(assistant_id)["nodes"]}
-        assert REACT_NODES <= nodes
+        assert nodes >= REACT_NODES
 
         # Studio renders the context schema as the run's configuration form: every field is documented.
         context_schema = client.assistants.get_schemas(assistant_id)["context_schema"]

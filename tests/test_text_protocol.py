@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_env import clean_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from scripted import ScriptedChatModel, call, tool_reply
 
+from cli_env import clean_env
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.models.offline.textproto import as_tool_messages
+from reactgraph.nodes.react.think import prompt_messages
 from reactgraph.nodes.shared.text_protocol import (
     STOP,
     answer_text,
@@ -24,8 +24,8 @@ from reactgraph.nodes.shared.text_protocol import (
     parse_reply,
     to_ai_message,
 )
-from reactgraph.nodes.react.think import prompt_messages
 from reactgraph.tools import ToolSession, default_gateway
+from scripted import ScriptedChatModel, call, tool_reply
 
 SCHEMAS = default_gateway().schemas(ToolSession.of("t"))
 TEXT = Context(protocol="text", reflection="rules")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reactgraph.memory.redis_checkpoint.layout import normalise_prefix
@@ -23,7 +23,7 @@ from reactgraph.memory.redis_checkpoint.layout import normalise_prefix
 __all__ = ["as_datetime", "decode_hit", "decode_item", "encode_value", "item_key", "lex_range", "member", "normalise_prefix",
            "ns_text", "ns_tuple"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def ns_text(namespace: tuple[str, ...]) -> str:

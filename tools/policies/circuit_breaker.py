@@ -12,8 +12,14 @@ from collections.abc import Callable
 
 from reactgraph.tools import observations
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.breaker_state import (BreakerConfig, BreakerSnapshot, admit, on_failure,
-                                          on_neutral, on_success)
+from reactgraph.tools.policies.breaker_state import (
+    BreakerConfig,
+    BreakerSnapshot,
+    admit,
+    on_failure,
+    on_neutral,
+    on_success,
+)
 from reactgraph.tools.policies.breaker_store import BreakerStore, MemoryBreakerStore
 from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult, ToolStatus
