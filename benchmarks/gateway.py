@@ -142,7 +142,7 @@ def print_table(rows: list[Row]) -> None:
                          for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for index, row in enumerate(cells):
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
         if index == 0:
             print("  ".join("-" * width for width in widths))
 

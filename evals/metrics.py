@@ -96,7 +96,8 @@ def step_counts(steps: list[dict[str, Any]]) -> dict[str, Any]:
     outcomes = Counter(str(s.get("status")) for s in tools)
     return {"tool_calls": len(tools), "tool_failures": sum(outcomes[k] for k in TOOL_FAILURES),
             "unknown_tool_calls": outcomes["unknown_tool"], "invalid_args_calls": outcomes["invalid_args"],
-            "tool_statuses": dict(sorted(outcomes.items())), "step_tokens": sum(int(s.get("tokens") or 0) for s in steps)}
+            "tool_statuses": dict(sorted(outcomes.items())),
+            "step_tokens": sum(int(s.get("tokens") or 0) for s in steps)}
 
 
 def _mean(values: list[float]) -> float:

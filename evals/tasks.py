@@ -142,7 +142,8 @@ def load_suite(name_or_path: str | Path) -> list[Task]:
     if not (text.endswith(".jsonl") or "/" in text or path.exists()):
         path = SUITES_DIR / f"{text}.jsonl"
         if not path.exists():
-            raise SuiteError(f"unknown suite {text!r}: use one of {', '.join(suite_names())} or a path to a .jsonl file")
+            raise SuiteError(f"unknown suite {text!r}: use one of {', '.join(suite_names())} "
+                             "or a path to a .jsonl file")
     if not path.is_file():
         raise SuiteError(f"suite file {text} does not exist")
     try:

@@ -10,7 +10,7 @@ from typing import Any
 def lazy_attributes(package: str, exports: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """`__getattr__` and `__dir__` for `package`, whose public names live in the modules `exports` names."""
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> Any:  # noqa: N807 - becomes the package's PEP 562 hook
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
@@ -19,7 +19,7 @@ def lazy_attributes(package: str, exports: dict[str, str]) -> tuple[Callable[[st
         globals_of_package[name] = value  # later lookups skip __getattr__
         return value
 
-    def __dir__() -> list[str]:
+    def __dir__() -> list[str]:  # noqa: N807 - becomes the package's PEP 562 hook
         return sorted({*import_module(package).__dict__, *exports})
 
     return __getattr__, __dir__

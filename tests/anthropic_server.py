@@ -15,6 +15,7 @@ matters most to an agent loop — `tool_use`/`tool_result` blocks in a request t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -245,7 +246,8 @@ def _events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             events.append(("content_block_start", {"type": "content_block_start", "index": index,
                                                    "content_block": {**block, "input": {}}}))
             raw = json.dumps(block["input"], ensure_ascii=False)
-            deltas = [{"type": "input_json_delta", "partial_json": p} for p in (raw[:len(raw) // 2], raw[len(raw) // 2:])]
+            half = len(raw) // 2
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in (raw[:half], raw[half:])]
         events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     events.append(("message_delta", {"type": "message_delta",
@@ -271,10 +273,9 @@ def _handler_for(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def do_POST(self) -> None:
-            try:
+            # the client gave up (a timeout test): nothing left to answer
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self._serve()
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (a timeout test): nothing left to answer
 
         def _serve(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")

@@ -7,6 +7,7 @@ arguments), structured output (`response_format` json_schema), stop words, error
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -115,7 +116,8 @@ def _chunks(reply: Reply, n: int) -> list[dict[str, Any]]:
         deltas.append({"tool_calls": [{"index": k, "id": f"call_{n}_{k}", "type": "function",
                                        "function": {"name": name, "arguments": ""}}]})
         half = len(args) // 2
-        deltas += [{"tool_calls": [{"index": k, "function": {"arguments": piece}}]} for piece in (args[:half], args[half:])]
+        deltas += [{"tool_calls": [{"index": k, "function": {"arguments": piece}}]}
+                   for piece in (args[:half], args[half:])]
     return [{"index": 0, "delta": d, "finish_reason": None} for d in deltas]
 
 
@@ -134,10 +136,9 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def do_POST(self) -> None:
-            try:
+            # the client gave up (a timeout test): nothing left to answer
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self._serve()
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (a timeout test): nothing left to answer
 
         def _serve(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")

@@ -281,7 +281,7 @@ async def test_a_probe_refused_a_concurrency_slot_does_not_hold_the_probe_slot(c
 
 async def test_workers_sharing_a_redis_store_share_their_breakers(redis_url, redis_prefix, clock):
     store = RedisBreakerStore.from_url(redis_url, prefix=redis_prefix)
-    worker_a, backend_a = flaky_gateway(clock, store)
+    worker_a, _ = flaky_gateway(clock, store)
     worker_b, backend_b = flaky_gateway(clock, store)
     try:
         for _ in range(2):

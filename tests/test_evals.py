@@ -47,8 +47,8 @@ SMALL_SUITE = [
      "expected": ["上海", "12"]},
     {"id": "search", "question": "什么是 LangChain？", "tags": ["search"], "expected": ["LangChain"],
      "expected_any": ["framework", "框架"]},
-    {"id": "chain", "question": "Python 诞生于哪一年？到 2026 年它已经诞生了多少年？如果一个程序员从它诞生那年开始每天写"
-                                "10 行代码，到现在一共写了多少行代码（按每年 365 天计算）？",
+    {"id": "chain", "question": "Python 诞生于哪一年？到 2026 年它已经诞生了多少年？如果一个程序员从它诞生那年开始"
+                                "每天写10 行代码，到现在一共写了多少行代码（按每年 365 天计算）？",
      "tags": ["multi_hop", "calc"], "expected": ["1991", "35", "127750"]},
 ]
 RECORD_FIELDS = {"graph", "task", "tags", "repeat", "seed", "model", "model_label", "success", "answer", "status",
@@ -74,11 +74,13 @@ def test_the_default_suite_is_bilingual_tagged_and_holds_the_issue_questions():
     tasks = load_suite("default")
     assert len(tasks) >= 40 and len({t.id for t in tasks}) == len(tasks)
     assert {t.lang for t in tasks} == {"zh", "en"}
-    assert {"multi_hop", "calc", "weather", "search", "rag", "time", "error_recovery"} <= {g for t in tasks for g in t.tags}
+    tags = {g for t in tasks for g in t.tags}
+    assert {"multi_hop", "calc", "weather", "search", "rag", "time", "error_recovery"} <= tags
     questions = " ".join(t.question for t in tasks)
     for must in ("现在几点了？", "北京和上海的天气分别怎么样？哪个城市更热？", "计算 (15 + 27) * 3 等于多少",
-                 "什么是 LangChain？", "127750" and "每天写 10 行代码", "苹果公司的现任 CEO 叫什么名字？他今年多少岁了？"):
+                 "什么是 LangChain？", "每天写 10 行代码", "苹果公司的现任 CEO 叫什么名字？他今年多少岁了？"):
         assert must in questions
+    assert "127750" in next(t for t in tasks if "每天写 10 行代码" in t.question).expected
 
 
 def test_the_react_graph_answers_most_of_the_default_suite_offline():
@@ -115,7 +117,7 @@ def test_answers_are_checked_by_substring_number_pattern_and_named_checker():
 def test_a_bad_suite_line_is_named_with_its_line_number(tmp_path, line, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(line + "\n", encoding="utf-8")
-    with pytest.raises(SuiteError, match="bad.jsonl, line 1") as caught:
+    with pytest.raises(SuiteError, match=r"bad\.jsonl, line 1") as caught:
         load_suite(path)
     assert message in str(caught.value)
 

@@ -45,5 +45,6 @@ def test_notebook_runs_without_errors(path, kernel_dir, monkeypatch, tmp_path):
     client.execute()  # raises CellExecutionError, naming the cell, on the first error
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    text = json.dumps([o.get("text") or o.get("data", {}).get("text/markdown", "") for o in outputs], ensure_ascii=False)
+    texts = [o.get("text") or o.get("data", {}).get("text/markdown", "") for o in outputs]
+    text = json.dumps(texts, ensure_ascii=False)
     assert "model: offline" in text  # every result names the model it came from

@@ -68,7 +68,8 @@ def test_multi_hop_search_then_calculator_twice(graph):
 
 
 def test_multi_hop_with_another_subject_and_numbers(graph):
-    result = run(graph, "Linux 诞生于哪一年？到 2030 年它诞生了多少年？如果每天写 20 行代码，一共写了多少行（每年 365 天）？")
+    result = run(graph, "Linux 诞生于哪一年？到 2030 年它诞生了多少年？"
+                        "如果每天写 20 行代码，一共写了多少行（每年 365 天）？")
     assert tool_sequence(result) == ["search", "calculator", "calculator"]
     assert "1991" in result["final_answer"] and str(39 * 365 * 20) in result["final_answer"]
 
@@ -118,7 +119,8 @@ def test_a_timing_out_tool_does_not_crash_and_the_answer_says_what_is_missing():
 
 
 def test_iteration_limit_answers_from_observations_and_names_the_gap(graph):
-    question = "Python 诞生于哪一年？到 2026 年它已经诞生了多少年？如果每天写 10 行代码，一共写了多少行（每年 365 天）？"
+    question = ("Python 诞生于哪一年？到 2026 年它已经诞生了多少年？"
+                "如果每天写 10 行代码，一共写了多少行（每年 365 天）？")
     result = run(graph, question, max_iterations=1)
     assert result["status"] == "limit_reached" and tool_sequence(result) == ["search"]
     assert "1991" in result["final_answer"] and "缺少" in result["final_answer"]

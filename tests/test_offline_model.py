@@ -166,7 +166,7 @@ def run(question: str, *, tools=ALL_TOOLS, executor: FakeExecutor | None = None,
         max_rounds: int = 8) -> Run:
     executor = executor or FakeExecutor()
     model = OfflineChatModel().bind_tools(tools)
-    messages: list[BaseMessage] = list(history) + [HumanMessage(question)]
+    messages: list[BaseMessage] = [*history, HumanMessage(question)]
     for _ in range(max_rounds):
         reply = model.invoke(messages)
         messages.append(reply)
@@ -479,7 +479,7 @@ def _after_first_round(question: str, executor: FakeExecutor | None = None) -> l
     model = OfflineChatModel().bind_tools(ALL_TOOLS)
     messages: list[BaseMessage] = [HumanMessage(question)]
     reply = model.invoke(messages)
-    return messages + [reply, *[(executor or FakeExecutor())(c) for c in reply.tool_calls]]
+    return [*messages, reply, *[(executor or FakeExecutor())(c) for c in reply.tool_calls]]
 
 
 def test_reflection_advice_to_stop_is_honoured():

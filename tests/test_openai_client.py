@@ -145,8 +145,9 @@ def test_text_protocol_sends_stop_words_no_tools_and_observations_as_text(provid
     system = first["messages"][0]["content"]
     assert all(f"- {name}:" in system for name in BUILTIN_TOOLS) and '"required": ["city"]' in system
     assert server.roles(1) == ["system", "user", "assistant", "user"]
-    assert second["messages"][2]["content"] == 'Thought: Add them.\nAction: calculator\nAction Input: {"expression": "2+3"}'
-    assert second["messages"][3]["content"].startswith("Observation: {") and '"result":5' in second["messages"][3]["content"]
+    replayed, observed = second["messages"][2]["content"], second["messages"][3]["content"]
+    assert replayed == 'Thought: Add them.\nAction: calculator\nAction Input: {"expression": "2+3"}'
+    assert observed.startswith("Observation: {") and '"result":5' in observed
 
 
 def test_text_protocol_copes_with_a_server_that_ignores_stop_and_with_chatter(provider):
@@ -160,7 +161,8 @@ def test_text_protocol_copes_with_a_server_that_ignores_stop_and_with_chatter(pr
     assert result["steps"][1]["action_input"] == {"query": "LangGraph"}
     assert result["final_answer"] == "LangGraph builds agents as graphs." and result["iteration"] == 3
     correction = server.requests[1]["messages"][-1]["content"]
-    assert correction.startswith("Observation: Invalid format") and "invented" not in server.requests[2]["messages"][-1]["content"]
+    assert correction.startswith("Observation: Invalid format")
+    assert "invented" not in server.requests[2]["messages"][-1]["content"]
 
 
 # --- streaming ---------------------------------------------------------------------------------------------

@@ -184,7 +184,8 @@ def test_chinese_chunks_end_at_sentence_boundaries_within_the_size_limit():
 
 
 def test_hashing_embedder_is_the_same_in_every_process():
-    code = ("from reactgraph.memory.vector_store import HashingEmbedder; v = HashingEmbedder().embed(['断路器 circuit breaker'])[0];"
+    code = ("from reactgraph.memory.vector_store import HashingEmbedder; "
+            "v = HashingEmbedder().embed(['断路器 circuit breaker'])[0];"
             "print(repr(round(float(v @ (1 + (v.__array__().argsort() % 7))), 6)))")
     runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}

@@ -118,7 +118,8 @@ def test_a_tool_that_times_out_never_crashes_the_run(gateway):
 
 def test_malformed_and_unknown_tool_calls_go_back_to_the_model_as_observations(gateway):
     malformed = AIMessage(content="", invalid_tool_calls=[
-        {"name": "lookup", "args": "{topic: graphs", "id": "bad1", "error": "Expecting property name", "type": "invalid_tool_call"}])
+        {"name": "lookup", "args": "{topic: graphs", "id": "bad1", "error": "Expecting property name",
+         "type": "invalid_tool_call"}])
     model = ScriptedChatModel.of(malformed, tool_reply("hmm", call("teleport", "c2", to="mars")), AIMessage("Done."))
     result = ask(build_react_graph(gateway, model=model), "q")
     acts = [s for s in result["steps"] if s["node"] == "act"]

@@ -350,9 +350,9 @@ def test_each_saver_points_to_the_other_for_the_wrong_api(redis_url, redis_prefi
     async_saver = AsyncRedisSaver.from_url(redis_url, prefix=redis_prefix)
     with pytest.raises(NotImplementedError, match="use RedisSaver"):
         async_saver.get_tuple(thread())
-    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
-        with pytest.raises(NotImplementedError, match="use AsyncRedisSaver"):
-            asyncio.run(saver.aget_tuple(thread()))
+    with (RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver,
+          pytest.raises(NotImplementedError, match="use AsyncRedisSaver")):
+        asyncio.run(saver.aget_tuple(thread()))
 
 
 
@@ -415,9 +415,9 @@ def test_a_malformed_url_is_one_clear_line_without_the_password(url, reason):
 
 def test_an_unreachable_server_is_one_clear_line():
     port = free_port()
-    with RedisSaver.from_url(f"redis://:secret@127.0.0.1:{port}/3") as saver:
-        with pytest.raises(CheckpointStoreUnavailable) as caught:
-            saver.get_tuple(thread())
+    with (RedisSaver.from_url(f"redis://:secret@127.0.0.1:{port}/3") as saver,
+          pytest.raises(CheckpointStoreUnavailable) as caught):
+        saver.get_tuple(thread())
     assert str(caught.value) == f"cannot reach Redis at redis://127.0.0.1:{port}/3: Connection refused"
     assert isinstance(caught.value, ConnectionError)
 
@@ -432,18 +432,18 @@ async def test_an_unreachable_server_is_one_clear_line_for_the_async_saver_too()
 
 
 def test_an_unknown_host_is_one_clear_line():
-    with RedisSaver.from_url("redis://no-such-host.invalid:6379/0") as saver:
-        with pytest.raises(CheckpointStoreUnavailable) as caught:
-            saver.ping()
+    with (RedisSaver.from_url("redis://no-such-host.invalid:6379/0") as saver,
+          pytest.raises(CheckpointStoreUnavailable) as caught):
+        saver.ping()
     message = str(caught.value)
     assert message.startswith("cannot reach Redis at redis://no-such-host.invalid:6379/0: ") and "\n" not in message
 
 
 @pytest.mark.parametrize("password", ["wrong", ""])
 def test_a_wrong_password_is_one_clear_line_without_the_password(private_redis, password):
-    with RedisSaver.from_url(private_redis.url(password=password)) as saver:
-        with pytest.raises(CheckpointStoreUnavailable) as caught:
-            saver.get_tuple(thread())
+    with (RedisSaver.from_url(private_redis.url(password=password)) as saver,
+          pytest.raises(CheckpointStoreUnavailable) as caught):
+        saver.get_tuple(thread())
     message = str(caught.value)
     assert message.startswith(f"Redis at redis://127.0.0.1:{private_redis.port}/0 refused the credentials: ")
     assert "\n" not in message and "wrong" not in message.split(": ", 1)[0]
@@ -474,9 +474,9 @@ def test_a_put_that_fails_half_way_leaves_the_previous_checkpoint_current(redis_
         client.delete(key)
         client.set(key, "not a hash")
         doomed = generate_checkpoint(channel_values={"a": 2}, channel_versions={"a": 2})
+        at_first = {**config["configurable"], "checkpoint_id": first["configurable"]["checkpoint_id"]}
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            saver.put({"configurable": {**config["configurable"], "checkpoint_id": first["configurable"]["checkpoint_id"]}},
-                      doomed, generate_metadata(step=1), {"a": 2})
+            saver.put({"configurable": at_first}, doomed, generate_metadata(step=1), {"a": 2})
         client.delete(key)
         client.restore(key, 0, saved)
         latest = saver.get_tuple(config)

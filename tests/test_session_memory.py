@@ -45,9 +45,9 @@ def tool_round(*calls: tuple[str, dict, str]) -> list[BaseMessage]:
     ids = [f"call{next(_ids)}" for _ in calls]
     asked = AIMessage("", id=f"m{next(_ids)}", tool_calls=[
         {"name": name, "args": args, "id": call_id, "type": "tool_call"}
-        for (name, args, _), call_id in zip(calls, ids)])
+        for (name, args, _), call_id in zip(calls, ids, strict=True)])
     return [asked] + [ToolMessage(result, tool_call_id=call_id, name=name, id=f"m{next(_ids)}")
-                      for (name, _, result), call_id in zip(calls, ids)]
+                      for (name, _, result), call_id in zip(calls, ids, strict=True)]
 
 
 def weather_turn(city: str) -> list[BaseMessage]:

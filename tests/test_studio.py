@@ -10,7 +10,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -73,10 +73,8 @@ class StudioServer:
             code = self.process.wait(timeout=15)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
-        try:
+        with suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)  # stragglers, if any, never outlive the test
-        except ProcessLookupError:
-            pass
         self.process.wait()
         return code
 

@@ -72,7 +72,8 @@ class ToolMetrics:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "failures": self.failures, "by_status": {str(k): v for k, v in self.by_status.items()},
+        return {"calls": self.calls, "failures": self.failures,
+                "by_status": {str(k): v for k, v in self.by_status.items()},
                 "p50_ms": round(self.percentile(0.50), 3), "p95_ms": round(self.percentile(0.95), 3)}
 
 

@@ -119,10 +119,10 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             parent, channels = layout.parse_links(links)
             checkpoint["channel_values"] = {
                 channel: loads(layout.unpack_typed(blob))
-                for channel, blob in zip(channels, blobs)
+                for channel, blob in zip(channels, blobs, strict=True)
                 if blob and not blob.startswith(layout.EMPTY)
             }
-            writes = sorted((layout.parse_write(f, v) for f, v in zip(wfields, wvalues) if v is not None),
+            writes = sorted((layout.parse_write(f, v) for f, v in zip(wfields, wvalues, strict=True) if v is not None),
                             key=lambda w: writes_sort_key(w[0], w[1], w[2]))
             cid = cid.decode()
             out.append(CheckpointTuple(
@@ -166,7 +166,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             sources = [(threads[0], conf["checkpoint_ns"])]
         else:
             ns_sets = yield [("SMEMBERS", self._base(t) + "ns") for t in threads]
-            sources = [(t, ns.decode()) for t, nss in zip(threads, ns_sets) for ns in sorted(nss)]
+            sources = [(t, ns.decode()) for t, nss in zip(threads, ns_sets, strict=True) for ns in sorted(nss)]
         if not sources:
             return
         wanted_id = get_checkpoint_id(config) if config else None
@@ -190,7 +190,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                 by_source.setdefault(s, []).append(cid)
             replies = yield [self._load_command(sources[s][0], sources[s][1], *ids) for s, ids in by_source.items()]
             found = {}
-            for s, reply in zip(by_source, replies):
+            for s, reply in zip(by_source, replies, strict=True):
                 for tup in self._tuples(*sources[s], reply):
                     found[(tup.config["configurable"]["checkpoint_id"], s)] = tup
             for key in chunk:
@@ -213,16 +213,16 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             return
         bases = [self._base(t) for t in thread_ids]
         ns_sets = yield [("SMEMBERS", base + "ns") for base in bases]
-        targets = [(base, ns.decode()) for base, nss in zip(bases, ns_sets) for ns in nss]
+        targets = [(base, ns.decode()) for base, nss in zip(bases, ns_sets, strict=True) for ns in nss]
         if not targets:
             return
         latest = yield [("ZREVRANGEBYLEX", base + "c:" + ns, "+", "-", "LIMIT", 0, 1) for base, ns in targets]
-        targets = [(base, ns, ids[0].decode()) for (base, ns), ids in zip(targets, latest) if ids]
+        targets = [(base, ns, ids[0].decode()) for (base, ns), ids in zip(targets, latest, strict=True) if ids]
         if not targets:
             return
         records = yield [("HGET", base + "cp:" + ns, cid) for base, ns, cid in targets]
         commands = []
-        for (base, ns, cid), record in zip(targets, records):
+        for (base, ns, cid), record in zip(targets, records, strict=True):
             if record is None:
                 continue
             _, metadata = self.serde.loads_typed(layout.unpack_typed(record))

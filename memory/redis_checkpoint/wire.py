@@ -89,7 +89,7 @@ class SyncWire:
             if missing:
                 for script in {commands[i][0] for i in missing}:
                     _raise_first_error(self._round_trip(conn, [("SCRIPT", "LOAD", script.source)]))
-                for i, reply in zip(missing, self._round_trip(conn, [commands[i] for i in missing])):
+                for i, reply in zip(missing, self._round_trip(conn, [commands[i] for i in missing]), strict=True):
                     replies[i] = reply
         finally:
             self._free.append(conn)
@@ -154,7 +154,7 @@ class AsyncWire:
             if missing:
                 for script in {commands[i][0] for i in missing}:
                     _raise_first_error(await self._round_trip(conn, [("SCRIPT", "LOAD", script.source)]))
-                for i, reply in zip(missing, await self._round_trip(conn, [commands[i] for i in missing])):
+                for i, reply in zip(missing, await self._round_trip(conn, [commands[i] for i in missing]), strict=True):
                     replies[i] = reply
         finally:
             self._free.append(conn)

@@ -30,7 +30,7 @@ def _compare(actual: Any, wanted: Any) -> bool:
         return isinstance(actual, Mapping) and all(_compare(actual.get(k), v) for k, v in wanted.items())
     if isinstance(wanted, (list, tuple)):
         return (isinstance(actual, (list, tuple)) and len(actual) == len(wanted)
-                and all(_compare(a, w) for a, w in zip(actual, wanted)))
+                and all(_compare(a, w) for a, w in zip(actual, wanted, strict=True)))
     return actual == wanted
 
 
@@ -57,9 +57,9 @@ def namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> 
     if len(namespace) < len(path):
         return False
     if condition.match_type == "prefix":
-        pairs = zip(namespace, path)
+        pairs = zip(namespace, path, strict=False)
     elif condition.match_type == "suffix":
-        pairs = zip(reversed(namespace), reversed(path))
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
     else:
         raise ValueError(f"Unsupported match type: {condition.match_type}")
     return all(p == "*" or n == p for n, p in pairs)

@@ -20,8 +20,8 @@ from typing import Any
 
 from reactgraph.memory.redis_checkpoint.layout import normalise_prefix
 
-__all__ = ["as_datetime", "decode_hit", "decode_item", "encode_value", "item_key", "lex_range", "member", "normalise_prefix",
-           "ns_text", "ns_tuple"]
+__all__ = ["as_datetime", "decode_hit", "decode_item", "encode_value", "item_key", "lex_range", "member",
+           "normalise_prefix", "ns_text", "ns_tuple"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

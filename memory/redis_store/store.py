@@ -95,7 +95,7 @@ class RedisStore(WiredClient, BaseStore):
         # re-sent after the rest of its batch, which must not let a read see this batch's writes.
         replies = self._wire.batch([self._read_command(op) for _, op in reads]) if reads else []
         touches: list[str] = []
-        for (i, op), reply in zip(reads, replies):
+        for (i, op), reply in zip(reads, replies, strict=True):
             results[i] = self._read_result(op, reply, touches)
         if touches:
             self._wire.call((scripts.TOUCH, 1, self.prefix + "exp", self.prefix, *touches))

@@ -9,7 +9,7 @@ import unicodedata
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -143,7 +143,8 @@ class OpenAIEmbedder:
     """OpenAI (or OpenAI-compatible, via OPENAI_BASE_URL) embeddings through langchain-openai; needs a network."""
 
     relevance_floor = 0.25  # a common cut-off for text-embedding-3 cosines; not measured here (no network)
-    _DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+    _DIMS: ClassVar[dict[str, int]] = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
+                                       "text-embedding-ada-002": 1536}
 
     def __init__(self, model: str = "text-embedding-3-small", dim: int | None = None) -> None:
         try:

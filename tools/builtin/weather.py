@@ -72,16 +72,16 @@ async def live_weather(url_template: str, city: str, *, timeout_s: float = LIVE_
     url = url_template.replace("{city}", quote(city, safe=""))
     host = httpx.URL(url).host
     try:
-        async with httpx.AsyncClient(timeout=timeout_s, transport=transport) as client:
-            async with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
-                if response.status_code >= 500:
-                    raise TransientToolError(f"weather service {host} answered HTTP {response.status_code}")
-                if response.status_code == 404:
-                    return {"found": False, "city": city, "message": f"no weather data for {city} ({host} "
-                            "does not know this place)", "known_cities": []}
-                if response.status_code >= 400:
-                    raise ToolError(f"weather service {host} answered HTTP {response.status_code}")
-                body, truncated = await read_capped(response, _MAX_RESPONSE_BYTES)
+        async with (httpx.AsyncClient(timeout=timeout_s, transport=transport) as client,
+                    client.stream("GET", url, headers={"Accept": "application/json"}) as response):
+            if response.status_code >= 500:
+                raise TransientToolError(f"weather service {host} answered HTTP {response.status_code}")
+            if response.status_code == 404:
+                return {"found": False, "city": city, "message": f"no weather data for {city} ({host} "
+                        "does not know this place)", "known_cities": []}
+            if response.status_code >= 400:
+                raise ToolError(f"weather service {host} answered HTTP {response.status_code}")
+            body, truncated = await read_capped(response, _MAX_RESPONSE_BYTES)
     except httpx.TransportError as exc:
         raise TransientToolError(f"weather service {host} unreachable: {exc!r}") from exc
     if truncated:
