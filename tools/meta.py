@@ -58,16 +58,16 @@ class ToolMeta:
     def from_function(cls, fn: Callable[..., Any], *, name: str | None = None,
                       description: str | None = None, **options: Any) -> ToolMeta:
         """Build from a typed function: the schema comes from its hints, the texts from its docstring."""
-        key = "coroutine" if inspect.iscoroutinefunction(fn) else "func"
+        is_async = inspect.iscoroutinefunction(fn)
         try:
             structured = StructuredTool.from_function(
-                **{key: fn}, name=name, description=description,
-                parse_docstring=True, error_on_invalid_docstring=False,
+                func=None if is_async else fn, coroutine=fn if is_async else None, name=name,
+                description=description, parse_docstring=True, error_on_invalid_docstring=False,
             )
         except (ValueError, TypeError) as exc:
             raise ToolRegistrationError(f"cannot derive a schema for {fn!r}: {exc}") from exc
         return cls(name=structured.name, description=structured.description,
-                   params_model=structured.args_schema, run=fn, **options)
+                   params_model=_pydantic_model(structured.args_schema, fn), run=fn, **options)
 
     @classmethod
     def from_langchain(cls, tool: BaseTool, **options: Any) -> ToolMeta:
@@ -78,7 +78,14 @@ class ToolMeta:
             return await tool.ainvoke(kwargs)
 
         return cls(name=tool.name, description=tool.description or tool.name,
-                   params_model=schema, run=run, **options)
+                   params_model=_pydantic_model(schema, tool), run=run, **options)
+
+
+def _pydantic_model(schema: object, source: object) -> type[BaseModel]:
+    """`schema` if it is a pydantic v2 model class: the gateway validates arguments with `model_validate`."""
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return schema
+    raise ToolRegistrationError(f"cannot register {source!r}: its argument schema is not a pydantic v2 model")
 
 
 def as_tool_meta(tool: ToolMeta | BaseTool | Callable[..., Any], **options: Any) -> ToolMeta:

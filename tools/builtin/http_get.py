@@ -82,8 +82,10 @@ async def _resolve(host: str, port: int) -> list[IPAddress]:
 
 def _env_proxy_applies(url: httpx.URL) -> bool:
     proxies = urllib.request.getproxies_environment()
-    return bool(proxies.get(url.scheme) or proxies.get("all")) and not urllib.request.proxy_bypass_environment(
-        url.host)
+    # typeshed omits proxy_bypass_environment (undocumented, in CPython since 2.7); proxy_bypass would also
+    # consult macOS/Windows system settings, which httpx does not
+    bypass = urllib.request.proxy_bypass_environment(url.host)  # type: ignore[attr-defined]
+    return bool(proxies.get(url.scheme) or proxies.get("all")) and not bypass
 
 
 async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:

@@ -29,6 +29,20 @@ class CallContext:
     deadline: float | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def tool(self) -> ToolMeta:
+        """The called tool, for every step after `Existence` (the first), which resolves it."""
+        if self.meta is None:
+            raise LookupError(f"call {self.call_id!r}: a step ran before Existence resolved {self.name!r}")
+        return self.meta
+
+    @property
+    def arguments(self) -> BaseModel:
+        """The validated arguments, for every step after `ArgumentValidation`, which sets them."""
+        if self.params is None:
+            raise LookupError(f"call {self.call_id!r}: a step ran before ArgumentValidation checked {self.name!r}")
+        return self.params
+
     def result(self, status: ToolStatus, content: str, *, value: Any = None, **detail: Any) -> ToolResult:
         """A result for this call; latency is stamped by the telemetry policy on the way out."""
         return ToolResult(name=self.name, call_id=self.call_id, status=status, content=content,

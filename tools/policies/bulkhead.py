@@ -62,8 +62,8 @@ class Bulkhead:
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
         semaphores = [self._semaphore(None, self.max_concurrent)]
-        if call.meta.max_concurrency:
-            semaphores.insert(0, self._semaphore(call.name, call.meta.max_concurrency))
+        if call.tool.max_concurrency:
+            semaphores.insert(0, self._semaphore(call.name, call.tool.max_concurrency))
         started = time.monotonic()
         try:
             held = await self._acquire_all(semaphores)

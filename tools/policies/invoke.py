@@ -21,9 +21,9 @@ class Invoke:
         self.executor = executor or ThreadPoolExecutor(max_workers=32, thread_name_prefix="tool")
 
     async def __call__(self, call: CallContext) -> ToolResult:
-        kwargs = dict(call.params)  # field name → validated value, nested models kept as models
-        run = call.meta.run
-        if call.meta.is_async:
+        kwargs = dict(call.arguments)  # field name → validated value, nested models kept as models
+        run = call.tool.run
+        if call.tool.is_async:
             value = await run(**kwargs)
         else:
             ctx = contextvars.copy_context()

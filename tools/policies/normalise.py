@@ -18,10 +18,10 @@ class Normalise:
         try:
             return await proceed(call)
         except TimeoutError:
-            return call.result(ToolStatus.TIMEOUT, observations.timeout(call.name, call.meta.timeout_s))
+            return call.result(ToolStatus.TIMEOUT, observations.timeout(call.name, call.tool.timeout_s))
         except ToolInputError as exc:
             return call.result(ToolStatus.INVALID_ARGS,
-                               observations.invalid_args(call.name, str(exc), schema_hint(call.meta)))
+                               observations.invalid_args(call.name, str(exc), schema_hint(call.tool)))
         except asyncio.CancelledError:
             raise  # the caller gave up (e.g. the graph run was cancelled): not the tool's fault to report
         except Exception as exc:  # noqa: BLE001 - a tool's fault must never escape the gateway

@@ -15,7 +15,7 @@ class Permission:
         self.registry = registry
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
-        meta = call.meta
+        meta = call.tool
         if not call.session.permits(meta.name, meta.tags):
             available = self.registry.available_names(call.session)
             return call.result(ToolStatus.DENIED, observations.denied(meta.name, available),

@@ -32,7 +32,7 @@ class Retry:
             try:
                 return await proceed(call)
             except TransientToolError:
-                if call.attempts >= call.meta.max_attempts:
+                if call.attempts >= call.tool.max_attempts:
                     raise
                 delay = self.backoff(call.attempts)
                 if call.deadline is not None and asyncio.get_running_loop().time() + delay >= call.deadline:

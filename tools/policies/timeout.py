@@ -17,6 +17,6 @@ class Timeout:
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
         loop = asyncio.get_running_loop()
-        call.deadline = loop.time() + call.meta.timeout_s
+        call.deadline = loop.time() + call.tool.timeout_s
         async with asyncio.timeout_at(call.deadline):
             return await proceed(call)

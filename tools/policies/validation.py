@@ -43,7 +43,7 @@ class ArgumentValidation:
     """Validates arguments before anything runs, so a malformed call never reaches the tool."""
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
-        meta = call.meta
+        meta = call.tool
         args = _coerce_args(call.args)
         if not isinstance(args, dict):
             return call.result(ToolStatus.INVALID_ARGS, observations.invalid_args(
