@@ -109,23 +109,16 @@ class SessionMemory:
         if cut == 0:
             return None
         folded = list(messages[:cut])
-        missing = [type(m).__name__ for m in folded if not m.id]
-        if missing:
+        ids = [m.id for m in folded if m.id]
+        if len(ids) < len(folded):
+            missing = [type(m).__name__ for m in folded if not m.id]
             raise ValueError(f"cannot fold messages without ids ({', '.join(missing)}): "
                              "add_messages gives every message in graph state one")
-        return Fold(remove=[RemoveMessage(id=m.id) for m in folded], messages=folded,
+        return Fold(remove=[RemoveMessage(id=i) for i in ids], messages=folded,
                     previous_summary=summary or "")
 
 
 # --- the summary prompt, and reading it back ---------------------------------------------------------
-
-
-def _text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content or []
-                   if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text"))
 
 
 def _clip(text: str, limit: int) -> str:
@@ -143,15 +136,15 @@ def render_transcript(messages: Sequence[BaseMessage]) -> str:
     lines = []
     for message in messages:
         if isinstance(message, HumanMessage):
-            lines.append(_line("User: ", _text(message)))
+            lines.append(_line("User: ", message.text))
         elif isinstance(message, AIMessage):
-            if _text(message).strip():
-                lines.append(_line("Assistant: ", _text(message)))
+            if message.text.strip():
+                lines.append(_line("Assistant: ", message.text))
             for call in message.tool_calls:
                 args = json.dumps(call.get("args") or {}, ensure_ascii=False)
                 lines.append(f"Assistant called {call['name']}({args})")
         elif isinstance(message, ToolMessage):
-            lines.append(_line(f"Tool {message.name or 'result'}: ", _clip(_text(message), _TOOL_CHARS)))
+            lines.append(_line(f"Tool {message.name or 'result'}: ", _clip(message.text, _TOOL_CHARS)))
     return "\n".join(lines)
 
 
@@ -169,7 +162,7 @@ _LABEL = re.compile(r"(User|Assistant|Tool [^:]*): ")
 def read_summary_prompt(messages: Sequence[BaseMessage]) -> tuple[str, list[BaseMessage]]:
     """The previous summary and the transcript messages of a `summary_prompt` (tool calls dropped)."""
     for message in reversed(messages):
-        match = _TAGGED.search(_text(message))
+        match = _TAGGED.search(message.text)
         if match:
             break
     else:
@@ -179,7 +172,7 @@ def read_summary_prompt(messages: Sequence[BaseMessage]) -> tuple[str, list[Base
     for line in match.group(2).split("\n"):
         label = _LABEL.match(line)
         if line.startswith("  ") and parsed:
-            parsed[-1].content += "\n" + line[2:]
+            parsed[-1].content = f"{parsed[-1].text}\n{line[2:]}"
         elif label and label.group(1) == "User":
             parsed.append(HumanMessage(line[label.end():]))
         elif label and label.group(1) == "Assistant":
@@ -214,9 +207,9 @@ def _turn_lines(messages: Sequence[BaseMessage]) -> list[str]:
     for message in messages:
         if isinstance(message, HumanMessage):
             flush()
-            question, answer = _text(message).strip(), None
-        elif isinstance(message, AIMessage) and not message.tool_calls and _text(message).strip():
-            answer = _text(message).strip()
+            question, answer = message.text.strip(), None
+        elif isinstance(message, AIMessage) and not message.tool_calls and message.text.strip():
+            answer = message.text.strip()
     flush()
     return [line for line in lines if line.strip()]
 
@@ -252,7 +245,7 @@ def summary_from_messages(messages: Sequence[BaseMessage]) -> str:
     for message in reversed(messages):
         if not isinstance(message, SystemMessage):
             continue
-        lines = _text(message).splitlines()
+        lines = message.text.splitlines()
         for i, line in enumerate(lines):
             if line.strip().startswith(SUMMARY_HEADER):
                 found = [line.strip()[len(SUMMARY_HEADER):].strip()]

@@ -65,8 +65,8 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         base, cid = self._base(thread_id), checkpoint["id"]
-        stored = checkpoint.copy()
-        values: dict[str, Any] = stored.pop("channel_values", None) or {}  # type: ignore[misc]
+        stored: dict[str, Any] = dict(checkpoint)  # the record; channel values go apart, one blob per version
+        values: dict[str, Any] = stored.pop("channel_values", None) or {}
         meta = get_serializable_checkpoint_metadata(config, metadata)
         dumps = self.serde.dumps_typed
         run_id = meta.get("run_id")
@@ -80,7 +80,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         for channel, version in new_versions.items():
             args.append(layout.blob_field(channel, version))
             args.append(layout.pack_typed(dumps(values[channel])) if channel in values else layout.EMPTY)
-        saved = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+        saved: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
         return (scripts.PUT, 1, base + "ns", *args), saved
 
     def _put_writes_command(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
@@ -194,10 +194,10 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                 for tup in self._tuples(*sources[s], reply):
                     found[(tup.config["configurable"]["checkpoint_id"], s)] = tup
             for key in chunk:
-                tup = found.get(key)
-                if tup is None or (filter and any(tup.metadata.get(k) != v for k, v in filter.items())):
+                hit = found.get(key)
+                if hit is None or (filter and any(hit.metadata.get(k) != v for k, v in filter.items())):
                     continue
-                yield tup
+                yield hit
                 if remaining is not None:
                     remaining -= 1
                     if remaining <= 0:
@@ -217,12 +217,12 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         if not targets:
             return
         latest = yield [("ZREVRANGEBYLEX", base + "c:" + ns, "+", "-", "LIMIT", 0, 1) for base, ns in targets]
-        targets = [(base, ns, ids[0].decode()) for (base, ns), ids in zip(targets, latest, strict=True) if ids]
-        if not targets:
+        kept = [(base, ns, ids[0].decode()) for (base, ns), ids in zip(targets, latest, strict=True) if ids]
+        if not kept:
             return
-        records = yield [("HGET", base + "cp:" + ns, cid) for base, ns, cid in targets]
+        records = yield [("HGET", base + "cp:" + ns, cid) for base, ns, cid in kept]
         commands = []
-        for (base, ns, cid), record in zip(targets, records, strict=True):
+        for (base, ns, cid), record in zip(kept, records, strict=True):
             if record is None:
                 continue
             _, metadata = self.serde.loads_typed(layout.unpack_typed(record))

@@ -28,6 +28,8 @@ from reactgraph.memory.redis_checkpoint.wire import Command, SyncWire, WiredClie
 from reactgraph.memory.redis_store import layout, scripts
 from reactgraph.memory.redis_store.filters import fixed_prefix, matches, namespace_matches
 
+ReadOp = GetOp | SearchOp | ListNamespacesOp  # what one batch sends before its writes
+
 _NO_INDEX = ("RedisStore has no semantic search: it runs on plain Redis without a vector index. Use "
              "filters and namespaces, or a store with an `index` (e.g. InMemoryStore, PostgresStore)")
 
@@ -78,7 +80,7 @@ class RedisStore(WiredClient, BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
         results: list[Result] = [None] * len(ops)
-        reads: list[tuple[int, Op]] = []
+        reads: list[tuple[int, ReadOp]] = []
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for i, op in enumerate(ops):
             validate_op_namespace(op)
@@ -116,7 +118,7 @@ class RedisStore(WiredClient, BaseStore):
         ttl = "" if op.ttl is None else _minutes(op.ttl)
         return (scripts.PUT, 1, key, *args, layout.encode_value(op.value), ttl)
 
-    def _read_command(self, op: Op) -> Command:
+    def _read_command(self, op: ReadOp) -> Command:
         if isinstance(op, GetOp):
             key = layout.item_key(self.prefix, op.namespace, op.key)
             return (scripts.GET, 1, key, self.prefix, layout.member(op.namespace, op.key),
@@ -127,11 +129,10 @@ class RedisStore(WiredClient, BaseStore):
             # Unfiltered, the page can only come from each namespace's newest offset+limit items.
             per_namespace = 0 if op.filter else max(op.offset + op.limit, 1)  # 0 = all
             return (scripts.SEARCH, 1, index, self.prefix, low, high, per_namespace)
-        assert isinstance(op, ListNamespacesOp)
         low, high = layout.lex_range(fixed_prefix(op.match_conditions))
         return (scripts.LIST, 1, index, self.prefix, low, high)
 
-    def _read_result(self, op: Op, reply: Any, touches: list[str]) -> Result:
+    def _read_result(self, op: ReadOp, reply: Any, touches: list[str]) -> Result:
         if isinstance(op, GetOp):
             if reply is None:
                 return None

@@ -7,7 +7,7 @@ import os
 import re
 import unicodedata
 import zlib
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -94,10 +94,10 @@ class HashingEmbedder:
                 "cjk_unigram_weight": self.cjk_unigram_weight, "subword_weight": self.subword_weight,
                 "seed": self.seed, "version": 1}
 
-    def features(self, text: str) -> Counter[str]:
+    def features(self, text: str) -> dict[str, float]:
         """Weighted features of one text (feature → summed weight); exposed for tests and tuning."""
         text = unicodedata.normalize("NFKC", text).casefold()
-        weights: Counter[str] = Counter()
+        weights: defaultdict[str, float] = defaultdict(float)
         low, high = self.cjk_ngrams
         for run in _CJK_RUN.findall(text):
             for n in range(low, high + 1):

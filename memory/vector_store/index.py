@@ -116,7 +116,7 @@ class VectorIndex:
             return
         self._changed()
         if self.kind == "flat":
-            self._index.remove_ids(ids)
+            self._index.remove_ids(faiss.IDSelectorBatch(ids))
             return
         self.tombstones.update(self._known(ids))
         if len(self.tombstones) > COMPACT_RATIO * self._index.ntotal:
@@ -134,7 +134,8 @@ class VectorIndex:
         if self.kind == "flat":
             scores, positions = inner.search(queries, k)
         else:
-            params = faiss.SearchParametersHNSW(efSearch=max(self.hnsw.ef_search, k))
+            # faiss's stubs (1.15) omit SearchParametersHNSW, which the library has
+            params = faiss.SearchParametersHNSW(efSearch=max(self.hnsw.ef_search, k))  # type: ignore[attr-defined]
             if self.tombstones:
                 params.sel = self._tombstone_selector()
             scores, positions = inner.search(queries, k, params=params)
@@ -154,7 +155,10 @@ class VectorIndex:
         """The index saved at `path` with the `state` `save` returned."""
         index = cls(state["dim"], hnsw_threshold=state.get("hnsw_threshold", HNSW_THRESHOLD),
                     hnsw=HnswParams(**state.get("hnsw", {})))
-        index._index = faiss.read_index(str(path))
+        loaded = faiss.read_index(str(path))
+        if not isinstance(loaded, faiss.IndexIDMap2):
+            raise ValueError(f"{path} holds a {type(loaded).__name__}, not the IndexIDMap2 this store writes")
+        index._index = loaded
         index.tombstones = set(state.get("tombstones", []))
         index._changed()
         if index._index.d != index.dim:

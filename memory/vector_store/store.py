@@ -151,7 +151,7 @@ class VectorStore:
         self.delete_source(source)
         ids = list(range(self._next_id, self._next_id + len(chunks)))
         self._next_id += len(chunks)
-        if chunks:
+        if vectors is not None:
             self.index.add(np.asarray(ids, dtype=np.int64), vectors)
         for chunk_id, chunk in zip(ids, chunks, strict=True):
             self.chunks[chunk_id] = ChunkRecord(chunk_id, source, chunk.section, chunk.ordinal, chunk.text)
