@@ -1,0 +1,71 @@
+"""The architecture as a test: every import inside the product goes to its own layer or one below it.
+
+    reactgraph.graph.cli → reactgraph.evals → reactgraph.graph → nodes → models → tools → memory
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Highest layer first; a module belongs to the first (most specific) prefix it matches.
+LAYERS = ["reactgraph.graph.cli", "reactgraph.evals", "reactgraph.graph", "reactgraph.nodes", "reactgraph.models",
+          "reactgraph.tools", "reactgraph.memory"]
+FOLDERS = {"graph": "reactgraph.graph", "nodes": "reactgraph.nodes", "models": "reactgraph.models",
+           "tools": "reactgraph.tools", "memory": "reactgraph.memory", "evals": "reactgraph.evals"}
+# The namespace's own plumbing (version, lazy attributes) sits beneath every layer.
+PLUMBING = ("reactgraph._lazy", "reactgraph._version")
+
+
+def layer_of(module: str) -> int | None:
+    ranks = [rank for rank, prefix in enumerate(LAYERS) if module == prefix or module.startswith(prefix + ".")]
+    # graph.cli is more specific than graph: the longest matching prefix wins.
+    return min(ranks, key=lambda rank: -len(LAYERS[rank])) if ranks else None
+
+
+def product_modules():
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            dotted = ".".join([package, *parts]).removesuffix(".__init__")
+            yield dotted, path
+
+
+def imported_modules(path: Path, module: str):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative import: resolve against the package
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                yield f"{base}.{node.module}" if node.module else base
+            elif node.module:
+                yield node.module
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("reactgraph."):
+            yield node.value  # lazy-export tables name the modules they import later
+
+
+def test_every_import_goes_to_its_own_layer_or_below():
+    upward = []
+    for module, path in product_modules():
+        own = layer_of(module)
+        for target in imported_modules(path, module):
+            if not target.startswith("reactgraph.") or target.startswith(PLUMBING):
+                continue
+            rank = layer_of(target)
+            if rank is not None and own is not None and rank < own:
+                upward.append(f"{module} imports {target}")
+    assert upward == []
+
+
+def test_no_module_imports_the_old_top_level_names():
+    old = {"graph", "nodes", "tools", "memory", "evals", "models"}
+    found = []
+    for module, path in product_modules():
+        for target in imported_modules(path, module):
+            if target.split(".")[0] in old:
+                found.append(f"{module} imports {target}")
+    assert found == []
