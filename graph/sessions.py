@@ -64,8 +64,10 @@ def run(graph: CompiledStateGraph, plan: RunPlan, context: Context, on_update: U
 
 def history(graph: CompiledStateGraph, session: str, limit: int = 50) -> Iterator[dict[str, Any]]:
     """The session's checkpoints, newest first: id, step, the node that produced it, time and a summary."""
-    snapshots = list(graph.get_state_history({"configurable": {"thread_id": session}}, limit=limit))
-    for newer, older in zip(snapshots, [*snapshots[1:], None]):
+    # One more than shown: the node that wrote the oldest shown checkpoint is named by the one before it.
+    snapshots = list(graph.get_state_history({"configurable": {"thread_id": session}}, limit=limit + 1))
+    shown = snapshots[:limit]
+    for newer, older in zip(shown, [*snapshots[1:], None][: len(shown)], strict=True):
         values = newer.values or {}
         messages = values.get("messages", [])
         last = text_of(messages[-1]).strip().replace("\n", " ") if messages else ""

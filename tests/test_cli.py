@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -50,7 +52,8 @@ def test_options_reach_the_run():
 
 
 @pytest.mark.parametrize(("args", "env", "message"), [
-    (["ask", "q", "--reflection", "sometimes"], {}, "reflection must be"),
+    (["ask", "q", "--reflection", "sometimes"], {}, "'sometimes' is not one of 'llm', 'rules', 'off'"),
+    (["ask", "q", "--protocol", "json"], {}, "'json' is not one of 'tools', 'text'"),
     (["ask", "q", "--max-iterations", "0"], {}, "max_iterations must be"),
     (["ask", "q", "--bogus"], {}, "No such option"),
     (["ask", "q", "--model", "gpt4"], {}, "unknown model spec 'gpt4'"),
@@ -73,3 +76,62 @@ def test_tools_lists_every_builtin_tool_with_its_breaker_state():
     assert "expression" in rows["calculator"]["schema"]["properties"]
     table = reactgraph("tools")
     assert "calculator" in table.stdout and "closed" in table.stdout
+
+
+def test_version_names_the_installed_release():
+    done = reactgraph("--version")
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout == f"reactgraph {version('react-graph')}\n"
+
+
+def test_a_bare_reactgraph_prints_help_and_no_error_line():
+    done = reactgraph()
+    assert done.returncode == 0
+    assert "Usage: reactgraph" in done.stdout and "ask" in done.stdout and "history" in done.stdout
+    assert done.stderr == ""
+
+
+@pytest.mark.parametrize("module", ["reactgraph", "reactgraph.graph.cli"])
+def test_python_dash_m_runs_the_same_command_line(module):
+    done = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=60,
+                          env=clean_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"reactgraph {version('react-graph')}\n"
+    listed = subprocess.run([sys.executable, "-m", module, "tools", "--json"], capture_output=True, text=True,
+                            timeout=120, env=clean_env())
+    assert listed.returncode == 0, listed.stderr
+    assert "calculator" in {row["name"] for row in json.loads(listed.stdout)}
+
+
+def test_the_shell_completes_commands_and_the_choices_of_reflection():
+    script = reactgraph("--show-completion", "bash")
+    assert script.returncode == 0 and "_REACTGRAPH_COMPLETE" in script.stdout
+    for words, expected in ((["reactgraph", "hi"], {"history"}), (["reactgraph", "ask", "--reflection", ""],
+                                                                  {"llm", "rules", "off"})):
+        done = reactgraph(env={"_REACTGRAPH_COMPLETE": "complete_bash", "COMP_WORDS": " ".join(words),
+                               "COMP_CWORD": str(len(words) - 1)})
+        assert done.returncode == 0, done.stderr
+        assert set(done.stdout.split()) == expected
+
+
+def test_help_lists_the_choices_of_reflection_and_protocol():
+    done = reactgraph("ask", "--help", env={"COLUMNS": "120"})
+    assert done.returncode == 0
+    assert "llm|rules|off" in done.stdout and "tools|text" in done.stdout
+
+
+def test_history_shows_each_checkpoint_id_whole_on_one_line_and_a_copied_id_forks_the_session(tmp_path):
+    store = f"sqlite:///{tmp_path / 'sessions.db'}"
+    assert reactgraph("ask", "计算 2+3", "--session", "s-hist", "--store", store).returncode == 0
+    rows = json.loads(reactgraph("history", "--session", "s-hist", "--store", store, "--json").stdout)
+    table = reactgraph("history", "--session", "s-hist", "--store", store, "--limit", "4", env={"COLUMNS": "80"})
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    shown = [id_ for line in lines for id_ in re.findall(uuid, line)]
+    assert shown == [row["checkpoint"] for row in rows[:4]]  # every id whole, on its row's first line
+    assert "input" not in table.stdout  # the oldest row shown is named by the node that wrote it
+    forked = reactgraph("ask", "计算 3+4", "--session", "s-hist", "--store", store, "--from", shown[-1])
+    assert forked.returncode == 0, forked.stderr
+    assert f"forked from {shown[-1]}" in forked.stdout and "7" in forked.stdout

@@ -9,16 +9,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from reactgraph.graph.cli.shared import PROTOCOL_HELP, REFLECTION_HELP, Protocol, Reflection, UserError, build_context
 
 DEFAULT_GRAPHS = "react,plan_solve,reflexion"
-
-
-def _user_error(message: str) -> Exception:
-    from reactgraph.graph.cli.app import UserError  # here, not at import time: reactgraph.graph.cli.app imports this module
-
-    return UserError(message)
 
 
 def compare(
@@ -34,13 +28,16 @@ def compare(
     tag: Annotated[list[str], typer.Option("--tag", help="Only tasks with this tag; repeatable.")] = [],  # noqa: B006
     limit: Annotated[int | None, typer.Option(help="Only the first N (selected) tasks.")] = None,
     max_iterations: Annotated[int, typer.Option(help="Iteration limit of every run.")] = 5,
-    reflection: Annotated[str, typer.Option(help="llm | rules | off")] = "llm",
-    protocol: Annotated[str, typer.Option(help="tools | text")] = "tools",
+    reflection: Annotated[Reflection, typer.Option(help=REFLECTION_HELP)] = Reflection.llm,
+    protocol: Annotated[Protocol, typer.Option(help=PROTOCOL_HELP)] = Protocol.tools,
     out: Annotated[Path, typer.Option(help="Directory for results.jsonl, summary.md/json and the plots.")] = Path(
         "eval-results"),
     plots: Annotated[bool, typer.Option(help="Write PNG plots (needs matplotlib).")] = True,
 ) -> None:
     """Compare graphs on a task suite: success, model/tool calls, tokens, wall time, failure modes, per tag."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from reactgraph.evals import (
         FaultPlan,
         RunConfig,
@@ -53,7 +50,6 @@ def compare(
     )
     from reactgraph.evals.report import write_report
     from reactgraph.evals.runner import run_comparison
-    from reactgraph.nodes.shared.context import Context
     from reactgraph.models.loader import load_chat_model
 
     err = Console(stderr=True, soft_wrap=True)
@@ -62,16 +58,15 @@ def compare(
         tasks = select(load_suite(suite), tag or None, limit)
         if not tasks:
             raise SuiteError(f"no task in suite {suite!r} has any of the tags {', '.join(tag)}")
-        context = Context(max_iterations=max_iterations, reflection=reflection, protocol=protocol,
-                          **({"model": model} if model else {}))
+        context = build_context(model, max_iterations, reflection, protocol, [], [])
         config = RunConfig(graphs=tuple(names.split(",")), model=context.model, repeat=repeat, seed=seed,
                            faults=FaultPlan(failure_rate=tool_failure_rate, latency_ms=tool_latency_ms),
-                           max_iterations=max_iterations, reflection=reflection, protocol=protocol)
+                           max_iterations=max_iterations, reflection=context.reflection, protocol=context.protocol)
         entries = resolve_graphs(list(config.graphs))
         if out.exists() and not out.is_dir():
             raise ValueError(f"--out {out} is a file, not a directory")
     except (SuiteError, UnknownGraphError, ValueError, TypeError) as exc:
-        raise _user_error(str(exc)) from exc
+        raise UserError(str(exc)) from exc
     chat_model = load_chat_model(config.model)  # a bad spec or a missing key: one line, before any run
     if plots and importlib.util.find_spec("matplotlib") is None:
         err.print("note: matplotlib is not installed (pip install 'react-graph[evals]'): writing no plots")

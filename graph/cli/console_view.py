@@ -80,8 +80,8 @@ class StepPrinter:
             return
         flags = [name for name in ("enough_information", "tool_error", "need_other_tool", "repeated_call")
                  if verdict.get(name)]
-        self.line(Text("    Reflection: ", style="bold yellow") +
-                           Text(f"{', '.join(flags) or 'continue'}" + (f" — {verdict['note']}" if verdict.get("note") else "")))
+        note = f" — {verdict['note']}" if verdict.get("note") else ""
+        self.line(Text("    Reflection: ", style="bold yellow") + Text(f"{', '.join(flags) or 'continue'}{note}"))
 
     def final(self, result: dict[str, Any], elapsed_s: float) -> None:
         if self._streaming:
@@ -90,6 +90,7 @@ class StepPrinter:
         status = result.get("status") or "failed"
         steps = result.get("steps", [])
         tokens = sum(s.get("tokens", 0) for s in steps)
-        title = f"Final answer · {status} · {result.get('iteration', 0)} iteration(s) · {elapsed_s:.2f} s · ~{tokens} tokens"
+        title = (f"Final answer · {status} · {result.get('iteration', 0)} iteration(s) · {elapsed_s:.2f} s · "
+                 f"~{tokens} tokens")
         self.console.print(Panel(result.get("final_answer") or "(no answer)", title=title,
                                  border_style=STATUS_STYLE.get(status, "red"), title_align="left"))

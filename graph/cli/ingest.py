@@ -5,47 +5,39 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
-from reactgraph.memory.vector_store import (
-    DocumentRejected,
-    EmbedderMismatch,
-    IndexCorrupt,
-    VectorStore,
-    embedder_from_spec,
-    expand_paths,
-    load_document,
-    signature,
-)
-from reactgraph.memory.vector_store.loaders import MARKDOWN_SUFFIXES
-from reactgraph.tools.builtin.rag import is_default_index, resolve_index, seed_default_index
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from reactgraph.memory.vector_store import VectorStore
 
 INDEX_HELP = ("Index directory (default: $REACTGRAPH_INDEX, else $REACTGRAPH_HOME/index-default, which also "
               "holds the bundled knowledge base).")
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
+    from rich.console import Console
+
     Console(stderr=True, soft_wrap=True).print(f"error: {message}", highlight=False, markup=False)
     return typer.Exit(code)
 
 
 def _progress(quiet: bool) -> Progress:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(TextColumn("[bold]ingesting[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TextColumn("{task.description}"), console=Console(stderr=True, soft_wrap=True), transient=True,
                     disable=quiet)
 
 
 def _ingest_files(store: VectorStore, files: list[Path], progress: Progress) -> list[dict[str, Any]]:
+    from reactgraph.memory.vector_store import DocumentRejected, load_document
+    from reactgraph.memory.vector_store.loaders import MARKDOWN_SUFFIXES
+
     rows: list[dict[str, Any]] = []
     task = progress.add_task("", total=len(files))
     for path in files:
@@ -86,6 +78,18 @@ def ingest(
     files and unreadable files are refused with one line each; the exit code is 1 only if nothing could
     be ingested.
     """
+    from rich.console import Console
+
+    from reactgraph.memory.vector_store import (
+        EmbedderMismatch,
+        IndexCorrupt,
+        VectorStore,
+        embedder_from_spec,
+        expand_paths,
+        signature,
+    )
+    from reactgraph.tools.builtin.rag import is_default_index, resolve_index, seed_default_index
+
     directory = resolve_index(index)
     try:
         embedder = embedder_from_spec()

@@ -1,0 +1,36 @@
+"""`reactgraph tools`: every tool the gateway offers, with its parameters, limits and breaker state."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from reactgraph.graph.cli.shared import TOOLS_HELP, gateway_with
+
+
+def list_tools(
+    tools: Annotated[list[str], typer.Option("--tools", help=TOOLS_HELP)] = [],  # noqa: B006
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the tools: description, parameters, limits and circuit-breaker state."""
+    import asyncio
+
+    rows = asyncio.run(gateway_with(tools).status())
+    if as_json:
+        sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Tools (every call goes through the gateway pipeline)")
+    for column in ("tool", "parameters", "timeout", "tags", "breaker", "description"):
+        table.add_column(column)
+    for row in rows:
+        params = ", ".join(f"{k}{'' if k in row['schema'].get('required', []) else '?'}"
+                           for k in row["schema"].get("properties", {}))
+        table.add_row(row["name"], params, f"{row['timeout_s']:g}s", ",".join(row["tags"]),
+                      row["breaker"]["state"], row["description"].split("\n")[0][:80])
+    Console().print(table)
