@@ -6,7 +6,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -36,7 +36,6 @@ def compare(
 ) -> None:
     """Compare graphs on a task suite: success, model/tool calls, tokens, wall time, failure modes, per tag."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from reactgraph.evals import (
         FaultPlan,
@@ -49,7 +48,6 @@ def compare(
         select,
     )
     from reactgraph.evals.report import write_report
-    from reactgraph.evals.runner import run_comparison
     from reactgraph.models.loader import load_chat_model
 
     err = Console(stderr=True, soft_wrap=True)
@@ -72,12 +70,25 @@ def compare(
         err.print("note: matplotlib is not installed (pip install 'react-graph[evals]'): writing no plots")
         plots = False
 
-    total = len(entries) * len(tasks) * repeat
-    err.print(f"[dim]{len(tasks)} task(s) × {repeat} repeat(s) × {', '.join(e.name for e in entries)} · model "
-              f"{config.model} · tool failure rate {tool_failure_rate:g} · seed {seed}[/dim]")
+    records = _run_with_progress(tasks, config, [e.name for e in entries], chat_model, out, err)
+    written = write_report(records, out, config.describe(), plots=plots)
+    sys.stdout.write(written["markdown"])
+    files = [written["results"], written["summary"], written["summary_json"], *written["plots"]]
+    err.print(f"wrote {', '.join(str(p) for p in files)}", highlight=False)
+
+
+def _run_with_progress(tasks: list, config: Any, graphs: list[str], model: Any, out: Path, err: Any) -> list[dict]:
+    """Run the comparison under a progress bar on stderr; each record also goes to results.jsonl at once."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from reactgraph.evals.runner import run_comparison
+
+    total = len(graphs) * len(tasks) * config.repeat
+    err.print(f"[dim]{len(tasks)} task(s) × {config.repeat} repeat(s) × {', '.join(graphs)} · model {config.model} · "
+              f"tool failure rate {config.faults.failure_rate:g} · seed {config.seed}[/dim]")
+    out.mkdir(parents=True, exist_ok=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("{task.fields[last]}"), console=err, transient=True)
-    out.mkdir(parents=True, exist_ok=True)
     # Each record is appended as soon as it exists, so an interrupted (costly, real-model) run keeps what it did.
     with progress, (out / "results.jsonl").open("w", encoding="utf-8") as partial:
         bar = progress.add_task("comparing", total=total, last="")
@@ -89,8 +100,4 @@ def compare(
             progress.update(bar, advance=1, description=f"{record['graph']:<18}",
                             last=f"{record['task']}: {mark}")
 
-        records = run_comparison(tasks, config, advance, model=chat_model)
-    written = write_report(records, out, config.describe(), plots=plots)
-    sys.stdout.write(written["markdown"])
-    files = [written["results"], written["summary"], written["summary_json"], *written["plots"]]
-    err.print(f"wrote {', '.join(str(p) for p in files)}", highlight=False)
+        return run_comparison(tasks, config, advance, model=model)

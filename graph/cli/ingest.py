@@ -78,8 +78,6 @@ def ingest(
     files and unreadable files are refused with one line each; the exit code is 1 only if nothing could
     be ingested.
     """
-    from rich.console import Console
-
     from reactgraph.memory.vector_store import (
         EmbedderMismatch,
         IndexCorrupt,
@@ -112,16 +110,24 @@ def ingest(
         raise _fail(str(exc)) from exc
     except OSError as exc:
         raise _fail(f"cannot write the index in {directory}: {exc.strerror or exc}") from exc
-    done = [r for r in rows if r["status"] not in ("skipped", "not_found")]
+    _report(rows, {"index": str(directory), "embedder": signature(embedder), "chunks_total": total,
+                   "sources_total": sources}, as_json)
+    if not any(r["status"] not in ("skipped", "not_found") for r in rows):
+        raise typer.Exit(1)
+
+
+def _report(rows: list[dict[str, Any]], index: dict[str, Any], as_json: bool) -> None:
+    """What happened to each file, as one JSON object or one line for people."""
     counts = {status: sum(r["status"] == status for r in rows)
               for status in ("added", "updated", "unchanged", "deleted", "skipped", "not_found")}
     if as_json:
-        payload = {"index": str(directory), "embedder": signature(embedder), "files": rows,
-                   "counts": {k: v for k, v in counts.items() if v}, "chunks_total": total, "sources_total": sources}
+        payload = {"index": index["index"], "embedder": index["embedder"], "files": rows,
+                   "counts": {k: v for k, v in counts.items() if v}, "chunks_total": index["chunks_total"],
+                   "sources_total": index["sources_total"]}
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-    else:
-        summary = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v) or "nothing to do"
-        Console(soft_wrap=True).print(f"{summary} · index {directory}: {total} chunks from {sources} source(s)",
-                                      highlight=False, markup=False)
-    if not done:
-        raise typer.Exit(1)
+        return
+    from rich.console import Console
+
+    summary = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v) or "nothing to do"
+    Console(soft_wrap=True).print(f"{summary} · index {index['index']}: {index['chunks_total']} chunks from "
+                                  f"{index['sources_total']} source(s)", highlight=False, markup=False)
