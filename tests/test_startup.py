@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from cli_env import clean_env
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
