@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import reactgraph.graph as graph_api
-from reactgraph.nodes.shared.context import Context
+from reactgraph.graph import Context
 
 Builder = Callable[..., Any]  # (gateway, checkpointer=None, store=None, *, model=...) -> compiled graph
 

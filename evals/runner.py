@@ -20,7 +20,7 @@ from reactgraph.evals.faults import FaultPlan, faulty_gateway
 from reactgraph.evals.graphs import GraphEntry, resolve_graphs
 from reactgraph.evals.metrics import UsageMeter, failure_mode, step_counts
 from reactgraph.evals.tasks import Task, check
-from reactgraph.models.loader import load_chat_model, parse_spec, redact
+from reactgraph.graph import load_chat_model, parse_spec, redact
 
 
 @dataclass(frozen=True)

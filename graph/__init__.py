@@ -10,9 +10,10 @@ if TYPE_CHECKING:
     from reactgraph.graph.plan_solve import build_plan_solve_graph
     from reactgraph.graph.react import build_react_graph
     from reactgraph.graph.reflexion import build_reflexion_graph
-    from reactgraph.models.loader import ModelConfigError, load_chat_model
+    from reactgraph.models.loader import ModelConfigError, is_transient_model_error, load_chat_model, parse_spec, redact
     from reactgraph.nodes.reflexion.evaluate import register_checker
     from reactgraph.nodes.shared.context import Context
+    from reactgraph.nodes.shared.model_retry import model_retry_policy
     from reactgraph.nodes.shared.state import AgentState, ExecutionStep
 
 _EXPORTS = {
@@ -23,6 +24,10 @@ _EXPORTS = {
     "register_checker": "reactgraph.nodes.reflexion.evaluate",
     "ModelConfigError": "reactgraph.models.loader",
     "load_chat_model": "reactgraph.models.loader",
+    "parse_spec": "reactgraph.models.loader",
+    "redact": "reactgraph.models.loader",
+    "is_transient_model_error": "reactgraph.models.loader",
+    "model_retry_policy": "reactgraph.nodes.shared.model_retry",
     "AgentState": "reactgraph.nodes.shared.state",
     "ExecutionStep": "reactgraph.nodes.shared.state",
 }

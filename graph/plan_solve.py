@@ -12,36 +12,40 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
+from langgraph.types import RetryPolicy
 
 from reactgraph.graph import routing
-from reactgraph.nodes.shared.act import make_act
-from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.plan_solve.execute_step import make_execute_step
-from reactgraph.nodes.shared.load_memory import make_load_memory
 from reactgraph.nodes.plan_solve.observe import observe_step
 from reactgraph.nodes.plan_solve.plan import make_plan
-from reactgraph.nodes.plan_solve.state import PlanSolveState
 from reactgraph.nodes.plan_solve.replan import make_replan
+from reactgraph.nodes.plan_solve.solve import make_solve
+from reactgraph.nodes.plan_solve.state import PlanSolveState
+from reactgraph.nodes.shared.act import make_act
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.load_memory import make_load_memory
+from reactgraph.nodes.shared.node_driver import plain_node
 from reactgraph.nodes.shared.save_memory import save_memory
 from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.plan_solve.solve import make_solve
 from reactgraph.nodes.shared.state import InputState
 from reactgraph.tools import ToolGateway, default_gateway
 
 
 def build_plan_solve_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
                            store: BaseStore | None = None, *, model: BaseChatModel | None = None,
-                           name: str = "plan_solve") -> CompiledStateGraph:
-    """Compile the Plan-and-Solve agent. `model` overrides `Context.model`; `Context.replan` turns replanning on."""
-    services = AgentServices(gateway or default_gateway(), model)
+                           model_retry: RetryPolicy | None = None, name: str = "plan_solve") -> CompiledStateGraph:
+    """Compile the Plan-and-Solve agent. `model` overrides `Context.model`; `Context.replan` turns replanning on;
+    `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`)."""
+    services = AgentServices(gateway or default_gateway(), model, model_retry)
+    retry = services.retry
     builder = StateGraph(PlanSolveState, context_schema=Context, input_schema=InputState)
-    builder.add_node("load_memory", make_load_memory(services))
-    builder.add_node("plan", make_plan(services))
-    builder.add_node("execute_step", make_execute_step(services))
-    builder.add_node("act", make_act(services))
-    builder.add_node("observe", observe_step)
-    builder.add_node("replan", make_replan(services))
-    builder.add_node("solve", make_solve(services))
+    builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
+    builder.add_node("plan", make_plan(services), retry_policy=retry)
+    builder.add_node("execute_step", make_execute_step(services), retry_policy=retry)
+    builder.add_node("act", make_act(services))  # the gateway retries tool calls itself
+    builder.add_node("observe", plain_node(observe_step, name="observe"))
+    builder.add_node("replan", make_replan(services), retry_policy=retry)
+    builder.add_node("solve", make_solve(services), retry_policy=retry)
     builder.add_node("save_memory", save_memory)
 
     builder.add_edge(START, "load_memory")

@@ -7,33 +7,37 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
+from langgraph.types import RetryPolicy
 
 from reactgraph.graph import routing
+from reactgraph.nodes.react.finalize import make_finalize
+from reactgraph.nodes.react.reflect import make_reflect
+from reactgraph.nodes.react.think import make_think
 from reactgraph.nodes.shared.act import make_act
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.react.finalize import make_finalize
 from reactgraph.nodes.shared.load_memory import make_load_memory
+from reactgraph.nodes.shared.node_driver import plain_node
 from reactgraph.nodes.shared.observe import observe
-from reactgraph.nodes.react.reflect import make_reflect
 from reactgraph.nodes.shared.save_memory import save_memory
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import AgentState, InputState
-from reactgraph.nodes.react.think import make_think
 from reactgraph.tools import ToolGateway, default_gateway
 
 
 def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
                       store: BaseStore | None = None, *, model: BaseChatModel | None = None,
-                      name: str = "react") -> CompiledStateGraph:
-    """Compile the ReAct agent. `model` overrides `Context.model` (e.g. a scripted chat model in tests)."""
-    services = AgentServices(gateway or default_gateway(), model)
+                      model_retry: RetryPolicy | None = None, name: str = "react") -> CompiledStateGraph:
+    """Compile the ReAct agent. `model` overrides `Context.model` (e.g. a scripted chat model in tests);
+    `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`)."""
+    services = AgentServices(gateway or default_gateway(), model, model_retry)
+    retry = services.retry
     builder = StateGraph(AgentState, context_schema=Context, input_schema=InputState)
-    builder.add_node("load_memory", make_load_memory(services))
-    builder.add_node("think", make_think(services))
-    builder.add_node("act", make_act(services))
-    builder.add_node("observe", observe)
-    builder.add_node("reflect", make_reflect(services))
-    builder.add_node("finalize", make_finalize(services))
+    builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
+    builder.add_node("think", make_think(services), retry_policy=retry)
+    builder.add_node("act", make_act(services))  # the gateway retries tool calls itself
+    builder.add_node("observe", plain_node(observe))
+    builder.add_node("reflect", make_reflect(services), retry_policy=retry)
+    builder.add_node("finalize", make_finalize(services), retry_policy=retry)
     builder.add_node("save_memory", save_memory)
 
     builder.add_edge(START, "load_memory")

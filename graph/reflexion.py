@@ -14,33 +14,35 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
+from langgraph.types import RetryPolicy
 
 from reactgraph.graph import routing
 from reactgraph.graph.react import build_react_graph
-from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.reflexion.evaluate import make_evaluate
 from reactgraph.nodes.reflexion.load_lessons import load_lessons
 from reactgraph.nodes.reflexion.self_reflect import make_self_reflect
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.reflexion.trial import make_trial
 from reactgraph.nodes.reflexion.state import ReflexionInput, ReflexionState
+from reactgraph.nodes.reflexion.trial import make_trial
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.tools import ToolGateway, default_gateway
 
 
 def build_reflexion_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
                           store: BaseStore | None = None, *, model: BaseChatModel | None = None, max_trials: int = 3,
-                          name: str = "reflexion") -> CompiledStateGraph:
-    """Compile the Reflexion agent: at most `max_trials` ReAct attempts, each failed one followed by a lesson."""
+                          model_retry: RetryPolicy | None = None, name: str = "reflexion") -> CompiledStateGraph:
+    """Compile the Reflexion agent: at most `max_trials` ReAct attempts, each failed one followed by a lesson.
+    `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`)."""
     if not isinstance(max_trials, int) or max_trials < 1:
         raise ValueError(f"max_trials must be an integer >= 1, not {max_trials!r}")
-    services = AgentServices(gateway or default_gateway(), model)
+    services = AgentServices(gateway or default_gateway(), model, model_retry)
     # Compiled without checkpointer or store: run inside `trial`, it uses this graph's, on the same thread.
-    actor = build_react_graph(services.gateway, model=model, name="actor")
+    actor = build_react_graph(services.gateway, model=model, model_retry=services.retry, name="actor")
     builder = StateGraph(ReflexionState, context_schema=Context, input_schema=ReflexionInput)
     builder.add_node("load_lessons", load_lessons)
-    builder.add_node("trial", make_trial(actor))
-    builder.add_node("evaluate", make_evaluate(services))
-    builder.add_node("self_reflect", make_self_reflect(services))
+    builder.add_node("trial", make_trial(actor))  # no retry of its own: the actor's nodes retry their calls
+    builder.add_node("evaluate", make_evaluate(services), retry_policy=services.retry)
+    builder.add_node("self_reflect", make_self_reflect(services), retry_policy=services.retry)
 
     builder.add_edge(START, "load_lessons")
     builder.add_edge("load_lessons", "trial")

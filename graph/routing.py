@@ -7,14 +7,15 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage
 from langgraph.graph import END
+from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from reactgraph.nodes.shared.act import ToolCallTask
-from reactgraph.nodes.shared.context import Context, current_context
 from reactgraph.nodes.plan_solve.state import REPLAN_AFTER, PlanSolveState, remaining
+from reactgraph.nodes.reflexion.state import ReflexionState
+from reactgraph.nodes.shared.act import ToolCallTask
+from reactgraph.nodes.shared.context import Context, context_of
 from reactgraph.nodes.shared.state import AgentState
 from reactgraph.nodes.shared.transcript import pending_calls
-from reactgraph.nodes.reflexion.state import ReflexionState
 
 
 def after_think(state: AgentState) -> list[Send] | Literal["finalize"]:
@@ -26,9 +27,9 @@ def after_think(state: AgentState) -> list[Send] | Literal["finalize"]:
     return [Send("act", ToolCallTask(call=call)) for call in calls] or "finalize"
 
 
-def after_reflect(state: AgentState, context: Context | None = None) -> Literal["think", "finalize"]:
+def after_reflect(state: AgentState, runtime: Runtime[Context]) -> Literal["think", "finalize"]:
     """Back to think, unless the iteration limit is reached, a call repeated itself, or the verdict says done."""
-    context = context or current_context()
+    context = context_of(runtime)
     verdict = state.get("reflection") or {}
     if state.get("iteration", 0) >= context.max_iterations:
         return "finalize"
@@ -42,38 +43,40 @@ def after_reflect(state: AgentState, context: Context | None = None) -> Literal[
 Onward = Literal["execute_step", "replan", "solve"]
 
 
-def next_step(state: PlanSolveState, context: Context | None = None) -> Literal["execute_step", "solve"]:
+def next_step(state: PlanSolveState, runtime: Runtime[Context]) -> Literal["execute_step", "solve"]:
     """The next plan step, unless the plan is done, the run failed, or the step limit is reached."""
-    context = context or current_context()
+    return _next_step(state, context_of(runtime))
+
+
+def _next_step(state: PlanSolveState, context: Context) -> Literal["execute_step", "solve"]:
     if state.get("status") == "failed" or not remaining(state):
         return "solve"
     return "execute_step" if state.get("iteration", 0) < context.max_iterations else "solve"
 
 
-def after_settled(state: PlanSolveState, context: Context | None = None) -> Onward:
+def after_settled(state: PlanSolveState, context: Context) -> Onward:
     """A step was just closed: replan after a failed or surprising one (when enabled), else carry on."""
-    context = context or current_context()
     results = state.get("step_results") or []
     if context.replan and state.get("status") != "failed" and results and results[-1]["status"] in REPLAN_AFTER:
         return "replan"
-    return next_step(state, context)
+    return _next_step(state, context)
 
 
-def after_execute(state: PlanSolveState, context: Context | None = None) -> list[Send] | Onward:
+def after_execute(state: PlanSolveState, runtime: Runtime[Context]) -> list[Send] | Onward:
     """Each tool call of the step's round to its own act task; a closed step onwards."""
     if state.get("status") == "failed":
         return "solve"
     reply = state["messages"][-1] if state["messages"] else None
     if state.get("step_rounds", 0) > 0 and isinstance(reply, AIMessage):
         return [Send("act", ToolCallTask(call=call)) for call in pending_calls(reply)]
-    return after_settled(state, context)
+    return after_settled(state, context_of(runtime))
 
 
-def after_observe(state: PlanSolveState, context: Context | None = None) -> Onward:
+def after_observe(state: PlanSolveState, runtime: Runtime[Context]) -> Onward:
     """Back to the step under way for another round, or onwards once observe has closed it."""
     if state.get("step_rounds", 0) > 0:
         return "execute_step"
-    return after_settled(state, context)
+    return after_settled(state, context_of(runtime))
 
 
 # --- Reflexion ----------------------------------------------------------------------------------------

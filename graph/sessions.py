@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessageChunk, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.transcript import current_question, text_of
+from reactgraph.nodes.shared.transcript import current_question
 
 UpdateSink = Callable[[str, dict[str, Any]], None]
 TokenSink = Callable[[str, str], None]
@@ -38,7 +38,7 @@ def plan_run(graph: CompiledStateGraph, question: str, session: str, from_checkp
     snapshot = graph.get_state(config)
     unfinished = bool(snapshot.next)
     pending = current_question(snapshot.values.get("messages", [])) if unfinished else None
-    if pending is not None and text_of(pending).strip() == question.strip():
+    if pending is not None and pending.text.strip() == question.strip():
         return RunPlan(config, None, "resume")
     return RunPlan(config, new_turn, "new")
 
@@ -70,7 +70,7 @@ def history(graph: CompiledStateGraph, session: str, limit: int = 50) -> Iterato
     for newer, older in zip(shown, [*snapshots[1:], None][: len(shown)], strict=True):
         values = newer.values or {}
         messages = values.get("messages", [])
-        last = text_of(messages[-1]).strip().replace("\n", " ") if messages else ""
+        last = messages[-1].text.strip().replace("\n", " ") if messages else ""
         yield {
             "checkpoint": newer.config["configurable"]["checkpoint_id"],
             "step": newer.metadata.get("step") if newer.metadata else None,

@@ -33,7 +33,8 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return provider, name.strip()
 
 
-def _env_number(variable: str, default: float, kind: type) -> Any:
+def env_number(variable: str, default: float, kind: type) -> Any:
+    """A non-negative number from the environment (`default` when unset); anything else is a ModelConfigError."""
     raw = os.environ.get(variable, "").strip()
     if not raw:
         return kind(default)
@@ -55,8 +56,8 @@ def load_chat_model(spec: str, temperature: float = 0.0, *, retries: int | None 
         return offline_model(spec)
     # The provider SDKs retry 408/409/429/5xx, timeouts and refused connections with exponential backoff
     # (honouring Retry-After); `retries` bounds that, `timeout` bounds each attempt.
-    retries = _env_number("REACTGRAPH_MODEL_RETRIES", DEFAULT_RETRIES, int) if retries is None else retries
-    timeout = _env_number("REACTGRAPH_MODEL_TIMEOUT", DEFAULT_TIMEOUT_S, float) if timeout is None else timeout
+    retries = env_number("REACTGRAPH_MODEL_RETRIES", DEFAULT_RETRIES, int) if retries is None else retries
+    timeout = env_number("REACTGRAPH_MODEL_TIMEOUT", DEFAULT_TIMEOUT_S, float) if timeout is None else timeout
     if provider == "openai":
         return _openai(name, temperature, retries, timeout)
     return _anthropic(name, temperature, retries, timeout)
@@ -142,11 +143,30 @@ def _root_cause(exc: BaseException) -> str:
     return reason
 
 
-def _retried(exc: BaseException, status: int | None) -> bool:
-    # The SDKs retry these (and only these) before raising, so the configured count was used up.
-    if status is None:
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _is_provider_error(exc: BaseException, status: int | None) -> bool:
+    """An error of a provider SDK (an HTTP status, or a request that got no response), not of our code."""
+    if status is not None:
         return True
-    return status in (408, 409, 429) or status >= 500
+    try:
+        return getattr(exc, "request", None) is not None
+    except RuntimeError:  # httpx's RequestError.request raises when no request was attached
+        return False
+
+
+def is_transient_model_error(exc: BaseException) -> bool:
+    """Worth another attempt later: 408/409/429, 5xx (Anthropic's 529), a timeout or a connection that failed.
+
+    The provider SDKs retry exactly these before raising; a bad key (401) or a bad request (400) is final.
+    """
+    status = _status(exc)
+    if status is not None:
+        return status in (408, 409, 429) or status >= 500
+    return _is_provider_error(exc, None) or isinstance(exc, (TimeoutError, ConnectionError))
 
 
 def secrets() -> list[str]:
@@ -168,10 +188,8 @@ def redact(text: str, model: Any = None) -> str:
 
 def describe_model_error(exc: BaseException, model: Any = None) -> str:
     """One line saying why a model call failed (status, endpoint, retries used), with no secrets in it."""
-    status = getattr(exc, "status_code", None)
-    status = status if isinstance(status, int) else None
-    is_provider = status is not None or hasattr(exc, "request")
-    if not is_provider:
+    status = _status(exc)
+    if not _is_provider_error(exc, status):
         line = f"The model call failed: {type(exc).__name__}: {str(exc).strip()[:300]}"
         return redact(" ".join(line.split()), model)
     where = _endpoint(exc, model)
@@ -192,6 +210,6 @@ def describe_model_error(exc: BaseException, model: Any = None) -> str:
         reason = _root_cause(exc)
         line = f"model provider error: cannot connect to {where}" + (f" ({reason[:120]})" if reason else "")
     retries = getattr(model, "max_retries", None)
-    if isinstance(retries, int) and retries and _retried(exc, status):
+    if isinstance(retries, int) and retries and is_transient_model_error(exc):
         line += f" (after {retries} {'retry' if retries == 1 else 'retries'})"
     return redact(" ".join(line.split()), model)

@@ -40,13 +40,17 @@ NO_TOOL_USE = {"type": "none"}
 def provider(monkeypatch):
     """Points `anthropic:` models at a server; one retry and a short timeout keep failing tests fast."""
 
-    def use(server: AnthropicServer | str, retries: int = 1, timeout: float = 10) -> None:
+    def use(server: AnthropicServer | str, retries: int = 1, timeout: float = 10,
+            node_retries: int = 0) -> None:
         for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", "ANTHROPIC_")) and n != "REACTGRAPH_HOME"]:
             monkeypatch.delenv(name)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server if isinstance(server, str) else server.base_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
         monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
         monkeypatch.setenv("REACTGRAPH_MODEL_TIMEOUT", str(timeout))
+        # The client's own retries alone, unless a test asks for the graph's RetryPolicy on top (see model_retry).
+        monkeypatch.setenv("REACTGRAPH_NODE_RETRIES", str(node_retries))
+        monkeypatch.setenv("REACTGRAPH_NODE_RETRY_DELAY", "0.01")
 
     return use
 
@@ -60,7 +64,7 @@ def ask(question: str, checkpointer=None, **context):
 
 def reactgraph(*args: str, server: AnthropicServer | str, retries: int = 1) -> subprocess.CompletedProcess:
     env = clean_env()
-    env.update(ANTHROPIC_API_KEY=SECRET, REACTGRAPH_MODEL_RETRIES=str(retries),
+    env.update(ANTHROPIC_API_KEY=SECRET, REACTGRAPH_MODEL_RETRIES=str(retries), REACTGRAPH_NODE_RETRIES="0",
                ANTHROPIC_BASE_URL=server if isinstance(server, str) else server.base_url)
     return subprocess.run([REACTGRAPH, "ask", *args, "--model", MODEL], capture_output=True, text=True,
                           timeout=120, env=env)
@@ -293,6 +297,24 @@ def test_a_persistent_server_error_fails_the_run_with_one_line(provider, status,
     assert result["final_answer"] == (f"model provider error: {status} {phrase} from {server.base_url}: "
                                       "upstream exploded (after 2 retries)")
     assert [(s["node"], s["status"]) for s in result["steps"]] == [("think", "model_error"), ("finalize", "failed")]
+
+
+def test_an_outage_longer_than_the_clients_retries_is_survived_by_the_nodes_retry_policy(provider):
+    with AnthropicServer(*[error(529, "overloaded")] * 3, text("Fine.")) as server:
+        provider(server, retries=1, node_retries=1)
+        result = ask("hi")
+    assert (result["status"], result["final_answer"]) == ("answered", "Fine.") and len(server.requests) == 4
+    # Each run of the node is one call of the client, which retries once itself.
+    assert [h["x-stainless-retry-count"] for h in server.headers] == ["0", "1", "0", "1"]
+
+
+def test_an_outage_longer_than_every_retry_fails_with_one_line_that_counts_them(provider):
+    with AnthropicServer(*[error(500, "upstream exploded")] * 4) as server:
+        provider(server, retries=1, node_retries=1)
+        result = ask("hi")
+    assert result["status"] == "failed" and len(server.requests) == 4
+    assert result["final_answer"] == (f"model provider error: 500 Internal Server Error from {server.base_url}: "
+                                      "upstream exploded (after 1 retry) (gave up after 2 attempts)")
 
 
 def test_a_refused_connection_fails_the_run_instead_of_crashing(provider):

@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from reactgraph.graph import Context, build_plan_solve_graph
+from reactgraph.graph import Context, build_plan_solve_graph, model_retry_policy
 from reactgraph.graph.routing import after_settled
 from reactgraph.nodes.plan_solve.state import STEP_TOOL_ROUNDS
 from reactgraph.tools import ToolError, ToolGateway
@@ -197,11 +197,12 @@ def test_an_unusable_plan_falls_back_to_one_whole_question_step(gateway):
     assert result["final_answer"] == "Final." and result["status"] == "answered"
 
 
-def test_a_model_that_raises_while_executing_ends_the_run_as_failed(gateway):
-    model = ScriptedChatModel.of(plan_call(("look up graphs", "lookup")), ConnectionError("provider unreachable"))
-    result = ask(build_plan_solve_graph(gateway, model=model), "q")
-    assert result["status"] == "failed" and "provider unreachable" in result["final_answer"]
-    assert nodes_of(result)[-2:] == ["execute_step", "solve"]
+def test_a_model_that_keeps_raising_while_executing_ends_the_run_as_failed(gateway):
+    model = ScriptedChatModel.of(plan_call(("look up graphs", "lookup")), *[ConnectionError("unreachable")] * 2)
+    graph = build_plan_solve_graph(gateway, model=model, model_retry=model_retry_policy(retries=1, delay_s=0))
+    result = ask(graph, "q")
+    assert result["status"] == "failed" and "unreachable" in result["final_answer"]
+    assert nodes_of(result)[-2:] == ["execute_step", "solve"] and len(model.requests) == 3
 
 
 def test_a_new_question_in_the_session_plans_afresh(gateway):

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from reactgraph.graph import Context, build_react_graph
+from reactgraph.graph import Context, build_react_graph, model_retry_policy
 from reactgraph.tools import ToolError, ToolGateway
 from scripted import ScriptedChatModel, call, tool_reply
 
@@ -137,11 +137,13 @@ def test_an_empty_reply_is_retried_once_then_the_run_fails_with_a_reason(gateway
     assert result["status"] == "failed" and "empty reply" in result["final_answer"]
 
 
-def test_a_model_that_raises_ends_the_run_as_failed_with_the_reason(gateway):
-    model = ScriptedChatModel.of(ConnectionError("provider unreachable"))
-    result = ask(build_react_graph(gateway, model=model), "q")
+def test_a_model_that_keeps_raising_ends_the_run_as_failed_with_the_reason(gateway):
+    # A connection error is transient: the think node is run again by its RetryPolicy, then the run fails.
+    model = ScriptedChatModel.of(*[ConnectionError("provider unreachable")] * 2)
+    graph = build_react_graph(gateway, model=model, model_retry=model_retry_policy(retries=1, delay_s=0))
+    result = ask(graph, "q")
     assert result["status"] == "failed" and "provider unreachable" in result["final_answer"]
-    assert result["steps"][-1]["node"] == "finalize"
+    assert result["steps"][-1]["node"] == "finalize" and len(model.requests) == 2
 
 
 def test_llm_reflection_uses_the_models_structured_verdict(gateway):

@@ -3,4 +3,4 @@
 from .model import MODEL_NAME, OfflineChatModel
 from .structured import RESPONDERS
 
-__all__ = ["MODEL_NAME", "OfflineChatModel", "RESPONDERS"]
+__all__ = ["MODEL_NAME", "RESPONDERS", "OfflineChatModel"]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import ast
-import operator
 import re
+
+from reactgraph.tools.builtin.calculator import evaluate_python
+from reactgraph.tools.errors import ToolInputError
 
 from .lexicon import normalize
 
@@ -42,8 +43,6 @@ _REWRITES: tuple[tuple[str, str], ...] = (
 _TOKEN = re.compile(rf"\*\*|{_NUM}|[-+*/%()]")
 _RUN = re.compile(r"[\d.\s+\-*/()%]+")
 _BINARY = ("+", "-", "*", "/", "%", "**")
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.Mod: operator.mod, ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
 
 
 def chinese_numeral(text: str) -> int | None:
@@ -88,35 +87,13 @@ def rewrite_words(text: str) -> str:
     return out
 
 
-def evaluate(expression: str) -> float | int:
-    """Safely evaluate +, -, *, /, %, //, ** and parentheses over numbers; ValueError otherwise."""
-    def walk(node: ast.AST) -> float | int:
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-            return node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            value = walk(node.operand)
-            return -value if isinstance(node.op, ast.USub) else value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            left, right = walk(node.left), walk(node.right)
-            if isinstance(node.op, ast.Pow) and abs(right) > 1000:
-                raise ValueError("exponent too large")
-            return _OPS[type(node.op)](left, right)
-        raise ValueError(f"unsupported element {type(node).__name__}")
-
-    try:
-        return walk(ast.parse(expression, mode="eval"))
-    except (SyntaxError, ZeroDivisionError, OverflowError, TypeError) as exc:
-        raise ValueError(str(exc)) from exc
-
-
 def is_valid(expression: str) -> bool:
-    """Whether the text is a well-formed expression (its value may still be undefined, e.g. 7 / 0)."""
+    """Whether the text is a well-formed expression the calculator accepts (its value may still be undefined,
+    e.g. 7 / 0): checked by the calculator's own evaluator, so the model never proposes what the tool refuses."""
     try:
-        evaluate(expression)
-    except ValueError as exc:
-        return "division" in str(exc) or "modulo" in str(exc)
+        evaluate_python(expression)
+    except ToolInputError as exc:
+        return "division by zero" in str(exc)
     return True
 
 

@@ -73,20 +73,6 @@ class Turn:
         return (ok or matches or [None])[-1]
 
 
-def text_of(message: BaseMessage) -> str:
-    """Plain text of a message whose content may be a string or a list of content blocks."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
 _STR = r'"(?:[^"\\]|\\.)*"'
 _SCALAR = re.compile(rf'"(\w+)"\s*:\s*({_STR}|-?\d+(?:\.\d+)?|true|false|null)')
 _HIT = re.compile(rf'\{{\s*"title"\s*:\s*({_STR})\s*,\s*"snippet"\s*:\s*({_STR})(?:\s*,\s*"source"\s*:\s*({_STR}))?')
@@ -115,7 +101,7 @@ def reflection_advice(messages: Sequence[BaseMessage]) -> str:
     advice = ""
     for message in messages:
         if isinstance(message, SystemMessage):
-            for line in text_of(message).splitlines():
+            for line in message.text.splitlines():
                 match = re.match(r"\s*Reflection\s*[:：]\s*(.*)", line)
                 if match:
                     advice = match.group(1).strip()
@@ -125,8 +111,8 @@ def reflection_advice(messages: Sequence[BaseMessage]) -> str:
 def read_turn(messages: Sequence[BaseMessage]) -> Turn:
     """Split the conversation at the last human message: before it is context, after it is this turn."""
     last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
-    question = text_of(messages[last_human]).strip() if last_human >= 0 else ""
-    history = tuple(text_of(m) for m in messages[:max(last_human, 0)] if isinstance(m, HumanMessage))
+    question = messages[last_human].text.strip() if last_human >= 0 else ""
+    history = tuple(m.text for m in messages[:max(last_human, 0)] if isinstance(m, HumanMessage))
     used_ids: set[str] = set()
     prior_calls = 0
     for message in messages:
@@ -155,7 +141,7 @@ def read_turn(messages: Sequence[BaseMessage]) -> Turn:
         if result is None:
             observations.append(Observation(call, call_id, round_no, False, "No result was returned."))
             continue
-        content = text_of(result)
+        content = result.text
         ok = getattr(result, "status", "success") != "error"
         observations.append(Observation(call, call_id, round_no, ok, content, _parse(content) if ok else None))
     return Turn(question=question, history=history, observations=tuple(observations), rounds=rounds,

@@ -75,13 +75,19 @@ def weather_cities(clause: str) -> list[str]:
         hits = find_cities(piece)
         if hits:
             names.extend(city.name("zh" if zh else "en") for _, _, city in hits)
-        elif zh and 2 <= len(piece) <= 8 and re.fullmatch(r"[\u4e00-\u9fff]+", piece) and not QUESTION.search(piece):
-            names.append(piece)
-        elif not zh and re.fullmatch(r"[A-Z][A-Za-z.'-]*(?: [A-Z][A-Za-z.'-]*){0,2}", piece):
+        elif _reads_as_a_place(piece, zh):
             names.append(piece)
     if not names:
         names = [city.name("zh" if zh else "en") for _, _, city in find_cities(clause)]
     return list(dict.fromkeys(names))
+
+
+def _reads_as_a_place(piece: str, zh: bool) -> bool:
+    """A name the gazetteer lacks but that reads as one: a short run of Chinese characters that is not a
+    question word, or one to three capitalised words."""
+    if zh:
+        return 2 <= len(piece) <= 8 and bool(re.fullmatch(r"[\u4e00-\u9fff]+", piece)) and not QUESTION.search(piece)
+    return bool(re.fullmatch(r"[A-Z][A-Za-z.'-]*(?: [A-Z][A-Za-z.'-]*){0,2}", piece))
 
 
 def time_places(clause: str) -> list[tuple[str, str]]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from .conversation import read_turn, text_of
+from .conversation import read_turn
 from .describe import describe_call, label, missing_reason
 from .planner import BUILTIN_TOOLS, Plan, make_plan
 from .question import decompose
@@ -48,7 +48,7 @@ def evaluation_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
 
 def lesson_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
     """A Lesson: why the attempt failed, which sub-tasks stayed open, and what to try first next time."""
-    prompt = " ".join(text_of(m) for m in messages if isinstance(m, SystemMessage))
+    prompt = " ".join(m.text for m in messages if isinstance(m, SystemMessage))
     found = _REASON.search(prompt)
     reason = found.group(1).strip() if found else ""
     plan = _attempt(messages)

@@ -69,7 +69,7 @@ def route(task: Task, candidates: list[Call], turn: Turn, tools: Collection[str]
 
 def _key_words(query: str) -> set[str]:
     text = unicodedata.normalize("NFKC", query).casefold()
-    words = {w for w in _LATIN.findall(text)}
+    words = set(_LATIN.findall(text))
     for run in _CJK_RUN.findall(text):
         words.update(run[i:i + 2] for i in range(len(run) - 1))
     return words

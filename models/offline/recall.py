@@ -16,7 +16,6 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from reactgraph.memory.session_memory import summary_from_messages
 
-from .conversation import text_of
 from .lexicon import language_of, normalize
 
 _VALUE = r"([^\s，,。.!！?？;；、:：]{1,20})"
@@ -94,7 +93,7 @@ def _remembered(messages: Sequence[BaseMessage], last_human: int) -> Iterator[Fa
     """Facts newest first: the user's earlier messages, then the summary's lines from the bottom up."""
     for message in reversed(messages[:last_human]):
         if isinstance(message, HumanMessage):
-            yield from reversed(facts_in(text_of(message)))
+            yield from reversed(facts_in(message.text))
     for line in reversed(summary_from_messages(messages).splitlines()):
         if line.startswith("Q:"):
             line = line[2:].split(" → A:")[0]  # the user's words, not the answers that echo them
@@ -124,7 +123,7 @@ def recall_reply(messages: Sequence[BaseMessage]) -> str | None:
     last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
     if last_human < 0:
         return None
-    question = normalize(text_of(messages[last_human]))
+    question = normalize(messages[last_human].text)
     zh = language_of(question) == "zh"
     asked = _asked(question)
     if asked is None:

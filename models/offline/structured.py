@@ -19,7 +19,7 @@ Responder = Callable[[Sequence[BaseMessage]], dict[str, Any]]
 
 
 def summary_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
-    """A ConversationSummary of a reactgraph.memory.session_memory.summary_prompt: the deterministic fallback summary."""
+    """A ConversationSummary of a session_memory.summary_prompt: the deterministic fallback summary."""
     return {"summary": fallback_summary(*read_summary_prompt(messages))}
 
 

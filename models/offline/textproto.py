@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from .conversation import text_of
 from .planner import BUILTIN_TOOLS
 
 _ACTION = re.compile(r"Action\s*[:：]\s*(?P<name>[\w.-]+)\s*\n\s*Action Input\s*[:：]\s*(?P<input>.*?)"
@@ -29,7 +28,7 @@ def is_text_protocol(stop: Sequence[str] | None) -> bool:
 
 def text_tools(messages: Sequence[BaseMessage]) -> set[str]:
     """Built-in tools the prompt mentions (all of them when it names none)."""
-    prompt = " ".join(text_of(m) for m in messages if isinstance(m, SystemMessage))
+    prompt = " ".join(m.text for m in messages if isinstance(m, SystemMessage))
     named = {t for t in BUILTIN_TOOLS if re.search(rf"\b{t}\b", prompt)}
     return named or set(BUILTIN_TOOLS)
 
@@ -67,7 +66,7 @@ def to_tool_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         out.append(ToolMessage(content, tool_call_id=call_id, status=status))
 
     for message in messages:
-        text = text_of(message)
+        text = message.text
         if isinstance(message, SystemMessage):
             out.append(message)
         elif isinstance(message, (HumanMessage, ToolMessage)) and _OBSERVATION.match(text):
@@ -94,8 +93,8 @@ def to_tool_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 def as_tool_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """The messages in tool-calling shape: a text-protocol transcript is converted, anything else is kept."""
     has_calls = any(isinstance(m, AIMessage) and m.tool_calls for m in messages)
-    textual = any((isinstance(m, AIMessage) and _ACTION.search(text_of(m)))
-                  or (isinstance(m, HumanMessage) and _LABELLED.search(text_of(m))) for m in messages)
+    textual = any((isinstance(m, AIMessage) and _ACTION.search(m.text))
+                  or (isinstance(m, HumanMessage) and _LABELLED.search(m.text)) for m in messages)
     return to_tool_messages(messages) if textual and not has_calls else list(messages)
 
 

@@ -10,7 +10,6 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
 
-from .conversation import text_of
 from .lexicon import is_cjk
 
 
@@ -22,7 +21,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def _message_text(message: BaseMessage) -> str:
-    text = text_of(message)
+    text = message.text
     if isinstance(message, AIMessage):
         for call in message.tool_calls:
             text += call["name"] + json.dumps(call.get("args") or {}, ensure_ascii=False)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from reactgraph.nodes.shared.observe import observe
+from langgraph.runtime import Runtime
+
 from reactgraph.nodes.plan_solve.state import STEP_TOOL_ROUNDS, PlanSolveState, observed, settle, step_records
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.observe import observe
 
 
-def observe_step(state: PlanSolveState) -> dict[str, Any]:
+def observe_step(state: PlanSolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Record this round's tool results; at the step's round limit, close it with what it observed."""
     started = time.perf_counter()
-    update = observe(state)
+    update = observe(state, runtime)
     if state.get("step_rounds", 0) < STEP_TOOL_ROUNDS:
         return update  # the model gets another round to finish the step (or to try a fallback)
     records = [*step_records(state), *update["steps"]]

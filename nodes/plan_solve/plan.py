@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from collections.abc import Generator
+from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.messages import AnyMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.messages import SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.context import Context, current_context
 from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
+from reactgraph.nodes.shared import prompts
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import make_step
-from reactgraph.nodes.shared.transcript import current_question, text_of, tokens_of
+from reactgraph.nodes.shared.transcript import current_question, tokens_of
 
 
 def fresh_turn(state: PlanSolveState) -> dict[str, Any]:
@@ -57,37 +60,24 @@ def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) 
 def _fallback(state: PlanSolveState, why: str, tokens: int, started: float) -> dict[str, Any]:
     # One step that is the whole question: Plan-and-Solve degrades to a single tool-using round, not a crash.
     question = current_question(state["messages"])
-    steps = [{"goal": text_of(question).strip(), "tool": None}] if question is not None else []
+    steps = [{"goal": question.text.strip(), "tool": None}] if question is not None else []
     return _settle(state, steps, "plan_fallback", f"{why}; planned the whole question as one step", tokens, started)
 
 
-def make_plan(services: AgentServices) -> RunnableLambda:
-    """The plan node (sync and async)."""
+def make_plan(services: AgentServices) -> Node:
+    """The plan node: one structured call; a plan that cannot be made is the whole question as one step."""
 
-    def prepare(state: PlanSolveState, config: RunnableConfig) -> tuple[Any, list[AnyMessage]]:
-        context: Context = current_context()
-        system = prompts.PLAN_PROMPT.format(tools=tool_list(services.schemas(context, config)),
-                                            max_steps=context.max_iterations,
-                                            now=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"))
-        planner = services.model(context).with_structured_output(Plan, include_raw=True)
-        return planner, [SystemMessage(with_summary(system, state)), *state["messages"]]
-
-    def plan(state: PlanSolveState, config: RunnableConfig) -> dict[str, Any]:
+    def plan(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
         started = time.perf_counter()
+        context = runtime.context
         try:
-            planner, request = prepare(state, config)
-            output = planner.invoke(request)
+            system = prompts.PLAN_PROMPT.format(tools=tool_list(services.schemas(context, config)),
+                                                max_steps=context.max_iterations,
+                                                now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
+            planner = services.structured(context, Plan)
+            output = yield Call(planner, [SystemMessage(with_summary(system, state)), *state["messages"]])
         except Exception as exc:  # noqa: BLE001 - a plan that cannot be made falls back to one whole-question step
             return _fallback(state, f"planning failed ({type(exc).__name__}: {exc})"[:300], 0, started)
         return _from_output(state, output, started)
 
-    async def aplan(state: PlanSolveState, config: RunnableConfig) -> dict[str, Any]:
-        started = time.perf_counter()
-        try:
-            planner, request = prepare(state, config)
-            output = await planner.ainvoke(request)
-        except Exception as exc:  # noqa: BLE001
-            return _fallback(state, f"planning failed ({type(exc).__name__}: {exc})"[:300], 0, started)
-        return _from_output(state, output, started)
-
-    return RunnableLambda(plan, aplan, name="plan")
+    return dual_node(plan, name="plan", retry=services.retry)

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from typing import Any
 
-from langchain_core.messages import AnyMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.messages import SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
-from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.context import Context, current_context
 from reactgraph.nodes.plan_solve.plan import tool_list, with_summary
 from reactgraph.nodes.plan_solve.state import PlanSolveState, Replan, remaining, render_plan, render_results
+from reactgraph.nodes.shared import prompts
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import make_step
-from reactgraph.nodes.shared.transcript import current_question, text_of, tokens_of
+from reactgraph.nodes.shared.transcript import question_text, tokens_of
 
 
 def _revised(state: PlanSolveState, replan: Replan, tokens: int, started: float) -> dict[str, Any]:
@@ -47,35 +50,22 @@ def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) 
                  tokens, started)
 
 
-def make_replan(services: AgentServices) -> RunnableLambda:
-    """The replan node (sync and async)."""
+def make_replan(services: AgentServices) -> Node:
+    """The replan node: one structured call revising the remaining steps; advisory, so a failure keeps the plan."""
 
-    def prepare(state: PlanSolveState, config: RunnableConfig) -> tuple[Any, list[AnyMessage]]:
-        context: Context = current_context()
-        system = prompts.REPLAN_PROMPT.format(
-            question=text_of(current_question(state["messages"])).strip(),
-            results=render_results(state.get("step_results", [])),
-            remaining=render_plan(state.get("plan") or [], start=state.get("cursor", 0)),
-            tools=tool_list(services.schemas(context, config)))
-        reviser = services.model(context).with_structured_output(Replan, include_raw=True)
-        return reviser, [SystemMessage(with_summary(system, state)), *state["messages"]]
-
-    def replan(state: PlanSolveState, config: RunnableConfig) -> dict[str, Any]:
+    def replan(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
         started = time.perf_counter()
+        context = runtime.context
         try:
-            reviser, request = prepare(state, config)
-            output = reviser.invoke(request)
+            system = prompts.REPLAN_PROMPT.format(
+                question=question_text(state["messages"]),
+                results=render_results(state.get("step_results", [])),
+                remaining=render_plan(state.get("plan") or [], start=state.get("cursor", 0)),
+                tools=tool_list(services.schemas(context, config)))
+            reviser = services.structured(context, Replan)
+            output = yield Call(reviser, [SystemMessage(with_summary(system, state)), *state["messages"]])
         except Exception as exc:  # noqa: BLE001
             return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)
         return _from_output(state, output, started)
 
-    async def areplan(state: PlanSolveState, config: RunnableConfig) -> dict[str, Any]:
-        started = time.perf_counter()
-        try:
-            reviser, request = prepare(state, config)
-            output = await reviser.ainvoke(request)
-        except Exception as exc:  # noqa: BLE001
-            return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)
-        return _from_output(state, output, started)
-
-    return RunnableLambda(replan, areplan, name="replan")
+    return dual_node(replan, name="replan", retry=services.retry)

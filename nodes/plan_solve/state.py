@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
 from pydantic import BaseModel, Field
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from reactgraph.nodes.shared.loop_guard import found_nothing, tool_steps
 from reactgraph.nodes.shared.state import AgentState, ExecutionStep, make_step

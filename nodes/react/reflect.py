@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from typing import Any
 
 from langchain_core.messages import AnyMessage, SystemMessage
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.context import Context, current_context
+from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.loop_guard import repeated_calls, rules_verdict
-from reactgraph.nodes.shared.verdict import ReflectionVerdict
+from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import AgentState, make_step
 from reactgraph.nodes.shared.transcript import tokens_of
+from reactgraph.nodes.shared.verdict import ReflectionVerdict
 
 
 def _settle(state: AgentState, verdict: ReflectionVerdict, tokens: int, started: float) -> dict[str, Any]:
@@ -40,48 +43,27 @@ def _from_model_output(output: dict[str, Any], state: AgentState) -> tuple[Refle
                                                f"{str(reason)[:120]}; used rules)".strip()}), tokens
 
 
-def make_reflect(services: AgentServices) -> RunnableLambda:
-    """The reflect node (sync and async)."""
+def make_reflect(services: AgentServices) -> Node:
+    """The reflect node: the model's structured verdict (`llm`), the rules' (`rules`, or when the model fails),
+    or nothing (`off`)."""
 
-    def prepare(state: AgentState):
-        context: Context = current_context()
+    def reflect(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+        started = time.perf_counter()
+        context = runtime.context
+        if context.reflection == "off":
+            return {"reflection": None}
+        steps, iteration = state.get("steps", []), state.get("iteration", 0)
         # A text-protocol model may offer no structured output, so its `llm` reflection uses the rules.
         if context.reflection != "llm" or context.protocol == "text":
-            return None, None
-        judge = services.model(context).with_structured_output(ReflectionVerdict, include_raw=True)
+            return _settle(state, rules_verdict(steps, iteration), 0, started)
+        judge = services.structured(context, ReflectionVerdict)
         messages: list[AnyMessage] = [SystemMessage(prompts.REFLECT_PROMPT), *state["messages"]]
-        return judge, messages
-
-    def rules_only(state: AgentState, started: float) -> dict[str, Any]:
-        if current_context().reflection == "off":
-            return {"reflection": None}
-        return _settle(state, rules_verdict(state.get("steps", []), state.get("iteration", 0)), 0, started)
-
-    def model_failed(state: AgentState, exc: Exception, started: float) -> dict[str, Any]:
-        verdict = rules_verdict(state.get("steps", []), state.get("iteration", 0))
-        note = f"{verdict.note} (model reflection failed: {type(exc).__name__}; used rules)".strip()
-        return _settle(state, verdict.model_copy(update={"note": note}), 0, started)
-
-    def reflect(state: AgentState) -> dict[str, Any]:
-        started = time.perf_counter()
-        judge, messages = prepare(state)
-        if judge is None:
-            return rules_only(state, started)
         try:
-            output = judge.invoke(messages)
+            output = yield Call(judge, messages)
         except Exception as exc:  # noqa: BLE001 - reflection is advisory; the loop goes on without it
-            return model_failed(state, exc, started)
+            verdict = rules_verdict(steps, iteration)
+            note = f"{verdict.note} (model reflection failed: {type(exc).__name__}; used rules)".strip()
+            return _settle(state, verdict.model_copy(update={"note": note}), 0, started)
         return _settle(state, *_from_model_output(output, state), started)
 
-    async def areflect(state: AgentState) -> dict[str, Any]:
-        started = time.perf_counter()
-        judge, messages = prepare(state)
-        if judge is None:
-            return rules_only(state, started)
-        try:
-            output = await judge.ainvoke(messages)
-        except Exception as exc:  # noqa: BLE001
-            return model_failed(state, exc, started)
-        return _settle(state, *_from_model_output(output, state), started)
-
-    return RunnableLambda(reflect, areflect, name="reflect")
+    return dual_node(reflect, name="reflect", retry=services.retry)

@@ -5,20 +5,21 @@ from __future__ import annotations
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from reactgraph.nodes.shared import prompts, text_protocol
-from reactgraph.nodes.shared.context import Context, current_context
-from reactgraph.models.loader import describe_model_error
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.model_retry import model_failure
+from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import AgentState, ExecutionStep, make_step
-from reactgraph.nodes.shared.transcript import last_human_index, pending_calls, text_of, tokens_of
+from reactgraph.nodes.shared.transcript import last_human_index, pending_calls, tokens_of
 
 
 def start_of_turn(state: AgentState) -> dict[str, Any]:
@@ -38,7 +39,7 @@ def prompt_messages(state: AgentState, context: Context, reflection: dict | None
 
     In the text protocol the tool rounds are rendered as Thought/Action/Observation text for the request only.
     """
-    system = context.system_prompt.format(now=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"))
+    system = context.system_prompt.format(now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
     history: list[AnyMessage] = list(state["messages"])
     if context.protocol == "text":
         system += "\n\n" + text_protocol.instructions(schemas or [])
@@ -72,21 +73,20 @@ class _Turn:
         return update
 
 
-# A decision is a generator: it yields the requests to send and receives the model's replies, so the
-# sync and async nodes share one body and differ only in how they call the model.
-Decision = Generator[list[AnyMessage], AIMessage, dict[str, Any]]
+# A decision is a generator: it yields the model calls to make and receives the replies (see node_driver).
+Decision = Generator[Call, AIMessage, dict[str, Any]]
 
 
 def _is_empty(reply: AIMessage) -> bool:
-    return not pending_calls(reply) and not text_of(reply).strip()
+    return not pending_calls(reply) and not reply.text.strip()
 
 
-def _tools_decision(request: list[AnyMessage], turn: _Turn) -> Decision:
-    reply = yield request
+def _tools_decision(model: Runnable, request: list[AnyMessage], turn: _Turn) -> Decision:
+    reply = yield Call(model, request)
     if _is_empty(reply):  # one nudge before giving up: some models occasionally return nothing
         # In the leading system message: providers such as Anthropic refuse a second, later system message.
-        nudged = SystemMessage(f"{text_of(request[0])}\n{prompts.EMPTY_REPLY_NUDGE}")
-        reply = yield [nudged, *request[1:]]
+        nudged = SystemMessage(f"{request[0].text}\n{prompts.EMPTY_REPLY_NUDGE}")
+        reply = yield Call(model, [nudged, *request[1:]])
     if _is_empty(reply):
         answer = "The model returned an empty reply twice; no answer could be produced."
         turn.steps.append(make_step(step=turn.iteration, node="think", status="empty_reply", observation=answer,
@@ -95,11 +95,12 @@ def _tools_decision(request: list[AnyMessage], turn: _Turn) -> Decision:
     return turn.update(messages=[reply])
 
 
-def _text_decision(request: list[AnyMessage], turn: _Turn, schemas: list[dict[str, Any]], limit: int) -> Decision:
+def _text_decision(model: Runnable, request: list[AnyMessage], turn: _Turn, schemas: list[dict[str, Any]],
+                   limit: int) -> Decision:
     """Text protocol: parse the reply; a malformed one is sent back with a correction and costs an iteration."""
     while True:
-        reply = yield request
-        raw = text_of(reply)
+        reply = yield Call(model, request)
+        raw = str(reply.text)
         parsed = text_protocol.parse_reply(raw)
         if parsed.problem is None:
             return turn.update(messages=[text_protocol.to_ai_message(parsed, raw, schemas, reply)])
@@ -114,54 +115,28 @@ def _text_decision(request: list[AnyMessage], turn: _Turn, schemas: list[dict[st
         request = [*request, AIMessage(raw), HumanMessage(f"Observation: {correction}")]
 
 
-def _failure(exc: Exception, turn: _Turn, model: BaseChatModel) -> dict[str, Any]:
-    reason = describe_model_error(exc, model)
-    turn.steps.append(make_step(step=turn.iteration, node="think", status="model_error", observation=reason,
-                                latency_ms=turn.ms()))
-    return turn.update(status="failed", final_answer=reason)
+def make_think(services: AgentServices) -> Node:
+    """The think node, bound to the graph's services: one model call that decides (a correction round or an
+    empty-reply nudge may add one); a model that fails ends the run with a reason, never a crash."""
 
-
-def make_think(services: AgentServices) -> RunnableLambda:
-    """The think node (sync and async), bound to the graph's services."""
-
-    def prepare(state: AgentState, config: RunnableConfig) -> tuple[Runnable, BaseChatModel, _Turn, Decision]:
-        context: Context = current_context()
+    def think(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Decision:
+        context = runtime.context
         reset = start_of_turn(state)
-        reflection = None if reset else state.get("reflection")
         turn = _Turn(iteration=(0 if reset else state.get("iteration", 0)) + 1, reset=reset)
-        model = services.model(context)
         schemas = services.schemas(context, config)
-        request = prompt_messages(state, context, reflection, schemas)
+        request = prompt_messages(state, context, None if reset else state.get("reflection"), schemas)
+        model = services.model(context)
         if context.protocol == "text":  # the tools are described in the prompt, never bound
-            decision = _text_decision(request, turn, schemas, context.max_iterations)
-            return model.bind(stop=text_protocol.STOP), model, turn, decision
-        bound = model.bind_tools(schemas) if schemas else model
-        return bound, model, turn, _tools_decision(request, turn)
+            decision = _text_decision(model.bind(stop=text_protocol.STOP), request, turn, schemas,
+                                      context.max_iterations)
+        else:
+            decision = _tools_decision(services.with_tools(context, schemas), request, turn)
+        try:
+            return (yield from decision)
+        except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed
+            reason = model_failure(exc, model, runtime)
+            turn.steps.append(make_step(step=turn.iteration, node="think", status="model_error",
+                                        observation=reason, latency_ms=turn.ms()))
+            return turn.update(status="failed", final_answer=reason)
 
-    def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        bound, model, turn, decision = prepare(state, config)
-        request = next(decision)
-        while True:
-            try:
-                reply = bound.invoke(request)
-            except Exception as exc:  # noqa: BLE001 - a failing model ends the run with a reason, never a crash
-                return _failure(exc, turn, model)
-            try:
-                request = decision.send(reply)
-            except StopIteration as done:
-                return done.value
-
-    async def athink(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        bound, model, turn, decision = prepare(state, config)
-        request = next(decision)
-        while True:
-            try:
-                reply = await bound.ainvoke(request)
-            except Exception as exc:  # noqa: BLE001
-                return _failure(exc, turn, model)
-            try:
-                request = decision.send(reply)
-            except StopIteration as done:
-                return done.value
-
-    return RunnableLambda(think, athink, name="think")
+    return dual_node(think, name="think", retry=services.retry)

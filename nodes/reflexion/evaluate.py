@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from langchain_core.messages import SystemMessage
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
+from reactgraph.nodes.reflexion.state import Evaluation, ReflexionState
 from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.context import Context, current_context
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import ExecutionStep, make_step
 from reactgraph.nodes.shared.transcript import tokens_of
-from reactgraph.nodes.reflexion.state import Evaluation, ReflexionState
 
 # A checker takes the answer, the run's ExecutionStep records and the task's params (the same shape as
 # evals.checks, so a harness can register its own): True/False, or (passed, reason).
@@ -85,45 +87,33 @@ def _from_output(state: ReflexionState, output: dict[str, Any], started: float) 
     return _settle(state, verdict, tokens_of(output.get("raw")), started)
 
 
-def make_evaluate(services: AgentServices) -> RunnableLambda:
-    """The evaluate node (sync and async)."""
+def without_model(state: ReflexionState, context: Context) -> dict[str, Any] | None:
+    """The verdict when no model judgement is needed or to be had, else None."""
+    if state.get("status") == "failed":
+        reason = f"the attempt failed: {(state.get('final_answer') or '')[:200]}"
+        return {"passed": False, "reason": reason, "by": "status"}
+    if (verdict := by_criteria(state)) is not None:
+        return verdict
+    if context.protocol == "text":  # a text-only model may offer no structured output
+        return by_rules(state)
+    return None
 
-    def prepare(state: ReflexionState, started: float):
-        """(settled update, None) when no model call is needed, else (None, (judge, request))."""
-        if state.get("status") == "failed":
-            reason = f"the attempt failed: {(state.get('final_answer') or '')[:200]}"
-            return _settle(state, {"passed": False, "reason": reason, "by": "status"}, 0, started), None
-        if (verdict := by_criteria(state)) is not None:
-            return _settle(state, verdict, 0, started), None
-        context: Context = current_context()
-        if context.protocol == "text":  # a text-only model may offer no structured output
-            return _settle(state, by_rules(state), 0, started), None
-        try:
-            judge = services.model(context).with_structured_output(Evaluation, include_raw=True)
-        except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output
-            return _settle(state, by_rules(state, f"no model judgement: {type(exc).__name__}"), 0, started), None
-        return None, (judge, [SystemMessage(prompts.EVALUATE_PROMPT), *state.get("trajectory", [])])
 
-    def evaluate(state: ReflexionState) -> dict[str, Any]:
+def make_evaluate(services: AgentServices) -> Node:
+    """The evaluate node: the task's own check when it has one, else the model's judgement, else the rules."""
+
+    def evaluate(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
         started = time.perf_counter()
-        done, call = prepare(state, started)
-        if done is not None:
-            return done
+        if (verdict := without_model(state, runtime.context)) is not None:
+            return _settle(state, verdict, 0, started)
         try:
-            output = call[0].invoke(call[1])
+            judge = services.structured(runtime.context, Evaluation)
+        except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output
+            return _settle(state, by_rules(state, f"no model judgement: {type(exc).__name__}"), 0, started)
+        try:
+            output = yield Call(judge, [SystemMessage(prompts.EVALUATE_PROMPT), *state.get("trajectory", [])])
         except Exception as exc:  # noqa: BLE001 - judging is advisory; the rules decide without it
             return _settle(state, by_rules(state, f"model judgement failed: {type(exc).__name__}"), 0, started)
         return _from_output(state, output, started)
 
-    async def aevaluate(state: ReflexionState) -> dict[str, Any]:
-        started = time.perf_counter()
-        done, call = prepare(state, started)
-        if done is not None:
-            return done
-        try:
-            output = await call[0].ainvoke(call[1])
-        except Exception as exc:  # noqa: BLE001
-            return _settle(state, by_rules(state, f"model judgement failed: {type(exc).__name__}"), 0, started)
-        return _from_output(state, output, started)
-
-    return RunnableLambda(evaluate, aevaluate, name="evaluate")
+    return dual_node(evaluate, name="evaluate", retry=services.retry)

@@ -5,21 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import get_runtime
+from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
 from langgraph.types import Overwrite
 
 from reactgraph.nodes.reflexion.evaluate import CHECKERS
-from reactgraph.nodes.shared.transcript import current_question, text_of
 from reactgraph.nodes.reflexion.state import MAX_LESSONS, ReflexionState, lessons_namespace
+from reactgraph.nodes.shared.transcript import current_question, question_text
 
 
 def session_of(config: RunnableConfig | None) -> str:
     return str(((config or {}).get("configurable") or {}).get("thread_id") or "default")
 
 
-def recalled_lessons(question: str, session: str) -> list[str]:
+def recalled_lessons(store: BaseStore | None, question: str, session: str) -> list[str]:
     """Lessons the store holds for this very question in this session (episodic memory), oldest first."""
-    store = get_runtime().store
     if store is None or not question:
         return []
     items = [i for i in store.search(lessons_namespace(session), limit=1000) if i.value.get("question") == question]
@@ -27,15 +27,16 @@ def recalled_lessons(question: str, session: str) -> list[str]:
     return [str(item.value["lesson"]) for item in items if item.value.get("lesson")][-MAX_LESSONS:]
 
 
-def load_lessons(state: ReflexionState, config: RunnableConfig) -> dict[str, Any]:
+def load_lessons(state: ReflexionState, runtime: Runtime[Any], config: RunnableConfig) -> dict[str, Any]:
     """Reset the per-question fields; every run of the graph starts its trials afresh."""
     checker = state.get("checker")
     if checker and checker not in CHECKERS:  # a bad input is refused before any model or tool is called
         raise ValueError(f"unknown checker {checker!r}; registered: {', '.join(sorted(CHECKERS)) or 'none'}")
     question = current_question(state["messages"])
     criteria = {"expected": state.get("expected"), "checker": checker, "params": state.get("checker_params") or {}}
+    lessons = recalled_lessons(runtime.store, question_text(state["messages"]), session_of(config))
     return {"turn_id": question.id if question else None, "iteration": 0, "steps": Overwrite([]), "reflection": None,
             "final_answer": None, "status": None, "trial": 0, "evaluation": None, "trajectory": [],
-            "lessons": recalled_lessons(text_of(question).strip(), session_of(config)), "criteria": criteria,
+            "lessons": lessons, "criteria": criteria,
             # Cleared so that the next question on this thread is not checked against this one's criteria.
             "expected": None, "checker": None, "checker_params": None}

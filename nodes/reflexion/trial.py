@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from langchain_core.messages import AIMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 
-from reactgraph.nodes.shared.context import current_context
-from reactgraph.nodes.shared.transcript import last_human_index
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
+from reactgraph.nodes.shared.transcript import last_human_index
 
 
 def _actor_input(state: ReflexionState) -> dict[str, Any]:
@@ -31,13 +34,11 @@ def _absorb(state: ReflexionState, result: dict[str, Any]) -> dict[str, Any]:
             "messages": [AIMessage(answer, id=answer_id(state.get("turn_id")))]}
 
 
-def make_trial(actor: CompiledStateGraph) -> RunnableLambda:
-    """The trial node (sync and async): runs `actor` as a subgraph, inheriting checkpointer, store and thread."""
+def make_trial(actor: CompiledStateGraph) -> Node:
+    """The trial node: runs `actor` as a subgraph, inheriting checkpointer, store and thread."""
 
-    def trial(state: ReflexionState, config: RunnableConfig) -> dict[str, Any]:
-        return _absorb(state, actor.invoke(_actor_input(state), config, context=current_context()))
+    def trial(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+        result = yield Call(actor, _actor_input(state), config, {"context": runtime.context})
+        return _absorb(state, result)
 
-    async def atrial(state: ReflexionState, config: RunnableConfig) -> dict[str, Any]:
-        return _absorb(state, await actor.ainvoke(_actor_input(state), config, context=current_context()))
-
-    return RunnableLambda(trial, atrial, name="trial")
+    return dual_node(trial, name="trial")

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any, TypedDict
 
 from langchain_core.messages import ToolMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
-from reactgraph.nodes.shared.context import Context, current_context
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.node_driver import Node, dual_node
 from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.sync_bridge import run_sync
-from reactgraph.tools import ToolResult, ToolSession, ToolStatus, observations
+from reactgraph.tools import ToolResult, ToolStatus, observations
 
 
 def unparsable_result(call: dict[str, Any]) -> ToolResult:
@@ -35,28 +37,20 @@ class ToolCallTask(TypedDict):
     call: dict[str, Any]
 
 
-def make_act(services: AgentServices) -> RunnableLambda:
-    """The act node (sync and async): one task per tool call, fanned out by `Send` from the router.
+def make_act(services: AgentServices) -> Node:
+    """The act node: one task per tool call, fanned out by `Send` from the router.
 
     One task per call (rather than one task for all calls) is what makes a run durable at the level of
     a single call: LangGraph saves each finished task's writes at once, so after a crash only the calls
     that had not finished run again.
     """
 
-    def prepare(task: ToolCallTask, config: RunnableConfig) -> tuple[dict[str, Any], ToolSession]:
-        # Read the runtime here, not inside the coroutine: the sync path runs it on the bridge's loop.
-        context: Context = current_context()
-        return task["call"], services.session(context, config)
-
-    async def execute(call: dict[str, Any], session: ToolSession) -> dict[str, Any]:
+    def act(task: ToolCallTask, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+        call = task["call"]
         if "parse_error" in call:
             return {"messages": [to_message(unparsable_result(call))]}
-        return {"messages": [to_message(await services.gateway.execute(call, session))]}
+        # The gateway is async: awaited under ainvoke, run on the sync bridge under invoke (see node_driver).
+        result = yield services.gateway.execute(call, services.session(runtime.context, config))
+        return {"messages": [to_message(result)]}
 
-    def act(task: ToolCallTask, config: RunnableConfig) -> dict[str, Any]:
-        return run_sync(execute(*prepare(task, config)))
-
-    async def aact(task: ToolCallTask, config: RunnableConfig) -> dict[str, Any]:
-        return await execute(*prepare(task, config))
-
-    return RunnableLambda(act, aact, name="act")
+    return dual_node(act, name="act")

@@ -1,17 +1,23 @@
-"""Settling a turn's answer from a closing model call (finalize, solve): the reply, or what the tools found."""
+"""Closing a turn with one model call (finalize, solve): the reply as the answer, or what the tools found."""
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
+from reactgraph.models.loader import without_tool_use
 from reactgraph.nodes.shared import text_protocol
-from reactgraph.nodes.shared.context import current_context
+from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.loop_guard import tool_steps
-from reactgraph.models.loader import describe_model_error
+from reactgraph.nodes.shared.model_retry import model_failure
+from reactgraph.nodes.shared.node_driver import Call
+from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import answer_update
-from reactgraph.nodes.shared.transcript import text_of, tokens_of
+from reactgraph.nodes.shared.transcript import tokens_of
 
 
 def observations_digest(state: dict[str, Any]) -> str:
@@ -26,20 +32,37 @@ def settle(state: dict[str, Any], node: str, answer: str, status: str, reason: s
                          reason=reason, tokens=tokens, started=started, message=message)
 
 
-def from_reply(state: dict[str, Any], node: str, reply: AIMessage, reason: str, started: float) -> dict[str, Any]:
+def from_reply(state: dict[str, Any], node: str, reply: AIMessage, reason: str, started: float,
+               context: Context) -> dict[str, Any]:
     """The closing reply as the answer (`limit_reached` when the loop hit its limit); empty counts as failed."""
-    answer = text_of(reply).strip()
-    if current_context().protocol == "text":  # the model may still write "Final Answer: …"
+    answer = reply.text.strip()
+    if context.protocol == "text":  # the model may still write "Final Answer: …"
         answer = text_protocol.answer_text(answer)
     if not answer:
-        return from_failure(state, node, ValueError("empty reply"), reason, started)
+        return _failed(state, node, "The model call failed: ValueError: empty reply", reason, started)
     status = "limit_reached" if reason == "limit" else "answered"
     return settle(state, node, answer, status, reason, started, tokens_of(reply),
                   AIMessage(content=answer, usage_metadata=reply.usage_metadata))
 
 
-def from_failure(state: dict[str, Any], node: str, exc: Exception, reason: str, started: float) -> dict[str, Any]:
+def _failed(state: dict[str, Any], node: str, why: str, reason: str, started: float) -> dict[str, Any]:
     """No model could write the answer: say why, and list what the tools returned."""
-    answer = (f"I could not write a final answer ({describe_model_error(exc)}). "
-              f"What the tools returned:\n{observations_digest(state)}")
+    answer = f"I could not write a final answer ({why}). What the tools returned:\n{observations_digest(state)}"
     return settle(state, node, answer, "failed", reason, started, message=AIMessage(content=answer))
+
+
+def close_turn(services: AgentServices, state: dict[str, Any], runtime: Runtime[Context], config: RunnableConfig,
+               *, node: str, system: str, reason: str, started: float) -> Generator[Call, Any, dict[str, Any]]:
+    """A node body's closing call: the conversation under `system`, answered without calling tools."""
+    context = runtime.context
+    model: Any = services.model(context)
+    history: list[AnyMessage] = state["messages"]
+    if context.protocol == "text":  # a text-only model reads tool rounds as Thought/Action/Observation
+        history = text_protocol.as_text_messages(history)
+    else:  # no tools to call; Anthropic still needs them defined when the history holds tool calls
+        model = without_tool_use(model, services.schemas(context, config))
+    try:
+        reply = yield Call(model, [SystemMessage(system), *history])
+    except Exception as exc:  # noqa: BLE001 - after the retries: the turn still ends with the records' answer
+        return _failed(state, node, model_failure(exc, None, runtime), reason, started)
+    return from_reply(state, node, reply, reason, started, context)

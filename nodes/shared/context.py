@@ -7,12 +7,16 @@ environment variables where a user would expect to set them once (REACTGRAPH_MOD
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
 from reactgraph.nodes.shared import prompts
+
+if TYPE_CHECKING:  # Context itself must stay importable without langgraph (the CLI's start-up)
+    from langgraph.runtime import Runtime
 
 Protocol = Literal["tools", "text"]
 ReflectionMode = Literal["llm", "rules", "off"]
@@ -72,13 +76,18 @@ class Context:
             raise ValueError(f"replan must be true or false, not {self.replan!r}")
 
 
-def current_context() -> Context:
-    """The running graph's Context: defaults when the caller passed none, coerced when given as a mapping."""
-    from langgraph.runtime import get_runtime  # imported here: Context itself must stay importable anywhere
-
-    context = get_runtime(Context).context
-    if context is None:
+def resolve_context(value: Context | Mapping[str, Any] | None) -> Context:
+    """A run's Context from what the caller passed: defaults for None, coerced from a mapping (the HTTP API
+    sends JSON; LangGraph coerces a dict itself, older releases and direct callers may not)."""
+    if isinstance(value, Context):
+        return value
+    if value is None:
         return Context()
-    if isinstance(context, dict):  # e.g. from the HTTP API, where context arrives as JSON
-        return Context(**context)
-    return context
+    if isinstance(value, Mapping):
+        return Context(**value)
+    raise TypeError(f"context must be a Context or a mapping of its fields, not {type(value).__name__}")
+
+
+def context_of(runtime: Runtime[Context]) -> Context:
+    """The running graph's Context (see `resolve_context`); the one place a node or router reads it from."""
+    return resolve_context(runtime.context)

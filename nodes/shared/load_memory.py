@@ -2,46 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Generator
 
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
-from reactgraph.memory.session_memory import ConversationSummary, Fold, SessionMemory
-from reactgraph.nodes.shared.context import current_context
+from reactgraph.memory.session_memory import ConversationSummary, SessionMemory
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import AgentState
 
 
-def _update(fold: Fold, summary: str) -> dict[str, Any]:
-    return {"messages": fold.remove, "summary": summary}
+def make_load_memory(services: AgentServices) -> Node:
+    """The load_memory node; a no-op until the session outgrows its window."""
 
-
-def make_load_memory(services: AgentServices) -> RunnableLambda:
-    """The load_memory node (sync and async); a no-op until the session outgrows its window."""
-
-    def prepare(state: AgentState):
-        context = current_context()
-        fold = SessionMemory(keep_last=context.memory_window).fold(state["messages"], state.get("summary", ""))
-        if fold is None:
-            return None, None
-        return fold, services.model(context).with_structured_output(ConversationSummary)
-
-    def load_memory(state: AgentState) -> dict[str, Any]:
-        fold, summarizer = prepare(state)
+    def load_memory(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+        fold = SessionMemory(keep_last=runtime.context.memory_window).fold(state["messages"],
+                                                                           state.get("summary", ""))
         if fold is None:
             return {}
         try:
-            return _update(fold, summarizer.invoke(fold.prompt()).summary)
+            output = yield Call(services.structured(runtime.context, ConversationSummary), fold.prompt())
+            parsed = output.get("parsed")
+            summary = parsed.summary if isinstance(parsed, ConversationSummary) else fold.fallback()
         except Exception:  # noqa: BLE001 - a failed summary must not lose the facts: fall back deterministically
-            return _update(fold, fold.fallback())
+            summary = fold.fallback()
+        return {"messages": fold.remove, "summary": summary}
 
-    async def aload_memory(state: AgentState) -> dict[str, Any]:
-        fold, summarizer = prepare(state)
-        if fold is None:
-            return {}
-        try:
-            return _update(fold, (await summarizer.ainvoke(fold.prompt())).summary)
-        except Exception:  # noqa: BLE001
-            return _update(fold, fold.fallback())
-
-    return RunnableLambda(load_memory, aload_memory, name="load_memory")
+    return dual_node(load_memory, name="load_memory", retry=services.retry)

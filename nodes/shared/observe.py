@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import ToolMessage
+from langgraph.runtime import Runtime
 
-from reactgraph.nodes.shared.context import current_context
+from reactgraph.nodes.shared.context import Context, context_of
 from reactgraph.nodes.shared.state import AgentState, ExecutionStep, make_step
-from reactgraph.nodes.shared.transcript import last_ai, latest_tool_messages, pending_calls, text_of, tokens_of
+from reactgraph.nodes.shared.transcript import last_ai, latest_tool_messages, pending_calls, tokens_of
 
 
 def truncate(text: str, budget: int) -> str:
@@ -24,23 +25,24 @@ def _as_input(args: Any) -> dict[str, Any] | None:
     return {"raw": str(args)[:500]}
 
 
-def observe(state: AgentState) -> dict[str, Any]:
+def observe(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Record one step per tool call of this round; over-budget results are replaced by truncated copies."""
-    budget = current_context().observation_budget
+    budget = context_of(runtime).observation_budget
     messages = state["messages"]
     reply = last_ai(messages)
     calls = {c["id"]: c for c in pending_calls(reply)}
     iteration = state.get("iteration", 0)
+    thought = reply.text.strip() if reply is not None else ""
     steps: list[ExecutionStep] = []
     shortened: list[ToolMessage] = []
     for position, message in enumerate(latest_tool_messages(messages)):
-        text = text_of(message)
+        text = str(message.text)  # a plain str: the record is checkpointed
         shown = truncate(text, budget)
         if shown != text:
             shortened.append(message.model_copy(update={"content": shown}))  # same id: add_messages replaces it
         facts = message.artifact if isinstance(message.artifact, dict) else {}
         steps.append(make_step(
-            step=iteration, node="act", thought=text_of(reply).strip(), action=message.name,
+            step=iteration, node="act", thought=thought, action=message.name,
             action_input=_as_input(calls.get(message.tool_call_id, {}).get("args")), observation=shown,
             status=facts.get("status") or ("ok" if message.status == "success" else "error"),
             latency_ms=facts.get("latency_ms", 0.0),

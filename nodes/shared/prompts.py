@@ -84,7 +84,8 @@ Final Answer: 杭州现在小雨，气温 9°C（来源：离线样例数据）�
 Thought: I should look this up rather than rely on memory.
 Action: search
 Action Input: {"query": "Python creator"}
-Observation: {"found":true,"results":[{"title":"Python","snippet":"Python was created by Guido van Rossum, first released in 1991."}]}
+Observation: {"found":true,"results":[{"title":"Python","snippet":"Python was created by Guido van Rossum, \
+first released in 1991."}]}
 Thought: I can answer now.
 Final Answer: Python was created by Guido van Rossum and first released in 1991.""",
 }

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import get_runtime
+from langgraph.runtime import Runtime
 
 from reactgraph.nodes.shared.state import AgentState
-from reactgraph.nodes.shared.transcript import current_question, text_of
+from reactgraph.nodes.shared.transcript import current_question
 
 
 def qa_namespace(session: str) -> tuple[str, ...]:
@@ -17,15 +17,15 @@ def qa_namespace(session: str) -> tuple[str, ...]:
     return ("sessions", session, "qa")
 
 
-def save_memory(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+def save_memory(state: AgentState, runtime: Runtime[Any], config: RunnableConfig) -> dict[str, Any]:
     """One store item per turn (keyed by the question's message id, so a resumed turn writes it once)."""
-    store = get_runtime().store
+    store = runtime.store
     question = current_question(state["messages"])
     if store is None or question is None:
         return {}
     session = str((config.get("configurable") or {}).get("thread_id") or "default")
     store.put(qa_namespace(session), str(question.id), {
-        "question": text_of(question), "answer": state.get("final_answer") or "", "status": state.get("status"),
-        "iterations": state.get("iteration", 0), "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "question": str(question.text), "answer": state.get("final_answer") or "", "status": state.get("status"),
+        "iterations": state.get("iteration", 0), "time": datetime.now(UTC).isoformat(timespec="seconds"),
     })
     return {}

@@ -1,25 +1,33 @@
-"""What the nodes of one compiled graph share: the tool gateway and the chat models they resolve."""
+"""What the nodes of one compiled graph share: the tool gateway, the chat models they resolve, the retry policy
+of the nodes that call a model, and what is derived from those once rather than on every step."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.types import RetryPolicy
 
-from reactgraph.nodes.shared.context import Context
 from reactgraph.models.loader import load_chat_model
-from reactgraph.tools import ToolGateway, ToolSession
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.model_retry import model_retry_policy
+from reactgraph.tools import ToolGateway, ToolMeta, ToolSession
 
 
 class AgentServices:
     """The gateway plus a model per (spec, temperature), built once per graph and reused across runs."""
 
-    def __init__(self, gateway: ToolGateway, model: BaseChatModel | None = None) -> None:
+    def __init__(self, gateway: ToolGateway, model: BaseChatModel | None = None,
+                 retry: RetryPolicy | None = None) -> None:
         self.gateway = gateway
         # An explicit model (tests' scripted models, a user's configured client) overrides Context.model.
         self.fixed_model = model
+        self.retry = retry if retry is not None else model_retry_policy()
         self._models: dict[tuple[str, float], BaseChatModel] = {}
+        # Keyed by object ids; the objects are kept alongside, so an id is never reused while it is a key.
+        self._schemas: dict[int, tuple[ToolMeta, dict[str, Any]]] = {}
+        self._derived: dict[tuple[Any, ...], tuple[Any, Runnable]] = {}
 
     def model(self, context: Context) -> BaseChatModel:
         if self.fixed_model is not None:
@@ -39,4 +47,31 @@ class AgentServices:
         return ToolSession.of(id=str(thread_id), allow=context.allowed_tools or None, deny=context.denied_tools)
 
     def schemas(self, context: Context, config: RunnableConfig | None) -> list[dict[str, Any]]:
-        return self.gateway.schemas(self.session(context, config))
+        """The OpenAI schemas of the tools this run may use (each tool's schema is built once)."""
+        return [self._schema(meta) for meta in self.gateway.tools(self.session(context, config))]
+
+    def _schema(self, meta: ToolMeta) -> dict[str, Any]:
+        cached = self._schemas.get(id(meta))
+        if cached is None or cached[0] is not meta:
+            cached = self._schemas[id(meta)] = (meta, meta.openai_schema())
+        return cached[1]
+
+    def _derive(self, key: tuple[Any, ...], keep: Any, build: Any) -> Runnable:
+        cached = self._derived.get(key)
+        if cached is None:
+            cached = self._derived[key] = (keep, build())
+        return cached[1]
+
+    def with_tools(self, context: Context, schemas: list[dict[str, Any]]) -> Runnable:
+        """The model with these tools bound (the model itself when there are none)."""
+        model = self.model(context)
+        if not schemas:
+            return model
+        return self._derive(("tools", id(model), *map(id, schemas)), (model, schemas),
+                            lambda: model.bind_tools(schemas))
+
+    def structured(self, context: Context, schema: type) -> Runnable:
+        """The model's structured output as `schema`, raw reply included (`{"raw", "parsed", "parsing_error"}`)."""
+        model = self.model(context)
+        return self._derive(("structured", id(model), schema), model,
+                            lambda: model.with_structured_output(schema, include_raw=True))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import operator
 import time
-from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+
 # typing_extensions' TypedDict: pydantic (Studio's schemas, the API server) rejects typing's on Python < 3.12.
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 RunStatus = Literal["answered", "limit_reached", "failed"]
 
@@ -40,7 +41,7 @@ def make_step(*, step: int, node: str, status: str, thought: str = "", action: s
     return ExecutionStep(
         step=step, node=node, thought=thought, action=action, action_input=action_input,
         observation=observation, status=status, latency_ms=round(latency_ms, 3), tokens=tokens,
-        timestamp=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.transcript import pending_calls, text_of
+from reactgraph.nodes.shared.transcript import pending_calls
 
 STOP = ["Observation:"]
 
@@ -220,7 +220,7 @@ def _action_text(thought: str, call: dict[str, Any]) -> str:
 
 
 def _observation(message: ToolMessage) -> HumanMessage:
-    content = text_of(message).strip()
+    content = message.text.strip()
     if message.status == "error" and not content.lower().startswith("error"):
         content = f"Error: {content}"
     return HumanMessage(f"Observation: {content}")
@@ -240,7 +240,7 @@ def as_text_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
             while i < len(messages) and isinstance(messages[i], ToolMessage):
                 results[messages[i].tool_call_id] = messages[i]
                 i += 1
-            thought = text_of(message).strip()
+            thought = message.text.strip()
             for call in calls:
                 out.append(AIMessage(_action_text(thought, call)))
                 thought = ""
@@ -248,7 +248,7 @@ def as_text_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
                     out.append(_observation(result))
             out += [_observation(orphan) for orphan in results.values()]
         elif isinstance(message, AIMessage):
-            if answer := text_of(message).strip():
+            if answer := message.text.strip():
                 out.append(AIMessage(f"Final Answer: {answer}"))
         elif isinstance(message, ToolMessage):
             out.append(_observation(message))

@@ -20,6 +20,12 @@ def current_question(messages: Sequence[AnyMessage]) -> HumanMessage | None:
     return messages[i] if i >= 0 else None
 
 
+def question_text(messages: Sequence[AnyMessage]) -> str:
+    """The text of the question that opened the current turn, stripped ("" if there is none)."""
+    question = current_question(messages)
+    return question.text.strip() if question is not None else ""
+
+
 def last_ai(messages: Sequence[AnyMessage]) -> AIMessage | None:
     for message in reversed(messages):
         if isinstance(message, AIMessage):
@@ -49,13 +55,8 @@ def latest_tool_messages(messages: Sequence[AnyMessage]) -> list[ToolMessage]:
 
 
 def text_of(message: AnyMessage | None) -> str:
-    """A message's text, whatever the provider's content shape (string or content blocks)."""
-    if message is None:
-        return ""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(block.get("text", "") if isinstance(block, dict) else str(block) for block in content)
+    """`message.text` (langchain-core's; "" for no message), kept for graph/cli/console_view.py."""
+    return "" if message is None else str(message.text)
 
 
 def tokens_of(message: AIMessage | None) -> int:

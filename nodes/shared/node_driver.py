@@ -1,0 +1,111 @@
+"""One body for a node's sync and async runs: the body is a generator that yields the calls it needs made.
+
+A body is `body(state, runtime, config)`; it yields a `Call` (a runnable to invoke: a chat model, a
+structured-output chain, a subgraph) or a coroutine (the tool gateway's async API), and is sent the result.
+A failed call is thrown into the body at its `yield`, so failures are handled with an ordinary try/except.
+Only the driver differs between the graph's `invoke` (sync calls, coroutines on the sync bridge) and its
+`ainvoke` (awaited), so no node is written twice.
+
+A transient model error is not thrown into the body while the node's `RetryPolicy` has attempts left:
+the driver raises it and LangGraph runs the node again (see model_retry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any, NamedTuple
+
+from langchain_core.runnables import RunnableConfig
+
+# The sync+async node runnable LangGraph itself builds from plain functions, and LangChain's `create_agent`
+# uses for its nodes; `trace=False` because the node's run is already traced by LangGraph.
+from langgraph._internal._runnable import RunnableCallable
+from langgraph.runtime import Runtime
+from langgraph.types import RetryPolicy
+
+from reactgraph.nodes.shared.context import Context, resolve_context
+from reactgraph.nodes.shared.model_retry import leave_to_retry
+from reactgraph.nodes.shared.sync_bridge import run_sync
+
+
+class Call(NamedTuple):
+    """A call a node body asks for: `runnable.invoke(input, config, **kwargs)` (or `ainvoke`)."""
+
+    runnable: Any
+    input: Any
+    config: RunnableConfig | None = None
+    kwargs: dict[str, Any] = {}  # noqa: RUF012 - never mutated; a NamedTuple default
+
+
+Body = Callable[[Any, Runtime[Context], RunnableConfig], Generator[Any, Any, Any]]
+Node = RunnableCallable  # what `dual_node` and `plain_node` return: a node to give `StateGraph.add_node`
+
+
+def _with_context(runtime: Runtime[Context]) -> Runtime[Context]:
+    """The runtime with a resolved `Context` (None or a mapping becomes one), so bodies read it directly."""
+    if isinstance(runtime.context, Context):
+        return runtime
+    return runtime.override(context=resolve_context(runtime.context))
+
+
+def _call(request: Any) -> Any:
+    if isinstance(request, Call):
+        return request.runnable.invoke(request.input, request.config, **request.kwargs)
+    return run_sync(request)
+
+
+async def _acall(request: Any) -> Any:
+    if isinstance(request, Call):
+        return await request.runnable.ainvoke(request.input, request.config, **request.kwargs)
+    return await request
+
+
+def dual_node(body: Body, *, name: str, retry: RetryPolicy | None = None) -> Node:
+    """The node LangGraph runs: `body` driven by sync calls under `invoke` and by awaits under `ainvoke`."""
+
+    def node(state: Any, runtime: Runtime[Context], config: RunnableConfig) -> Any:
+        runtime = _with_context(runtime)
+        steps = body(state, runtime, config)
+        try:
+            request = next(steps)
+            while True:
+                try:
+                    result = _call(request)
+                except Exception as exc:
+                    if leave_to_retry(retry, runtime, exc):
+                        raise
+                    request = steps.throw(exc)
+                else:
+                    request = steps.send(result)
+        except StopIteration as done:
+            return done.value
+
+    async def anode(state: Any, runtime: Runtime[Context], config: RunnableConfig) -> Any:
+        runtime = _with_context(runtime)
+        steps = body(state, runtime, config)
+        try:
+            request = next(steps)
+            while True:
+                try:
+                    result = await _acall(request)
+                except Exception as exc:
+                    if leave_to_retry(retry, runtime, exc):
+                        raise
+                    request = steps.throw(exc)
+                else:
+                    request = steps.send(result)
+        except StopIteration as done:
+            return done.value
+
+    return RunnableCallable(node, anode, name=name, trace=False)
+
+
+def plain_node(fn: Callable[..., Any], *, name: str | None = None) -> Node:
+    """A node without calls to make (CPU only): the same function under `invoke` and `ainvoke`, where a plain
+    function would be sent to a worker thread."""
+
+    async def afn(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return RunnableCallable(fn, afn, name=name or fn.__name__, trace=False)
+
