@@ -16,6 +16,7 @@ from reactgraph.graph.cli.ask import ask
 from reactgraph.graph.cli.compare import compare
 from reactgraph.graph.cli.history import show_history
 from reactgraph.graph.cli.ingest import ingest
+from reactgraph.graph.cli.server import server_app
 from reactgraph.graph.cli.shared import is_user_error
 from reactgraph.graph.cli.tool_list import list_tools
 
@@ -48,8 +49,9 @@ app.command("tools", short_help="List the tools, their limits and breaker states
 app.command("compare", short_help="Compare graphs on a task suite.")(compare)
 app.command("ingest", short_help="Add documents to the knowledge base.")(ingest)
 
-# Sub-apps (groups of commands) are registered here, e.g. `app.add_typer(server_app, name="server")`;
-# their modules, like the commands above, import only typer at module level.
+# Sub-apps (groups of commands) are registered here; their modules, like the commands above, import only
+# typer at module level.
+app.add_typer(server_app, name="server", short_help="Show or stop the embedded Redis.")
 
 
 @app.command(short_help="Serve the graphs to LangGraph Studio.")
