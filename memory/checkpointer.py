@@ -9,12 +9,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-
-from reactgraph.memory.embedded_redis import data_dir, ensure_running
-from reactgraph.memory.redis_checkpoint import RedisSaver
+# Each backend is imported in its own branch: `--store memory` never loads redis-py (~0.2 s with its
+# OpenTelemetry hooks), and the Redis path never loads SQLite.
 from reactgraph.memory.redis_checkpoint.errors import redact
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from reactgraph.memory.redis_checkpoint import RedisSaver
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -47,6 +51,8 @@ def open_checkpointer(url: str | None = None) -> OpenedCheckpointer:
     if chosen.startswith("sqlite:///"):
         return OpenedCheckpointer(_sqlite(chosen.removeprefix("sqlite:///")), f"SQLite {chosen}")
     if chosen == "embedded":
+        from reactgraph.memory.embedded_redis import data_dir, ensure_running
+
         redis_url = ensure_running()
         return OpenedCheckpointer(_redis(redis_url), f"embedded Redis ({data_dir()})", redis_url)
     if chosen.startswith(REDIS_SCHEMES):
@@ -56,6 +62,8 @@ def open_checkpointer(url: str | None = None) -> OpenedCheckpointer:
 
 
 def _redis(url: str) -> RedisSaver:
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
     saver = RedisSaver.from_url(url)
     saver.ping()  # raises CheckpointStoreUnavailable with the URL (password hidden) and the reason
     return saver

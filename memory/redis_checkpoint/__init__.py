@@ -15,8 +15,23 @@ blobs were 11% faster per episode (23.3 vs 26.1 ms) and store that channel once 
 checkpoint. So: blobs.
 """
 
-from reactgraph.memory.redis_checkpoint.aio import AsyncRedisSaver
-from reactgraph.memory.redis_checkpoint.errors import CheckpointStoreUnavailable, InvalidRedisURL
-from reactgraph.memory.redis_checkpoint.sync import RedisSaver
+from __future__ import annotations
 
-__all__ = ["AsyncRedisSaver", "CheckpointStoreUnavailable", "InvalidRedisURL", "RedisSaver"]
+from typing import TYPE_CHECKING
+
+from reactgraph._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from reactgraph.memory.redis_checkpoint.aio import AsyncRedisSaver
+    from reactgraph.memory.redis_checkpoint.errors import CheckpointStoreUnavailable, InvalidRedisURL
+    from reactgraph.memory.redis_checkpoint.sync import RedisSaver
+
+# Lazy, so that the error types (and `memory.checkpointer`) can be imported without loading redis-py.
+_EXPORTS = {
+    "AsyncRedisSaver": "reactgraph.memory.redis_checkpoint.aio",
+    "CheckpointStoreUnavailable": "reactgraph.memory.redis_checkpoint.errors",
+    "InvalidRedisURL": "reactgraph.memory.redis_checkpoint.errors",
+    "RedisSaver": "reactgraph.memory.redis_checkpoint.sync",
+}
+__all__ = [*_EXPORTS]
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

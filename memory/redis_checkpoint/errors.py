@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-import redis
-
 _SCHEMES = ("redis", "rediss", "unix")
 # redis-py words its connect errors as "Error 111 connecting to host:port. Connection refused."
 _CONNECT_REASON = re.compile(r"^Error [-\w]+ (?:connecting to|while writing to socket\.?) ?\S*?\.? (.+?)\.?$")
@@ -64,6 +62,8 @@ def check_url(url: str) -> str:
 
 def unavailable(url: str, exc: BaseException) -> CheckpointStoreUnavailable:
     """The one-line error for a Redis that cannot be reached or will not let us in."""
+    import redis  # here: the error types above must import without redis-py
+
     if isinstance(exc, redis.AuthenticationError):
         return CheckpointStoreUnavailable(f"Redis at {url} refused the credentials: {_first_line(exc)}")
     if isinstance(exc, redis.TimeoutError):
