@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from cli_env import clean_env
 from typer.testing import CliRunner
 
+from cli_env import clean_env
 from reactgraph.graph.cli.server import server_app
 from reactgraph.memory.embedded_redis import ensure_running, stop
 
