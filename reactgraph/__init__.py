@@ -15,8 +15,17 @@ Attributes are imported on first use, so `import reactgraph` (and the CLI's star
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reactgraph._lazy import lazy_attributes
+
+# In a source checkout the layers are the repository's top-level folders (graph/, nodes/, …) beside this one;
+# installed, they sit inside it. Looking in the parent too makes a checkout importable as it is (and keeps
+# this folder from hiding the installed subpackages when Python runs from the repository root).
+_HERE = Path(__file__).resolve().parent
+if not (_HERE / "graph").is_dir() and (_HERE.parent / "graph" / "react.py").is_file():
+    __path__.append(str(_HERE.parent))
 
 if TYPE_CHECKING:
     from reactgraph._version import __version__
@@ -30,7 +39,7 @@ if TYPE_CHECKING:
     )
     from reactgraph.tools import ToolGateway, ToolMeta, default_gateway
 
-_LAZY = {
+_EXPORTS = {
     "__version__": "reactgraph._version",
     "AgentState": "reactgraph.graph", "Context": "reactgraph.graph", "ExecutionStep": "reactgraph.graph",
     "build_plan_solve_graph": "reactgraph.graph", "build_react_graph": "reactgraph.graph",
@@ -38,10 +47,5 @@ _LAZY = {
     "ToolGateway": "reactgraph.tools", "ToolMeta": "reactgraph.tools", "default_gateway": "reactgraph.tools",
 }
 
-__all__ = [*_LAZY]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'reactgraph' has no attribute {name!r}")
+__all__ = [*_EXPORTS]
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
