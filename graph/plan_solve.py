@@ -24,7 +24,7 @@ from reactgraph.nodes.plan_solve.state import PlanSolveState
 from reactgraph.nodes.shared.act import make_act
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.load_memory import make_load_memory
-from reactgraph.nodes.shared.node_driver import plain_node
+from reactgraph.nodes.shared.node_driver import edge, plain_node
 from reactgraph.nodes.shared.save_memory import save_memory
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import InputState
@@ -50,11 +50,12 @@ def build_plan_solve_graph(gateway: ToolGateway | None = None, checkpointer: Bas
 
     builder.add_edge(START, "load_memory")
     builder.add_edge("load_memory", "plan")
-    builder.add_conditional_edges("plan", routing.next_step, ["execute_step", "solve"])
-    builder.add_conditional_edges("execute_step", routing.after_execute, ["act", "execute_step", "replan", "solve"])
+    builder.add_conditional_edges("plan", edge(routing.next_step), ["execute_step", "solve"])
+    builder.add_conditional_edges("execute_step", edge(routing.after_execute),
+                                  ["act", "execute_step", "replan", "solve"])
     builder.add_edge("act", "observe")
-    builder.add_conditional_edges("observe", routing.after_observe, ["execute_step", "replan", "solve"])
-    builder.add_conditional_edges("replan", routing.next_step, ["execute_step", "solve"])
+    builder.add_conditional_edges("observe", edge(routing.after_observe), ["execute_step", "replan", "solve"])
+    builder.add_conditional_edges("replan", edge(routing.next_step), ["execute_step", "solve"])
     builder.add_edge("solve", "save_memory")
     builder.add_edge("save_memory", END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)

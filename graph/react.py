@@ -16,7 +16,7 @@ from reactgraph.nodes.react.think import make_think
 from reactgraph.nodes.shared.act import make_act
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.load_memory import make_load_memory
-from reactgraph.nodes.shared.node_driver import plain_node
+from reactgraph.nodes.shared.node_driver import edge, plain_node
 from reactgraph.nodes.shared.observe import observe
 from reactgraph.nodes.shared.save_memory import save_memory
 from reactgraph.nodes.shared.services import AgentServices
@@ -42,10 +42,10 @@ def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseChec
 
     builder.add_edge(START, "load_memory")
     builder.add_edge("load_memory", "think")
-    builder.add_conditional_edges("think", routing.after_think, ["act", "finalize"])
+    builder.add_conditional_edges("think", edge(routing.after_think), ["act", "finalize"])
     builder.add_edge("act", "observe")
     builder.add_edge("observe", "reflect")
-    builder.add_conditional_edges("reflect", routing.after_reflect, ["think", "finalize"])
+    builder.add_conditional_edges("reflect", edge(routing.after_reflect), ["think", "finalize"])
     builder.add_edge("finalize", "save_memory")
     builder.add_edge("save_memory", END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)

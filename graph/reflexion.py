@@ -24,6 +24,7 @@ from reactgraph.nodes.reflexion.self_reflect import make_self_reflect
 from reactgraph.nodes.reflexion.state import ReflexionInput, ReflexionState
 from reactgraph.nodes.reflexion.trial import make_trial
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.node_driver import edge
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.tools import ToolGateway, default_gateway
 
@@ -47,7 +48,7 @@ def build_reflexion_graph(gateway: ToolGateway | None = None, checkpointer: Base
     builder.add_edge(START, "load_lessons")
     builder.add_edge("load_lessons", "trial")
     builder.add_edge("trial", "evaluate")
-    builder.add_conditional_edges("evaluate", routing.after_evaluate, ["self_reflect", END])
-    builder.add_conditional_edges("self_reflect", partial(routing.after_self_reflect, max_trials=max_trials),
+    builder.add_conditional_edges("evaluate", edge(routing.after_evaluate), ["self_reflect", END])
+    builder.add_conditional_edges("self_reflect", edge(partial(routing.after_self_reflect, max_trials=max_trials)),
                                   ["trial", END])
     return builder.compile(checkpointer=checkpointer, store=store, name=name)

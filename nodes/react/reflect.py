@@ -20,10 +20,12 @@ from reactgraph.nodes.shared.transcript import tokens_of
 from reactgraph.nodes.shared.verdict import ReflectionVerdict
 
 
-def _settle(state: AgentState, verdict: ReflectionVerdict, tokens: int, started: float) -> dict[str, Any]:
+def _settle(state: AgentState, verdict: ReflectionVerdict, tokens: int, started: float,
+            by_rules: bool = False) -> dict[str, Any]:
     iteration = state.get("iteration", 0)
-    # The loop guard is authoritative: a model may miss a repeat, but a repeat must always stop the loop.
-    if repeated_calls(state.get("steps", []), iteration):
+    # The loop guard is authoritative: a model may miss a repeat, but a repeat must always stop the loop
+    # (a verdict from the rules has looked for repeats already).
+    if not by_rules and repeated_calls(state.get("steps", []), iteration):
         verdict = verdict.model_copy(update={"repeated_call": True})
     step = make_step(step=iteration, node="reflect", status="reflection", thought=verdict.note,
                      observation=verdict.model_dump_json(), tokens=tokens,
@@ -55,7 +57,7 @@ def make_reflect(services: AgentServices) -> Node:
         steps, iteration = state.get("steps", []), state.get("iteration", 0)
         # A text-protocol model may offer no structured output, so its `llm` reflection uses the rules.
         if context.reflection != "llm" or context.protocol == "text":
-            return _settle(state, rules_verdict(steps, iteration), 0, started)
+            return _settle(state, rules_verdict(steps, iteration), 0, started, by_rules=True)
         judge = services.structured(context, ReflectionVerdict)
         messages: list[AnyMessage] = [SystemMessage(prompts.REFLECT_PROMPT), *state["messages"]]
         try:
@@ -63,7 +65,7 @@ def make_reflect(services: AgentServices) -> Node:
         except Exception as exc:  # noqa: BLE001 - reflection is advisory; the loop goes on without it
             verdict = rules_verdict(steps, iteration)
             note = f"{verdict.note} (model reflection failed: {type(exc).__name__}; used rules)".strip()
-            return _settle(state, verdict.model_copy(update={"note": note}), 0, started)
+            return _settle(state, verdict.model_copy(update={"note": note}), 0, started, by_rules=True)
         return _settle(state, *_from_model_output(output, state), started)
 
     return dual_node(reflect, name="reflect", retry=services.retry)

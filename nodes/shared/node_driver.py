@@ -109,3 +109,9 @@ def plain_node(fn: Callable[..., Any], *, name: str | None = None) -> Node:
 
     return RunnableCallable(fn, afn, name=name or fn.__name__, trace=False)
 
+
+
+def edge(route: Callable[..., Any]) -> Node:
+    """A routing function for `add_conditional_edges`, run without a trace span of its own (LangGraph traces
+    a plain function's every call; a route is a pure function of the state, and the node before it is traced)."""
+    return RunnableCallable(route, name=getattr(route, "__name__", None), trace=False)
