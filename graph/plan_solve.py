@@ -30,10 +30,13 @@ from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import InputState
 from reactgraph.tools import ToolGateway, default_gateway
 
+# The compiled graph's types: state, context, input, output.
+PlanSolveGraph = CompiledStateGraph[PlanSolveState, Context, InputState, PlanSolveState]
+
 
 def build_plan_solve_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
                            store: BaseStore | None = None, *, model: BaseChatModel | None = None,
-                           model_retry: RetryPolicy | None = None, name: str = "plan_solve") -> CompiledStateGraph:
+                           model_retry: RetryPolicy | None = None, name: str = "plan_solve") -> PlanSolveGraph:
     """Compile the Plan-and-Solve agent. `model` overrides `Context.model`; `Context.replan` turns replanning on;
     `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`)."""
     services = AgentServices(gateway or default_gateway(), model, model_retry)

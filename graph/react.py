@@ -23,10 +23,13 @@ from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import AgentState, InputState
 from reactgraph.tools import ToolGateway, default_gateway
 
+# The compiled graph's types: state, context, input, output.
+ReactGraph = CompiledStateGraph[AgentState, Context, InputState, AgentState]
+
 
 def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
                       store: BaseStore | None = None, *, model: BaseChatModel | None = None,
-                      model_retry: RetryPolicy | None = None, name: str = "react") -> CompiledStateGraph:
+                      model_retry: RetryPolicy | None = None, name: str = "react") -> ReactGraph:
     """Compile the ReAct agent. `model` overrides `Context.model` (e.g. a scripted chat model in tests);
     `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`)."""
     services = AgentServices(gateway or default_gateway(), model, model_retry)

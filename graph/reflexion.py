@@ -28,10 +28,13 @@ from reactgraph.nodes.shared.node_driver import edge
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.tools import ToolGateway, default_gateway
 
+# The compiled graph's types: state, context, input, output.
+ReflexionGraph = CompiledStateGraph[ReflexionState, Context, ReflexionInput, ReflexionState]
+
 
 def build_reflexion_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
                           store: BaseStore | None = None, *, model: BaseChatModel | None = None, max_trials: int = 3,
-                          model_retry: RetryPolicy | None = None, name: str = "reflexion") -> CompiledStateGraph:
+                          model_retry: RetryPolicy | None = None, name: str = "reflexion") -> ReflexionGraph:
     """Compile the Reflexion agent: at most `max_trials` ReAct attempts, each failed one followed by a lesson.
     `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`)."""
     if not isinstance(max_trials, int) or max_trials < 1:

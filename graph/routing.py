@@ -81,11 +81,11 @@ def after_observe(state: PlanSolveState, runtime: Runtime[Context]) -> Onward:
 
 # --- Reflexion ----------------------------------------------------------------------------------------
 
-def after_evaluate(state: ReflexionState) -> Literal["self_reflect", "__end__"]:
-    """A passed trial ends the run; a failed one is reflected on."""
+def after_evaluate(state: ReflexionState) -> str:
+    """A passed trial ends the run (END); a failed one is reflected on."""
     return END if (state.get("evaluation") or {}).get("passed") else "self_reflect"
 
 
-def after_self_reflect(state: ReflexionState, max_trials: int) -> Literal["trial", "__end__"]:
-    """Another trial with the new lesson, unless `max_trials` have been run."""
+def after_self_reflect(state: ReflexionState, max_trials: int) -> str:
+    """Another trial with the new lesson, unless `max_trials` have been run (END)."""
     return "trial" if state.get("trial", 0) < max_trials else END

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessageChunk, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StreamMode
 
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.transcript import current_question
 
+AnyGraph = CompiledStateGraph[Any, Any, Any, Any]  # any of the compiled graphs
 UpdateSink = Callable[[str, dict[str, Any]], None]
 TokenSink = Callable[[str, str], None]
 
@@ -20,17 +23,18 @@ TokenSink = Callable[[str, str], None]
 class RunPlan:
     """What `ask` will do on a session: start a turn, resume an unfinished one, or fork from a checkpoint."""
 
-    config: dict[str, Any]
+    config: RunnableConfig
     graph_input: dict[str, Any] | None  # None resumes from the last checkpoint
     mode: str  # "new" | "resume" | "fork"
 
 
-def plan_run(graph: CompiledStateGraph, question: str, session: str, from_checkpoint: str | None = None) -> RunPlan:
+def plan_run(graph: AnyGraph, question: str, session: str, from_checkpoint: str | None = None) -> RunPlan:
     """Resume when the session's unfinished turn asked this same question; otherwise start (or fork) a turn."""
-    config: dict[str, Any] = {"configurable": {"thread_id": session}}
-    new_turn = {"messages": [HumanMessage(question)]}
+    configurable: dict[str, Any] = {"thread_id": session}
+    config: RunnableConfig = {"configurable": configurable}
+    new_turn: dict[str, Any] = {"messages": [HumanMessage(question)]}
     if from_checkpoint:
-        config["configurable"]["checkpoint_id"] = from_checkpoint
+        configurable["checkpoint_id"] = from_checkpoint
         if not graph.get_state(config).values:
             raise LookupError(f"session {session!r} has no checkpoint {from_checkpoint!r}; "
                               f"see `reactgraph history --session {session}`")
@@ -43,26 +47,27 @@ def plan_run(graph: CompiledStateGraph, question: str, session: str, from_checkp
     return RunPlan(config, new_turn, "new")
 
 
-def run(graph: CompiledStateGraph, plan: RunPlan, context: Context, on_update: UpdateSink | None = None,
+def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink | None = None,
         on_token: TokenSink | None = None) -> dict:
     """Stream the run node by node (to `on_update`), and model tokens as they arrive (to `on_token`, only
     from providers that stream), then return the session's final state values."""
-    modes = ["updates", "messages"] if on_token else ["updates"]
-    for mode, payload in graph.stream(plan.graph_input, config=plan.config, context=context, stream_mode=modes):
+    modes: list[StreamMode] = ["updates", "messages"] if on_token else ["updates"]
+    for part in graph.stream(plan.graph_input, config=plan.config, context=context, stream_mode=modes):
+        mode, payload = cast(tuple[str, Any], part)  # with a list of modes, each part is (mode, payload)
         if mode == "messages":
             chunk, metadata = payload
             # Only chunks are streamed tokens; a whole message is a non-streaming model's reply, shown as a step.
-            if isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str) and chunk.content:
+            if on_token and isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str) and chunk.content:
                 on_token(metadata.get("langgraph_node", ""), chunk.content)
             continue
         for node, update in payload.items():
             if on_update and isinstance(update, dict):
                 on_update(node, update)
-    final_config = {"configurable": {"thread_id": plan.config["configurable"]["thread_id"]}}
+    final_config: RunnableConfig = {"configurable": {"thread_id": (plan.config.get("configurable") or {})["thread_id"]}}
     return graph.get_state(final_config).values
 
 
-def history(graph: CompiledStateGraph, session: str, limit: int = 50) -> Iterator[dict[str, Any]]:
+def history(graph: AnyGraph, session: str, limit: int = 50) -> Iterator[dict[str, Any]]:
     """The session's checkpoints, newest first: id, step, the node that produced it, time and a summary."""
     # One more than shown: the node that wrote the oldest shown checkpoint is named by the one before it.
     snapshots = list(graph.get_state_history({"configurable": {"thread_id": session}}, limit=limit + 1))

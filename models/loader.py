@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import SecretStr
 
 SPEC_HELP = "use 'offline', 'openai:<model>' (e.g. openai:gpt-4o-mini) or 'anthropic:<model>'"
 DEFAULT_RETRIES = 3
@@ -81,7 +82,7 @@ def _openai(name: str, temperature: float, retries: int, timeout: float) -> Base
     except ImportError as exc:
         raise ModelConfigError("openai models need langchain-openai: pip install 'react-graph[openai]'") from exc
     api_key, base_url = _credentials("OPENAI", "OpenAI")
-    return ChatOpenAI(model=name, temperature=temperature, base_url=base_url, api_key=api_key,
+    return ChatOpenAI(model=name, temperature=temperature, base_url=base_url, api_key=SecretStr(api_key),
                       max_retries=retries, timeout=timeout)
 
 
@@ -91,9 +92,11 @@ def _anthropic(name: str, temperature: float, retries: int, timeout: float) -> B
     except ImportError as exc:
         raise ModelConfigError("anthropic models need langchain-anthropic: pip install langchain-anthropic") from exc
     api_key, base_url = _credentials("ANTHROPIC", "Anthropic")
-    kwargs = {"base_url": base_url} if base_url else {}  # unset: ChatAnthropic's own default (or ANTHROPIC_API_URL)
-    return ChatAnthropic(model=name, temperature=temperature, api_key=api_key, max_retries=retries,
-                         timeout=timeout, **kwargs)
+    options: dict[str, Any] = {"model": name, "temperature": temperature, "api_key": SecretStr(api_key),
+                               "max_retries": retries, "timeout": timeout}
+    if base_url:  # unset: ChatAnthropic's own default (or ANTHROPIC_API_URL)
+        options["base_url"] = base_url
+    return ChatAnthropic(**options)
 
 
 def without_tool_use(model: BaseChatModel, tools: list[dict[str, Any]]) -> Any:
@@ -126,7 +129,8 @@ def _endpoint(exc: BaseException, model: Any) -> str:
 def _provider_message(exc: BaseException) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        error = body.get("error")
+        inner = error if isinstance(error, dict) else body
         message = inner.get("message")
         if isinstance(message, str):
             return message

@@ -164,6 +164,8 @@ def _chain_line(state: TaskState, plan: Plan, lang: str) -> str:
         return f"{subject} was {verb_en(p['verb'])} {on} {date.render(lang)}{_source(date.source, lang)}."
     expression = state.observation.call.args.get("expression", "") if state.observation else ""
     total = _num(state.value)
+    if origin is None:  # accumulate and elapsed are computed from the origin, so it is known here
+        raise ValueError(f"{task.kind} answered before the chain's origin")
     if task.kind == "accumulate":
         target = _target(plan)
         period = {"day": "天", "week": "周", "month": "月", "year": "年"}[p["period"]]
@@ -177,7 +179,7 @@ def _chain_line(state: TaskState, plan: Plan, lang: str) -> str:
                 f"{total} {p['unit']} in total ({expression} = {total}).")
     target = _target(plan)
     if not p["age"]:
-        verb = verb_zh(plan.question.task("origin").params["verb"])
+        verb = verb_zh(plan.question.required("origin").params["verb"])
         return (f"到 {target} 年，{spaced(subject)}已经{verb}了 {total} 年（{expression} = {total}）。" if zh
                 else f"By {target}, that is {total} years ({expression} = {total}).")
     return _age_line(plan, subject, origin, int(state.value), expression, target, lang)
@@ -192,7 +194,7 @@ def _age_line(plan: Plan, subject: str, origin: DateFact, years: int, expression
               lang: str) -> str:
     zh = lang == "zh"
     _, month, day = current_date(plan.value("now"))
-    if origin.month and origin.day and month and day and not plan.question.task("elapsed").params.get("target"):
+    if origin.month and origin.day and month and day and not plan.question.required("elapsed").params.get("target"):
         passed = (month, day) >= (origin.month, origin.day)
         age = years if passed else years - 1
         today = plan.value("now").get("date", "")
@@ -206,7 +208,7 @@ def _age_line(plan: Plan, subject: str, origin: DateFact, years: int, expression
         birthday = origin.render(lang).rsplit(",", 1)[0]
         return (f"Today is {today} and {subject}'s birthday this year ({birthday}) {status}, so "
                 f"{subject} is {age} years old ({expression} = {years}{'' if passed else ', minus 1'}).")
-    origin_task = plan.question.task("origin")
+    origin_task = plan.question.required("origin")
     if not origin_task.params.get("person"):
         verb = verb_zh(origin_task.params["verb"])
         return (f"按{verb}年份计算，{spaced(subject)}在 {target} 年是 {years} 岁（{expression} = {years}）。" if zh
@@ -226,7 +228,8 @@ def _line(state: TaskState, plan: Plan, lang: str) -> str:
     if task.kind == "time":
         return _time_line(value, task.params.get("city", ""), lang)
     if task.kind == "calc":
-        expression = state.observation.call.args.get("expression", task.params["expression"])
+        made = state.observation.call.args if state.observation else {}
+        expression = made.get("expression", task.params["expression"])
         return (f"计算结果：{expression} = {_num(value)}。" if lang == "zh" else f"{expression} = {_num(value)}.")
     if task.kind == "fact":
         return _fact_line(state, lang)

@@ -70,7 +70,7 @@ class Turn:
         """The latest observation of exactly this call (an ok one preferred), if it was made this turn."""
         matches = [o for o in self.observations if o.call == call]
         ok = [o for o in matches if o.ok]
-        return (ok or matches or [None])[-1]
+        return (ok or matches)[-1] if matches else None
 
 
 _STR = r'"(?:[^"\\]|\\.)*"'

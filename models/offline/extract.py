@@ -263,4 +263,4 @@ def current_date(data: Any) -> tuple[int | None, int | None, int | None]:
         if match:
             return int(match.group(1)), int(match.group(2)), int(match.group(3))
     year = data.get("year")
-    return (int(year) if str(year or "").isdigit() else None), None, None
+    return (int(str(year)) if str(year or "").isdigit() else None), None, None

@@ -115,8 +115,7 @@ class OfflineChatModel(BaseChatModel):
         call_id = _call_ids(read_turn(messages), 1)[0]
         return AIMessage(content="", tool_calls=[{"name": schema, "args": args, "id": call_id, "type": "tool_call"}])
 
-    @staticmethod
-    def _tool_step(messages: list[BaseMessage], tools: set[str] | None) -> AIMessage:
+    def _tool_step(self, messages: list[BaseMessage], tools: set[str] | None) -> AIMessage:
         recalled = recall_reply(messages)
         if recalled is not None:
             return AIMessage(content=recalled)
@@ -130,8 +129,7 @@ class OfflineChatModel(BaseChatModel):
             {"name": call.name, "args": dict(call.args), "id": call_id, "type": "tool_call"}
             for call, call_id in zip(plan.calls, ids, strict=True)])
 
-    @staticmethod
-    def _text_step(messages: list[BaseMessage], tools: set[str]) -> AIMessage:
+    def _text_step(self, messages: list[BaseMessage], tools: set[str]) -> AIMessage:
         """Text ReAct protocol: one Action per step (the first planned call), or the Final Answer."""
         recalled = recall_reply(messages)
         if recalled is not None:

@@ -86,19 +86,19 @@ class NoisyOfflineChatModel(OfflineChatModel):
         return random.Random(f"{self.seed}|{turn.question}|{turn.rounds}|{len(turn.history)}")
 
     def _tool_step(self, messages: list[BaseMessage], tools: set[str] | None) -> AIMessage:
-        reply = OfflineChatModel._tool_step(messages, tools)
+        reply = super()._tool_step(messages, tools)
         if not reply.tool_calls:
             return reply
         rng = self._rng(messages)
         if rng.random() >= self.noise:
             return reply
-        calls = list(reply.tool_calls)
+        calls: list[dict[str, Any]] = [dict(call) for call in reply.tool_calls]
         index = rng.randrange(len(calls))
         _, calls[index] = perturb(calls[index], rng)
         return AIMessage(content=reply.content, tool_calls=calls)
 
     def _text_step(self, messages: list[BaseMessage], tools: set[str]) -> AIMessage:
-        reply = OfflineChatModel._text_step(messages, tools)
+        reply = super()._text_step(messages, tools)
         text = reply.content if isinstance(reply.content, str) else ""
         action = re.search(r"^Action: *(?P<name>\S+)\nAction Input: *(?P<input>.*)$", text, re.MULTILINE)
         if not action:

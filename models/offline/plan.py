@@ -123,16 +123,19 @@ def plan_steps(first: Plan, history: Sequence[str] = ()) -> list[Step]:
             continue
         if task.kind == "weather" and not task.params["city"]:
             continue  # no city named: the answer asks which one, no tool can help
-        candidates = (_template(task, question.lang), task.params.get("clause"))
-        goal = next((c for c in candidates if _read_alike(c, task.key, first, history)), question.text)
+        candidates = [c for c in (_template(task, question.lang), task.params.get("clause")) if c]
+        goal: str = next((c for c in candidates if _read_alike(c, task.key, first, history)), question.text)
         steps.append(Step(goal, (task.key,)))
     return steps
 
 
 def _hint(plan: Plan, step: Step) -> str | None:
     """The tool of the step's first call as the model would make it now (None while it waits on others)."""
-    return next((plan.states[k].next_call.name for k in step.keys
-                 if k in plan.states and plan.states[k].next_call is not None), None)
+    for key in step.keys:
+        call = plan.states[key].next_call if key in plan.states else None
+        if call is not None:
+            return call.name
+    return None
 
 
 def plan_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:

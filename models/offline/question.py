@@ -52,6 +52,13 @@ class Question:
     def task(self, key: str) -> Task | None:
         return next((t for t in self.tasks if t.key == key), None)
 
+    def required(self, key: str) -> Task:
+        """The task the caller knows the question has (e.g. a chain's origin once its age is asked for)."""
+        task = self.task(key)
+        if task is None:
+            raise KeyError(f"the question has no {key!r} task")
+        return task
+
 
 def split_clauses(text: str) -> list[str]:
     """Sentences of a question; URLs are kept whole although they contain "?" and "."."""
@@ -143,42 +150,8 @@ def decompose(text: str, history: Sequence[str] = ()) -> Question:
     for index, clause in enumerate(clauses):
         if index in consumed or URL_RE.search(clause):
             continue
-        handled = False
-        if WEATHER.search(clause) or (COMPARE.search(clause) and find_cities(clause)):
-            # "北京现在几点？天气怎么样？": a clause without a city means the one named just before.
-            earlier = [c.name(question.lang) for _, _, c in find_cities(" ".join(clauses[:index]))]
-            for city in weather_cities(clause) or earlier or [""]:
-                add(Task(f"weather:{city}", "weather", {"city": city}))
-            handled = True
-            if COMPARE.search(clause):
-                question.compare = "cold" if COLD.search(clause) else "hot"
-        if TIME.search(clause):
-            earlier = [(c.name(question.lang), c.tz) for _, _, c in find_cities(" ".join(clauses[:index]))]
-            for name, tz in time_places(clause) or earlier or [("", "")]:
-                add(Task(f"time:{tz or 'local'}", "time", {"city": name, "tz": tz}))
-            handled = True
-        expression = calc_expression(clause, other_frames=handled)
-        if expression:
-            add(Task(f"calc:{expression}", "calc", {"expression": expression}))
-            handled = True
-        if not handled and COMPARE.search(clause) and any(t.kind == "weather" for t in tasks.values()):
-            question.compare = "cold" if COLD.search(clause) else "hot"
-            handled = True
-        if handled:
-            continue
-        if is_creative(clause) or SMALL_TALK.match(clause):
-            question.unhandled.append(clause)
-            continue
-        if history and find_cities(clause) and _follow_up(question, clause, history, add):
-            continue
-        if QUESTION.search(clause) or latin_terms(clause) or english_entity(clause):
-            query = _resolve_pronouns(clean_query(clause), entity or _context_entity(history))
-            if query:
-                add(Task(f"fact:{query}", "fact", {"query": query, "clause": clause,
-                                                   "name_wanted": bool(WHO_DID.search(clause))}))
-                entity = entity or core_entity(query)
-                continue
-        question.unhandled.append(clause)
+        if not _frame_tasks(question, clauses, index, tasks, add):
+            entity = _other_task(question, clause, history, entity, add)
 
     question.tasks = list(tasks.values())
     weather = [t for t in question.tasks if t.kind == "weather"]
@@ -187,6 +160,51 @@ def decompose(text: str, history: Sequence[str] = ()) -> Question:
     if len(weather) < 2:
         question.compare = None
     return question
+
+
+def _frame_tasks(question: Question, clauses: list[str], index: int, tasks: dict[str, Task], add: Any) -> bool:
+    """The weather, time and arithmetic a clause asks for (one clause may ask for several); False if none."""
+    clause = clauses[index]
+    handled = False
+    if WEATHER.search(clause) or (COMPARE.search(clause) and find_cities(clause)):
+        # "北京现在几点？天气怎么样？": a clause without a city means the one named just before.
+        earlier = [c.name(question.lang) for _, _, c in find_cities(" ".join(clauses[:index]))]
+        for city in weather_cities(clause) or earlier or [""]:
+            add(Task(f"weather:{city}", "weather", {"city": city}))
+        handled = True
+        if COMPARE.search(clause):
+            question.compare = "cold" if COLD.search(clause) else "hot"
+    if TIME.search(clause):
+        earlier_places = [(c.name(question.lang), c.tz) for _, _, c in find_cities(" ".join(clauses[:index]))]
+        for name, tz in time_places(clause) or earlier_places or [("", "")]:
+            add(Task(f"time:{tz or 'local'}", "time", {"city": name, "tz": tz}))
+        handled = True
+    expression = calc_expression(clause, other_frames=handled)
+    if expression:
+        add(Task(f"calc:{expression}", "calc", {"expression": expression}))
+        handled = True
+    if not handled and COMPARE.search(clause) and any(t.kind == "weather" for t in tasks.values()):
+        question.compare = "cold" if COLD.search(clause) else "hot"
+        handled = True
+    return handled
+
+
+def _other_task(question: Question, clause: str, history: Sequence[str], entity: str, add: Any) -> str:
+    """A clause no frame handles: a follow-up, a fact to look up, or left unhandled. Returns the entity later
+    clauses' pronouns refer to."""
+    if is_creative(clause) or SMALL_TALK.match(clause):
+        question.unhandled.append(clause)
+        return entity
+    if history and find_cities(clause) and _follow_up(question, clause, history, add):
+        return entity
+    if QUESTION.search(clause) or latin_terms(clause) or english_entity(clause):
+        query = _resolve_pronouns(clean_query(clause), entity or _context_entity(history))
+        if query:
+            add(Task(f"fact:{query}", "fact", {"query": query, "clause": clause,
+                                               "name_wanted": bool(WHO_DID.search(clause))}))
+            return entity or core_entity(query)
+    question.unhandled.append(clause)
+    return entity
 
 
 def _follow_up(question: Question, clause: str, history: Sequence[str], add: Any) -> bool:

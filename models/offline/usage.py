@@ -21,7 +21,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def _message_text(message: BaseMessage) -> str:
-    text = message.text
+    text = str(message.text)
     if isinstance(message, AIMessage):
         for call in message.tool_calls:
             text += call["name"] + json.dumps(call.get("args") or {}, ensure_ascii=False)

@@ -7,7 +7,6 @@ closes the step, its text being the step's result.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,11 +15,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.plan_solve.plan import with_summary
-from reactgraph.nodes.plan_solve.state import PlanSolveState, render_plan, settle, step_records
+from reactgraph.nodes.plan_solve.state import PlanSolveState, StepOutcome, render_plan, settle, step_records
 from reactgraph.nodes.shared import prompts, text_protocol
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.model_retry import model_failure
-from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
+from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import make_step
 from reactgraph.nodes.shared.transcript import last_human_index, pending_calls, tokens_of
@@ -73,10 +72,10 @@ def _settled(state: PlanSolveState, reply: AIMessage, schemas: list[dict[str, An
         reply, usable = _text_reply(reply, schemas)
     if pending_calls(reply):
         return {"messages": [reply], "iteration": iteration, "step_rounds": state.get("step_rounds", 0) + 1}
-    current = {**state, "iteration": iteration}
+    current: PlanSolveState = {**state, "iteration": iteration}
     result = reply.text.strip()
     records = step_records(current)
-    status = "failed" if not usable or not (result or records) else None
+    status: StepOutcome | None = "failed" if not usable or not (result or records) else None
     return {**settle(current, result=result or "(the model returned an empty reply)", records=records,
                      tokens=tokens_of(reply), started=started, status=status), "iteration": iteration}
 
@@ -92,7 +91,7 @@ def _failed(state: PlanSolveState, reason: str, started: float) -> dict[str, Any
 def make_execute_step(services: AgentServices) -> Node:
     """The execute_step node: one model round with the step's tools (those replan avoids left out)."""
 
-    def execute_step(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+    def execute_step(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         context = runtime.context
         avoid = set(state.get("avoid_tools") or ())

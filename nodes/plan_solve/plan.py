@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +14,7 @@ from langgraph.types import Overwrite
 from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
+from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import make_step
 from reactgraph.nodes.shared.transcript import current_question, tokens_of
@@ -67,7 +66,7 @@ def _fallback(state: PlanSolveState, why: str, tokens: int, started: float) -> d
 def make_plan(services: AgentServices) -> Node:
     """The plan node: one structured call; a plan that cannot be made is the whole question as one step."""
 
-    def plan(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+    def plan(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         context = runtime.context
         try:

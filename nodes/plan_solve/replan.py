@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
 from typing import Any
 
 from langchain_core.messages import SystemMessage
@@ -14,7 +13,7 @@ from reactgraph.nodes.plan_solve.plan import tool_list, with_summary
 from reactgraph.nodes.plan_solve.state import PlanSolveState, Replan, remaining, render_plan, render_results
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
+from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import make_step
 from reactgraph.nodes.shared.transcript import question_text, tokens_of
@@ -53,7 +52,7 @@ def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) 
 def make_replan(services: AgentServices) -> Node:
     """The replan node: one structured call revising the remaining steps; advisory, so a failure keeps the plan."""
 
-    def replan(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+    def replan(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         context = runtime.context
         try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
@@ -13,7 +12,7 @@ from reactgraph.nodes.plan_solve.state import PlanSolveState, remaining, render_
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.closing import close_turn, settle
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Node, dual_node
+from reactgraph.nodes.shared.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 
 
@@ -27,7 +26,7 @@ def solve_reason(state: PlanSolveState) -> str:
 def make_solve(services: AgentServices) -> Node:
     """The solve node: one closing call over the step results (a failed run is settled without one)."""
 
-    def solve(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+    def solve(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         if state.get("status") == "failed":
             return settle(state, "solve", state.get("final_answer") or "The run failed.", "failed", "failure",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -13,7 +12,7 @@ from langgraph.runtime import Runtime
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.closing import close_turn, settle
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Node, dual_node
+from reactgraph.nodes.shared.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import AgentState
 from reactgraph.nodes.shared.transcript import pending_calls
@@ -42,7 +41,7 @@ def settled(state: AgentState, started: float) -> dict[str, Any] | None:
 def make_finalize(services: AgentServices) -> Node:
     """The finalize node: the model's answer as it is, else one closing call over what was observed."""
 
-    def finalize(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+    def finalize(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         if (done := settled(state, started)) is not None:
             return done

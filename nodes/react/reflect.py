@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
 from typing import Any
 
 from langchain_core.messages import AnyMessage, SystemMessage
@@ -13,7 +12,7 @@ from langgraph.runtime import Runtime
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.loop_guard import repeated_calls, rules_verdict
-from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
+from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import AgentState, make_step
 from reactgraph.nodes.shared.transcript import tokens_of
@@ -49,7 +48,7 @@ def make_reflect(services: AgentServices) -> Node:
     """The reflect node: the model's structured verdict (`llm`), the rules' (`rules`, or when the model fails),
     or nothing (`off`)."""
 
-    def reflect(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+    def reflect(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         context = runtime.context
         if context.reflection == "off":

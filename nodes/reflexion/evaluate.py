@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import SystemMessage
@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 from reactgraph.nodes.reflexion.state import Evaluation, ReflexionState
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
+from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import ExecutionStep, make_step
 from reactgraph.nodes.shared.transcript import tokens_of
@@ -102,7 +102,7 @@ def without_model(state: ReflexionState, context: Context) -> dict[str, Any] | N
 def make_evaluate(services: AgentServices) -> Node:
     """The evaluate node: the task's own check when it has one, else the model's judgement, else the rules."""
 
-    def evaluate(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+    def evaluate(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         if (verdict := without_model(state, runtime.context)) is not None:
             return _settle(state, verdict, 0, started)

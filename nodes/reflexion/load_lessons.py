@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Overwrite
@@ -27,14 +28,14 @@ def recalled_lessons(store: BaseStore | None, question: str, session: str) -> li
     return [str(item.value["lesson"]) for item in items if item.value.get("lesson")][-MAX_LESSONS:]
 
 
-def load_lessons(state: ReflexionState, runtime: Runtime[Any], config: RunnableConfig) -> dict[str, Any]:
+def load_lessons(state: ReflexionState, runtime: Runtime[Any]) -> dict[str, Any]:
     """Reset the per-question fields; every run of the graph starts its trials afresh."""
     checker = state.get("checker")
     if checker and checker not in CHECKERS:  # a bad input is refused before any model or tool is called
         raise ValueError(f"unknown checker {checker!r}; registered: {', '.join(sorted(CHECKERS)) or 'none'}")
     question = current_question(state["messages"])
     criteria = {"expected": state.get("expected"), "checker": checker, "params": state.get("checker_params") or {}}
-    lessons = recalled_lessons(runtime.store, question_text(state["messages"]), session_of(config))
+    lessons = recalled_lessons(runtime.store, question_text(state["messages"]), session_of(get_config()))
     return {"turn_id": question.id if question else None, "iteration": 0, "steps": Overwrite([]), "reflection": None,
             "final_answer": None, "status": None, "trial": 0, "evaluation": None, "trajectory": [],
             "lessons": lessons, "criteria": criteria,

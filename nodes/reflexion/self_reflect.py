@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +14,7 @@ from reactgraph.nodes.reflexion.load_lessons import session_of
 from reactgraph.nodes.reflexion.state import MAX_LESSONS, Lesson, ReflexionState, lessons_namespace
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
+from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import make_step
 from reactgraph.nodes.shared.transcript import question_text, tokens_of
@@ -47,7 +46,7 @@ def _remember(state: ReflexionState, runtime: Runtime[Context], config: Runnable
 def make_self_reflect(services: AgentServices) -> Node:
     """The self_reflect node: the model's lesson, or one from the rules when the model cannot write one."""
 
-    def self_reflect(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+    def self_reflect(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         output: Any = None
         if runtime.context.protocol != "text":  # a text-only model may offer no structured output

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -12,7 +11,7 @@ from langgraph.runtime import Runtime
 
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
+from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.transcript import last_human_index
 
 
@@ -34,10 +33,10 @@ def _absorb(state: ReflexionState, result: dict[str, Any]) -> dict[str, Any]:
             "messages": [AIMessage(answer, id=answer_id(state.get("turn_id")))]}
 
 
-def make_trial(actor: CompiledStateGraph) -> Node:
+def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any]) -> Node:
     """The trial node: runs `actor` as a subgraph, inheriting checkpointer, store and thread."""
 
-    def trial(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+    def trial(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         result = yield Call(actor, _actor_input(state), config, {"context": runtime.context})
         return _absorb(state, result)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from typing import Any, TypedDict
 
 from langchain_core.messages import ToolMessage
@@ -10,7 +9,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Node, dual_node
+from reactgraph.nodes.shared.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.tools import ToolResult, ToolStatus, observations
 
@@ -45,7 +44,7 @@ def make_act(services: AgentServices) -> Node:
     that had not finished run again.
     """
 
-    def act(task: ToolCallTask, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+    def act(task: ToolCallTask, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         call = task["call"]
         if "parse_error" in call:
             return {"messages": [to_message(unparsable_result(call))]}

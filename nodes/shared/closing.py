@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
@@ -20,19 +20,19 @@ from reactgraph.nodes.shared.state import answer_update
 from reactgraph.nodes.shared.transcript import tokens_of
 
 
-def observations_digest(state: dict[str, Any]) -> str:
+def observations_digest(state: Mapping[str, Any]) -> str:
     """A plain listing of what the tools returned: the last resort when no model can write the answer."""
     lines = [f"- {s['action']} ({s['status']}): {s['observation'][:300]}" for s in tool_steps(state.get("steps", []))]
     return "\n".join(lines) or "- (no tool results)"
 
 
-def settle(state: dict[str, Any], node: str, answer: str, status: str, reason: str, started: float,
+def settle(state: Mapping[str, Any], node: str, answer: str, status: str, reason: str, started: float,
            tokens: int = 0, message: AIMessage | None = None) -> dict[str, Any]:
     return answer_update(node=node, iteration=state.get("iteration", 0), answer=answer, status=status,
                          reason=reason, tokens=tokens, started=started, message=message)
 
 
-def from_reply(state: dict[str, Any], node: str, reply: AIMessage, reason: str, started: float,
+def from_reply(state: Mapping[str, Any], node: str, reply: AIMessage, reason: str, started: float,
                context: Context) -> dict[str, Any]:
     """The closing reply as the answer (`limit_reached` when the loop hit its limit); empty counts as failed."""
     answer = reply.text.strip()
@@ -45,13 +45,13 @@ def from_reply(state: dict[str, Any], node: str, reply: AIMessage, reason: str, 
                   AIMessage(content=answer, usage_metadata=reply.usage_metadata))
 
 
-def _failed(state: dict[str, Any], node: str, why: str, reason: str, started: float) -> dict[str, Any]:
+def _failed(state: Mapping[str, Any], node: str, why: str, reason: str, started: float) -> dict[str, Any]:
     """No model could write the answer: say why, and list what the tools returned."""
     answer = f"I could not write a final answer ({why}). What the tools returned:\n{observations_digest(state)}"
     return settle(state, node, answer, "failed", reason, started, message=AIMessage(content=answer))
 
 
-def close_turn(services: AgentServices, state: dict[str, Any], runtime: Runtime[Context], config: RunnableConfig,
+def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], config: RunnableConfig,
                *, node: str, system: str, reason: str, started: float) -> Generator[Call, Any, dict[str, Any]]:
     """A node body's closing call: the conversation under `system`, answered without calling tools."""
     context = runtime.context

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
-
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.memory.session_memory import ConversationSummary, SessionMemory
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
+from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import AgentState
 
@@ -17,7 +15,7 @@ from reactgraph.nodes.shared.state import AgentState
 def make_load_memory(services: AgentServices) -> Node:
     """The load_memory node; a no-op until the session outgrows its window."""
 
-    def load_memory(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Generator:
+    def load_memory(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         fold = SessionMemory(keep_last=runtime.context.memory_window).fold(state["messages"],
                                                                            state.get("summary", ""))
         if fold is None:

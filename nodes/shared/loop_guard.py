@@ -20,7 +20,7 @@ def tool_steps(steps: Sequence[ExecutionStep], iteration: int | None = None) -> 
 def repeated_calls(steps: Sequence[ExecutionStep], iteration: int) -> list[str]:
     """Calls of this round that repeat an earlier round's call (same tool, same arguments, same result)."""
     earlier = {(_call_key(s), s["observation"]) for s in tool_steps(steps) if s["step"] < iteration}
-    return [s["action"] for s in tool_steps(steps, iteration) if (_call_key(s), s["observation"]) in earlier]
+    return [s["action"] or "" for s in tool_steps(steps, iteration) if (_call_key(s), s["observation"]) in earlier]
 
 
 def found_nothing(step: ExecutionStep) -> bool:
@@ -35,8 +35,8 @@ def found_nothing(step: ExecutionStep) -> bool:
 def rules_verdict(steps: Sequence[ExecutionStep], iteration: int) -> ReflectionVerdict:
     """A verdict from the records alone: no model call, fully predictable."""
     latest = tool_steps(steps, iteration)
-    failed = [s["action"] for s in latest if s["status"] != "ok"]
-    empty = [s["action"] for s in latest if s["status"] == "ok" and found_nothing(s)]
+    failed = [s["action"] or "" for s in latest if s["status"] != "ok"]
+    empty = [s["action"] or "" for s in latest if s["status"] == "ok" and found_nothing(s)]
     repeated = repeated_calls(steps, iteration)
     notes = []
     if repeated:

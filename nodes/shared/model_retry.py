@@ -10,6 +10,7 @@ the run ends `failed` with one line, as it did without retries.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph.types import RetryPolicy
@@ -41,9 +42,9 @@ def _matches(policy: RetryPolicy, exc: Exception) -> bool:
     retry_on = policy.retry_on  # the three forms LangGraph accepts
     if isinstance(retry_on, type):
         return isinstance(exc, retry_on)
-    if isinstance(retry_on, (tuple, list)):
+    if isinstance(retry_on, Sequence):
         return isinstance(exc, tuple(retry_on))
-    return bool(retry_on(exc))  # type: ignore[operator, call-arg]
+    return bool(retry_on(exc))
 
 
 def attempt_of(runtime: Runtime[Any]) -> int:

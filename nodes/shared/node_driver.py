@@ -37,7 +37,9 @@ class Call(NamedTuple):
     kwargs: dict[str, Any] = {}  # noqa: RUF012 - never mutated; a NamedTuple default
 
 
-Body = Callable[[Any, Runtime[Context], RunnableConfig], Generator[Any, Any, Any]]
+# What a body is: it yields `Call`s or coroutines, is sent their results, and returns the node's state update.
+Steps = Generator[Any, Any, dict[str, Any]]
+Body = Callable[[Any, Runtime[Context], RunnableConfig], Steps]
 Node = RunnableCallable  # what `dual_node` and `plain_node` return: a node to give `StateGraph.add_node`
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.shared.state import AgentState
@@ -17,13 +17,13 @@ def qa_namespace(session: str) -> tuple[str, ...]:
     return ("sessions", session, "qa")
 
 
-def save_memory(state: AgentState, runtime: Runtime[Any], config: RunnableConfig) -> dict[str, Any]:
+def save_memory(state: AgentState, runtime: Runtime[Any]) -> dict[str, Any]:
     """One store item per turn (keyed by the question's message id, so a resumed turn writes it once)."""
     store = runtime.store
     question = current_question(state["messages"])
     if store is None or question is None:
         return {}
-    session = str((config.get("configurable") or {}).get("thread_id") or "default")
+    session = str((get_config().get("configurable") or {}).get("thread_id") or "default")
     store.put(qa_namespace(session), str(question.id), {
         "question": str(question.text), "answer": state.get("final_answer") or "", "status": state.get("status"),
         "iterations": state.get("iteration", 0), "time": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -34,7 +34,7 @@ def _shared_loop() -> asyncio.AbstractEventLoop:
     return _loop
 
 
-async def _tracked(coro: Coroutine[Any, Any, T], waiter: Future[T] | None = None) -> T | None:
+async def _tracked(coro: Coroutine[Any, Any, Any], waiter: Future[Any] | None = None) -> Any:
     """Run `coro`; with a `waiter` (a submitting thread's), hand it the outcome before counting the coroutine
     finished: the loop may stop right after, and an outcome still queued on a stopped loop never arrives."""
     global _in_flight, _idle
@@ -111,7 +111,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     if not drive:
         return _submit(loop, coro).result()
     try:
-        return loop.run_until_complete(_tracked(coro))  # type: ignore[return-value]  # no waiter: coro's value
+        return loop.run_until_complete(_tracked(coro))  # without a waiter, _tracked returns coro's value
     finally:
         with _lock:
             if _in_flight == 0:

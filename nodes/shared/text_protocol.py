@@ -237,8 +237,8 @@ def as_text_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
         i += 1
         if isinstance(message, AIMessage) and (calls := pending_calls(message)):
             results: dict[str, ToolMessage] = {}
-            while i < len(messages) and isinstance(messages[i], ToolMessage):
-                results[messages[i].tool_call_id] = messages[i]
+            while i < len(messages) and isinstance(result_message := messages[i], ToolMessage):
+                results[result_message.tool_call_id] = result_message
                 i += 1
             thought = message.text.strip()
             for call in calls:

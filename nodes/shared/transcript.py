@@ -17,7 +17,8 @@ def last_human_index(messages: Sequence[AnyMessage]) -> int:
 
 def current_question(messages: Sequence[AnyMessage]) -> HumanMessage | None:
     i = last_human_index(messages)
-    return messages[i] if i >= 0 else None
+    question = messages[i] if i >= 0 else None
+    return question if isinstance(question, HumanMessage) else None
 
 
 def question_text(messages: Sequence[AnyMessage]) -> str:
