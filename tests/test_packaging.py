@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("graph", "nodes", "models", "tools", "memory", "evals")
 # Pinned, so the test always meets the same files; all three are small pure-Python wheels.
 NEIGHBOURS = ("tools==1.0.38", "graph-theory==2023.7.8", "nodes==1.8.4")
+# one worker builds the wheel once for both tests and alone fills the download cache
+pytestmark = pytest.mark.xdist_group("packaging")
 
 
 def run(*command: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
