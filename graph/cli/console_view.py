@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from reactgraph.nodes.shared.transcript import pending_calls, text_of
+from reactgraph.nodes.shared.transcript import pending_calls
 
 STATUS_STYLE = {"ok": "green", "answered": "green", "limit_reached": "yellow", "failed": "red"}
 
@@ -57,7 +57,7 @@ class StepPrinter:
             calls = pending_calls(message) if message.type == "ai" else []
             if not calls:
                 continue
-            thought = text_of(message).strip()
+            thought = message.text.strip()
             self.line(Text(f"[{update.get('iteration', '?')}] Thought: ", style="bold cyan") +
                                Text(_clip(thought) or "(no thought given)"))
             for call in calls:

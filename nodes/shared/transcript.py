@@ -55,10 +55,6 @@ def latest_tool_messages(messages: Sequence[AnyMessage]) -> list[ToolMessage]:
     return tail[::-1]
 
 
-def text_of(message: AnyMessage | None) -> str:
-    """`message.text` (langchain-core's; "" for no message), kept for graph/cli/console_view.py."""
-    return "" if message is None else str(message.text)
-
 
 def tokens_of(message: AIMessage | None) -> int:
     usage = getattr(message, "usage_metadata", None) or {}
