@@ -1,8 +1,13 @@
-"""Shared fixtures: a Redis to share breaker state through, and a clock the tests move by hand."""
+"""Shared fixtures: a Redis to share breaker state through, a clock the tests move by hand, and a guard that
+keeps every test's traffic on this machine."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
+import sys
+import threading
 import uuid
 
 import pytest
@@ -24,11 +29,89 @@ class FakeClock:
         self.now += seconds
 
 
+def _is_local(host: object) -> bool:
+    if isinstance(host, bytes):
+        host = host.decode(errors="replace")
+    if host is None or host in ("", "localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(str(host).split("%")[0])
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+_OUTBOUND: list[str] = []
+_OUTBOUND_LOCK = threading.Lock()
+
+
+def _refuse_outbound(event: str, args: tuple) -> None:
+    """Audit hook: a DNS query or a connection to anything but loopback fails at once, and is recorded so
+    the test that made it fails too (see `no_outbound_traffic`). Unix sockets are local by nature."""
+    if event == "socket.getaddrinfo" and not _is_local(args[0]):
+        host = args[0]
+    elif event in ("socket.connect", "socket.sendto") and isinstance(args[1], tuple) and not _is_local(args[1][0]):
+        host = args[1][0]
+    elif event == "socket.gethostbyname" and not _is_local(args[0]):
+        host = args[0]
+    else:
+        return
+    with _OUTBOUND_LOCK:
+        _OUTBOUND.append(f"{event} {host!r}")
+    raise socket.gaierror(socket.EAI_NONAME, f"the test suite sends nothing off this machine ({host!r})")
+
+
+sys.addaudithook(_refuse_outbound)
+
+
+@pytest.fixture(autouse=True)
+def no_outbound_traffic():
+    """A test that tried to resolve or reach a host other than loopback fails, even if it caught the error."""
+    with _OUTBOUND_LOCK:
+        _OUTBOUND.clear()
+    yield
+    with _OUTBOUND_LOCK:
+        tried, _OUTBOUND[:] = list(_OUTBOUND), []
+    assert not tried, f"the test tried to leave the machine: {tried}; mock the transport or DNS instead"
+
+
+# Modules whose tests share a module fixture that is slow to build (the Studio dev server): under pytest-xdist
+# they run on one worker, so it is built once. (xdist's own `xdist_group` mark does this, but with pytest 9.2
+# it is silently ignored: pytest-dev/pytest-xdist#1386.)
+ONE_WORKER_MODULES = ("tests/test_studio.py",)
+# The longest tests (10-30 s each) start first, so no worker is left with one of them while the others idle.
+LONGEST_FIRST = ("tests/test_gateway_fuzz.py", "tests/test_notebooks.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Test by test, as `--dist load` does, except that each of ONE_WORKER_MODULES is one unit of work."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class OneWorkerModules(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else super()._split_scope(nodeid)
+
+    return OneWorkerModules(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        module = item.nodeid.split("::", 1)[0]
+        return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within each module stays
+
+
 @pytest.fixture(autouse=True, scope="session")
 def reactgraph_home(tmp_path_factory: pytest.TempPathFactory):
-    """A temporary $REACTGRAPH_HOME for the session: the default index and any embedded Redis a CLI run starts
-    live there, never in the user's home; that Redis is stopped when the session ends."""
-    os.environ.setdefault("REACTGRAPH_HOME", str(tmp_path_factory.mktemp("reactgraph-home")))
+    """A temporary $REACTGRAPH_HOME for the session (under pytest-xdist, for each worker: tmp_path_factory is
+    per worker): the default index and any embedded Redis a CLI run starts live there, never in the user's
+    home nor in another worker's; that Redis is stopped when the session ends."""
+    os.environ["REACTGRAPH_HOME"] = str(tmp_path_factory.mktemp("reactgraph-home"))
     yield
     from reactgraph.memory.embedded_redis import data_dir, stop
     stop(data_dir())

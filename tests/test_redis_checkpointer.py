@@ -431,7 +431,15 @@ async def test_an_unreachable_server_is_one_clear_line_for_the_async_saver_too()
     assert "\n" not in str(caught.value)
 
 
-def test_an_unknown_host_is_one_clear_line():
+def test_an_unknown_host_is_one_clear_line(monkeypatch):
+    real_getaddrinfo = socket.getaddrinfo
+
+    def no_such_host(host, *args, **kwargs):  # the answer a resolver gives, without asking one
+        if host == "no-such-host.invalid":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_host)
     with (RedisSaver.from_url("redis://no-such-host.invalid:6379/0") as saver,
           pytest.raises(CheckpointStoreUnavailable) as caught):
         saver.ping()
