@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -28,9 +30,12 @@ def test_memory_sqlite_and_redis_urls_each_keep_a_session(tmp_path, redis_url):
     sqlite = open_checkpointer(f"sqlite:///{tmp_path}/sessions.db")
     on_redis = open_checkpointer(redis_url)
     assert isinstance(on_redis.saver, RedisSaver) and on_redis.redis_url == redis_url
-    for opened in (memory, sqlite, on_redis):
-        assert ask_twice(opened.saver, f"factory-{tmp_path.name}") == 2
-    on_redis.saver.delete_thread(f"factory-{tmp_path.name}")
+    thread = f"factory-{uuid.uuid4().hex[:10]}"  # the Redis is shared with other workers and other runs
+    try:
+        for opened in (memory, sqlite, on_redis):
+            assert ask_twice(opened.saver, thread) == 2
+    finally:
+        on_redis.saver.delete_thread(thread)
 
 
 def test_redis_url_comes_from_the_environment_then_the_embedded_default(monkeypatch):
