@@ -45,6 +45,16 @@ def wait_for(predicate, timeout: float = 30.0) -> None:
     raise AssertionError("condition not reached in time")
 
 
+def saved_tool_results(redis_url: str, session: str) -> list[str]:
+    """The tool results Redis holds for the session's unfinished step (writes of the `act` tasks that ended)."""
+    with RedisSaver.from_url(redis_url) as saver:
+        saved = saver.get_tuple({"configurable": {"thread_id": session}})
+    writes = saved.pending_writes if saved else []
+    messages = [m for _task, channel, value in writes if channel == "messages"
+                for m in (value if isinstance(value, list) else [value])]
+    return [str(m.content) for m in messages if getattr(m, "type", "") == "tool"]
+
+
 @pytest.fixture
 def session(redis_url: str):
     name = f"durable-{uuid.uuid4().hex[:10]}"
@@ -60,7 +70,8 @@ def test_a_killed_run_resumes_and_no_finished_tool_call_runs_again(redis_url, se
                               stderr=subprocess.PIPE)
     try:
         wait_for(lambda: log.exists() and {"done 北京", "start 上海"} <= set(log.read_text().splitlines()))
-        time.sleep(1.0)  # the finished call's write is saved right after it returns; give it a moment
+        # The finished call's result is saved right after it returns: kill only once it is in Redis.
+        wait_for(lambda: any("北京" in result for result in saved_tool_results(redis_url, session)))
     finally:
         worker.send_signal(signal.SIGKILL)
         worker.wait()
