@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from typing import Any
@@ -44,6 +45,7 @@ def weighted(*choices: tuple[int, st.SearchStrategy[Any]]) -> st.SearchStrategy[
     return st.integers(0, len(pool) - 1).flatmap(pool.__getitem__)
 
 
+@functools.cache  # built once per depth: building 5,000 levels costs more than the call it is sent to
 def nested(depth: int) -> list:
     """[[[...]]] `depth` levels deep: deeper than json or repr can go when depth is in the thousands."""
     value: list = []
