@@ -36,20 +36,24 @@ INDEX_HELP = ("Knowledge-base index rag_search reads (see `reactgraph ingest`; d
 
 
 def ask(
-    question: Annotated[str, typer.Argument(help="The question to answer.")],
-    session: Annotated[str | None, typer.Option(help="Session (thread) id; a new one if omitted.")] = None,
-    model: Annotated[str | None, typer.Option(help="offline | openai:<model> | anthropic:<model> "
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question to answer.")],
+    session: Annotated[str | None, typer.Option(metavar="ID",
+                                                help="Session (thread) id; a new one if omitted.")] = None,
+    model: Annotated[str | None, typer.Option(metavar="SPEC", help="offline | openai:<model> | anthropic:<model> "
                                                    "(default: $REACTGRAPH_MODEL or offline).")] = None,
     max_iterations: Annotated[int, typer.Option(help="Think→act rounds before answering from what was gathered.")] = 5,
     reflection: Annotated[Reflection, typer.Option(help=REFLECTION_HELP)] = Reflection.llm,
     protocol: Annotated[Protocol, typer.Option(help=PROTOCOL_HELP)] = Protocol.tools,
-    allow: Annotated[list[str], typer.Option(help="Allow only these tools (names or tags); repeatable.")] = [],  # noqa: B006
-    deny: Annotated[list[str], typer.Option(help="Deny these tools (names or tags); repeatable.")] = [],  # noqa: B006
-    from_checkpoint: Annotated[str | None, typer.Option("--from", help="Fork the session from this checkpoint "
-                                                                       "(see `reactgraph history`).")] = None,
-    store: Annotated[str | None, typer.Option(help=STORE_HELP)] = None,
-    tools: Annotated[list[str], typer.Option("--tools", help=TOOLS_HELP)] = [],  # noqa: B006
-    index: Annotated[Path | None, typer.Option("--index", help=INDEX_HELP)] = None,
+    allow: Annotated[list[str], typer.Option(metavar="TOOL",
+                                             help="Allow only these tools (names or tags); repeatable.")] = [],  # noqa: B006
+    deny: Annotated[list[str], typer.Option(metavar="TOOL",
+                                            help="Deny these tools (names or tags); repeatable.")] = [],  # noqa: B006
+    from_checkpoint: Annotated[str | None, typer.Option("--from", metavar="CHECKPOINT",
+                                                        help="Fork the session from this checkpoint "
+                                                             "(see `reactgraph history`).")] = None,
+    store: Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP)] = None,
+    tools: Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)] = [],  # noqa: B006
+    index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and tool-call logs.")] = False,
 ) -> None:

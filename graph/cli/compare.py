@@ -19,13 +19,14 @@ def compare(
     graphs: Annotated[str | None, typer.Option(help=f"Comma-separated graphs (default: those of {DEFAULT_GRAPHS} "
                                                     "this installation has; also plan_solve_replan).")] = None,
     suite: Annotated[str, typer.Option(help="A bundled suite name (default) or a path to a .jsonl file.")] = "default",
-    model: Annotated[str | None, typer.Option(help="offline | offline-noisy:<p> | openai:<model> | anthropic:<model> "
+    model: Annotated[str | None, typer.Option(metavar="SPEC",
+                                              help="offline | offline-noisy:<p> | openai:<model> | anthropic:<model> "
                                                    "(default: $REACTGRAPH_MODEL or offline).")] = None,
     repeat: Annotated[int, typer.Option(help="Runs per task and graph.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed for fault injection and the noisy model's mistakes.")] = 0,
     tool_failure_rate: Annotated[float, typer.Option(help="Probability that one tool attempt fails (0–1).")] = 0.0,
     tool_latency_ms: Annotated[float, typer.Option(help="Mean extra latency per tool attempt (exponential).")] = 0.0,
-    tag: Annotated[list[str], typer.Option("--tag", help="Only tasks with this tag; repeatable.")] = [],  # noqa: B006
+    tag: Annotated[list[str], typer.Option("--tag", metavar="TAG", help="Only tasks with this tag; repeatable.")] = [],  # noqa: B006
     limit: Annotated[int | None, typer.Option(help="Only the first N (selected) tasks.")] = None,
     max_iterations: Annotated[int, typer.Option(help="Iteration limit of every run.")] = 5,
     reflection: Annotated[Reflection, typer.Option(help=REFLECTION_HELP)] = Reflection.llm,

@@ -17,9 +17,9 @@ WIDE = 100  # from this many columns on, the table also shows when each checkpoi
 
 
 def show_history(
-    session: Annotated[str, typer.Option(help="Session (thread) id.")],
+    session: Annotated[str, typer.Option(metavar="ID", help="Session (thread) id.")],
     limit: Annotated[int, typer.Option(help="Show at most this many checkpoints.")] = 50,
-    store: Annotated[str | None, typer.Option(help=STORE_HELP)] = None,
+    store: Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List a session's checkpoints, newest first; fork from one with `ask --session ID --from CHECKPOINT`."""

@@ -65,9 +65,10 @@ def _delete_sources(store: VectorStore, paths: list[Path]) -> list[dict[str, Any
 
 
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files or directories: text and markdown (PDF with the "
+    paths: Annotated[list[Path], typer.Argument(metavar="PATH",
+                                                help="Files or directories: text and markdown (PDF with the "
                                                      "pdf extra). Directories are searched recursively.")],
-    index: Annotated[Path | None, typer.Option("--index", help=INDEX_HELP)] = None,
+    index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
     delete: Annotated[bool, typer.Option("--delete", help="Remove these sources from the index instead.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
 ) -> None:

@@ -12,7 +12,7 @@ from reactgraph.graph.cli.shared import TOOLS_HELP, gateway_with
 
 
 def list_tools(
-    tools: Annotated[list[str], typer.Option("--tools", help=TOOLS_HELP)] = [],  # noqa: B006
+    tools: Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the tools: description, parameters, limits and circuit-breaker state."""
