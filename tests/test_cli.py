@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import uuid
 from importlib.metadata import version
 from pathlib import Path
 
@@ -33,11 +34,12 @@ def test_ask_shows_each_step_live_and_the_final_answer():
 
 
 def test_ask_json_prints_one_object_and_nothing_else():
-    done = reactgraph("ask", "计算 (15 + 27) * 3 等于多少", "--json", "--session", "s-42")
+    session = f"s-{uuid.uuid4().hex[:10]}"  # a session of its own: the Redis is shared with other runs
+    done = reactgraph("ask", "计算 (15 + 27) * 3 等于多少", "--json", "--session", session)
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)  # the whole of stdout is one JSON document
     assert {"answer", "status", "session", "steps"} <= payload.keys()
-    assert payload["session"] == "s-42" and payload["status"] == "answered" and "126" in payload["answer"]
+    assert payload["session"] == session and payload["status"] == "answered" and "126" in payload["answer"]
     step = payload["steps"][0]
     assert set(step) == {"step", "node", "thought", "action", "action_input", "observation", "status",
                          "latency_ms", "tokens", "timestamp"}
