@@ -19,6 +19,7 @@ from reactgraph.tools import (
     ToolStatus,
 )
 from reactgraph.tools.policies.breaker_state import admit, on_failure, on_neutral, on_success
+from waits import until
 
 CONFIG = BreakerConfig(failure_threshold=2, cooldown_s=30)
 CLOSED = BreakerSnapshot()
@@ -184,7 +185,7 @@ async def test_after_the_cool_down_one_probe_runs_while_concurrent_calls_are_sti
     clock.advance(30)
     backend["healthy"], backend["gate"] = True, asyncio.Event()
     probe = asyncio.create_task(gateway.execute(call("weather", {"city": "Oslo"}, id="probe")))
-    await asyncio.sleep(0.01)
+    await until(lambda: backend["calls"] == 3)  # the probe is in the tool, held at the gate
     assert (await breaker_row(gateway))["state"] == "half_open"
     during_probe = await gateway.execute_many([call("weather", {"city": "Rome"}, id=f"c{i}") for i in range(3)])
     backend["gate"].set()
@@ -265,7 +266,7 @@ async def test_a_probe_refused_a_concurrency_slot_does_not_hold_the_probe_slot(c
         await gateway.execute(call("weather", {"city": "Oslo"}))
     clock.advance(30)
     hogging = asyncio.create_task(gateway.execute(call("hog")))
-    await asyncio.sleep(0.01)
+    await until(lambda: gateway.bulkhead.in_flight == 1)  # the hog holds the only slot
     squeezed_out = await gateway.execute(call("weather", {"city": "Oslo"}))
     release.set()
     await hogging

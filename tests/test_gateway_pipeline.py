@@ -23,6 +23,7 @@ from reactgraph.tools import (
     ToolSession,
     ToolStatus,
 )
+from waits import until
 
 
 class WeatherParams(BaseModel):
@@ -292,7 +293,7 @@ async def test_a_call_that_waits_too_long_for_a_slot_is_rate_limited_and_does_no
         return "finally"
 
     holder = asyncio.create_task(gateway.execute(call("slow", id="holder")))
-    await asyncio.sleep(0.01)
+    await until(lambda: gateway.bulkhead.in_flight == 1)  # the holder has the only slot
     refused = [await gateway.execute(call("slow", id=f"r{i}")) for i in range(3)]
     release.set()
 
