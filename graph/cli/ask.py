@@ -91,12 +91,17 @@ def ask(
         raise UserError(str(exc)) from exc
     result, elapsed = _run(graph, plan, context, out, from_checkpoint)
     if as_json:
-        payload = {"answer": result.get("final_answer"), "status": result.get("status"), "session": session,
-                   "model": context.model, "iterations": result.get("iteration", 0),
-                   "elapsed_s": round(elapsed, 3), "resumed": plan.mode == "resume", "steps": result.get("steps", [])}
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, plan.mode),
+                                    ensure_ascii=False) + "\n")
     if result.get("status") == "failed":
         raise typer.Exit(1)
+
+
+def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: str) -> dict[str, Any]:
+    """What `--json` prints: the one object documented in the README."""
+    return {"answer": result.get("final_answer"), "status": result.get("status"), "session": session,
+            "model": model, "iterations": result.get("iteration", 0), "elapsed_s": round(elapsed, 3),
+            "resumed": mode == "resume", "steps": result.get("steps", [])}
 
 
 def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | None) -> tuple[dict, float]:

@@ -13,6 +13,7 @@ import typer
 from reactgraph.graph.cli.shared import PROTOCOL_HELP, REFLECTION_HELP, Protocol, Reflection, UserError, build_context
 
 DEFAULT_GRAPHS = "react,plan_solve,reflexion"
+OUT_DIR = Path("eval-results")
 
 
 def compare(
@@ -31,8 +32,7 @@ def compare(
     max_iterations: Annotated[int, typer.Option(help="Iteration limit of every run.")] = 5,
     reflection: Annotated[Reflection, typer.Option(help=REFLECTION_HELP)] = Reflection.llm,
     protocol: Annotated[Protocol, typer.Option(help=PROTOCOL_HELP)] = Protocol.tools,
-    out: Annotated[Path, typer.Option(help="Directory for results.jsonl, summary.md/json and the plots.")] = Path(
-        "eval-results"),
+    out: Annotated[Path, typer.Option(help="Directory for results.jsonl, summary.md/json and plots.")] = OUT_DIR,
     plots: Annotated[bool, typer.Option(help="Write PNG plots (needs matplotlib).")] = True,
 ) -> None:
     """Compare graphs on a task suite: success, model/tool calls, tokens, wall time, failure modes, per tag."""
