@@ -205,12 +205,14 @@ async def test_a_tool_that_keeps_hanging_opens_its_breaker_then_a_probe_closes_i
     gateway = ToolGateway(clock=clock, breaker=BreakerConfig(failure_threshold=2, cooldown_s=30))
     backend = {"down": True, "calls": 0}
 
-    @gateway.tool(timeout_s=0.2)
+    # The recovered calls must finish within the timeout through a hop to a worker thread: 0.5 s leaves room
+    # for a busy machine's scheduling, and the hang (1.5 s) still outlasts it.
+    @gateway.tool(timeout_s=0.5)
     def inventory(sku: str) -> str:
         """Stock level of a product."""
         backend["calls"] += 1
         if backend["down"]:
-            time.sleep(0.6)
+            time.sleep(1.5)
         return f"{sku}: 12 in stock"
 
     first, second = [await gateway.execute(call("inventory", {"sku": "A1"})) for _ in range(2)]
