@@ -13,6 +13,8 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import Field
 
+from reactgraph.tools import ToolError, ToolGateway
+
 
 class ScriptedChatModel(GenericFakeChatModel):
     """Returns the scripted replies in order; an Exception in the script is raised instead of returned."""
@@ -43,3 +45,26 @@ def call(name: str, call_id: str = "c1", **args: Any) -> dict[str, Any]:
 
 def tool_reply(thought: str, *calls: dict[str, Any]) -> AIMessage:
     return AIMessage(content=thought, tool_calls=list(calls))
+
+
+def notes_gateway(*, found: Callable[[str], bool] = lambda topic: True, broken: bool = False) -> ToolGateway:
+    """A gateway with `lookup(topic)` (notes on a topic; `found` says which topics it knows) and, if asked,
+    `broken`, a tool that always fails: the tools the graph tests script their models against."""
+    gateway = ToolGateway()
+
+    @gateway.tool
+    def lookup(topic: str) -> dict:
+        """Look a topic up.
+
+        Args:
+            topic: What to look up.
+        """
+        return {"found": found(topic), "text": f"notes on {topic}"}
+
+    if broken:
+        @gateway.tool
+        def broken(x: int = 0) -> int:
+            """Always fails."""
+            raise ToolError("backend exploded")
+
+    return gateway

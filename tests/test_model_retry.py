@@ -20,7 +20,7 @@ from reactgraph.graph import (
     model_retry_policy,
 )
 from reactgraph.tools import ToolGateway
-from scripted import ScriptedChatModel, call, tool_reply
+from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 FAST = model_retry_policy(retries=2, delay_s=0)  # three attempts, no pause: the suite stays fast
 RULES = Context(reflection="rules")
@@ -41,18 +41,7 @@ class ProcessKilled(BaseException):
 
 @pytest.fixture
 def gateway() -> ToolGateway:
-    gw = ToolGateway()
-
-    @gw.tool
-    def lookup(topic: str) -> dict:
-        """Look a topic up.
-
-        Args:
-            topic: What to look up.
-        """
-        return {"found": True, "text": f"notes on {topic}"}
-
-    return gw
+    return notes_gateway()
 
 
 def ask(graph, question: str = "q", context: Context = RULES, thread: str = "t1"):

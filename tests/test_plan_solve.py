@@ -11,7 +11,7 @@ from reactgraph.graph.routing import after_settled
 from reactgraph.nodes.plan_solve.state import STEP_TOOL_ROUNDS
 from reactgraph.tools import ToolError, ToolGateway
 from reactgraph.tools.builtin import builtin_tools
-from scripted import ScriptedChatModel, call, tool_reply
+from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 PYTHON_QUESTION = ("Python 诞生于哪一年？到 2026 年它已经诞生了多少年？如果一个程序员从它诞生那年开始每天写 10 行代码，"
                    "到现在一共写了多少行代码（按每年 365 天计算）？")
@@ -25,23 +25,7 @@ def graph():
 
 @pytest.fixture
 def gateway() -> ToolGateway:
-    gw = ToolGateway()
-
-    @gw.tool
-    def lookup(topic: str) -> dict:
-        """Look a topic up.
-
-        Args:
-            topic: What to look up.
-        """
-        return {"found": True, "text": f"notes on {topic}"}
-
-    @gw.tool
-    def broken(x: int = 0) -> int:
-        """Always fails."""
-        raise ToolError("backend exploded")
-
-    return gw
+    return notes_gateway(broken=True)
 
 
 def ask(graph, question: str, context: Context | None = None, thread: str = "t1"):

@@ -10,29 +10,15 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.graph import Context, build_react_graph, model_retry_policy
-from reactgraph.tools import ToolError, ToolGateway
-from scripted import ScriptedChatModel, call, tool_reply
+from reactgraph.tools import ToolGateway
+from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 RULES = Context(reflection="rules")
 
 
 @pytest.fixture
 def gateway() -> ToolGateway:
-    gw = ToolGateway()
-
-    @gw.tool
-    def lookup(topic: str) -> dict:
-        """Look a topic up.
-
-        Args:
-            topic: What to look up.
-        """
-        return {"found": topic == "graphs", "text": f"notes on {topic}"}
-
-    @gw.tool
-    def broken(x: int = 0) -> int:
-        """Always fails."""
-        raise ToolError("backend exploded")
+    gw = notes_gateway(found=lambda topic: topic == "graphs", broken=True)
 
     @gw.tool(timeout_s=0.2)
     async def slow(x: int = 0) -> int:
