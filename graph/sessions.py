@@ -52,7 +52,12 @@ def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink 
     """Stream the run node by node (to `on_update`), and model tokens as they arrive (to `on_token`, only
     from providers that stream), then return the session's final state values."""
     modes: list[StreamMode] = ["updates", "messages"] if on_token else ["updates"]
-    for part in graph.stream(plan.graph_input, config=plan.config, context=context, stream_mode=modes):
+    # durability="sync": each step's checkpoint and each finished tool call's writes are in the store before
+    # the next step starts. With LangGraph's default ("async") they are saved while the next step runs, so a
+    # store lost mid-run could drop a finished call's result and the resumed run would call the tool again.
+    parts = graph.stream(plan.graph_input, config=plan.config, context=context, stream_mode=modes,
+                         durability="sync")
+    for part in parts:
         mode, payload = cast(tuple[str, Any], part)  # with a list of modes, each part is (mode, payload)
         if mode == "messages":
             chunk, metadata = payload
