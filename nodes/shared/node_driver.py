@@ -62,6 +62,17 @@ async def _acall(request: Any) -> Any:
     return await request
 
 
+def _answer(steps: Generator[Any, Any, Any], result: Any, failure: Exception | None, retry: RetryPolicy | None,
+            runtime: Runtime[Context]) -> Any:
+    """Hand a call's outcome to the body: its result is sent in, its failure thrown in at the `yield` (or
+    raised for LangGraph's RetryPolicy while attempts are left); returns the body's next request."""
+    if failure is None:
+        return steps.send(result)
+    if leave_to_retry(retry, runtime, failure):
+        raise failure
+    return steps.throw(failure)
+
+
 def dual_node(body: Body, *, name: str, retry: RetryPolicy | None = None) -> Node:
     """The node LangGraph runs: `body` driven by sync calls under `invoke` and by awaits under `ainvoke`."""
 
@@ -71,14 +82,12 @@ def dual_node(body: Body, *, name: str, retry: RetryPolicy | None = None) -> Nod
         try:
             request = next(steps)
             while True:
+                result, failure = None, None
                 try:
                     result = _call(request)
-                except Exception as exc:
-                    if leave_to_retry(retry, runtime, exc):
-                        raise
-                    request = steps.throw(exc)
-                else:
-                    request = steps.send(result)
+                except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
+                    failure = exc
+                request = _answer(steps, result, failure, retry, runtime)
         except StopIteration as done:
             return done.value
 
@@ -88,14 +97,12 @@ def dual_node(body: Body, *, name: str, retry: RetryPolicy | None = None) -> Nod
         try:
             request = next(steps)
             while True:
+                result, failure = None, None
                 try:
                     result = await _acall(request)
-                except Exception as exc:
-                    if leave_to_retry(retry, runtime, exc):
-                        raise
-                    request = steps.throw(exc)
-                else:
-                    request = steps.send(result)
+                except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
+                    failure = exc
+                request = _answer(steps, result, failure, retry, runtime)
         except StopIteration as done:
             return done.value
 
