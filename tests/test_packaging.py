@@ -5,6 +5,7 @@ one `reactgraph` namespace, and the CLI and the Python API work beside PyPI's `t
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,9 @@ from cli_env import clean_env
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("graph", "nodes", "models", "tools", "memory", "evals")
 # Pinned, so the test always meets the same files; all three are small pure-Python wheels.
-NEIGHBOURS = ("tools==1.0.38", "graph-theory==2023.7.8", "nodes==1.8.4")
+NEIGHBOURS_FILE = ROOT / "tests" / "data" / "pypi-neighbours.txt"
+NEIGHBOURS = tuple(line.strip() for line in NEIGHBOURS_FILE.read_text().splitlines()
+                   if line.strip() and not line.startswith("#"))
 # one worker builds the wheel once for both tests and alone fills the download cache
 pytestmark = pytest.mark.xdist_group("packaging")
 
@@ -47,7 +50,10 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def neighbour_wheels(request: pytest.FixtureRequest, scratch: Path) -> Path:
-    """PyPI's `tools`, `graph-theory` and `nodes` wheels: downloaded once, then kept in pytest's cache."""
+    """PyPI's `tools`, `graph-theory` and `nodes` wheels. CI downloads them with its other installs (the test
+    itself then talks to no one); a developer's first run downloads them once into pytest's cache."""
+    if prefetched := os.environ.get("REACTGRAPH_TEST_NEIGHBOURS"):
+        return Path(prefetched)
     cache = request.config.cache
     folder = cache.mkdir("pypi-neighbours") if cache is not None else scratch / "pypi-neighbours"
     if len(list(folder.glob("*.whl"))) < len(NEIGHBOURS):
