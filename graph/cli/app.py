@@ -72,9 +72,32 @@ def _error(message: str) -> None:
     Console(stderr=True, soft_wrap=True).print(message, highlight=False, markup=False)
 
 
+def _not_utf8(argv: list[str]) -> str | None:
+    """The one-line error for the first argument that is not valid UTF-8, if any.
+
+    Python hands undecodable argv bytes over as lone surrogates, which fail later, wherever the text is
+    first encoded (a checkpoint, the terminal); refused here, before anything runs or is saved.
+    """
+    for position, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:  # a lone surrogate not from undecodable bytes (passed in by a caller)
+                shown = arg.encode("utf-8", "backslashreplace").decode("utf-8")
+            shown = shown if len(shown) <= 60 else shown[:59] + "…"
+            return (f"error: argument {position} is not valid UTF-8 text: \"{shown}\"; "
+                    "pass it in UTF-8 (check the terminal's or the file's encoding)")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one line on stderr and a non-zero exit; tracebacks only with --debug."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if (bad_argument := _not_utf8(argv)) is not None:
+        _error(bad_argument)
+        return 2
     debug = "--debug" in argv
     if debug:
         import logging

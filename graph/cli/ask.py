@@ -24,6 +24,7 @@ from reactgraph.graph.cli.shared import (
     Reflection,
     UserError,
     build_context,
+    check_index,
     gateway_with,
     long_term_store,
     model_label,
@@ -68,6 +69,7 @@ def ask(
     if from_checkpoint and not session:
         raise UserError("--from needs --session: a checkpoint belongs to a session")
     session = session or uuid.uuid4().hex[:12]
+    check_index(index)
     # Loading the model and opening the store first turns bad config into one line before anything runs.
     chat_model = load_chat_model(context.model, context.temperature)
     opened = open_store(store)

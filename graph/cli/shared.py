@@ -91,6 +91,23 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None) -> ToolGa
         raise UserError(str(exc)) from exc
 
 
+def check_index(index: Path | None) -> None:
+    """The index `rag_search` is to read must have been built: a mistyped --index would otherwise search
+    nothing, silently. The default index is exempt (it is built from the bundled documents on first use)."""
+    import os
+
+    from reactgraph.tools.builtin.rag import INDEX_ENV, is_default_index, resolve_index
+
+    named = index or os.environ.get(INDEX_ENV)
+    if not named or is_default_index(resolve_index(named)):
+        return
+    directory = resolve_index(named)
+    if not (directory / "meta.json").is_file():  # what `reactgraph ingest` writes last (VectorStore.exists)
+        source = f"--index {named}" if index else f"${INDEX_ENV}={named}"
+        reason = "is not a knowledge-base index" if directory.exists() else "does not exist"
+        raise UserError(f"{source}: {reason}; build it with `reactgraph ingest PATH --index {named}`")
+
+
 def open_store(store: str | None) -> OpenedCheckpointer:
     from reactgraph.memory.checkpointer import open_checkpointer
 

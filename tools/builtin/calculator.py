@@ -30,7 +30,11 @@ _EXACT_FLOAT_LIMIT = 2**53
 
 _SYMBOLS = str.maketrans({"×": "*", "✕": "*", "✖": "*", "⨯": "*", "∗": "*", "·": "*", "⋅": "*",
                           "÷": "/", "∕": "/", "−": "-", "–": "-", "—": "-",
+                          "٫": ".", "٬": ",", "٪": "%",  # Arabic decimal and thousands separators, percent
                           "$": None, "¥": None, "€": None, "£": None})
+# A run of superscripts is an exponent (2² = 2**2); read before NFKC, which would make 2² into 22.
+_SUPERSCRIPT_RUN = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁽⁾]+")
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁽⁾", "0123456789+-()")
 _TRAILING_QUESTION = re.compile(r"(?:\s|=|\?|等于|是多少|多少|几|呢|吗)+$")
 _RADIX_LITERAL = re.compile(r"(?<![\w.])0[xXoObB][0-9a-fA-F_]")
 # "3x4", "3 x (1+2)": an x between a number/closing bracket and a number/opening bracket.
@@ -97,9 +101,25 @@ _CONSTANT_KINDS = {str: "strings", bytes: "bytes", bool: "True/False", complex: 
                    type(None): "None", type(...): "..."}
 
 
+def _exponent(run: re.Match[str]) -> str:
+    power = run.group().translate(_SUPERSCRIPTS)
+    return f"**{power}" if power.isdigit() else f"**({power})"
+
+
+def _plain_digits(expression: str) -> str:
+    """Superscript runs become exponents and decimal digits (full-width, Arabic-Indic…) ASCII ones; other
+    characters NFKC turns into digits (₂ ① ½ ⒈) are refused: glued to the digits beside them they misread."""
+    text = _SUPERSCRIPT_RUN.sub(_exponent, expression)
+    for char in {c for c in text if not c.isascii() and unicodedata.category(c) != "Nd"}:
+        if any(c.isdigit() for c in unicodedata.normalize("NFKC", char)):
+            raise ToolInputError(f"{char!r} ({unicodedata.name(char, 'a numeric symbol').lower()}) is not a plain "
+                                 "number: write it with digits and operators, e.g. 1/2 or 2**3")
+    return "".join(str(unicodedata.decimal(c, c)) for c in unicodedata.normalize("NFKC", text))
+
+
 def normalise(expression: str) -> str:
-    """Rewrite common human notation (×, ÷, ^, full-width digits, 1,000, 15%) into Python syntax."""
-    text = unicodedata.normalize("NFKC", expression).translate(_SYMBOLS)
+    """Rewrite common human notation (×, ÷, ^, 2², full-width and other digits, 1,000, 15%) into Python syntax."""
+    text = _plain_digits(expression).translate(_SYMBOLS)
     # NFKC can lengthen text (one ligature becomes many characters), so check again.
     if len(text) > MAX_EXPRESSION_CHARS:
         raise ToolInputError(f"expression is too long (limit {MAX_EXPRESSION_CHARS} characters)")
@@ -260,10 +280,10 @@ def calculator(expression: str) -> dict[str, Any]:
     Supports + - * / // % ** (or ^), parentheses, numbers, the functions sqrt, log (natural; log(x, base)),
     ln, log10, log2, exp, sin, cos, tan, asin, acos, atan (radians), floor, ceil, factorial, abs,
     round, min, max, pow, hypot, degrees, radians, and the constants pi, e, tau. Chinese and English
-    notation both work: × ÷ full-width digits and brackets, "3 x 4", "15%" (percent), "1,000"
-    (thousands separator; inside a function call commas separate arguments), and a trailing "=", "?"
-    or "等于多少". Whole-number results are returned as integers. Variables, units, words and any
-    other Python are refused.
+    notation both work: × ÷ full-width digits and brackets, powers as superscripts (2², 10⁻³), "3 x 4",
+    "15%" (percent), "1,000" (thousands separator; inside a function call commas separate arguments),
+    and a trailing "=", "?" or "等于多少". Whole-number results are returned as integers. Variables,
+    units, words and any other Python are refused.
 
     Args:
         expression: One arithmetic expression, e.g. "(15+27)*3", "sqrt(2)/2", "1,299×12" or "２＾１０".
