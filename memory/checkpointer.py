@@ -1,7 +1,8 @@
 """One URL → one checkpointer: `redis://`, `rediss://`, `unix://`, `memory`, `sqlite:///path`, or the default.
 
 The default (no URL, no REDIS_URL) is the embedded Redis, so sessions persist across commands with
-nothing to install or run.
+nothing to install or run. SQLite URLs read as SQLAlchemy's do: `sqlite:///sessions.db` is relative to the
+working directory, `sqlite:////var/lib/app/sessions.db` (four slashes) is absolute.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class OpenedCheckpointer:
     saver: BaseCheckpointSaver
     description: str
     redis_url: str | None = None  # the Redis behind it, for stores that should live beside the checkpoints
+    sqlite_path: Path | None = None  # the SQLite file behind it, likewise
 
 
 def resolve_url(url: str | None = None) -> str:
@@ -48,8 +50,9 @@ def open_checkpointer(url: str | None = None) -> OpenedCheckpointer:
     if chosen == "memory":
         from langgraph.checkpoint.memory import InMemorySaver
         return OpenedCheckpointer(InMemorySaver(), "in-process memory (lost when the process exits)")
-    if chosen.startswith("sqlite:///"):
-        return OpenedCheckpointer(_sqlite(chosen.removeprefix("sqlite:///")), f"SQLite {chosen}")
+    if chosen.startswith("sqlite:"):
+        path = sqlite_path(chosen)
+        return OpenedCheckpointer(_sqlite(path), f"SQLite {path}", sqlite_path=path)
     if chosen == "embedded":
         from reactgraph.memory.embedded_redis import data_dir, ensure_running
 
@@ -58,7 +61,8 @@ def open_checkpointer(url: str | None = None) -> OpenedCheckpointer:
     if chosen.startswith(REDIS_SCHEMES):
         return OpenedCheckpointer(_redis(chosen), f"Redis {redact(chosen)}", chosen)
     raise CheckpointerConfigError(f"unknown checkpointer URL {redact(chosen)!r}: use redis://host:port/db, "
-                                  "rediss://…, unix:///path/redis.sock, memory, or sqlite:///path/file.db")
+                                  "rediss://…, unix:///path/redis.sock, memory, or sqlite:///path/file.db "
+                                  "(sqlite:////… for an absolute path)")
 
 
 def _redis(url: str) -> RedisSaver:
@@ -69,7 +73,17 @@ def _redis(url: str) -> RedisSaver:
     return saver
 
 
-def _sqlite(path: str) -> BaseCheckpointSaver:
+def sqlite_path(url: str) -> Path:
+    """The file a `sqlite:///…` URL names, as SQLAlchemy reads it: what follows the third slash, so a fourth
+    makes it absolute (`~` is expanded too)."""
+    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else ""
+    if not path.strip() or path == ":memory:":
+        raise CheckpointerConfigError(f"{url!r} names no file: use sqlite:///sessions.db (relative to the working "
+                                      "directory) or sqlite:////absolute/path/sessions.db, or memory")
+    return Path(path).expanduser().absolute()
+
+
+def _sqlite(path: Path) -> BaseCheckpointSaver:
     try:
         import sqlite3
 
@@ -77,5 +91,5 @@ def _sqlite(path: str) -> BaseCheckpointSaver:
     except ImportError as exc:
         raise CheckpointerConfigError("sqlite:// needs langgraph-checkpoint-sqlite: "
                                       "pip install langgraph-checkpoint-sqlite") from exc
-    Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    return SqliteSaver(sqlite3.connect(Path(path).expanduser(), check_same_thread=False))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return SqliteSaver(sqlite3.connect(path, check_same_thread=False))

@@ -3,13 +3,18 @@
 Stdlib only (http.server on a thread), so the real langchain-openai client can be exercised end to end
 without a network: plain and streamed (SSE) completions, tool calls (parallel, or with malformed
 arguments), structured output (`response_format` json_schema), stop words, errors with retry hints, delays.
+It also serves `/embeddings` (see `embedding`), outside the script, each request kept in `embedding_requests`.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
+import math
 import re
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,6 +77,7 @@ class OpenAIServer(ScriptedServer):
 
     def __init__(self, *replies: Reply | Responder) -> None:
         super().__init__(replies, _handler_for(self), lambda: error(500, "script exhausted", 0))
+        self.embedding_requests: list[dict[str, Any]] = []  # `/embeddings` bodies; they take no scripted reply
 
     @property
     def base_url(self) -> str:
@@ -85,6 +91,36 @@ class OpenAIServer(ScriptedServer):
     def tool_names(self, i: int = 0) -> list[str]:
         return [t["function"]["name"] for t in self.requests[i].get("tools") or []]
 
+
+
+EMBEDDING_DIM = 64
+
+
+def embedding(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
+    """The server's embedding of `text`: a unit bag of words, each word at a sha256-chosen signed coordinate,
+    so texts that share words are close (enough for retrieval tests) and the same text always has one vector."""
+    vector = [0.0] * dim
+    for word in re.findall(r"\w+", text.casefold()):
+        digest = hashlib.sha256(word.encode()).digest()
+        vector[int.from_bytes(digest[:4], "big") % dim] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+def _embeddings(body: dict[str, Any]) -> dict[str, Any]:
+    """The `/embeddings` answer; a token-array input (what tiktoken-based clients send) is embedded as its text."""
+    inputs = body.get("input")
+    inputs = [inputs] if isinstance(inputs, str) or (inputs and isinstance(inputs[0], int)) else list(inputs or [])
+    rows = []
+    for i, item in enumerate(inputs):
+        vector = embedding(item if isinstance(item, str) else " ".join(map(str, item)))
+        # the openai client asks for base64 (little-endian float32) unless told otherwise
+        encoded: Any = (base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+                        if body.get("encoding_format") == "base64" else vector)
+        rows.append({"object": "embedding", "index": i, "embedding": encoded})
+    tokens = sum(len(str(item)) // 4 + 1 for item in inputs)
+    return {"object": "list", "data": rows, "model": body.get("model", "?"),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
 def _cut_at_stop(content: str, stop: Any) -> str:
@@ -142,6 +178,10 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def _serve(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            if self.path.rstrip("/").endswith("/embeddings"):
+                server.embedding_requests.append(body)
+                self._send_json(200, _embeddings(body))
+                return
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 return

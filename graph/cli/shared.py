@@ -36,7 +36,7 @@ class Protocol(StrEnum):
 TOOLS_HELP = ("Extra tools as module:attribute (repeatable; default: $REACTGRAPH_TOOLS); they replace "
               "built-ins of the same name.")
 STORE_HELP = ("Where sessions are kept: redis://host:port/db, rediss://…, unix:///path.sock, memory, "
-              "sqlite:///path (default: $REDIS_URL, else the embedded Redis).")
+              "sqlite:///relative.db or sqlite:////absolute.db (default: $REDIS_URL, else the embedded Redis).")
 REFLECTION_HELP = "After each observation: ask the model (llm), apply fixed rules (rules), or skip it (off)."
 PROTOCOL_HELP = "Tool calls as the provider's tool-calling API (tools) or as text in the reply (text)."
 
@@ -118,9 +118,22 @@ def open_store(store: str | None) -> OpenedCheckpointer:
 
 
 def long_term_store(opened: OpenedCheckpointer) -> Any:
-    """The Q&A log and lessons live beside the checkpoints: in the same Redis, else in this process."""
+    """The Q&A log and lessons live beside the checkpoints: in the same Redis or SQLite file, else in this
+    process."""
     if opened.redis_url:
         from reactgraph.memory import RedisStore
         return RedisStore.from_url(opened.redis_url)
+    if opened.sqlite_path:
+        import sqlite3
+
+        from langgraph.store.sqlite import SqliteStore  # installed with the SqliteSaver that opened the file
+
+        # its own connection in autocommit mode: SqliteStore opens its transactions itself (BEGIN … COMMIT)
+        try:
+            store = SqliteStore(sqlite3.connect(opened.sqlite_path, check_same_thread=False, isolation_level=None))
+            store.setup()
+        except sqlite3.Error as exc:
+            raise UserError(f"cannot use the SQLite file {opened.sqlite_path}: {exc}") from exc
+        return store
     from langgraph.store.memory import InMemoryStore
     return InMemoryStore()

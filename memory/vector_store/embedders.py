@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 EMBEDDER_ENV = "REACTGRAPH_EMBEDDER"
+REQUEST_TIMEOUT_S = 60.0
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _WORD = re.compile(r"[a-z0-9]+(?:[-_.'][a-z0-9]+)*")
 # Function words carry no topic; dropping them keeps short queries from matching on "the" or "的".
@@ -140,7 +141,13 @@ class HashingEmbedder:
 
 
 class OpenAIEmbedder:
-    """OpenAI (or OpenAI-compatible, via OPENAI_BASE_URL) embeddings through langchain-openai; needs a network."""
+    """OpenAI (or OpenAI-compatible, via OPENAI_BASE_URL) embeddings through langchain-openai.
+
+    Texts are sent as they are (`check_embedding_ctx_length=False`): otherwise langchain-openai first counts
+    tokens with tiktoken, which downloads its tables from the internet, even for a local server (and most
+    OpenAI-compatible servers do not take token arrays). Nothing is lost: chunks (400 characters) and
+    queries (1,000) are far below any embedding model's context.
+    """
 
     relevance_floor = 0.25  # a common cut-off for text-embedding-3 cosines; not measured here (no network)
     _DIMS: ClassVar[dict[str, int]] = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
@@ -153,7 +160,9 @@ class OpenAIEmbedder:
             raise ValueError("openai embeddings need langchain-openai: pip install 'react-graph[openai]'") from exc
         self.model = model
         self.name = f"openai:{model}"
-        self._client = OpenAIEmbeddings(model=model)
+        # a bounded wait (the client's default is 10 minutes) and its own retries for transient failures
+        self._client = OpenAIEmbeddings(model=model, check_embedding_ctx_length=False, timeout=REQUEST_TIMEOUT_S,
+                                        max_retries=2)
         self.dim = dim or self._DIMS.get(model) or len(self._client.embed_query("dimension probe"))
 
     def params(self) -> dict[str, Any]:
