@@ -147,7 +147,7 @@ def test_a_short_socket_directory_someone_else_made_is_refused(tmp_path, runtime
     planted = runtime_dir / f"reactgraph-{os.geteuid()}"
     planted.mkdir(mode=0o700)
     os.chown(planted, NOBODY, NOBODY)
-    with pytest.raises(EmbeddedRedisError, match="belongs to another user.*XDG_RUNTIME_DIR"):
+    with pytest.raises(EmbeddedRedisError, match=r"belongs to another user.*XDG_RUNTIME_DIR"):
         ensure_running(tmp_path / ("x" * 110) / "redis")
 
 
