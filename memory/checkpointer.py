@@ -57,7 +57,9 @@ def open_checkpointer(url: str | None = None) -> OpenedCheckpointer:
         from reactgraph.memory.embedded_redis import data_dir, ensure_running
 
         redis_url = ensure_running()
-        return OpenedCheckpointer(_redis(redis_url), f"embedded Redis ({data_dir()})", redis_url)
+        # a socket outside the data directory is there because the home's path is too long for one: say where
+        elsewhere = "" if redis_url.startswith(f"unix://{data_dir().resolve()}/") else f", socket {redis_url}"
+        return OpenedCheckpointer(_redis(redis_url), f"embedded Redis ({data_dir()}{elsewhere})", redis_url)
     if chosen.startswith(REDIS_SCHEMES):
         return OpenedCheckpointer(_redis(chosen), f"Redis {redact(chosen)}", chosen)
     raise CheckpointerConfigError(f"unknown checkpointer URL {redact(chosen)!r}: use redis://host:port/db, "

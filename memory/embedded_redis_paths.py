@@ -49,8 +49,12 @@ def _short_socket_dir() -> Path:
 def private_dir(directory: Path, fix: str) -> None:
     """Create `directory` 0700, or refuse an existing one that another user owns or may write to: they could
     read the append-only file, or move the socket and answer in the server's place. `fix` says what to do."""
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    info = directory.lstat()
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        info = directory.lstat()
+    except OSError as exc:
+        raise EmbeddedRedisError(f"cannot create the embedded Redis's directory {directory} "
+                                 f"({exc.strerror or exc}): {fix}") from exc
     if not stat.S_ISDIR(info.st_mode):
         raise EmbeddedRedisError(f"the embedded Redis's directory {directory} is not a directory: {fix}")
     if info.st_uid != os.geteuid():

@@ -136,6 +136,9 @@ def test_the_cli_works_from_a_long_home(tmp_path, runtime_dir, monkeypatch, caps
     monkeypatch.setenv("REACTGRAPH_HOME", str(home))
     monkeypatch.delenv("REDIS_URL", raising=False)
     try:
+        assert main(["ask", "计算 2+3"]) == 0
+        first_line = capsys.readouterr().out.splitlines()[0]
+        assert f"socket unix://{runtime_dir}/reactgraph-{os.geteuid()}/" in first_line  # where, said at once
         assert main(["ask", "计算 2+3", "--json"]) == 0
         assert '"status": "answered"' in capsys.readouterr().out
     finally:
