@@ -22,12 +22,14 @@ from reactgraph.graph.cli.shared import (
     TOOLS_HELP,
     Protocol,
     Reflection,
+    TtlOption,
     UserError,
     build_context,
     gateway_with,
     long_term_store,
     model_label,
     open_store,
+    parse_ttl,
     store_errors,
 )
 
@@ -52,6 +54,7 @@ def ask(
                                                         help="Fork the session from this checkpoint "
                                                              "(see `reactgraph history`).")] = None,
     store: Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP)] = None,
+    ttl: TtlOption = None,
     tools: Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)] = [],  # noqa: B006
     index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
@@ -70,7 +73,7 @@ def ask(
     session = session or uuid.uuid4().hex[:12]
     # Loading the model and opening the store first turns bad config into one line before anything runs.
     chat_model = load_chat_model(context.model, context.temperature)
-    opened = open_store(store)
+    opened = open_store(store, parse_ttl(ttl))
     out = None
     if not as_json:
         from rich.console import Console
@@ -83,13 +86,17 @@ def ask(
     from reactgraph.graph.react import build_react_graph
     from reactgraph.graph.sessions import plan_run
 
-    graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term_store(opened),
-                              model=chat_model)
+    long_term = long_term_store(opened)
+    graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term, model=chat_model)
     try:
         plan = plan_run(graph, question, session, from_checkpoint)
     except LookupError as exc:
         raise UserError(str(exc)) from exc
     result, elapsed = _run(graph, plan, context, out, from_checkpoint)
+    if opened.ttl:  # the session was used: its Q&A log and lessons live on with its checkpoints
+        from reactgraph.graph.cli.prune import refresh_session
+
+        refresh_session(long_term, session)
     if as_json:
         sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, plan.mode),
                                     ensure_ascii=False) + "\n")

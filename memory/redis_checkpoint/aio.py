@@ -100,9 +100,9 @@ class AsyncRedisSaver(RedisSaverCore):
         async for _ in self._drive(self._prune_plan(thread_ids, strategy, keep)):
             pass
 
-    async def ausage(self, thread_ids: Sequence[str] | None = None) -> list[ThreadUsage]:
+    async def ausage(self, thread_ids: Sequence[str] | None = None) -> tuple[ThreadUsage, ...]:
         """Checkpoints, bytes and last write of each thread (every thread under the prefix if None); no TTL restarts."""
-        return [u async for u in self._drive(usage_plan(self, thread_ids))]  # type: ignore[misc]
+        return tuple([u async for u in self._drive(usage_plan(self, thread_ids))])  # type: ignore[misc]
 
     async def _drive(self, plan: Plan) -> AsyncIterator[CheckpointTuple]:
         reply = None

@@ -81,9 +81,9 @@ class RedisSaver(WiredClient, RedisSaverCore):
         for _ in self._drive(self._prune_plan(thread_ids, strategy, keep)):
             pass
 
-    def usage(self, thread_ids: Sequence[str] | None = None) -> list[ThreadUsage]:
+    def usage(self, thread_ids: Sequence[str] | None = None) -> tuple[ThreadUsage, ...]:
         """Checkpoints, bytes and last write of each thread (every thread under the prefix if None); no TTL restarts."""
-        return list(self._drive(usage_plan(self, thread_ids)))  # type: ignore[arg-type]
+        return tuple(self._drive(usage_plan(self, thread_ids)))  # type: ignore[arg-type]
 
     def _drive(self, plan: Plan) -> Iterator[CheckpointTuple]:
         reply = None

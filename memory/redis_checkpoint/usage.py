@@ -20,12 +20,16 @@ _CHUNK = 100  # threads per round trip
 
 @dataclass(frozen=True)
 class ThreadUsage:
-    """One thread's footprint: checkpoints over all namespaces, bytes of its keys, its newest checkpoint's time."""
+    """One thread's footprint: its checkpoints (per namespace), bytes of its keys, its newest checkpoint's time."""
 
     thread_id: str
-    checkpoints: int
+    per_namespace: dict[str, int]
     bytes: int
     last_checkpoint_at: datetime | None
+
+    @property
+    def checkpoints(self) -> int:
+        return sum(self.per_namespace.values())
 
 
 def usage_plan(saver: RedisSaverCore, thread_ids: Sequence[str] | None) -> Generator[Any, Any, None]:
@@ -46,19 +50,19 @@ def usage_plan(saver: RedisSaverCore, thread_ids: Sequence[str] | None) -> Gener
         replies = iter((yield commands))
         newest: list[list[tuple[str, str]]] = []
         totals = []
-        for base, nss in zip(bases, namespaces, strict=True):
+        for nss in namespaces:
             size = sum(next(replies) or 0 for _ in range(2 + len(layout.KINDS) * len(nss)))
-            count = sum(next(replies) for _ in nss)
+            counts = {ns: next(replies) for ns in nss}
             tops = [(ns, ids[0].decode()) for ns in nss if (ids := next(replies))]
-            totals.append((size, count))
+            totals.append((size, counts))
             newest.append(tops)
         records = yield [("HGET", base + "cp:" + ns, cid) for base, tops in zip(bases, newest, strict=True)
                          for ns, cid in tops]
         records = iter(records)
-        for thread, (size, count), tops in zip(chunk, totals, newest, strict=True):
+        for thread, (size, counts), tops in zip(chunk, totals, newest, strict=True):
             stamps = [_written_at(saver, record) for record in (next(records) for _ in tops)]
-            if size or count:
-                yield ThreadUsage(thread, count, size, max((s for s in stamps if s), default=None))
+            if size:
+                yield ThreadUsage(thread, counts, size, max((s for s in stamps if s), default=None))
 
 
 def _written_at(saver: RedisSaverCore, record: bytes | None) -> datetime | None:
