@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # parse_duration is used before anything heavy is loaded, so LangGraph is imported late
@@ -47,6 +48,18 @@ def session_items(store: BaseStore, prefixes: Sequence[tuple[str, ...]]) -> list
             if len(page) < _PAGE:
                 break
     return list(dict.fromkeys(found))  # an item updated between two pages may show up twice
+
+
+def store_sessions(store: BaseStore, roots: Sequence[str]) -> set[str]:
+    """The second label of every namespace under these roots: ("sessions", S, ...) and ("lessons", S) give S."""
+    return {ns[1] for root in roots
+            for ns in store.list_namespaces(prefix=(root,), max_depth=2, limit=MAX_ITEMS) if len(ns) > 1}
+
+
+def last_update(store: BaseStore, prefixes: Sequence[tuple[str, ...]]) -> datetime | None:
+    """When the newest item under these prefixes was written (search is newest first), or None if none is."""
+    times = [item.updated_at for prefix in prefixes for item in store.search(prefix, limit=1, refresh_ttl=False)]
+    return max(times, default=None)
 
 
 def refresh_items(store: BaseStore, prefixes: Sequence[tuple[str, ...]]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 import uuid
 from typing import Annotated, TypedDict
 
@@ -17,7 +18,7 @@ from langgraph.graph import END, START, StateGraph
 
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.graph.cli.app import main
-from reactgraph.memory import RedisSaver, RedisStore
+from reactgraph.memory import AsyncRedisSaver, RedisSaver, RedisStore
 from reactgraph.memory.retention import parse_duration
 
 HOUR_MS = 3_600_000
@@ -196,6 +197,20 @@ def test_prune_keep_n_keeps_what_every_kept_checkpoint_is_rebuilt_from(redis_url
     assert 3 <= left < 12  # the snapshot ancestors of the kept three survive, the rest go
 
 
+async def test_the_async_saver_prunes_to_n_and_reports_usage_too(redis_url, redis_prefix):
+    config = {"configurable": {"thread_id": "async"}}
+    async with AsyncRedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+        graph = build_react_graph(checkpointer=saver)
+        for question in ("计算 2+3", "计算 4+5"):
+            await graph.ainvoke({"messages": [HumanMessage(question)]}, config=config, context=Context())
+        [before] = await saver.ausage(["async"])
+        await saver.aprune(["async"], keep=2)
+        [after] = await saver.ausage(["async"])
+        state = await graph.aget_state(config)
+    assert before.checkpoints > 2 == after.checkpoints and after.bytes < before.bytes
+    assert state.values["final_answer"] and sum(m.type == "human" for m in state.values["messages"]) == 2
+
+
 # --- prune --idle-for ------------------------------------------------------------------------------------
 
 
@@ -240,6 +255,21 @@ def test_prune_idle_for_drops_a_session_whole_and_nothing_of_the_others(cli, raw
     assert session_keys(raw, idle) == [] and store_keys(raw, idle) == []
     assert contents(raw, session_keys(raw, active) + store_keys(raw, active)) == active_keys
     assert ask(cli, active, "计算 4+4")["status"] == "answered"
+
+
+def test_prune_idle_for_drops_store_items_whose_session_has_no_checkpoints_left(cli, raw, sessions, redis_url):
+    orphan = sessions("orphan")
+    with RedisStore.from_url(redis_url) as store:  # the session's checkpoints were deleted (or expired) apart
+        store.put(("sessions", orphan, "qa"), "q1", {"question": "计算 1+1", "answer": "2"})
+        store.put(("lessons", orphan), "t1:1", {"lesson": "check the units"})
+    code, out, err = cli("prune", "--idle-for", "1h", "--session", orphan, "--json")
+    assert code == 0 and json.loads(out)["sessions"] == [] and len(store_keys(raw, orphan)) == 4
+    time.sleep(1.1)  # idle for more than a second: the one wait this module has, bounded
+    code, out, err = cli("prune", "--idle-for", "1s", "--session", orphan, "--json")
+    assert code == 0, err
+    [dropped] = json.loads(out)["sessions"]
+    assert (dropped["action"], dropped["checkpoints"], dropped["store_items"]) == ("drop", 0, 2)
+    assert store_keys(raw, orphan) == []
 
 
 # --- one-line errors ---------------------------------------------------------------------------------------

@@ -97,21 +97,33 @@ def _plan(saver: Any, store: Any, sessions: list[str], keep: int | None, idle: f
     from reactgraph.memory.retention import items_bytes, session_items
 
     usages = {u.thread_id: u for u in saver.usage(sessions or None)}
-    missing = [s for s in sessions if s not in usages]
+    orphans = _store_only(store, sessions, set(usages)) if idle is not None or sessions else {}
+    missing = [s for s in sessions if s not in usages and s not in orphans]
     if missing:
         raise UserError(f"no such session in this store: {', '.join(missing)} (nothing was removed)")
     now, removals = datetime.now(UTC), []
-    for name, usage in sorted(usages.items()):
-        age = (now - usage.last_checkpoint_at).total_seconds() if usage.last_checkpoint_at else None
+    for name in sorted({*usages, *orphans}):
+        usage = usages.get(name)
+        last = usage.last_checkpoint_at if usage else orphans[name]
+        age = (now - last).total_seconds() if last else None
         if idle is not None and age is not None and age > idle:
             items = session_items(store, session_prefixes(name))
-            removals.append(Removal(name, "drop", usage.checkpoints, len(items),
-                                    usage.bytes + (items_bytes(store, items) or 0), age))
-        elif keep is not None:
+            removals.append(Removal(name, "drop", usage.checkpoints if usage else 0, len(items),
+                                    (usage.bytes if usage else 0) + (items_bytes(store, items) or 0), age))
+        elif keep is not None and usage:
             surplus = sum(max(0, n - keep) for n in usage.per_namespace.values())
             if surplus:
                 removals.append(Removal(name, "prune", surplus, 0, None, age))
     return removals
+
+
+def _store_only(store: Any, sessions: list[str], known: set[str]) -> dict[str, datetime]:
+    """Sessions with store items but no checkpoints (deleted or expired apart): name -> newest item's time."""
+    from reactgraph.memory.retention import last_update, store_sessions
+
+    roots = sorted({prefix[0] for prefix in session_prefixes("-")})
+    names = set(sessions) if sessions else store_sessions(store, roots)
+    return {name: when for name in sorted(names - known) if (when := last_update(store, session_prefixes(name)))}
 
 
 def _apply(saver: Any, store: Any, removals: list[Removal], keep: int | None) -> None:
