@@ -77,7 +77,6 @@ def ask(
     out = None
     if not as_json:
         from rich.console import Console
-
         out = Console(soft_wrap=False)
         out.print(f"[dim]model: {model_label(context.model)} · store: {opened.description} · "
                   f"session: {session}[/dim]", soft_wrap=True)
@@ -86,17 +85,13 @@ def ask(
     from reactgraph.graph.react import build_react_graph
     from reactgraph.graph.sessions import plan_run
 
-    long_term = long_term_store(opened)
-    graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term, model=chat_model)
+    graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term_store(opened),
+                              model=chat_model)
     try:
         plan = plan_run(graph, question, session, from_checkpoint)
     except LookupError as exc:
         raise UserError(str(exc)) from exc
     result, elapsed = _run(graph, plan, context, out, from_checkpoint)
-    if opened.ttl:  # the session was used: its Q&A log and lessons live on with its checkpoints
-        from reactgraph.graph.cli.prune import refresh_session
-
-        refresh_session(long_term, session)
     if as_json:
         sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, plan.mode),
                                     ensure_ascii=False) + "\n")
@@ -113,6 +108,7 @@ def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: 
 
 def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | None) -> tuple[dict, float]:
     """Run the planned turn, printing each step to `out` (none with --json); the final state and wall time."""
+    from reactgraph.graph.cli.prune import refresh_session
     from reactgraph.graph.sessions import run
 
     printer = None
@@ -126,6 +122,7 @@ def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | N
     started = time.perf_counter()
     try:
         result = run(graph, plan, context, printer.update if printer else None, printer.token if printer else None)
+        refresh_session(graph.store, plan.config["configurable"]["thread_id"])  # its Q&A log lives on with it
     except store_errors() as exc:
         raise UserError(f"{exc}; the session is saved up to its last checkpoint: run the same command again "
                         "to resume") from exc

@@ -39,10 +39,11 @@ def session_prefixes(session: str) -> list[tuple[str, ...]]:
 
 
 def refresh_session(store: Any, session: str) -> None:
-    """Restart the TTL of a session's store items, so they live as long as its checkpoints."""
+    """Restart the TTL of a session's store items (if the store has one), so they live as long as its checkpoints."""
     from reactgraph.memory.retention import refresh_items
 
-    refresh_items(store, session_prefixes(session))
+    if store is not None and getattr(store, "ttl_config", None):
+        refresh_items(store, session_prefixes(session))
 
 
 def prune(
