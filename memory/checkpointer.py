@@ -36,6 +36,7 @@ class OpenedCheckpointer:
     description: str
     redis_url: str | None = None  # the Redis behind it, for stores that should live beside the checkpoints
     sqlite_path: Path | None = None  # the SQLite file behind it, likewise
+    ttl: float | None = None  # seconds a session is kept after its last use (Redis only); None: until pruned
 
 
 def resolve_url(url: str | None = None) -> str:
@@ -44,9 +45,14 @@ def resolve_url(url: str | None = None) -> str:
     return chosen or "embedded"
 
 
-def open_checkpointer(url: str | None = None) -> OpenedCheckpointer:
-    """Open the checkpointer for `url` (see `resolve_url`); Redis is pinged now, so a bad one fails early."""
+def open_checkpointer(url: str | None = None, *, ttl: float | None = None) -> OpenedCheckpointer:
+    """Open the checkpointer for `url` (see `resolve_url`); Redis is pinged now, so a bad one fails early.
+
+    `ttl` (seconds) makes every key of a session expire that long after its last write or read (Redis only;
+    in memory it is moot, SQLite refuses it)."""
     chosen = resolve_url(url)
+    if ttl is not None and chosen.startswith("sqlite:"):
+        raise CheckpointerConfigError("a TTL needs a Redis store: SQLite keeps sessions until they are deleted")
     if chosen == "memory":
         from langgraph.checkpoint.memory import InMemorySaver
         return OpenedCheckpointer(InMemorySaver(), "in-process memory (lost when the process exits)")
@@ -59,18 +65,19 @@ def open_checkpointer(url: str | None = None) -> OpenedCheckpointer:
         redis_url = ensure_running()
         # a socket outside the data directory is there because the home's path is too long for one: say where
         elsewhere = "" if redis_url.startswith(f"unix://{data_dir().resolve()}/") else f", socket {redis_url}"
-        return OpenedCheckpointer(_redis(redis_url), f"embedded Redis ({data_dir()}{elsewhere})", redis_url)
+        return OpenedCheckpointer(_redis(redis_url, ttl), f"embedded Redis ({data_dir()}{elsewhere})", redis_url,
+                                  ttl=ttl)
     if chosen.startswith(REDIS_SCHEMES):
-        return OpenedCheckpointer(_redis(chosen), f"Redis {redact(chosen)}", chosen)
+        return OpenedCheckpointer(_redis(chosen, ttl), f"Redis {redact(chosen)}", chosen, ttl=ttl)
     raise CheckpointerConfigError(f"unknown checkpointer URL {redact(chosen)!r}: use redis://host:port/db, "
                                   "rediss://…, unix:///path/redis.sock, memory, or sqlite:///path/file.db "
                                   "(sqlite:////… for an absolute path)")
 
 
-def _redis(url: str) -> RedisSaver:
+def _redis(url: str, ttl: float | None = None) -> RedisSaver:
     from reactgraph.memory.redis_checkpoint import RedisSaver
 
-    saver = RedisSaver.from_url(url)
+    saver = RedisSaver.from_url(url, ttl=ttl)
     saver.ping()  # raises CheckpointStoreUnavailable with the URL (password hidden) and the reason
     return saver
 

@@ -16,6 +16,7 @@ from reactgraph.graph.cli.ask import ask
 from reactgraph.graph.cli.compare import compare
 from reactgraph.graph.cli.history import show_history
 from reactgraph.graph.cli.ingest import ingest
+from reactgraph.graph.cli.prune import prune
 from reactgraph.graph.cli.server import server_app
 from reactgraph.graph.cli.shared import is_user_error
 from reactgraph.graph.cli.tool_list import list_tools
@@ -48,6 +49,7 @@ app.command("history", short_help="List a session's checkpoints, to fork from on
 app.command("tools", short_help="List the tools, their limits and breaker states.")(list_tools)
 app.command("compare", short_help="Compare graphs on a task suite.")(compare)
 app.command("ingest", short_help="Add documents to the knowledge base.")(ingest)
+app.command("prune", short_help="Remove old checkpoints and idle sessions.")(prune)
 
 # Sub-apps (groups of commands) are registered here; their modules, like the commands above, import only
 # typer at module level.

@@ -22,6 +22,7 @@ from reactgraph.graph.cli.shared import (
     TOOLS_HELP,
     Protocol,
     Reflection,
+    TtlOption,
     UserError,
     build_context,
     check_index,
@@ -29,6 +30,7 @@ from reactgraph.graph.cli.shared import (
     long_term_store,
     model_label,
     open_store,
+    parse_ttl,
     store_errors,
 )
 
@@ -53,6 +55,7 @@ def ask(
                                                         help="Fork the session from this checkpoint "
                                                              "(see `reactgraph history`).")] = None,
     store: Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP)] = None,
+    ttl: TtlOption = None,
     tools: Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)] = [],  # noqa: B006
     index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
@@ -72,11 +75,10 @@ def ask(
     check_index(index)
     # Loading the model and opening the store first turns bad config into one line before anything runs.
     chat_model = load_chat_model(context.model, context.temperature)
-    opened = open_store(store)
+    opened = open_store(store, parse_ttl(ttl))
     out = None
     if not as_json:
         from rich.console import Console
-
         out = Console(soft_wrap=False)
         out.print(f"[dim]model: {model_label(context.model)} · store: {opened.description} · "
                   f"session: {session}[/dim]", soft_wrap=True)
@@ -108,6 +110,7 @@ def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: 
 
 def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | None) -> tuple[dict, float]:
     """Run the planned turn, printing each step to `out` (none with --json); the final state and wall time."""
+    from reactgraph.graph.cli.prune import refresh_session
     from reactgraph.graph.sessions import run
 
     printer = None
@@ -121,6 +124,7 @@ def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | N
     started = time.perf_counter()
     try:
         result = run(graph, plan, context, printer.update if printer else None, printer.token if printer else None)
+        refresh_session(graph.store, plan.config["configurable"]["thread_id"])  # its Q&A log lives on with it
     except store_errors() as exc:
         raise UserError(f"{exc}; the session is saved up to its last checkpoint: run the same command again "
                         "to resume") from exc

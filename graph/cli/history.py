@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from reactgraph.graph.cli.shared import STORE_HELP, UserError, open_store
+from reactgraph.graph.cli.shared import STORE_HELP, TtlOption, UserError, open_store, parse_ttl
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -20,10 +20,11 @@ def show_history(
     session: Annotated[str, typer.Option(metavar="ID", help="Session (thread) id.")],
     limit: Annotated[int, typer.Option(help="Show at most this many checkpoints.")] = 50,
     store: Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP)] = None,
+    ttl: TtlOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List a session's checkpoints, newest first; fork from one with `ask --session ID --from CHECKPOINT`."""
-    opened = open_store(store)
+    opened = open_store(store, parse_ttl(ttl))  # reading a session restarts its TTL
     from reactgraph.graph.react import build_react_graph
     from reactgraph.graph.sessions import history
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
 
 if TYPE_CHECKING:
     from reactgraph.memory.checkpointer import OpenedCheckpointer
@@ -39,6 +41,9 @@ STORE_HELP = ("Where sessions are kept: redis://host:port/db, rediss://…, unix
               "sqlite:///relative.db or sqlite:////absolute.db (default: $REDIS_URL, else the embedded Redis).")
 REFLECTION_HELP = "After each observation: ask the model (llm), apply fixed rules (rules), or skip it (off)."
 PROTOCOL_HELP = "Tool calls as the provider's tool-calling API (tools) or as text in the reply (text)."
+TTL_HELP = ("Keep a session (checkpoints and store items) this long after its last use, e.g. 3600, 30m, 12h, 7d "
+            "(default: $REACTGRAPH_TTL, else until pruned; Redis stores only).")
+TtlOption = Annotated[str | None, typer.Option("--ttl", metavar="DURATION", envvar="REACTGRAPH_TTL", help=TTL_HELP)]
 
 
 def store_errors() -> tuple[type[Exception], ...]:
@@ -108,11 +113,23 @@ def check_index(index: Path | None) -> None:
         raise UserError(f"{source}: {reason}; build it with `reactgraph ingest PATH --index {named}`")
 
 
-def open_store(store: str | None) -> OpenedCheckpointer:
+def parse_ttl(text: str | None) -> float | None:
+    """Seconds from a --ttl / $REACTGRAPH_TTL value (None when unset), or one line saying what is accepted."""
+    from reactgraph.memory.retention import parse_duration
+
+    if text is None or not text.strip():
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise UserError(f"--ttl / $REACTGRAPH_TTL: {exc}") from exc
+
+
+def open_store(store: str | None, ttl: float | None = None) -> OpenedCheckpointer:
     from reactgraph.memory.checkpointer import open_checkpointer
 
     try:
-        return open_checkpointer(store)
+        return open_checkpointer(store, ttl=ttl)
     except store_errors() as exc:
         raise UserError(str(exc)) from exc
 
@@ -122,7 +139,8 @@ def long_term_store(opened: OpenedCheckpointer) -> Any:
     process."""
     if opened.redis_url:
         from reactgraph.memory import RedisStore
-        return RedisStore.from_url(opened.redis_url)
+        from reactgraph.memory.retention import store_ttl
+        return RedisStore.from_url(opened.redis_url, ttl=store_ttl(opened.ttl))
     if opened.sqlite_path:
         import sqlite3
 

@@ -17,6 +17,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from reactgraph.memory.redis_checkpoint.core import Plan, RedisSaverCore
 from reactgraph.memory.redis_checkpoint.errors import check_url, client_url, redact
+from reactgraph.memory.redis_checkpoint.usage import ThreadUsage, usage_plan
 from reactgraph.memory.redis_checkpoint.wire import AsyncWire, client_kwargs
 
 _SYNC_ERROR = ("AsyncRedisSaver is asynchronous: use RedisSaver (memory.RedisSaver) with invoke/stream, "
@@ -94,9 +95,14 @@ class AsyncRedisSaver(RedisSaverCore):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._wire.call(self._copy_thread_command(source_thread_id, target_thread_id))
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        async for _ in self._drive(self._prune_plan(thread_ids, strategy)):
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1) -> None:
+        """LangGraph's prune; `keep` is how many checkpoints per namespace `keep_latest` keeps (default 1)."""
+        async for _ in self._drive(self._prune_plan(thread_ids, strategy, keep)):
             pass
+
+    async def ausage(self, thread_ids: Sequence[str] | None = None) -> tuple[ThreadUsage, ...]:
+        """Checkpoints, bytes and last write of each thread (every thread under the prefix if None); no TTL restarts."""
+        return tuple([u async for u in self._drive(usage_plan(self, thread_ids))])  # type: ignore[misc]
 
     async def _drive(self, plan: Plan) -> AsyncIterator[CheckpointTuple]:
         reply = None
@@ -137,5 +143,5 @@ class AsyncRedisSaver(RedisSaverCore):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         raise NotImplementedError(_SYNC_ERROR)
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1) -> None:
         raise NotImplementedError(_SYNC_ERROR)

@@ -107,7 +107,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
     def _load_command(self, thread_id: str, ns: str, *ids: str | None) -> Command:
         base = self._base(thread_id)
         mode = ("ids", *ids) if ids and ids[0] else ("range", "+", 1)
-        return (scripts.LOAD, 1, base + "ns", base, ns, *mode)
+        return (scripts.LOAD, 1, base + "ns", base, ns, self.ttl, *mode)
 
     def _tuples(self, thread_id: str, ns: str, reply: list[Any]) -> list[CheckpointTuple]:
         """CheckpointTuples from a LOAD reply (six entries per checkpoint)."""
@@ -203,9 +203,12 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                     if remaining <= 0:
                         return
 
-    def _prune_plan(self, thread_ids: Sequence[str], strategy: str) -> Plan:
+    def _prune_plan(self, thread_ids: Sequence[str], strategy: str, keep: int = 1) -> Plan:
+        """`keep_latest`: the newest `keep` checkpoints of each namespace stay (with what they need); `delete`."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        if strategy == "keep_latest" and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+            raise ValueError(f"keep must be a whole number of checkpoints, at least 1, not {keep!r}")
         if not thread_ids:
             return
         if strategy == "delete":
@@ -216,20 +219,24 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         targets = [(base, ns.decode()) for base, nss in zip(bases, ns_sets, strict=True) for ns in nss]
         if not targets:
             return
-        latest = yield [("ZREVRANGEBYLEX", base + "c:" + ns, "+", "-", "LIMIT", 0, 1) for base, ns in targets]
-        kept = [(base, ns, ids[0].decode()) for (base, ns), ids in zip(targets, latest, strict=True) if ids]
+        newest = yield [("ZREVRANGEBYLEX", base + "c:" + ns, "+", "-", "LIMIT", 0, keep) for base, ns in targets]
+        kept = [(base, ns, [i.decode() for i in ids]) for (base, ns), ids in zip(targets, newest, strict=True) if ids]
         if not kept:
             return
-        records = yield [("HGET", base + "cp:" + ns, cid) for base, ns, cid in kept]
+        records = yield [("HMGET", base + "cp:" + ns, *ids) for base, ns, ids in kept]
         commands = []
-        for (base, ns, cid), record in zip(kept, records, strict=True):
-            if record is None:
-                continue
-            _, metadata = self.serde.loads_typed(layout.unpack_typed(record))
-            # DeltaChannels not snapshotted at the kept checkpoint are rebuilt from ancestors' writes;
-            # the script keeps those ancestors (see BaseCheckpointSaver.prune).
-            delta = sorted((metadata.get("counters_since_delta_snapshot") or {}).keys())
-            commands.append((scripts.PRUNE, 1, base + "ns", base, ns, cid, len(delta), *delta))
+        for (base, ns, ids), recs in zip(kept, records, strict=True):
+            args: list[Any] = []
+            for cid, record in zip(ids, recs, strict=True):
+                if record is None:
+                    continue
+                _, metadata = self.serde.loads_typed(layout.unpack_typed(record))
+                # DeltaChannels not snapshotted at a kept checkpoint are rebuilt from ancestors' writes;
+                # the script keeps those ancestors (see BaseCheckpointSaver.prune).
+                delta = sorted((metadata.get("counters_since_delta_snapshot") or {}).keys())
+                args += [cid, len(delta), *delta]
+            if args:
+                commands.append((scripts.PRUNE, 1, base + "ns", base, ns, args[0], *args))
         if commands:
             yield commands
 

@@ -137,16 +137,17 @@ touch(base, tonumber(ARGV[3]))
 return 1
 """, "touch")
 
-# KEYS[1] ns-set; ARGV base, ns, then "range" <max lex> <count> | "ids" <checkpoint id>...
+# KEYS[1] ns-set; ARGV base, ns, ttl, then "range" <max lex> <count> | "ids" <checkpoint id>...
 # Returns, per checkpoint found, newest first: id, record, links, blobs, write fields, write values.
+# A read restarts the thread's TTL (when the saver has one): a session in use never expires under it.
 LOAD = Script("load", r"""
 local base, ns = ARGV[1], ARGV[2]
 local ids
-if ARGV[3] == 'range' then
-  ids = redis.call('ZREVRANGEBYLEX', base .. 'c:' .. ns, ARGV[4], '-', 'LIMIT', 0, tonumber(ARGV[5]))
+if ARGV[4] == 'range' then
+  ids = redis.call('ZREVRANGEBYLEX', base .. 'c:' .. ns, ARGV[5], '-', 'LIMIT', 0, tonumber(ARGV[6]))
 else
   ids = {}
-  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+  for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
 end
 local out = {}
 for _, cid in ipairs(ids) do
@@ -160,8 +161,9 @@ for _, cid in ipairs(ids) do
     for _, x in ipairs({cid, rec, links, blobs, wfields, wvalues}) do out[#out + 1] = x end
   end
 end
+if #out > 0 then touch(base, tonumber(ARGV[3])) end
 return out
-""", "blob_fields", "writes_of")
+""", "blob_fields", "writes_of", "touch")
 
 # KEYS[1] ns-set; ARGV base
 DELETE_THREAD = Script("delete_thread", r"""
@@ -190,33 +192,41 @@ for ns in pairs(touched) do gc_blobs(base, ns) end
 return n
 """, "split0", "drop_checkpoint", "gc_blobs")
 
-# KEYS[1] ns-set; ARGV base, ns, id to keep, n, n DeltaChannel names not snapshotted at that id.
-# Keeps that checkpoint plus the ancestors its DeltaChannels are rebuilt from (up to a stored value for
-# each); drops everything older. Checkpoints newer than the kept one (written meanwhile) are left alone.
+# KEYS[1] ns-set; ARGV base, ns, newest kept id, then per kept checkpoint: its id, n, and the n DeltaChannel
+# names not snapshotted at it. Keeps those checkpoints (their writes, the blobs they use) plus the ancestors
+# their DeltaChannels are rebuilt from (up to a stored value for each); drops every other checkpoint up to
+# the newest kept one. Checkpoints newer than that (written meanwhile) are left alone. Returns the number
+# dropped.
 PRUNE = Script("prune", r"""
-local base, ns, latest = ARGV[1], ARGV[2], ARGV[3]
+local base, ns, newest = ARGV[1], ARGV[2], ARGV[3]
 local vkey, bkey = base .. 'v:' .. ns, base .. 'b:' .. ns
-local keep, need, pending = {[latest] = true}, {}, 0
-for i = 5, 4 + tonumber(ARGV[4]) do need[ARGV[i]] = true; pending = pending + 1 end
-local cursor = latest
-while pending > 0 do
-  local parts = split0(redis.call('HGET', vkey, cursor) or '')
-  for i = 2, #parts - 1, 2 do
-    if need[parts[i]] then
-      local blob = redis.call('HGET', bkey, parts[i] .. '\0' .. parts[i + 1])
-      if blob and string.sub(blob, 1, 6) ~= 'empty\0' then need[parts[i]] = nil; pending = pending - 1 end
-    end
-  end
-  cursor = parts[1]
-  if pending == 0 or not cursor or cursor == '' then break end
+local keep, i = {}, 4
+while i <= #ARGV do
+  local cursor, n = ARGV[i], tonumber(ARGV[i + 1])
+  local need, pending = {}, 0
+  for j = i + 2, i + 1 + n do need[ARGV[j]] = true; pending = pending + 1 end
+  i = i + 2 + n
   keep[cursor] = true
+  while pending > 0 do
+    local parts = split0(redis.call('HGET', vkey, cursor) or '')
+    for k = 2, #parts - 1, 2 do
+      if need[parts[k]] then
+        local blob = redis.call('HGET', bkey, parts[k] .. '\0' .. parts[k + 1])
+        if blob and string.sub(blob, 1, 6) ~= 'empty\0' then need[parts[k]] = nil; pending = pending - 1 end
+      end
+    end
+    cursor = parts[1]
+    if pending == 0 or not cursor or cursor == '' then break end
+    keep[cursor] = true
+  end
 end
-for _, cid in ipairs(redis.call('ZRANGEBYLEX', base .. 'c:' .. ns, '-', '[' .. latest)) do
-  if not keep[cid] then drop_checkpoint(base, ns, cid) end
+local dropped = 0
+for _, cid in ipairs(redis.call('ZRANGEBYLEX', base .. 'c:' .. ns, '-', '[' .. newest)) do
+  if not keep[cid] then drop_checkpoint(base, ns, cid); dropped = dropped + 1 end
 end
 gc_blobs(base, ns)
 gc_runs(base)
-return 1
+return dropped
 """, "split0", "drop_checkpoint", "gc_blobs", "gc_runs")
 
 # KEYS[1] source ns-set, KEYS[2] target ns-set; ARGV source base, target base, ttl. Merges into the target.

@@ -17,6 +17,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from reactgraph.memory.redis_checkpoint.core import Plan, RedisSaverCore
 from reactgraph.memory.redis_checkpoint.errors import client_url, redact
+from reactgraph.memory.redis_checkpoint.usage import ThreadUsage, usage_plan
 from reactgraph.memory.redis_checkpoint.wire import SyncWire, WiredClient
 
 _ASYNC_ERROR = ("RedisSaver is synchronous: use AsyncRedisSaver (memory.AsyncRedisSaver) with "
@@ -75,9 +76,14 @@ class RedisSaver(WiredClient, RedisSaverCore):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._wire.call(self._copy_thread_command(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        for _ in self._drive(self._prune_plan(thread_ids, strategy)):
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1) -> None:
+        """LangGraph's prune; `keep` is how many checkpoints per namespace `keep_latest` keeps (default 1)."""
+        for _ in self._drive(self._prune_plan(thread_ids, strategy, keep)):
             pass
+
+    def usage(self, thread_ids: Sequence[str] | None = None) -> tuple[ThreadUsage, ...]:
+        """Checkpoints, bytes and last write of each thread (every thread under the prefix if None); no TTL restarts."""
+        return tuple(self._drive(usage_plan(self, thread_ids)))  # type: ignore[arg-type]
 
     def _drive(self, plan: Plan) -> Iterator[CheckpointTuple]:
         reply = None
@@ -119,6 +125,6 @@ class RedisSaver(WiredClient, RedisSaverCore):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         raise NotImplementedError(_ASYNC_ERROR)
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1) -> None:
         raise NotImplementedError(_ASYNC_ERROR)
 

@@ -5,7 +5,8 @@ Under a prefix `<p>` (default `reactgraph:store:`), with `<ns>` the namespace's 
 
     <p>ns            ZSET  "<ns>." for every namespace holding an item, score 0: a namespace prefix
                            ("a", "b") is the lex range ["a.b." .. "a.b/"), one ZRANGEBYLEX
-    <p>u:<ns>        ZSET  key -> updated_at (microseconds): newest first is a ZREVRANGE
+    <p>u:<ns>        ZSET  key -> updated_at (microseconds): newest first is a ZREVRANGE; it expires with its
+                           longest-lived item (no TTL while it holds an item without one)
     <p>i:<ns>\\0<key> STRING "<created_us>\\0<updated_us>\\0<ttl minutes or empty>\\0<JSON value>"
     <p>exp           ZSET  "<ns>\\0<key>" -> expiry (ms) of items with a TTL; readers sweep the expired
                            ones out of the indexes (Redis deletes the item keys itself)

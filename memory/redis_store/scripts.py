@@ -35,10 +35,17 @@ local function ttl_of(blob)
   local c = string.find(blob, '\0', b + 1, true)
   return string.sub(blob, b + 1, c - 1)
 end
+-- a namespace's index u: lives as long as its longest-lived item: PTTL -1 means it holds an item without a TTL
+local function ms_of(minutes)
+  return math.max(1, math.floor(tonumber(minutes) * 60000))
+end
 local function expire(P, member, minutes)
-  local ms = math.max(1, math.floor(tonumber(minutes) * 60000))
+  local ms = ms_of(minutes)
   if redis.call('PEXPIRE', P .. 'i:' .. member, ms) == 1 then
     redis.call('ZADD', P .. 'exp', math.floor(now_us() / 1000) + ms, member)
+    local u = P .. 'u:' .. string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
+    local left = redis.call('PTTL', u)
+    if left >= 0 and left < ms then redis.call('PEXPIRE', u, ms) end
   end
 end
 """
@@ -62,10 +69,16 @@ local created = stamp
 local old = redis.call('GET', KEYS[1])
 if old then created = string.sub(old, 1, string.find(old, '\0', 1, true) - 1) end
 redis.call('SET', KEYS[1], created .. '\0' .. stamp .. '\0' .. ARGV[5] .. '\0' .. ARGV[4])
+local fresh = redis.call('EXISTS', u) == 0
 redis.call('ZADD', u, stamp, key)
 redis.call('ZADD', P .. 'ns', 0, ns .. '.')
-if ARGV[5] ~= '' then expire(P, ns .. '\0' .. key, ARGV[5])
-else redis.call('ZREM', P .. 'exp', ns .. '\0' .. key) end
+if ARGV[5] ~= '' then
+  if fresh then redis.call('PEXPIRE', u, ms_of(ARGV[5])) end
+  expire(P, ns .. '\0' .. key, ARGV[5])
+else
+  redis.call('ZREM', P .. 'exp', ns .. '\0' .. key)
+  redis.call('PERSIST', u)
+end
 return 1
 """)
 
