@@ -41,6 +41,18 @@ REFLECTION_HELP = "After each observation: ask the model (llm), apply fixed rule
 PROTOCOL_HELP = "Tool calls as the provider's tool-calling API (tools) or as text in the reply (text)."
 
 
+def session_option(session: str | None) -> str | None:
+    """`--session` checked by the one rule for session ids (`check_session_id`): one line, before any write."""
+    if session is None:
+        return None
+    from reactgraph.memory.session_id import InvalidSessionId, check_session_id
+
+    try:
+        return check_session_id(session)
+    except InvalidSessionId as exc:
+        raise UserError(str(exc)) from exc
+
+
 def store_errors() -> tuple[type[Exception], ...]:
     """The store's failures a user can fix, imported only by the commands that open a store."""
     from reactgraph.memory.checkpointer import CheckpointerConfigError
