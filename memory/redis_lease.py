@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import socket
 import threading
@@ -23,6 +24,7 @@ from reactgraph.memory.redis_checkpoint.layout import normalise_prefix, thread_b
 from reactgraph.memory.session_lease import LeaseHolder, SessionLease
 
 _DOWN = (redis.ConnectionError, redis.TimeoutError, OSError)
+_OWNER = re.compile(r"pid \d{1,10} on [A-Za-z0-9._-]{1,64}")  # what try_acquire writes; anything else is not shown
 _MAX_VALUE = 512  # bytes of a lease value read back: it is Redis content, so bounded and never trusted
 
 # Both compare the whole value, so only the holder that wrote it can extend or delete it.
@@ -62,7 +64,7 @@ class RedisLeases:
     def try_acquire(self, session: str, ttl_s: float) -> tuple[SessionLease | None, LeaseHolder | None]:
         """The lease if the session is free (SET NX PX), else who holds it."""
         key, ttl_ms = self.key(session), max(1, round(ttl_s * 1000))
-        value = f"{secrets.token_hex(16)}\0{int(time.time() * 1000)}\0pid {os.getpid()} on {socket.gethostname()}"
+        value = f"{secrets.token_hex(16)}\0{int(time.time() * 1000)}\0pid {os.getpid()} on {_host()}"
         try:
             if self.client.set(key, value, nx=True, px=ttl_ms):
                 lease = RedisLease(session, ttl_s, key, value)
@@ -104,13 +106,16 @@ class RedisLeases:
             self.client.close()
 
 
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:64] or "unknown-host"
+
+
 def parse_holder(raw: Any) -> LeaseHolder:
-    """Who holds a lease, from its (untrusted, size-bounded) value; whatever does not parse is left out."""
+    """Who holds a lease, from its (untrusted, size-bounded) value; what is not as we write it is left out."""
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
     parts = text.split("\0")
     since = None
     if len(parts) >= 2 and parts[1].isdigit() and len(parts[1]) <= 15:
         since = datetime.fromtimestamp(int(parts[1]) / 1000, UTC)
-    owner = parts[2] if len(parts) >= 3 else ""
-    owner = "".join(ch for ch in owner if ch.isprintable())[:80]
+    owner = parts[2] if len(parts) >= 3 and _OWNER.fullmatch(parts[2]) else ""
     return LeaseHolder(since, owner)
