@@ -89,22 +89,30 @@ def ask(
         out.file.flush()
 
     from reactgraph.graph.react import build_react_graph
-    from reactgraph.graph.sessions import plan_run
 
     graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term_store(opened),
                               model=chat_model)
+    result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out, 0.0 if no_wait else wait)
+    if as_json:
+        sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, mode),
+                                    ensure_ascii=False) + "\n")
+    if result.get("status") == "failed":
+        raise typer.Exit(1)
+
+
+def _turn(graph: Any, question: str, session: str, from_checkpoint: str | None, context: Any, out: Any,
+          wait_s: float) -> tuple[dict, float, str]:
+    """One turn under the session's lease, planned under it too (resume or new is decided by the holder)."""
+    from reactgraph.graph.sessions import plan_run
+
     with ExitStack() as turn:
-        _hold_session(turn, graph, session, 0.0 if no_wait else wait)  # planned under the lease too
+        _hold_session(turn, graph, session, wait_s)
         try:
             plan = plan_run(graph, question, session, from_checkpoint)
         except LookupError as exc:
             raise UserError(str(exc)) from exc
         result, elapsed = _run(graph, plan, context, out, from_checkpoint)
-    if as_json:
-        sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, plan.mode),
-                                    ensure_ascii=False) + "\n")
-    if result.get("status") == "failed":
-        raise typer.Exit(1)
+    return result, elapsed, plan.mode
 
 
 def _hold_session(turn: ExitStack, graph: Any, session: str, wait_s: float) -> None:
