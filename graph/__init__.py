@@ -1,4 +1,4 @@
-"""Public API: compiled graphs and their runtime configuration."""
+"""Public API: compiled graphs, their runtime configuration, and sessions (ids, one turn at a time)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from reactgraph.graph.plan_solve import build_plan_solve_graph
     from reactgraph.graph.react import build_react_graph
     from reactgraph.graph.reflexion import build_reflexion_graph
+    from reactgraph.memory.session_id import MAX_SESSION_ID, InvalidSessionId, check_session_id
+    from reactgraph.memory.session_lease import SessionBusy, SessionLease, SessionLeaseLost, session_lease
     from reactgraph.models.loader import ModelConfigError, is_transient_model_error, load_chat_model, parse_spec, redact
     from reactgraph.nodes.reflexion.evaluate import register_checker
     from reactgraph.nodes.shared.context import Context
@@ -29,6 +31,13 @@ _EXPORTS = {
     "is_transient_model_error": "reactgraph.models.loader",
     "model_retry_policy": "reactgraph.nodes.shared.model_retry",
     "AgentState": "reactgraph.nodes.shared.state",
+    "check_session_id": "reactgraph.memory.session_id",
+    "InvalidSessionId": "reactgraph.memory.session_id",
+    "MAX_SESSION_ID": "reactgraph.memory.session_id",
+    "session_lease": "reactgraph.memory.session_lease",
+    "SessionBusy": "reactgraph.memory.session_lease",
+    "SessionLease": "reactgraph.memory.session_lease",
+    "SessionLeaseLost": "reactgraph.memory.session_lease",
     "ExecutionStep": "reactgraph.nodes.shared.state",
 }
 __all__ = [*_EXPORTS]

@@ -1,4 +1,5 @@
-"""Running a question on a session: a new turn, the resumption of an interrupted one, or a fork."""
+"""Running a question on a session: a new turn, the resumption of an interrupted one, or a fork; one turn
+at a time per session (the session lease)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
+from reactgraph.memory.session_id import check_session_id
+from reactgraph.memory.session_lease import DEFAULT_WAIT_S, SessionLease, WaitNotice, session_lease
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.transcript import current_question
 
@@ -29,7 +32,9 @@ class RunPlan:
 
 
 def plan_run(graph: AnyGraph, question: str, session: str, from_checkpoint: str | None = None) -> RunPlan:
-    """Resume when the session's unfinished turn asked this same question; otherwise start (or fork) a turn."""
+    """Resume when the session's unfinished turn asked this same question; otherwise start (or fork) a turn.
+    A session id that `check_session_id` refuses raises `InvalidSessionId` (a ValueError) before any read."""
+    session = check_session_id(session)
     configurable: dict[str, Any] = {"thread_id": session}
     config: RunnableConfig = {"configurable": configurable}
     new_turn: dict[str, Any] = {"messages": [HumanMessage(question)]}
@@ -48,9 +53,21 @@ def plan_run(graph: AnyGraph, question: str, session: str, from_checkpoint: str 
 
 
 def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink | None = None,
-        on_token: TokenSink | None = None) -> dict:
+        on_token: TokenSink | None = None, *, wait_s: float = DEFAULT_WAIT_S,
+        on_wait: WaitNotice | None = None) -> dict:
     """Stream the run node by node (to `on_update`), and model tokens as they arrive (to `on_token`, only
-    from providers that stream), then return the session's final state values."""
+    from providers that stream), then return the session's final state values.
+
+    The turn holds the session's lease (`session_lease`): another turn on it waits up to `wait_s` (`on_wait`
+    is told), else `SessionBusy`; a caller that already holds the lease (to plan under it too) shares it."""
+    session = check_session_id((plan.config.get("configurable") or {})["thread_id"])
+    with session_lease(graph, session, wait_s=wait_s, on_wait=on_wait) as lease:
+        _stream(graph, plan, context, lease, on_update, on_token)
+        return graph.get_state({"configurable": {"thread_id": session}}).values
+
+
+def _stream(graph: AnyGraph, plan: RunPlan, context: Context, lease: SessionLease, on_update: UpdateSink | None,
+            on_token: TokenSink | None) -> None:
     modes: list[StreamMode] = ["updates", "messages"] if on_token else ["updates"]
     # durability="sync": each step's checkpoint and each finished tool call's writes are in the store before
     # the next step starts. With LangGraph's default ("async") they are saved while the next step runs, so a
@@ -58,6 +75,7 @@ def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink 
     parts = graph.stream(plan.graph_input, config=plan.config, context=context, stream_mode=modes,
                          durability="sync")
     for part in parts:
+        lease.check()  # a lease lost mid-turn (renewals failed) stops the turn before another step is saved
         mode, payload = cast(tuple[str, Any], part)  # with a list of modes, each part is (mode, payload)
         if mode == "messages":
             chunk, metadata = payload
@@ -68,8 +86,6 @@ def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink 
         for node, update in payload.items():
             if on_update and isinstance(update, dict):
                 on_update(node, update)
-    final_config: RunnableConfig = {"configurable": {"thread_id": (plan.config.get("configurable") or {})["thread_id"]}}
-    return graph.get_state(final_config).values
 
 
 def history(graph: AnyGraph, session: str, limit: int = 50) -> Iterator[dict[str, Any]]:

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,9 +32,12 @@ from reactgraph.graph.cli.shared import (
     model_label,
     open_store,
     parse_ttl,
+    session_option,
     store_errors,
 )
 
+BUSY_EXIT = 75  # EX_TEMPFAIL: the session is busy with another turn; the same command later will run
+WAIT_HELP = "Seconds to wait for another turn on the same session to finish before giving up (exit 75)."
 INDEX_HELP = ("Knowledge-base index rag_search reads (see `reactgraph ingest`; default: $REACTGRAPH_INDEX, "
               "else the bundled knowledge base).")
 
@@ -58,16 +62,20 @@ def ask(
     ttl: TtlOption = None,
     tools: Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)] = [],  # noqa: B006
     index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
+    wait: Annotated[float, typer.Option("--wait", metavar="SECONDS", min=0, help=WAIT_HELP)] = 300.0,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="If the session is busy, exit 75 at once.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and tool-call logs.")] = False,
 ) -> None:
     """Answer QUESTION, showing each Thought → Action → Observation → Reflection step live.
 
     With --session, the conversation continues; a run that was interrupted (killed, Redis gone) resumes
-    from its last checkpoint when the same question is asked again on the same session.
+    from its last checkpoint when the same question is asked again on the same session. One turn runs at a
+    time per session: a second ask on it waits (--wait) or, with --no-wait, exits 75.
     """
     from reactgraph.models.loader import load_chat_model
 
+    session = session_option(session)
     context = build_context(model, max_iterations, reflection, protocol, allow, deny)
     if from_checkpoint and not session:
         raise UserError("--from needs --session: a checkpoint belongs to a session")
@@ -85,20 +93,48 @@ def ask(
         out.file.flush()
 
     from reactgraph.graph.react import build_react_graph
-    from reactgraph.graph.sessions import plan_run
 
     graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term_store(opened),
                               model=chat_model)
-    try:
-        plan = plan_run(graph, question, session, from_checkpoint)
-    except LookupError as exc:
-        raise UserError(str(exc)) from exc
-    result, elapsed = _run(graph, plan, context, out, from_checkpoint)
+    result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out, 0.0 if no_wait else wait)
     if as_json:
-        sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, plan.mode),
+        sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, mode),
                                     ensure_ascii=False) + "\n")
     if result.get("status") == "failed":
         raise typer.Exit(1)
+
+
+def _turn(graph: Any, question: str, session: str, from_checkpoint: str | None, context: Any, out: Any,
+          wait_s: float) -> tuple[dict, float, str]:
+    """One turn under the session's lease, planned under it too (resume or new is decided by the holder)."""
+    from reactgraph.graph.sessions import plan_run
+
+    with ExitStack() as turn:
+        _hold_session(turn, graph, session, wait_s)
+        try:
+            plan = plan_run(graph, question, session, from_checkpoint)
+        except LookupError as exc:
+            raise UserError(str(exc)) from exc
+        result, elapsed = _run(graph, plan, context, out, from_checkpoint)
+    return result, elapsed, plan.mode
+
+
+def _hold_session(turn: ExitStack, graph: Any, session: str, wait_s: float) -> None:
+    """Take the session's lease for this turn, saying on stderr that (and why) we wait; busy: exit 75."""
+    from reactgraph.memory.session_lease import LeaseHolder, SessionBusy, session_lease
+
+    def waiting(session: str, holder: LeaseHolder | None, wait_s: float) -> None:
+        since = f" ({holder.describe()})" if holder else ""
+        sys.stderr.write(f"session {session!r} is busy with another turn{since}; waiting up to {wait_s:g} s…\n")
+        sys.stderr.flush()
+
+    try:
+        turn.enter_context(session_lease(graph, session, wait_s=wait_s, on_wait=waiting))
+    except SessionBusy as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        raise typer.Exit(BUSY_EXIT) from exc
+    except store_errors() as exc:
+        raise UserError(str(exc)) from exc
 
 
 def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: str) -> dict[str, Any]:
@@ -112,6 +148,7 @@ def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | N
     """Run the planned turn, printing each step to `out` (none with --json); the final state and wall time."""
     from reactgraph.graph.cli.prune import refresh_session
     from reactgraph.graph.sessions import run
+    from reactgraph.memory.session_lease import SessionLeaseLost
 
     printer = None
     if out is not None:
@@ -128,6 +165,8 @@ def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | N
     except store_errors() as exc:
         raise UserError(f"{exc}; the session is saved up to its last checkpoint: run the same command again "
                         "to resume") from exc
+    except SessionLeaseLost as exc:
+        raise UserError(str(exc)) from exc
     elapsed = time.perf_counter() - started
     if printer:
         printer.final(result, elapsed)

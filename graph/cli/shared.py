@@ -46,6 +46,18 @@ TTL_HELP = ("Keep a session (checkpoints and store items) this long after its la
 TtlOption = Annotated[str | None, typer.Option("--ttl", metavar="DURATION", envvar="REACTGRAPH_TTL", help=TTL_HELP)]
 
 
+def session_option(session: str | None) -> str | None:
+    """`--session` checked by the one rule for session ids (`check_session_id`): one line, before any write."""
+    if session is None:
+        return None
+    from reactgraph.memory.session_id import InvalidSessionId, check_session_id
+
+    try:
+        return check_session_id(session)
+    except InvalidSessionId as exc:
+        raise UserError(str(exc)) from exc
+
+
 def store_errors() -> tuple[type[Exception], ...]:
     """The store's failures a user can fix, imported only by the commands that open a store."""
     from reactgraph.memory.checkpointer import CheckpointerConfigError

@@ -9,6 +9,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
+from reactgraph.memory.session_id import store_label
 from reactgraph.nodes.shared.state import AgentState
 
 # Lessons shown to a trial: the newest few, so the prompt stays bounded when a question is retried often.
@@ -55,8 +56,8 @@ class ReflexionState(AgentState):
 
 
 def lessons_namespace(session: str) -> tuple[str, ...]:
-    """Where a session's lessons live in the long-term store (episodic memory)."""
-    return ("lessons", session)
+    """Where a session's lessons live in the long-term store (episodic memory; the id encoded as a label)."""
+    return ("lessons", store_label(session))
 
 
 def answer_id(turn_id: str | None) -> str:

@@ -8,13 +8,14 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from reactgraph.memory.session_id import store_label
 from reactgraph.nodes.shared.state import AgentState
 from reactgraph.nodes.shared.transcript import current_question
 
 
 def qa_namespace(session: str) -> tuple[str, ...]:
-    """Where a session's Q&A log lives in the store."""
-    return ("sessions", session, "qa")
+    """Where a session's Q&A log lives in the store (the id encoded: store labels may not contain ".")."""
+    return ("sessions", store_label(session), "qa")
 
 
 def save_memory(state: AgentState, runtime: Runtime[Any]) -> dict[str, Any]:

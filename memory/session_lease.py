@@ -1,0 +1,206 @@
+"""One turn at a time per session: a lease in Redis shared by every process and machine, or, where the
+sessions are not in Redis (`memory`, SQLite), a lock inside this process.
+
+    with session_lease(graph, "alice"):          # a compiled graph, a RedisSaver, a redis.Redis or a URL
+        graph.invoke({"messages": [...]}, {"configurable": {"thread_id": "alice"}})
+
+The Redis lease is `SET <prefix>{<session>}:lease <token…> NX PX <ttl>`, renewed by a heartbeat thread
+every third of its expiry while the turn runs and deleted on exit only by its owner (a compare-and-delete
+script), so a process that dies frees the session when its lease expires.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from reactgraph.memory.session_id import check_session_id
+
+TTL_ENV = "REACTGRAPH_SESSION_LEASE_TTL"
+DEFAULT_TTL_S = 30.0  # how long a dead holder keeps the session; renewals keep a live one's for good
+MAX_TTL_S = 3600.0
+DEFAULT_WAIT_S = 300.0  # how long a second turn waits for the first before giving up
+
+
+class SessionBusy(RuntimeError):
+    """Another turn holds the session and did not finish within the wait; the message is one line."""
+
+    def __init__(self, message: str, session: str, holder: LeaseHolder | None) -> None:
+        super().__init__(message)
+        self.session, self.holder = session, holder
+
+
+class SessionLeaseLost(RuntimeError):
+    """The lease ran out while this turn still ran (renewals failed): another turn may have started."""
+
+
+@dataclass(frozen=True)
+class LeaseHolder:
+    """Who holds a session, as far as the lease tells (it is read from Redis: shown, never trusted)."""
+
+    since: datetime | None
+    owner: str
+
+    def describe(self) -> str:
+        since = self.since.astimezone().strftime("%Y-%m-%d %H:%M:%S") if self.since else "an unknown time"
+        return f"since {since}, {self.owner}" if self.owner else f"since {since}"
+
+
+WaitNotice = Callable[[str, LeaseHolder | None, float], None]  # (session, holder, wait_s): about to wait
+
+
+class SessionLease:
+    """A held session: `check()` raises `SessionLeaseLost` once another turn could have taken it."""
+
+    def __init__(self, session: str, scope: str, ttl_s: float) -> None:
+        self.session, self.scope, self.ttl_s = session, scope, ttl_s  # scope: "redis" | "process"
+        self.lost_reason: str | None = None
+
+    @property
+    def lost(self) -> bool:
+        return self.lost_reason is not None
+
+    def check(self) -> None:
+        if self.lost_reason is not None:
+            raise SessionLeaseLost(f"lost the lease on session {self.session!r} ({self.lost_reason}); another "
+                                   "turn may have started, so this one stops here: the session is saved up to "
+                                   "its last checkpoint")
+
+
+class _Backend(Protocol):
+    scope: str
+
+    def key(self, session: str) -> str: ...
+    def try_acquire(self, session: str, ttl_s: float) -> tuple[SessionLease | None, LeaseHolder | None]: ...
+    def release(self, lease: SessionLease) -> None: ...
+    def close(self) -> None: ...
+
+
+def lease_ttl(ttl_s: float | None = None) -> float:
+    """The lease expiry in seconds: the argument, else $REACTGRAPH_SESSION_LEASE_TTL, else 30."""
+    if ttl_s is None:
+        raw = os.environ.get(TTL_ENV, "").strip()
+        try:
+            ttl_s = float(raw) if raw else DEFAULT_TTL_S
+        except ValueError:
+            raise ValueError(f"{TTL_ENV}={raw[:40]!r} is not a number of seconds") from None
+    if not (math.isfinite(ttl_s) and 0.05 <= ttl_s <= MAX_TTL_S):
+        raise ValueError(f"the session lease expiry must be between 0.05 and {MAX_TTL_S:g} seconds, got {ttl_s:g}")
+    return ttl_s
+
+
+_held = threading.local()  # lease key -> the SessionLease this thread holds, so nested leases share it
+
+
+def _held_here() -> dict[str, SessionLease]:
+    if not hasattr(_held, "leases"):
+        _held.leases = {}
+    return _held.leases
+
+
+@contextmanager
+def session_lease(target: Any, session: str, *, ttl_s: float | None = None, wait_s: float = DEFAULT_WAIT_S,
+                  on_wait: WaitNotice | None = None) -> Iterator[SessionLease]:
+    """Hold `session` for one turn: wait up to `wait_s` for another turn to end (`on_wait` is told once),
+    else raise `SessionBusy`. A nested lease on a session this thread holds shares the outer one."""
+    session = check_session_id(session)
+    ttl = lease_ttl(ttl_s)
+    backend = _backend_for(target)
+    try:
+        key = backend.key(session)
+        outer = _held_here().get(key)
+        if outer is not None:
+            yield outer
+            return
+        lease = _acquire(backend, session, ttl, max(0.0, wait_s), on_wait)
+        _held_here()[key] = lease
+        try:
+            yield lease
+        finally:
+            del _held_here()[key]
+            backend.release(lease)
+    finally:
+        backend.close()
+
+
+def _acquire(backend: _Backend, session: str, ttl_s: float, wait_s: float,
+             on_wait: WaitNotice | None) -> SessionLease:
+    """Try now, then poll (50 ms, growing to 500 ms) until the holder is gone or the wait is over."""
+    deadline, pause, told = time.monotonic() + wait_s, 0.05, False
+    while True:
+        lease, holder = backend.try_acquire(session, ttl_s)
+        if lease is not None:
+            return lease
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            shown = f" ({holder.describe()})" if holder else ""
+            waited = f"still busy after waiting {wait_s:g} s" if wait_s else "not waiting"
+            raise SessionBusy(f"session {session!r} is busy with another turn{shown}; {waited}: try again when "
+                              "it has finished", session, holder)
+        if not told and on_wait is not None:
+            on_wait(session, holder, wait_s)
+            told = True
+        time.sleep(min(pause, remaining))
+        pause = min(pause * 1.5, 0.5)
+
+
+def _backend_for(target: Any) -> _Backend:
+    """Redis when the sessions live in Redis (a graph's RedisSaver, a RedisSaver, a client, a URL); else this
+    process. Modules are looked up, not imported: a graph on InMemorySaver never loads redis-py."""
+    saver = getattr(target, "checkpointer", target)  # a compiled graph names its checkpointer
+    sync_saver = sys.modules.get("reactgraph.memory.redis_checkpoint.sync")
+    async_saver = sys.modules.get("reactgraph.memory.redis_checkpoint.aio")
+    redis_py = sys.modules.get("redis")
+    if isinstance(saver, str):
+        from reactgraph.memory.redis_lease import RedisLeases
+        return RedisLeases.from_url(saver)
+    if sync_saver is not None and isinstance(saver, sync_saver.RedisSaver):
+        from reactgraph.memory.redis_lease import RedisLeases
+        return RedisLeases(saver.client, saver.prefix)
+    if async_saver is not None and isinstance(saver, async_saver.AsyncRedisSaver):
+        raise TypeError("an AsyncRedisSaver's client is asyncio: pass its Redis URL to session_lease instead")
+    if redis_py is not None and isinstance(saver, redis_py.Redis):
+        from reactgraph.memory.redis_lease import RedisLeases
+        return RedisLeases(saver)
+    return _PROCESS_LEASES
+
+
+class _ProcessLeases:
+    """Sessions that live in this process (InMemorySaver) or in a file (SQLite): one turn per session among
+    this process's threads. Other processes on the same SQLite file are not held off."""
+
+    scope = "process"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders: dict[str, LeaseHolder] = {}
+
+    def key(self, session: str) -> str:
+        return f"process\0{session}"
+
+    def try_acquire(self, session: str, ttl_s: float) -> tuple[SessionLease | None, LeaseHolder | None]:
+        with self._lock:
+            holder = self._holders.get(session)
+            if holder is not None:
+                return None, holder
+            self._holders[session] = LeaseHolder(datetime.now().astimezone(),
+                                                 f"thread {threading.current_thread().name!r} of this process")
+        return SessionLease(session, self.scope, ttl_s), None
+
+    def release(self, lease: SessionLease) -> None:
+        with self._lock:
+            self._holders.pop(lease.session, None)
+
+    def close(self) -> None:
+        pass
+
+
+_PROCESS_LEASES = _ProcessLeases()

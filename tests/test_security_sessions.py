@@ -1,0 +1,285 @@
+"""Sessions under attack and load: any printable session id works (and nothing else gets in), and a session
+runs one turn at a time across processes (the session lease), through the real CLI and the Python API."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import redis
+from langgraph.checkpoint.memory import InMemorySaver
+
+from lease_cli import ask, cli_env, finished, start
+from reactgraph.graph import (
+    Context,
+    InvalidSessionId,
+    SessionBusy,
+    SessionLeaseLost,
+    build_react_graph,
+    build_reflexion_graph,
+        session_lease,
+)
+from reactgraph.graph.cli.app import main
+from reactgraph.graph.sessions import history, plan_run, run
+from reactgraph.memory import RedisSaver, RedisStore
+from reactgraph.memory.session_id import session_of_label, store_label
+from reactgraph.nodes.reflexion.state import lessons_namespace
+from reactgraph.nodes.shared.save_memory import qa_namespace
+
+RULES = Context(reflection="rules")
+Q1, Q2 = "北京的天气怎么样？", "上海的天气怎么样？"
+
+PRINTABLE_IDS = ["alice@example.com", "a.b", "../../etc/passwd", "with space / and slash", "会话·一", "100%",
+                 "a%2Eb", "{tag}:x", "emoji 👩‍💻 ok", "é" * 256]  # the longest: 256 characters, 512 bytes
+REFUSED_IDS = {"empty": "", "blank": "   ", "NUL": "a\x00b", "newline": "a\nb", "escape": "a\x1b[31mred",
+               "DEL": "a\x7fb", "C1": "a\x85b", "bidi override": "\u202eevil", "line separator": "a\u2028b",
+               "too long": "x" * 257}
+
+
+def wait_for(predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still not true after {timeout:g} s")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def saver(redis_url: str, redis_prefix: str):
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as opened:
+        yield opened
+
+
+@pytest.fixture
+def client(redis_url: str):
+    with redis.Redis.from_url(redis_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def store(redis_url: str, redis_prefix: str):
+    opened = RedisStore.from_url(redis_url, prefix=redis_prefix + "store")
+    yield opened
+    opened.close()
+
+
+def humans(saver, session: str) -> list[str]:
+    """The session's questions, in order, as its latest checkpoint holds them."""
+    saved = saver.get_tuple({"configurable": {"thread_id": session}})
+    return [m.content for m in (saved.checkpoint["channel_values"]["messages"] if saved else []) if m.type == "human"]
+
+
+def turn(graph, session: str, question: str, **options) -> dict:
+    return run(graph, plan_run(graph, question, session), RULES, **options)
+
+
+# --- any printable session id ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("session", PRINTABLE_IDS, ids=lambda s: s[:24])
+def test_any_printable_session_id_keeps_its_conversation_log_and_history(saver, store, session):
+    graph = build_react_graph(checkpointer=saver, store=store)
+    for question in ("计算 2 + 3 等于多少", "计算 10 * 7 等于多少"):
+        assert turn(graph, session, question)["status"] == "answered"
+    assert humans(saver, session) == ["计算 2 + 3 等于多少", "计算 10 * 7 等于多少"]
+    log = sorted(item.value["question"] for item in store.search(qa_namespace(session), limit=10))
+    assert log == ["计算 10 * 7 等于多少", "计算 2 + 3 等于多少"]
+    assert next(history(graph, session, limit=1))["node"] == "save_memory"  # the turn ran to its end
+    listed = {saved.config["configurable"]["thread_id"] for saved in saver.list(None)}
+    assert listed == {session}  # the checkpoint keys give the id back whole
+
+
+def test_ids_that_differ_only_in_encoding_stay_apart_and_plain_ids_keep_their_namespaces(saver, store):
+    graph = build_react_graph(checkpointer=saver, store=store)
+    turn(graph, "a.b", "计算 1 + 1 等于多少")
+    turn(graph, "a%2Eb", "计算 2 + 2 等于多少")
+    assert [i.value["question"] for i in store.search(qa_namespace("a.b"))] == ["计算 1 + 1 等于多少"]
+    assert [i.value["question"] for i in store.search(qa_namespace("a%2Eb"))] == ["计算 2 + 2 等于多少"]
+    # Sessions created before the encoding (no "." or "%") are where they always were.
+    assert qa_namespace("alice") == ("sessions", "alice", "qa") and lessons_namespace("bob-1") == ("lessons", "bob-1")
+    for session in PRINTABLE_IDS:
+        assert session_of_label(store_label(session)) == session and "." not in store_label(session)
+
+
+def test_reflexion_lessons_of_an_email_session_are_written_and_read_back(store):
+    session = "carol.smith@example.com"
+    graph = build_reflexion_graph(store=store, checkpointer=InMemorySaver(), max_trials=2)
+    result = graph.invoke({"messages": [("human", "计算 (15 + 27) * 3 等于多少")], "expected": "999"},
+                          config={"configurable": {"thread_id": session}}, context=Context())
+    assert result["trial"] == 2 and len(store.search(lessons_namespace(session))) == 2
+    assert len(result["lessons"]) == 1  # trial 2 read trial 1's lesson back from the store
+
+
+@pytest.mark.parametrize("session", list(REFUSED_IDS.values()), ids=list(REFUSED_IDS))
+def test_a_refused_session_id_is_one_line_and_exit_2_before_anything_is_written(session, tmp_path, capsys):
+    database = tmp_path / "never" / "sessions.db"
+    code = main(["ask", "计算 2 + 3", "--session", session, "--store", f"sqlite:///{database}", "--json"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("error: invalid session id") and "1-256 printable characters" in line
+    assert not database.parent.exists()  # the store was never opened
+    # The Python entry points refuse it with the same words, as a ValueError.
+    graph = build_react_graph(checkpointer=InMemorySaver())
+    with pytest.raises(InvalidSessionId) as refused:
+        plan_run(graph, "计算 2 + 3", session)
+    assert isinstance(refused.value, ValueError) and line == f"error: {refused.value}"
+    with pytest.raises(InvalidSessionId), session_lease(graph, session):
+        pass
+    assert graph.get_state({"configurable": {"thread_id": session}}).values == {}
+
+
+# --- the session lease, from Python ------------------------------------------------------------------------
+
+def other_thread(function, *args, **kwargs):
+    """Run `function` on another thread (a lease held here is shared by nested calls on this one)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(function, *args, **kwargs).result(timeout=60)
+
+
+def try_lease(target, session: str, **options) -> str:
+    try:
+        with session_lease(target, session, **options):
+            return "acquired"
+    except SessionBusy as busy:
+        return str(busy)
+
+
+def test_a_busy_session_refuses_or_waits_and_a_nested_lease_shares_the_outer_one(saver):
+    with session_lease(saver, "dana.b@example.com") as lease:
+        with session_lease(saver, "dana.b@example.com") as nested:
+            assert nested is lease and lease.scope == "redis"
+        refused = other_thread(try_lease, saver, "dana.b@example.com", wait_s=0)
+        assert refused.startswith("session 'dana.b@example.com' is busy with another turn (since ")
+        assert f"pid {os.getpid()} on " in refused and refused.endswith("not waiting: try again when it has finished")
+        assert other_thread(try_lease, saver, "another session", wait_s=0) == "acquired"
+    assert other_thread(try_lease, saver, "dana.b@example.com", wait_s=0) == "acquired"  # released on exit
+
+
+def test_renewal_keeps_a_long_turns_lease_and_only_the_owner_releases_it(saver, client):
+    with session_lease(saver, "long.turn", ttl_s=0.3) as lease:
+        key = f"{saver.prefix}{{long.turn}}:lease"
+        time.sleep(1.2)  # four expiries: only the heartbeat's renewals keep it
+        assert "busy with another turn" in other_thread(try_lease, saver, "long.turn", wait_s=0)
+        assert 0 < client.pttl(key) <= 300 and not lease.lost
+        client.set(key, b"somebody else's token")  # as if it had expired and another turn had taken it
+        wait_for(lambda: lease.lost, timeout=10)
+        with pytest.raises(SessionLeaseLost, match="another turn may have started"):
+            lease.check()
+    assert client.get(key) == b"somebody else's token"  # leaving did not delete another owner's lease
+
+
+def test_a_lease_read_from_redis_is_bounded_and_shown_on_one_line(saver, client):
+    client.set(f"{saver.prefix}{{garbage}}:lease", b"t\x00oops\x00" + b"\x1b[2J\n" * 5000, px=60_000)
+    message = try_lease(saver, "garbage", wait_s=0)
+    assert "\n" not in message and "\x1b" not in message and len(message) < 300
+    assert "busy with another turn (since an unknown time)" in message
+
+
+def second_turn_waits_for_the_holder(graph, session: str) -> tuple[list, list[str]]:
+    """Hold the session while `run` starts a turn on another thread: it must wait (and say so) until we leave."""
+    told: list = []
+    with ThreadPoolExecutor(1) as pool:
+        with session_lease(graph, session):
+            plan = plan_run(graph, "计算 3 + 4 等于多少", session)
+            waiting = pool.submit(run, graph, plan, RULES, wait_s=60, on_wait=lambda *notice: told.append(notice))
+            wait_for(lambda: told, timeout=30)
+            before = humans(graph.checkpointer, session)  # still waiting: it has not started its turn
+        assert waiting.result(timeout=60)["status"] == "answered"
+    return told, before
+
+
+def test_run_takes_the_lease_and_waits_for_the_turn_before_it(saver, store):
+    graph = build_react_graph(checkpointer=saver, store=store)
+    with session_lease(graph, "eve.w"), pytest.raises(SessionBusy):
+        other_thread(run, graph, plan_run(graph, "计算 3 + 4 等于多少", "eve.w"), RULES, wait_s=0)
+    told, before = second_turn_waits_for_the_holder(graph, "eve.w")
+    assert before == [] and humans(saver, "eve.w") == ["计算 3 + 4 等于多少"]
+    (session, holder, wait_s), = told
+    assert session == "eve.w" and wait_s == 60 and holder.owner.startswith(f"pid {os.getpid()} on ")
+
+
+def test_without_redis_one_turn_at_a_time_holds_within_the_process():
+    graph = build_react_graph(checkpointer=InMemorySaver())
+    with session_lease(graph, "frank") as lease:
+        assert lease.scope == "process"
+    told, before = second_turn_waits_for_the_holder(graph, "frank")
+    assert before == [] and humans(graph.checkpointer, "frank") == ["计算 3 + 4 等于多少"]
+    assert "of this process" in told[0][1].owner
+
+
+# --- the session lease, through the CLI --------------------------------------------------------------------
+
+@pytest.fixture
+def cli_session(redis_url: str):
+    """A session of the CLI's (default prefix, the shared database): its checkpoints, lease and log go after."""
+    session = f"lease.{uuid.uuid4().hex[:8]}@example.com"
+    yield session
+    with RedisSaver.from_url(redis_url) as saver:
+        saver.delete_thread(session)
+        saver.client.delete(f"reactgraph:{{{session}}}:lease")
+    log = RedisStore.from_url(redis_url)
+    for item in log.search(qa_namespace(session), limit=100):
+        log.delete(item.namespace, item.key)
+    log.close()
+
+
+def test_two_concurrent_asks_on_one_session_both_keep_their_turn_in_order(redis_url, cli_session, tmp_path):
+    gate, log = tmp_path / "gate", tmp_path / "calls.log"
+    env = cli_env(redis_url, log, LEASE_GATE=str(gate))
+    first = start(ask(Q1, cli_session), env, tmp_path / "first.err")
+    wait_for(lambda: log.exists() and "start 北京" in log.read_text())  # mid-turn, holding the session
+    second = start(ask(Q2, cli_session), env, tmp_path / "second.err")
+    wait_for(lambda: "busy" in (tmp_path / "second.err").read_text())
+    notice = (tmp_path / "second.err").read_text().strip()
+    assert notice.startswith(f"session {cli_session!r} is busy with another turn (since ")
+    assert f"pid {first.pid} on " in notice and notice.endswith("waiting up to 300 s…")
+    assert "上海" not in log.read_text()  # the second turn has not begun
+    gate.touch()
+    assert [finished(first)["status"], finished(second)["status"]] == ["answered", "answered"]
+    with RedisSaver.from_url(redis_url) as saver:
+        assert humans(saver, cli_session) == [Q1, Q2]  # both turns, in order: no fork
+    logged = RedisStore.from_url(redis_url)
+    assert sorted(i.value["question"] for i in logged.search(qa_namespace(cli_session))) == sorted([Q1, Q2])
+    logged.close()
+
+
+def test_no_wait_refuses_a_busy_session_with_one_line_while_renewals_keep_the_first_turn(redis_url, cli_session,
+                                                                                        tmp_path):
+    gate, log = tmp_path / "gate", tmp_path / "calls.log"
+    first = start(ask(Q1, cli_session), cli_env(redis_url, log, LEASE_GATE=str(gate),
+                                                REACTGRAPH_SESSION_LEASE_TTL="1"), tmp_path / "first.err")
+    wait_for(lambda: log.exists() and "start 北京" in log.read_text())
+    time.sleep(2.5)  # past two expiries of the first turn's lease: it is held by renewals alone
+    env = cli_env(redis_url, log)
+    for options, reason in ((("--no-wait",), "not waiting"), (("--wait", "0.5"), "still busy after waiting 0.5 s")):
+        refused = subprocess.run(ask(Q2, cli_session, *options), env=env, capture_output=True, text=True,
+                                 timeout=120)
+        assert refused.returncode == 75 and refused.stdout == ""
+        line = refused.stderr.strip().splitlines()[-1]
+        assert line.startswith(f"error: session {cli_session!r} is busy with another turn (since ")
+        assert f"; {reason}: try again when it has finished" in line
+    gate.touch()
+    assert finished(first)["status"] == "answered"
+    with RedisSaver.from_url(redis_url) as saver:
+        assert humans(saver, cli_session) == [Q1]  # the refused asks left no trace
+
+
+def test_a_killed_holders_lease_expires_and_the_next_ask_proceeds(redis_url, client, cli_session, tmp_path):
+    log = tmp_path / "calls.log"
+    holder = start(ask(Q1, cli_session), cli_env(redis_url, log, LEASE_GATE=str(tmp_path / "never"),
+                                                 REACTGRAPH_SESSION_LEASE_TTL="2"), tmp_path / "holder.err")
+    wait_for(lambda: log.exists() and "start 北京" in log.read_text())
+    holder.send_signal(signal.SIGKILL)
+    holder.communicate(timeout=30)
+    assert client.pttl(f"reactgraph:{{{cli_session}}}:lease") > 0  # the dead process still holds it...
+    after = subprocess.run(ask(Q1, cli_session), env=cli_env(redis_url, log), capture_output=True, text=True,
+                           timeout=120)
+    assert after.returncode == 0, after.stderr  # ...until it expires; then the same ask resumes the turn
+    payload = json.loads(after.stdout)
+    assert payload["status"] == "answered" and payload["resumed"] is True
