@@ -68,3 +68,9 @@ def notes_gateway(*, found: Callable[[str], bool] = lambda topic: True, broken: 
             raise ToolError("backend exploded")
 
     return gateway
+
+
+def prompt_notes(messages: list[BaseMessage]) -> str:
+    """The notes message of a request (summary, reflection note, lessons: data framed by the nodes), or ""."""
+    from reactgraph.tools.untrusted import is_notes
+    return next((m.text for m in messages if m.type == "human" and is_notes(m.text)), "")
