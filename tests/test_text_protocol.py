@@ -214,7 +214,8 @@ def test_the_session_summary_reaches_the_notes_message_in_both_protocols():
     for protocol in ("tools", "text"):
         system, notes, question = prompt_messages(state, Context(protocol=protocol), {"note": "check the name"},
                                                   SCHEMAS)
-        assert "Conversation summary: The user is Alice." in notes.content and "Reflection: check the name" in notes.content
+        assert "Conversation summary: The user is Alice." in notes.content
+        assert "Reflection: check the name" in notes.content
         assert notes.content.startswith("<notes>") and "Alice" not in system.content
         assert question.content == "what is my name?"
     assert len(prompt_messages({**state, "summary": ""}, TEXT, None, SCHEMAS)) == 2  # no notes, no notes message

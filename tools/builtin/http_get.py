@@ -243,7 +243,8 @@ def http_get_tool(allow_hosts: Iterable[str] | None = None, *, allow_private: bo
     value (or "off" in the environment) lifts the limit.
     """
     hosts = allow_list_from_env() if allow_hosts is None else tuple(allow_hosts)
-    limits = (_limit(max_query_chars, MAX_QUERY_ENV, MAX_QUERY_CHARS), _limit(max_path_chars, MAX_PATH_ENV, MAX_PATH_CHARS))
+    limits = (_limit(max_query_chars, MAX_QUERY_ENV, MAX_QUERY_CHARS),
+              _limit(max_path_chars, MAX_PATH_ENV, MAX_PATH_CHARS))
     fetcher = _Fetcher(tuple(_normalise_host(h) for h in hosts if h.strip()), allow_private,
                        max_bytes, timeout_s, transport, limits)
 
