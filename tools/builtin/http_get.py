@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from reactgraph.tools.errors import ToolError, ToolInputError, TransientToolError
+from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
 
 ALLOW_ENV = "REACTGRAPH_HTTP_ALLOW"
@@ -47,8 +47,8 @@ def _limit(value: int | None, env: str, default: int) -> int | None:
             return None
         try:
             value = int(raw) if raw else default
-        except ValueError:
-            raise ValueError(f"{env} must be a whole number of characters or 'off', not {raw!r}") from None
+        except ValueError:  # a registration error: the CLI reports it in one line
+            raise ToolRegistrationError(f"{env} must be a whole number of characters or 'off', not {raw!r}") from None
     return None if value < 0 else value
 
 
