@@ -106,14 +106,14 @@ def test_tool_results_go_back_to_the_model_under_the_right_call_ids(provider):
         result = ask("(15+27)*3?")
     assert result["final_answer"] == "126" and result["iteration"] == 2
     follow_up = server.requests[2]["messages"]
-    # The verdict's note reaches think as data: the notes message before the question, not the system prompt.
-    assert [m["role"] for m in follow_up] == ["system", "user", "user", "assistant", "tool"]
+    assert [m["role"] for m in follow_up] == ["system", "user", "assistant", "tool"]
+    # The verdict's note reaches think as data: a notes block opening the question, not the system prompt.
     assert follow_up[1]["content"].startswith("<notes>") and "Reflection: Check the result." in follow_up[1]["content"]
-    assert "Check the result" not in follow_up[0]["content"]
-    assert follow_up[3]["tool_calls"][0]["id"] == "call_1_0" == follow_up[4]["tool_call_id"]
-    assert json.loads(follow_up[3]["tool_calls"][0]["function"]["arguments"]) == {"expression": "(15+27)*3"}
-    assert follow_up[4]["content"].startswith('<tool_output tool="calculator">\n')
-    assert json.loads(follow_up[4]["content"].split("\n")[1])["result"] == 126
+    assert follow_up[1]["content"].endswith("</notes>\n\n(15+27)*3?") and "Check the" not in follow_up[0]["content"]
+    assert follow_up[2]["tool_calls"][0]["id"] == "call_1_0" == follow_up[3]["tool_call_id"]
+    assert json.loads(follow_up[2]["tool_calls"][0]["function"]["arguments"]) == {"expression": "(15+27)*3"}
+    assert follow_up[3]["content"].startswith('<tool_output tool="calculator">\n')
+    assert json.loads(follow_up[3]["content"].split("\n")[1])["result"] == 126
     assert server.tool_names(2) == BUILTIN_TOOLS
 
 

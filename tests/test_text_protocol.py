@@ -209,16 +209,14 @@ def test_llm_reflection_in_the_text_protocol_uses_the_rules():
     assert result["final_answer"] == "5"
 
 
-def test_the_session_summary_reaches_the_notes_message_in_both_protocols():
+def test_the_session_summary_reaches_the_notes_block_in_both_protocols():
     state = {"messages": [HumanMessage("what is my name?")], "summary": "The user is Alice."}
     for protocol in ("tools", "text"):
-        system, notes, question = prompt_messages(state, Context(protocol=protocol), {"note": "check the name"},
-                                                  SCHEMAS)
-        assert "Conversation summary: The user is Alice." in notes.content
-        assert "Reflection: check the name" in notes.content
-        assert notes.content.startswith("<notes>") and "Alice" not in system.content
-        assert question.content == "what is my name?"
-    assert len(prompt_messages({**state, "summary": ""}, TEXT, None, SCHEMAS)) == 2  # no notes, no notes message
+        system, question = prompt_messages(state, Context(protocol=protocol), {"note": "check the name"}, SCHEMAS)
+        notes, _, asked = question.content.partition("</notes>\n\n")
+        assert "Conversation summary: The user is Alice." in notes and "Reflection: check the name" in notes
+        assert notes.startswith("<notes>") and asked == "what is my name?" and "Alice" not in system.content
+    assert prompt_messages({**state, "summary": ""}, TEXT, None, SCHEMAS)[1].content == "what is my name?"
 
 
 def test_stop_word_matches_what_the_offline_model_listens_for():

@@ -60,15 +60,20 @@ def notes(sections: list[str]) -> str | None:
 
 
 def is_notes(text: str) -> bool:
+    """Whether a text opens with a notes block (the block may be followed by the message it was put before)."""
     return text.lstrip().startswith(f"<{NOTES_TAG}>\n{NOTES_LABEL}")
 
 
-def notes_body(text: str) -> str:
-    """The sections of a notes block (without its delimiters and label); "" when the text is not one."""
+def split_notes(text: str) -> tuple[str, str]:
+    """(the notes block's sections, the text after the block); ("", text) when the text opens with none.
+
+    The first closing delimiter is the block's own: every one inside was neutralised.
+    """
     if not is_notes(text):
-        return ""
-    body = text.strip()[len(f"<{NOTES_TAG}>\n{NOTES_LABEL}"):]
-    return body.removesuffix(f"</{NOTES_TAG}>").strip("\n")
+        return "", text
+    text = text.lstrip()
+    body, _, rest = text[len(f"<{NOTES_TAG}>\n{NOTES_LABEL}"):].partition(f"</{NOTES_TAG}>")
+    return body.strip("\n"), rest.lstrip("\n")
 
 
 def without_data_blocks(text: str) -> str:

@@ -14,16 +14,16 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, To
 from reactgraph.tools import untrusted
 
 
-def is_notes(message: BaseMessage) -> bool:
-    return isinstance(message, HumanMessage) and untrusted.is_notes(message.text)
-
-
 def unframed(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """The messages with tool results unframed and the notes message read as the model's own working notes."""
+    """The messages with tool results unframed, and a notes block (which opens the question's message) read
+    as the model's own working notes, apart from the question."""
     out: list[BaseMessage] = []
     for message in messages:
-        if is_notes(message):
-            out.append(SystemMessage(untrusted.notes_body(message.text)))
+        if isinstance(message, HumanMessage) and untrusted.is_notes(message.text):
+            body, rest = untrusted.split_notes(message.text)
+            out.append(SystemMessage(body))
+            if rest.strip():
+                out.append(HumanMessage(rest, id=message.id))
         elif isinstance(message, ToolMessage) and isinstance(message.content, str):
             out.append(message.model_copy(update={"content": untrusted.tool_output_body(message.content)}))
         else:

@@ -34,20 +34,22 @@ def for_model(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
     return [framed(m) if isinstance(m, ToolMessage) else m for m in messages]
 
 
-def notes_message(sections: Sequence[str]) -> HumanMessage | None:
-    """The data message carrying notes from earlier steps (summary, reflection, lessons...), if there are any."""
-    text = untrusted.notes(list(sections))
-    return HumanMessage(text) if text is not None else None
-
-
 def with_notes(messages: Sequence[AnyMessage], sections: Sequence[str]) -> list[AnyMessage]:
-    """The conversation with the notes message just before the current question.
+    """The conversation with the notes block opening the current question's message (a copy, for the request).
 
     There, not in the system prompt: the notes were written after reading tool output, so they are data.
-    Before the question rather than first, so the earlier turns stay a stable prefix for prompt caching.
+    In the question's message rather than a message of their own, because some chat templates refuse two
+    user messages in a row; at the current question rather than first, so the earlier turns stay a stable
+    prefix for prompt caching.
     """
-    note = notes_message(sections)
+    block = untrusted.notes(list(sections))
     out = list(messages)
-    if note is not None:
-        out.insert(max(last_human_index(out), 0), note)
+    if block is None:
+        return out
+    at = last_human_index(out)
+    if at < 0:
+        return [HumanMessage(block), *out]
+    content = out[at].content
+    joined = f"{block}\n\n{content}" if isinstance(content, str) else [{"type": "text", "text": block}, *content]
+    out[at] = out[at].model_copy(update={"content": joined})
     return out
