@@ -68,3 +68,11 @@ def notes_gateway(*, found: Callable[[str], bool] = lambda topic: True, broken: 
             raise ToolError("backend exploded")
 
     return gateway
+
+
+def prompt_notes(messages: list[BaseMessage]) -> str:
+    """The notes block of a request (summary, reflection note, lessons: data the nodes put at the start of the
+    question's message), or ""."""
+    from reactgraph.tools.untrusted import is_notes
+    text = next((m.text for m in messages if m.type == "human" and is_notes(m.text)), "")
+    return text[:text.find("</notes>") + len("</notes>")] if text else ""

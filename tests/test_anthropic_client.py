@@ -143,8 +143,12 @@ def test_tool_results_go_back_to_the_model_under_the_right_tool_use_ids(provider
     assert server.roles(2) == ["user", "assistant", "user"] and server.tool_names(2) == offered()
     (use,), (told,) = server.blocks(2, "tool_use"), server.blocks(2, "tool_result")
     assert use["id"] == "toolu_1_0" == told["tool_use_id"] and use["input"] == {"expression": "(15+27)*3"}
-    assert json.loads(told["content"])["result"] == 126
-    assert "Reflection: Check the result." in follow_up["system"]  # the verdict's note reaches think
+    assert told["content"].startswith('<tool_output tool="calculator">\n')
+    assert json.loads(told["content"].split("\n")[1])["result"] == 126
+    # The verdict's note reaches think as data: in the first user turn (notes, then the question), not the system.
+    opening = json.dumps(follow_up["messages"][0]["content"], ensure_ascii=False)
+    assert "<notes>" in opening and "Reflection: Check the result." in opening
+    assert "Check the result" not in follow_up["system"]
 
 
 def test_invalid_tool_input_is_returned_as_an_error_tool_result(provider):
@@ -248,7 +252,8 @@ def test_text_protocol_sends_stop_sequences_no_tools_and_observations_as_text(pr
     assert server.roles(1) == ["user", "assistant", "user"]
     assert second["messages"][1]["content"] == ('Thought: Add them.\nAction: calculator\n'
                                                 'Action Input: {"expression": "2+3"}')
-    assert second["messages"][2]["content"] == 'Observation: {"expression":"2+3","result":5}'
+    assert second["messages"][2]["content"] == ('Observation: <tool_output tool="calculator">\n'
+                                                '{"expression":"2+3","result":5}\n</tool_output>')
 
 
 # --- streaming ---------------------------------------------------------------------------------------------

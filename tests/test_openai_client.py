@@ -107,10 +107,13 @@ def test_tool_results_go_back_to_the_model_under_the_right_call_ids(provider):
     assert result["final_answer"] == "126" and result["iteration"] == 2
     follow_up = server.requests[2]["messages"]
     assert [m["role"] for m in follow_up] == ["system", "user", "assistant", "tool"]
+    # The verdict's note reaches think as data: a notes block opening the question, not the system prompt.
+    assert follow_up[1]["content"].startswith("<notes>") and "Reflection: Check the result." in follow_up[1]["content"]
+    assert follow_up[1]["content"].endswith("</notes>\n\n(15+27)*3?") and "Check the" not in follow_up[0]["content"]
     assert follow_up[2]["tool_calls"][0]["id"] == "call_1_0" == follow_up[3]["tool_call_id"]
     assert json.loads(follow_up[2]["tool_calls"][0]["function"]["arguments"]) == {"expression": "(15+27)*3"}
-    assert json.loads(follow_up[3]["content"])["result"] == 126
-    assert "Reflection: Check the result." in follow_up[0]["content"]  # the verdict's note reaches think
+    assert follow_up[3]["content"].startswith('<tool_output tool="calculator">\n')
+    assert json.loads(follow_up[3]["content"].split("\n")[1])["result"] == 126
     assert server.tool_names(2) == BUILTIN_TOOLS
 
 
@@ -150,7 +153,7 @@ def test_text_protocol_sends_stop_words_no_tools_and_observations_as_text(provid
     assert server.roles(1) == ["system", "user", "assistant", "user"]
     replayed, observed = second["messages"][2]["content"], second["messages"][3]["content"]
     assert replayed == 'Thought: Add them.\nAction: calculator\nAction Input: {"expression": "2+3"}'
-    assert observed.startswith("Observation: {") and '"result":5' in observed
+    assert observed.startswith('Observation: <tool_output tool="calculator">\n{') and '"result":5' in observed
 
 
 def test_text_protocol_copes_with_a_server_that_ignores_stop_and_with_chatter(provider):

@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.graph import Context, build_react_graph, model_retry_policy
 from reactgraph.tools import ToolGateway
-from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from scripted import ScriptedChatModel, call, notes_gateway, prompt_notes, tool_reply
 
 RULES = Context(reflection="rules")
 
@@ -90,8 +90,9 @@ def test_a_failing_tool_becomes_an_observation_and_the_model_falls_back(gateway)
     statuses = [s["status"] for s in result["steps"] if s["node"] == "act"]
     assert statuses == ["error", "ok"] and result["status"] == "answered"
     assert "broken failed" in result["steps"][1]["thought"]  # the reflection note names the failure
-    second_prompt = model.requests[1]["messages"][0].content
-    assert "Reflection:" in second_prompt and "broken failed" in second_prompt
+    notes = prompt_notes(model.requests[1]["messages"])  # the note is data: in the notes, not the system prompt
+    assert "Reflection:" in notes and "broken failed" in notes
+    assert "broken failed" not in model.requests[1]["messages"][0].content
 
 
 def test_a_tool_that_times_out_never_crashes_the_run(gateway):

@@ -13,7 +13,7 @@ from reactgraph.models.offline import OfflineChatModel
 from reactgraph.nodes.reflexion.state import lessons_namespace
 from reactgraph.tools import ToolError, ToolGateway
 from reactgraph.tools.builtin import builtin_tools
-from scripted import ScriptedChatModel, call
+from scripted import ScriptedChatModel, call, prompt_notes
 
 QUIET = Context(reflection="off")
 
@@ -37,10 +37,12 @@ def nodes_of(result) -> list[str]:
     return [s["node"] for s in result["steps"]]
 
 
-def system_prompts(model) -> list[str]:
-    """The system prompts of the think requests (the ReAct actor's), in order."""
-    return [r[0].content for r in model.requests
-            if isinstance(r[0], SystemMessage) and "careful assistant" in r[0].content]
+def think_notes(model) -> list[str]:
+    """The notes messages of the think requests (the ReAct actor's), in order ("" for a request without one);
+    lessons are data, so they never reach the system prompt."""
+    think = [r for r in model.requests if isinstance(r[0], SystemMessage) and "careful assistant" in r[0].content]
+    assert not any("Lessons from earlier attempts" in r[0].content for r in think)
+    return [prompt_notes(r) for r in think]
 
 
 def test_the_compiled_graph_has_the_reflexion_nodes_and_edges():
@@ -62,7 +64,8 @@ def test_a_first_trial_that_passes_the_models_judgement_ends_the_run():
 
 def test_a_failed_trial_writes_a_lesson_that_the_next_trial_sees_and_passes_with():
     def second_attempt(messages):
-        wise = "Lessons from earlier attempts" in messages[0].content and "multiply" in messages[0].content
+        notes = prompt_notes(messages)
+        wise = "Lessons from earlier attempts" in notes and "multiply" in notes
         return AIMessage("The answer is 126." if wise else "The answer is 42.")
 
     model = ScriptedChatModel.of(
@@ -77,8 +80,9 @@ def test_a_failed_trial_writes_a_lesson_that_the_next_trial_sees_and_passes_with
         "passed": True, "reason": "the answer contains the expected text", "by": "expected"}
     assert result["final_answer"] == "The answer is 126." and result["status"] == "answered"
     assert nodes_of(result) == ["finalize", "evaluate", "self_reflect", "finalize", "evaluate"]
-    assert "Lessons from earlier attempts" not in model.requests[0]["messages"][0].content
-    assert "Remember to multiply the sum by 3." in model.requests[2]["messages"][0].content
+    assert "Lessons from earlier attempts" not in prompt_notes(model.requests[0]["messages"])
+    assert "Remember to multiply the sum by 3." in prompt_notes(model.requests[2]["messages"])
+    assert "Remember to multiply" not in model.requests[2]["messages"][0].content
     (item,) = store.search(lessons_namespace("alice"))
     assert item.value["lesson"] == "Remember to multiply the sum by 3." and item.value["trial"] == 1
     assert item.value["answer"] == "The answer is 42." and "'126'" in item.value["reason"]
@@ -116,9 +120,9 @@ def test_offline_a_trial_spoiled_by_a_failing_tool_is_retried_with_the_lesson_in
     assert result["iteration"] == 3  # 2 + trial 2's one round (its reflection found enough to answer)
     (lesson,) = [i.value["lesson"] for i in store.search(lessons_namespace("bob"))]
     assert "get_weather" in lesson
-    prompts = system_prompts(model)
-    assert not any("Lessons from earlier attempts" in p for p in prompts[:2])
-    assert lesson in prompts[-1]
+    notes = think_notes(model)
+    assert not any("Lessons from earlier attempts" in p for p in notes[:2])
+    assert lesson in notes[-1]
 
 
 def test_at_most_max_trials_are_run_and_the_status_is_the_last_trials():
@@ -138,7 +142,7 @@ def test_lessons_from_an_earlier_run_of_the_same_question_are_recalled_from_the_
     model.requests.clear()
     again = ask(graph, "计算 (15 + 27) * 3 等于多少", thread="carol")
     assert again["evaluation"]["by"] == "model"  # the first question's `expected` does not carry over
-    assert again["lessons"] and again["lessons"][0] in system_prompts(model)[0]
+    assert again["lessons"] and again["lessons"][0] in think_notes(model)[0]
     other = ask(graph, "what is 12 times 7?", thread="carol")
     assert other["lessons"] == []
 

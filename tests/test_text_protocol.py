@@ -148,9 +148,10 @@ def test_tool_rounds_are_rendered_as_text_that_the_offline_model_reads_back_as_t
     assert [m.type for m in rendered] == ["human", "ai", "human", "ai", "human", "ai"]
     assert not any(getattr(m, "tool_calls", None) for m in rendered)  # a plain chat model can read it
     assert rendered[1].content == 'Thought: need both\nAction: get_weather\nAction Input: {"city": "北京"}'
-    assert rendered[2].content == 'Observation: {"city":"北京"}'
+    assert rendered[2].content == 'Observation: <tool_output tool="get_weather">\n{"city":"北京"}\n</tool_output>'
     assert rendered[3].content == 'Action: get_weather\nAction Input: {"city": "上海"}'
-    assert rendered[4].content == "Observation: Error: Tool get_weather timed out after 2s"
+    assert rendered[4].content == ('Observation: <tool_output tool="get_weather" status="error">\n'
+                                   "Tool get_weather timed out after 2s\n</tool_output>")
     assert rendered[5].content == "Final Answer: Beijing is sunny."
     back = as_tool_messages([SystemMessage("s"), *rendered])
     assert [(c["name"], c["args"]) for m in back if isinstance(m, AIMessage) for c in m.tool_calls] == [
@@ -208,12 +209,14 @@ def test_llm_reflection_in_the_text_protocol_uses_the_rules():
     assert result["final_answer"] == "5"
 
 
-def test_the_session_summary_reaches_the_system_prompt_in_both_protocols():
+def test_the_session_summary_reaches_the_notes_block_in_both_protocols():
     state = {"messages": [HumanMessage("what is my name?")], "summary": "The user is Alice."}
     for protocol in ("tools", "text"):
-        system = prompt_messages(state, Context(protocol=protocol), {"note": "check the name"}, SCHEMAS)[0].content
-        assert "Conversation summary: The user is Alice." in system and "Reflection: check the name" in system
-    assert "Conversation summary" not in prompt_messages({**state, "summary": ""}, TEXT, None, SCHEMAS)[0].content
+        system, question = prompt_messages(state, Context(protocol=protocol), {"note": "check the name"}, SCHEMAS)
+        notes, _, asked = question.content.partition("</notes>\n\n")
+        assert "Conversation summary: The user is Alice." in notes and "Reflection: check the name" in notes
+        assert notes.startswith("<notes>") and asked == "what is my name?" and "Alice" not in system.content
+    assert prompt_messages({**state, "summary": ""}, TEXT, None, SCHEMAS)[1].content == "what is my name?"
 
 
 def test_stop_word_matches_what_the_offline_model_listens_for():

@@ -16,6 +16,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from .answer import final_answer
 from .conversation import Turn, read_turn
+from .data_blocks import unframed
 from .describe import thought
 from .planner import BUILTIN_TOOLS, make_plan
 from .recall import recall_reply
@@ -93,7 +94,7 @@ class OfflineChatModel(BaseChatModel):
                   tool_choice: Any = None, **kwargs: Any) -> ChatResult:
         tool_names = [_tool_name(t) for t in tools or []]
         forced = _forced_schema(tool_names, tool_choice)
-        normalized = as_tool_messages(messages)
+        normalized = as_tool_messages(unframed(messages))
         if forced is not None:
             reply = self._structured(normalized, forced)
         elif is_text_protocol(stop):

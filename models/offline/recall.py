@@ -1,7 +1,8 @@
 """Recall for the scripted model: answer "what is my name?" / "我最喜欢的城市是哪个？" from what the user said.
 
 Facts come from the user's earlier messages in the prompt, newest first, then from the conversation
-summary (the system message line "Conversation summary:", see memory.session_memory), so a fact folded
+summary (the "Conversation summary:" line of the prompt's notes block, which data_blocks.unframed reads as
+a system message, or of a system message; see memory.session_memory), so a fact folded
 out of the kept window is still found. A message that only states such facts gets an acknowledgement.
 Everything else is left to the planner (None).
 """

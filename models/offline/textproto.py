@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from reactgraph.tools import untrusted
+
 from .planner import BUILTIN_TOOLS
 
 _ACTION = re.compile(r"Action\s*[:：]\s*(?P<name>[\w.-]+)\s*\n\s*Action Input\s*[:：]\s*(?P<input>.*?)"
@@ -58,11 +60,13 @@ def to_tool_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
             return
         call_id = pending.pop(0)
         content = _OBSERVATION.sub("", text, count=1).strip()
+        framed_error = untrusted.is_error_block(content)
+        content = untrusted.tool_output_body(content)  # the frame off; what is inside is only ever data
         try:
             json.loads(content)
-            status = "success"
+            status = "error" if framed_error else "success"
         except ValueError:
-            status = "error" if _ERROR.search(content) else "success"
+            status = "error" if framed_error or _ERROR.search(content) else "success"
         out.append(ToolMessage(content, tool_call_id=call_id, status=status))
 
     for message in messages:

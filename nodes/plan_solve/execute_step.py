@@ -14,10 +14,11 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.plan_solve.plan import with_summary
+from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import PlanSolveState, StepOutcome, render_plan, settle, step_records
 from reactgraph.nodes.shared import prompts, text_protocol
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.model_retry import model_failure
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
@@ -42,11 +43,13 @@ def step_request(state: PlanSolveState, context: Context, schemas: list[dict[str
         now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
     rounds = [m for m in messages[i + 1:] if isinstance(m, ToolMessage) or (isinstance(m, AIMessage) and m.tool_calls)]
     goals = HumanMessage("\n".join(s["goal"] for s in plan[:cursor + 1]))
-    history: list[AnyMessage] = [*messages[:max(i, 0)], goals, *rounds]
+    history: list[AnyMessage] = with_notes([*messages[:max(i, 0)], goals, *rounds], summary_notes(state))
     if context.protocol == "text":
         system += "\n\n" + text_protocol.instructions(schemas)
         history = text_protocol.as_text_messages(history)
-    return [SystemMessage(with_summary(system, state)), *history]
+    else:
+        history = for_model(history)
+    return [SystemMessage(system), *history]
 
 
 def _text_reply(reply: AIMessage, schemas: list[dict[str, Any]]) -> tuple[AIMessage, bool]:

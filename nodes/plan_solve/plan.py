@@ -14,6 +14,7 @@ from langgraph.types import Overwrite
 from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import make_step
@@ -32,10 +33,10 @@ def tool_list(schemas: list[dict[str, Any]]) -> str:
     return ", ".join(s["function"]["name"] for s in schemas) or "(none)"
 
 
-def with_summary(system: str, state: PlanSolveState) -> str:
-    if summary := (state.get("summary") or "").strip():
-        system += "\n" + prompts.SUMMARY_LINE.format(summary=summary)
-    return system
+def summary_notes(state: PlanSolveState) -> list[str]:
+    """The session summary as a notes section (it goes into the data message, never the system prompt)."""
+    summary = (state.get("summary") or "").strip()
+    return [prompts.SUMMARY_LINE.format(summary=summary)] if summary else []
 
 
 def _settle(state: PlanSolveState, steps: list[dict[str, Any]], status: str, note: str, tokens: int,
@@ -74,7 +75,8 @@ def make_plan(services: AgentServices) -> Node:
                                                 max_steps=context.max_iterations,
                                                 now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
             planner = services.structured(context, Plan)
-            output = yield Call(planner, [SystemMessage(with_summary(system, state)), *state["messages"]])
+            history = for_model(with_notes(state["messages"], summary_notes(state)))
+            output = yield Call(planner, [SystemMessage(system), *history])
         except Exception as exc:  # noqa: BLE001 - a plan that cannot be made falls back to one whole-question step
             return _fallback(state, f"planning failed ({type(exc).__name__}: {exc})"[:300], 0, started)
         return _from_output(state, output, started)

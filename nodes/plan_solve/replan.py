@@ -9,10 +9,11 @@ from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.plan_solve.plan import tool_list, with_summary
+from reactgraph.nodes.plan_solve.plan import summary_notes, tool_list
 from reactgraph.nodes.plan_solve.state import PlanSolveState, Replan, remaining, render_plan, render_results
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import make_step
@@ -58,11 +59,12 @@ def make_replan(services: AgentServices) -> Node:
         try:
             system = prompts.REPLAN_PROMPT.format(
                 question=question_text(state["messages"]),
-                results=render_results(state.get("step_results", [])),
                 remaining=render_plan(state.get("plan") or [], start=state.get("cursor", 0)),
                 tools=tool_list(services.schemas(context, config)))
             reviser = services.structured(context, Replan)
-            output = yield Call(reviser, [SystemMessage(with_summary(system, state)), *state["messages"]])
+            notes = [*summary_notes(state), prompts.STEP_RESULTS_SECTION.format(
+                results=render_results(state.get("step_results", [])))]
+            output = yield Call(reviser, [SystemMessage(system), *for_model(with_notes(state["messages"], notes))])
         except Exception as exc:  # noqa: BLE001
             return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)
         return _from_output(state, output, started)

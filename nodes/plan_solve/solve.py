@@ -7,7 +7,7 @@ import time
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.plan_solve.plan import with_summary
+from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import PlanSolveState, remaining, render_results
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.closing import close_turn, settle
@@ -33,9 +33,10 @@ def make_solve(services: AgentServices) -> Node:
                           started)
         reason = solve_reason(state)
         system = prompts.SOLVE_PROMPT.format(
-            results=render_results(state.get("step_results", [])),
             reason=prompts.SOLVE_REASONS[reason].format(max_iterations=runtime.context.max_iterations))
-        return (yield from close_turn(services, state, runtime, config, node="solve",
-                                      system=with_summary(system, state), reason=reason, started=started))
+        notes = [*summary_notes(state),
+                 prompts.STEP_RESULTS_SECTION.format(results=render_results(state.get("step_results", [])))]
+        return (yield from close_turn(services, state, runtime, config, node="solve", system=system,
+                                      reason=reason, started=started, notes=notes))
 
     return dual_node(solve, name="solve", retry=services.retry)

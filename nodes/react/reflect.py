@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.framing import for_model
 from reactgraph.nodes.shared.loop_guard import repeated_calls, rules_verdict
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
@@ -58,7 +59,7 @@ def make_reflect(services: AgentServices) -> Node:
         if context.reflection != "llm" or context.protocol == "text":
             return _settle(state, rules_verdict(steps, iteration), 0, started, by_rules=True)
         judge = services.structured(context, ReflectionVerdict)
-        messages: list[AnyMessage] = [SystemMessage(prompts.REFLECT_PROMPT), *state["messages"]]
+        messages: list[AnyMessage] = [SystemMessage(prompts.REFLECT_PROMPT), *for_model(state["messages"])]
         try:
             output = yield Call(judge, messages)
         except Exception as exc:  # noqa: BLE001 - reflection is advisory; the loop goes on without it

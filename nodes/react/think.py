@@ -15,6 +15,7 @@ from langgraph.types import Overwrite
 
 from reactgraph.nodes.shared import prompts, text_protocol
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.model_retry import model_failure
 from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
 from reactgraph.nodes.shared.services import AgentServices
@@ -33,23 +34,34 @@ def start_of_turn(state: AgentState) -> dict[str, Any]:
             "final_answer": None, "status": None}
 
 
+def notes_sections(state: AgentState, reflection: dict | None) -> list[str]:
+    """What earlier steps wrote after reading tool output: the session summary, the last reflection note, lessons."""
+    sections = []
+    if summary := (state.get("summary") or "").strip():
+        sections.append(prompts.SUMMARY_LINE.format(summary=summary))
+    if note := (reflection or {}).get("note"):
+        sections.append(prompts.REFLECTION_NOTE.format(note=note))
+    if lessons := state.get("lessons"):
+        sections.append(prompts.LESSONS_SECTION.format(lessons="\n".join(f"- {lesson}" for lesson in lessons)))
+    return sections
+
+
 def prompt_messages(state: AgentState, context: Context, reflection: dict | None,
                     schemas: list[dict[str, Any]] | None = None) -> list[AnyMessage]:
-    """System prompt (protocol instructions, session summary, last reflection note, lessons) and the conversation.
+    """System prompt (instructions and protocol only), then the conversation with tool results framed as data
+    and the notes from earlier steps (summary, reflection note, lessons) as a data message before the question.
 
     In the text protocol the tool rounds are rendered as Thought/Action/Observation text for the request only.
     """
     system = context.system_prompt.format(now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
-    history: list[AnyMessage] = list(state["messages"])
+    if prompts.DATA_RULE not in system:  # a configured system prompt still says that tool output is data
+        system += "\n" + prompts.DATA_RULE
+    history = with_notes(state["messages"], notes_sections(state, reflection))
     if context.protocol == "text":
         system += "\n\n" + text_protocol.instructions(schemas or [])
         history = text_protocol.as_text_messages(history)
-    if summary := (state.get("summary") or "").strip():
-        system += "\n" + prompts.SUMMARY_LINE.format(summary=summary)
-    if note := (reflection or {}).get("note"):
-        system += "\n" + prompts.REFLECTION_NOTE.format(note=note)
-    if lessons := state.get("lessons"):
-        system += "\n" + prompts.LESSONS_SECTION.format(lessons="\n".join(f"- {lesson}" for lesson in lessons))
+    else:
+        history = for_model(history)
     return [SystemMessage(system), *history]
 
 

@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 from reactgraph.nodes.reflexion.state import Evaluation, ReflexionState
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.framing import for_model
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import ExecutionStep, make_step
@@ -111,7 +112,8 @@ def make_evaluate(services: AgentServices) -> Node:
         except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output
             return _settle(state, by_rules(state, f"no model judgement: {type(exc).__name__}"), 0, started)
         try:
-            output = yield Call(judge, [SystemMessage(prompts.EVALUATE_PROMPT), *state.get("trajectory", [])])
+            output = yield Call(judge, [SystemMessage(prompts.EVALUATE_PROMPT),
+                                        *for_model(state.get("trajectory", []))])
         except Exception as exc:  # noqa: BLE001 - judging is advisory; the rules decide without it
             return _settle(state, by_rules(state, f"model judgement failed: {type(exc).__name__}"), 0, started)
         return _from_output(state, output, started)

@@ -14,6 +14,7 @@ from reactgraph.nodes.reflexion.load_lessons import session_of
 from reactgraph.nodes.reflexion.state import MAX_LESSONS, Lesson, ReflexionState, lessons_namespace
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import make_step
@@ -51,7 +52,9 @@ def make_self_reflect(services: AgentServices) -> Node:
         output: Any = None
         if runtime.context.protocol != "text":  # a text-only model may offer no structured output
             reason = (state.get("evaluation") or {}).get("reason") or "no reason given"
-            request = [SystemMessage(prompts.SELF_REFLECT_PROMPT.format(reason=reason)), *state.get("trajectory", [])]
+            notes = [prompts.FAILED_CHECK_SECTION.format(reason=reason)]
+            request = [SystemMessage(prompts.SELF_REFLECT_PROMPT),
+                       *for_model(with_notes(state.get("trajectory", []), notes))]
             try:
                 output = yield Call(services.structured(runtime.context, Lesson), request)
             except Exception:  # noqa: BLE001 - a lesson from the rules still goes to the next trial

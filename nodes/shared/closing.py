@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 from reactgraph.models.loader import without_tool_use
 from reactgraph.nodes.shared import text_protocol
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.loop_guard import tool_steps
 from reactgraph.nodes.shared.model_retry import model_failure
 from reactgraph.nodes.shared.node_driver import Call
@@ -52,14 +53,17 @@ def _failed(state: Mapping[str, Any], node: str, why: str, reason: str, started:
 
 
 def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], config: RunnableConfig,
-               *, node: str, system: str, reason: str, started: float) -> Generator[Call, Any, dict[str, Any]]:
-    """A node body's closing call: the conversation under `system`, answered without calling tools."""
+               *, node: str, system: str, reason: str, started: float,
+               notes: Sequence[str] = ()) -> Generator[Call, Any, dict[str, Any]]:
+    """A node body's closing call: the conversation (with `notes` as its data message) under `system`,
+    answered without calling tools."""
     context = runtime.context
     model: Any = services.model(context)
-    history: list[AnyMessage] = state["messages"]
+    history: list[AnyMessage] = with_notes(state["messages"], notes)
     if context.protocol == "text":  # a text-only model reads tool rounds as Thought/Action/Observation
         history = text_protocol.as_text_messages(history)
     else:  # no tools to call; Anthropic still needs them defined when the history holds tool calls
+        history = for_model(history)
         model = without_tool_use(model, services.schemas(context, config))
     try:
         reply = yield Call(model, [SystemMessage(system), *history])

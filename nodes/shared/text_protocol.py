@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.transcript import pending_calls
+from reactgraph.tools import untrusted
 
 STOP = ["Observation:"]
 
@@ -66,8 +67,12 @@ def _sections(text: str) -> list[tuple[str, str]]:
 
 
 def parse_reply(text: str) -> ReactReply:
-    """Read a reply: labels in any case, "：" for ":", code fences, and a made-up Observation cut off."""
-    sections = _sections(_unwrap(text or ""))
+    """Read a reply: labels in any case, "：" for ":", code fences, and a made-up Observation cut off.
+
+    A tool-output or notes block the model echoed is dropped first: protocol lines inside it are data (a page
+    that says "Final Answer: …" must not end the run when the model repeats it).
+    """
+    sections = _sections(_unwrap(untrusted.without_data_blocks(text or "")))
     # Everything from the first Observation on was invented by the model (a server that ignored `stop`).
     cut = next((i for i, (label, _) in enumerate(sections) if label == "observation"), len(sections))
     sections = sections[:cut]
@@ -219,17 +224,17 @@ def _action_text(thought: str, call: dict[str, Any]) -> str:
                       f"Action Input: {shown}"])
 
 
-def _observation(message: ToolMessage) -> HumanMessage:
-    content = message.text.strip()
-    if message.status == "error" and not content.lower().startswith("error"):
-        content = f"Error: {content}"
-    return HumanMessage(f"Observation: {content}")
+def _observation(message: ToolMessage, tool: str | None = None) -> HumanMessage:
+    """A tool result as the user's "Observation:" message, its text framed as data (see tools/untrusted.py)."""
+    content = untrusted.tool_output_body(message.text.strip())
+    return HumanMessage("Observation: " + untrusted.tool_output(message.name or tool, content,
+                                                                error=message.status == "error"))
 
 
 def as_text_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
     """The conversation for a text-only model: each tool call as an assistant step, its result as a user
-    Observation (parallel calls one after another, matched by call id). Only the request is rendered this
-    way; the state keeps the ordinary messages."""
+    Observation framed as data (parallel calls one after another, matched by call id). Only the request is
+    rendered this way; the state keeps the ordinary messages."""
     out: list[AnyMessage] = []
     i = 0
     while i < len(messages):
@@ -245,7 +250,7 @@ def as_text_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
                 out.append(AIMessage(_action_text(thought, call)))
                 thought = ""
                 if (result := results.pop(call.get("id") or "", None)) is not None:
-                    out.append(_observation(result))
+                    out.append(_observation(result, call.get("name")))
             out += [_observation(orphan) for orphan in results.values()]
         elif isinstance(message, AIMessage):
             if answer := message.text.strip():

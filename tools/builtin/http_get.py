@@ -7,16 +7,22 @@ import dataclasses
 import ipaddress
 import os
 import socket
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable
 from typing import Any
 
 import httpx
 
-from reactgraph.tools.errors import ToolError, ToolInputError, TransientToolError
+from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
 
 ALLOW_ENV = "REACTGRAPH_HTTP_ALLOW"
+MAX_QUERY_ENV, MAX_PATH_ENV = "REACTGRAPH_HTTP_MAX_QUERY", "REACTGRAPH_HTTP_MAX_PATH"
+# Characters of data (decoded) a URL the model wrote may carry to a host: a search query or an API's few
+# parameters fit; a paragraph of the conversation does not (a page may ask the model to send one out).
+MAX_QUERY_CHARS = 200
+MAX_PATH_CHARS = 300
 # The body handed to the model: about 25k tokens of text; reading stops here, however big the page.
 MAX_BODY_BYTES = 100_000
 MAX_URL_CHARS = 2_000
@@ -31,6 +37,19 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 def allow_list_from_env() -> tuple[str, ...]:
     """Hosts named in REACTGRAPH_HTTP_ALLOW (comma-separated, e.g. "example.com,docs.python.org")."""
     return tuple(part for part in os.environ.get(ALLOW_ENV, "").split(",") if part.strip())
+
+
+def _limit(value: int | None, env: str, default: int) -> int | None:
+    """A data limit: the value given, else the environment's, else the default; negative or "off" means none."""
+    if value is None:
+        raw = os.environ.get(env, "").strip().lower()
+        if raw in ("off", "none", "unlimited"):
+            return None
+        try:
+            value = int(raw) if raw else default
+        except ValueError:  # a registration error: the CLI reports it in one line
+            raise ToolRegistrationError(f"{env} must be a whole number of characters or 'off', not {raw!r}") from None
+    return None if value < 0 else value
 
 
 def _normalise_host(entry: str) -> str:
@@ -113,9 +132,22 @@ class _Fetcher:
     """Checks each URL (including every redirect target) against the policy before connecting to it."""
 
     def __init__(self, allow_hosts: tuple[str, ...], allow_private: bool, max_bytes: int,
-                 timeout_s: float, transport: httpx.AsyncBaseTransport | None) -> None:
+                 timeout_s: float, transport: httpx.AsyncBaseTransport | None,
+                 data_limits: tuple[int | None, int | None] = (MAX_QUERY_CHARS, MAX_PATH_CHARS)) -> None:
         self.allow_hosts, self.allow_private = allow_hosts, allow_private
         self.max_bytes, self.timeout_s, self.transport = max_bytes, timeout_s, transport
+        self.max_query, self.max_path = data_limits
+
+    def check_data(self, url: httpx.URL) -> None:
+        """Refuse a URL whose query or path carries more data than allowed (the fragment is never sent)."""
+        query = urllib.parse.unquote(url.query.decode("ascii", errors="replace"))
+        for part, size, limit, env in (("query string", len(query), self.max_query, MAX_QUERY_ENV),
+                                       ("path", len(url.path), self.max_path, MAX_PATH_ENV)):
+            if limit is not None and size > limit:
+                raise ToolInputError(
+                    f"refused: the URL's {part} carries {size} characters (limit {limit}); http_get does not "
+                    f"send that much data to a host (a page may be asking for the conversation to be sent out). "
+                    f"Fetch the page without it; an operator can raise the limit with {env}")
 
     def parse(self, url: str) -> httpx.URL:
         url = url.strip()
@@ -153,6 +185,8 @@ class _Fetcher:
 
     async def fetch(self, url: str) -> dict[str, Any]:
         target = self.parse(url)
+        # Only the URL the model wrote is checked for data: a redirect's URL is the host's own.
+        self.check_data(target)
         # Admit the first hop before building a client: refusals are the common case and must be cheap.
         ip = await self.admit(target)
         async with httpx.AsyncClient(transport=self.transport, timeout=self.timeout_s,
@@ -199,14 +233,20 @@ class _Fetcher:
 
 def http_get_tool(allow_hosts: Iterable[str] | None = None, *, allow_private: bool = False,
                   max_bytes: int = MAX_BODY_BYTES, timeout_s: float = REQUEST_TIMEOUT_S,
-                  transport: httpx.AsyncBaseTransport | None = None) -> ToolMeta:
+                  transport: httpx.AsyncBaseTransport | None = None, max_query_chars: int | None = None,
+                  max_path_chars: int | None = None) -> ToolMeta:
     """The `http_get` tool. `allow_hosts=None` reads REACTGRAPH_HTTP_ALLOW; empty means nothing is fetched.
 
     `allow_private=True` permits loopback and private addresses (tests, intranet deployments).
+    `max_query_chars` / `max_path_chars`: the most (decoded) characters the URL's query string / path may
+    carry; None reads REACTGRAPH_HTTP_MAX_QUERY / REACTGRAPH_HTTP_MAX_PATH (default 200 / 300); a negative
+    value (or "off" in the environment) lifts the limit.
     """
     hosts = allow_list_from_env() if allow_hosts is None else tuple(allow_hosts)
+    limits = (_limit(max_query_chars, MAX_QUERY_ENV, MAX_QUERY_CHARS),
+              _limit(max_path_chars, MAX_PATH_ENV, MAX_PATH_CHARS))
     fetcher = _Fetcher(tuple(_normalise_host(h) for h in hosts if h.strip()), allow_private,
-                       max_bytes, timeout_s, transport)
+                       max_bytes, timeout_s, transport, limits)
 
     async def http_get(url: str) -> dict[str, Any]:
         """Fetch a web page or API response over HTTP(S) and return its status and text.
