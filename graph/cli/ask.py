@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from reactgraph.graph.cli.history import unreadable_as_user_error
 from reactgraph.graph.cli.shared import (
     PROTOCOL_HELP,
     REFLECTION_HELP,
@@ -85,11 +86,15 @@ def ask(
 
     graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term_store(opened),
                               model=chat_model)
-    try:
-        plan = plan_run(graph, question, session, from_checkpoint)
-    except LookupError as exc:
-        raise UserError(str(exc)) from exc
-    result, elapsed = _run(graph, plan, context, out, from_checkpoint)
+    with unreadable_as_user_error(session):
+        try:
+            plan = plan_run(graph, question, session, from_checkpoint)
+        except LookupError as exc:
+            raise UserError(str(exc)) from exc
+        result, elapsed = _run(graph, plan, context, out, from_checkpoint)
+    if not result.get("status"):  # never an exit 0 with "answer": null: the store did not give the turn back
+        raise UserError(f"the run on session {session!r} left no answer in the store; "
+                        f"see `reactgraph history --session {session}`")
     if as_json:
         sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, plan.mode),
                                     ensure_ascii=False) + "\n")

@@ -98,6 +98,16 @@ class AsyncRedisSaver(RedisSaverCore):
         async for _ in self._drive(self._prune_plan(thread_ids, strategy)):
             pass
 
+    # --- recovery: an unreadable checkpoint can be seen and removed --------------------------------------
+
+    async def acheckpoint_ids(self, config: RunnableConfig, limit: int = 50) -> list[str]:
+        """The ids in the thread's index, newest first, readable or not (`alist` skips the unreadable ones)."""
+        return [i.decode(errors="replace") for i in await self._wire.call(self._ids_command(config, limit))]
+
+    async def adelete_checkpoint(self, config: RunnableConfig) -> bool:
+        """Remove the checkpoint `config` names (readable or not) and its writes; False if there was none."""
+        return bool(await self._wire.call(self._drop_command(config)))
+
     async def _drive(self, plan: Plan) -> AsyncIterator[CheckpointTuple]:
         reply = None
         while True:

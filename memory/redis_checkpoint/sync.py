@@ -79,6 +79,16 @@ class RedisSaver(WiredClient, RedisSaverCore):
         for _ in self._drive(self._prune_plan(thread_ids, strategy)):
             pass
 
+    # --- recovery: an unreadable checkpoint can be seen and removed --------------------------------------
+
+    def checkpoint_ids(self, config: RunnableConfig, limit: int = 50) -> Sequence[str]:
+        """The ids in the thread's index, newest first, readable or not (`list` skips the unreadable ones)."""
+        return [i.decode(errors="replace") for i in self._wire.call(self._ids_command(config, limit))]
+
+    def delete_checkpoint(self, config: RunnableConfig) -> bool:
+        """Remove the checkpoint `config` names (readable or not) and its writes; False if there was none."""
+        return bool(self._wire.call(self._drop_command(config)))
+
     def _drive(self, plan: Plan) -> Iterator[CheckpointTuple]:
         reply = None
         while True:
