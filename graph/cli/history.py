@@ -80,6 +80,10 @@ def unreadable_as_user_error(session: str) -> Iterator[None]:
         raise UserError(f"{exc}; {unreadable_hint(session)}") from exc
     except RefusedPayload as exc:  # from a store without key names (SQLite): still one line
         raise UserError(f"session {session!r} holds a value react-graph will not decode: {exc}") from exc
+    except ValueError as exc:  # the long-term store's UnreadableItem names its key already
+        if type(exc).__name__ != "UnreadableItem":
+            raise
+        raise UserError(str(exc)) from exc
 
 
 def history_table(session: str, rows: list[dict[str, Any]], wide: bool = False) -> Table:

@@ -108,6 +108,6 @@ class AllowListSerializer(JsonPlusSerializer):
             if (module, name, method) not in SAFE_MSGPACK_METHODS:
                 return f"refused to call {module}.{name}.{method[:100]}: not an allowed method"
         elif (module, name) not in self._allowed:
-            return f"refused to build {module}.{name}: not an allowed type"
+            return f"refused to build {module}.{name}: not an allowed type (see AllowListSerializer)"
         return None
 
