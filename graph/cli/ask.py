@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from reactgraph.graph.cli.history import unreadable_as_user_error
+from reactgraph.graph.cli.history import check_newest, unreadable_as_user_error
 from reactgraph.graph.cli.shared import (
     PROTOCOL_HELP,
     REFLECTION_HELP,
@@ -87,6 +87,8 @@ def ask(
     graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term_store(opened),
                               model=chat_model)
     with unreadable_as_user_error(session):
+        if not from_checkpoint:
+            check_newest(opened.saver, session)
         try:
             plan = plan_run(graph, question, session, from_checkpoint)
         except LookupError as exc:

@@ -68,6 +68,28 @@ def unreadable_hint(session: str) -> str:
             f"`reactgraph history --session {session} --drop CHECKPOINT` removes the bad one")
 
 
+def check_newest(saver: Any, session: str) -> None:
+    """Raise UnreadableCheckpoint if the session's newest checkpoint is damaged.
+
+    A new turn continues from the newest checkpoint. The Redis saver reads past a damaged one (so that a fork
+    from an older one works), which would quietly drop the newest turn from the conversation: `ask` stops
+    instead, and the user forks or drops. An id without any record holds nothing, and is passed over.
+    """
+    if not hasattr(saver, "checkpoint_ids"):
+        return
+    from reactgraph.memory.redis_checkpoint.reading import UnreadableCheckpoint
+    from reactgraph.memory.redis_checkpoint.scripts import ORPHAN_CAP
+
+    thread = {"thread_id": session, "checkpoint_ns": ""}
+    for checkpoint_id in saver.checkpoint_ids({"configurable": thread}, ORPHAN_CAP):
+        try:
+            saver.get_tuple({"configurable": {**thread, "checkpoint_id": checkpoint_id}})
+            return
+        except UnreadableCheckpoint as exc:
+            if exc.kind != "c:":
+                raise
+
+
 @contextmanager
 def unreadable_as_user_error(session: str) -> Iterator[None]:
     """A checkpoint or value the store cannot (or will not) decode becomes one line with its id and a hint."""

@@ -74,8 +74,7 @@ class AsyncRedisSaver(RedisSaverCore):
             await self._wire.call(command)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        command, thread_id, ns = self._get_command(config)
-        found = self._tuples(thread_id, ns, await self._wire.call(command))
+        found = [tup async for tup in self._drive(self._get_plan(config))]
         return found[0] if found else None
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,

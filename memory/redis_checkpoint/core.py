@@ -106,30 +106,50 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             args.append("1" if widx < 0 else "0")
         return (scripts.PUT_WRITES, 1, base + "ns", *args)
 
-    def _get_command(self, config: RunnableConfig) -> tuple[Command, str, str]:
-        conf = config["configurable"]
-        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
-        return self._load_command(thread_id, ns, get_checkpoint_id(config)), thread_id, ns
-
-    def _load_command(self, thread_id: str, ns: str, *ids: str | None) -> Command:
+    def _load_command(self, thread_id: str, ns: str, *ids: str, below: str = "+") -> Command:
+        """LOAD these ids, or (no ids) the newest checkpoint with a record below `below` (a lex bound)."""
         base = self._base(thread_id)
-        mode = ("ids", *ids) if ids and ids[0] else ("range", "+", 1)
+        mode = ("ids", *ids) if ids else ("range", below, 1)
         return (scripts.LOAD, 1, base + "ns", base, ns, *mode)
 
-    def _tuples(self, thread_id: str, ns: str, reply: list[Any]) -> list[CheckpointTuple]:
-        """get_tuple's reading of a LOAD reply: an unreadable checkpoint raises, ids without a record are skipped."""
-        read = read_reply(self.serde, Source(self._base(thread_id), thread_id, ns), reply)
-        tuples = []
-        for item in read.found:
-            if isinstance(item, UnreadableCheckpoint):
-                raise item
-            tuples.append(item)
-        mode = reply[0][0]
-        if read.orphans and (mode == b"ids" or (read.capped and not tuples)):
-            raise read.orphans[0]  # asked for by id, or so many that the range gave up: say so, never "empty"
-        for orphan in read.orphans:
-            log.warning("%s; skipped", orphan)
-        return tuples
+    def _get_plan(self, config: RunnableConfig) -> Plan:
+        """get_tuple. By id: that checkpoint, or UnreadableCheckpoint. The latest: the newest that can be read,
+        each one skipped on the way logged, so a damaged latest cannot hide the thread (LangGraph reads the latest
+        to fork from an older one); more than ORPHAN_CAP skipped raises the first."""
+        conf = config["configurable"]
+        thread_id, ns, wanted = conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
+        source = Source(self._base(thread_id), thread_id, ns)
+        if wanted:
+            [reply] = yield [self._load_command(thread_id, ns, wanted)]
+            read = read_reply(self.serde, source, reply)
+            for item in (*read.orphans, *read.found):  # an id in the index without a record is no "None" either
+                if isinstance(item, UnreadableCheckpoint):
+                    raise item
+                yield item
+            return
+        skipped: list[UnreadableCheckpoint] = []
+        below = "+"
+        while len(skipped) <= scripts.ORPHAN_CAP:
+            [reply] = yield [self._load_command(thread_id, ns, below=below)]
+            read = read_reply(self.serde, source, reply)
+            skipped += read.orphans
+            if read.capped:
+                raise skipped[0]  # so many ids without a record that the script gave up: say so
+            if not read.found:
+                break
+            item = read.found[0]
+            if isinstance(item, CheckpointTuple):
+                for bad in skipped:
+                    log.warning("%s; skipped", bad)
+                yield item
+                return
+            skipped.append(item)
+            below = "(" + item.checkpoint_id
+        damaged = [bad for bad in skipped if bad.kind != "c:"]
+        if damaged or len(skipped) > scripts.ORPHAN_CAP:
+            raise (damaged or skipped)[0]  # nothing readable, or we gave up: say why, never "an empty thread"
+        for bad in skipped:
+            log.warning("%s; skipped, and the thread has no other checkpoint", bad)
 
     def _readable(self, source: tuple[str, str], reply: list[Any]) -> list[CheckpointTuple]:
         """list's reading of a LOAD reply: what cannot be read is skipped with a warning (get_tuple raises it)."""

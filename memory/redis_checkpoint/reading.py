@@ -26,11 +26,16 @@ _RECORD_KEYS = ("v", "id", "ts", "channel_versions", "versions_seen")
 
 
 class UnreadableCheckpoint(ValueError):
-    """A stored checkpoint that cannot be read back; `checkpoint_id`, `key`, `field` and `reason` say which and why."""
+    """A stored checkpoint that cannot be read back; `checkpoint_id`, `key`, `field` and `reason` say which and why.
 
-    def __init__(self, thread_id: str, checkpoint_id: str, reason: str, key: str, field: str | None = None) -> None:
-        self.thread_id, self.checkpoint_id, self.reason, self.key, self.field = (
-            thread_id, checkpoint_id, reason, key, field)
+    `kind` is the part at fault (layout.KINDS): "cp:" record, "v:" channel list, "b:" blob, "w:" pending write, or
+    "c:" for an id in the index that has no record at all (so nothing of the session's is lost by skipping it).
+    """
+
+    def __init__(self, thread_id: str, checkpoint_id: str, reason: str, key: str, field: str | None = None,
+                 kind: str = "") -> None:
+        self.thread_id, self.checkpoint_id, self.reason, self.key, self.field, self.kind = (
+            thread_id, checkpoint_id, reason, key, field, kind)
         where = f"Redis key {key!r}" + (f", field {field!r}" if field is not None else "")
         super().__init__(f"checkpoint {checkpoint_id} of thread {thread_id!r} is unreadable: {reason} ({where})")
 
@@ -75,7 +80,7 @@ class Source:
                                  "checkpoint_id": checkpoint_id}}
 
     def unreadable(self, checkpoint_id: str, kind: str, reason: str, field: str | None = None) -> UnreadableCheckpoint:
-        return UnreadableCheckpoint(self.thread_id, checkpoint_id, reason, self.key(kind), field)
+        return UnreadableCheckpoint(self.thread_id, checkpoint_id, reason, self.key(kind), field, kind)
 
 
 @dataclass(frozen=True)

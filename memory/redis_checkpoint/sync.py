@@ -57,8 +57,7 @@ class RedisSaver(WiredClient, RedisSaverCore):
             self._wire.call(command)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        command, thread_id, ns = self._get_command(config)
-        found = self._tuples(thread_id, ns, self._wire.call(command))
+        found = list(self._drive(self._get_plan(config)))
         return found[0] if found else None
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,

@@ -48,7 +48,7 @@ def read_hit(prefix: str, hit: bytes) -> tuple[bytes, bytes, int, int, float | N
         return namespace, key, created, updated, ttl, _object(json.loads(data))
     except (ValueError, IndexError, UnicodeDecodeError, RecursionError) as exc:
         # the namespace comes first and the key last in a hit (scripts.SEARCH); the blob between may be anything
-        namespace, _, rest = hit.partition(b"\0")
-        key = prefix + "i:" + (namespace + b"\0" + rest.rsplit(b"\0", 1)[-1]).decode(errors="replace")
-        log.warning("store item %r is unreadable, skipped: %s", key, _reason(exc))
+        head, _, rest = hit.partition(b"\0")
+        name = prefix + "i:" + (head + b"\0" + rest.rsplit(b"\0", 1)[-1]).decode(errors="replace")
+        log.warning("store item %r is unreadable, skipped: %s", name, _reason(exc))
         return None
