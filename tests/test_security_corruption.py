@@ -236,7 +236,7 @@ def test_the_cli_lists_marks_forks_past_and_drops_an_unreadable_checkpoint(cli, 
     assert code == 0 and bad in out and "UNREADABLE" in out and "--drop" in out
 
     code, out, err = cli("ask", "计算 3+4", "--session", session, "--json")
-    assert code == 2 and out == "" and bad in err and "--drop" in err and "Traceback" not in err
+    assert code == 2 and out == "" and f"--drop {bad}" in err and "Traceback" not in err
 
     forked = ask_json(cli, session, "计算 3+4", "--from", readable[0]["checkpoint"])
     assert "7" in forked["answer"]
@@ -259,3 +259,16 @@ def test_a_bogus_id_in_the_index_never_makes_ask_answer_null(cli, session, raw):
     assert rows[0]["checkpoint"].startswith("ffffffff") and "no record" in rows[0]["unreadable"]
     assert cli("history", "--session", session, "--drop", rows[0]["checkpoint"])[0] == 0
     assert not json.loads(cli("history", "--session", session, "--json")[1])[0]["unreadable"]
+
+
+def test_prune_leaves_a_namespace_whose_latest_checkpoint_is_unreadable_as_it_is(saver, raw, caplog):
+    graph = build_react_graph(checkpointer=saver)
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    turn(graph, thread)
+    tup = latest_of(saver, thread)
+    garble_record(raw, saver, tup)
+    before = saver.checkpoint_ids({"configurable": {"thread_id": thread}}, 100)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        saver.prune([thread])
+    assert saver.checkpoint_ids({"configurable": {"thread_id": thread}}, 100) == before
+    assert any("not pruning" in r.getMessage() and _id(tup) in r.getMessage() for r in caplog.records)

@@ -236,7 +236,7 @@ def test_history_marks_the_refused_checkpoint_and_ask_stops_with_one_line_naming
     code, out, err = cli("ask", "计算 3+4", "--session", cli_session, "--json")
     assert code == 2 and out == ""
     line = err.strip().replace("\n", " ")  # rich may fold the one line to the terminal's width
-    assert line.startswith("error: checkpoint ") and bad in line and key in line and "--drop" in line
+    assert line.startswith("error: checkpoint ") and key in line and f"--drop {bad}" in line
     assert "Traceback" not in err and not marker.exists()
 
 
@@ -313,4 +313,20 @@ def test_a_crafted_store_value_is_refused_by_get_and_skipped_by_search(payload, 
             found = store.search(("sessions", "s1"))
         assert [item.key for item in found] == ["turn-2"]
         assert any("unreadable" in r.getMessage() and "turn-1" in r.getMessage() for r in caplog.records)
+    assert not marker.exists()
+
+
+# --- the SQLite store (`--store sqlite:///…`) decodes through the same allow-list ------------------------------
+
+
+def test_a_crafted_sqlite_row_is_refused_too(tmp_path, marker, cli):
+    import sqlite3
+
+    store = f"sqlite:///{tmp_path / 'sessions.db'}"
+    assert cli("ask", "计算 2+3", "--session", "s-sqlite", "--store", store, "--json")[0] == 0
+    typed, said = payload_for(marker, "os.system")
+    with sqlite3.connect(tmp_path / "sessions.db") as db:
+        db.execute("UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = 's-sqlite'", typed)
+    code, _, err = cli("history", "--session", "s-sqlite", "--store", store)
+    assert code == 2 and said in err and "\n" not in err.strip() and "Traceback" not in err
     assert not marker.exists()

@@ -51,6 +51,7 @@ def show_history(
 
 
 def _drop(saver: Any, session: str, checkpoint_id: str, as_json: bool) -> None:
+    """`--drop`: remove one checkpoint of the session (its writes too), readable or not."""
     if not hasattr(saver, "delete_checkpoint"):
         raise UserError("--drop works on a Redis store (redis://…, or the default embedded Redis)")
     config = {"configurable": {"thread_id": session, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
@@ -61,11 +62,11 @@ def _drop(saver: Any, session: str, checkpoint_id: str, as_json: bool) -> None:
                      else f"dropped checkpoint {checkpoint_id} of session {session}\n")
 
 
-def unreadable_hint(session: str) -> str:
+def unreadable_hint(session: str, checkpoint_id: str) -> str:
     """What to do about an unreadable checkpoint: the commands that list, fork past and remove it."""
     return (f"`reactgraph history --session {session}` lists the readable checkpoints to fork from "
             f"(`reactgraph ask --session {session} --from CHECKPOINT ...`); "
-            f"`reactgraph history --session {session} --drop CHECKPOINT` removes the bad one")
+            f"`reactgraph history --session {session} --drop {checkpoint_id}` removes this one")
 
 
 def check_newest(saver: Any, session: str) -> None:
@@ -99,11 +100,12 @@ def unreadable_as_user_error(session: str) -> Iterator[None]:
     try:
         yield
     except UnreadableCheckpoint as exc:
-        raise UserError(f"{exc}; {unreadable_hint(session)}") from exc
+        raise UserError(f"{exc}; {unreadable_hint(session, exc.checkpoint_id)}") from exc
     except RefusedPayload as exc:  # from a store without key names (SQLite): still one line
         raise UserError(f"session {session!r} holds a value react-graph will not decode: {exc}") from exc
-    except ValueError as exc:  # the long-term store's UnreadableItem names its key already
-        if type(exc).__name__ != "UnreadableItem":
+    except ValueError as exc:  # the long-term store's UnreadableItem (loaded only with a Redis store) names its key
+        store_reading = sys.modules.get("reactgraph.memory.redis_store.reading")
+        if store_reading is None or not isinstance(exc, store_reading.UnreadableItem):
             raise
         raise UserError(str(exc)) from exc
 
