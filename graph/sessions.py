@@ -89,21 +89,61 @@ def _stream(graph: AnyGraph, plan: RunPlan, context: Context, lease: SessionLeas
 
 
 def history(graph: AnyGraph, session: str, limit: int = 50) -> Iterator[dict[str, Any]]:
-    """The session's checkpoints, newest first: id, step, the node that produced it, time and a summary."""
+    """The session's checkpoints, newest first: id, step, the node that produced it, time and a summary.
+
+    Each checkpoint is read on its own, so one that cannot be read (`unreadable` says why) is a row of its
+    own and the others can still be forked from.
+    """
     # One more than shown: the node that wrote the oldest shown checkpoint is named by the one before it.
-    snapshots = list(graph.get_state_history({"configurable": {"thread_id": session}}, limit=limit + 1))
+    ids = _checkpoint_ids(graph, session, limit + 1)
+    snapshots = [_snapshot(graph, session, checkpoint_id) for checkpoint_id in ids]
     shown = snapshots[:limit]
-    for newer, older in zip(shown, [*snapshots[1:], None][: len(shown)], strict=True):
+    for checkpoint_id, newer, older in zip(ids, shown, [*snapshots[1:], None][: len(shown)], strict=False):
+        if isinstance(newer, Exception):
+            yield {"checkpoint": checkpoint_id, "step": None, "node": "-", "next": [], "time": None, "iteration": None,
+                   "status": "unreadable", "summary": "", "unreadable": getattr(newer, "reason", str(newer))}
+            continue
         values = newer.values or {}
         messages = values.get("messages", [])
         last = messages[-1].text.strip().replace("\n", " ") if messages else ""
         yield {
-            "checkpoint": newer.config["configurable"]["checkpoint_id"],
+            "checkpoint": checkpoint_id,
             "step": newer.metadata.get("step") if newer.metadata else None,
-            "node": ",".join(older.next) if older is not None and older.next else ("input" if older is None else "-"),
+            "node": _written_by(older),
             "next": list(newer.next),
             "time": newer.created_at,
             "iteration": values.get("iteration", 0),
             "status": values.get("status"),
             "summary": last[:80],
+            "unreadable": None,
         }
+
+
+def _written_by(older: Any) -> str:
+    """The node that produced a checkpoint is what its predecessor had next ("input" for the first one)."""
+    if older is None:
+        return "input"
+    if isinstance(older, Exception):
+        return "?"
+    return ",".join(older.next) if older.next else "-"
+
+
+def _checkpoint_ids(graph: AnyGraph, session: str, limit: int) -> list[str]:
+    """Newest first; from the Redis savers' index, readable or not (`list` would skip the unreadable ones)."""
+    config: RunnableConfig = {"configurable": {"thread_id": session, "checkpoint_ns": ""}}
+    saver = graph.checkpointer
+    if saver is None or isinstance(saver, bool):
+        raise ValueError("the graph has no checkpointer, so no history")
+    if hasattr(saver, "checkpoint_ids"):
+        return saver.checkpoint_ids(config, limit)
+    return [t.config["configurable"]["checkpoint_id"] for t in saver.list(config, limit=limit)]
+
+
+def _snapshot(graph: AnyGraph, session: str, checkpoint_id: str) -> Any:
+    """The state at one checkpoint, or the UnreadableCheckpoint that says why it cannot be read."""
+    from reactgraph.memory.redis_checkpoint.reading import UnreadableCheckpoint
+
+    try:
+        return graph.get_state({"configurable": {"thread_id": session, "checkpoint_id": checkpoint_id}})
+    except UnreadableCheckpoint as exc:
+        return exc

@@ -9,10 +9,13 @@ from reactgraph._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from reactgraph.memory.redis_checkpoint import (
+        AllowListSerializer,
         AsyncRedisSaver,
         CheckpointStoreUnavailable,
         InvalidRedisURL,
         RedisSaver,
+        RefusedPayload,
+        UnreadableCheckpoint,
     )
     from reactgraph.memory.redis_store import RedisStore
     from reactgraph.memory.session_memory import (
@@ -26,10 +29,13 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS = {
+    "AllowListSerializer": "reactgraph.memory.redis_checkpoint",
     "AsyncRedisSaver": "reactgraph.memory.redis_checkpoint",
     "CheckpointStoreUnavailable": "reactgraph.memory.redis_checkpoint",
     "InvalidRedisURL": "reactgraph.memory.redis_checkpoint",
     "RedisSaver": "reactgraph.memory.redis_checkpoint",
+    "RefusedPayload": "reactgraph.memory.redis_checkpoint",
+    "UnreadableCheckpoint": "reactgraph.memory.redis_checkpoint",
     "RedisStore": "reactgraph.memory.redis_store",
     "ConversationSummary": "reactgraph.memory.session_memory",
     "Fold": "reactgraph.memory.session_memory",

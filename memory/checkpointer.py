@@ -100,5 +100,8 @@ def _sqlite(path: Path) -> BaseCheckpointSaver:
     except ImportError as exc:
         raise CheckpointerConfigError("sqlite:// needs langgraph-checkpoint-sqlite: "
                                       "pip install langgraph-checkpoint-sqlite") from exc
+    from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer  # loads no redis-py
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+    # The same allow-listed decoding as the Redis savers: a crafted row is refused, never built or called.
+    return SqliteSaver(sqlite3.connect(path, check_same_thread=False), serde=AllowListSerializer())

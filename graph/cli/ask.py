@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from reactgraph.graph.cli.history import check_newest, unreadable_as_user_error
 from reactgraph.graph.cli.shared import (
     PROTOCOL_HELP,
     REFLECTION_HELP,
@@ -96,7 +97,12 @@ def ask(
 
     graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term_store(opened),
                               model=chat_model)
-    result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out, 0.0 if no_wait else wait)
+    with unreadable_as_user_error(session):
+        result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
+                                      0.0 if no_wait else wait)
+    if not result.get("status"):  # never an exit 0 with "answer": null: the store did not give the turn back
+        raise UserError(f"the run on session {session!r} left no answer in the store; "
+                        f"see `reactgraph history --session {session}`")
     if as_json:
         sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, mode),
                                     ensure_ascii=False) + "\n")
@@ -111,6 +117,8 @@ def _turn(graph: Any, question: str, session: str, from_checkpoint: str | None, 
 
     with ExitStack() as turn:
         _hold_session(turn, graph, session, wait_s)
+        if not from_checkpoint:  # a damaged newest checkpoint stops the turn with a hint, never loses it
+            check_newest(graph.checkpointer, session)
         try:
             plan = plan_run(graph, question, session, from_checkpoint)
         except LookupError as exc:

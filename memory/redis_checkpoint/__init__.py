@@ -13,6 +13,10 @@ re-sent on every put to stand in for inline storage): on a ReAct state the two t
 messages channel changes every step either way; with 60 retrieved Documents in a channel written once,
 blobs were 11% faster per episode (23.3 vs 26.1 ms) and store that channel once instead of once per
 checkpoint. So: blobs.
+
+Decoding trusts nothing in the Redis: values are decoded by `AllowListSerializer` (serde.py), which builds
+only LangGraph's and LangChain's own types and refuses the rest, and a checkpoint that cannot be read is an
+`UnreadableCheckpoint` naming its key (reading.py), which `delete_checkpoint` can remove.
 """
 
 from __future__ import annotations
@@ -24,14 +28,19 @@ from reactgraph._lazy import lazy_attributes
 if TYPE_CHECKING:
     from reactgraph.memory.redis_checkpoint.aio import AsyncRedisSaver
     from reactgraph.memory.redis_checkpoint.errors import CheckpointStoreUnavailable, InvalidRedisURL
+    from reactgraph.memory.redis_checkpoint.reading import UnreadableCheckpoint
+    from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer, RefusedPayload
     from reactgraph.memory.redis_checkpoint.sync import RedisSaver
 
 # Lazy, so that the error types (and `memory.checkpointer`) can be imported without loading redis-py.
 _EXPORTS = {
+    "AllowListSerializer": "reactgraph.memory.redis_checkpoint.serde",
     "AsyncRedisSaver": "reactgraph.memory.redis_checkpoint.aio",
     "CheckpointStoreUnavailable": "reactgraph.memory.redis_checkpoint.errors",
     "InvalidRedisURL": "reactgraph.memory.redis_checkpoint.errors",
     "RedisSaver": "reactgraph.memory.redis_checkpoint.sync",
+    "RefusedPayload": "reactgraph.memory.redis_checkpoint.serde",
+    "UnreadableCheckpoint": "reactgraph.memory.redis_checkpoint.reading",
 }
 __all__ = [*_EXPORTS]
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

@@ -75,8 +75,7 @@ class AsyncRedisSaver(RedisSaverCore):
             await self._wire.call(command)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        command, thread_id, ns = self._get_command(config)
-        found = self._tuples(thread_id, ns, await self._wire.call(command))
+        found = [tup async for tup in self._drive(self._get_plan(config))]
         return found[0] if found else None
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
@@ -103,6 +102,16 @@ class AsyncRedisSaver(RedisSaverCore):
     async def ausage(self, thread_ids: Sequence[str] | None = None) -> tuple[ThreadUsage, ...]:
         """Checkpoints, bytes and last write of each thread (every thread under the prefix if None); no TTL restarts."""
         return tuple([u async for u in self._drive(usage_plan(self, thread_ids))])  # type: ignore[misc]
+
+    # --- recovery: an unreadable checkpoint can be seen and removed --------------------------------------
+
+    async def acheckpoint_ids(self, config: RunnableConfig, limit: int = 50) -> list[str]:
+        """The ids in the thread's index, newest first, readable or not (`alist` skips the unreadable ones)."""
+        return [i.decode(errors="replace") for i in await self._wire.call(self._ids_command(config, limit))]
+
+    async def adelete_checkpoint(self, config: RunnableConfig) -> bool:
+        """Remove the checkpoint `config` names (readable or not) and its writes; False if there was none."""
+        return bool(await self._wire.call(self._drop_command(config)))
 
     async def _drive(self, plan: Plan) -> AsyncIterator[CheckpointTuple]:
         reply = None

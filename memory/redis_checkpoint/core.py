@@ -7,6 +7,7 @@ and async savers only drive them, so the logic exists once and no I/O style leak
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections.abc import Generator, Sequence
@@ -22,23 +23,29 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
-    writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from reactgraph.memory.redis_checkpoint import layout, scripts
+from reactgraph.memory.redis_checkpoint.reading import Source, UnreadableCheckpoint, read_reply
+from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer
 from reactgraph.memory.redis_checkpoint.wire import Command
 
+log = logging.getLogger("reactgraph.memory.redis_checkpoint")
 Plan = Generator[Any, Any, None]  # yields list[Command] (gets replies) or CheckpointTuple (gets None)
 _PAGE = 50
 
 
 class RedisSaverCore(BaseCheckpointSaver[str]):
-    """Key layout, serialisation and operation plans; subclasses add the I/O."""
+    """Key layout, serialisation and operation plans; subclasses add the I/O.
+
+    Without a `serde`, values are decoded by `AllowListSerializer()`: LangGraph's and LangChain's types only
+    (pass `serde=AllowListSerializer([YourType, ...])` for state classes of your own).
+    """
 
     def __init__(self, *, url: str, prefix: str = "reactgraph", ttl: float | None = None,
                  serde: SerializerProtocol | None = None) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=serde if serde is not None else AllowListSerializer())
         self.url = url
         self.prefix = layout.normalise_prefix(prefix)
         if ttl is not None and ttl <= 0:
@@ -99,41 +106,71 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             args.append("1" if widx < 0 else "0")
         return (scripts.PUT_WRITES, 1, base + "ns", *args)
 
-    def _get_command(self, config: RunnableConfig) -> tuple[Command, str, str]:
-        conf = config["configurable"]
-        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
-        return self._load_command(thread_id, ns, get_checkpoint_id(config)), thread_id, ns
-
-    def _load_command(self, thread_id: str, ns: str, *ids: str | None) -> Command:
+    def _load_command(self, thread_id: str, ns: str, *ids: str, below: str = "+") -> Command:
+        """LOAD these ids, or (no ids) the newest checkpoint with a record below `below` (a lex bound)."""
         base = self._base(thread_id)
-        mode = ("ids", *ids) if ids and ids[0] else ("range", "+", 1)
+        mode = ("ids", *ids) if ids else ("range", below, 1)
         return (scripts.LOAD, 1, base + "ns", base, ns, self.ttl, *mode)
 
-    def _tuples(self, thread_id: str, ns: str, reply: list[Any]) -> list[CheckpointTuple]:
-        """CheckpointTuples from a LOAD reply (six entries per checkpoint)."""
-        loads = self.serde.loads_typed
-        out = []
-        for i in range(0, len(reply), 6):
-            cid, record, links, blobs, wfields, wvalues = reply[i:i + 6]
-            checkpoint, metadata = loads(layout.unpack_typed(record))
-            parent, channels = layout.parse_links(links)
-            checkpoint["channel_values"] = {
-                channel: loads(layout.unpack_typed(blob))
-                for channel, blob in zip(channels, blobs, strict=True)
-                if blob and not blob.startswith(layout.EMPTY)
-            }
-            writes = sorted((layout.parse_write(f, v) for f, v in zip(wfields, wvalues, strict=True) if v is not None),
-                            key=lambda w: writes_sort_key(w[0], w[1], w[2]))
-            cid = cid.decode()
-            out.append(CheckpointTuple(
-                config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}},
-                checkpoint=checkpoint,
-                metadata=metadata,
-                parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
-                                                 "checkpoint_id": parent}} if parent else None),
-                pending_writes=[(task_id, channel, loads(typed)) for _, task_id, _, channel, typed in writes],
-            ))
-        return out
+    def _get_plan(self, config: RunnableConfig) -> Plan:
+        """get_tuple. By id: that checkpoint, or UnreadableCheckpoint. The latest: the newest that can be read,
+        each one skipped on the way logged, so a damaged latest cannot hide the thread (LangGraph reads the latest
+        to fork from an older one); more than ORPHAN_CAP skipped raises the first."""
+        conf = config["configurable"]
+        thread_id, ns, wanted = conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
+        source = Source(self._base(thread_id), thread_id, ns)
+        if wanted:
+            [reply] = yield [self._load_command(thread_id, ns, wanted)]
+            read = read_reply(self.serde, source, reply)
+            for item in (*read.orphans, *read.found):  # an id in the index without a record is no "None" either
+                if isinstance(item, UnreadableCheckpoint):
+                    raise item
+                yield item
+            return
+        skipped: list[UnreadableCheckpoint] = []
+        below = "+"
+        while len(skipped) <= scripts.ORPHAN_CAP:
+            [reply] = yield [self._load_command(thread_id, ns, below=below)]
+            read = read_reply(self.serde, source, reply)
+            skipped += read.orphans
+            if read.capped:
+                raise skipped[0]  # so many ids without a record that the script gave up: say so
+            if not read.found:
+                break
+            item = read.found[0]
+            if isinstance(item, CheckpointTuple):
+                for bad in skipped:
+                    log.warning("%s; skipped", bad)
+                yield item
+                return
+            skipped.append(item)
+            below = "(" + item.checkpoint_id
+        damaged = [bad for bad in skipped if bad.kind != "c:"]
+        if damaged or len(skipped) > scripts.ORPHAN_CAP:
+            raise (damaged or skipped)[0]  # nothing readable, or we gave up: say why, never "an empty thread"
+        for bad in skipped:
+            log.warning("%s; skipped, and the thread has no other checkpoint", bad)
+
+    def _readable(self, source: tuple[str, str], reply: list[Any]) -> list[CheckpointTuple]:
+        """list's reading of a LOAD reply: what cannot be read is skipped with a warning (get_tuple raises it)."""
+        thread_id, ns = source
+        read = read_reply(self.serde, Source(self._base(thread_id), thread_id, ns), reply)
+        for item in (*read.orphans, *read.found):
+            if isinstance(item, UnreadableCheckpoint):
+                log.warning("%s; skipped", item)
+        return [item for item in read.found if not isinstance(item, UnreadableCheckpoint)]
+
+    def _ids_command(self, config: RunnableConfig, limit: int) -> Command:
+        """The ids in the thread's index, newest first, readable or not (what `history` lists)."""
+        conf = config["configurable"]
+        return ("ZREVRANGEBYLEX", self._base(conf["thread_id"]) + "c:" + conf.get("checkpoint_ns", ""), "+", "-",
+                "LIMIT", 0, limit)
+
+    def _drop_command(self, config: RunnableConfig) -> Command:
+        """Remove one checkpoint (record, channel list, writes, the blobs only it used); it may be unreadable."""
+        conf = config["configurable"]
+        base = self._base(conf["thread_id"])
+        return (scripts.DROP_CHECKPOINT, 1, base + "ns", base, conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
 
     def _delete_thread_command(self, thread_id: str) -> Command:
         base = self._base(thread_id)
@@ -191,7 +228,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             replies = yield [self._load_command(sources[s][0], sources[s][1], *ids) for s, ids in by_source.items()]
             found = {}
             for s, reply in zip(by_source, replies, strict=True):
-                for tup in self._tuples(*sources[s], reply):
+                for tup in self._readable(sources[s], reply):
                     found[(tup.config["configurable"]["checkpoint_id"], s)] = tup
             for key in chunk:
                 hit = found.get(key)
@@ -230,7 +267,10 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             for cid, record in zip(ids, recs, strict=True):
                 if record is None:
                     continue
-                _, metadata = self.serde.loads_typed(layout.unpack_typed(record))
+                metadata = self._prunable_metadata(base, ns, cid, record)
+                if metadata is None:  # a kept checkpoint we cannot read: leave the namespace as it is
+                    args = []
+                    break
                 # DeltaChannels not snapshotted at a kept checkpoint are rebuilt from ancestors' writes;
                 # the script keeps those ancestors (see BaseCheckpointSaver.prune).
                 delta = sorted((metadata.get("counters_since_delta_snapshot") or {}).keys())
@@ -239,6 +279,18 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                 commands.append((scripts.PRUNE, 1, base + "ns", base, ns, args[0], *args))
         if commands:
             yield commands
+
+    def _prunable_metadata(self, base: str, ns: str, cid: str, record: bytes | None) -> dict[str, Any] | None:
+        if record is None:
+            return None
+        try:
+            metadata = self.serde.loads_typed(layout.unpack_typed(record))[1]
+        except Exception as exc:  # noqa: BLE001 - untrusted bytes fail in many ways; the namespace is left as is
+            metadata = exc
+        if isinstance(metadata, dict):
+            return metadata
+        log.warning("not pruning %scp:%s: its kept checkpoint %s is unreadable (%s)", base, ns, cid, metadata)
+        return None
 
     def _delete_for_runs_plan(self, run_ids: Sequence[str]) -> Plan:
         run_ids = [str(r) for r in run_ids]

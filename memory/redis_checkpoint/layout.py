@@ -61,7 +61,9 @@ def pack_typed(typed: tuple[str, bytes]) -> bytes:
 
 
 def unpack_typed(data: bytes) -> tuple[str, bytes]:
-    cut = data.index(b"\0")
+    cut = data.find(b"\0")
+    if cut < 0:
+        raise ValueError("no serializer type before the data")
     return data[:cut].decode(), data[cut + 1:]
 
 
@@ -78,10 +80,12 @@ def links(parent_id: str | None, channel_versions: dict[str, Any]) -> str:
     return "\0".join(parts)
 
 
-def parse_links(data: bytes) -> tuple[str | None, list[str]]:
-    """Parent id and channel names of a v: value, in the order the script fetched their blobs."""
+def parse_links(data: bytes) -> tuple[str | None, list[tuple[str, str]]]:
+    """Parent id and (channel, version) pairs of a v: value, in the order the script fetched their blobs."""
     parts = data.decode().split("\0")
-    return parts[0] or None, parts[1::2]
+    if len(parts) % 2 == 0:
+        raise ValueError("a channel without a version")
+    return parts[0] or None, list(zip(parts[1::2], parts[2::2], strict=True))
 
 
 def write_field(checkpoint_id: str, task_id: str, idx: int) -> str:
@@ -95,7 +99,10 @@ def write_value(task_path: str, channel: str, typed: tuple[str, bytes]) -> bytes
 def parse_write(field: bytes, value: bytes) -> tuple[str, str, int, str, tuple[str, bytes]]:
     """(task path, task id, idx, channel, typed value) of one stored write."""
     _, task_id, idx = field.decode().split("\0")
-    path, channel, type_, data = value.split(b"\0", 3)
+    parts = value.split(b"\0", 3)
+    if len(parts) != 4:
+        raise ValueError("not a task path, channel, type and data")
+    path, channel, type_, data = parts
     return path.decode(), task_id, int(idx), channel.decode(), (type_.decode(), data)
 
 

@@ -138,32 +138,58 @@ return 1
 """, "touch")
 
 # KEYS[1] ns-set; ARGV base, ns, ttl, then "range" <max lex> <count> | "ids" <checkpoint id>...
-# Returns, per checkpoint found, newest first: id, record, links, blobs, write fields, write values.
-# A read restarts the thread's TTL (when the saver has one): a session in use never expires under it.
+# Returns first a status list: the mode ("range", "ids", or "capped" when a range met ORPHAN_CAP ids without a
+# record and stopped), then the ids in the index that have no record (skipped in a range; in "ids" mode,
+# requested ones). Then, per checkpoint found, newest first: id, record, links (nil if missing), blobs, write
+# fields, write values. A read that finds a checkpoint restarts the thread's TTL (when the saver has one): a
+# session in use never expires under it.
+ORPHAN_CAP = 100
 LOAD = Script("load", r"""
 local base, ns = ARGV[1], ARGV[2]
-local ids
-if ARGV[4] == 'range' then
-  ids = redis.call('ZREVRANGEBYLEX', base .. 'c:' .. ns, ARGV[5], '-', 'LIMIT', 0, tonumber(ARGV[6]))
-else
-  ids = {}
-  for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
-end
-local out = {}
-for _, cid in ipairs(ids) do
+local ckey, status, out, seen = base .. 'c:' .. ns, {ARGV[4]}, {}, false
+out[1] = status
+local function emit(cid)
   local rec = redis.call('HGET', base .. 'cp:' .. ns, cid)
-  if rec then
-    local links = redis.call('HGET', base .. 'v:' .. ns, cid) or ''
-    local fields, blobs, wvalues = blob_fields(links), {}, {}
-    if #fields > 0 then blobs = redis.call('HMGET', base .. 'b:' .. ns, unpack(fields)) end
-    local wfields = writes_of(base, ns, cid)
-    if #wfields > 0 then wvalues = redis.call('HMGET', base .. 'w:' .. ns, unpack(wfields)) end
-    for _, x in ipairs({cid, rec, links, blobs, wfields, wvalues}) do out[#out + 1] = x end
+  if not rec then return false end
+  local links = redis.call('HGET', base .. 'v:' .. ns, cid)
+  local fields, blobs, wvalues = blob_fields(links or ''), {}, {}
+  if #fields > 0 then blobs = redis.call('HMGET', base .. 'b:' .. ns, unpack(fields)) end
+  local wfields = writes_of(base, ns, cid)
+  if #wfields > 0 then wvalues = redis.call('HMGET', base .. 'w:' .. ns, unpack(wfields)) end
+  for _, x in ipairs({cid, rec, links or false, blobs, wfields, wvalues}) do out[#out + 1] = x end
+  seen = true
+  return true
+end
+if ARGV[4] == 'range' then
+  -- an id without a record (never written by PUT, which adds the id last) is skipped, and reported
+  local top, want, found = ARGV[5], tonumber(ARGV[6]), 0
+  while found < want do
+    local ids = redis.call('ZREVRANGEBYLEX', ckey, top, '-', 'LIMIT', 0, want - found)
+    if #ids == 0 then break end
+    for _, cid in ipairs(ids) do
+      if emit(cid) then found = found + 1 else status[#status + 1] = cid end
+    end
+    if #status > ORPHAN_CAP then status[1] = 'capped'; break end
+    top = '(' .. ids[#ids]
+  end
+else
+  for i = 5, #ARGV do
+    if not emit(ARGV[i]) and redis.call('ZSCORE', ckey, ARGV[i]) then status[#status + 1] = ARGV[i] end
   end
 end
-if #out > 0 then touch(base, tonumber(ARGV[3])) end
+if seen then touch(base, tonumber(ARGV[3])) end
 return out
-""", "blob_fields", "writes_of", "touch")
+""".replace("ORPHAN_CAP", str(ORPHAN_CAP)), "blob_fields", "writes_of", "touch")
+
+# KEYS[1] ns-set; ARGV base, ns, checkpoint id. Drops one checkpoint, its writes and the blobs no other uses.
+DROP_CHECKPOINT = Script("drop_checkpoint", r"""
+local base, ns, cid = ARGV[1], ARGV[2], ARGV[3]
+local known = redis.call('ZSCORE', base .. 'c:' .. ns, cid) or redis.call('HEXISTS', base .. 'cp:' .. ns, cid) == 1
+drop_checkpoint(base, ns, cid)
+gc_blobs(base, ns)
+gc_runs(base)
+return known and 1 or 0
+""", "drop_checkpoint", "gc_blobs", "gc_runs")
 
 # KEYS[1] ns-set; ARGV base
 DELETE_THREAD = Script("delete_thread", r"""

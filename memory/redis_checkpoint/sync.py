@@ -58,8 +58,7 @@ class RedisSaver(WiredClient, RedisSaverCore):
             self._wire.call(command)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        command, thread_id, ns = self._get_command(config)
-        found = self._tuples(thread_id, ns, self._wire.call(command))
+        found = list(self._drive(self._get_plan(config)))
         return found[0] if found else None
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
@@ -84,6 +83,16 @@ class RedisSaver(WiredClient, RedisSaverCore):
     def usage(self, thread_ids: Sequence[str] | None = None) -> tuple[ThreadUsage, ...]:
         """Checkpoints, bytes and last write of each thread (every thread under the prefix if None); no TTL restarts."""
         return tuple(self._drive(usage_plan(self, thread_ids)))  # type: ignore[arg-type]
+
+    # --- recovery: an unreadable checkpoint can be seen and removed --------------------------------------
+
+    def checkpoint_ids(self, config: RunnableConfig, limit: int = 50) -> Sequence[str]:
+        """The ids in the thread's index, newest first, readable or not (`list` skips the unreadable ones)."""
+        return [i.decode(errors="replace") for i in self._wire.call(self._ids_command(config, limit))]
+
+    def delete_checkpoint(self, config: RunnableConfig) -> bool:
+        """Remove the checkpoint `config` names (readable or not) and its writes; False if there was none."""
+        return bool(self._wire.call(self._drop_command(config)))
 
     def _drive(self, plan: Plan) -> Iterator[CheckpointTuple]:
         reply = None

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 import redis
@@ -27,6 +27,7 @@ from reactgraph.memory.redis_checkpoint.errors import client_url, redact
 from reactgraph.memory.redis_checkpoint.wire import Command, SyncWire, WiredClient
 from reactgraph.memory.redis_store import layout, scripts
 from reactgraph.memory.redis_store.filters import fixed_prefix, matches, namespace_matches
+from reactgraph.memory.redis_store.reading import read_hit, read_item
 
 ReadOp = GetOp | SearchOp | ListNamespacesOp  # what one batch sends before its writes
 
@@ -136,7 +137,7 @@ class RedisStore(WiredClient, BaseStore):
         if isinstance(op, GetOp):
             if reply is None:
                 return None
-            value, created, updated, _ = layout.decode_item(reply)
+            value, created, updated, _ = read_item(layout.item_key(self.prefix, op.namespace, op.key), reply)
             return Item(value=value, key=op.key, namespace=op.namespace, created_at=layout.as_datetime(created),
                         updated_at=layout.as_datetime(updated))
         if isinstance(op, SearchOp):
@@ -145,9 +146,10 @@ class RedisStore(WiredClient, BaseStore):
 
     def _search_result(self, op: SearchOp, reply: list[bytes], touches: list[str]) -> list[SearchItem]:
         found = []
-        for hit in reply:
-            namespace, key, created, updated, ttl, data = layout.decode_hit(hit)
-            value = json.loads(data)
+        for hit in map(partial(read_hit, self.prefix), reply):
+            if hit is None:  # unreadable: skipped with a warning naming its key
+                continue
+            namespace, key, created, updated, ttl, value = hit
             if matches(value, op.filter):
                 found.append((updated, namespace, key, created, ttl, value))
         found.sort(key=lambda f: f[:3], reverse=True)  # newest first; ties in a fixed order

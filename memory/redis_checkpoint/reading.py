@@ -1,0 +1,151 @@
+"""A LOAD reply into CheckpointTuples, each part checked: what cannot be read says which key and why.
+
+Everything read from Redis is untrusted: a record, its channel list (v:), a channel blob or a pending write
+may be garbled, missing, or crafted to name a callable. A checkpoint is returned whole or not at all (a
+missing blob would otherwise silently drop a channel from the state); the one that cannot be read becomes
+an `UnreadableCheckpoint` that names the checkpoint, the Redis key and field, and the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from reactgraph.memory.redis_checkpoint import layout
+from reactgraph.memory.redis_checkpoint.serde import RefusedPayload
+
+log = logging.getLogger("reactgraph.memory.redis_checkpoint")
+_RECORD_KEYS = ("v", "id", "ts", "channel_versions", "versions_seen")
+
+
+class UnreadableCheckpoint(ValueError):
+    """A stored checkpoint that cannot be read back; `checkpoint_id`, `key`, `field` and `reason` say which and why.
+
+    `kind` is the part at fault (layout.KINDS): "cp:" record, "v:" channel list, "b:" blob, "w:" pending write, or
+    "c:" for an id in the index that has no record at all (so nothing of the session's is lost by skipping it).
+    """
+
+    def __init__(self, thread_id: str, checkpoint_id: str, reason: str, key: str, field: str | None = None,
+                 kind: str = "") -> None:
+        self.thread_id, self.checkpoint_id, self.reason, self.key, self.field, self.kind = (
+            thread_id, checkpoint_id, reason, key, field, kind)
+        where = f"Redis key {key!r}" + (f", field {field!r}" if field is not None else "")
+        super().__init__(f"checkpoint {checkpoint_id} of thread {thread_id!r} is unreadable: {reason} ({where})")
+
+
+class _Fault(Exception):
+    def __init__(self, kind: str, field: str | None, reason: str) -> None:
+        super().__init__(reason)
+        self.kind, self.field, self.reason = kind, field, reason
+
+
+@contextmanager
+def _at(kind: str, field: str | bytes | None) -> Iterator[None]:
+    """Whatever goes wrong in the block is a fault of this key kind and field, in one line."""
+    try:
+        yield
+    except _Fault:
+        raise
+    except RefusedPayload as exc:
+        raise _Fault(kind, _text(field), str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - garbled bytes fail in many ways (ValueError, KeyError, Unicode...)
+        detail = (str(exc).splitlines() or [""])[0][:120]
+        raise _Fault(kind, _text(field), f"it cannot be decoded ({type(exc).__name__}: {detail})") from None
+
+
+def _text(field: str | bytes | None) -> str | None:
+    return field.decode(errors="replace") if isinstance(field, bytes) else field
+
+
+@dataclass(frozen=True)
+class Source:
+    """One namespace of one thread: where the checkpoints of a LOAD reply live."""
+
+    base: str
+    thread_id: str
+    ns: str
+
+    def key(self, kind: str) -> str:
+        return f"{self.base}{kind}{self.ns}"
+
+    def config(self, checkpoint_id: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": self.ns,
+                                 "checkpoint_id": checkpoint_id}}
+
+    def unreadable(self, checkpoint_id: str, kind: str, reason: str, field: str | None = None) -> UnreadableCheckpoint:
+        return UnreadableCheckpoint(self.thread_id, checkpoint_id, reason, self.key(kind), field, kind)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A parsed LOAD reply: the checkpoints (or why each cannot be read) and the index's ids without a record."""
+
+    found: list[CheckpointTuple | UnreadableCheckpoint]
+    orphans: list[UnreadableCheckpoint]
+    capped: bool  # the range stopped at scripts.ORPHAN_CAP ids without a record
+
+
+def read_reply(serde: SerializerProtocol, source: Source, reply: list[Any]) -> Reply:
+    status, entries = reply[0], reply[1:]
+    orphans = [source.unreadable(o.decode(errors="replace"), "c:", "the index lists it but it has no record", None)
+               for o in status[1:]]
+    found = [read_checkpoint(serde, source, entries[i:i + 6]) for i in range(0, len(entries), 6)]
+    return Reply(found, orphans, status[0] == b"capped")
+
+
+def read_checkpoint(serde: SerializerProtocol, source: Source,
+                    entry: list[Any]) -> CheckpointTuple | UnreadableCheckpoint:
+    """One checkpoint of a LOAD reply (id, record, links, blobs, write fields, write values)."""
+    checkpoint_id = entry[0].decode(errors="replace")
+    try:
+        return _decode(serde, source, checkpoint_id, *entry[1:])
+    except _Fault as fault:
+        return source.unreadable(checkpoint_id, fault.kind, fault.reason, fault.field)
+
+
+def _decode(serde: SerializerProtocol, source: Source, checkpoint_id: str, record: bytes, links: bytes | None,
+            blobs: list[bytes | None], wfields: list[bytes], wvalues: list[bytes | None]) -> CheckpointTuple:
+    loads = serde.loads_typed
+    with _at("cp:", checkpoint_id):
+        checkpoint, metadata = loads(layout.unpack_typed(record))
+        if not (isinstance(checkpoint, dict) and isinstance(metadata, dict)
+                and all(k in checkpoint for k in _RECORD_KEYS) and isinstance(checkpoint["channel_versions"], dict)):
+            raise ValueError("not a checkpoint record")
+        if checkpoint["id"] != checkpoint_id:
+            raise _Fault("cp:", checkpoint_id, f"its record is that of checkpoint {str(checkpoint['id'])[:40]!r}")
+    with _at("v:", checkpoint_id):
+        if links is None:
+            raise _Fault("v:", checkpoint_id, "its channel list is missing")
+        parent, pairs = layout.parse_links(links)
+        if dict(pairs) != {c: str(v) for c, v in checkpoint["channel_versions"].items()} or len(blobs) != len(pairs):
+            raise _Fault("v:", checkpoint_id, "its channel list does not match its record's channel versions")
+    values = {}
+    for (channel, version), blob in zip(pairs, blobs, strict=True):
+        field = layout.blob_field(channel, version)
+        with _at("b:", field):
+            if blob is None:
+                raise _Fault("b:", field, f"the value of channel {channel!r} is missing")
+            if not blob.startswith(layout.EMPTY):
+                values[channel] = loads(layout.unpack_typed(blob))
+    checkpoint["channel_values"] = values
+    writes = []
+    for wfield, wvalue in zip(wfields, wvalues, strict=True):
+        if wvalue is None:  # an index entry without its write: nothing to restore, but say so
+            log.warning("%s: pending write %r listed without a value; ignored", source.key("wi:"), _text(wfield))
+            continue
+        with _at("w:", wfield):
+            path, task_id, idx, channel, typed = layout.parse_write(wfield, wvalue)
+            writes.append((writes_sort_key(path, task_id, idx), task_id, channel, loads(typed)))
+    writes.sort(key=lambda w: w[0])
+    return CheckpointTuple(
+        config=source.config(checkpoint_id), checkpoint=checkpoint, metadata=metadata,  # type: ignore[arg-type]
+        parent_config=source.config(parent) if parent else None,
+        pending_writes=[(task_id, channel, value) for _, task_id, channel, value in writes],
+    )
