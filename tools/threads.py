@@ -2,8 +2,9 @@
 
 concurrent.futures' pools join their threads at interpreter shutdown, so one hung sync tool kept the CLI alive
 after it had printed its answer; these threads are daemons. A call that gives up (its timeout, a cancelled
-run) leaves its thread running the tool: that thread is *stuck* until the tool returns, and is counted per
-tool, so a tool that keeps hanging is refused new threads instead of taking all of them from the others.
+run) leaves its thread running the tool: that thread is *stuck* until the tool returns. Stuck threads are
+counted per tool and do not count against the threads for calls that are still awaited, so they never starve
+the other tools; a tool that keeps hanging is refused new threads instead.
 """
 
 from __future__ import annotations
@@ -45,18 +46,19 @@ class _Job:
 
 
 class ToolThreads:
-    """At most `max_threads` daemon threads; a tool with `max_stuck_per_tool` stuck threads gets no more.
+    """Daemon threads: at most `max_threads` run calls that are still awaited; stuck ones come on top, bounded.
 
-    Stuck threads of all tools together may hold at most half the threads: past that, a tool that already
-    has a stuck thread is refused too, so the other half stays for tools that return.
+    A tool with `max_stuck_per_tool` stuck threads gets no more; once `max_stuck` threads of all tools are
+    stuck, no tool that has a stuck thread gets another. Tools without stuck threads always get threads.
     """
 
-    def __init__(self, max_threads: int = 32, max_stuck_per_tool: int = 4, idle_s: float = 60.0) -> None:
-        if max_threads < 2 or max_stuck_per_tool < 1:
-            raise ValueError("max_threads must be >= 2 and max_stuck_per_tool >= 1")
+    def __init__(self, max_threads: int = 32, max_stuck_per_tool: int = 4, max_stuck: int | None = None,
+                 idle_s: float = 60.0) -> None:
+        if max_threads < 1 or max_stuck_per_tool < 1:
+            raise ValueError("max_threads and max_stuck_per_tool must be >= 1")
         self.max_threads = max_threads
         self.max_stuck_per_tool = max_stuck_per_tool
-        self.max_stuck = max_threads // 2
+        self.max_stuck = max_threads if max_stuck is None else max_stuck
         self.idle_s = idle_s
         self._lock = threading.Lock()
         self._work_ready = threading.Condition(self._lock)
@@ -64,26 +66,27 @@ class ToolThreads:
         self._threads = 0  # alive worker threads
         self._waiting = 0  # of those, the ones waiting for a job
         self._stuck: Counter[str] = Counter()
+        self._stuck_total = 0
 
     # -- what `reactgraph tools` and the refusal read ---------------------------------------------------------
 
     def stuck(self, tool: str | None = None) -> int:
         """Threads still running a call whose caller gave up: of one tool, or of all."""
         with self._lock:
-            return self._stuck[tool] if tool is not None else sum(self._stuck.values())
+            return self._stuck[tool] if tool is not None else self._stuck_total
 
     def refusal(self, tool: str) -> int | None:
         """The tool's stuck-thread count if it may not have another thread now, else None."""
         with self._lock:
             mine = self._stuck[tool]
-            if mine >= self.max_stuck_per_tool or (mine and sum(self._stuck.values()) >= self.max_stuck):
+            if mine >= self.max_stuck_per_tool or (mine and self._stuck_total >= self.max_stuck):
                 return mine
         return None
 
     def counts(self) -> dict[str, int]:
         """Threads alive, idle and stuck, for status reports."""
         with self._lock:
-            return {"threads": self._threads, "idle": self._waiting, "stuck": sum(self._stuck.values()),
+            return {"threads": self._threads, "idle": self._waiting, "stuck": self._stuck_total,
                     "max_threads": self.max_threads}
 
     # -- running a call -----------------------------------------------------------------------------------------
@@ -94,9 +97,7 @@ class ToolThreads:
         job = _Job(tool, work, loop, loop.create_future())
         with self._lock:
             self._queue.append(job)
-            if len(self._queue) > self._waiting and self._threads < self.max_threads:
-                self._threads += 1
-                threading.Thread(target=self._serve, name=f"reactgraph-tool-{self._threads}", daemon=True).start()
+            self._start_thread_if_needed()
             self._work_ready.notify()
         try:
             return await job.future
@@ -105,9 +106,18 @@ class ToolThreads:
                 if job.state == "running":
                     job.abandoned = True
                     self._stuck[tool] += 1
+                    self._stuck_total += 1
+                    self._start_thread_if_needed()  # the stuck thread no longer counts: queued calls may start
                 elif job.state == "queued":
-                    job.state = "dropped"  # never started: the thread that takes it skips it
+                    job.state = "dropped"  # never started, and never will
+                    self._queue.remove(job)
             raise
+
+    def _start_thread_if_needed(self) -> None:
+        """A new thread when queued calls outnumber idle threads and the awaited calls' threads are below the cap."""
+        if len(self._queue) > self._waiting and self._threads - self._stuck_total < self.max_threads:
+            self._threads += 1
+            threading.Thread(target=self._serve, name=f"reactgraph-tool-{self._threads}", daemon=True).start()
 
     def _serve(self) -> None:
         """A worker thread: take jobs until idle for `idle_s`."""
@@ -122,6 +132,7 @@ class ToolThreads:
             with self._lock:
                 job.state = "done"
                 if job.abandoned:
+                    self._stuck_total -= 1
                     self._stuck[job.tool] -= 1
                     if not self._stuck[job.tool]:
                         del self._stuck[job.tool]
