@@ -116,8 +116,12 @@ class ToolThreads:
     def _start_thread_if_needed(self) -> None:
         """A new thread when queued calls outnumber idle threads and the awaited calls' threads are below the cap."""
         if len(self._queue) > self._waiting and self._threads - self._stuck_total < self.max_threads:
+            thread = threading.Thread(target=self._serve, name=f"reactgraph-tool-{self._threads + 1}", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # the OS has no thread to give: the call waits for a thread, up to its timeout
+                return
             self._threads += 1
-            threading.Thread(target=self._serve, name=f"reactgraph-tool-{self._threads}", daemon=True).start()
 
     def _serve(self) -> None:
         """A worker thread: take jobs until idle for `idle_s`."""

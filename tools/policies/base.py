@@ -31,6 +31,8 @@ class CallContext:
     # call had to wait for a slot: a call that waited is checked against the breaker again before it runs.
     breaker_probe: bool = False
     waited_for_slot: bool = False
+    # Set once the breaker step inside the slot has dealt with the call (the outer step then records nothing).
+    breaker_settled: bool = False
     detail: dict[str, Any] = field(default_factory=dict)
 
     @property

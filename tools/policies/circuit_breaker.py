@@ -107,13 +107,14 @@ class CircuitBreakerPolicy:
             return refusal(call, breaker, await breaker.snapshot(), others)
         call.breaker_probe = admitted_in is not BreakerState.CLOSED
         result = await proceed(call)
-        if result.status is not ToolStatus.CIRCUIT_OPEN:  # refused by the re-check below: it never ran
+        if not call.breaker_settled:  # it never got a concurrency slot (rate_limited)
             await breaker.record(result.status)
         return result
 
 
 class BreakerRecheck:
-    """After a wait for a concurrency slot, asks the breaker again: the circuit may have opened meanwhile.
+    """Inside the concurrency slot: asks the breaker again after a wait, and records the outcome before the
+    slot is given up, so the calls queued behind see the circuit as this call left it.
 
     Without it, 40 calls of a hanging tool in one model reply all passed the breaker while it was closed,
     queued for the 5 slots, and then ran (and hung) one batch after another long after the circuit opened.
@@ -125,12 +126,15 @@ class BreakerRecheck:
         self.registry = registry
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+        breaker = self.breakers.for_tool(call.name)
+        call.breaker_settled = True
         if call.waited_for_slot and not call.breaker_probe:
-            breaker = self.breakers.for_tool(call.name)
             snap = await breaker.snapshot()
             if snap.state is not BreakerState.CLOSED:
-                if await breaker.admit() is None:
+                if await breaker.admit() is None:  # it never ran: nothing to record
                     others = [n for n in self.registry.available_names(call.session) if n != call.name]
                     return refusal(call, breaker, await breaker.snapshot(), others)
                 call.breaker_probe = True
-        return await proceed(call)
+        result = await proceed(call)
+        await breaker.record(result.status)
+        return result
