@@ -14,11 +14,12 @@ from reactgraph.tools.policies.base import CallContext, Handler, chain
 from reactgraph.tools.policies.breaker_state import BreakerConfig
 from reactgraph.tools.policies.breaker_store import BreakerStore
 from reactgraph.tools.policies.bulkhead import Bulkhead
-from reactgraph.tools.policies.circuit_breaker import CircuitBreakerPolicy, CircuitBreakers
+from reactgraph.tools.policies.circuit_breaker import BreakerRecheck, CircuitBreakerPolicy, CircuitBreakers
 from reactgraph.tools.policies.existence import Existence
 from reactgraph.tools.policies.invoke import Invoke
 from reactgraph.tools.policies.normalise import Normalise
 from reactgraph.tools.policies.permission import Permission
+from reactgraph.tools.policies.result_limit import ResultLimit
 from reactgraph.tools.policies.retry import Retry
 from reactgraph.tools.policies.timeout import Timeout
 from reactgraph.tools.policies.validation import ArgumentValidation
@@ -26,6 +27,7 @@ from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession
 from reactgraph.tools.telemetry import Telemetry
+from reactgraph.tools.threads import ToolThreads
 
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
 
@@ -33,29 +35,35 @@ ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id
 class ToolGateway:
     """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
 
-    Pipeline, outermost first: telemetry → existence → permission → argument validation → circuit breaker
-    → concurrency limit → normalise (exceptions become results) → timeout → retry → the tool.
+    Pipeline, outermost first: telemetry → result limit → existence → permission → argument validation
+    → circuit breaker → concurrency limit → breaker re-check → normalise (exceptions become results)
+    → timeout → retry → the tool (sync tools on the gateway's own daemon threads, `threads`).
     """
 
     def __init__(self, tools: Iterable[ToolMeta | BaseTool | Callable[..., Any]] = (), *,
                  max_concurrent: int = 5, max_wait_s: float = 60.0,
                  breaker: BreakerConfig | None = None, breaker_store: BreakerStore | None = None,
-                 clock: Callable[[], float] = time.time, retry: Retry | None = None) -> None:
+                 clock: Callable[[], float] = time.time, retry: Retry | None = None,
+                 max_result_chars: int = 1_000_000, max_threads: int = 32, max_stuck_per_tool: int = 4) -> None:
         self.registry = ToolRegistry()
         self.breakers = CircuitBreakers(breaker, clock=clock, store=breaker_store)
         self.bulkhead = Bulkhead(max_concurrent, max_wait_s)
         self.telemetry = Telemetry()
+        self.threads = ToolThreads(max_threads, max_stuck_per_tool)
+        self._max_result_chars = max_result_chars
         self._pipeline: Handler = chain([
             self.telemetry,
+            ResultLimit(max_result_chars),
             Existence(self.registry),
             Permission(self.registry),
             ArgumentValidation(),
             CircuitBreakerPolicy(self.breakers, self.registry),
             self.bulkhead,
+            BreakerRecheck(self.breakers, self.registry),
             Normalise(),
             Timeout(),
             retry or Retry(),
-        ], Invoke())
+        ], Invoke(self.threads))
         for item in tools:
             self.register(item)
 
@@ -106,7 +114,10 @@ class ToolGateway:
     # -- observability ----------------------------------------------------------------------------------------
 
     async def status(self) -> list[dict[str, Any]]:
-        """Per tool: description, tags, limits, breaker state and call metrics (for `reactgraph tools`)."""
+        """Per tool: description, tags, limits, breaker state, stuck threads and call metrics (`reactgraph tools`).
+
+        `stuck_threads` counts the tool's calls that gave up (timed out, cancelled) while its thread still runs.
+        """
         rows = []
         for meta in self.registry:
             breaker = self.breakers.for_tool(meta.name)
@@ -115,6 +126,8 @@ class ToolGateway:
             rows.append({
                 "name": meta.name, "description": meta.description, "enabled": meta.enabled,
                 "tags": list(meta.tags), "timeout_s": meta.timeout_s, "max_concurrency": meta.max_concurrency,
+                "max_result_chars": meta.max_result_chars or self._max_result_chars,
+                "stuck_threads": self.threads.stuck(meta.name),
                 "breaker": {"state": snap.state.value, "consecutive_failures": snap.consecutive_failures,
                             "retry_in_s": round(breaker.retry_in(snap), 3) if snap.state == "open" else None},
                 "metrics": metrics.to_dict() if metrics else None,

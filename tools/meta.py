@@ -30,6 +30,8 @@ class ToolMeta:
     max_concurrency: int | None = None
     # Attempts for transient failures (1 = no retry).
     max_attempts: int = 3
+    # Longest result text the model gets (None: the gateway's `max_result_chars`); longer is cut, with a note.
+    max_result_chars: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # Derived once: asking inspect on every call shows up in the gateway's per-call overhead.
     is_async: bool = field(init=False, repr=False, compare=False, default=False)
@@ -45,6 +47,8 @@ class ToolMeta:
             raise ToolRegistrationError(f"tool {self.name!r}: timeout_s must be > 0")
         if self.max_attempts < 1:
             raise ToolRegistrationError(f"tool {self.name!r}: max_attempts must be >= 1")
+        if self.max_result_chars is not None and self.max_result_chars < 1:
+            raise ToolRegistrationError(f"tool {self.name!r}: max_result_chars must be >= 1")
 
     def openai_schema(self) -> dict[str, Any]:
         """The tool in OpenAI function-calling format, as model providers expect it."""

@@ -52,9 +52,25 @@ def timeout(name: str, timeout_s: float) -> str:
             "try another tool or answer from what you have.")
 
 
+def stuck(name: str, stuck_threads: int, timeout_s: float) -> str:
+    return (f"Tool {name} is not responding: {stuck_threads} earlier call(s) are still running past their "
+            f"{timeout_s:g}s timeout, so it was not called again. Try another tool or answer from what you have.")
+
+
 def failed(name: str, error: BaseException) -> str:
-    message = str(error).strip() or type(error).__name__
-    return f"Tool {name} failed: {message}"
+    try:
+        message = str(error).strip()
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails is still reported, by its type
+        message = ""
+    kind = type(error).__name__
+    if not isinstance(error, Exception):  # SystemExit, KeyboardInterrupt, GeneratorExit, …: say what it was
+        return f"Tool {name} failed: it raised {kind}{f' ({message})' if message else ''}."
+    return f"Tool {name} failed: {message or kind}"
+
+
+def cut_note(kept_chars: int, total_chars: int) -> str:
+    return (f"\n[cut by the tool gateway: the first {kept_chars:,} of {total_chars:,} characters are shown; "
+            "ask for less (a narrower query, a page, a summary) to see the rest]")
 
 
 def render_value(value: Any) -> str:

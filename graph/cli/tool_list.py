@@ -1,4 +1,4 @@
-"""`reactgraph tools`: every tool the gateway offers, with its parameters, limits and breaker state."""
+"""`reactgraph tools`: every tool the gateway offers, with its parameters, limits, breaker state and stuck threads."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def list_tools(
     tools: Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List the tools: description, parameters, limits and circuit-breaker state."""
+    """List the tools: description, parameters, limits, circuit-breaker state and stuck threads."""
     import asyncio
 
     rows = asyncio.run(gateway_with(tools).status())
@@ -26,11 +26,12 @@ def list_tools(
     from rich.table import Table
 
     table = Table(title="Tools (every call goes through the gateway pipeline)")
-    for column in ("tool", "parameters", "timeout", "tags", "breaker", "description"):
+    # "stuck": threads still running calls of the tool that already timed out (see ToolGateway.status).
+    for column in ("tool", "parameters", "timeout", "tags", "breaker", "stuck", "description"):
         table.add_column(column)
     for row in rows:
         params = ", ".join(f"{k}{'' if k in row['schema'].get('required', []) else '?'}"
                            for k in row["schema"].get("properties", {}))
         table.add_row(row["name"], params, f"{row['timeout_s']:g}s", ",".join(row["tags"]),
-                      row["breaker"]["state"], row["description"].split("\n")[0][:80])
+                      row["breaker"]["state"], str(row["stuck_threads"]), row["description"].split("\n")[0][:80])
     Console().print(table)

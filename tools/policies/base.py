@@ -27,6 +27,12 @@ class CallContext:
     attempts: int = 0
     # Monotonic time by which the call must finish (set by the timeout policy, read by retry).
     deadline: float | None = None
+    # Set by the circuit breaker when this call is its half-open probe, and by the concurrency limit when the
+    # call had to wait for a slot: a call that waited is checked against the breaker again before it runs.
+    breaker_probe: bool = False
+    waited_for_slot: bool = False
+    # Set once the breaker step inside the slot has dealt with the call (the outer step then records nothing).
+    breaker_settled: bool = False
     detail: dict[str, Any] = field(default_factory=dict)
 
     @property

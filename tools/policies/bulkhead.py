@@ -41,11 +41,11 @@ class Bulkhead:
             sem = per_loop[key] = asyncio.Semaphore(size)
         return sem
 
-    async def _acquire_all(self, semaphores: list[asyncio.Semaphore]) -> list[asyncio.Semaphore]:
+    async def _acquire_all(self, semaphores: list[asyncio.Semaphore], wait: bool) -> list[asyncio.Semaphore]:
         """Take every slot or none; waiting (never the free-slot fast path) is bounded by `max_wait_s`."""
         held: list[asyncio.Semaphore] = []
         try:
-            if any(sem.locked() for sem in semaphores):
+            if wait:
                 async with asyncio.timeout(self.max_wait_s):
                     for sem in semaphores:
                         await sem.acquire()
@@ -65,8 +65,9 @@ class Bulkhead:
         if call.tool.max_concurrency:
             semaphores.insert(0, self._semaphore(call.name, call.tool.max_concurrency))
         started = time.monotonic()
+        call.waited_for_slot = any(sem.locked() for sem in semaphores)
         try:
-            held = await self._acquire_all(semaphores)
+            held = await self._acquire_all(semaphores, call.waited_for_slot)
         except TimeoutError:
             return call.result(ToolStatus.RATE_LIMITED,
                                observations.rate_limited(call.name, time.monotonic() - started))

@@ -15,6 +15,7 @@ from reactgraph.tools.policies.base import CallContext, Handler
 from reactgraph.tools.policies.breaker_state import (
     BreakerConfig,
     BreakerSnapshot,
+    BreakerState,
     admit,
     on_failure,
     on_neutral,
@@ -36,8 +37,17 @@ class CircuitBreaker:
         self.store = store or MemoryBreakerStore()
 
     async def try_acquire(self) -> bool:
+        return await self.admit() is not None
+
+    async def admit(self) -> BreakerState | None:
+        """Admit a call now: the state it was admitted in (CLOSED, or else it is the probe), or None if refused."""
         now = self.clock()
-        return await self.store.update(self.name, lambda s: admit(s, now, self.config))
+
+        def change(s: BreakerSnapshot) -> tuple[BreakerState | None, BreakerSnapshot]:
+            admitted, new = admit(s, now, self.config)
+            return (s.state if admitted else None), new
+
+        return await self.store.update(self.name, change)
 
     async def record(self, status: ToolStatus) -> None:
         now = self.clock()
@@ -74,6 +84,14 @@ class CircuitBreakers:
         return breaker
 
 
+def refusal(call: CallContext, breaker: CircuitBreaker, snap: BreakerSnapshot, others: list[str]) -> ToolResult:
+    """The `circuit_open` result: when the tool will be tried again, and which tools remain."""
+    retry_in = breaker.retry_in(snap)
+    return call.result(ToolStatus.CIRCUIT_OPEN,
+                       observations.circuit_open(call.name, retry_in, snap.consecutive_failures, others),
+                       retry_in_s=round(retry_in, 3))
+
+
 class CircuitBreakerPolicy:
     """Short-circuits calls to a tool whose circuit is open, telling the model when it will be retried."""
 
@@ -83,13 +101,40 @@ class CircuitBreakerPolicy:
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
         breaker = self.breakers.for_tool(call.name)
-        if not await breaker.try_acquire():
-            snap = await breaker.snapshot()
+        admitted_in = await breaker.admit()
+        if admitted_in is None:
             others = [n for n in self.registry.available_names(call.session) if n != call.name]
-            retry_in = breaker.retry_in(snap)
-            return call.result(ToolStatus.CIRCUIT_OPEN,
-                               observations.circuit_open(call.name, retry_in, snap.consecutive_failures, others),
-                               retry_in_s=round(retry_in, 3))
+            return refusal(call, breaker, await breaker.snapshot(), others)
+        call.breaker_probe = admitted_in is not BreakerState.CLOSED
+        result = await proceed(call)
+        if not call.breaker_settled:  # it never got a concurrency slot (rate_limited)
+            await breaker.record(result.status)
+        return result
+
+
+class BreakerRecheck:
+    """Inside the concurrency slot: asks the breaker again after a wait, and records the outcome before the
+    slot is given up, so the calls queued behind see the circuit as this call left it.
+
+    Without it, 40 calls of a hanging tool in one model reply all passed the breaker while it was closed,
+    queued for the 5 slots, and then ran (and hung) one batch after another long after the circuit opened.
+    A call that waited is admitted again only if the circuit is still closed, or as the new half-open probe.
+    """
+
+    def __init__(self, breakers: CircuitBreakers, registry: ToolRegistry) -> None:
+        self.breakers = breakers
+        self.registry = registry
+
+    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+        breaker = self.breakers.for_tool(call.name)
+        call.breaker_settled = True
+        if call.waited_for_slot and not call.breaker_probe:
+            snap = await breaker.snapshot()
+            if snap.state is not BreakerState.CLOSED:
+                if await breaker.admit() is None:  # it never ran: nothing to record
+                    others = [n for n in self.registry.available_names(call.session) if n != call.name]
+                    return refusal(call, breaker, await breaker.snapshot(), others)
+                call.breaker_probe = True
         result = await proceed(call)
         await breaker.record(result.status)
         return result

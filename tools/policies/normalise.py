@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from reactgraph.tools import observations
 from reactgraph.tools.errors import ToolInputError
 from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.policies.containment import tool_fault
 from reactgraph.tools.policies.validation import schema_hint
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 
 class Normalise:
-    """The boundary below which tools may raise; above it, every outcome is a `ToolResult`."""
+    """The boundary below which tools may raise anything; above it, every outcome is a `ToolResult`.
+
+    Only the caller stopping the run (its task cancelled, a user's Ctrl-C) passes through, re-raised: see
+    `containment` for how that is told apart from a tool raising KeyboardInterrupt or CancelledError itself.
+    """
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
         try:
@@ -22,8 +25,5 @@ class Normalise:
         except ToolInputError as exc:
             return call.result(ToolStatus.INVALID_ARGS,
                                observations.invalid_args(call.name, str(exc), schema_hint(call.tool)))
-        except asyncio.CancelledError:
-            raise  # the caller gave up (e.g. the graph run was cancelled): not the tool's fault to report
-        except Exception as exc:  # noqa: BLE001 - a tool's fault must never escape the gateway
-            return call.result(ToolStatus.ERROR, observations.failed(call.name, exc),
-                               error_type=type(exc).__name__)
+        except BaseException as exc:  # noqa: BLE001 - a tool's fault, of any kind, must never escape the gateway
+            return tool_fault(call, exc)

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 from reactgraph.tools import observations
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.policies.containment import tool_fault
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 
@@ -54,4 +55,6 @@ class ArgumentValidation:
             return call.result(ToolStatus.INVALID_ARGS,
                                observations.invalid_args(meta.name, exc, schema_hint(meta)),
                                field_errors=[{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()])
+        except BaseException as exc:  # noqa: BLE001 - the tool's own validators may raise anything (pydantic
+            return tool_fault(call, exc)  # turns only ValueError and AssertionError into a ValidationError)
         return await proceed(call)
