@@ -64,8 +64,12 @@ def open_checkpointer(url: str | None = None) -> OpenedCheckpointer:
 def _redis(url: str) -> RedisSaver:
     from reactgraph.memory.redis_checkpoint import RedisSaver
 
-    saver = RedisSaver.from_url(url)
-    saver.ping()  # raises CheckpointStoreUnavailable with the URL (password hidden) and the reason
+    saver = RedisSaver.from_url(url)  # a store `from_url` on the same URL shares its client and pool
+    try:
+        saver.ping()  # raises CheckpointStoreUnavailable with the URL (password hidden) and the reason
+    except BaseException:
+        saver.close()
+        raise
     return saver
 
 
