@@ -5,9 +5,9 @@ The savers keep their connections checked out of the client's pool instead of go
 observability hooks, response callbacks) costs 2-4x the network round trip itself on a local Redis,
 and a checkpointer pays it on every graph step. Connections, auth, TLS and RESP parsing stay redis-py's.
 
-A wire holds at most `PoolLimits.max_connections` connections; a caller that finds them all busy waits up
-to `PoolLimits.timeout` for one, then gets `RedisPoolExhausted`. Savers and stores on one client share its
-wire (`wire_of`), so they share that budget as well as the pool.
+A wire holds at most `PoolLimits.max_connections` connections; a caller that finds them all busy waits,
+and gets `RedisPoolExhausted` once none has come free for `PoolLimits.timeout` (see limits.py). Savers
+and stores on one client share its wire (`wire_of`), so they share that budget as well as the pool.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import redis
 import redis.asyncio
 
 from reactgraph.memory.redis_checkpoint.errors import checkout_error, exhausted, refused, unavailable
-from reactgraph.memory.redis_checkpoint.limits import PoolLimits
+from reactgraph.memory.redis_checkpoint.limits import LoopSlots, PoolLimits, ThreadSlots
 from reactgraph.memory.redis_checkpoint.scripts import Script
 
 Command = tuple[Any, ...]  # ("CMD", *args) or (Script, numkeys, *keys_and_args)
@@ -105,7 +105,7 @@ class SyncWire:
     def _reset(self) -> None:
         # list.pop/append are atomic, so threads need no lock; the semaphore counts connections out.
         self._free: list[Any] = []
-        self._slots = threading.BoundedSemaphore(self.limits.max_connections)
+        self._slots = ThreadSlots(self.limits)
         self._pid = os.getpid()
         self._executor = None
 
@@ -130,7 +130,7 @@ class SyncWire:
             raise
         finally:
             self._free.append(conn)
-            self._slots.release()
+            self._slots.give()
         return _raise_first_error(replies)
 
     async def acall(self, command: Command) -> Any:
@@ -171,7 +171,7 @@ class SyncWire:
         if self._pid != os.getpid():
             # A forked child must not talk on its parent's sockets; the pool makes it fresh ones.
             self._reset()
-        if not self._slots.acquire(timeout=self.limits.timeout):
+        if not self._slots.take():
             raise exhausted(self.url, self.limits.max_connections, self.limits.timeout)
         try:
             return self._free.pop()
@@ -180,7 +180,7 @@ class SyncWire:
         try:
             return self.pool.get_connection()
         except BaseException as exc:
-            self._slots.release()
+            self._slots.give()
             raise checkout_error(self.url, self.limits, exc) from exc
 
     def close(self) -> None:
@@ -202,7 +202,7 @@ class AsyncWire:
         self.pool, self.url = client.connection_pool, url
         self.limits = limits.within(self.pool)
         self._free: list[Any] = []
-        self._slots = asyncio.Semaphore(self.limits.max_connections)
+        self._slots = LoopSlots(self.limits)
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -228,7 +228,7 @@ class AsyncWire:
             raise
         finally:
             self._free.append(conn)
-            slots.release()
+            slots.give()
         return _raise_first_error(replies)
 
     async def _round_trip(self, conn: Any, commands: list[Command]) -> list[Any]:
@@ -252,18 +252,13 @@ class AsyncWire:
                 raise refused(self.url, exc) from exc
         raise AssertionError("unreachable")
 
-    async def _acquire(self) -> tuple[Any, asyncio.Semaphore]:
+    async def _acquire(self) -> tuple[Any, LoopSlots]:
         loop = asyncio.get_running_loop()
         if loop is not self.loop:
             await self._move_to(loop)
         slots = self._slots  # released to this one even if the wire moves to another loop meanwhile
-        if slots.locked():
-            try:
-                await asyncio.wait_for(slots.acquire(), self.limits.timeout)
-            except TimeoutError:
-                raise exhausted(self.url, self.limits.max_connections, self.limits.timeout) from None
-        else:
-            await slots.acquire()
+        if not await slots.take():
+            raise exhausted(self.url, self.limits.max_connections, self.limits.timeout)
         try:
             return self._free.pop(), slots
         except IndexError:
@@ -271,13 +266,13 @@ class AsyncWire:
         try:
             return await self.pool.get_connection(), slots
         except BaseException as exc:
-            slots.release()
+            slots.give()
             raise checkout_error(self.url, self.limits, exc) from exc
 
     async def _move_to(self, loop: asyncio.AbstractEventLoop) -> None:
         """Serve another event loop: asyncio connections and waiters belong to the loop that made them."""
         stale, self._free = self._free, []
-        self._slots, self.loop = asyncio.Semaphore(self.limits.max_connections), loop
+        self._slots, self.loop = LoopSlots(self.limits), loop
         for conn in stale:
             with contextlib.suppress(Exception):  # its loop may be closed; the pool reconnects it on next use
                 await conn.disconnect(nowait=True)
