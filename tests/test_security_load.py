@@ -68,7 +68,8 @@ class PausableProxy:
         self._listener.settimeout(0.05)
         self.port = self._listener.getsockname()[1]
         self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
 
     def url(self, db: int = 15) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
@@ -85,6 +86,8 @@ class PausableProxy:
                 client, _ = self._listener.accept()
             except TimeoutError:
                 continue
+            except OSError:  # closed by close()
+                return
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
             self._sockets += [client, upstream]
             for source, target in ((client, upstream), (upstream, client)):
@@ -108,6 +111,7 @@ class PausableProxy:
     def close(self) -> None:
         self._closed.set()
         self.flowing.set()
+        self._acceptor.join(timeout=5)
         for sock in [self._listener, *self._sockets]:
             with contextlib.suppress(OSError):
                 sock.close()
