@@ -77,8 +77,12 @@ def open_checkpointer(url: str | None = None, *, ttl: float | None = None) -> Op
 def _redis(url: str, ttl: float | None = None) -> RedisSaver:
     from reactgraph.memory.redis_checkpoint import RedisSaver
 
-    saver = RedisSaver.from_url(url, ttl=ttl)
-    saver.ping()  # raises CheckpointStoreUnavailable with the URL (password hidden) and the reason
+    saver = RedisSaver.from_url(url, ttl=ttl)  # a store `from_url` on the same URL shares its client and pool
+    try:
+        saver.ping()  # raises CheckpointStoreUnavailable with the URL (password hidden) and the reason
+    except BaseException:
+        saver.close()
+        raise
     return saver
 
 

@@ -62,9 +62,9 @@ def store_errors() -> tuple[type[Exception], ...]:
     """The store's failures a user can fix, imported only by the commands that open a store."""
     from reactgraph.memory.checkpointer import CheckpointerConfigError
     from reactgraph.memory.embedded_redis import EmbeddedRedisError
-    from reactgraph.memory.redis_checkpoint import CheckpointStoreUnavailable, InvalidRedisURL
+    from reactgraph.memory.redis_checkpoint import CheckpointStoreUnavailable, InvalidRedisSetting, InvalidRedisURL
 
-    return CheckpointStoreUnavailable, InvalidRedisURL, CheckpointerConfigError, EmbeddedRedisError
+    return CheckpointStoreUnavailable, InvalidRedisURL, InvalidRedisSetting, CheckpointerConfigError, EmbeddedRedisError
 
 
 def is_user_error(exc: BaseException) -> bool:
@@ -147,8 +147,8 @@ def open_store(store: str | None, ttl: float | None = None) -> OpenedCheckpointe
 
 
 def long_term_store(opened: OpenedCheckpointer) -> Any:
-    """The Q&A log and lessons live beside the checkpoints: in the same Redis or SQLite file, else in this
-    process."""
+    """The Q&A log and lessons live beside the checkpoints: in the same Redis (and its connection pool, which
+    `from_url` on the saver's URL shares) or SQLite file, else in this process."""
     if opened.redis_url:
         from reactgraph.memory import RedisStore
         from reactgraph.memory.retention import store_ttl

@@ -1,7 +1,8 @@
 """LangGraph checkpointers on plain Redis 6+ / Valkey: strings, hashes and sorted sets only, no modules.
 
-`RedisSaver` (sync) and `AsyncRedisSaver` (asyncio) pass LangGraph's conformance suite, optional
-capabilities included (copy_thread, delete_for_runs, prune). Every operation that a graph step pays
+`RedisSaver` (on redis-py's sync client) and `AsyncRedisSaver` (on redis.asyncio) each serve sync and async
+callers and pass LangGraph's conformance suite, optional capabilities included (copy_thread,
+delete_for_runs, prune). Every operation that a graph step pays
 for is one round trip: `put`, `put_writes` and `get_tuple` are each one EVALSHA of a Lua script
 (`scripts.py`), atomic on the server; the script's source is sent only when the server answers NOSCRIPT.
 The key layout is in `layout.py`.
@@ -27,7 +28,12 @@ from reactgraph._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from reactgraph.memory.redis_checkpoint.aio import AsyncRedisSaver
-    from reactgraph.memory.redis_checkpoint.errors import CheckpointStoreUnavailable, InvalidRedisURL
+    from reactgraph.memory.redis_checkpoint.errors import (
+        CheckpointStoreUnavailable,
+        InvalidRedisSetting,
+        InvalidRedisURL,
+        RedisPoolExhausted,
+    )
     from reactgraph.memory.redis_checkpoint.reading import UnreadableCheckpoint
     from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer, RefusedPayload
     from reactgraph.memory.redis_checkpoint.sync import RedisSaver
@@ -37,7 +43,9 @@ _EXPORTS = {
     "AllowListSerializer": "reactgraph.memory.redis_checkpoint.serde",
     "AsyncRedisSaver": "reactgraph.memory.redis_checkpoint.aio",
     "CheckpointStoreUnavailable": "reactgraph.memory.redis_checkpoint.errors",
+    "InvalidRedisSetting": "reactgraph.memory.redis_checkpoint.errors",
     "InvalidRedisURL": "reactgraph.memory.redis_checkpoint.errors",
+    "RedisPoolExhausted": "reactgraph.memory.redis_checkpoint.errors",
     "RedisSaver": "reactgraph.memory.redis_checkpoint.sync",
     "RefusedPayload": "reactgraph.memory.redis_checkpoint.serde",
     "UnreadableCheckpoint": "reactgraph.memory.redis_checkpoint.reading",

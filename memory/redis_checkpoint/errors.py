@@ -1,8 +1,10 @@
-"""The two ways a Redis checkpointer fails before doing any work: a bad URL, or no usable server."""
+"""How the Redis saver and store fail, each as one line: a bad URL or setting, no usable server, or no free
+connection in time."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import urlsplit
 
 _SCHEMES = ("redis", "rediss", "unix")
@@ -14,8 +16,16 @@ class InvalidRedisURL(ValueError):
     """The Redis URL cannot be parsed; the message names it with any password hidden."""
 
 
+class InvalidRedisSetting(ValueError):
+    """A connection setting (an option or its environment variable) is not a usable number."""
+
+
 class CheckpointStoreUnavailable(ConnectionError):
     """Redis did not answer, or refused us; the message names the URL (no password) and the reason."""
+
+
+class RedisPoolExhausted(CheckpointStoreUnavailable):
+    """Every connection the pool may open stayed busy for the whole wait: a load problem, not a dead server."""
 
 
 def redact(url: str) -> str:
@@ -71,6 +81,31 @@ def unavailable(url: str, exc: BaseException) -> CheckpointStoreUnavailable:
     message = _first_line(exc)
     match = _CONNECT_REASON.match(message)
     return CheckpointStoreUnavailable(f"cannot reach Redis at {url}: {match.group(1) if match else message}")
+
+
+def exhausted(url: str, connections: int, waited: float) -> RedisPoolExhausted:
+    """The one-line error for a caller that waited its full time for one of the pool's connections."""
+    return RedisPoolExhausted(
+        f"all {connections} Redis connections to {url} busy for {waited:g} s: raise "
+        "REACTGRAPH_REDIS_MAX_CONNECTIONS (the pool's size) or REACTGRAPH_REDIS_POOL_TIMEOUT (the wait)")
+
+
+def checkout_error(url: str, limits: Any, exc: BaseException) -> BaseException:
+    """What a failed checkout from redis-py's pool means: it is full, the server refused us, or is unreachable."""
+    import redis
+
+    if isinstance(exc, redis.exceptions.MaxConnectionsError) or str(exc) == "No connection available.":
+        return exhausted(url, limits.max_connections, limits.timeout)  # the pool's own limit or wait
+    if isinstance(exc, redis.ResponseError):
+        return refused(url, exc)
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
+        return unavailable(url, exc)
+    return exc
+
+
+def refused(url: str, exc: BaseException) -> CheckpointStoreUnavailable:
+    """The one-line error for a server that answered the connection's set-up with an error (e.g. SELECT 999)."""
+    return CheckpointStoreUnavailable(f"Redis at {url}: {_first_line(exc)}")
 
 
 def _first_line(exc: BaseException) -> str:

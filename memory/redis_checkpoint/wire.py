@@ -1,20 +1,30 @@
-"""Round trips to Redis: a batch of commands in, their replies out, on connections borrowed from redis-py.
+"""Round trips to Redis: a batch of commands in, their replies out, on at most N connections of a redis-py pool.
 
-The savers keep a few connections checked out of the client's pool instead of going through
+The savers keep their connections checked out of the client's pool instead of going through
 `Redis.execute_command` per call: redis-py 8's per-command path (pool checkout with a socket poll,
 observability hooks, response callbacks) costs 2-4x the network round trip itself on a local Redis,
 and a checkpointer pays it on every graph step. Connections, auth, TLS and RESP parsing stay redis-py's.
+
+A wire holds at most `PoolLimits.max_connections` connections; a caller that finds them all busy waits,
+and gets `RedisPoolExhausted` once none has come free for `PoolLimits.timeout` (see limits.py). Savers
+and stores on one client share its wire (`wire_of`), so they share that budget as well as the pool.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
 import redis.asyncio
 
-from reactgraph.memory.redis_checkpoint.errors import unavailable
+from reactgraph.memory.redis_checkpoint.errors import checkout_error, exhausted, refused, unavailable
+from reactgraph.memory.redis_checkpoint.limits import LoopSlots, PoolLimits, ThreadSlots
 from reactgraph.memory.redis_checkpoint.scripts import Script
 
 Command = tuple[Any, ...]  # ("CMD", *args) or (Script, numkeys, *keys_and_args)
@@ -66,14 +76,38 @@ def check_client(client: Any) -> None:
         raise ValueError("the Redis client must be created with decode_responses=False")
 
 
+_WIRES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_WIRES_LOCK = threading.Lock()
+
+
+def wire_of(client: Any, url: str, limits: PoolLimits) -> Any:
+    """The wire over `client`, made on first use: every saver and store on one client shares it (and its limits)."""
+    with _WIRES_LOCK:
+        wire = _WIRES.get(client)
+        if wire is None:
+            kind = AsyncWire if isinstance(client, redis.asyncio.Redis) else SyncWire
+            wire = _WIRES[client] = kind(client, url, limits)
+        return wire
+
+
 class SyncWire:
     """Sends batches over connections checked out of a `redis.Redis` pool; safe across threads."""
 
-    def __init__(self, client: redis.Redis, url: str) -> None:
+    is_async = False
+
+    def __init__(self, client: redis.Redis, url: str, limits: PoolLimits) -> None:
         check_client(client)
-        self.client, self.url = client, url
-        self._free: list[Any] = []  # list.pop/append are atomic, so threads need no lock
+        self.pool, self.url = client.connection_pool, url
+        self.limits = limits.within(self.pool)
+        self._executor: ThreadPoolExecutor | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        # list.pop/append are atomic, so threads need no lock; the semaphore counts connections out.
+        self._free: list[Any] = []
+        self._slots = ThreadSlots(self.limits)
         self._pid = os.getpid()
+        self._executor = None
 
     def call(self, command: Command) -> Any:
         return self.batch([command])[0]
@@ -91,9 +125,24 @@ class SyncWire:
                     _raise_first_error(self._round_trip(conn, [("SCRIPT", "LOAD", script.source)]))
                 for i, reply in zip(missing, self._round_trip(conn, [commands[i] for i in missing]), strict=True):
                     replies[i] = reply
+        except BaseException:
+            conn.disconnect()  # interrupted half-way, it may hold unread replies: reconnect on next use
+            raise
         finally:
             self._free.append(conn)
+            self._slots.give()
         return _raise_first_error(replies)
+
+    async def acall(self, command: Command) -> Any:
+        return (await self.abatch([command]))[0]
+
+    async def abatch(self, commands: list[Command]) -> list[Any]:
+        """`batch` for asyncio callers, on a worker thread: any event loop, and none of them blocked."""
+        if self._pid != os.getpid():
+            self._reset()
+        if self._executor is None:  # at most one thread per connection: more could only wait for one
+            self._executor = ThreadPoolExecutor(self.limits.max_connections, thread_name_prefix="reactgraph-redis")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self.batch, commands)
 
     def _round_trip(self, conn: Any, commands: list[Command]) -> list[Any]:
         packed = _pack(commands)
@@ -113,33 +162,51 @@ class SyncWire:
                 # is safe; a refused login is not worth repeating.
                 if attempt == 2 or isinstance(exc, redis.AuthenticationError):
                     raise unavailable(self.url, exc) from exc
+            except redis.ResponseError as exc:  # only a reconnection's set-up (AUTH, SELECT) answers here
+                conn.disconnect()
+                raise refused(self.url, exc) from exc
         raise AssertionError("unreachable")
 
     def _acquire(self) -> Any:
         if self._pid != os.getpid():
             # A forked child must not talk on its parent's sockets; the pool makes it fresh ones.
-            self._free, self._pid = [], os.getpid()
+            self._reset()
+        if not self._slots.take():
+            raise exhausted(self.url, self.limits.max_connections, self.limits.timeout)
         try:
             return self._free.pop()
         except IndexError:
             pass
         try:
-            return self.client.connection_pool.get_connection()
-        except _DOWN as exc:
-            raise unavailable(self.url, exc) from exc
+            return self.pool.get_connection()
+        except BaseException as exc:
+            self._slots.give()
+            raise checkout_error(self.url, self.limits, exc) from exc
 
     def close(self) -> None:
+        """Give the idle connections back to the pool (and stop the worker threads, once idle)."""
         while self._free:
-            self.client.connection_pool.release(self._free.pop())
+            self.pool.release(self._free.pop())
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
 
 
 class AsyncWire:
     """The same as `SyncWire`, over a `redis.asyncio.Redis` pool; safe across tasks of one event loop."""
 
-    def __init__(self, client: redis.asyncio.Redis, url: str) -> None:
+    is_async = True
+
+    def __init__(self, client: redis.asyncio.Redis, url: str, limits: PoolLimits) -> None:
         check_client(client)
-        self.client, self.url = client, url
+        self.pool, self.url = client.connection_pool, url
+        self.limits = limits.within(self.pool)
         self._free: list[Any] = []
+        self._slots = LoopSlots(self.limits)
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None  # set by the first batch
 
     async def call(self, command: Command) -> Any:
         return (await self.batch([command]))[0]
@@ -147,7 +214,7 @@ class AsyncWire:
     async def batch(self, commands: list[Command]) -> list[Any]:
         if not commands:
             return []
-        conn = await self._acquire()
+        conn, slots = await self._acquire()
         try:
             replies = await self._round_trip(conn, commands)
             missing = _missing_scripts(replies)
@@ -156,8 +223,12 @@ class AsyncWire:
                     _raise_first_error(await self._round_trip(conn, [("SCRIPT", "LOAD", script.source)]))
                 for i, reply in zip(missing, await self._round_trip(conn, [commands[i] for i in missing]), strict=True):
                     replies[i] = reply
+        except BaseException:
+            await conn.disconnect(nowait=True)  # cancelled half-way, it may hold unread replies
+            raise
         finally:
             self._free.append(conn)
+            slots.give()
         return _raise_first_error(replies)
 
     async def _round_trip(self, conn: Any, commands: list[Command]) -> list[Any]:
@@ -176,60 +247,37 @@ class AsyncWire:
                 await conn.disconnect()
                 if attempt == 2 or isinstance(exc, redis.AuthenticationError):
                     raise unavailable(self.url, exc) from exc
+            except redis.ResponseError as exc:
+                await conn.disconnect()
+                raise refused(self.url, exc) from exc
         raise AssertionError("unreachable")
 
-    async def _acquire(self) -> Any:
+    async def _acquire(self) -> tuple[Any, LoopSlots]:
+        loop = asyncio.get_running_loop()
+        if loop is not self.loop:
+            await self._move_to(loop)
+        slots = self._slots  # released to this one even if the wire moves to another loop meanwhile
+        if not await slots.take():
+            raise exhausted(self.url, self.limits.max_connections, self.limits.timeout)
         try:
-            return self._free.pop()
+            return self._free.pop(), slots
         except IndexError:
             pass
         try:
-            return await self.client.connection_pool.get_connection()
-        except _DOWN as exc:
-            raise unavailable(self.url, exc) from exc
+            return await self.pool.get_connection(), slots
+        except BaseException as exc:
+            slots.give()
+            raise checkout_error(self.url, self.limits, exc) from exc
+
+    async def _move_to(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve another event loop: asyncio connections and waiters belong to the loop that made them."""
+        stale, self._free = self._free, []
+        self._slots, self.loop = LoopSlots(self.limits), loop
+        for conn in stale:
+            with contextlib.suppress(Exception):  # its loop may be closed; the pool reconnects it on next use
+                await conn.disconnect(nowait=True)
+            await self.pool.release(conn)
 
     async def close(self) -> None:
         while self._free:
-            await self.client.connection_pool.release(self._free.pop())
-
-
-def client_kwargs(url: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """redis-py options for a client we own: binary replies, and a bounded wait for a dead host."""
-    if kwargs.get("decode_responses"):
-        raise ValueError("decode_responses=True would corrupt binary values")
-    options = {"socket_connect_timeout": 5.0, **kwargs, "decode_responses": False}
-    if "socket_connect_timeout=" in url:
-        del options["socket_connect_timeout"]  # the URL's own setting wins
-    return options
-
-
-class WiredClient:
-    """What the Redis-backed saver and store share: a client (maybe their own), the wire over it, and closing."""
-
-    client: Any
-    _wire: SyncWire
-    _owns_client: bool = False
-
-    @staticmethod
-    def connect(url: str, options: dict[str, Any]) -> Any:
-        """A client of our own for `url` (validated first, so a bad URL fails with one clear line)."""
-        import redis
-
-        from reactgraph.memory.redis_checkpoint.errors import check_url
-        return redis.Redis.from_url(check_url(url), **client_kwargs(url, options))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Give the borrowed connections back, and close the client if we made it."""
-        self._wire.close()
-        if self._owns_client:
-            self.client.close()
-
-    def ping(self) -> None:
-        """Raise CheckpointStoreUnavailable (naming the URL, never its password) now, not at first use."""
-        self._wire.call(("PING",))
+            await self.pool.release(self._free.pop())

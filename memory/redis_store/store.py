@@ -24,7 +24,8 @@ from langgraph.store.base import (
 )
 
 from reactgraph.memory.redis_checkpoint.errors import client_url, redact
-from reactgraph.memory.redis_checkpoint.wire import Command, SyncWire, WiredClient
+from reactgraph.memory.redis_checkpoint.pool import WiredClient
+from reactgraph.memory.redis_checkpoint.wire import Command
 from reactgraph.memory.redis_store import layout, scripts
 from reactgraph.memory.redis_store.filters import fixed_prefix, matches, namespace_matches
 from reactgraph.memory.redis_store.reading import read_hit, read_item
@@ -55,23 +56,23 @@ class RedisStore(WiredClient, BaseStore):
     supports_ttl = True
 
     def __init__(self, client: redis.Redis, *, prefix: str = "reactgraph:store", ttl: TTLConfig | None = None,
-                 index: Any = None, url: str | None = None) -> None:
+                 index: Any = None, url: str | None = None, max_connections: int | None = None,
+                 pool_timeout: float | None = None) -> None:
         if index is not None:
             raise NotImplementedError(_NO_INDEX)
         self.url = redact(url) if url else client_url(client)
         self.prefix = layout.normalise_prefix(prefix)
         self.ttl_config = ttl
-        self.client = client
-        self._wire = SyncWire(client, self.url)
-        self._owns_client = False
+        # On a client a saver uses too (`RedisStore(saver.client)`), the store shares its connections.
+        self._wire_up(client, self.url, max_connections, pool_timeout)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "reactgraph:store", ttl: TTLConfig | None = None,
+                 max_connections: int | None = None, pool_timeout: float | None = None,
                  **client_options: Any) -> RedisStore:
-        """A store with its own client; close it with `close()` or `with RedisStore.from_url(...) as store`."""
-        store = cls(cls.connect(url, client_options), prefix=prefix, ttl=ttl, url=url)
-        store._owns_client = True
-        return store
+        """A store on the client that every `RedisSaver` and `RedisStore` `from_url` on this URL shares;
+        close it with `close()` or `with RedisStore.from_url(...) as store`."""
+        return cls._from_shared(url, client_options, max_connections, pool_timeout, prefix=prefix, ttl=ttl)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.url!r}, prefix={self.prefix!r})"

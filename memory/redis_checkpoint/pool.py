@@ -1,0 +1,122 @@
+"""The clients the Redis savers and store share: `from_url` on one URL (and, for asyncio, on one event loop)
+gives every saver and store one client, one pool of `PoolLimits` size, and one wire over it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from reactgraph.memory.redis_checkpoint.errors import check_url, redact
+from reactgraph.memory.redis_checkpoint.limits import PoolLimits, client_kwargs
+from reactgraph.memory.redis_checkpoint.wire import SyncWire, wire_of
+
+
+def new_client(url: str, options: dict[str, Any], limits: PoolLimits, asyncio_client: bool) -> Any:
+    """A client of our own for `url` over a pool of `limits.max_connections` that waits `limits.timeout`."""
+    check_url(url)  # first, so a bad URL fails with one clear line
+    module: Any = redis.asyncio if asyncio_client else redis
+    pool = module.BlockingConnectionPool.from_url(url, max_connections=limits.max_connections,
+                                                  timeout=limits.timeout, **client_kwargs(url, options))
+    return module.Redis.from_pool(pool)  # the client owns the pool: closing one closes the other
+
+
+@dataclass
+class Shared:
+    """A client and the wire over it, and how many savers and stores use them."""
+
+    client: Any
+    wire: Any
+    users: int = 0
+    key: tuple = field(default=(), repr=False)
+
+
+class SharedClients:
+    """The clients `from_url` made, one per (URL, options, limits, event loop); closed with their last user."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._shared: dict[tuple, Shared] = {}
+
+    def acquire(self, url: str, options: dict[str, Any], limits: PoolLimits, asyncio_client: bool) -> Shared:
+        """The shared client for these, made if there is none yet (or its event loop has closed); one user more."""
+        loop = _running_loop() if asyncio_client else None
+        key = (asyncio_client, url, repr(sorted(options.items())), limits, loop)
+        with self._lock:
+            for stale in [k for k, s in self._shared.items() if k[-1] is not None and k[-1].is_closed()]:
+                del self._shared[stale]  # its loop is gone, and asyncio connections die with their loop
+            shared = self._shared.get(key)
+            if shared is None:
+                client = new_client(url, options, limits, asyncio_client)
+                shared = self._shared[key] = Shared(client, wire_of(client, redact(url), limits), key=key)
+            shared.users += 1
+            return shared
+
+    def release(self, shared: Shared) -> bool:
+        """One user fewer; True when it was the last, and the caller closes the client."""
+        with self._lock:
+            shared.users -= 1
+            if shared.users > 0:
+                return False
+            if self._shared.get(shared.key) is shared:
+                del self._shared[shared.key]
+            return True
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+SHARED = SharedClients()
+
+
+class WiredClient:
+    """What the sync Redis saver and store share: a client (maybe shared by `from_url`), its wire, and closing."""
+
+    client: Any
+    _wire: SyncWire
+    _shared: Any = None  # a pool.Shared when from_url made (or found) the client
+
+    def _wire_up(self, client: Any, url: str, max_connections: int | None, pool_timeout: float | None) -> None:
+        self.client = client
+        self._wire = wire_of(client, url, PoolLimits.resolve(max_connections, pool_timeout))
+
+    @classmethod
+    def _from_shared(cls, url: str, options: dict[str, Any], max_connections: int | None,
+                     pool_timeout: float | None, **settings: Any) -> Any:
+        """An instance on the client every sync saver and store `from_url` on this URL (and options) uses."""
+        shared = SHARED.acquire(url, options, PoolLimits.resolve(max_connections, pool_timeout), False)
+        try:
+            made = cls(shared.client, url=url, **settings)  # type: ignore[call-arg]
+        except BaseException:
+            if SHARED.release(shared):
+                shared.client.close()
+            raise
+        made._shared = shared
+        return made
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give the idle connections back; the last user of a `from_url` client closes it."""
+        shared, self._shared = self._shared, None
+        if shared is None:
+            self._wire.close()
+        elif SHARED.release(shared):
+            shared.wire.close()
+            shared.client.close()
+
+    def ping(self) -> None:
+        """Raise CheckpointStoreUnavailable (naming the URL, never its password) now, not at first use."""
+        self._wire.call(("PING",))

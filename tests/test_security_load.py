@@ -1,0 +1,295 @@
+"""Under load: many concurrent sessions on a small pool lose nothing, a pool that stays busy says so, both
+savers serve sync and async callers, and a Redis that refuses the database is one line.
+
+Connections are counted on the server (`CLIENT LIST`), by a client name of the test's own, so other
+clients of the shared Redis never count. A slow Redis is a loopback proxy in front of the real one that
+stops forwarding on request: calls in flight then hold their connections for as long as the test wants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
+
+from reactgraph.graph import Context, build_react_graph
+from reactgraph.graph.cli.app import main
+from reactgraph.memory import AsyncRedisSaver, CheckpointStoreUnavailable, RedisSaver, RedisStore
+from reactgraph.memory.redis_checkpoint import RedisPoolExhausted
+
+QUESTIONS = ("What is 17 * 23?", "What is 2+3?")
+OFFLINE = Context(model="offline")
+
+
+def named(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+class PeakConnections:
+    """The most connections named `name` the server held at once, sampled every 10 ms on a thread."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.client, self.name, self.peak = redis.Redis.from_url(url), name, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, sum(c.get("name") == self.name for c in self.client.client_list()))
+            self._stop.wait(0.01)
+
+    def __enter__(self) -> PeakConnections:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.client.close()
+
+
+class PausableProxy:
+    """A loopback TCP proxy to Redis that forwards both ways until `pause()`, and again after `resume()`."""
+
+    def __init__(self, upstream_port: int = 6379) -> None:
+        self.upstream_port, self.flowing, self._closed = upstream_port, threading.Event(), threading.Event()
+        self.flowing.set()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.05)
+        self.port = self._listener.getsockname()[1]
+        self._sockets: list[socket.socket] = []
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
+
+    def url(self, db: int = 15) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def pause(self) -> None:
+        self.flowing.clear()
+
+    def resume(self) -> None:
+        self.flowing.set()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:  # closed by close()
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
+            self._sockets += [client, upstream]
+            for source, target in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+        source.settimeout(0.05)
+        with contextlib.suppress(OSError):
+            while not self._closed.is_set():
+                try:
+                    data = source.recv(65536)
+                except TimeoutError:
+                    continue
+                if not data:
+                    return
+                while not self.flowing.wait(0.05):  # paused: hold the bytes, bounded by the test's close()
+                    if self._closed.is_set():
+                        return
+                target.sendall(data)
+
+    def close(self) -> None:
+        self._closed.set()
+        self.flowing.set()
+        self._acceptor.join(timeout=5)
+        for sock in [self._listener, *self._sockets]:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+@pytest.fixture
+def proxy(redis_url: str) -> Iterator[PausableProxy]:
+    port = redis.connection.parse_url(redis_url).get("port", 6379)
+    made = PausableProxy(port)
+    yield made
+    made.close()
+
+
+# --- many sessions, few connections ----------------------------------------------------------------------
+
+
+async def run_sessions(graph: Any, sessions: list[str], turns: int) -> list[BaseException]:
+    async def session(sid: str) -> None:
+        for turn in range(turns):
+            await graph.ainvoke({"messages": [HumanMessage(QUESTIONS[turn % len(QUESTIONS)])]},
+                                {"configurable": {"thread_id": sid}}, context=OFFLINE)
+
+    results = await asyncio.wait_for(asyncio.gather(*(session(s) for s in sessions), return_exceptions=True), 300)
+    return [r for r in results if isinstance(r, BaseException)]
+
+
+async def lost_turns(graph: Any, store: RedisStore, sessions: list[str], turns: int) -> int:
+    lost = 0
+    for sid in sessions:
+        state = await graph.aget_state({"configurable": {"thread_id": sid}})
+        asked = [m for m in state.values.get("messages", []) if isinstance(m, HumanMessage)]
+        logged = await store.asearch(("sessions", sid, "qa"), limit=10)
+        lost += abs(turns - len(asked)) + abs(turns - len(logged))
+    return lost
+
+
+@pytest.mark.parametrize("saver_kind, most", [("async", 20), ("sync", 10)])
+async def test_150_concurrent_sessions_on_a_pool_of_10_lose_no_turn(saver_kind, most, redis_url, redis_prefix):
+    # AsyncRedisSaver has an asyncio pool of 10 beside the store's 10; RedisSaver and the store share one pool.
+    name = named("load-test")
+    options = {"max_connections": 10, "pool_timeout": 30, "client_name": name}
+    kind = AsyncRedisSaver if saver_kind == "async" else RedisSaver
+    saver = kind.from_url(redis_url, prefix=redis_prefix, **options)
+    store = RedisStore.from_url(redis_url, prefix=redis_prefix + "store", **options)
+    graph = build_react_graph(checkpointer=saver, store=store)
+    sessions = [f"s{i}" for i in range(150)]
+    try:
+        with PeakConnections(redis_url, name) as connections:
+            errors = await run_sessions(graph, sessions, turns=2)
+        assert errors == []
+        assert await lost_turns(graph, store, sessions, turns=2) == 0
+        assert 0 < connections.peak <= most
+    finally:
+        store.close()
+        await saver.aclose() if isinstance(saver, AsyncRedisSaver) else saver.close()
+
+
+def test_a_saver_and_a_store_on_one_url_share_one_pool_sized_by_the_environment(redis_url, redis_prefix,
+                                                                               monkeypatch):
+    monkeypatch.setenv("REACTGRAPH_REDIS_MAX_CONNECTIONS", "3")
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver, \
+            RedisStore.from_url(redis_url, prefix=redis_prefix + "store") as store:
+        assert store.client is saver.client
+        assert saver.client.connection_pool.max_connections == 3
+
+
+# --- a pool that stays busy --------------------------------------------------------------------------------
+
+
+def test_a_sync_caller_waits_for_a_busy_connection_then_hears_the_pool_is_busy(proxy, redis_prefix):
+    with RedisSaver.from_url(proxy.url(), prefix=redis_prefix, max_connections=2,
+                             pool_timeout=0.3) as saver:
+        config = generate_config()
+        saver.get_tuple(config)  # connected
+        proxy.pause()
+        held = [threading.Thread(target=saver.get_tuple, args=(config,)) for _ in range(2)]
+        for thread in held:
+            thread.start()
+        time.sleep(0.05)  # lets both take a connection; a later start only makes the check below weaker
+        started = time.monotonic()
+        with pytest.raises(RedisPoolExhausted) as caught:
+            saver.get_tuple(config)
+        waited = time.monotonic() - started
+        proxy.resume()
+        for thread in held:
+            thread.join(timeout=10)
+        assert not any(t.is_alive() for t in held)  # the calls that held the connections finished normally
+        assert saver.get_tuple(config) is None
+    assert str(caught.value).startswith(f"all 2 Redis connections to redis://127.0.0.1:{proxy.port}/15 busy "
+                                        "for 0.3 s: raise REACTGRAPH_REDIS_MAX_CONNECTIONS")
+    assert "cannot reach" not in str(caught.value) and waited >= 0.3
+    assert isinstance(caught.value, CheckpointStoreUnavailable)  # the CLI shows it as one line
+
+
+async def test_an_async_caller_waits_for_a_free_connection_instead_of_failing(proxy, redis_prefix):
+    async with AsyncRedisSaver.from_url(proxy.url(), prefix=redis_prefix, max_connections=1,
+                                        pool_timeout=10) as saver:
+        config = generate_config()
+        await saver.aget_tuple(config)
+        proxy.pause()
+        first = asyncio.ensure_future(saver.aput(config, generate_checkpoint(), generate_metadata(), {}))
+        second = asyncio.ensure_future(saver.aget_tuple(config))
+        await asyncio.sleep(0.1)
+        assert not first.done() and not second.done()  # one holds the only connection, one waits for it
+        proxy.resume()
+        saved, _ = await asyncio.wait_for(asyncio.gather(first, second), 10)
+        assert (await saver.aget_tuple(config)).config == saved
+
+
+async def test_an_async_caller_that_waits_too_long_hears_the_pool_is_busy(proxy, redis_prefix):
+    async with AsyncRedisSaver.from_url(proxy.url(), prefix=redis_prefix, max_connections=1,
+                                        pool_timeout=0.2) as saver:
+        config = generate_config()
+        await saver.aget_tuple(config)
+        proxy.pause()
+        holder = asyncio.ensure_future(saver.aget_tuple(config))
+        await asyncio.sleep(0.05)
+        with pytest.raises(RedisPoolExhausted, match=r"^all 1 Redis connections to .* busy for 0\.2 s: "):
+            await saver.aget_tuple(config)
+        proxy.resume()
+        assert await asyncio.wait_for(holder, 10) is None
+
+
+# --- both savers, both APIs ---------------------------------------------------------------------------------
+
+
+async def test_a_graph_on_the_sync_saver_runs_with_ainvoke_astream_and_aget_state(redis_url, redis_prefix):
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+        graph = build_react_graph(checkpointer=saver)
+        config = {"configurable": {"thread_id": named("sync-saver")}}
+        first = await graph.ainvoke({"messages": [HumanMessage("What is 2+3?")]}, config, context=OFFLINE)
+        nodes = [next(iter(u)) async for u in graph.astream({"messages": [HumanMessage("What is 17 * 23?")]},
+                                                            config, context=OFFLINE, stream_mode="updates")]
+        state = await graph.aget_state(config)
+        history = [h async for h in graph.aget_state_history(config)]
+    assert "5" in first["final_answer"] and nodes[0] == "load_memory" and nodes[-1] == "save_memory"
+    assert "391" in state.values["final_answer"]
+    assert graph.get_state(config).values == state.values  # the same checkpoints through the sync API
+    assert len(history) > 4
+
+
+async def test_the_async_saver_answers_sync_calls_from_another_thread_and_refuses_them_on_its_loop(
+        redis_url, redis_prefix):
+    async with AsyncRedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+        graph = build_react_graph(checkpointer=saver)
+        config = {"configurable": {"thread_id": named("async-saver")}}
+        await graph.ainvoke({"messages": [HumanMessage("What is 2+3?")]}, config, context=OFFLINE)
+        state = await asyncio.wait_for(asyncio.to_thread(graph.get_state, config), 30)
+        history = await asyncio.wait_for(asyncio.to_thread(lambda: list(graph.get_state_history(config))), 30)
+        assert "5" in state.values["final_answer"] and len(history) > 4
+        with pytest.raises(asyncio.InvalidStateError, match="on its own event loop's thread") as caught:
+            graph.get_state(config)
+    assert "aget_state" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_async_saver_says_what_to_do_when_called_sync_with_no_event_loop(redis_url, redis_prefix):
+    saver = AsyncRedisSaver(redis.asyncio.Redis.from_url(redis_url), prefix=redis_prefix)
+    with pytest.raises(asyncio.InvalidStateError, match=r"use the async API .* or RedisSaver in sync code"):
+        saver.get_tuple(generate_config())
+
+
+# --- a Redis that will not serve ------------------------------------------------------------------------------
+
+
+def test_a_database_index_the_server_lacks_is_one_line_naming_the_cause(capsys):
+    code = main(["ask", "What is 2+3?", "--store", "redis://127.0.0.1:6379/999"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0
+    assert err == "error: Redis at redis://127.0.0.1:6379/999: DB index is out of range"
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("REACTGRAPH_REDIS_MAX_CONNECTIONS", "many", "REACTGRAPH_REDIS_MAX_CONNECTIONS='many' is not a whole number"),
+    ("REACTGRAPH_REDIS_MAX_CONNECTIONS", "0", "max_connections must be a whole number from 1 to 100000, not 0"),
+    ("REACTGRAPH_REDIS_POOL_TIMEOUT", "-1", "pool_timeout must be a number of seconds, 0 or more, not -1.0"),
+])
+def test_a_bad_pool_setting_is_one_line_naming_it(variable, value, message, redis_url, monkeypatch, capsys):
+    monkeypatch.setenv(variable, value)
+    code = main(["ask", "What is 2+3?", "--store", redis_url])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and err == f"error: {message}"
