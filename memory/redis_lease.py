@@ -54,9 +54,10 @@ class RedisLeases:
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "reactgraph") -> RedisLeases:
-        from reactgraph.memory.redis_checkpoint.wire import WiredClient
+        from reactgraph.memory.redis_checkpoint.limits import PoolLimits
+        from reactgraph.memory.redis_checkpoint.pool import new_client
 
-        return cls(WiredClient.connect(url, {}), prefix, owns_client=True)
+        return cls(new_client(url, {}, PoolLimits.resolve(None, None), False), prefix, owns_client=True)
 
     def key(self, session: str) -> str:
         return thread_base(self.prefix, session) + "lease"

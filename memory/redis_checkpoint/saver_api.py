@@ -69,7 +69,7 @@ class BatchSaver(RedisSaverCore):
         """Checkpoints, bytes and last write of each thread (every thread under the prefix if None); no TTL restarts."""
         return tuple(self._drive(usage_plan(self, thread_ids)))  # type: ignore[arg-type]
 
-    def checkpoint_ids(self, config: RunnableConfig, limit: int = 50) -> list[str]:
+    def checkpoint_ids(self, config: RunnableConfig, limit: int = 50) -> Sequence[str]:
         """The ids in the thread's index, newest first, readable or not (`list` skips the unreadable ones)."""
         return [i.decode(errors="replace") for i in self._batch([self._ids_command(config, limit)])[0]]
 
@@ -133,7 +133,7 @@ class BatchSaver(RedisSaverCore):
         """Checkpoints, bytes and last write of each thread (every thread under the prefix if None); no TTL restarts."""
         return tuple([u async for u in self._adrive(usage_plan(self, thread_ids))])  # type: ignore[misc]
 
-    async def acheckpoint_ids(self, config: RunnableConfig, limit: int = 50) -> list[str]:
+    async def acheckpoint_ids(self, config: RunnableConfig, limit: int = 50) -> Sequence[str]:
         """The ids in the thread's index, newest first, readable or not (`alist` skips the unreadable ones)."""
         return [i.decode(errors="replace") for i in (await self._abatch([self._ids_command(config, limit)]))[0]]
 
