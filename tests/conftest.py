@@ -150,3 +150,36 @@ def redis_prefix(redis_url: str):
             client.delete(*keys)
     finally:
         client.close()
+
+
+@pytest.fixture
+def cli(redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
+    """Runs `reactgraph ARGS` in this process on the test Redis (offline model); (exit code, stdout, stderr)."""
+    from reactgraph.graph.cli.app import main
+
+    for name in [n for n in os.environ if n.startswith(("REACTGRAPH_MODEL", "REACTGRAPH_TOOLS", "OPENAI_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def cli_session(redis_url: str):
+    """A session under the CLI's default key prefixes, removed with its long-term items afterwards."""
+    from reactgraph.memory import RedisStore
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
+    name = f"sec-{uuid.uuid4().hex[:10]}"
+    yield name
+    with RedisSaver.from_url(redis_url) as saver:
+        saver.delete_thread(name)
+    with RedisStore.from_url(redis_url) as store:
+        for item in store.search(("sessions", name), limit=1000):
+            store.delete(item.namespace, item.key)

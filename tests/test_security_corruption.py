@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import uuid
 
 import pytest
@@ -14,8 +13,7 @@ import redis
 from langchain_core.messages import HumanMessage
 
 from reactgraph.graph import Context, build_react_graph
-from reactgraph.graph.cli.app import main
-from reactgraph.memory import AsyncRedisSaver, RedisSaver, RedisStore, UnreadableCheckpoint
+from reactgraph.memory import AsyncRedisSaver, RedisSaver, UnreadableCheckpoint
 from reactgraph.memory.redis_checkpoint.scripts import ORPHAN_CAP
 
 LOGGER = "reactgraph.memory.redis_checkpoint"
@@ -186,41 +184,14 @@ def test_an_index_flooded_with_bogus_ids_fails_with_one_line_instead_of_a_null_a
 # --- the CLI: history lists and marks, ask --from forks past, history --drop removes ----------------------------
 
 
-@pytest.fixture
-def cli(redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
-    """Runs `reactgraph ARGS` in this process on the test Redis (offline model); (exit code, stdout, stderr)."""
-    for name in [n for n in os.environ if n.startswith(("REACTGRAPH_MODEL", "REACTGRAPH_TOOLS", "OPENAI_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("REDIS_URL", redis_url)
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def run(*args: str) -> tuple[int, str, str]:
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-@pytest.fixture
-def session(redis_url: str):
-    """A session under the CLI's default key prefixes, removed with its long-term items afterwards."""
-    name = f"sec-{uuid.uuid4().hex[:10]}"
-    yield name
-    with RedisSaver.from_url(redis_url) as saver:
-        saver.delete_thread(name)
-    with RedisStore.from_url(redis_url) as store:
-        for item in store.search(("sessions", name), limit=1000):
-            store.delete(item.namespace, item.key)
-
-
 def ask_json(cli, session: str, question: str, *extra: str) -> dict:
     code, out, err = cli("ask", question, "--session", session, "--json", *extra)
     assert code == 0, err
     return json.loads(out)
 
 
-def test_the_cli_lists_marks_forks_past_and_drops_an_unreadable_checkpoint(cli, session, redis_url, raw):
+def test_the_cli_lists_marks_forks_past_and_drops_an_unreadable_checkpoint(cli, cli_session, redis_url, raw):
+    session = cli_session
     ask_json(cli, session, "计算 2+3")
     with RedisSaver.from_url(redis_url) as saver:
         tup = latest_of(saver, session)
@@ -249,7 +220,8 @@ def test_the_cli_lists_marks_forks_past_and_drops_an_unreadable_checkpoint(cli, 
     assert code == 2 and f"has no checkpoint {bad!r}" in err
 
 
-def test_a_bogus_id_in_the_index_never_makes_ask_answer_null(cli, session, raw):
+def test_a_bogus_id_in_the_index_never_makes_ask_answer_null(cli, cli_session, raw):
+    session = cli_session
     ask_json(cli, session, "计算 2+3")
     raw.zadd(f"reactgraph:{{{session}}}:c:", {"ffffffff-ffff-6fff-bfff-ffffffffffff": 0})
     for question, answer in (("计算 3+4", "7"), ("计算 5+6", "11")):

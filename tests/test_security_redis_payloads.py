@@ -23,7 +23,6 @@ import redis
 from langchain_core.messages import HumanMessage
 
 from reactgraph.graph import Context, build_react_graph
-from reactgraph.graph.cli.app import main
 from reactgraph.memory import AllowListSerializer, AsyncRedisSaver, RedisSaver, RedisStore, UnreadableCheckpoint
 from reactgraph.memory.redis_store import UnreadableItem
 
@@ -187,33 +186,6 @@ def test_list_skips_a_refused_checkpoint_with_a_warning_naming_it(saver, raw, ma
 
 
 # --- the CLI: `history` marks the refused checkpoint, `ask` stops with one line --------------------------------
-
-
-@pytest.fixture
-def cli(redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
-    """Runs `reactgraph ARGS` in this process on the test Redis (offline model); (exit code, stdout, stderr)."""
-    for name in [n for n in os.environ if n.startswith(("REACTGRAPH_MODEL", "REACTGRAPH_TOOLS", "OPENAI_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("REDIS_URL", redis_url)
-
-    def run(*args: str) -> tuple[int, str, str]:
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-@pytest.fixture
-def cli_session(redis_url: str):
-    """A session of the CLI's own (default key prefixes), removed with its long-term items afterwards."""
-    name = f"sec-{uuid.uuid4().hex[:10]}"
-    yield name
-    with RedisSaver.from_url(redis_url) as saver:
-        saver.delete_thread(name)
-    with RedisStore.from_url(redis_url) as store:
-        for item in store.search(("sessions", name), limit=1000):
-            store.delete(item.namespace, item.key)
 
 
 @pytest.mark.parametrize("kind", KINDS)
