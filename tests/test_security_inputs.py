@@ -55,6 +55,14 @@ def test_digit_look_alikes_are_refused_rather_than_misread(expression):
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(("question", "result"), [("计算 10³", "1000"), ("2²+3² 等于多少？", "13"),
+                                                 ("what is 2³ * 5", "40")])
+def test_the_offline_model_reads_superscripts_as_powers_too(question, result, capsys):
+    assert main(["ask", question, "--store", "memory", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["status"] == "answered" and f"= {result}" in payload["answer"]
+
+
 # --- the command line: arguments that are not UTF-8, a missing --index ------------------------------------
 
 def test_an_argument_that_is_not_utf8_is_one_line_and_exit_2_before_anything_runs(tmp_path):

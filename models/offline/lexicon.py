@@ -7,6 +7,8 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
+from reactgraph.tools.builtin.calculator import superscripts_as_powers
+
 # "中文名|English name|IANA time zone|extra aliases..." — ~100 Chinese and world cities.
 _CITY_ROWS = """
 北京|Beijing|Asia/Shanghai|Peking|北京市
@@ -176,8 +178,9 @@ def language_of(text: str) -> str:
 
 
 def normalize(text: str) -> str:
-    """NFKC (full-width digits, letters and operators become ASCII) with collapsed whitespace."""
-    text = unicodedata.normalize("NFKC", text or "")
+    """NFKC (full-width digits, letters and operators become ASCII) with collapsed whitespace; superscripts
+    are powers first (NFKC alone would read 10³ as 103)."""
+    text = unicodedata.normalize("NFKC", superscripts_as_powers(text or ""))
     return re.sub(r"[ \t\u3000]+", " ", text).strip()
 
 

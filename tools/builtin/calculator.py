@@ -106,10 +106,15 @@ def _exponent(run: re.Match[str]) -> str:
     return f"**{power}" if power.isdigit() else f"**({power})"
 
 
+def superscripts_as_powers(text: str) -> str:
+    """Each run of superscripts as a power (`10³` → `10**3`), as it must be read before NFKC makes it 103."""
+    return _SUPERSCRIPT_RUN.sub(_exponent, text)
+
+
 def _plain_digits(expression: str) -> str:
     """Superscript runs become exponents and decimal digits (full-width, Arabic-Indic…) ASCII ones; other
     characters NFKC turns into digits (₂ ① ½ ⒈) are refused: glued to the digits beside them they misread."""
-    text = _SUPERSCRIPT_RUN.sub(_exponent, expression)
+    text = superscripts_as_powers(expression)
     for char in {c for c in text if not c.isascii() and unicodedata.category(c) != "Nd"}:
         if any(c.isdigit() for c in unicodedata.normalize("NFKC", char)):
             raise ToolInputError(f"{char!r} ({unicodedata.name(char, 'a numeric symbol').lower()}) is not a plain "
