@@ -24,7 +24,6 @@ if TYPE_CHECKING:
         SessionMemory,
         fallback_summary,
         summary_from_messages,
-        summary_message,
         summary_prompt,
     )
 
@@ -42,7 +41,6 @@ _EXPORTS = {
     "SessionMemory": "reactgraph.memory.session_memory",
     "fallback_summary": "reactgraph.memory.session_memory",
     "summary_from_messages": "reactgraph.memory.session_memory",
-    "summary_message": "reactgraph.memory.session_memory",
     "summary_prompt": "reactgraph.memory.session_memory",
 }
 __all__ = [*_EXPORTS]

@@ -237,16 +237,13 @@ def fallback_summary(previous: str | None, messages: Sequence[BaseMessage], *,
 
 
 # --- the summary in the prompt -----------------------------------------------------------------------
-
-
-def summary_message(summary: str | None) -> SystemMessage | None:
-    """The system message that shows the summary to the model ("Conversation summary:" and its lines)."""
-    lines = [line.strip() for line in (summary or "").splitlines() if line.strip()]
-    return SystemMessage("\n".join([SUMMARY_HEADER, *lines])) if lines else None
+# The nodes show the summary as a "Conversation summary: …" section of the notes block (data, never a system
+# message: it was written from tool output too); the scripted model reads that block as its own notes.
 
 
 def summary_from_messages(messages: Sequence[BaseMessage]) -> str:
-    """The summary a `summary_message` (or any system message line starting with the header) carries."""
+    """The summary in the last system message with a line starting with the header: that line and the ones
+    after it, up to a blank line (how the scripted model reads the notes' summary section as its own notes)."""
     for message in reversed(messages):
         if not isinstance(message, SystemMessage):
             continue

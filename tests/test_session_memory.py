@@ -19,7 +19,7 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import add_messages
 
-from reactgraph.memory import ConversationSummary, SessionMemory, fallback_summary, summary_message, summary_prompt
+from reactgraph.memory import ConversationSummary, SessionMemory, fallback_summary, summary_prompt
 from reactgraph.memory.session_memory import (
     MAX_SUMMARY_CHARS,
     SUMMARY_HEADER,
@@ -28,6 +28,8 @@ from reactgraph.memory.session_memory import (
     summary_from_messages,
 )
 from reactgraph.models.offline import OfflineChatModel
+from reactgraph.models.offline.data_blocks import unframed
+from reactgraph.nodes.shared.framing import summary_section, with_notes
 
 _ids = itertools.count()
 
@@ -210,11 +212,19 @@ def test_summary_prompt_renders_the_transcript_and_reads_back() -> None:
     assert len(render_transcript([long])) < 700
 
 
-def test_summary_travels_in_a_system_message() -> None:
-    assert summary_message("") is None
-    message = summary_message("Q: a → A: b\n\nQ: c")
-    assert message.content == f"{SUMMARY_HEADER}\nQ: a → A: b\nQ: c"
-    assert summary_from_messages([SystemMessage("You are an agent."), message, human("x")]) == "Q: a → A: b\nQ: c"
+def with_summary(summary: str, messages: list[BaseMessage]) -> list[BaseMessage]:
+    """The request as the nodes send it: the summary in the notes block that opens the question's message."""
+    return with_notes(messages, summary_section(summary))
+
+
+def test_summary_travels_in_the_notes_block_never_a_system_message() -> None:
+    assert summary_section("") == [] and summary_section(" \n ") == []
+    request = with_summary("Q: a → A: b\n\nQ: c", [SystemMessage("You are an agent."), human("x")])
+    assert request[0].text == "You are an agent."
+    assert request[1].text.startswith("<notes>\n") and request[1].text.endswith("</notes>\n\nx")
+    assert f"{SUMMARY_HEADER} Q: a → A: b\nQ: c\n</notes>" in request[1].text  # blank lines separate sections
+    # The scripted model reads the notes as its own working notes, apart from the question.
+    assert summary_from_messages(unframed(request)) == "Q: a → A: b\nQ: c"
     inline = SystemMessage(f"Rules.\n{SUMMARY_HEADER} the user is 小明\n\nOther notes.")
     assert summary_from_messages([inline]) == "the user is 小明"
     assert summary_from_messages([human(f"{SUMMARY_HEADER} fake")]) == ""
@@ -255,17 +265,16 @@ def ask(messages: list[BaseMessage], *, text_protocol: bool = False) -> AIMessag
     ("What did I say my favorite city is?", "杭州"), ("我最喜欢的颜色是什么？", "没有告诉过我"),
 ])
 def test_the_offline_model_recalls_facts_found_only_in_the_summary(question: str, expected: str) -> None:
-    summary = summary_message("Q: 我叫小明，我最喜欢的城市是杭州 → A: 好的，我记住了\nQ: 北京天气？ → A: 晴")
-    reply = ask([SystemMessage("You are a ReAct agent."), summary, answer("…"), human(question)])
+    summary = "Q: 我叫小明，我最喜欢的城市是杭州 → A: 好的，我记住了\nQ: 北京天气？ → A: 晴"
+    reply = ask(with_summary(summary, [SystemMessage("You are a ReAct agent."), answer("…"), human(question)]))
     assert expected in reply.content and not reply.tool_calls
 
 
 def test_recall_prefers_the_newest_statement_and_earlier_messages_too() -> None:
-    summary = summary_message("Q: My name is Bob and my favourite city is Paris → A: Got it")
-    messages = [SystemMessage("sys"), summary, human("Actually my favourite city is Rome."), answer("Noted."),
-                human("what is my favourite city?")]
-    assert "Rome" in ask(messages).content
-    assert "Bob" in ask([*messages[:-1], human("What's my name?")]).content
+    summary = "Q: My name is Bob and my favourite city is Paris → A: Got it"
+    messages = [SystemMessage("sys"), human("Actually my favourite city is Rome."), answer("Noted.")]
+    assert "Rome" in ask(with_summary(summary, [*messages, human("what is my favourite city?")])).content
+    assert "Bob" in ask(with_summary(summary, [*messages, human("What's my name?")])).content
     assert "haven't told me your name" in ask([human("what is my name?")]).content
 
 
@@ -273,8 +282,7 @@ def test_stating_facts_is_acknowledged_and_mixed_questions_still_use_tools() -> 
     reply = ask([human("我叫小明，我最喜欢的城市是杭州")])
     assert reply.content == "好的，我记住了：你叫小明，你最喜欢的城市是杭州。" and not reply.tool_calls
     assert ask([human("北京天气怎么样？")]).tool_calls  # the planner is untouched
-    text = ask([SystemMessage("sys"), summary_message("Q: 我叫小明 → A: 好的"), human("我叫什么？")],
-               text_protocol=True)
+    text = ask(with_summary("Q: 我叫小明 → A: 好的", [SystemMessage("sys"), human("我叫什么？")]), text_protocol=True)
     assert "Final Answer" in text.content and "小明" in text.content
 
 
@@ -313,8 +321,8 @@ def test_forty_turns_keep_the_window_bounded_and_the_first_facts_recallable() ->
         assert messages[-len(new)].id == new[0].id  # the current question was not folded
 
         if question:
-            reply_text = model.invoke([SystemMessage("You are a ReAct agent."),
-                                       *([summary_message(summary)] if summary else []), *messages]).content
+            reply_text = model.invoke(with_summary(summary, [SystemMessage("You are a ReAct agent."),
+                                                             *messages])).content
         elif turn % 3 == 0:
             reply_text = f"{cities[turn % len(cities)]}：晴，10°C。"
         else:

@@ -2,8 +2,9 @@
 
 Independent sub-tasks (each city's weather, a sum, a look-up) become one step each, with a goal written so
 that it names its subject. A chain (who → when → how long → how much) becomes one step per sentence of the
-question, in order. Plan-and-Solve shows the executing model the goals up to the current step, so a later
-chain step ("到 2026 年它已经诞生了多少年？") still knows its subject. Every goal is checked against how the
+question, in order. Plan-and-Solve's notes show the executing model the plan and its current step, and the
+scripted model works on the goals up to it (see data_blocks), so a later chain step ("到 2026 年它已经诞生了多少年？")
+still knows its subject. Every goal is checked against how the
 model itself reads it (`reading`: the same sub-task, starting with the same call); a goal that would be
 misread falls back to the question's own sentence, then to the whole question.
 """

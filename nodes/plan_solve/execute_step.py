@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
@@ -26,24 +26,24 @@ from reactgraph.nodes.shared.state import make_step
 from reactgraph.nodes.shared.transcript import last_human_index, pending_calls, tokens_of
 
 
-def step_request(state: PlanSolveState, context: Context, schemas: list[dict[str, Any]]) -> list[AnyMessage]:
-    """System prompt (question, plan, current step), earlier turns, the goals so far, and this turn's tool rounds.
-
-    The user message lists the goals up to the current one, so a step like "how many years since then?"
-    keeps the subject its earlier steps named; the tool rounds after it are what earlier steps found.
-    """
-    messages = state["messages"]
-    i = last_human_index(messages)
+def plan_notes(state: PlanSolveState) -> list[str]:
+    """The summary and the plan with its current step, as notes sections: the plan's goals were written after
+    reading tool output (by replan, or by plan from a summary), so they are data, never the system prompt."""
     plan, cursor = state["plan"], state.get("cursor", 0)
     step = plan[cursor]
-    system = prompts.EXECUTE_STEP_PROMPT.format(
-        question=messages[i].text.strip() if i >= 0 else "", goal=step["goal"],
+    return [*summary_notes(state), prompts.PLAN_SECTION.format(
         plan=render_plan(plan, state.get("step_results", [])), number=cursor + 1, total=len(plan),
-        hint=prompts.STEP_TOOL_HINT.format(tool=step["tool"]) if step.get("tool") else "",
-        now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
+        goal=step["goal"], hint=prompts.STEP_TOOL_HINT.format(tool=step["tool"]) if step.get("tool") else "")]
+
+
+def step_request(state: PlanSolveState, context: Context, schemas: list[dict[str, Any]]) -> list[AnyMessage]:
+    """System prompt (instructions only), the conversation up to the question with the plan in its notes, and
+    this turn's tool rounds (what earlier steps found)."""
+    messages = state["messages"]
+    i = last_human_index(messages)
+    system = prompts.EXECUTE_STEP_PROMPT.format(now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
     rounds = [m for m in messages[i + 1:] if isinstance(m, ToolMessage) or (isinstance(m, AIMessage) and m.tool_calls)]
-    goals = HumanMessage("\n".join(s["goal"] for s in plan[:cursor + 1]))
-    history: list[AnyMessage] = with_notes([*messages[:max(i, 0)], goals, *rounds], summary_notes(state))
+    history: list[AnyMessage] = with_notes([*messages[:i + 1], *rounds], plan_notes(state))
     if context.protocol == "text":
         system += "\n\n" + text_protocol.instructions(schemas)
         history = text_protocol.as_text_messages(history)

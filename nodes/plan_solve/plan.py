@@ -14,7 +14,7 @@ from langgraph.types import Overwrite
 from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.framing import for_model, with_notes
+from reactgraph.nodes.shared.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import make_step
@@ -35,8 +35,7 @@ def tool_list(schemas: list[dict[str, Any]]) -> str:
 
 def summary_notes(state: PlanSolveState) -> list[str]:
     """The session summary as a notes section (it goes into the data message, never the system prompt)."""
-    summary = (state.get("summary") or "").strip()
-    return [prompts.SUMMARY_LINE.format(summary=summary)] if summary else []
+    return summary_section(state.get("summary"))
 
 
 def _settle(state: PlanSolveState, steps: list[dict[str, Any]], status: str, note: str, tokens: int,

@@ -57,13 +57,14 @@ def make_replan(services: AgentServices) -> Node:
         started = time.perf_counter()
         context = runtime.context
         try:
-            system = prompts.REPLAN_PROMPT.format(
-                question=question_text(state["messages"]),
-                remaining=render_plan(state.get("plan") or [], start=state.get("cursor", 0)),
-                tools=tool_list(services.schemas(context, config)))
+            system = prompts.REPLAN_PROMPT.format(question=question_text(state["messages"]),
+                                                  tools=tool_list(services.schemas(context, config)))
             reviser = services.structured(context, Replan)
-            notes = [*summary_notes(state), prompts.STEP_RESULTS_SECTION.format(
-                results=render_results(state.get("step_results", [])))]
+            # The plan and its results are model-written after reading tool output: notes, not the system prompt.
+            notes = [*summary_notes(state),
+                     prompts.STEP_RESULTS_SECTION.format(results=render_results(state.get("step_results", []))),
+                     prompts.REMAINING_SECTION.format(
+                         remaining=render_plan(state.get("plan") or [], start=state.get("cursor", 0)))]
             output = yield Call(reviser, [SystemMessage(system), *for_model(with_notes(state["messages"], notes))])
         except Exception as exc:  # noqa: BLE001
             return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)

@@ -15,7 +15,7 @@ from langgraph.types import Overwrite
 
 from reactgraph.nodes.shared import prompts, text_protocol
 from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.framing import for_model, with_notes
+from reactgraph.nodes.shared.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.shared.model_retry import model_failure
 from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
 from reactgraph.nodes.shared.services import AgentServices
@@ -36,9 +36,7 @@ def start_of_turn(state: AgentState) -> dict[str, Any]:
 
 def notes_sections(state: AgentState, reflection: dict | None) -> list[str]:
     """What earlier steps wrote after reading tool output: the session summary, the last reflection note, lessons."""
-    sections = []
-    if summary := (state.get("summary") or "").strip():
-        sections.append(prompts.SUMMARY_LINE.format(summary=summary))
+    sections = summary_section(state.get("summary"))
     if note := (reflection or {}).get("note"):
         sections.append(prompts.REFLECTION_NOTE.format(note=note))
     if lessons := state.get("lessons"):

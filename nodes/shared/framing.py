@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
 
+from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.transcript import last_human_index
 from reactgraph.tools import untrusted
 
@@ -53,3 +54,12 @@ def with_notes(messages: Sequence[AnyMessage], sections: Sequence[str]) -> list[
     joined = f"{block}\n\n{content}" if isinstance(content, str) else [{"type": "text", "text": block}, *content]
     out[at] = out[at].model_copy(update={"content": joined})
     return out
+
+
+def summary_section(summary: str | None) -> list[str]:
+    """The running session summary as a notes section, or none when there is no summary yet.
+
+    Blank lines are dropped: in the notes block a blank line separates one section from the next.
+    """
+    lines = [line.strip() for line in (summary or "").splitlines() if line.strip()]
+    return [prompts.SUMMARY_LINE.format(summary="\n".join(lines))] if lines else []
