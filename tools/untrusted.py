@@ -1,7 +1,7 @@
 """How text a model must treat as data is framed in its prompts: tool output and notes from earlier steps.
 
 Tool output (a page, a search hit, an error a tool raised) and text a model wrote after reading it (the
-reflection note, the running summary, Reflexion lessons, plan step results) may carry instructions planted
+reflection note, the running summary, Reflexion lessons, the plan and its step results) may carry instructions planted
 by whoever wrote the page. Such text is shown to a model only inside a delimited block the system prompt
 calls data, with every copy of a delimiter inside it neutralised, so the text can never close its block
 and speak as the prompt. Pure text functions: the nodes frame, the scripted offline model reads frames.
