@@ -1,4 +1,5 @@
-"""Evaluation harness: task suites, a runner that compares graphs, fault injection, metrics and reports.
+"""Evaluation harness: task suites, a runner that compares graphs, fault injection, metrics, intervals and
+paired tests, and reports.
 
     from reactgraph.evals import RunConfig, load_suite, run_comparison, write_report
     records = run_comparison(load_suite("default"), RunConfig(graphs=("react",)))
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from reactgraph.evals.metrics import aggregate, summarize
     from reactgraph.evals.report import markdown, write_report
     from reactgraph.evals.runner import RunConfig, comparable, run_comparison, run_task
+    from reactgraph.evals.stats import compare_pairs, mcnemar_exact, paired_test, success_interval, wilson_interval
     from reactgraph.evals.tasks import SuiteError, Task, check, load_suite, select
 
 _EXPORTS = {
@@ -43,6 +45,11 @@ _EXPORTS = {
     "comparable": "reactgraph.evals.runner",
     "run_comparison": "reactgraph.evals.runner",
     "run_task": "reactgraph.evals.runner",
+    "compare_pairs": "reactgraph.evals.stats",
+    "mcnemar_exact": "reactgraph.evals.stats",
+    "paired_test": "reactgraph.evals.stats",
+    "success_interval": "reactgraph.evals.stats",
+    "wilson_interval": "reactgraph.evals.stats",
     "SuiteError": "reactgraph.evals.tasks",
     "Task": "reactgraph.evals.tasks",
     "check": "reactgraph.evals.tasks",

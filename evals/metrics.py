@@ -16,6 +16,8 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 
+from reactgraph.evals.stats import compare_pairs, success_interval
+
 FAILURE_MODES = ("error", "tool_hallucination", "invalid_args", "loop", "limit", "tool_error", "early_stop")
 TOOL_FAILURES = ("error", "timeout", "circuit_open", "rate_limited")
 
@@ -105,12 +107,17 @@ def _mean(values: list[float]) -> float:
 
 
 def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Success rate and mean costs of a set of run records."""
+    """Success rate (with its 95 % interval) and mean costs of a set of run records."""
     n = len(records)
     modes = Counter(r["failure_mode"] for r in records if r["failure_mode"])
+    interval = success_interval(records)
     return {
         "runs": n,
+        "tasks": len({r["task"] for r in records}),
         "success_rate": sum(r["success"] for r in records) / n if n else 0.0,
+        "success_low": interval["low"],
+        "success_high": interval["high"],
+        "interval": interval["method"],
         "model_calls": _mean([r["model_calls"] for r in records]),
         "tool_calls": _mean([r["tool_calls"] for r in records]),
         "tool_failures": _mean([r["tool_failures"] for r in records]),
@@ -125,7 +132,8 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per graph (in first-seen order) and per tag × graph aggregates, plus the models the records came from."""
+    """Per graph (in first-seen order) and per tag × graph aggregates, the paired test of every two graphs,
+    and the models and seeds the records came from."""
     by_graph: dict[str, list[dict[str, Any]]] = defaultdict(list)
     by_tag: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for record in records:
@@ -134,6 +142,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
             by_tag[tag][record["graph"]].append(record)
     return {
         "models": sorted({r["model"] for r in records}),
+        "seeds": sorted({int(r.get("seed") or 0) for r in records}),
         "graphs": {g: aggregate(rs) for g, rs in by_graph.items()},
+        "pairs": compare_pairs(by_graph),
         "tags": {t: {g: aggregate(rs) for g, rs in graphs.items()} for t, graphs in sorted(by_tag.items())},
     }

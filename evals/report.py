@@ -1,12 +1,16 @@
-"""The comparison's outputs: records as JSONL, a markdown summary (per graph, per tag) and PNG plots."""
+"""The comparison's outputs: records as JSONL, a markdown summary (per graph with 95 % intervals, paired tests
+between graphs, per tag) and PNG plots with error bars."""
 
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 from typing import Any
 
 from reactgraph.evals.metrics import summarize
+from reactgraph.evals.stats import ALPHA
 
 OFFLINE_NOTE = ("Offline numbers measure the graphs' control flow and robustness on a scripted model, "
                 "not a language model's intelligence.")
@@ -20,17 +24,70 @@ def _modes(modes: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in modes.items()) or "-"
 
 
+def _interval(a: dict[str, Any]) -> str:
+    return f"{a['success_low'] * 100:.0f}–{a['success_high'] * 100:.0f}%"
+
+
+def _p(value: float) -> str:
+    return f"{value:.3f}" if value >= 0.001 else "<0.001"
+
+
+def seed_text(seeds: list[int]) -> str:
+    """1 → "1"; 1, 2, 3 → "1–3 (3)"; else the list."""
+    if len(seeds) == 1:
+        return str(seeds[0])
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}–{seeds[-1]} ({len(seeds)})"
+    return ", ".join(map(str, seeds))
+
+
+def subtitle(records: list[dict[str, Any]], config: dict[str, Any] | None = None) -> str:
+    """What a figure is about: suite, task count, fault rate, seeds and model."""
+    config = config or {}
+    rates = sorted({float(r.get("tool_failure_rate") or 0) for r in records})
+    parts = [f"suite {config['suite']}"] if config.get("suite") else []
+    parts += [f"{len({r['task'] for r in records})} tasks",
+              f"tool failure rate {', '.join(f'{x:g}' for x in rates) or 0}",
+              f"seeds {seed_text(sorted({int(r.get('seed') or 0) for r in records}))}",
+              f"model {'; '.join(sorted({r['model'] for r in records}))}"]
+    return " · ".join(parts)
+
+
 def graph_table(summary: dict[str, Any]) -> str:
-    """One row per graph: success rate and mean cost per run."""
-    lines = [("| graph | runs | success | model calls | tool calls | tool failures | tokens in | tokens out "
-              "| wall s | p95 s | iterations | failure modes |"),
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    """One row per graph: success rate with its 95 % interval, and mean cost per run."""
+    lines = [("| graph | runs | success | 95% interval | model calls | tool calls | tool failures | tokens in "
+              "| tokens out | wall s | p95 s | iterations | failure modes |"),
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, a in summary["graphs"].items():
-        lines.append(f"| {name} | {a['runs']} | {_pct(a['success_rate'])} | {a['model_calls']:.1f} | "
+        lines.append(f"| {name} | {a['runs']} | {_pct(a['success_rate'])} | {_interval(a)} | "
+                     f"{a['model_calls']:.1f} | "
                      f"{a['tool_calls']:.1f} | {a['tool_failures']:.1f} | {a['tokens_in']:.0f} | "
                      f"{a['tokens_out']:.0f} | {a['wall_s']:.2f} | {a['p95_wall_s']:.2f} | {a['iterations']:.1f} | "
                      f"{_modes(a['failure_modes'])} |")
     return "\n".join(lines)
+
+
+def pair_table(summary: dict[str, Any]) -> str:
+    """One row per pair of graphs: who won which tasks, the paired test's p-value and the verdict."""
+    lines = ["| a vs b | tasks | a better | b better | difference | p | p (Holm) | verdict |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for pair in summary["pairs"]:
+        lines.append(f"| {pair['a']} vs {pair['b']} | {pair['tasks']} | {pair['a_better']} | {pair['b_better']} | "
+                     f"{pair['difference'] * 100:+.0f} pts | {_p(pair['p_value'])} | {_p(pair['p_holm'])} | "
+                     f"{pair['verdict']} |")
+    return "\n".join(lines)
+
+
+def verdicts(summary: dict[str, Any]) -> str:
+    """The plain-language line under the pair table."""
+    real = [p["verdict"] for p in summary["pairs"] if p["distinguishable"]]
+    if not summary["pairs"]:
+        return "One graph only: nothing to compare."
+    if not real:
+        return (f"No difference between the graphs is distinguishable from noise "
+                f"(paired test, Holm-adjusted p < {ALPHA:g}).")
+    return (f"Distinguishable from noise (Holm-adjusted p < {ALPHA:g}): {'; '.join(real)}. "
+            "Every other difference is within the noise.")
 
 
 def tag_table(summary: dict[str, Any]) -> str:
@@ -44,64 +101,99 @@ def tag_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def markdown(records: list[dict[str, Any]], config: dict[str, Any] | None = None) -> str:
-    """The summary as markdown: what ran, on which model, and the two tables."""
-    summary = summarize(records)
+def markdown(records: list[dict[str, Any]], config: dict[str, Any] | None = None,
+             summary: dict[str, Any] | None = None) -> str:
+    """The summary as markdown: what ran, on which model, the per-graph, pair and per-tag tables."""
+    summary = summary or summarize(records)
     labels = sorted({r["model_label"] for r in records})
     config = config or {}
     faults = config.get("faults") or {}
+    suite = f"suite: {config['suite']} · " if config.get("suite") else ""
     head = [f"# Comparison: {', '.join(summary['graphs'])}", "",
             f"- model: {'; '.join(labels)}",
-            (f"- tasks: {len({r['task'] for r in records})} · repeats: {config.get('repeat', 1)} · "
-             f"seed: {config.get('seed', 0)} · tool failure rate: {faults.get('failure_rate', 0):g} · "
+            (f"- {suite}tasks: {len({r['task'] for r in records})} · repeats: {config.get('repeat', 1)} · "
+             f"seeds: {seed_text(summary['seeds'])} · tool failure rate: {faults.get('failure_rate', 0):g} · "
              f"injected latency: {faults.get('latency_ms', 0):g} ms")]
     if any(r["model"].startswith("offline") for r in records):
         head.append(f"- {OFFLINE_NOTE}")
+    methods = sorted({a["interval"] for a in summary["graphs"].values()})
     return "\n".join([*head, "", "## Per graph (means per run)", "", graph_table(summary), "",
+                      f"95% interval of the success rate: {', '.join(methods)} (see evals/README.md).", "",
+                      "## Are the differences real? (paired, on the same tasks, seeds and faults)", "",
+                      pair_table(summary), "", verdicts(summary), "",
                       "## Success rate per tag (runs)", "", tag_table(summary), ""])
 
 
-def plot(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """success.png (per graph), tags.png (per tag and graph), cost.png (model calls, tokens, wall time)."""
+def plot(records: list[dict[str, Any]], out_dir: Path, config: dict[str, Any] | None = None,
+         summary: dict[str, Any] | None = None) -> list[Path]:
+    """success.png (per graph), tags.png (per tag and graph), cost.png (model calls, tokens, wall time).
+
+    Success bars carry their 95 % interval, cost bars ±1.96 standard errors of the mean; every figure has a
+    subtitle naming the suite, task count, fault rate, seeds and model.
+    """
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display, works on CI and in a kernel alike
     import matplotlib.pyplot as plt
 
-    summary = summarize(records)
+    summary = summary or summarize(records)
     graphs = list(summary["graphs"])
-    model = "; ".join(sorted({r["model"] for r in records}))
+    about = subtitle(records, config)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
 
-    fig, ax = plt.subplots(figsize=(max(4, 1.6 * len(graphs)), 3.5))
-    rates = [summary["graphs"][g]["success_rate"] * 100 for g in graphs]
-    ax.bar(graphs, rates, color="#6c5ce7")
-    for x, rate in enumerate(rates):
-        ax.text(x, rate + 1, f"{rate:.0f}%", ha="center")
-    ax.set(ylim=(0, 110), ylabel="success rate (%)", title=f"Success per graph · {model}")
+    fig, ax = plt.subplots(figsize=(max(6.4, 1.6 * len(graphs)), 3.8))
+    per_graph = [summary["graphs"][g] for g in graphs]
+    rates = [a["success_rate"] * 100 for a in per_graph]
+    ax.bar(graphs, rates, color="#6c5ce7", yerr=_error_bars(per_graph), capsize=6, ecolor="#2d3436")
+    for x, a in enumerate(per_graph):
+        ax.text(x + 0.05, a["success_high"] * 100 + 1.5, f"{a['success_rate'] * 100:.0f}%", ha="left")
+    ax.set(ylim=(0, 112), ylabel="success rate (%)")
+    _titles(fig, ax, "Success per graph (error bars: 95% interval)", about)
     paths.append(_save(fig, out_dir / "success.png"))
 
     tags = list(summary["tags"])
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(tags) * max(1, len(graphs)) / 1.5), 4))
+    fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(tags) * max(1, len(graphs)) / 1.5), 4.2))
     width = 0.8 / max(1, len(graphs))
     for i, g in enumerate(graphs):
-        values = [summary["tags"][t].get(g, {}).get("success_rate", 0) * 100 for t in tags]
-        ax.bar([x + i * width for x in range(len(tags))], values, width, label=g)
+        cells = [summary["tags"][t].get(g) for t in tags]
+        present = [(x, c) for x, c in enumerate(cells) if c]
+        ax.bar([x + i * width for x, _ in present], [c["success_rate"] * 100 for _, c in present], width, label=g,
+               yerr=_error_bars([c for _, c in present]), capsize=2, error_kw={"elinewidth": 0.8})
     ax.set_xticks([x + width * (len(graphs) - 1) / 2 for x in range(len(tags))], tags, rotation=30, ha="right")
-    ax.set(ylim=(0, 110), ylabel="success rate (%)", title=f"Success per tag · {model}")
-    ax.legend(fontsize="small")
+    ax.set(ylim=(0, 125), ylabel="success rate (%)")
+    ax.legend(fontsize="small", ncol=max(1, len(graphs)), loc="upper center", frameon=False)
+    _titles(fig, ax, "Success per tag (error bars: 95% interval)", about)
     paths.append(_save(fig, out_dir / "tags.png"))
 
-    fig, axes = plt.subplots(1, 3, figsize=(max(9, 2.4 * len(graphs) * 1.5), 3.5))
+    fig, axes = plt.subplots(1, 3, figsize=(max(9, 2.4 * len(graphs) * 1.5), 3.8))
     for ax, (key, label) in zip(axes, [("model_calls", "model calls / run"), ("tokens", "tokens / run"),
                                        ("wall_s", "wall time / run (s)")], strict=True):
-        ax.bar(graphs, [summary["graphs"][g][key] for g in graphs], color="#00b894")
+        means, errors = zip(*(_mean_and_error([r[key] for r in records if r["graph"] == g]) for g in graphs),
+                            strict=True) if graphs else ((), ())
+        ax.bar(graphs, means, color="#00b894", yerr=errors, capsize=4)
         ax.set_title(label)
         ax.tick_params(axis="x", rotation=20)
-    fig.suptitle(f"Cost per graph · {model}")
+    fig.suptitle(f"Cost per graph (error bars: ±1.96 s.e. of the mean)\n{about}", fontsize="medium")
     paths.append(_save(fig, out_dir / "cost.png"))
     return paths
+
+
+def _error_bars(aggregates: list[dict[str, Any]]) -> list[list[float]]:
+    """matplotlib's asymmetric yerr (below, above) in percentage points, from the 95 % intervals."""
+    return [[max(0.0, (a["success_rate"] - a["success_low"]) * 100) for a in aggregates],
+            [max(0.0, (a["success_high"] - a["success_rate"]) * 100) for a in aggregates]]
+
+
+def _mean_and_error(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return (values[0] if values else 0.0), 0.0
+    return statistics.fmean(values), 1.96 * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def _titles(fig: Any, ax: Any, title: str, about: str) -> None:
+    fig.suptitle(title, fontsize="medium")
+    ax.set_title(about, fontsize="small", color="#636e72")
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -120,9 +212,10 @@ def write_report(records: list[dict[str, Any]], out_dir: str | Path, config: dic
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
     results.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    text = markdown(records, config)
+    summary = summarize(records)  # once: the intervals bootstrap when tasks ran several times
+    text = markdown(records, config, summary)
     (out / "summary.md").write_text(text, encoding="utf-8")
-    (out / "summary.json").write_text(json.dumps({"config": config or {}, **summarize(records)}, ensure_ascii=False,
+    (out / "summary.json").write_text(json.dumps({"config": config or {}, **summary}, ensure_ascii=False,
                                                  indent=2), encoding="utf-8")
     return {"results": results, "summary": out / "summary.md", "summary_json": out / "summary.json",
-            "markdown": text, "plots": plot(records, out) if plots else []}
+            "markdown": text, "plots": plot(records, out, config, summary) if plots else []}

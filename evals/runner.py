@@ -1,8 +1,9 @@
 """Run a suite through one or more graphs and record, per run, whether it succeeded and what it cost.
 
-Every (graph, task, repeat) run gets a fresh gateway (its own circuit breakers, its own fault draws) and,
-for the noisy offline model, its own seed, all derived from `RunConfig.seed`, the task id and the repeat:
-the same seed gives the same numbers (wall times aside), whatever else ran before.
+Every (graph, seed, task, repeat) run gets a fresh gateway (its own circuit breakers, its own fault draws)
+and, for the noisy offline model, its own seed, all derived from the run's seed (`RunConfig.seed`, or
+seed, seed+1, … with `seeds=N`), the task id and the repeat: the same seed gives the same numbers (wall
+times aside), whatever else ran before. Every record carries its seed.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from reactgraph.graph import load_chat_model, parse_spec, redact
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One comparison: which graphs, which model, how many repeats, which faults."""
+    """One comparison: which graphs, which model, how many repeats and seeds, which faults."""
 
     graphs: tuple[str, ...] = ("react",)
     model: str = "offline"
     repeat: int = 1
     seed: int = 0
+    seeds: int = 1  # runs the whole comparison for seed, seed+1, …, seed+seeds-1
     faults: FaultPlan = field(default_factory=FaultPlan)
     max_iterations: int = 5
     reflection: str = "llm"
@@ -39,12 +41,19 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.repeat < 1:
             raise ValueError(f"repeat must be at least 1, not {self.repeat}")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be at least 1, not {self.seeds}")
         parse_spec(self.model)  # a bad spec is one line before anything runs
 
     def describe(self) -> dict[str, Any]:
         data = asdict(self)
         data["graphs"] = list(self.graphs)
+        data["seed_values"] = list(self.seed_values)
         return data
+
+    @property
+    def seed_values(self) -> tuple[int, ...]:
+        return tuple(range(self.seed, self.seed + self.seeds))
 
 
 def model_label(spec: str, model: BaseChatModel) -> str:
@@ -60,9 +69,11 @@ def run_key(seed: int, task: Task, repeat: int) -> str:
     return f"{seed}:{task.id}:{repeat}"
 
 
-def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, model: BaseChatModel) -> dict[str, Any]:
-    """One run of one task through one graph, as a flat JSON-able record."""
-    key = run_key(config.seed, task, repeat)
+def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, model: BaseChatModel,
+             seed: int | None = None) -> dict[str, Any]:
+    """One run of one task through one graph under `seed` (default: the config's), as a flat JSON-able record."""
+    seed = config.seed if seed is None else seed
+    key = run_key(seed, task, repeat)
     gateway, injector = faulty_gateway(config.faults, key)
     run_model = model.reseeded(key) if hasattr(model, "reseeded") else model
     graph = entry.build(gateway, run_model)
@@ -87,7 +98,7 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     tokens = tokens_in + tokens_out or counts["step_tokens"]
     return {
         "graph": entry.name, "task": task.id, "tags": list(task.tags), "lang": task.lang, "repeat": repeat,
-        "seed": config.seed, "model": config.model, "model_label": model_label(config.model, model),
+        "seed": seed, "model": config.model, "model_label": model_label(config.model, model),
         "tool_failure_rate": config.faults.failure_rate, "tool_latency_ms": config.faults.latency_ms,
         "question": task.question, "answer": answer, "status": result.get("status"), "success": success,
         "failure_mode": failure_mode(success, result.get("status"), steps, error), "error": error,
@@ -104,7 +115,7 @@ Progress = Callable[[dict[str, Any]], None]
 
 def run_comparison(tasks: list[Task], config: RunConfig, on_result: Progress | None = None,
                    model: BaseChatModel | None = None) -> list[dict[str, Any]]:
-    """Every task × repeat through every graph of `config`; `on_result` sees each record as it is made.
+    """Every seed × task × repeat through every graph of `config`; `on_result` sees each record as it is made.
 
     Graph-major order (all of one graph, then the next) so each graph's wall times come from one stretch.
     """
@@ -112,16 +123,17 @@ def run_comparison(tasks: list[Task], config: RunConfig, on_result: Progress | N
     model = model or load_chat_model(config.model)
     records = []
     for entry in entries:
-        for task in tasks:
-            for repeat in range(config.repeat):
-                record = run_task(entry, task, repeat, config, model)
-                records.append(record)
-                if on_result:
-                    on_result(record)
+        for seed in config.seed_values:
+            for task in tasks:
+                for repeat in range(config.repeat):
+                    record = run_task(entry, task, repeat, config, model, seed)
+                    records.append(record)
+                    if on_result:
+                        on_result(record)
     return records
 
 
-DETERMINISTIC_FIELDS = ("graph", "task", "repeat", "answer", "status", "success", "failure_mode", "model_calls",
+DETERMINISTIC_FIELDS = ("graph", "task", "seed", "repeat", "answer", "status", "success", "failure_mode", "model_calls",
                         "tool_calls", "tool_failures", "unknown_tool_calls", "invalid_args_calls", "tool_statuses",
                         "injected_faults", "tokens_in", "tokens_out", "iterations")
 

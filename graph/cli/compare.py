@@ -25,6 +25,8 @@ def compare(
                                                    "(default: $REACTGRAPH_MODEL or offline).")] = None,
     repeat: Annotated[int, typer.Option(help="Runs per task and graph.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed for fault injection and the noisy model's mistakes.")] = 0,
+    seeds: Annotated[int, typer.Option(help="Repeat the whole run over N seeds: seed, seed+1, …; the intervals "
+                                            "and paired tests then bootstrap / test over tasks.")] = 1,
     tool_failure_rate: Annotated[float, typer.Option(help="Probability that one tool attempt fails (0–1).")] = 0.0,
     tool_latency_ms: Annotated[float, typer.Option(help="Mean extra latency per tool attempt (exponential).")] = 0.0,
     tag: Annotated[list[str], typer.Option("--tag", metavar="TAG", help="Only tasks with this tag; repeatable.")] = [],  # noqa: B006
@@ -35,7 +37,8 @@ def compare(
     out: Annotated[Path, typer.Option(help="Directory for results.jsonl, summary.md/json and plots.")] = OUT_DIR,
     plots: Annotated[bool, typer.Option(help="Write PNG plots (needs matplotlib).")] = True,
 ) -> None:
-    """Compare graphs on a task suite: success, model/tool calls, tokens, wall time, failure modes, per tag."""
+    """Compare graphs on a task suite: success with 95 % intervals, paired tests between graphs (is a gap more
+    than noise?), model/tool calls, tokens, wall time, failure modes, per tag."""
     from rich.console import Console
 
     from reactgraph.evals import (
@@ -59,7 +62,7 @@ def compare(
             raise SuiteError(f"no task in suite {suite!r} has any of the tags {', '.join(tag)}")
         context = build_context(model, max_iterations, reflection, protocol, [], [])
         config = RunConfig(graphs=tuple(names.split(",")), model=context.model, repeat=repeat, seed=seed,
-                           faults=FaultPlan(failure_rate=tool_failure_rate, latency_ms=tool_latency_ms),
+                           seeds=seeds, faults=FaultPlan(failure_rate=tool_failure_rate, latency_ms=tool_latency_ms),
                            max_iterations=max_iterations, reflection=context.reflection, protocol=context.protocol)
         entries = resolve_graphs(list(config.graphs))
         if out.exists() and not out.is_dir():
@@ -72,7 +75,7 @@ def compare(
         plots = False
 
     records = _run_with_progress(tasks, config, [e.name for e in entries], chat_model, out, err)
-    written = write_report(records, out, config.describe(), plots=plots)
+    written = write_report(records, out, {**config.describe(), "suite": suite}, plots=plots)
     sys.stdout.write(written["markdown"])
     files = [written["results"], written["summary"], written["summary_json"], *written["plots"]]
     err.print(f"wrote {', '.join(str(p) for p in files)}", highlight=False)
@@ -82,11 +85,13 @@ def _run_with_progress(tasks: list, config: Any, graphs: list[str], model: Any, 
     """Run the comparison under a progress bar on stderr; each record also goes to results.jsonl at once."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from reactgraph.evals.report import seed_text
     from reactgraph.evals.runner import run_comparison
 
-    total = len(graphs) * len(tasks) * config.repeat
-    err.print(f"[dim]{len(tasks)} task(s) × {config.repeat} repeat(s) × {', '.join(graphs)} · model {config.model} · "
-              f"tool failure rate {config.faults.failure_rate:g} · seed {config.seed}[/dim]")
+    total = len(graphs) * len(tasks) * config.repeat * config.seeds
+    err.print(f"[dim]{len(tasks)} task(s) × {config.repeat} repeat(s) × {config.seeds} seed(s) × {', '.join(graphs)} · "
+              f"model {config.model} · tool failure rate {config.faults.failure_rate:g} · "
+              f"seed {seed_text(list(config.seed_values))}[/dim]")
     out.mkdir(parents=True, exist_ok=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("{task.fields[last]}"), console=err, transient=True)
