@@ -252,10 +252,11 @@ async def atry_lease(target, session: str, **options) -> str:
 
 async def test_two_concurrent_ainvoke_turns_on_one_session_both_keep_their_turn_in_order(lease_target):
     graph, target, _ = lease_target
-    session, told, go_on = f"async.{uuid.uuid4().hex[:8]}@example.com", [], asyncio.Event()
+    session, told, holding, go_on = f"async.{uuid.uuid4().hex[:8]}@example.com", [], asyncio.Event(), asyncio.Event()
 
     async def first() -> dict:
         async with asession_lease(target, session):
+            holding.set()
             await asyncio.wait_for(go_on.wait(), 30)  # holds the session until the second turn waits for it
             return await graph.ainvoke({"messages": [HumanMessage(Q1)]}, {"configurable": {"thread_id": session}},
                                        context=RULES)
@@ -265,7 +266,7 @@ async def test_two_concurrent_ainvoke_turns_on_one_session_both_keep_their_turn_
         go_on.set()  # runs on the same event loop: the second turn's wait does not block it
 
     holder = asyncio.create_task(first())
-    await asyncio.sleep(0)  # the first turn takes the session before the second asks
+    await asyncio.wait_for(holding.wait(), 30)  # the first turn takes the session before the second asks
     results = await asyncio.wait_for(asyncio.gather(holder, aturn(graph, target, session, Q2, on_wait=waiting)), 60)
     assert [r["final_answer"] is not None for r in results] == [True, True]
     state = await graph.aget_state({"configurable": {"thread_id": session}})
