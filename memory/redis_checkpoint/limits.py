@@ -6,8 +6,9 @@ It waits as long as connections keep coming free (under load the queue is long b
 sessions on one event loop a fixed 10 s wait failed 90 % of them while Redis was idle), and gives up when
 none has come free for `timeout` seconds: that is reported as a busy pool, never as an unreachable server.
 
-A connection's own wait is bounded too: a server that stops answering mid-reply fails the call after
-`socket_timeout` seconds (30; $REACTGRAPH_REDIS_TIMEOUT) instead of blocking its caller for good.
+A connection's own wait is bounded too, and set here rather than left to redis-py (whose 5 s default fails
+a slow but healthy script, and only says "timed out"): a server that stops answering mid-reply fails the
+call after `socket_timeout` seconds (30; $REACTGRAPH_REDIS_TIMEOUT), with one line saying so.
 """
 
 from __future__ import annotations
