@@ -1,12 +1,14 @@
-"""The Redis side of `session_lease`: take, renew and release `<prefix>{<session>}:lease`.
+"""The Redis side of `session_lease` and `asession_lease`: take, renew and release `<prefix>{<session>}:lease`.
 
 The key sits in the session's hash slot (the checkpoint keys' `{<session>}` tag), so a Redis Cluster keeps a
 session's lease beside its checkpoints. Its value is `<random token>\\0<since, ms>\\0<owner>`: the token
 proves ownership (renew and release compare it inside a script), the rest tells a waiting user who holds it.
+`RedisLeases` renews from a thread, `AsyncRedisLeases` from an asyncio task; both follow the rules here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -18,13 +20,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
+import redis.asyncio
 
-from reactgraph.memory.redis_checkpoint.errors import client_url, unavailable
+from reactgraph.memory.redis_checkpoint.errors import CheckpointStoreUnavailable, client_url, unavailable
 from reactgraph.memory.redis_checkpoint.layout import normalise_prefix, thread_base
+from reactgraph.memory.redis_checkpoint.limits import PoolLimits, answer_wait
 from reactgraph.memory.session_lease import LeaseHolder, SessionLease
 
 _DOWN = (redis.ConnectionError, redis.TimeoutError, OSError)
-_OWNER = re.compile(r"pid \d{1,10} on [A-Za-z0-9._-]{1,64}")  # what try_acquire writes; anything else is not shown
+_OWNER = re.compile(r"pid \d{1,10} on [A-Za-z0-9._-]{1,64}")  # what new_value writes; anything else is not shown
 _MAX_VALUE = 512  # bytes of a lease value read back: it is Redis content, so bounded and never trusted
 
 # Both compare the whole value, so only the holder that wrote it can extend or delete it.
@@ -33,18 +37,57 @@ _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL
 
 
 class RedisLease(SessionLease):
-    """A lease held in Redis, with the heartbeat thread that renews it until it is released."""
+    """A lease held in Redis, and what stops its renewals (a thread's event, or an asyncio task) on release."""
 
-    def __init__(self, session: str, ttl_s: float, key: str, value: str) -> None:
+    def __init__(self, session: str, ttl_s: float, key: str, value: str, sent: float) -> None:
         super().__init__(session, "redis", ttl_s)
         self.key, self.value = key, value
+        self.valid_until = sent + ttl_s  # SET PX counts from when Redis ran it, which is after we sent it
         self.stopped = threading.Event()
+        self.renewing: asyncio.Task | None = None
+
+    @property
+    def ttl_ms(self) -> int:
+        return max(1, round(self.ttl_s * 1000))
+
+    def renewed(self, sent: float, outcome: Any) -> bool:
+        """Take one renewal's outcome (the script's reply, or the error it raised); False once the lease is lost.
+
+        A failed renewal is retried at the next beat (a timeout or a dropped connection may pass) until the
+        lease would have run out; meanwhile `lost` already says so once the last confirmed expiry is past."""
+        if isinstance(outcome, Exception):
+            if time.monotonic() < self.valid_until:
+                return True
+            self.lost_reason = f"Redis did not answer its renewal for {self.ttl_s:g} s: {_first_line(outcome)}"
+            return False
+        if not outcome:
+            self.lost_reason = "it expired before it was renewed"
+            return False
+        self.valid_until = sent + self.ttl_s
+        return True
 
 
-class RedisLeases:
-    """Session leases on one Redis, under the checkpointer's key prefix."""
+class _LeaseRules:
+    """What both sides share: the key, the value written, and the one-line error of an unreachable Redis."""
 
     scope = "redis"
+    client: Any
+    prefix: str
+    url: str
+
+    def key(self, session: str) -> str:
+        return thread_base(self.prefix, session) + "lease"
+
+    @staticmethod
+    def new_value() -> str:
+        return f"{secrets.token_hex(16)}\0{int(time.time() * 1000)}\0pid {os.getpid()} on {_host()}"
+
+    def down(self, exc: BaseException) -> CheckpointStoreUnavailable:
+        return unavailable(self.url, exc, answer_wait(self.client.connection_pool))
+
+
+class RedisLeases(_LeaseRules):
+    """Session leases on one Redis (a sync client), under the checkpointer's key prefix."""
 
     def __init__(self, client: redis.Redis, prefix: str = "reactgraph", *, owns_client: bool = False) -> None:
         self.client, self.prefix, self._owns_client = client, normalise_prefix(prefix), owns_client
@@ -54,45 +97,34 @@ class RedisLeases:
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "reactgraph") -> RedisLeases:
-        from reactgraph.memory.redis_checkpoint.limits import PoolLimits
         from reactgraph.memory.redis_checkpoint.pool import new_client
 
         return cls(new_client(url, {}, PoolLimits.resolve(None, None), False), prefix, owns_client=True)
 
-    def key(self, session: str) -> str:
-        return thread_base(self.prefix, session) + "lease"
-
     def try_acquire(self, session: str, ttl_s: float) -> tuple[SessionLease | None, LeaseHolder | None]:
         """The lease if the session is free (SET NX PX), else who holds it."""
-        key, ttl_ms = self.key(session), max(1, round(ttl_s * 1000))
-        value = f"{secrets.token_hex(16)}\0{int(time.time() * 1000)}\0pid {os.getpid()} on {_host()}"
+        key, value, sent = self.key(session), self.new_value(), time.monotonic()
         try:
-            if self.client.set(key, value, nx=True, px=ttl_ms):
-                lease = RedisLease(session, ttl_s, key, value)
+            if self.client.set(key, value, nx=True, px=max(1, round(ttl_s * 1000))):
+                lease = RedisLease(session, ttl_s, key, value, sent)
                 threading.Thread(target=self._heartbeat, args=(lease,), name=f"session-lease {session[:40]}",
                                  daemon=True).start()
                 return lease, None
             held = self.client.getrange(key, 0, _MAX_VALUE - 1)
         except _DOWN as exc:
-            raise unavailable(self.url, exc) from exc
+            raise self.down(exc) from exc
         return None, parse_holder(held) if held else None
 
     def _heartbeat(self, lease: RedisLease) -> None:
-        """Renew every third of the expiry; a failed renewal retries until the lease would have run out."""
-        ttl_ms = max(1, round(lease.ttl_s * 1000))
-        expires = time.monotonic() + lease.ttl_s
+        """Renew every third of the expiry until released or lost."""
         while not lease.stopped.wait(lease.ttl_s / 3):
+            sent = time.monotonic()
             try:
-                renewed = self._renew(keys=[lease.key], args=[lease.value, ttl_ms])
-            except (*_DOWN, redis.RedisError) as exc:
-                if time.monotonic() >= expires:
-                    lease.lost_reason = f"Redis did not answer its renewal for {lease.ttl_s:g} s: {exc}"
-                    return
-                continue
-            if not renewed:
-                lease.lost_reason = "it expired before it was renewed"
+                outcome = self._renew(keys=[lease.key], args=[lease.value, lease.ttl_ms])
+            except Exception as exc:  # noqa: BLE001 - any failed renewal is retried until the expiry
+                outcome = exc
+            if not lease.renewed(sent, outcome):
                 return
-            expires = time.monotonic() + lease.ttl_s
 
     def release(self, lease: SessionLease) -> None:
         """Stop renewing and delete the lease if it is still ours (else it expires by itself)."""
@@ -107,8 +139,71 @@ class RedisLeases:
             self.client.close()
 
 
+class AsyncRedisLeases(_LeaseRules):
+    """The same leases for asyncio callers: on a redis.asyncio client, or a sync one driven from worker threads,
+    so the event loop never blocks; renewed by an asyncio task."""
+
+    def __init__(self, client: Any, prefix: str = "reactgraph", *, owns_client: bool = False) -> None:
+        self.client, self.prefix, self._owns_client = client, normalise_prefix(prefix), owns_client
+        self.url = client_url(client)
+        self._on_loop = isinstance(client, redis.asyncio.Redis)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+
+    @classmethod
+    def from_url(cls, url: str, prefix: str = "reactgraph") -> AsyncRedisLeases:
+        from reactgraph.memory.redis_checkpoint.pool import new_client
+
+        return cls(new_client(url, {}, PoolLimits.resolve(None, None), True), prefix, owns_client=True)
+
+    async def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._on_loop:
+            return await function(*args, **kwargs)
+        return await asyncio.to_thread(function, *args, **kwargs)
+
+    async def try_acquire(self, session: str, ttl_s: float) -> tuple[SessionLease | None, LeaseHolder | None]:
+        key, value, sent = self.key(session), self.new_value(), time.monotonic()
+        try:
+            if await self._call(self.client.set, key, value, nx=True, px=max(1, round(ttl_s * 1000))):
+                lease = RedisLease(session, ttl_s, key, value, sent)
+                lease.renewing = asyncio.create_task(self._heartbeat(lease), name=f"session-lease {session[:40]}")
+                return lease, None
+            held = await self._call(self.client.getrange, key, 0, _MAX_VALUE - 1)
+        except _DOWN as exc:
+            raise self.down(exc) from exc
+        return None, parse_holder(held) if held else None
+
+    async def _heartbeat(self, lease: RedisLease) -> None:
+        while True:
+            await asyncio.sleep(lease.ttl_s / 3)
+            sent = time.monotonic()
+            try:
+                outcome = await self._call(self._renew, keys=[lease.key], args=[lease.value, lease.ttl_ms])
+            except Exception as exc:  # noqa: BLE001 - any failed renewal is retried until the expiry
+                outcome = exc
+            if not lease.renewed(sent, outcome):
+                return
+
+    async def release(self, lease: SessionLease) -> None:
+        assert isinstance(lease, RedisLease)
+        lease.stopped.set()
+        if lease.renewing is not None:
+            lease.renewing.cancel()
+            await asyncio.wait({lease.renewing})  # (a cancellation of the caller still goes through)
+        with contextlib.suppress(*_DOWN):
+            await self._call(self._release, keys=[lease.key], args=[lease.value])
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self.client.aclose()
+
+
 def _host() -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:64] or "unknown-host"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 def parse_holder(raw: Any) -> LeaseHolder:

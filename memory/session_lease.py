@@ -6,7 +6,8 @@ sessions are not in Redis (`memory`, SQLite), a lock inside this process.
 
 The Redis lease is `SET <prefix>{<session>}:lease <token…> NX PX <ttl>`, renewed by a heartbeat thread
 every third of its expiry while the turn runs and deleted on exit only by its owner (a compare-and-delete
-script), so a process that dies frees the session when its lease expires.
+script), so a process that dies frees the session when its lease expires. From asyncio code,
+`async with asession_lease(...)` (session_lease_aio.py) holds it the same way without blocking the event loop.
 """
 
 from __future__ import annotations
@@ -62,7 +63,20 @@ class SessionLease:
 
     def __init__(self, session: str, scope: str, ttl_s: float) -> None:
         self.session, self.scope, self.ttl_s = session, scope, ttl_s  # scope: "redis" | "process"
-        self.lost_reason: str | None = None
+        self.valid_until = math.inf  # (monotonic) when it runs out unless renewed; a process lock never does
+        self._lost_reason: str | None = None
+
+    @property
+    def lost_reason(self) -> str | None:
+        """Why another turn could have the session now: a failed renewal, or (while a renewal still waits for
+        a server that stopped answering) the last confirmed expiry is past."""
+        if self._lost_reason is None and time.monotonic() >= self.valid_until:
+            return f"its renewal was not confirmed within its {self.ttl_s:g} s expiry"
+        return self._lost_reason
+
+    @lost_reason.setter
+    def lost_reason(self, reason: str | None) -> None:
+        self._lost_reason = reason
 
     @property
     def lost(self) -> bool:
@@ -113,7 +127,7 @@ def session_lease(target: Any, session: str, *, ttl_s: float | None = None, wait
     else raise `SessionBusy`. A nested lease on a session this thread holds shares the outer one."""
     session = check_session_id(session)
     ttl = lease_ttl(ttl_s)
-    backend = _backend_for(target)
+    backend = backend_for(target)
     try:
         key = backend.key(session)
         outer = _held_here().get(key)
@@ -134,43 +148,55 @@ def session_lease(target: Any, session: str, *, ttl_s: float | None = None, wait
 def _acquire(backend: _Backend, session: str, ttl_s: float, wait_s: float,
              on_wait: WaitNotice | None) -> SessionLease:
     """Try now, then poll (50 ms, growing to 500 ms) until the holder is gone or the wait is over."""
-    deadline, pause, told = time.monotonic() + wait_s, 0.05, False
+    deadline, pause, told = time.monotonic() + wait_s, FIRST_PAUSE_S, False
     while True:
         lease, holder = backend.try_acquire(session, ttl_s)
         if lease is not None:
             return lease
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            shown = f" ({holder.describe()})" if holder else ""
-            waited = f"still busy after waiting {wait_s:g} s" if wait_s else "not waiting"
-            raise SessionBusy(f"session {session!r} is busy with another turn{shown}; {waited}: try again when "
-                              "it has finished", session, holder)
+            raise busy(session, holder, wait_s)
         if not told and on_wait is not None:
             on_wait(session, holder, wait_s)
             told = True
         time.sleep(min(pause, remaining))
-        pause = min(pause * 1.5, 0.5)
+        pause = min(pause * 1.5, LAST_PAUSE_S)
 
 
-def _backend_for(target: Any) -> _Backend:
-    """Redis when the sessions live in Redis (a graph's RedisSaver, a RedisSaver, a client, a URL); else this
+FIRST_PAUSE_S, LAST_PAUSE_S = 0.05, 0.5  # how often a waiting turn looks again
+
+
+def busy(session: str, holder: LeaseHolder | None, wait_s: float) -> SessionBusy:
+    """The one-line refusal of a session still held after the whole wait."""
+    shown = f" ({holder.describe()})" if holder else ""
+    waited = f"still busy after waiting {wait_s:g} s" if wait_s else "not waiting"
+    return SessionBusy(f"session {session!r} is busy with another turn{shown}; {waited}: try again when it has "
+                       "finished", session, holder)
+
+
+def backend_for(target: Any, *, for_asyncio: bool = False) -> Any:
+    """Redis when the sessions live in Redis (a graph's Redis saver, a saver, a client, a URL); else this
     process. Modules are looked up, not imported: a graph on InMemorySaver never loads redis-py."""
     saver = getattr(target, "checkpointer", target)  # a compiled graph names its checkpointer
-    sync_saver = sys.modules.get("reactgraph.memory.redis_checkpoint.sync")
-    async_saver = sys.modules.get("reactgraph.memory.redis_checkpoint.aio")
-    redis_py = sys.modules.get("redis")
+    savers = tuple(getattr(sys.modules.get(module), name, None) for module, name in _REDIS_SAVERS)
+    clients = tuple(getattr(sys.modules.get(module), "Redis", None) for module in ("redis", "redis.asyncio"))
+    is_saver, is_client = (isinstance(saver, tuple(t for t in kinds if t)) for kinds in (savers, clients))
+    if not (is_saver or is_client or isinstance(saver, str)):
+        return _PROCESS_LEASES
+    on_loop = isinstance(saver, tuple(t for t in (savers[1], clients[1]) if t))
+    if on_loop and not for_asyncio:
+        raise TypeError("an asyncio Redis client (an AsyncRedisSaver's) cannot hold a lease from sync code: use "
+                        "`async with asession_lease(...)`, or pass the Redis URL to session_lease")
+    from reactgraph.memory import redis_lease
+
+    leases: Any = redis_lease.AsyncRedisLeases if for_asyncio else redis_lease.RedisLeases
     if isinstance(saver, str):
-        from reactgraph.memory.redis_lease import RedisLeases
-        return RedisLeases.from_url(saver)
-    if sync_saver is not None and isinstance(saver, sync_saver.RedisSaver):
-        from reactgraph.memory.redis_lease import RedisLeases
-        return RedisLeases(saver.client, saver.prefix)
-    if async_saver is not None and isinstance(saver, async_saver.AsyncRedisSaver):
-        raise TypeError("an AsyncRedisSaver's client is asyncio: pass its Redis URL to session_lease instead")
-    if redis_py is not None and isinstance(saver, redis_py.Redis):
-        from reactgraph.memory.redis_lease import RedisLeases
-        return RedisLeases(saver)
-    return _PROCESS_LEASES
+        return leases.from_url(saver)
+    return leases(saver.client, saver.prefix) if is_saver else leases(saver)  # a saver's leases: under its prefix
+
+
+_REDIS_SAVERS = (("reactgraph.memory.redis_checkpoint.sync", "RedisSaver"),
+                 ("reactgraph.memory.redis_checkpoint.aio", "AsyncRedisSaver"))
 
 
 class _ProcessLeases:
@@ -186,13 +212,14 @@ class _ProcessLeases:
     def key(self, session: str) -> str:
         return f"process\0{session}"
 
-    def try_acquire(self, session: str, ttl_s: float) -> tuple[SessionLease | None, LeaseHolder | None]:
+    def try_acquire(self, session: str, ttl_s: float, owner: str | None = None
+                    ) -> tuple[SessionLease | None, LeaseHolder | None]:
         with self._lock:
             holder = self._holders.get(session)
             if holder is not None:
                 return None, holder
-            self._holders[session] = LeaseHolder(datetime.now().astimezone(),
-                                                 f"thread {threading.current_thread().name!r} of this process")
+            owner = owner or f"thread {threading.current_thread().name!r}"
+            self._holders[session] = LeaseHolder(datetime.now().astimezone(), f"{owner} of this process")
         return SessionLease(session, self.scope, ttl_s), None
 
     def release(self, lease: SessionLease) -> None:

@@ -1,6 +1,7 @@
 """A garbled or missing key breaks one checkpoint, never the session: it is reported with its id and a hint,
 `history` still lists the others, `ask --from` forks past it, `history --drop` removes it, and a bogus id in
-the index never turns into a silent `"answer": null`."""
+the index never turns into a silent `"answer": null`. A garbled long-term store item is one line naming its key
+on `get`, skipped with a warning by `search`, and replaced by a `put`."""
 
 from __future__ import annotations
 
@@ -244,3 +245,81 @@ def test_prune_leaves_a_namespace_whose_latest_checkpoint_is_unreadable_as_it_is
         saver.prune([thread])
     assert saver.checkpoint_ids({"configurable": {"thread_id": thread}}, 100) == before
     assert any("not pruning" in r.getMessage() and _id(tup) in r.getMessage() for r in caplog.records)
+
+
+# --- the long-term store: a garbled item is one line on get, skipped by search, replaced by put ---------------
+
+STORE_LOGGER = "reactgraph.memory.redis_store"
+NS = ("sessions", "s1", "qa")
+GARBLED_ITEMS = {  # what is written over an item, and what the report says about it
+    "no separators": (b"garbage without separators", "it has no header"),
+    "one separator": (b"1700000000000000\0garbage", "it has no header"),
+    "empty": (b"", "it is empty, or not a Redis string"),
+    "timestamps not numbers": (b"yesterday\0today\0\0{}", "its header's timestamps are not"),
+    "TTL not a number": (b"1\x002\0soon\0{}", "could not convert string to float"),
+    "TTL not finite": (b"1\x002\0nan\0{}", "its TTL nan is not a positive number of minutes"),
+    "TTL negative": (b"1\x002\0-5\0{}", "its TTL -5.0 is not a positive number of minutes"),
+    "a Redis hash": ({"field": "value"}, "it is empty, or not a Redis string"),
+}
+
+
+@pytest.fixture
+def store(redis_url: str, redis_prefix: str):
+    from reactgraph.memory import RedisStore
+
+    with RedisStore.from_url(redis_url, prefix=redis_prefix + "store") as opened:
+        yield opened
+
+
+def garble_item(raw, store, key: str, garbage) -> str:
+    name = f"{store.prefix}i:{'.'.join(NS)}\0{key}"
+    raw.delete(name)
+    if isinstance(garbage, dict):
+        raw.hset(name, mapping=garbage)
+    else:
+        raw.set(name, garbage)
+    return name
+
+
+@pytest.mark.parametrize("garbage, said", list(GARBLED_ITEMS.values()), ids=list(GARBLED_ITEMS))
+@pytest.mark.parametrize("ttl", [None, 60], ids=["no TTL", "TTL"])
+def test_a_garbled_store_item_is_one_line_on_get_skipped_by_search_and_replaced_by_put(
+        garbage, said, ttl, store, raw, caplog):
+    from reactgraph.memory.redis_store import UnreadableItem
+
+    store.put(NS, "turn-1", {"question": "q1"}, ttl=ttl)
+    store.put(NS, "turn-2", {"question": "q2"}, ttl=ttl)
+    name = garble_item(raw, store, "turn-1", garbage)
+    for refresh in (True, False):  # a read that restarts the item's TTL parses its header on the server
+        with pytest.raises(UnreadableItem) as caught:
+            store.get(NS, "turn-1", refresh_ttl=refresh)
+        message = str(caught.value)
+        assert message.startswith(f"store item {name!r} is unreadable: ") and said in message, message
+        assert "\n" not in message and "Lua" not in message and "script" not in message
+    with caplog.at_level(logging.WARNING, logger=STORE_LOGGER):
+        found = store.search(("sessions",), refresh_ttl=True)
+        namespaces = store.list_namespaces(prefix=("sessions",))
+    assert [item.key for item in found] == ["turn-2"] and namespaces == [NS]
+    warned = [r.getMessage() for r in caplog.records if r.name == STORE_LOGGER]
+    assert len(warned) == 1 and repr(name) in warned[0] and said in warned[0]
+    store.put(NS, "turn-1", {"question": "q1 again"})  # a put over the garbled item replaces it
+    replaced = store.get(NS, "turn-1")
+    assert replaced.value == {"question": "q1 again"} and replaced.created_at == replaced.updated_at
+    assert [item.key for item in store.search(NS)] == ["turn-1", "turn-2"]
+
+
+def test_a_garbled_entry_in_the_store_expiry_index_is_dropped_not_fatal(store, raw):
+    store.put(NS, "turn-1", {"question": "q1"}, ttl=60)
+    raw.zadd(f"{store.prefix}exp", {b"no separator here": 0})  # due at once: the next reader sweeps it
+    assert [item.key for item in store.search(NS)] == ["turn-1"]
+    assert store.list_namespaces() == [NS]
+    assert raw.zscore(f"{store.prefix}exp", b"no separator here") is None
+
+
+def test_a_store_key_with_nul_and_a_garbled_neighbour_stay_apart_in_search(store, raw, caplog):
+    store.put(NS, "a\0b", {"question": "with NUL"})
+    store.put(NS, "a", {"question": "plain"})
+    garble_item(raw, store, "a", b"1\x002\0\0{}\0b")  # as if it were item "a\0b" with a bogus header
+    with caplog.at_level(logging.WARNING, logger=STORE_LOGGER):
+        found = store.search(NS)
+    assert [(item.key, item.value) for item in found] == [("a\0b", {"question": "with NUL"})]

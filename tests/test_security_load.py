@@ -3,7 +3,8 @@ savers serve sync and async callers, and a Redis that refuses the database is on
 
 Connections are counted on the server (`CLIENT LIST`), by a client name of the test's own, so other
 clients of the shared Redis never count. A slow Redis is a loopback proxy in front of the real one that
-stops forwarding on request: calls in flight then hold their connections for as long as the test wants.
+stops forwarding on request: calls in flight then hold their connections for as long as the test wants
+(the pool tests give them a socket timeout well beyond their pool wait; the timeout tests a short one).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import pytest
@@ -183,7 +185,7 @@ def test_a_saver_and_a_store_on_one_url_share_one_pool_sized_by_the_environment(
 
 def test_a_sync_caller_waits_for_a_busy_connection_then_hears_the_pool_is_busy(proxy, redis_prefix):
     with RedisSaver.from_url(proxy.url(), prefix=redis_prefix, max_connections=2,
-                             pool_timeout=0.3) as saver:
+                             pool_timeout=0.3, socket_timeout=60) as saver:
         config = generate_config()
         saver.get_tuple(config)  # connected
         proxy.pause()
@@ -208,7 +210,7 @@ def test_a_sync_caller_waits_for_a_busy_connection_then_hears_the_pool_is_busy(p
 
 async def test_an_async_caller_waits_for_a_free_connection_instead_of_failing(proxy, redis_prefix):
     async with AsyncRedisSaver.from_url(proxy.url(), prefix=redis_prefix, max_connections=1,
-                                        pool_timeout=10) as saver:
+                                        pool_timeout=10, socket_timeout=60) as saver:
         config = generate_config()
         await saver.aget_tuple(config)
         proxy.pause()
@@ -223,7 +225,7 @@ async def test_an_async_caller_waits_for_a_free_connection_instead_of_failing(pr
 
 async def test_an_async_caller_that_waits_too_long_hears_the_pool_is_busy(proxy, redis_prefix):
     async with AsyncRedisSaver.from_url(proxy.url(), prefix=redis_prefix, max_connections=1,
-                                        pool_timeout=0.2) as saver:
+                                        pool_timeout=0.2, socket_timeout=60) as saver:
         config = generate_config()
         await saver.aget_tuple(config)
         proxy.pause()
@@ -273,6 +275,97 @@ def test_the_async_saver_says_what_to_do_when_called_sync_with_no_event_loop(red
         saver.get_tuple(generate_config())
 
 
+# --- a Redis that stops answering ------------------------------------------------------------------------------
+
+
+class SilentServer:
+    """A loopback server that accepts connections and reads what it is sent, but never answers."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.05)
+        self.port, self._closed, self._sockets = self._listener.getsockname()[1], threading.Event(), []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def url(self, query: str = "") -> str:
+        return f"redis://127.0.0.1:{self.port}/15{query}"
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            with contextlib.suppress(TimeoutError):
+                self._sockets.append(self._listener.accept()[0])  # kept open, never read from nor written to
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(timeout=5)
+        for sock in [self._listener, *self._sockets]:
+            sock.close()
+
+
+@pytest.fixture
+def silent():
+    made = SilentServer()
+    yield made
+    made.close()
+
+
+def bounded(call, *args, limit_s: float = 30.0) -> tuple[Any, float]:
+    """(what `call(*args)` returned or raised, seconds it took), run on a worker thread: the test fails if it
+    is still blocked after `limit_s`."""
+    pool = ThreadPoolExecutor(1)
+    started = time.monotonic()
+    future = pool.submit(call, *args)
+    try:
+        if not wait([future], timeout=limit_s).done:
+            pytest.fail(f"still blocked after {limit_s:g} s")
+        waited = time.monotonic() - started
+        return (future.exception() or future.result()), waited
+    finally:
+        pool.shutdown(wait=False)
+
+
+@pytest.mark.parametrize("user", ["sync saver", "async saver", "store"])
+def test_a_server_that_stops_answering_mid_session_is_one_line_within_the_socket_timeout(user, proxy,
+                                                                                          redis_prefix):
+    config = generate_config()
+    if user == "store":
+        opened = RedisStore.from_url(proxy.url(), prefix=redis_prefix, socket_timeout=0.4)
+        calls = (lambda: opened.search(("sessions",)), opened.close)
+    elif user == "sync saver":
+        opened = RedisSaver.from_url(proxy.url(), prefix=redis_prefix, socket_timeout=0.4)
+        calls = (lambda: opened.get_tuple(config), opened.close)
+    else:
+        async def call_async() -> Any:
+            async with AsyncRedisSaver.from_url(proxy.url(), prefix=redis_prefix, socket_timeout=0.4) as aio:
+                await aio.aget_tuple(config)  # connected
+                proxy.pause()
+                await aio.aget_tuple(config)
+        calls = (lambda: asyncio.run(call_async()), lambda: None)
+    call, close = calls
+    try:
+        if user != "async saver":
+            call()  # connected
+            proxy.pause()
+        error, waited = bounded(call)
+    finally:
+        proxy.resume()
+        close()
+    assert isinstance(error, CheckpointStoreUnavailable), error
+    assert str(error) == f"Redis at redis://127.0.0.1:{proxy.port}/15 did not answer within 0.4 s"
+    assert waited >= 0.4  # one wait, not resent
+
+
+@pytest.mark.parametrize("query, environment, shown", [("", "0.3", "0.3"), ("?socket_timeout=0.2", "60", "0.2")],
+                         ids=["REACTGRAPH_REDIS_TIMEOUT", "the URL's own wins"])
+def test_a_server_that_never_answers_is_one_line_from_the_cli(query, environment, shown, silent, monkeypatch,
+                                                              capsys):
+    monkeypatch.setenv("REACTGRAPH_REDIS_TIMEOUT", environment)
+    code, _ = bounded(main, ["ask", "What is 2+3?", "--store", silent.url(query)])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and err == f"error: Redis at redis://127.0.0.1:{silent.port}/15 did not answer within {shown} s"
+
+
 # --- a Redis that will not serve ------------------------------------------------------------------------------
 
 
@@ -284,6 +377,8 @@ def test_a_database_index_the_server_lacks_is_one_line_naming_the_cause(capsys):
 
 
 @pytest.mark.parametrize("variable, value, message", [
+    ("REACTGRAPH_REDIS_TIMEOUT", "soon", "REACTGRAPH_REDIS_TIMEOUT='soon' is not a number"),
+    ("REACTGRAPH_REDIS_TIMEOUT", "0", "socket_timeout must be a number of seconds above 0, not 0.0"),
     ("REACTGRAPH_REDIS_MAX_CONNECTIONS", "many", "REACTGRAPH_REDIS_MAX_CONNECTIONS='many' is not a whole number"),
     ("REACTGRAPH_REDIS_MAX_CONNECTIONS", "0", "max_connections must be a whole number from 1 to 100000, not 0"),
     ("REACTGRAPH_REDIS_POOL_TIMEOUT", "-1", "pool_timeout must be a number of seconds, 0 or more, not -1.0"),
@@ -293,3 +388,36 @@ def test_a_bad_pool_setting_is_one_line_naming_it(variable, value, message, redi
     code = main(["ask", "What is 2+3?", "--store", redis_url])
     err = capsys.readouterr().err.strip()
     assert code != 0 and err == f"error: {message}"
+
+
+# --- the session lease on a Redis that stops answering --------------------------------------------------------
+
+
+def test_a_lease_outlives_a_renewal_that_timed_out_when_redis_answers_again(proxy, redis_url, monkeypatch):
+    from reactgraph.graph import session_lease
+
+    monkeypatch.setenv("REACTGRAPH_REDIS_TIMEOUT", "0.3")
+    session = named("hung-renewal")
+    with redis.Redis.from_url(redis_url) as watcher, session_lease(proxy.url(), session, ttl_s=3) as lease:
+        held_since = time.monotonic()
+        proxy.pause()
+        time.sleep(1.6)  # the renewal due after 1 s times out (0.3 s); the lease has 3 s
+        proxy.resume()
+        time.sleep(max(0.0, held_since + 3.6 - time.monotonic()))  # past the expiry that renewal would have set
+        assert not lease.lost  # a renewal after the timeout kept it, by the lease's own clock...
+        assert watcher.pttl(f"reactgraph:{{{session}}}:lease") > 0  # ...and in Redis
+        lease.check()
+
+
+def test_a_lease_is_lost_by_the_clock_while_its_renewal_waits_for_a_hung_redis(proxy, monkeypatch):
+    from reactgraph.graph import SessionLeaseLost, session_lease
+
+    monkeypatch.setenv("REACTGRAPH_REDIS_TIMEOUT", "20")  # longer than the lease: only the clock can tell
+    with session_lease(proxy.url(), named("hung-redis"), ttl_s=0.6) as lease:
+        proxy.pause()
+        deadline = time.monotonic() + 10
+        while not lease.lost and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with pytest.raises(SessionLeaseLost, match=r"its renewal was not confirmed within its 0\.6 s expiry"):
+            lease.check()
+        proxy.resume()  # so leaving (the owner's compare-and-delete) is answered

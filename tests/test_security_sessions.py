@@ -3,6 +3,7 @@ runs one turn at a time across processes (the session lease), through the real C
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from lease_cli import ask, cli_env, finished, start
@@ -21,13 +23,14 @@ from reactgraph.graph import (
     InvalidSessionId,
     SessionBusy,
     SessionLeaseLost,
+    asession_lease,
     build_react_graph,
     build_reflexion_graph,
-        session_lease,
+    session_lease,
 )
 from reactgraph.graph.cli.app import main
 from reactgraph.graph.sessions import history, plan_run, run
-from reactgraph.memory import RedisSaver, RedisStore
+from reactgraph.memory import AsyncRedisSaver, RedisSaver, RedisStore
 from reactgraph.memory.session_id import session_of_label, store_label
 from reactgraph.nodes.reflexion.state import lessons_namespace
 from reactgraph.nodes.shared.save_memory import qa_namespace
@@ -211,6 +214,106 @@ def test_without_redis_one_turn_at_a_time_holds_within_the_process():
     told, before = second_turn_waits_for_the_holder(graph, "frank")
     assert before == [] and humans(graph.checkpointer, "frank") == ["计算 3 + 4 等于多少"]
     assert "of this process" in told[0][1].owner
+
+
+# --- the session lease, from asyncio code ------------------------------------------------------------------
+
+@pytest.fixture(params=["AsyncRedisSaver", "RedisSaver", "URL", "in-process"])
+async def lease_target(request, redis_url: str, redis_prefix: str):
+    """(a graph, what its turns take the lease on, what a sync `session_lease` takes for the same sessions):
+    every kind of target asession_lease accepts."""
+    if request.param == "in-process":
+        graph = build_react_graph(checkpointer=InMemorySaver())
+        yield graph, graph, graph
+        return
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as opened:
+        if request.param == "AsyncRedisSaver":
+            async with AsyncRedisSaver.from_url(redis_url, prefix=redis_prefix) as aio:
+                yield build_react_graph(checkpointer=aio), aio, opened
+        else:
+            graph = build_react_graph(checkpointer=opened)
+            yield graph, (redis_url if request.param == "URL" else graph), (redis_url if request.param == "URL"
+                                                                            else opened)
+
+
+async def aturn(graph, target, session: str, question: str, **options) -> dict:
+    async with asession_lease(target, session, **options):
+        return await graph.ainvoke({"messages": [HumanMessage(question)]}, {"configurable": {"thread_id": session}},
+                                   context=RULES)
+
+
+async def atry_lease(target, session: str, **options) -> str:
+    try:
+        async with asession_lease(target, session, **options):
+            return "acquired"
+    except SessionBusy as busy:
+        return str(busy)
+
+
+async def test_two_concurrent_ainvoke_turns_on_one_session_both_keep_their_turn_in_order(lease_target):
+    graph, target, _ = lease_target
+    session, told, holding, go_on = f"async.{uuid.uuid4().hex[:8]}@example.com", [], asyncio.Event(), asyncio.Event()
+
+    async def first() -> dict:
+        async with asession_lease(target, session):
+            holding.set()
+            await asyncio.wait_for(go_on.wait(), 30)  # holds the session until the second turn waits for it
+            return await graph.ainvoke({"messages": [HumanMessage(Q1)]}, {"configurable": {"thread_id": session}},
+                                       context=RULES)
+
+    def waiting(*notice) -> None:
+        told.append(notice)
+        go_on.set()  # runs on the same event loop: the second turn's wait does not block it
+
+    holder = asyncio.create_task(first())
+    await asyncio.wait_for(holding.wait(), 30)  # the first turn takes the session before the second asks
+    results = await asyncio.wait_for(asyncio.gather(holder, aturn(graph, target, session, Q2, on_wait=waiting)), 60)
+    assert [r["final_answer"] is not None for r in results] == [True, True]
+    state = await graph.aget_state({"configurable": {"thread_id": session}})
+    assert [m.content for m in state.values["messages"] if m.type == "human"] == [Q1, Q2]  # both, in order
+    (waited_on, holder_seen, wait_s), = told
+    assert waited_on == session and wait_s == 300 and holder_seen is not None
+
+
+async def test_an_async_lease_refuses_a_busy_session_and_a_nested_one_in_the_same_task_shares_it(lease_target):
+    _, target, sync_target = lease_target
+    session = f"busy.{uuid.uuid4().hex[:8]}"
+    async with asession_lease(target, session) as lease:
+        async with asession_lease(target, session) as nested:
+            assert nested is lease
+        refused = await asyncio.create_task(atry_lease(target, session, wait_s=0))  # another task: another turn
+        assert refused.startswith(f"session {session!r} is busy with another turn (since ")
+        assert refused.endswith("not waiting: try again when it has finished")
+        held_off = await asyncio.to_thread(try_lease, sync_target, session, wait_s=0)  # a sync turn too
+        assert held_off.startswith(f"session {session!r} is busy with another turn (since ")
+        assert (f"pid {os.getpid()} on " if lease.scope == "redis" else "of this process") in refused
+        assert await atry_lease(target, "another session", wait_s=0) == "acquired"
+    assert await atry_lease(target, session, wait_s=0) == "acquired"  # released on exit
+
+
+async def test_an_async_lease_is_renewed_past_two_expiries_and_only_its_owner_releases_it(redis_url, redis_prefix,
+                                                                                        client):
+    async with AsyncRedisSaver.from_url(redis_url, prefix=redis_prefix) as aio:
+        async with asession_lease(aio, "long.async.turn", ttl_s=0.3) as lease:
+            key = f"{aio.prefix}{{long.async.turn}}:lease"
+            await asyncio.sleep(1.2)  # four expiries: only the renewal task keeps it
+            assert "busy with another turn" in await asyncio.create_task(atry_lease(aio, "long.async.turn", wait_s=0))
+            assert 0 < client.pttl(key) <= 300 and not lease.lost
+            client.set(key, b"somebody else's token")  # as if it had expired and another turn had taken it
+            for _ in range(500):
+                if lease.lost:
+                    break
+                await asyncio.sleep(0.02)
+            with pytest.raises(SessionLeaseLost, match="another turn may have started"):
+                lease.check()
+        assert client.get(key) == b"somebody else's token"  # leaving did not delete another owner's lease
+
+
+def test_the_sync_lease_refuses_an_asyncio_client_and_points_to_asession_lease(redis_url, redis_prefix):
+    saver = AsyncRedisSaver(redis.asyncio.Redis.from_url(redis_url), prefix=redis_prefix)
+    with pytest.raises(TypeError, match=r"use `async with asession_lease\(\.\.\.\)`, or pass the Redis URL"), \
+            session_lease(build_react_graph(checkpointer=saver), "s1"):
+        pass
 
 
 # --- the session lease, through the CLI --------------------------------------------------------------------

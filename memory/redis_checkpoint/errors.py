@@ -70,17 +70,34 @@ def check_url(url: str) -> str:
     return url
 
 
-def unavailable(url: str, exc: BaseException) -> CheckpointStoreUnavailable:
-    """The one-line error for a Redis that cannot be reached or will not let us in."""
+def unavailable(url: str, exc: BaseException, answer_wait: float | None = None) -> CheckpointStoreUnavailable:
+    """The one-line error for a Redis that cannot be reached, will not let us in, or stopped answering
+    (`answer_wait`: the connection's socket timeout, in seconds)."""
     import redis  # here: the error types above must import without redis-py
 
     if isinstance(exc, redis.AuthenticationError):
         return CheckpointStoreUnavailable(f"Redis at {url} refused the credentials: {_first_line(exc)}")
     if isinstance(exc, redis.TimeoutError):
+        if answer_wait is not None and not is_connect_timeout(exc):
+            return CheckpointStoreUnavailable(f"Redis at {url} did not answer within {answer_wait:g} s")
         return CheckpointStoreUnavailable(f"cannot reach Redis at {url}: timed out")
     message = _first_line(exc)
     match = _CONNECT_REASON.match(message)
     return CheckpointStoreUnavailable(f"cannot reach Redis at {url}: {match.group(1) if match else message}")
+
+
+def is_connect_timeout(exc: BaseException) -> bool:
+    """Whether a redis-py TimeoutError is about connecting (else a sent command got no answer in time)."""
+    return "connecting" in str(exc)
+
+
+def resend_after(exc: BaseException) -> bool:
+    """A dropped connection is worth one resend; a refused login, or a server that stopped answering, is not."""
+    import redis
+
+    if isinstance(exc, redis.AuthenticationError):
+        return False
+    return not isinstance(exc, redis.TimeoutError) or is_connect_timeout(exc)
 
 
 def exhausted(url: str, connections: int, waited: float) -> RedisPoolExhausted:
@@ -90,7 +107,7 @@ def exhausted(url: str, connections: int, waited: float) -> RedisPoolExhausted:
         "REACTGRAPH_REDIS_MAX_CONNECTIONS (the pool's size) or REACTGRAPH_REDIS_POOL_TIMEOUT (the wait)")
 
 
-def checkout_error(url: str, limits: Any, exc: BaseException) -> BaseException:
+def checkout_error(url: str, limits: Any, exc: BaseException, answer_wait: float | None = None) -> BaseException:
     """What a failed checkout from redis-py's pool means: it is full, the server refused us, or is unreachable."""
     import redis
 
@@ -99,7 +116,7 @@ def checkout_error(url: str, limits: Any, exc: BaseException) -> BaseException:
     if isinstance(exc, redis.ResponseError):
         return refused(url, exc)
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
-        return unavailable(url, exc)
+        return unavailable(url, exc, answer_wait)  # a new connection's set-up (SELECT, AUTH) may time out
     return exc
 
 

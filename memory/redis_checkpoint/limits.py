@@ -5,6 +5,10 @@ pool (100) refused the rest at once. So a pool has a fixed size and a caller wai
 It waits as long as connections keep coming free (under load the queue is long but it moves: with 1,000
 sessions on one event loop a fixed 10 s wait failed 90 % of them while Redis was idle), and gives up when
 none has come free for `timeout` seconds: that is reported as a busy pool, never as an unreachable server.
+
+A connection's own wait is bounded too, and set here rather than left to redis-py (whose 5 s default fails
+a slow but healthy script, and only says "timed out"): a server that stops answering mid-reply fails the
+call after `socket_timeout` seconds (30; $REACTGRAPH_REDIS_TIMEOUT), with one line saying so.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from reactgraph.memory.redis_checkpoint.errors import InvalidRedisSetting
 
@@ -23,6 +28,9 @@ MAX_CONNECTIONS_ENV = "REACTGRAPH_REDIS_MAX_CONNECTIONS"
 POOL_TIMEOUT_ENV = "REACTGRAPH_REDIS_POOL_TIMEOUT"
 DEFAULT_MAX_CONNECTIONS = 50
 DEFAULT_POOL_TIMEOUT = 10.0
+SOCKET_TIMEOUT_ENV = "REACTGRAPH_REDIS_TIMEOUT"
+DEFAULT_SOCKET_TIMEOUT = 30.0
+DEFAULT_CONNECT_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -62,13 +70,34 @@ def _env(name: str, kind: type) -> Any:
         raise InvalidRedisSetting(f"{name}={text!r} is not a {'whole ' if kind is int else ''}number") from None
 
 
+def socket_timeout(timeout: Any = None) -> float:
+    """How long a call waits for Redis to answer: the argument, else $REACTGRAPH_REDIS_TIMEOUT, else 30 s."""
+    wait = timeout if timeout is not None else _env(SOCKET_TIMEOUT_ENV, float)
+    wait = DEFAULT_SOCKET_TIMEOUT if wait is None else wait
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not (0 < wait < math.inf):
+        raise InvalidRedisSetting(f"socket_timeout must be a number of seconds above 0, not {wait!r}")
+    return float(wait)
+
+
+def answer_wait(pool: Any) -> float | None:
+    """The socket timeout of a redis-py pool's connections (None: they wait for good), for error messages."""
+    wait = pool.connection_kwargs.get("socket_timeout")
+    return float(wait) if isinstance(wait, int | float) and not isinstance(wait, bool) else None
+
+
 def client_kwargs(url: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """redis-py options for a client we own: binary replies, and a bounded wait for a dead host."""
+    """redis-py options for a client we own: binary replies, and bounded waits for a dead host or a hung server
+    (a `socket_timeout=` or `socket_connect_timeout=` in the URL's query wins, as redis-py applies it last)."""
     if kwargs.get("decode_responses"):
         raise ValueError("decode_responses=True would corrupt binary values")
-    options = {"socket_connect_timeout": 5.0, **kwargs, "decode_responses": False}
-    if "socket_connect_timeout=" in url:
-        del options["socket_connect_timeout"]  # the URL's own setting wins
+    in_url = parse_qs(urlsplit(url).query) if "?" in url else {}
+    options = {"socket_connect_timeout": DEFAULT_CONNECT_TIMEOUT, **kwargs, "decode_responses": False}
+    if "socket_connect_timeout" in in_url:
+        del options["socket_connect_timeout"]
+    if "socket_timeout" in in_url:
+        options.pop("socket_timeout", None)
+    else:
+        options["socket_timeout"] = socket_timeout(options.get("socket_timeout"))
     return options
 
 

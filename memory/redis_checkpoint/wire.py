@@ -8,6 +8,8 @@ and a checkpointer pays it on every graph step. Connections, auth, TLS and RESP 
 A wire holds at most `PoolLimits.max_connections` connections; a caller that finds them all busy waits,
 and gets `RedisPoolExhausted` once none has come free for `PoolLimits.timeout` (see limits.py). Savers
 and stores on one client share its wire (`wire_of`), so they share that budget as well as the pool.
+A server that does not answer within the connection's socket timeout fails the call with one line (see
+`errors.unavailable`), not resent: a resend would only wait as long again.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from reactgraph.memory.redis_checkpoint.errors import checkout_error, exhausted, refused, unavailable
-from reactgraph.memory.redis_checkpoint.limits import LoopSlots, PoolLimits, ThreadSlots
+from reactgraph.memory.redis_checkpoint.errors import checkout_error, exhausted, refused, resend_after, unavailable
+from reactgraph.memory.redis_checkpoint.limits import LoopSlots, PoolLimits, ThreadSlots, answer_wait
 from reactgraph.memory.redis_checkpoint.scripts import Script
 
 Command = tuple[Any, ...]  # ("CMD", *args) or (Script, numkeys, *keys_and_args)
@@ -99,6 +101,7 @@ class SyncWire:
         check_client(client)
         self.pool, self.url = client.connection_pool, url
         self.limits = limits.within(self.pool)
+        self.answer_wait = answer_wait(self.pool)
         self._executor: ThreadPoolExecutor | None = None
         self._reset()
 
@@ -158,10 +161,9 @@ class SyncWire:
                 return replies
             except _DOWN as exc:
                 conn.disconnect()
-                # Every batch the savers send is idempotent, so one resend after a dropped connection
-                # is safe; a refused login is not worth repeating.
-                if attempt == 2 or isinstance(exc, redis.AuthenticationError):
-                    raise unavailable(self.url, exc) from exc
+                # Every batch the savers send is idempotent, so one resend after a dropped connection is safe.
+                if attempt == 2 or not resend_after(exc):
+                    raise unavailable(self.url, exc, self.answer_wait) from exc
             except redis.ResponseError as exc:  # only a reconnection's set-up (AUTH, SELECT) answers here
                 conn.disconnect()
                 raise refused(self.url, exc) from exc
@@ -181,7 +183,7 @@ class SyncWire:
             return self.pool.get_connection()
         except BaseException as exc:
             self._slots.give()
-            raise checkout_error(self.url, self.limits, exc) from exc
+            raise checkout_error(self.url, self.limits, exc, self.answer_wait) from exc
 
     def close(self) -> None:
         """Give the idle connections back to the pool (and stop the worker threads, once idle)."""
@@ -201,6 +203,7 @@ class AsyncWire:
         check_client(client)
         self.pool, self.url = client.connection_pool, url
         self.limits = limits.within(self.pool)
+        self.answer_wait = answer_wait(self.pool)
         self._free: list[Any] = []
         self._slots = LoopSlots(self.limits)
         try:
@@ -245,8 +248,8 @@ class AsyncWire:
                 return replies
             except _DOWN as exc:
                 await conn.disconnect()
-                if attempt == 2 or isinstance(exc, redis.AuthenticationError):
-                    raise unavailable(self.url, exc) from exc
+                if attempt == 2 or not resend_after(exc):
+                    raise unavailable(self.url, exc, self.answer_wait) from exc
             except redis.ResponseError as exc:
                 await conn.disconnect()
                 raise refused(self.url, exc) from exc
@@ -267,7 +270,7 @@ class AsyncWire:
             return await self.pool.get_connection(), slots
         except BaseException as exc:
             slots.give()
-            raise checkout_error(self.url, self.limits, exc) from exc
+            raise checkout_error(self.url, self.limits, exc, self.answer_wait) from exc
 
     async def _move_to(self, loop: asyncio.AbstractEventLoop) -> None:
         """Serve another event loop: asyncio connections and waiters belong to the loop that made them."""

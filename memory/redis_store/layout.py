@@ -10,11 +10,15 @@ Under a prefix `<p>` (default `reactgraph:store:`), with `<ns>` the namespace's 
     <p>i:<ns>\\0<key> STRING "<created_us>\\0<updated_us>\\0<ttl minutes or empty>\\0<JSON value>"
     <p>exp           ZSET  "<ns>\\0<key>" -> expiry (ms) of items with a TTL; readers sweep the expired
                            ones out of the indexes (Redis deletes the item keys itself)
+
+Everything read back is Redis content, so decoding checks it: an item whose header is not two timestamps and
+an empty or positive, finite TTL is refused (ValueError) rather than half-read.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -67,13 +71,33 @@ def as_datetime(us: int) -> datetime:
     return _EPOCH + timedelta(microseconds=us)
 
 
+def _header(created: bytes, updated: bytes, ttl: bytes) -> tuple[int, int, float | None]:
+    if not (created.isdigit() and updated.isdigit() and len(created) <= 19 and len(updated) <= 19):
+        raise ValueError("its header's timestamps are not what RedisStore writes")
+    minutes = float(ttl) if ttl else None  # float() refuses anything but a number (ValueError)
+    if minutes is not None and not (math.isfinite(minutes) and minutes > 0):
+        raise ValueError(f"its TTL {minutes!r} is not a positive number of minutes")
+    return int(created), int(updated), minutes
+
+
 def decode_item(blob: bytes) -> tuple[dict[str, Any], int, int, float | None]:
-    """(value, created_at, updated_at in microseconds, ttl in minutes) of a stored item."""
-    created, updated, ttl, data = blob.split(b"\0", 3)
-    return json.loads(data), int(created), int(updated), float(ttl) if ttl else None
+    """(value, created_at, updated_at in microseconds, ttl in minutes) of a stored item; ValueError if garbled."""
+    if not blob:
+        raise ValueError("it is empty, or not a Redis string")  # the scripts answer "" for a key of another type
+    parts = blob.split(b"\0", 3)
+    if len(parts) < 4:
+        raise ValueError("it has no header (created, updated, TTL) before its value")
+    created, updated, ttl = _header(*parts[:3])
+    return json.loads(parts[3]), created, updated, ttl
 
 
-def decode_hit(hit: bytes) -> tuple[bytes, bytes, int, int, float | None, bytes]:
-    """(namespace text, key, created_at, updated_at, ttl, JSON) of one search reply element."""
-    ns, created, updated, ttl, data, key = hit.split(b"\0", 5)
-    return ns, key, int(created), int(updated), float(ttl) if ttl else None, data
+def decode_hit(hit: bytes) -> tuple[bytes, bytes, bytes]:
+    """(namespace text, key, stored blob) of one search reply element: "<ns>\\0<key length>\\0<key><blob>".
+
+    The key's length comes first, so a key with NUL in it and a blob garbled anyhow stay apart."""
+    namespace, _, rest = hit.partition(b"\0")
+    length, _, rest = rest.partition(b"\0")
+    if not length.isdigit() or int(length) > len(rest):
+        raise ValueError("the search reply element is malformed")  # our script wrote it: not an item's fault
+    cut = int(length)
+    return namespace, rest[:cut], rest[cut:]

@@ -6,7 +6,6 @@ with a warning, so one bad item does not stop every run that searches its namesp
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -42,13 +41,13 @@ def read_item(key: str, blob: bytes) -> tuple[dict[str, Any], int, int, float | 
 
 
 def read_hit(prefix: str, hit: bytes) -> tuple[bytes, bytes, int, int, float | None, dict[str, Any]] | None:
-    """`layout.decode_hit` with the value decoded; None (and a warning naming the key) if it cannot be read."""
+    """A search hit's (namespace, key, created, updated, ttl, value); None (and a warning naming the key) if
+    its item cannot be read."""
+    namespace, key, blob = layout.decode_hit(hit)
     try:
-        namespace, key, created, updated, ttl, data = layout.decode_hit(hit)
-        return namespace, key, created, updated, ttl, _object(json.loads(data))
+        value, created, updated, ttl = layout.decode_item(blob)
+        return namespace, key, created, updated, ttl, _object(value)
     except (ValueError, IndexError, UnicodeDecodeError, RecursionError) as exc:
-        # the namespace comes first and the key last in a hit (scripts.SEARCH); the blob between may be anything
-        head, _, rest = hit.partition(b"\0")
-        name = prefix + "i:" + (head + b"\0" + rest.rsplit(b"\0", 1)[-1]).decode(errors="replace")
+        name = f"{prefix}i:{namespace.decode(errors='replace')}\0{key.decode(errors='replace')}"
         log.warning("store item %r is unreadable, skipped: %s", name, _reason(exc))
         return None
