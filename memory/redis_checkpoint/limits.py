@@ -29,7 +29,9 @@ POOL_TIMEOUT_ENV = "REACTGRAPH_REDIS_POOL_TIMEOUT"
 DEFAULT_MAX_CONNECTIONS = 50
 DEFAULT_POOL_TIMEOUT = 10.0
 SOCKET_TIMEOUT_ENV = "REACTGRAPH_REDIS_TIMEOUT"
-DEFAULT_SOCKET_TIMEOUT = 30.0
+# Long enough for any script we send on a loaded server, short enough that a renewal of a session's 30 s lease
+# that hangs fails before the lease runs out (renewals come every 10 s).
+DEFAULT_SOCKET_TIMEOUT = 10.0
 DEFAULT_CONNECT_TIMEOUT = 5.0
 
 
