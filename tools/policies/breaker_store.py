@@ -44,8 +44,12 @@ class RedisBreakerStore:
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "reactgraph:breaker:") -> RedisBreakerStore:
-        import redis.asyncio as redis_asyncio  # imported lazily: only shared-state users need a client
-        return cls(redis_asyncio.Redis.from_url(url), prefix)
+        # imported lazily: only shared-state users need a client. The savers' kind of client: a bounded pool, a
+        # read timeout, and a bad URL refused in one line.
+        from reactgraph.memory.redis_checkpoint.limits import PoolLimits
+        from reactgraph.memory.redis_checkpoint.pool import new_client
+
+        return cls(new_client(url, {}, PoolLimits.resolve(None, None), True), prefix)
 
     async def read(self, name: str) -> BreakerSnapshot:
         return self._decode(await self.client.get(self.prefix + name))
