@@ -33,6 +33,7 @@ from reactgraph.graph.cli.shared import (
     model_label,
     open_store,
     parse_ttl,
+    question_argument,
     session_option,
     store_errors,
 )
@@ -76,6 +77,7 @@ def ask(
     """
     from reactgraph.models.loader import load_chat_model
 
+    question = question_argument(question)
     session = session_option(session)
     context = build_context(model, max_iterations, reflection, protocol, allow, deny)
     if from_checkpoint and not session:

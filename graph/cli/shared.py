@@ -58,6 +58,16 @@ def session_option(session: str | None) -> str | None:
         raise UserError(str(exc)) from exc
 
 
+def question_argument(question: str) -> str:
+    """QUESTION checked by the one rule for questions (`check_question`): one line, before anything is loaded."""
+    from reactgraph.nodes.shared.question import EmptyQuestion, check_question
+
+    try:
+        return check_question(question)
+    except EmptyQuestion as exc:
+        raise UserError(f"QUESTION: {exc}") from exc
+
+
 def store_errors() -> tuple[type[Exception], ...]:
     """The store's failures a user can fix, imported only by the commands that open a store."""
     from reactgraph.memory.checkpointer import CheckpointerConfigError
@@ -94,8 +104,15 @@ def build_context(model: str | None, max_iterations: int, reflection: Reflection
                           **chosen)
         parse_spec(context.model)
     except (ValueError, TypeError) as exc:
-        raise UserError(str(exc)) from exc
+        message = str(exc)
+        for field, flag in _CONTEXT_FLAGS.items():  # the user typed the flag, so name the flag
+            message = message.replace(f"Context.{field} =", f"{flag}:")
+        raise UserError(message) from exc
     return context
+
+
+_CONTEXT_FLAGS = {"max_iterations": "--max-iterations", "model": "--model", "allowed_tools": "--allow",
+                  "denied_tools": "--deny", "reflection": "--reflection", "protocol": "--protocol"}
 
 
 def gateway_with(tool_specs: list[str], rag_index: Path | None = None) -> ToolGateway:
