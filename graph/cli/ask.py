@@ -97,8 +97,8 @@ def ask(
 
     from reactgraph.graph.react import build_react_graph
 
-    graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term_store(opened),
-                              model=chat_model)
+    graph = build_react_graph(gateway_with(tools, index, context), checkpointer=opened.saver,
+                              store=long_term_store(opened), model=chat_model)
     with unreadable_as_user_error(session):
         result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
                                       0.0 if no_wait else wait)

@@ -115,14 +115,20 @@ _CONTEXT_FLAGS = {"max_iterations": "--max-iterations", "model": "--model", "all
                   "denied_tools": "--deny", "reflection": "--reflection", "protocol": "--protocol"}
 
 
-def gateway_with(tool_specs: list[str], rag_index: Path | None = None) -> ToolGateway:
+def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None) -> ToolGateway:
+    """The built-in tools plus --tools; with `context`, its --allow/--deny names checked against them (one line
+    listing the known tools and tags: a mistyped --deny would otherwise deny nothing, silently)."""
+    from reactgraph.nodes.shared.context import unknown_tool_names
     from reactgraph.tools import ToolRegistrationError, default_gateway
     from reactgraph.tools.plugins import load_tools
 
     try:
-        return default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index)
+        gateway = default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index)
     except ToolRegistrationError as exc:
         raise UserError(str(exc)) from exc
+    if context is not None and (problem := unknown_tool_names(context, gateway.registry)):
+        raise UserError(problem.replace("allowed_tools ", "--allow ").replace("denied_tools ", "--deny "))
+    return gateway
 
 
 def check_index(index: Path | None) -> None:

@@ -7,7 +7,7 @@ environment variables where a user would expect to set them once (REACTGRAPH_MOD
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -141,3 +141,22 @@ def resolve_context(value: Context | Mapping[str, Any] | None) -> Context:
 def context_of(runtime: Runtime[Context]) -> Context:
     """The running graph's Context (see `resolve_context`); the one place a node or router reads it from."""
     return resolve_context(runtime.context)
+
+
+class UnknownToolNames(UserWarning):
+    """allowed_tools / denied_tools name something that is neither a tool nor a tag of the graph's gateway."""
+
+
+def unknown_tool_names(context: Context, tools: Iterable[Any]) -> str:
+    """"" when every name in allowed_tools / denied_tools is a tool's name or tag among `tools` (ToolMetas),
+    else one line naming the unknown ones and listing the known tools and tags."""
+    tools = list(tools)
+    names = {meta.name for meta in tools}
+    tags = {tag for meta in tools for tag in meta.tags} - names
+    unknown = [f"{field} {label!r}" for field, labels in (("allowed_tools", context.allowed_tools or ()),
+                                                          ("denied_tools", context.denied_tools))
+               for label in labels if label not in names and label not in tags]
+    if not unknown:
+        return ""
+    return (f"{', '.join(unknown)}: not a tool or a tag; tools: {', '.join(sorted(names)) or 'none'}; "
+            f"tags: {', '.join(sorted(tags)) or 'none'}")
