@@ -15,6 +15,7 @@ from langgraph.types import StreamMode
 from reactgraph.memory.session_id import check_session_id
 from reactgraph.memory.session_lease import DEFAULT_WAIT_S, SessionLease, WaitNotice, session_lease
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.question import check_question
 from reactgraph.nodes.shared.transcript import current_question
 
 AnyGraph = CompiledStateGraph[Any, Any, Any, Any]  # any of the compiled graphs
@@ -33,7 +34,9 @@ class RunPlan:
 
 def plan_run(graph: AnyGraph, question: str, session: str, from_checkpoint: str | None = None) -> RunPlan:
     """Resume when the session's unfinished turn asked this same question; otherwise start (or fork) a turn.
-    A session id that `check_session_id` refuses raises `InvalidSessionId` (a ValueError) before any read."""
+    A session id that `check_session_id` refuses raises `InvalidSessionId`, an empty or whitespace-only question
+    `EmptyQuestion` (both ValueErrors), before any read or write."""
+    question = check_question(question)
     session = check_session_id(session)
     configurable: dict[str, Any] = {"thread_id": session}
     config: RunnableConfig = {"configurable": configurable}

@@ -56,7 +56,7 @@ def test_options_reach_the_run():
 @pytest.mark.parametrize(("args", "env", "message"), [
     (["ask", "q", "--reflection", "sometimes"], {}, "'sometimes' is not one of 'llm', 'rules', 'off'"),
     (["ask", "q", "--protocol", "json"], {}, "'json' is not one of 'tools', 'text'"),
-    (["ask", "q", "--max-iterations", "0"], {}, "max_iterations must be"),
+    (["ask", "q", "--max-iterations", "0"], {}, "--max-iterations: 0 is not accepted: expected an integer from 1"),
     (["ask", "q", "--bogus"], {}, "No such option"),
     (["ask", "q", "--model", "gpt4"], {}, "unknown model spec 'gpt4'"),
     (["ask", "q", "--model", "openai:gpt-4o-mini"], {}, "OPENAI_API_KEY is not set"),

@@ -33,6 +33,7 @@ from reactgraph.graph.cli.shared import (
     model_label,
     open_store,
     parse_ttl,
+    question_argument,
     session_option,
     store_errors,
 )
@@ -76,6 +77,7 @@ def ask(
     """
     from reactgraph.models.loader import load_chat_model
 
+    question = question_argument(question)
     session = session_option(session)
     context = build_context(model, max_iterations, reflection, protocol, allow, deny)
     if from_checkpoint and not session:
@@ -95,8 +97,8 @@ def ask(
 
     from reactgraph.graph.react import build_react_graph
 
-    graph = build_react_graph(gateway_with(tools, index), checkpointer=opened.saver, store=long_term_store(opened),
-                              model=chat_model)
+    graph = build_react_graph(gateway_with(tools, index, context), checkpointer=opened.saver,
+                              store=long_term_store(opened), model=chat_model)
     with unreadable_as_user_error(session):
         result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
                                       0.0 if no_wait else wait)

@@ -58,6 +58,16 @@ def session_option(session: str | None) -> str | None:
         raise UserError(str(exc)) from exc
 
 
+def question_argument(question: str) -> str:
+    """QUESTION checked by the one rule for questions (`check_question`): one line, before anything is loaded."""
+    from reactgraph.nodes.shared.question import EmptyQuestion, check_question
+
+    try:
+        return check_question(question)
+    except EmptyQuestion as exc:
+        raise UserError(f"QUESTION: {exc}") from exc
+
+
 def store_errors() -> tuple[type[Exception], ...]:
     """The store's failures a user can fix, imported only by the commands that open a store."""
     from reactgraph.memory.checkpointer import CheckpointerConfigError
@@ -94,18 +104,31 @@ def build_context(model: str | None, max_iterations: int, reflection: Reflection
                           **chosen)
         parse_spec(context.model)
     except (ValueError, TypeError) as exc:
-        raise UserError(str(exc)) from exc
+        message = str(exc)
+        for field, flag in _CONTEXT_FLAGS.items():  # the user typed the flag, so name the flag
+            message = message.replace(f"Context.{field} =", f"{flag}:")
+        raise UserError(message) from exc
     return context
 
 
-def gateway_with(tool_specs: list[str], rag_index: Path | None = None) -> ToolGateway:
+_CONTEXT_FLAGS = {"max_iterations": "--max-iterations", "model": "--model", "allowed_tools": "--allow",
+                  "denied_tools": "--deny", "reflection": "--reflection", "protocol": "--protocol"}
+
+
+def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None) -> ToolGateway:
+    """The built-in tools plus --tools; with `context`, its --allow/--deny names checked against them (one line
+    listing the known tools and tags: a mistyped --deny would otherwise deny nothing, silently)."""
+    from reactgraph.nodes.shared.context import unknown_tool_names
     from reactgraph.tools import ToolRegistrationError, default_gateway
     from reactgraph.tools.plugins import load_tools
 
     try:
-        return default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index)
+        gateway = default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index)
     except ToolRegistrationError as exc:
         raise UserError(str(exc)) from exc
+    if context is not None and (problem := unknown_tool_names(context, gateway.registry)):
+        raise UserError(problem.replace("allowed_tools ", "--allow ").replace("denied_tools ", "--deny "))
+    return gateway
 
 
 def check_index(index: Path | None) -> None:

@@ -42,6 +42,10 @@ class Observation:
     ok: bool
     content: str
     data: Any = None  # the parsed JSON of an ok result
+    # The gateway's ToolStatus and attempts, when the result carries them (the act node's artifact); the
+    # text protocol's observations do not, and their failure is read from the text (`faults.failure_reason`).
+    status: str = ""
+    attempts: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,15 @@ def _parse(content: str) -> Any:
     return data or content
 
 
+def _outcome(result: ToolMessage) -> tuple[str, int]:
+    """(status, attempts) from the result's artifact, allow-listed and bounded ("" and 0 when absent)."""
+    artifact = result.artifact if isinstance(result.artifact, dict) else {}
+    status = artifact.get("status")
+    attempts = artifact.get("attempts")
+    return (status if isinstance(status, str) and len(status) <= 32 else "",
+            attempts if isinstance(attempts, int) and 0 <= attempts <= 1000 else 0)
+
+
 def reflection_advice(messages: Sequence[BaseMessage]) -> str:
     """The last line starting "Reflection:" in any system message (advice from the previous reflect step)."""
     advice = ""
@@ -143,7 +156,9 @@ def read_turn(messages: Sequence[BaseMessage]) -> Turn:
             continue
         content = result.text
         ok = getattr(result, "status", "success") != "error"
-        observations.append(Observation(call, call_id, round_no, ok, content, _parse(content) if ok else None))
+        status, attempts = _outcome(result)
+        observations.append(Observation(call, call_id, round_no, ok, content, _parse(content) if ok else None,
+                                        status, attempts))
     return Turn(question=question, history=history, observations=tuple(observations), rounds=rounds,
                 advice=reflection_advice(messages), prior_calls=prior_calls, used_ids=frozenset(used_ids))
 

@@ -232,28 +232,6 @@ def snippet_temperature(text: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def failure_reason(content: str, lang: str) -> str:
-    """A short, honest label for why a tool call failed, from its error text."""
-    text = content.lower()
-    table = [
-        (r"timed out|timeout", "工具超时", "the tool timed out"),
-        (r"circuit open|temporarily unavailable", "工具暂时不可用（熔断中）", "the tool is temporarily unavailable"),
-        (r"unknown tool", "工具不存在", "the tool does not exist"),
-        (r"is disabled", "工具已停用", "the tool is disabled"),
-        (r"invalid arguments", "参数无效", "invalid arguments"),
-        (r"rate limit|too many|is busy|concurrency limit", "工具繁忙", "the tool is busy"),
-        (r"denied|not permitted|permission", "没有权限", "permission denied"),
-        (r"no result was returned", "没有返回结果", "no result was returned"),
-    ]
-    for pattern, zh, en in table:
-        if re.search(pattern, text):
-            return zh if lang == "zh" else en
-    detail = content.strip().splitlines()[0] if content.strip() else ""
-    detail = detail if len(detail) <= 100 else detail[:100].rsplit(" ", 1)[0] + "…"
-    generic = "工具调用失败" if lang == "zh" else "the tool call failed"
-    return f"{generic}：{detail}" if detail and lang == "zh" else f"{generic}: {detail}" if detail else generic
-
-
 def current_date(data: Any) -> tuple[int | None, int | None, int | None]:
     """(year, month, day) of a get_time result, from its "date"/"iso" fields (or just "year")."""
     if not isinstance(data, dict):

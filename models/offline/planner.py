@@ -19,13 +19,13 @@ from .extract import (
     DateFact,
     Person,
     current_date,
-    failure_reason,
     find_date,
     find_person,
     hits,
     role_of,
     snippet_temperature,
 )
+from .faults import failure_reason
 from .frames import core_entity, english_query, role_query
 from .lexicon import english_entity, lookup_city
 from .question import Question, Task, decompose
@@ -136,7 +136,7 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
     if observation.call.name == rag.TOOL:
         return rag.accept(task, observation, lang)
     if not observation.ok:
-        return None, failure_reason(observation.content, lang)
+        return None, failure_reason(observation.content, lang, observation.status, observation.attempts)
     data, nothing = observation.data, ("没有找到相关结果" if lang == "zh" else "nothing relevant was found")
     name = observation.call.name
     if name == "calculator":

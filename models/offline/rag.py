@@ -14,7 +14,8 @@ from collections.abc import Collection
 from typing import Any
 
 from .conversation import Call, Observation, Turn
-from .extract import failure_reason, hits
+from .extract import hits
+from .faults import failure_reason
 from .frames import clean_query
 from .question import Question, Task
 
@@ -83,7 +84,7 @@ def _grounded(hit: dict[str, Any], words: set[str]) -> bool:
 def accept(task: Task, observation: Observation, lang: str) -> tuple[Any, str]:
     """(passages, "") when a rag_search observation answers the task, else (None, why it did not)."""
     if not observation.ok:
-        return None, failure_reason(observation.content, lang)
+        return None, failure_reason(observation.content, lang, observation.status, observation.attempts)
     data = observation.data
     results = hits(data)
     nothing = "文档中没有找到相关内容" if lang == "zh" else "nothing relevant in the documents"

@@ -7,11 +7,12 @@ environment variables where a user would expect to set them once (REACTGRAPH_MOD
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from reactgraph.nodes.shared import prompts
 
@@ -20,6 +21,11 @@ if TYPE_CHECKING:  # Context itself must stay importable without langgraph (the 
 
 Protocol = Literal["tools", "text"]
 ReflectionMode = Literal["llm", "rules", "off"]
+ToolLabel = Annotated[str, Field(min_length=1, max_length=100)]  # a tool's name or one of its tags
+
+
+class InvalidContext(ValueError):
+    """A Context field with a value it does not accept; the message names each field, value and what is accepted."""
 
 
 def _env_model() -> str:
@@ -30,7 +36,7 @@ def _env_model() -> str:
 class Context:
     """How one run behaves: which model, how it acts, how long it may loop, which tools it may use."""
 
-    model: Annotated[str, Field(description=(
+    model: Annotated[str, Field(max_length=200, description=(
         "Model spec: 'offline' (scripted offline model, not an LLM; the default), 'openai:<model>' "
         "(OPENAI_API_KEY, OPENAI_BASE_URL for any OpenAI-compatible server) or 'anthropic:<model>'. "
         "Empty means $REACTGRAPH_MODEL, else offline."))] = ""
@@ -42,16 +48,17 @@ class Context:
     reflection: Annotated[ReflectionMode, Field(description=(
         "Self-check after each round: 'llm' (structured verdict from the model), 'rules' (deterministic "
         "checks, no model call) or 'off'."))] = "llm"
-    allowed_tools: Annotated[list[str] | None, Field(description=(
+    allowed_tools: Annotated[list[ToolLabel] | None, Field(max_length=100, description=(
         "Tool names or tags this run may use; empty/None allows every enabled tool."))] = None
-    denied_tools: Annotated[tuple[str, ...], Field(description=(
+    denied_tools: Annotated[tuple[ToolLabel, ...], Field(max_length=100, description=(
         "Tool names or tags this run may not use (wins over allowed_tools)."))] = ()
-    observation_budget: Annotated[int, Field(ge=200, description=(
+    observation_budget: Annotated[int, Field(ge=200, le=100_000, description=(
         "Maximum characters of one tool result shown to the model; longer results are truncated."))] = 4000
-    memory_window: Annotated[int, Field(ge=2, description=(
+    memory_window: Annotated[int, Field(ge=2, le=1000, description=(
         "Messages kept verbatim in the prompt; older ones are folded into a running summary."))] = 8
     temperature: Annotated[float, Field(ge=0.0, le=2.0, description="Sampling temperature of the model.")] = 0.0
-    system_prompt: Annotated[str, Field(description="System prompt of the think step.")] = prompts.SYSTEM_PROMPT
+    system_prompt: Annotated[str, Field(max_length=20_000, description=(
+        "System prompt of the think step."))] = prompts.SYSTEM_PROMPT
     # Plan-and-Solve only; off by default so the classic static plan stays measurable against replanning.
     replan: Annotated[bool, Field(description=(
         "Plan-and-Solve: after a failed or surprising step, revise the remaining steps. Off: the plan made "
@@ -59,21 +66,61 @@ class Context:
 
     def __post_init__(self) -> None:
         # A plain "" default (not a factory) so Studio's form shows it; resolved here, once per run.
-        self.model = self.model.strip() or _env_model()
-        self.denied_tools = tuple(self.denied_tools or ())
-        # Catch bad values at construction (CLI flags, Studio form) rather than deep inside a run.
-        if self.protocol not in ("tools", "text"):
-            raise ValueError(f"protocol must be 'tools' or 'text', not {self.protocol!r}")
-        if self.reflection not in ("llm", "rules", "off"):
-            raise ValueError(f"reflection must be 'llm', 'rules' or 'off', not {self.reflection!r}")
-        if not isinstance(self.max_iterations, int) or not 1 <= self.max_iterations <= 50:
-            raise ValueError(f"max_iterations must be an integer from 1 to 50, not {self.max_iterations!r}")
-        if not isinstance(self.memory_window, int) or self.memory_window < 2:
-            raise ValueError(f"memory_window must be an integer >= 2, not {self.memory_window!r}")
-        if self.observation_budget < 200:
-            raise ValueError("observation_budget must be at least 200 characters")
-        if not isinstance(self.replan, bool):
-            raise ValueError(f"replan must be true or false, not {self.replan!r}")
+        if isinstance(self.model, str):
+            self.model = self.model.strip() or _env_model()
+        # JSON (the HTTP API, Studio) has no tuples: a list of names is taken for either sequence field.
+        if isinstance(self.denied_tools, list) or self.denied_tools is None:
+            self.denied_tools = tuple(self.denied_tools or ())
+        if isinstance(self.allowed_tools, tuple):
+            self.allowed_tools = list(self.allowed_tools)
+        # Catch bad values at construction (CLI flags, Studio form, API mapping) rather than deep inside a run.
+        problems = [problem for name in _field_checks() if (problem := _check_field(self, name))]
+        if problems:
+            raise InvalidContext("; ".join(problems))
+
+
+@cache
+def _field_checks() -> dict[str, tuple[TypeAdapter[Any], str]]:
+    """Per field: a strict validator built from its annotation (the same bounds Studio's form shows) and a
+    phrase saying what it accepts. Strict: JSON true is no 1, "5" no 5 (a form sends typed values)."""
+    hints = get_type_hints(Context, include_extras=True)
+    strict = ConfigDict(strict=True)
+    return {f.name: (TypeAdapter(hints[f.name], config=strict), _accepted(hints[f.name])) for f in fields(Context)}
+
+
+def _accepted(annotation: Any) -> str:
+    """What a field accepts, in words, from its type and bounds (`Field(ge=…, le=…, max_length=…)`)."""
+    base, *extras = get_args(annotation) if get_origin(annotation) is Annotated else (annotation,)
+    constraints = [item for info in extras for item in getattr(info, "metadata", ())]
+    ge, le, most = (next((getattr(c, key) for c in constraints if hasattr(c, key)), None)
+                    for key in ("ge", "le", "max_length"))
+    span = f" from {ge:g} to {le:g}" if ge is not None and le is not None else f" of at least {ge:g}" if ge else ""
+    options = get_args(base)
+    if get_origin(base) is Literal:
+        return "one of " + ", ".join(repr(option) for option in options)
+    if base is bool:
+        return "true or false"
+    if base in (int, float):
+        return ("an integer" if base is int else "a number") + span
+    if base is str:
+        return f"text of at most {most:,} characters" if most else "text"
+    nullable = get_origin(base) is Union and type(None) in options
+    limit = f" (at most {most})" if most else ""
+    return (f"a list of tool names or tags{limit}, each 1 to 100 characters"
+            + (", or null for every enabled tool" if nullable else ""))
+
+
+def _check_field(context: Context, name: str) -> str:
+    """"" when the field's value is accepted, else one clause naming the field, the value and what is accepted."""
+    adapter, accepted = _field_checks()[name]
+    value = getattr(context, name)
+    try:
+        adapter.validate_python(value)
+    except ValidationError:
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:59] + "…"
+        return f"Context.{name} = {shown} is not accepted: expected {accepted}"
+    return ""
 
 
 def resolve_context(value: Context | Mapping[str, Any] | None) -> Context:
@@ -84,6 +131,9 @@ def resolve_context(value: Context | Mapping[str, Any] | None) -> Context:
     if value is None:
         return Context()
     if isinstance(value, Mapping):
+        known = {f.name for f in fields(Context)}
+        if unknown := sorted(str(key) for key in value if key not in known):
+            raise InvalidContext(f"unknown Context field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return Context(**value)
     raise TypeError(f"context must be a Context or a mapping of its fields, not {type(value).__name__}")
 
@@ -91,3 +141,22 @@ def resolve_context(value: Context | Mapping[str, Any] | None) -> Context:
 def context_of(runtime: Runtime[Context]) -> Context:
     """The running graph's Context (see `resolve_context`); the one place a node or router reads it from."""
     return resolve_context(runtime.context)
+
+
+class UnknownToolNames(UserWarning):
+    """allowed_tools / denied_tools name something that is neither a tool nor a tag of the graph's gateway."""
+
+
+def unknown_tool_names(context: Context, tools: Iterable[Any]) -> str:
+    """"" when every name in allowed_tools / denied_tools is a tool's name or tag among `tools` (ToolMetas),
+    else one line naming the unknown ones and listing the known tools and tags."""
+    tools = list(tools)
+    names = {meta.name for meta in tools}
+    tags = {tag for meta in tools for tag in meta.tags} - names
+    unknown = [f"{field} {label!r}" for field, labels in (("allowed_tools", context.allowed_tools or ()),
+                                                          ("denied_tools", context.denied_tools))
+               for label in labels if label not in names and label not in tags]
+    if not unknown:
+        return ""
+    return (f"{', '.join(unknown)}: not a tool or a tag; tools: {', '.join(sorted(names)) or 'none'}; "
+            f"tags: {', '.join(sorted(tags)) or 'none'}")

@@ -3,6 +3,7 @@ of the nodes that call a model, and what is derived from those once rather than 
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -10,7 +11,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import RetryPolicy
 
 from reactgraph.models.loader import load_chat_model
-from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.context import Context, UnknownToolNames, unknown_tool_names
 from reactgraph.nodes.shared.model_retry import model_retry_policy
 from reactgraph.tools import ToolGateway, ToolMeta, ToolSession
 
@@ -48,6 +49,11 @@ class AgentServices:
 
     def schemas(self, context: Context, config: RunnableConfig | None) -> list[dict[str, Any]]:
         """The OpenAI schemas of the tools this run may use (each tool's schema is built once)."""
+        # A warning, not an error: one Context may serve graphs whose gateways hold different tools, and an
+        # unknown name fails closed (allow: fewer tools; deny: nothing more denied). Shown once per message.
+        if (context.allowed_tools or context.denied_tools) and (
+                problem := unknown_tool_names(context, self.gateway.registry)):
+            warnings.warn(problem, UnknownToolNames, stacklevel=2)
         return [self._schema(meta) for meta in self.gateway.tools(self.session(context, config))]
 
     def _schema(self, meta: ToolMeta) -> dict[str, Any]:
