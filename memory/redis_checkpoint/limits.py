@@ -73,7 +73,7 @@ def _env(name: str, kind: type) -> Any:
 
 
 def socket_timeout(timeout: Any = None) -> float:
-    """How long a call waits for Redis to answer: the argument, else $REACTGRAPH_REDIS_TIMEOUT, else 30 s."""
+    """How long a call waits for Redis to answer: the argument, else $REACTGRAPH_REDIS_TIMEOUT, else 10 s."""
     wait = timeout if timeout is not None else _env(SOCKET_TIMEOUT_ENV, float)
     wait = DEFAULT_SOCKET_TIMEOUT if wait is None else wait
     if isinstance(wait, bool) or not isinstance(wait, int | float) or not (0 < wait < math.inf):

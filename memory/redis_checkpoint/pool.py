@@ -12,7 +12,7 @@ import redis
 import redis.asyncio
 
 from reactgraph.memory.redis_checkpoint.errors import check_url, redact
-from reactgraph.memory.redis_checkpoint.limits import PoolLimits, client_kwargs
+from reactgraph.memory.redis_checkpoint.limits import PoolLimits, client_kwargs, socket_timeout
 from reactgraph.memory.redis_checkpoint.wire import SyncWire, wire_of
 
 
@@ -45,6 +45,8 @@ class SharedClients:
     def acquire(self, url: str, options: dict[str, Any], limits: PoolLimits, asyncio_client: bool) -> Shared:
         """The shared client for these, made if there is none yet (or its event loop has closed); one user more."""
         loop = _running_loop() if asyncio_client else None
+        if "socket_timeout=" not in url:  # resolved (and checked) now: a client made earlier may have another one
+            options = {**options, "socket_timeout": socket_timeout(options.get("socket_timeout"))}
         key = (asyncio_client, url, repr(sorted(options.items())), limits, loop)
         with self._lock:
             for stale in [k for k, s in self._shared.items() if k[-1] is not None and k[-1].is_closed()]:
