@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 
-# After the colon only bold/italic markers followed by a space belong to the label: a backtick there opens the
-# value (``Action Input: `2**10` ``), it is not decoration to drop.
-LABEL = re.compile(r"^[ \t>*_#`-]*(?P<label>thought|action[ \t_-]*input|action|final[ \t_-]*answer|observation)"
-                   r"[ \t*_`]*[:：][ \t]*(?:[*_]{1,3}(?=[ \t]|$))?[ \t]*", re.I | re.M)
+# Bold/italic markers after the colon belong to the label only when it opened with them (`**Action:**`); a
+# backtick there opens the value (``Action Input: `2**10` ``), it is not decoration to drop.
+LABEL = re.compile(r"^[ \t>#`-]*(?P<open>[*_]{1,3})?[ \t`]*"
+                   r"(?P<label>thought|action[ \t_-]*input|action|final[ \t_-]*answer|observation)"
+                   r"[ \t*_`]*[:：][ \t]*(?(open)[*_]{0,3})[ \t]*", re.I | re.M)
 FENCE = re.compile(r"^[ \t]*(```|~~~)[\w-]*[ \t]*$", re.M)
 _BARE_FENCE = re.compile(r"^[ \t]*(```|~~~)[ \t]*$")
 _PROSE_FENCE = re.compile(r"^[ \t]*(```|~~~)(?:text|txt|markdown|md|plain|plaintext)?[ \t]*$", re.I)

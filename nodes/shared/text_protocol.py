@@ -111,8 +111,8 @@ def _decode(raw: str) -> tuple[bool, Any]:
     except ValueError:
         pass
     if raw.startswith("{"):
-        try:
-            value = ast.literal_eval(raw)  # literals only: nothing is ever executed
+        try:  # up to the last brace: a single-quoted dict may be followed by chatter too
+            value = ast.literal_eval(raw[:raw.rfind("}") + 1])  # literals only: nothing is ever executed
             json.dumps(value, allow_nan=False)  # arguments must stay JSON (sets, bytes, 1j are not)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return False, raw
