@@ -10,7 +10,7 @@ from typing import Any, cast
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import StreamMode
+from langgraph.types import Overwrite, StreamMode
 
 from reactgraph.memory.session_id import check_session_id
 from reactgraph.memory.session_lease import DEFAULT_WAIT_S, SessionLease, WaitNotice, session_lease
@@ -88,7 +88,13 @@ def _stream(graph: AnyGraph, plan: RunPlan, context: Context, lease: SessionLeas
             continue
         for node, update in payload.items():
             if on_update and isinstance(update, dict):
-                on_update(node, update)
+                on_update(node, public_update(update))
+
+
+def public_update(update: dict[str, Any]) -> dict[str, Any]:
+    """A node's update as its values: LangGraph's `Overwrite(value)` (how think resets the step records at a
+    new turn, the only way to replace a reducer channel's value) is an instruction to the channel, not data."""
+    return {key: value.value if isinstance(value, Overwrite) else value for key, value in update.items()}
 
 
 def history(graph: AnyGraph, session: str, limit: int = 50) -> Iterator[dict[str, Any]]:

@@ -82,8 +82,12 @@ def _openai(name: str, temperature: float, retries: int, timeout: float) -> Base
     except ImportError as exc:
         raise ModelConfigError("openai models need langchain-openai: pip install 'react-graph[openai]'") from exc
     api_key, base_url = _credentials("OPENAI", "OpenAI")
+    # langchain-openai asks for usage in the stream (`stream_options.include_usage`) only when no base URL is
+    # set; without it a streamed run counts ~0 tokens. Compatible servers (vLLM, Ollama, LiteLLM) send the
+    # usage chunk too; REACTGRAPH_STREAM_USAGE=0 turns the request off for one that rejects the option.
+    stream_usage = os.environ.get("REACTGRAPH_STREAM_USAGE", "1").strip().lower() not in ("0", "false", "no", "off")
     return ChatOpenAI(model=name, temperature=temperature, base_url=base_url, api_key=SecretStr(api_key),
-                      max_retries=retries, timeout=timeout)
+                      max_retries=retries, timeout=timeout, stream_usage=stream_usage)
 
 
 def _anthropic(name: str, temperature: float, retries: int, timeout: float) -> BaseChatModel:

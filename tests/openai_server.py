@@ -78,6 +78,8 @@ class OpenAIServer(ScriptedServer):
     def __init__(self, *replies: Reply | Responder) -> None:
         super().__init__(replies, _handler_for(self), lambda: error(500, "script exhausted", 0))
         self.embedding_requests: list[dict[str, Any]] = []  # `/embeddings` bodies; they take no scripted reply
+        # The usage reported for each completion (a streamed one only when `stream_options.include_usage`).
+        self.usage_sent: list[dict[str, int]] = []
 
     @property
     def base_url(self) -> str:
@@ -198,6 +200,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             base = {"id": f"chatcmpl-{n}", "created": int(time.time()), "model": body.get("model", "?")}
             finish = "tool_calls" if reply.tool_calls else "stop"
             if not body.get("stream"):
+                server.usage_sent.append(_usage(body, reply))
                 self._send_json(200, {**base, "object": "chat.completion", "usage": _usage(body, reply),
                                       "choices": [{"index": 0, "message": _message(reply, n), "logprobs": None,
                                                    "finish_reason": finish}]})
@@ -209,6 +212,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             events.append({**base, "object": "chat.completion.chunk",
                            "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
             if (body.get("stream_options") or {}).get("include_usage"):
+                server.usage_sent.append(_usage(body, reply))
                 events.append({**base, "object": "chat.completion.chunk", "choices": [],
                                "usage": _usage(body, reply)})
             for event in events:

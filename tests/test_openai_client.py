@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -173,20 +174,41 @@ def test_text_protocol_copes_with_a_server_that_ignores_stop_and_with_chatter(pr
 
 # --- streaming ---------------------------------------------------------------------------------------------
 
-# langchain-openai model_dump()s the SDK's parsed structured-output stream events, which pydantic warns about.
-@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
-async def test_stream_mode_messages_yields_the_providers_tokens(provider):
+async def test_stream_mode_messages_yields_the_providers_tokens_and_counts_them(provider):
     with OpenAIServer(calls(("get_time", {"timezone": "Tokyo"}), content="Check the clock."),
                       verdict(True, note="Time known."), text("It is late evening in Tokyo.")) as server:
         provider(server)
-        graph = build_react_graph()
-        chunks = [(chunk, meta["langgraph_node"]) async for chunk, meta in graph.astream(
-            {"messages": [HumanMessage("Tokyo time?")]}, context=Context(model=MODEL), stream_mode="messages")]
-    assert all(r["stream"] is True for r in server.requests)
+        graph = build_react_graph(checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "t1"}}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            chunks = [(chunk, meta["langgraph_node"]) async for chunk, meta in graph.astream(
+                {"messages": [HumanMessage("Tokyo time?")]}, config, context=Context(model=MODEL),
+                stream_mode="messages")]
+        result = (await graph.aget_state(config)).values
+    assert [str(w.message) for w in caught] == []  # no pydantic serializer warning, nor any other
+    think, reflect, finalize = server.requests
+    # the free-text calls stream and ask for the usage chunk; the structured verdict is one plain request
+    assert think["stream"] is finalize["stream"] is True and not reflect.get("stream")
+    assert think["stream_options"] == finalize["stream_options"] == {"include_usage": True}
     finalize_tokens = [c.content for c, node in chunks if node == "finalize" and c.content]
-    assert "".join(finalize_tokens).startswith("It is late evening") and len(finalize_tokens) >= 5
+    assert "".join(finalize_tokens) == "It is late evening in Tokyo." and len(finalize_tokens) >= 5
     streamed_call = [c for c, node in chunks if node == "think" and getattr(c, "tool_call_chunks", None)]
     assert streamed_call and streamed_call[0].tool_call_chunks[0]["name"] == "get_time"
+    assert "reflect" not in {node for _, node in chunks}  # the verdict's JSON is not a message to show
+    # the step records carry exactly the usage the server reported
+    assert sum(s["tokens"] for s in result["steps"]) == sum(u["total_tokens"] for u in server.usage_sent) > 0
+    assert len(server.usage_sent) == 3 and all(s["tokens"] > 0 for s in result["steps"])
+
+
+def test_a_server_that_rejects_stream_options_can_be_told_not_to_get_them(provider, monkeypatch):
+    with OpenAIServer(text("Fine.")) as server:
+        provider(server)
+        monkeypatch.setenv("REACTGRAPH_STREAM_USAGE", "0")
+        graph = build_react_graph()
+        list(graph.stream({"messages": [HumanMessage("hi")]}, context=Context(model=MODEL, reflection="off"),
+                          stream_mode="messages"))
+    assert server.requests[0]["stream"] is True and "stream_options" not in server.requests[0]
 
 
 # --- provider failures -------------------------------------------------------------------------------------
@@ -311,3 +333,16 @@ def test_the_cli_shows_streamed_model_tokens_as_they_arrive():
     streamed = next(line for line in done.stdout.splitlines() if line.startswith("    (think) "))
     assert "Forty two is the answer" in streamed
     assert "Final answer · answered" in done.stdout
+
+
+def test_a_streamed_cli_run_shows_the_verdicts_note_counts_tokens_and_writes_nothing_on_stderr():
+    with OpenAIServer(calls(("calculator", {"expression": "6*7"}), content="Multiply."),
+                      verdict(True, note="The product is known."), text("6*7 = 42")) as server:
+        done = reactgraph("6*7?", "--store", "memory", server=server)
+    assert done.returncode == 0 and done.stderr == ""  # no library warning mid-line
+    assert server.requests[0]["stream_options"] == {"include_usage": True}
+    assert "(reflect)" not in done.stdout and '{"enough_information"' not in done.stdout
+    assert "    Reflection: enough_information — The product is known." in done.stdout.splitlines()
+    title = next(line for line in done.stdout.splitlines() if "Final answer · answered" in line)
+    tokens = int(title.split("~")[1].split(" tokens")[0])
+    assert tokens == sum(u["total_tokens"] for u in server.usage_sent) > 0

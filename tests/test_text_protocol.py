@@ -16,6 +16,7 @@ from cli_env import clean_env
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.models.offline.textproto import as_tool_messages
 from reactgraph.nodes.react.think import prompt_messages
+from reactgraph.nodes.shared.react_markup import answer_without_markup, input_text
 from reactgraph.nodes.shared.text_protocol import (
     STOP,
     answer_text,
@@ -121,6 +122,103 @@ def test_no_reply_ever_breaks_the_parser(reply):
         message = to_ai_message(parsed, reply, SCHEMAS)
         assert message.tool_calls or message.invalid_tool_calls or message.content == parsed.final_answer
         json.dumps([c["args"] for c in message.tool_calls])  # arguments are always JSON-serialisable
+
+
+# --- formatting variants of valid replies: each parses to the same call ------------------------------------
+
+# (tool, arguments, the bare value a single-parameter tool may be given instead of JSON)
+CALLS = [("calculator", {"expression": "2**10"}, "2**10"), ("get_weather", {"city": "北京"}, "北京"),
+         ("search", {"query": "LangGraph checkpointer"}, "LangGraph checkpointer"),
+         ("get_time", {"timezone": "Asia/Tokyo"}, "Asia/Tokyo"), ("search", {"query": "LangGraph", "top_k": 2}, None)]
+INPUTS = {  # how a model writes the Action Input; `{}` is the JSON, `{bare}` the bare value
+    "json": "{json}", "json in backticks": "`{json}`", "json fence": "\n```json\n{json}\n```",
+    "json fence, no language": "\n```\n{json}\n```", "json one-line fence": "```json {json}```",
+    "python dict": "{pydict}", "bare": "{bare}", "bare in backticks": "`{bare}`",
+    "bare in double backticks": "``{bare}``", "bare fence": "\n```python\n{bare}\n```",
+    "bare one-line fence": "```{bare}```", "bare quoted": '"{bare}"', "bare single-quoted": "'{bare}'",
+}
+
+
+def _label(name: str, case: str, bold: str, colon: str) -> str:
+    name = {"title": name, "lower": name.lower(), "upper": name.upper(), "snake": name.replace(" ", "_")}[case]
+    return {"none": f"{name}{colon}", "around": f"**{name}{colon}**", "inside": f"**{name}**{colon}"}[bold]
+
+
+@st.composite
+def formatted_calls(draw):
+    tool, args, bare = draw(st.sampled_from(CALLS))
+    style = draw(st.sampled_from([k for k in INPUTS if bare is not None or not k.startswith("bare")]))
+
+    def label(name: str) -> str:
+        return _label(name, draw(st.sampled_from(["title", "lower", "upper", "snake"])),
+                      draw(st.sampled_from(["none", "around", "inside"])), draw(st.sampled_from([":", "：", " :"])))
+
+    def space() -> str:
+        return draw(st.sampled_from([" ", "  ", "\t", " \t "]))
+
+    value = INPUTS[style].format(json=json.dumps(args, ensure_ascii=False), pydict=repr(args), bare=bare)
+    name = draw(st.sampled_from([tool, f"`{tool}`", f"**{tool}**", tool.upper()]))
+    gap = draw(st.sampled_from(["\n", "\n\n", "\n  "]))
+    lines = [f"{label('Thought')}{space()}I should use {tool}." if draw(st.booleans()) else "I should use it.",
+             f"{label('Action')}{space()}{name}", f"{label('Action Input')}{space()}{value}"]
+    reply = gap.join(lines)
+    if draw(st.booleans()):  # the model keeps talking after the call
+        reply += draw(st.sampled_from(["\n\nI will wait for the result.", "\nThen I can answer the user."]))
+    wrap = draw(st.sampled_from(["", "```\n{}\n```", "```text\n{}\n```", "```\n{}\n```\nHope that helps."]))
+    reply = wrap.format(reply) if wrap else reply
+    if draw(st.booleans()):
+        reply = reply.replace("\n", "\r\n")
+    return reply, tool, args
+
+
+@settings(max_examples=500, deadline=None)
+@given(formatted_calls())
+def test_every_formatting_of_a_valid_reply_parses_to_the_same_call(case):
+    reply, tool, args = case
+    parsed = parse_reply(reply)
+    assert parsed.problem is None, reply
+    message = to_ai_message(parsed, reply, SCHEMAS)
+    assert [(c["name"], c["args"]) for c in message.tool_calls] == [(tool, args)], reply
+    assert "Thought" not in message.content and "`" not in message.content
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["Final Answer", "final answer", "FINAL ANSWER", "Final_Answer"]),
+       st.sampled_from(["{}", "**{}:**", "**{}**:"]), st.sampled_from([":", "："]), st.booleans(),
+       st.sampled_from(["", "```\n{}\n```", "```text\n{}\n```"]), st.booleans())
+def test_every_formatting_of_a_final_answer_reads_the_same(name, bold, colon, thought, wrap, crlf):
+    label = bold.format(name).replace(":", colon) if ":" in bold else bold.format(name) + colon
+    reply = (f"Thought: I know it now.\n{label} " if thought else f"{label} ") + "2**10 = 1024, i.e. `1024`."
+    reply = wrap.format(reply) if wrap else reply
+    reply = reply.replace("\n", "\r\n") if crlf else reply
+    assert parse_reply(reply).final_answer == "2**10 = 1024, i.e. `1024`."
+    assert answer_without_markup(reply) == "2**10 = 1024, i.e. `1024`."
+
+
+def test_inline_backticks_and_fences_are_not_part_of_the_arguments():
+    for reply in ("Action: calculator\nAction Input: `2**10`", "Action: calculator\nAction Input: ```2**10```",
+                  "Action: calculator\nAction Input: ```python\n2**10\n```",
+                  "Action: calculator\nAction Input:\n```\n2**10",  # a fence the stop word cut before it closed
+                  'Action: calculator\nAction Input: `{"expression": "2**10"}`'):
+        assert to_ai_message(parse_reply(reply), reply, SCHEMAS).tool_calls[0]["args"] == {"expression": "2**10"}
+    # a fenced value keeps its own lines; a bare one is its first line, the rest being the model's chatter
+    assert input_text("```\nline one\nline two\n```") == "line one\nline two"
+    assert input_text("北京\nI will compare it next.") == "北京"
+
+
+@pytest.mark.parametrize(("answer", "shown"), [
+    ("Thought: I have both temperatures.\nFinal Answer: 上海更热。", "上海更热。"),
+    ("**Final Answer:** 42", "42"),
+    ("Thought: The capital of France is Paris.", "The capital of France is Paris."),
+    ("```\nParis is the capital.\n```", "Paris is the capital."),
+    ("```markdown\nThought: done\nFinal Answer: **Paris**\n```", "**Paris**"),
+    ("Final Answer: Use:\n```python\nprint(1)\n```", "Use:\n```python\nprint(1)\n```"),
+    ("```python\nprint(1)\n```", "```python\nprint(1)\n```"),  # code is the answer's own formatting
+    ("It is 42.\nThought experiments aside, it is 42.", "It is 42.\nThought experiments aside, it is 42."),
+    ("Paris.", "Paris."),
+])
+def test_final_answers_lose_react_markup_and_keep_their_own_formatting(answer, shown):
+    assert answer_without_markup(answer) == shown
 
 
 def test_answer_text_takes_the_final_answer_of_a_closing_reply():

@@ -19,6 +19,14 @@ def _clip(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _format_problem(correction: str) -> str:
+    """One line for a format correction: what was wrong with the reply (the format reminder sent back with it
+    repeats the prompt, so it is not shown)."""
+    problem = correction.strip().splitlines()[0] if correction.strip() else "the reply could not be read"
+    problem = problem.split(". Reply in", 1)[0].removeprefix("Invalid format: ").rstrip(".")
+    return _clip(problem, 200)
+
+
 def _args(args: Any) -> str:
     return json.dumps(args, ensure_ascii=False) if isinstance(args, dict) else str(args)
 
@@ -64,8 +72,10 @@ class StepPrinter:
                 self.line(Text("    Action: ", style="bold magenta") +
                                    Text(f"{call['name']}({_clip(_args(call.get('args')), 200)})"))
         for step in update.get("steps", []) if isinstance(update.get("steps"), list) else []:
-            if step["status"] in ("model_error", "empty_reply", "format_error"):
-                self.line(Text("    Model: ", style="bold red") + Text(step["observation"]))
+            if step["status"] == "format_error":  # a text-protocol reply the parser could not use
+                self.line(Text("    Format error: ", style="bold yellow") + Text(_format_problem(step["observation"])))
+            elif step["status"] in ("model_error", "empty_reply"):
+                self.line(Text("    Model: ", style="bold red") + Text(_clip(step["observation"])))
 
     def _on_observe(self, update: dict[str, Any]) -> None:
         for step in update.get("steps", []):

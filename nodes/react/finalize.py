@@ -13,6 +13,7 @@ from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.closing import close_turn, settle
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.node_driver import Node, Steps, dual_node
+from reactgraph.nodes.shared.react_markup import answer_without_markup
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import AgentState
 from reactgraph.nodes.shared.transcript import pending_calls
@@ -33,7 +34,8 @@ def settled(state: AgentState, started: float) -> dict[str, Any] | None:
         answer = state.get("final_answer") or "The run failed."
         return settle(state, "finalize", answer, "failed", "failure", started)
     reply = state["messages"][-1]
-    if isinstance(reply, AIMessage) and not pending_calls(reply) and (answer := reply.text.strip()):
+    # ReAct markup (`Thought: … Final Answer: …`, a wrapper fence) is not part of the answer a user reads.
+    if isinstance(reply, AIMessage) and not pending_calls(reply) and (answer := answer_without_markup(reply.text)):
         return settle(state, "finalize", answer, "answered", "model answered", started)
     return None
 

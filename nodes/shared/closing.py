@@ -16,6 +16,7 @@ from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.loop_guard import tool_steps
 from reactgraph.nodes.shared.model_retry import model_failure
 from reactgraph.nodes.shared.node_driver import Call
+from reactgraph.nodes.shared.react_markup import answer_without_markup
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import answer_update
 from reactgraph.nodes.shared.transcript import tokens_of
@@ -39,11 +40,13 @@ def from_reply(state: Mapping[str, Any], node: str, reply: AIMessage, reason: st
     answer = reply.text.strip()
     if context.protocol == "text":  # the model may still write "Final Answer: …"
         answer = text_protocol.answer_text(answer)
+    answer = answer_without_markup(answer)  # in either protocol: a user reads the answer, not the ReAct labels
     if not answer:
         return _failed(state, node, "The model call failed: ValueError: empty reply", reason, started)
     status = "limit_reached" if reason == "limit" else "answered"
+    # The reply's id stays: a `messages` stream has already shown this reply, token by token, under that id.
     return settle(state, node, answer, status, reason, started, tokens_of(reply),
-                  AIMessage(content=answer, usage_metadata=reply.usage_metadata))
+                  AIMessage(content=answer, usage_metadata=reply.usage_metadata, id=reply.id))
 
 
 def _failed(state: Mapping[str, Any], node: str, why: str, reason: str, started: float) -> dict[str, Any]:

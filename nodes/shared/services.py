@@ -8,6 +8,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.types import RetryPolicy
 
 from reactgraph.models.loader import load_chat_model
@@ -80,4 +81,13 @@ class AgentServices:
         """The model's structured output as `schema`, raw reply included (`{"raw", "parsed", "parsing_error"}`)."""
         model = self.model(context)
         return self._derive(("structured", id(model), schema), model,
-                            lambda: model.with_structured_output(schema, include_raw=True))
+                            lambda: _unstreamed(model).with_structured_output(schema, include_raw=True)
+                            .with_config(tags=[TAG_NOSTREAM]))  # nor is the whole reply a `messages` event
+
+
+def _unstreamed(model: BaseChatModel) -> BaseChatModel:
+    """The model with token streaming off, for structured output: its tokens are JSON, not text to show, and
+    langchain-openai's streamed structured path (`beta.chat.completions.stream`) model_dump()s each event, which
+    makes pydantic warn on stderr (PydanticSerializationUnexpectedValue, field `parsed`). Unstreamed, the
+    reply is parsed once, warning-free, and the verdict is shown as its note (graph/cli/console_view.py)."""
+    return model.model_copy(update={"disable_streaming": True}) if isinstance(model, BaseChatModel) else model

@@ -20,14 +20,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from reactgraph.nodes.shared import prompts
+from reactgraph.nodes.shared import react_markup as markup
 from reactgraph.nodes.shared.transcript import pending_calls
 from reactgraph.tools import untrusted
 
 STOP = ["Observation:"]
 
-_LABEL = re.compile(r"^[ \t>*_#`-]*(?P<label>thought|action[ \t_-]*input|action|final[ \t_-]*answer|observation)"
-                    r"[ \t*_`]*[:：][ \t*_`]*", re.I | re.M)
-_FENCE = re.compile(r"^[ \t]*(```|~~~)[\w-]*[ \t]*$", re.M)
 _INLINE_ARGS = re.compile(r"^(?P<name>[\w.-]+)\s*[(\[](?P<args>.*)[)\]]\s*$", re.S)
 _NO_ACTION = {"", "none", "n/a", "na", "null", "无", "没有"}
 
@@ -43,36 +41,13 @@ class ReactReply:
     problem: str | None = None  # why the reply is unusable, when it has neither an Action nor a Final Answer
 
 
-def _label(raw: str) -> str:
-    return re.sub(r"[\s_-]+", " ", raw.lower())
-
-
-def _unwrap(text: str) -> str:
-    """A reply wrapped whole in a code fence is read without the fence."""
-    lines = text.strip().splitlines()
-    if len(lines) >= 2 and _FENCE.match(lines[0]) and _FENCE.match(lines[-1]):
-        return "\n".join(lines[1:-1])
-    return text
-
-
-def _sections(text: str) -> list[tuple[str, str]]:
-    """(label, value) pairs in order; text before the first label is filed under "thought"."""
-    matches = list(_LABEL.finditer(text))
-    head = text[:matches[0].start()] if matches else text
-    sections = [("thought", head.strip())] if head.strip() else []
-    for i, match in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        sections.append((_label(match.group("label")), text[match.end():end].strip()))
-    return sections
-
-
 def parse_reply(text: str) -> ReactReply:
     """Read a reply: labels in any case, "：" for ":", code fences, and a made-up Observation cut off.
 
     A tool-output or notes block the model echoed is dropped first: protocol lines inside it are data (a page
     that says "Final Answer: …" must not end the run when the model repeats it).
     """
-    sections = _sections(_unwrap(untrusted.without_data_blocks(text or "")))
+    sections = markup.sections(markup.unwrap(untrusted.without_data_blocks(markup.normalized(text))))
     # Everything from the first Observation on was invented by the model (a server that ignored `stop`).
     cut = next((i for i, (label, _) in enumerate(sections) if label == "observation"), len(sections))
     sections = sections[:cut]
@@ -92,8 +67,8 @@ def parse_reply(text: str) -> ReactReply:
             return ReactReply(thought=thought, action=name, action_input=raw_input)
     if final_at < len(sections):
         answer = sections[final_at][1]
-        if len(_FENCE.findall(answer)) % 2:  # an unmatched fence closes a wrapper, not the answer's own code
-            answer = _FENCE.sub("", answer)
+        if len(markup.FENCE.findall(answer)) % 2:  # an unmatched fence closes a wrapper, not the answer's code
+            answer = markup.FENCE.sub("", answer)
         if answer := answer.strip():
             return ReactReply(thought=thought, final_answer=answer)
         return ReactReply(thought=thought, problem="the Final Answer is empty")
@@ -136,8 +111,8 @@ def _decode(raw: str) -> tuple[bool, Any]:
     except ValueError:
         pass
     if raw.startswith("{"):
-        try:
-            value = ast.literal_eval(raw)  # literals only: nothing is ever executed
+        try:  # up to the last brace: a single-quoted dict may be followed by chatter too
+            value = ast.literal_eval(raw[:raw.rfind("}") + 1])  # literals only: nothing is ever executed
             json.dumps(value, allow_nan=False)  # arguments must stay JSON (sets, bytes, 1j are not)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return False, raw
@@ -147,7 +122,7 @@ def _decode(raw: str) -> tuple[bool, Any]:
 
 def tool_args(raw: str | None, parameters: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     """Arguments from an Action Input: a JSON object, or a bare value for the tool's single parameter."""
-    raw = _FENCE.sub("", raw or "").strip()
+    raw = markup.input_text(raw)
     if not raw:
         return {}, None
     parsed, value = _decode(raw)
@@ -190,7 +165,7 @@ def to_ai_message(reply: ReactReply, raw_text: str, schemas: Sequence[dict[str, 
 
 def _loose_args(raw: str | None) -> dict[str, Any]:
     # An unknown tool is refused by the gateway anyway; its arguments only need to be recordable.
-    parsed, value = _decode(_FENCE.sub("", raw or "").strip())
+    parsed, value = _decode(markup.input_text(raw))
     return value if parsed and isinstance(value, dict) else ({"input": raw} if raw else {})
 
 
