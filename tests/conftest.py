@@ -183,3 +183,20 @@ def cli_session(redis_url: str):
     with RedisStore.from_url(redis_url) as store:
         for item in store.search(("sessions", name), limit=1000):
             store.delete(item.namespace, item.key)
+
+
+@pytest.fixture
+def raw(redis_url: str):
+    """A plain redis-py client on the test Redis, to plant or inspect keys behind the savers' backs."""
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def saver(redis_url: str, redis_prefix: str):
+    """A RedisSaver under this test's own key prefix."""
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as opened:
+        yield opened

@@ -38,13 +38,6 @@ def store(redis_url: str, redis_prefix: str):
         yield opened
 
 
-@pytest.fixture
-def raw(redis_url: str):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
 def view(result: Any) -> Any:
     """What both stores must agree on: namespaces, keys and values (timestamps are each store's own)."""
     if isinstance(result, Item):

@@ -10,7 +10,6 @@ import logging
 import uuid
 
 import pytest
-import redis
 from langchain_core.messages import HumanMessage
 
 from reactgraph.graph import Context, build_react_graph
@@ -18,19 +17,6 @@ from reactgraph.memory import AsyncRedisSaver, RedisSaver, UnreadableCheckpoint
 from reactgraph.memory.redis_checkpoint.scripts import ORPHAN_CAP
 
 LOGGER = "reactgraph.memory.redis_checkpoint"
-
-
-@pytest.fixture
-def raw(redis_url: str):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def saver(redis_url: str, redis_prefix: str):
-    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
-        yield saver
 
 
 def turn(graph, thread: str, question: str = "计算 2+3") -> dict:

@@ -85,19 +85,6 @@ def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-@pytest.fixture
-def raw(redis_url: str):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def saver(redis_url: str, redis_prefix: str):
-    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
-        yield saver
-
-
 def one_turn(saver: RedisSaver, thread: str) -> dict:
     """A real ReAct turn (offline model) on `thread`, plus a pending write on its last checkpoint; that config."""
     graph = build_react_graph(checkpointer=saver)

@@ -41,13 +41,6 @@ def cli(redis_url, monkeypatch, capsys):
 
 
 @pytest.fixture
-def raw(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def sessions(raw):
     """Fresh session ids (the CLI's key prefix is shared with other tests); their keys go afterwards."""
     made: list[str] = []

@@ -54,12 +54,6 @@ def wait_for(predicate, timeout: float = 60.0) -> None:
 
 
 @pytest.fixture
-def saver(redis_url: str, redis_prefix: str):
-    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as opened:
-        yield opened
-
-
-@pytest.fixture
 def client(redis_url: str):
     with redis.Redis.from_url(redis_url) as opened:
         yield opened
