@@ -17,6 +17,7 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 
 from reactgraph.evals.stats import compare_pairs, success_interval
+from reactgraph.nodes.shared.status import RUN_STATUSES
 
 FAILURE_MODES = ("error", "tool_hallucination", "invalid_args", "loop", "limit", "tool_error", "early_stop")
 TOOL_FAILURES = ("error", "timeout", "circuit_open", "rate_limited")
@@ -85,7 +86,7 @@ def failure_mode(success: bool, status: str | None, steps: list[dict[str, Any]],
     stopped_for_repeat = any(s.get("node") == "finalize" and s.get("thought") == "repeated" for s in steps)
     if stopped_for_repeat or _repeats_a_success(tools):
         return "loop"
-    if status == "limit_reached":
+    if status in ("limit_reached", "budget_exhausted"):
         return "limit"
     if statuses & set(TOOL_FAILURES):
         return "tool_error"
@@ -128,7 +129,15 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
         "p95_wall_s": sorted(r["wall_s"] for r in records)[max(0, round(0.95 * n) - 1)] if n else 0.0,
         "iterations": _mean([r["iterations"] for r in records]),
         "failure_modes": dict(modes.most_common()),
+        # How the runs ended, as the graphs report it (answered, partial, no_answer, limit_reached, …).
+        "statuses": status_counts(records),
     }
+
+
+def status_counts(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Runs per final status, in the order the statuses are defined (a run that raised counts as failed)."""
+    counts = Counter(str(r.get("status") or "failed") for r in records)
+    return {s: counts[s] for s in (*RUN_STATUSES, *sorted(set(counts) - set(RUN_STATUSES))) if counts[s]}
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:

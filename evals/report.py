@@ -11,6 +11,7 @@ from typing import Any
 
 from reactgraph.evals.metrics import summarize
 from reactgraph.evals.stats import ALPHA
+from reactgraph.nodes.shared.status import RUN_STATUSES
 
 OFFLINE_NOTE = ("Offline numbers measure the graphs' control flow and robustness on a scripted model, "
                 "not a language model's intelligence.")
@@ -67,6 +68,15 @@ def graph_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def status_table(summary: dict[str, Any]) -> str:
+    """One row per graph: how many runs ended with each status."""
+    lines = ["| graph | " + " | ".join(RUN_STATUSES) + " |", "| --- |" + " ---: |" * len(RUN_STATUSES)]
+    for name, a in summary["graphs"].items():
+        counts = a.get("statuses") or {}
+        lines.append(f"| {name} | " + " | ".join(str(counts.get(s, 0)) for s in RUN_STATUSES) + " |")
+    return "\n".join(lines)
+
+
 def pair_table(summary: dict[str, Any]) -> str:
     """One row per pair of graphs: who won which tasks, the paired test's p-value and the verdict."""
     lines = ["| a vs b | tasks | a better | b better | difference | p | p (Holm) | verdict |",
@@ -119,6 +129,7 @@ def markdown(records: list[dict[str, Any]], config: dict[str, Any] | None = None
     methods = sorted({a["interval"] for a in summary["graphs"].values()})
     return "\n".join([*head, "", "## Per graph (means per run)", "", graph_table(summary), "",
                       f"95% interval of the success rate: {', '.join(methods)} (see evals/README.md).", "",
+                      "## How the runs ended (status)", "", status_table(summary), "",
                       "## Are the differences real? (paired, on the same tasks, seeds and faults)", "",
                       pair_table(summary), "", verdicts(summary), "",
                       "## Success rate per tag (runs)", "", tag_table(summary), ""])

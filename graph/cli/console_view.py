@@ -11,7 +11,8 @@ from rich.text import Text
 
 from reactgraph.nodes.shared.transcript import pending_calls
 
-STATUS_STYLE = {"ok": "green", "answered": "green", "limit_reached": "yellow", "failed": "red"}
+STATUS_STYLE = {"ok": "green", "answered": "green", "partial": "yellow", "no_answer": "yellow",
+                "limit_reached": "yellow", "budget_exhausted": "yellow", "failed": "red"}
 
 
 def _clip(text: str, limit: int = 400) -> str:

@@ -19,7 +19,7 @@ from .lexicon import (
 WEATHER = re.compile(r"天气|气温|温度|多少度|几度|下雨|下雪|冷不冷|热不热|晴|阴天|\bweather\b|\btemperatures?\b|"
                      r"\bforecast\b|\braining\b|\bsnowing\b|\bhumid(?:ity)?\b", re.I)
 COMPARE = re.compile(r"哪(?:个|座|一个|一座|里|边)?[^?？]{0,8}?(?:热|暖|冷|凉|温度高|温度低)|"
-                     r"更热|更冷|更暖|更凉|最热|最冷|[和跟与同][^?？]{1,12}?比|比[^?？]{1,12}?(?:热|冷|暖|凉)|"
+                     r"更热|更冷|更暖|更凉|最热|最冷|[和跟与同][^?？]{1,12}?比|比[^?？]{1,12}?(?:热|冷|暖|凉|低|高)|"
                      r"比较|对比|温差|相比|\b(?:hotter|warmer|colder|cooler|hottest|warmest|coldest|coolest|"
                      r"compare|comparison|versus|vs)\b|\bwhich\b[^?]*\b(?:hot|warm|cold|cool)", re.I)
 COLD = re.compile(r"冷|凉|温度低|气温低|更低|\b(?:colder|cooler|coldest|coolest|lower)\b", re.I)
@@ -77,8 +77,9 @@ def weather_cities(clause: str) -> list[str]:
             names.extend(city.name("zh" if zh else "en") for _, _, city in hits)
         elif _reads_as_a_place(piece, zh):
             names.append(piece)
-    if not names:
-        names = [city.name("zh" if zh else "en") for _, _, city in find_cities(clause)]
+    if not names or (zh and COMPARE.search(clause)):
+        # "北京的气温比上海低多少度": the city after 比 is a part of the question too.
+        names += [city.name("zh" if zh else "en") for _, _, city in find_cities(clause)]
     return list(dict.fromkeys(names))
 
 

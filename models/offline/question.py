@@ -66,7 +66,8 @@ def split_clauses(text: str) -> list[str]:
     masked = text
     for i, url in enumerate(urls):
         masked = masked.replace(url, f"\x00{i}\x00", 1)
-    parts = re.split(r"[?？!！。；;\n]+|(?<![\d\x00])\.(?:\s+|$)", masked)
+    # "3 加 5 等于多少，然后上海天气如何": a comma before 然后 / 并且 / 另外 / 同时 starts another part.
+    parts = re.split(r"[?？!！。；;\n]+|(?<![\d\x00])\.(?:\s+|$)|[，,]\s*(?=然后|并且|另外|同时)", masked)
     clauses = []
     for part in parts:
         part = re.sub(r"\x00(\d+)\x00", lambda m: urls[int(m.group(1))], part).strip(" ,，、")

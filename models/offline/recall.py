@@ -18,6 +18,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from reactgraph.memory.session_memory import summary_from_messages
 
 from .lexicon import language_of, normalize
+from .question import split_clauses
 
 _VALUE = r"([^\s，,。.!！?？;；、:：]{1,20})"
 _EN_VALUE = r"([A-Za-z][\w'-]*(?: [A-Z][\w'-]*)?)"
@@ -103,14 +104,16 @@ def _remembered(messages: Sequence[BaseMessage], last_human: int) -> Iterator[Fa
         yield from reversed(facts_in(line))
 
 
-def _asked(question: str) -> tuple[str, str] | None:
-    if _ASK_NAME.search(question):
-        return "name", ""
-    for pattern in _ASK_FAVOURITE:
-        match = pattern.search(question)
-        if match:
-            return "favourite", match.group(1)
-    return None
+def _asked(question: str) -> list[tuple[str, str]]:
+    """Every remembered fact the question asks about, in order: ("name", "") or ("favourite", topic)."""
+    asked: list[tuple[str, str]] = [("name", "")] if _ASK_NAME.search(question) else []
+    for clause in split_clauses(question):
+        for pattern in _ASK_FAVOURITE:
+            match = pattern.search(clause)
+            if match:
+                asked.append(("favourite", match.group(1)))
+                break
+    return list(dict.fromkeys(asked))
 
 
 def _say(fact: Fact, zh: bool) -> str:
@@ -127,19 +130,47 @@ def recall_reply(messages: Sequence[BaseMessage]) -> str | None:
     question = normalize(messages[last_human].text)
     zh = language_of(question) == "zh"
     asked = _asked(question)
-    if asked is None:
+    if not asked:
         stated = facts_in(question)
         clauses = _clauses(question)
         if stated and len(stated) >= len(clauses):  # only statements: nothing for the tools to do
             said = "，".join(_say(f, zh) for f in stated) if zh else ", ".join(_say(f, zh) for f in stated)
             return f"好的，我记住了：{said}。" if zh else f"Got it: {said}."
         return None
-    kind, topic = asked
-    for fact in _remembered(messages, last_human):
-        if fact.kind == kind and fact.topic == _topic(topic):
+    lines = [line for line, _ in _recalled(messages, last_human, asked, zh)]
+    return "\n".join(lines)
+
+
+def _recalled(messages: Sequence[BaseMessage], last_human: int, asked: list[tuple[str, str]],
+              zh: bool) -> list[tuple[str, bool]]:
+    """(reply line, remembered?) for each fact asked about."""
+    out: list[tuple[str, bool]] = []
+    for kind, topic in asked:
+        fact = next((f for f in _remembered(messages, last_human) if f.kind == kind and f.topic == _topic(topic)),
+                    None)
+        if fact is not None:
             said = _say(replace(fact, said=topic), zh)
-            return f"{said}（这是你之前告诉我的）。" if zh else f"{said[0].upper()}{said[1:]} (you told me earlier)."
-    if kind == "name":
-        return "你还没有告诉过我你的名字。" if zh else "You haven't told me your name yet."
-    return (f"你还没有告诉过我你最喜欢的{topic}。" if zh
-            else f"You haven't told me your favourite {topic} yet.")
+            out.append((f"{said}（这是你之前告诉我的）。" if zh
+                        else f"{said[0].upper()}{said[1:]} (you told me earlier).", True))
+        elif kind == "name":
+            out.append(("你还没有告诉过我你的名字。" if zh else "You haven't told me your name yet.", False))
+        else:
+            out.append((f"你还没有告诉过我你最喜欢的{topic}。" if zh
+                        else f"You haven't told me your favourite {topic} yet.", False))
+    return out
+
+
+def recall_coverage(messages: Sequence[BaseMessage]) -> tuple[list[str], list[str]] | None:
+    """(parts, missing) of a question about what the user said earlier; None for other questions."""
+    last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+    if last_human < 0:
+        return None
+    question = normalize(messages[last_human].text)
+    zh = language_of(question) == "zh"
+    asked = _asked(question)
+    if not asked:
+        return None
+    labels = [("你的名字" if zh else "your name") if kind == "name"
+              else (f"你最喜欢的{topic}" if zh else f"your favourite {topic}") for kind, topic in asked]
+    found = [ok for _, ok in _recalled(messages, last_human, asked, zh)]
+    return labels, [label for label, ok in zip(labels, found, strict=True) if not ok]

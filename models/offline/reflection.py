@@ -8,6 +8,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from .conversation import Turn, read_turn
+from .coverage import plan_coverage
 from .describe import describe_call
 from .planner import BUILTIN_TOOLS, Plan, make_plan
 
@@ -31,7 +32,10 @@ def verdict(turn: Turn) -> dict[str, Any]:
     latest = turn.latest_round()
     tool_error = any(not o.ok for o in latest)
     repeated = _repeated(turn)
-    enough = not plan.calls
+    parts, missing = plan_coverage(plan)
+    # Nothing left to call is not enough information when every sub-task came up empty.
+    found = any(s.status == "done" for s in plan.states.values())
+    enough = not plan.calls and (found or not plan.question.tasks)
     need_other = (tool_error or _came_up_empty(turn, plan)) and bool(plan.calls)
     if repeated:
         note = ("最近一次调用与之前的调用完全重复，没有得到新信息；请停止重复调用，直接根据已有信息回答。" if zh
@@ -39,6 +43,9 @@ def verdict(turn: Turn) -> dict[str, Any]:
                      "with what you have.")
     elif enough and plan.question.tasks:
         note = "信息已足够，可以直接回答。" if zh else "The information is sufficient; answer now."
+    elif not plan.calls and plan.question.tasks:
+        note = ("工具都没有找到答案；请如实说明缺少哪些信息。" if zh
+                else "The tools found nothing; say plainly what is missing.")
     elif enough:
         note = ("这个问题没有可用工具能处理，应如实说明无法离线回答。" if zh
                 else "No available tool can handle this question; say honestly that it cannot be answered offline.")
@@ -54,7 +61,7 @@ def verdict(turn: Turn) -> dict[str, Any]:
         else:
             note = f"继续下一步：{'；'.join(steps)}。" if zh else f"Continue with the next step: {'; '.join(steps)}."
     return {"enough_information": enough, "tool_error": tool_error, "need_other_tool": need_other,
-            "repeated_call": repeated, "note": note}
+            "repeated_call": repeated, "note": note, "parts": parts, "missing": missing}
 
 
 def reflection_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:

@@ -25,7 +25,8 @@ def fresh_turn(state: PlanSolveState) -> dict[str, Any]:
     """Per-turn fields, reset: every run of the graph plans its question from scratch."""
     question = current_question(state["messages"])
     return {"turn_id": question.id if question else None, "iteration": 0, "reflection": None, "final_answer": None,
-            "status": None, "plan": [], "cursor": 0, "step_rounds": 0, "step_results": [], "avoid_tools": [],
+            "status": None, "stop_reason": None, "coverage": None, "plan": [], "cursor": 0, "step_rounds": 0,
+            "step_results": [], "avoid_tools": [],
             "replans": 0}
 
 

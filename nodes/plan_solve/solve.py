@@ -17,7 +17,9 @@ from reactgraph.nodes.shared.services import AgentServices
 
 
 def solve_reason(state: PlanSolveState) -> str:
-    """Why solving now: the plan is done, it was empty, or the limit stopped it (steps not begun remain)."""
+    """Why solving now: the plan is done, it was empty, or a budget or the limit stopped it."""
+    if state.get("stop_reason") == "budget":
+        return "budget"
     if remaining(state):
         return "limit"
     return "done" if state.get("plan") else "empty"

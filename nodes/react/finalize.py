@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.closing import close_turn, settle
+from reactgraph.nodes.shared.closing import close_turn, conclude, settle
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.shared.react_markup import answer_without_markup
@@ -20,7 +20,9 @@ from reactgraph.nodes.shared.transcript import pending_calls
 
 
 def stop_reason(state: AgentState, context: Context) -> str:
-    """Why the loop stopped without the model's own answer: limit, repeated call, or enough information."""
+    """Why the loop stopped without the model's own answer: budget, limit, repeated call, or enough information."""
+    if state.get("stop_reason") == "budget":
+        return "budget"
     if state.get("iteration", 0) >= context.max_iterations:
         return "limit"
     if (state.get("reflection") or {}).get("repeated_call"):
@@ -28,7 +30,7 @@ def stop_reason(state: AgentState, context: Context) -> str:
     return "enough"
 
 
-def settled(state: AgentState, started: float) -> dict[str, Any] | None:
+def settled(state: AgentState, started: float, scripted: bool) -> dict[str, Any] | None:
     """The turn's outcome when no model call is needed (the model answered, or the run failed)."""
     if state.get("status") == "failed":
         answer = state.get("final_answer") or "The run failed."
@@ -36,7 +38,7 @@ def settled(state: AgentState, started: float) -> dict[str, Any] | None:
     reply = state["messages"][-1]
     # ReAct markup (`Thought: … Final Answer: …`, a wrapper fence) is not part of the answer a user reads.
     if isinstance(reply, AIMessage) and not pending_calls(reply) and (answer := answer_without_markup(reply.text)):
-        return settle(state, "finalize", answer, "answered", "model answered", started)
+        return conclude(state, "finalize", answer, "model answered", started, scripted=scripted)
     return None
 
 
@@ -45,7 +47,7 @@ def make_finalize(services: AgentServices) -> Node:
 
     def finalize(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
-        if (done := settled(state, started)) is not None:
+        if (done := settled(state, started, services.scripted(runtime.context))) is not None:
             return done
         reason = stop_reason(state, runtime.context)
         system = prompts.FINALIZE_PROMPT.format(

@@ -31,7 +31,7 @@ def start_of_turn(state: AgentState) -> dict[str, Any]:
     if question_id is not None and question_id == state.get("turn_id"):
         return {}
     return {"turn_id": question_id, "iteration": 0, "steps": Overwrite([]), "reflection": None,
-            "final_answer": None, "status": None}
+            "final_answer": None, "status": None, "stop_reason": None, "coverage": None}
 
 
 def notes_sections(state: AgentState, reflection: dict | None) -> list[str]:

@@ -37,7 +37,8 @@ def load_lessons(state: ReflexionState, runtime: Runtime[Any]) -> dict[str, Any]
     criteria = {"expected": state.get("expected"), "checker": checker, "params": state.get("checker_params") or {}}
     lessons = recalled_lessons(runtime.store, question_text(state["messages"]), session_of(get_config()))
     return {"turn_id": question.id if question else None, "iteration": 0, "steps": Overwrite([]), "reflection": None,
-            "final_answer": None, "status": None, "trial": 0, "evaluation": None, "trajectory": [],
+            "final_answer": None, "status": None, "stop_reason": None, "coverage": None, "trial": 0,
+            "evaluation": None, "trajectory": [],
             "lessons": lessons, "criteria": criteria,
             # Cleared so that the next question on this thread is not checked against this one's criteria.
             "expected": None, "checker": None, "checker_params": None}

@@ -29,6 +29,7 @@ def _absorb(state: ReflexionState, result: dict[str, Any]) -> dict[str, Any]:
     return {"trial": state.get("trial", 0) + 1, "iteration": offset + result.get("iteration", 0),
             "steps": [{**step, "step": step["step"] + offset} for step in result.get("steps", [])],
             "final_answer": answer, "status": result.get("status"), "reflection": result.get("reflection"),
+            "coverage": result.get("coverage"),
             "trajectory": messages[max(last_human_index(messages), 0):],
             "messages": [AIMessage(answer, id=answer_id(state.get("turn_id")))]}
 

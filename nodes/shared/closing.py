@@ -19,7 +19,8 @@ from reactgraph.nodes.shared.node_driver import Call
 from reactgraph.nodes.shared.react_markup import answer_without_markup
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import answer_update
-from reactgraph.nodes.shared.transcript import tokens_of
+from reactgraph.nodes.shared.status import coverage_of, naming_missing, pick_status
+from reactgraph.nodes.shared.transcript import last_human_index, tokens_of
 
 
 def observations_digest(state: Mapping[str, Any]) -> str:
@@ -34,19 +35,39 @@ def settle(state: Mapping[str, Any], node: str, answer: str, status: str, reason
                          reason=reason, tokens=tokens, started=started, message=message)
 
 
+def conclude(state: Mapping[str, Any], node: str, answer: str, reason: str, started: float, *, scripted: bool,
+             tokens: int = 0, message: AIMessage | None = None) -> dict[str, Any]:
+    """Settle a turn that has an answer: check each part of the question against the observations, pick the
+    status (see `status.pick_status`) and make sure the answer names what is missing."""
+    coverage = coverage_of(state, scripted=scripted)
+    status = pick_status(state, reason, coverage)
+    named = naming_missing(answer, status, coverage.missing, _in_chinese(state))
+    if named != answer:
+        message = AIMessage(content=named, usage_metadata=message.usage_metadata if message else None,
+                            id=message.id if message else None)
+    update = settle(state, node, named, status, reason, started, tokens, message)
+    update["coverage"] = {"parts": coverage.parts, "missing": coverage.missing, "by": coverage.by}
+    return update
+
+
+def _in_chinese(state: Mapping[str, Any]) -> bool:
+    messages = state.get("messages") or []
+    i = last_human_index(messages)
+    return i >= 0 and any("\u4e00" <= ch <= "\u9fff" for ch in str(messages[i].text))
+
+
 def from_reply(state: Mapping[str, Any], node: str, reply: AIMessage, reason: str, started: float,
-               context: Context) -> dict[str, Any]:
-    """The closing reply as the answer (`limit_reached` when the loop hit its limit); empty counts as failed."""
+               context: Context, scripted: bool = False) -> dict[str, Any]:
+    """The closing reply as the answer, its status picked by `conclude`; an empty reply counts as failed."""
     answer = reply.text.strip()
     if context.protocol == "text":  # the model may still write "Final Answer: …"
         answer = text_protocol.answer_text(answer)
     answer = answer_without_markup(answer)  # in either protocol: a user reads the answer, not the ReAct labels
     if not answer:
         return _failed(state, node, "The model call failed: ValueError: empty reply", reason, started)
-    status = "limit_reached" if reason == "limit" else "answered"
     # The reply's id stays: a `messages` stream has already shown this reply, token by token, under that id.
-    return settle(state, node, answer, status, reason, started, tokens_of(reply),
-                  AIMessage(content=answer, usage_metadata=reply.usage_metadata, id=reply.id))
+    return conclude(state, node, answer, reason, started, scripted=scripted, tokens=tokens_of(reply),
+                    message=AIMessage(content=answer, usage_metadata=reply.usage_metadata, id=reply.id))
 
 
 def _failed(state: Mapping[str, Any], node: str, why: str, reason: str, started: float) -> dict[str, Any]:
@@ -72,4 +93,4 @@ def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runti
         reply = yield Call(model, [SystemMessage(system), *history])
     except Exception as exc:  # noqa: BLE001 - after the retries: the turn still ends with the records' answer
         return _failed(state, node, model_failure(exc, None, runtime), reason, started)
-    return from_reply(state, node, reply, reason, started, context)
+    return from_reply(state, node, reply, reason, started, context, services.scripted(context))

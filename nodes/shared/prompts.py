@@ -30,6 +30,7 @@ the parts you can and say plainly what is missing and why (for example, a tool t
 """ + DATA_RULE
 
 FINALIZE_REASONS = {
+    "budget": "The run's budget (tool calls, tokens or cost) has run out.",
     "limit": "The step limit of {max_iterations} rounds has been reached.",
     "repeated": "The last tool call repeated an earlier one and brought no new information.",
     "enough": "The observations are sufficient to answer.",
@@ -161,6 +162,7 @@ question asks for is still unknown, answer the parts you can and say plainly wha
 """ + DATA_RULE
 
 SOLVE_REASONS = {
+    "budget": "The run's budget (tool calls, tokens or cost) ran out before the plan was finished.",
     "limit": "The step limit of {max_iterations} plan steps was reached before the plan was finished.",
     "done": "Every step of the plan has been carried out.",
     "empty": "No step was needed (or none could be planned).",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, NotRequired
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -13,7 +13,7 @@ from langgraph.graph.message import add_messages
 # typing_extensions' TypedDict: pydantic (Studio's schemas, the API server) rejects typing's on Python < 3.12.
 from typing_extensions import TypedDict
 
-RunStatus = Literal["answered", "limit_reached", "failed"]
+from reactgraph.nodes.shared.status import RunStatus
 
 
 class ExecutionStep(TypedDict):
@@ -69,6 +69,10 @@ class AgentState(TypedDict):
     reflection: NotRequired[dict[str, Any] | None]
     final_answer: NotRequired[str | None]
     status: NotRequired[RunStatus | None]
+    # Why a loop stopped early, when a check (the budgets) stopped it: "budget" ends the turn budget_exhausted.
+    stop_reason: NotRequired[str | None]
+    # The closing step's check: the question's parts, those left unanswered, and who said so (model | rules).
+    coverage: NotRequired[dict[str, Any] | None]
     # Reflexion: lessons from earlier failed attempts at this question, shown in think's system prompt.
     # Supplied with the input (the Reflexion graph's trial passes them); kept until a caller replaces them.
     lessons: NotRequired[list[str]]

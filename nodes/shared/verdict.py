@@ -17,3 +17,7 @@ class ReflectionVerdict(BaseModel):
         description="True if the latest call repeats an earlier one (same tool, same arguments) "
                     "without yielding new information.")
     note: str = Field(default="", description="One or two sentences of advice for the next step.")
+    parts: list[str] = Field(default_factory=list, description=(
+        "Every distinct thing the question asks for, one short phrase each (a compound question has several)."))
+    missing: list[str] = Field(default_factory=list, description=(
+        "The parts (copied from `parts`) that the observations so far do not answer."))

@@ -1,0 +1,64 @@
+"""A run's status, defined once, and the one function every graph's closing node picks it with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from reactgraph.models.offline.coverage import coverage_args
+
+RunStatus = Literal["answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed"]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+# The statuses a caller may rely on as an answer (CLI exit code 0); every other one is a failure to answer.
+SUCCESS_STATUSES: frozenset[str] = frozenset({"answered", "partial"})
+# Why a loop stopped early → the status it ends with (`stop_reason` "budget" is set by the budget checks).
+_STOPPED: dict[str, RunStatus] = {"budget": "budget_exhausted", "limit": "limit_reached",
+                                  "repeated": "limit_reached"}
+_MISSING_MARKERS = ("还缺少", "missing:", "无法由离线脚本模型回答", "cannot be answered by the scripted")
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The parts of the question and those the observations (or the model's own knowledge) leave unanswered."""
+
+    parts: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    by: str = "rules"  # model (the reflection verdict or the plan said) | rules (the scripted decomposition)
+
+
+def coverage_of(state: Mapping[str, Any], *, scripted: bool) -> Coverage:
+    """The model's own account (the latest verdict's `parts`/`missing`), else the rules' over the observations.
+
+    The rules count a part missing when its tools were tried and found nothing; for the scripted model, which
+    knows nothing beyond its tools, also when it was never looked up."""
+    verdict = state.get("reflection") or {}
+    parts = [str(p) for p in verdict.get("parts") or [] if str(p).strip()]
+    if parts:
+        missing = [str(m) for m in verdict.get("missing") or [] if str(m).strip()]
+        return Coverage(parts, missing, "model")
+    rule_parts, rule_missing = coverage_args(state.get("messages") or [], untried_missing=scripted)
+    return Coverage(rule_parts, rule_missing, "rules")
+
+
+def pick_status(state: Mapping[str, Any], reason: str, coverage: Coverage) -> RunStatus:
+    """The turn's status: a failure, then an early stop (budget, limit, repeat), then how much was answered."""
+    if state.get("status") == "failed" or reason == "failure":
+        return "failed"
+    stopped = _STOPPED.get(str(state.get("stop_reason") or "")) or _STOPPED.get(reason)
+    if stopped is not None:
+        return stopped
+    if coverage.parts and coverage.missing:
+        return "no_answer" if set(coverage.parts) <= set(coverage.missing) else "partial"
+    return "answered"
+
+
+def naming_missing(answer: str, status: str, missing: Sequence[str], lang_zh: bool) -> str:
+    """The answer, with a line naming the missing parts unless it already says what is missing."""
+    if status not in ("partial", "no_answer") or not missing:
+        return answer
+    lowered = answer.lower()
+    if any(marker in lowered for marker in _MISSING_MARKERS):
+        return answer
+    line = ("还缺少：" + "；".join(missing) + "。") if lang_zh else ("Missing: " + "; ".join(missing) + ".")
+    return f"{answer}\n{line}" if answer else line
