@@ -82,7 +82,7 @@ def test_who_is_the_ceo_and_how_old(graph):
 
 def test_an_unhandled_question_gets_an_honest_refusal_not_a_guess(graph):
     result = run(graph, "写一首关于秋天的诗")
-    assert tool_sequence(result) == [] and result["status"] == "answered"
+    assert tool_sequence(result) == [] and result["status"] == "no_answer"
     assert "offline" in result["final_answer"].lower() or "离线" in result["final_answer"]
 
 
@@ -101,7 +101,8 @@ def test_a_failing_weather_tool_leads_to_a_fallback_and_an_honest_gap():
     result = run(build_react_graph(gateway), "北京的天气怎么样？")
     sequence = tool_sequence(result)
     assert sequence[0] == "get_weather" and "search" in sequence[1:]
-    assert result["status"] in ("answered", "limit_reached") and result["final_answer"]
+    # The search fallback may or may not find a temperature; either way the status says which.
+    assert result["status"] in ("answered", "no_answer", "limit_reached") and result["final_answer"]
 
 
 def test_a_timing_out_tool_does_not_crash_and_the_answer_says_what_is_missing():

@@ -77,7 +77,7 @@ def test_a_repeated_identical_call_stops_the_loop(gateway):
     same = lambda i: tool_reply("again", call("lookup", f"c{i}", topic="cats"))  # noqa: E731
     model = ScriptedChatModel.of(same(1), same(2), AIMessage("Cats: nothing found."))
     result = ask(build_react_graph(gateway, model=model), "cats?")
-    assert result["iteration"] == 2 and result["status"] == "answered"
+    assert result["iteration"] == 2 and result["status"] == "limit_reached"  # a repeat ends limit_reached
     assert result["steps"][-2]["node"] == "reflect" and '"repeated_call":true' in result["steps"][-2]["observation"]
     assert "repeated an earlier one" in model.requests[-1]["messages"][0].content
 
