@@ -216,7 +216,7 @@ def test_a_repeated_call_ends_with_a_closing_call_the_api_accepts(provider):
         provider(server)
         result = ask("6*7?", reflection="rules")
     assert server.rejections == []
-    assert (result["status"], result["final_answer"]) == ("answered", "42")
+    assert (result["status"], result["final_answer"]) == ("limit_reached", "42")  # a repeated call stops the loop
     assert result["reflection"]["repeated_call"] is True
     closing = server.requests[2]
     assert "repeated an earlier one" in closing["system"] and closing["tool_choice"] == NO_TOOL_USE

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.evals.metrics import summarize
 from reactgraph.graph import Context, build_react_graph
@@ -14,7 +15,7 @@ from reactgraph.graph.plan_solve import build_plan_solve_graph
 from reactgraph.graph.reflexion import build_reflexion_graph
 from reactgraph.nodes.shared.status import RUN_STATUSES, Coverage, pick_status
 from reactgraph.tools import default_gateway
-from tests.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 GRAPHS = ["react", "plan_solve", "plan_solve_replan", "reflexion"]
 PARTIAL = "北京天气怎么样？谁发明了 zzqxfoo 语言？"
@@ -90,6 +91,23 @@ def test_a_remembered_name_and_a_forgotten_city_end_partial():
                           context=Context())
     assert result["status"] == "partial"
     assert "小明" in result["final_answer"] and "还缺少：你最喜欢的城市" in result["final_answer"]
+
+
+@pytest.mark.parametrize("statement", ["我叫小明，我最喜欢的城市是杭州。", "My name is Ann."])
+def test_a_message_that_only_states_facts_is_answered_by_its_acknowledgement(statement):
+    result = build_react_graph(default_gateway()).invoke({"messages": [HumanMessage(statement)]}, context=Context())
+    assert result["status"] == "answered" and "还缺少" not in result["final_answer"]
+
+
+def test_a_fact_folded_into_the_running_summary_still_counts_as_remembered():
+    graph = build_react_graph(default_gateway(), checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "folded"}}
+    for question in ("我叫小明，我最喜欢的城市是杭州。", "计算 2+3", "计算 3+4", "计算 4+5", "计算 5+6", "计算 6+7"):
+        graph.invoke({"messages": [HumanMessage(question)]}, config=config, context=Context(memory_window=2))
+    assert graph.get_state(config).values.get("summary")  # the statement is no longer among the messages
+    result = graph.invoke({"messages": [HumanMessage("我最喜欢的城市是哪个？")]}, config=config,
+                          context=Context(memory_window=2))
+    assert result["status"] == "answered" and "杭州" in result["final_answer"]
 
 
 def test_offline_reflection_is_not_satisfied_when_every_call_found_nothing(graphs):

@@ -122,6 +122,12 @@ def _say(fact: Fact, zh: bool) -> str:
     return f"你最喜欢的{fact.said}是{fact.value}" if zh else f"your favourite {fact.said.lower()} is {fact.value}"
 
 
+def only_statements(question: str) -> list[Fact]:
+    """The facts of a message that only states facts ("我叫小明。"): nothing for the tools to do; else []."""
+    stated = facts_in(question)
+    return stated if stated and len(stated) >= len(_clauses(question)) else []
+
+
 def recall_reply(messages: Sequence[BaseMessage]) -> str | None:
     """The answer to a question about what the user said earlier, an acknowledgement of stated facts, or None."""
     last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
@@ -131,9 +137,8 @@ def recall_reply(messages: Sequence[BaseMessage]) -> str | None:
     zh = language_of(question) == "zh"
     asked = _asked(question)
     if not asked:
-        stated = facts_in(question)
-        clauses = _clauses(question)
-        if stated and len(stated) >= len(clauses):  # only statements: nothing for the tools to do
+        stated = only_statements(question)
+        if stated:
             said = "，".join(_say(f, zh) for f in stated) if zh else ", ".join(_say(f, zh) for f in stated)
             return f"好的，我记住了：{said}。" if zh else f"Got it: {said}."
         return None
@@ -169,7 +174,8 @@ def recall_coverage(messages: Sequence[BaseMessage]) -> tuple[list[str], list[st
     zh = language_of(question) == "zh"
     asked = _asked(question)
     if not asked:
-        return None
+        # a message that only states facts asks for nothing: it is answered by its acknowledgement
+        return ([], []) if only_statements(question) else None
     labels = [("你的名字" if zh else "your name") if kind == "name"
               else (f"你最喜欢的{topic}" if zh else f"your favourite {topic}") for kind, topic in asked]
     found = [ok for _, ok in _recalled(messages, last_human, asked, zh)]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from reactgraph.models.offline.coverage import coverage_args
+from reactgraph.nodes.shared.framing import summary_section, with_notes
 
 RunStatus = Literal["answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed"]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
@@ -38,7 +39,9 @@ def coverage_of(state: Mapping[str, Any], *, scripted: bool) -> Coverage:
     if parts:
         missing = [str(m) for m in verdict.get("missing") or [] if str(m).strip()]
         return Coverage(parts, missing, "model")
-    rule_parts, rule_missing = coverage_args(state.get("messages") or [], untried_missing=scripted)
+    # the messages as the model read them: facts folded into the running summary count as remembered
+    messages = with_notes(state.get("messages") or [], summary_section(state.get("summary")))
+    rule_parts, rule_missing = coverage_args(messages, untried_missing=scripted)
     return Coverage(rule_parts, rule_missing, "rules")
 
 
