@@ -10,6 +10,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
+from reactgraph.nodes.shared.budget import add_usage, exhausted, remaining_context
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.transcript import last_human_index
@@ -21,7 +22,7 @@ def _actor_input(state: ReflexionState) -> dict[str, Any]:
     return {"messages": [m for m in state["messages"] if m.id != previous], "lessons": list(state.get("lessons") or [])}
 
 
-def _absorb(state: ReflexionState, result: dict[str, Any]) -> dict[str, Any]:
+def _absorb(state: ReflexionState, result: dict[str, Any], context: Context) -> dict[str, Any]:
     """The trial's outcome in the run's terms: iterations and records add up; the answer replaces the last one."""
     offset = state.get("iteration", 0)
     messages = result.get("messages") or []
@@ -30,14 +31,25 @@ def _absorb(state: ReflexionState, result: dict[str, Any]) -> dict[str, Any]:
             "steps": [{**step, "step": step["step"] + offset} for step in result.get("steps", [])],
             "final_answer": answer, "status": result.get("status"), "reflection": result.get("reflection"),
             "trajectory": messages[max(last_human_index(messages), 0):],
-            "messages": [AIMessage(answer, id=answer_id(state.get("turn_id")))]}
+            "messages": [AIMessage(answer, id=answer_id(state.get("turn_id")))], **_spent(state, result, context)}
+
+
+def _spent(state: ReflexionState, result: dict[str, Any], context: Context) -> dict[str, Any]:
+    """The trial's usage, added to the run's; a budget the trial ran out of is reported against the run's limit."""
+    usage = result.get("usage") or {}
+    if result.get("stop_reason") != "budget":
+        return {"usage": usage}
+    spent = exhausted(add_usage(state.get("usage"), usage), context)
+    return {"usage": usage, "stop_reason": "budget", "budget": spent or result.get("budget")}
 
 
 def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any]) -> Node:
     """The trial node: runs `actor` as a subgraph, inheriting checkpointer, store and thread."""
 
     def trial(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
-        result = yield Call(actor, _actor_input(state), config, {"context": runtime.context})
-        return _absorb(state, result)
+        # The trial may spend what the earlier trials (and their evaluations) left of each budget.
+        budgets = remaining_context(state.get("usage"), runtime.context)
+        result = yield Call(actor, _actor_input(state), config, {"context": budgets})
+        return _absorb(state, result, runtime.context)
 
     return dual_node(trial, name="trial")

@@ -13,7 +13,9 @@ from langgraph.graph.message import add_messages
 # typing_extensions' TypedDict: pydantic (Studio's schemas, the API server) rejects typing's on Python < 3.12.
 from typing_extensions import TypedDict
 
-RunStatus = Literal["answered", "limit_reached", "failed"]
+from reactgraph.nodes.shared.budget import Budget, Usage, add_usage
+
+RunStatus = Literal["answered", "limit_reached", "budget_exhausted", "failed"]
 
 
 class ExecutionStep(TypedDict):
@@ -72,6 +74,11 @@ class AgentState(TypedDict):
     # Reflexion: lessons from earlier failed attempts at this question, shown in think's system prompt.
     # Supplied with the input (the Reflexion graph's trial passes them); kept until a caller replaces them.
     lessons: NotRequired[list[str]]
+    # What this turn has used (tool calls, model tokens, cost), added up per node; see nodes/shared/budget.py.
+    usage: NotRequired[Annotated[Usage, add_usage]]
+    # Why the turn stopped early ("budget"), and which budget ran out: {"kind", "limit", "used"}.
+    stop_reason: NotRequired[str | None]
+    budget: NotRequired[Budget | None]
 
 
 class InputState(TypedDict):
