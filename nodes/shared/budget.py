@@ -201,5 +201,5 @@ def not_run_text(budget: Mapping[str, Any]) -> str:
 def wrap_up_note(budget: Mapping[str, Any]) -> str:
     """The final answer's closing line: which budget stopped the run and that what it had not found is missing."""
     used = budget.get("used", 0)
-    return (f"(Stopped early: the {describe(budget)} is used up ({used:g} used). This answer is built only from "
-            "what was gathered before that; anything not listed above was not looked up and is missing.)")
+    return (f"(Stopped early: the {describe(budget)} is used up ({used:g} used). This answer uses only what was "
+            "gathered by then; any part of the question not answered above is missing: it could not be looked up.)")
