@@ -304,3 +304,13 @@ async def test_the_async_path_counts_and_cuts_the_same_way():
         {"messages": [HumanMessage("q")]}, context=Context(reflection="rules", max_tool_calls=2),
         config={"configurable": {"thread_id": "a"}})
     assert topics == ["t0", "t1"] and result["status"] == "budget_exhausted"
+
+
+def test_a_reflexion_run_shares_its_budget_across_trials():
+    gateway, ran = counting_gateway()
+    result = build_reflexion_graph(gateway).invoke(
+        {"messages": [HumanMessage("计算 6*7")], "expected": "no such answer"},
+        context=Context(max_tool_calls=2), config={"configurable": {"thread_id": "r"}})
+    assert result["trial"] == 2 and ran == ["calculator", "calculator"]
+    assert result["budget"] == {"kind": "max_tool_calls", "limit": 2, "used": 2}
+    assert NOTE.format(what="tool-call budget of 2") in result["final_answer"]

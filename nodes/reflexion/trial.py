@@ -10,7 +10,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
-from reactgraph.nodes.shared.budget import add_usage, exhausted, remaining_context
+from reactgraph.nodes.shared.budget import add_usage, exhausted, remaining_context, wrap_up_note
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.transcript import last_human_index
@@ -26,12 +26,20 @@ def _absorb(state: ReflexionState, result: dict[str, Any], context: Context) -> 
     """The trial's outcome in the run's terms: iterations and records add up; the answer replaces the last one."""
     offset = state.get("iteration", 0)
     messages = result.get("messages") or []
-    answer = result.get("final_answer") or ""
+    spent = _spent(state, result, context)
+    answer = _in_run_terms(result.get("final_answer") or "", result.get("budget"), spent.get("budget"))
     return {"trial": state.get("trial", 0) + 1, "iteration": offset + result.get("iteration", 0),
             "steps": [{**step, "step": step["step"] + offset} for step in result.get("steps", [])],
             "final_answer": answer, "status": result.get("status"), "reflection": result.get("reflection"),
             "trajectory": messages[max(last_human_index(messages), 0):],
-            "messages": [AIMessage(answer, id=answer_id(state.get("turn_id")))], **_spent(state, result, context)}
+            "messages": [AIMessage(answer, id=answer_id(state.get("turn_id")))], **spent}
+
+
+def _in_run_terms(answer: str, trial_budget: Any, run_budget: Any) -> str:
+    """The trial's wrap-up line names what was left to it; the run's answer names the run's budget."""
+    if not trial_budget or not run_budget or trial_budget == run_budget:
+        return answer
+    return answer.replace(wrap_up_note(trial_budget), wrap_up_note(run_budget))
 
 
 def _spent(state: ReflexionState, result: dict[str, Any], context: Context) -> dict[str, Any]:
