@@ -110,6 +110,22 @@ def test_the_tool_call_budget_adds_up_over_rounds():
     assert len(model.requests) == 3
 
 
+@pytest.mark.parametrize("name", BUILDERS)
+def test_calls_that_fit_the_budget_exactly_still_end_answered(name):
+    builder, options = BUILDERS[name]
+    gateway, ran = counting_gateway()
+    result = ask(builder(gateway), "计算 6*7", Context(max_tool_calls=1, **options))
+    assert ran == ["calculator"] and result["status"] == "answered" and "42" in result["final_answer"]
+    assert not result.get("stop_reason") and "Stopped early" not in result["final_answer"]
+
+
+def test_a_budget_of_zero_tool_calls_answers_without_tools():
+    gateway, ran = counting_gateway()
+    result = ask(build_react_graph(gateway), "计算 6*7", Context(max_tool_calls=0))
+    assert ran == [] and result["usage"]["tool_calls_refused"] == 1
+    assert_wrapped_up(result, "max_tool_calls", 0, "tool-call budget of 0")
+
+
 def test_without_a_budget_nothing_changes_and_usage_is_still_counted():
     gateway, ran = counting_gateway()
     result = ask(build_react_graph(gateway), COMPOUND, Context())
@@ -240,8 +256,8 @@ def test_a_bad_price_file_is_one_line_before_anything_runs(content, cli, tmp_pat
 # --- Context, Studio and the CLI -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("field", "value", "accepted"), [
-    ("max_tool_calls", 0, "an integer from 1 to 10000, or null for no budget"),
-    ("max_tool_calls", True, "an integer from 1 to 10000"),
+    ("max_tool_calls", -1, "an integer from 0 to 10000, or null for no budget"),
+    ("max_tool_calls", True, "an integer from 0 to 10000"),
     ("max_model_tokens", "500", "an integer from 1 to"),
     ("max_cost_usd", 0, "a number above 0 and at most 10000, or null for no budget"),
     ("max_cost_usd", -1.5, "a number above 0"),
@@ -273,7 +289,7 @@ def test_ask_with_a_budget_flag_wraps_up_with_status_budget_exhausted(cli, cli_s
 
 
 @pytest.mark.parametrize(("flags", "line"), [
-    (["--max-tool-calls", "0"], "error: --max-tool-calls: 0 is not accepted: expected an integer from 1 to 10000"),
+    (["--max-tool-calls", "-1"], "error: --max-tool-calls: -1 is not accepted: expected an integer from 0 to 10000"),
     (["--max-tokens", "-5"], "error: --max-tokens: -5 is not accepted: expected an integer from 1 to"),
     (["--max-cost", "0"], "error: --max-cost: 0.0 is not accepted: expected a number above 0"),
 ])
@@ -311,6 +327,8 @@ def test_a_reflexion_run_shares_its_budget_across_trials():
     result = build_reflexion_graph(gateway).invoke(
         {"messages": [HumanMessage("计算 6*7")], "expected": "no such answer"},
         context=Context(max_tool_calls=2), config={"configurable": {"thread_id": "r"}})
-    assert result["trial"] == 2 and ran == ["calculator", "calculator"]
+    # Trials 1 and 2 use one call each (the second spends the budget exactly and still answers); trial 3's call
+    # is refused, and that ends the run.
+    assert result["trial"] == 3 and ran == ["calculator", "calculator"]
     assert result["budget"] == {"kind": "max_tool_calls", "limit": 2, "used": 2}
     assert NOTE.format(what="tool-call budget of 2") in result["final_answer"]

@@ -55,7 +55,7 @@ def make_act(services: AgentServices) -> Node:
     def act(task: ToolCallTask, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         call = task["call"]
         if why := task.get("not_run"):
-            return {"messages": [not_run_message(call, why)]}
+            return {"messages": [not_run_message(call, why)], "usage": {"tool_calls_refused": 1}}
         if "parse_error" in call:
             return {"messages": [to_message(unparsable_result(call))]}
         # The gateway is async: awaited under ainvoke, run on the sync bridge under invoke (see node_driver).

@@ -30,6 +30,7 @@ class Usage(TypedDict, total=False):
     """What a turn has used so far; every key adds up across the nodes of the turn."""
 
     tool_calls: int
+    tool_calls_refused: int  # calls answered "not run" because a budget did not allow them
     input_tokens: int
     output_tokens: int
     cost_usd: float
@@ -152,13 +153,18 @@ def tokens_used(usage: Mapping[str, Any] | None) -> int:
 
 
 def exhausted(usage: Mapping[str, Any] | None, context: Context) -> Budget | None:
-    """The first budget of `context` that `usage` has reached, or None (no budget set, or all have room)."""
+    """The budget of `context` that `usage` has used up, or None (no budget set, or all have room).
+
+    Tokens and cost are used up once reached (a further model call would go beyond). The tool-call budget is used
+    up once a call had to be refused: a run whose calls fit exactly may still answer without another call."""
     usage = usage or {}
-    used = {"max_tool_calls": int(usage.get("tool_calls", 0)), "max_model_tokens": tokens_used(usage),
-            "max_cost_usd": round(float(usage.get("cost_usd", 0.0)), 6)}
+    used = {"max_model_tokens": tokens_used(usage), "max_cost_usd": round(float(usage.get("cost_usd", 0.0)), 6),
+            "max_tool_calls": int(usage.get("tool_calls", 0))}
     for kind, spent in used.items():
         limit = getattr(context, kind)
-        if limit is not None and spent >= limit:
+        if limit is None or spent < limit:
+            continue
+        if kind != "max_tool_calls" or usage.get("tool_calls_refused"):
             return Budget(kind=kind, limit=limit, used=spent)
     return None
 
@@ -176,7 +182,7 @@ def remaining_context(usage: Mapping[str, Any] | None, context: Context) -> Cont
     usage = usage or {}
     changes: dict[str, Any] = {}
     if context.max_tool_calls is not None:
-        changes["max_tool_calls"] = max(context.max_tool_calls - int(usage.get("tool_calls", 0)), 1)
+        changes["max_tool_calls"] = max(context.max_tool_calls - int(usage.get("tool_calls", 0)), 0)
     if context.max_model_tokens is not None:
         changes["max_model_tokens"] = max(context.max_model_tokens - tokens_used(usage), 1)
     if context.max_cost_usd is not None:

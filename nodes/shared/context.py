@@ -65,9 +65,9 @@ class Context:
         "Plan-and-Solve: after a failed or surprising step, revise the remaining steps. Off: the plan made "
         "at the start is carried out as it is. (There, max_iterations counts executed plan steps.)"))] = False
     # Budgets (None: no budget). When one runs out the run wraps up from what it gathered (status budget_exhausted).
-    max_tool_calls: Annotated[int | None, Field(ge=1, le=10_000, description=(
-        "Budget: tool calls allowed per question; the calls of a reply that do not fit are not run. "
-        "Empty means no budget."))] = None
+    max_tool_calls: Annotated[int | None, Field(ge=0, le=10_000, description=(
+        "Budget: tool calls allowed per question (0: answer without tools); the calls of a reply that do not "
+        "fit are not run. Empty means no budget."))] = None
     max_model_tokens: Annotated[int | None, Field(ge=1, le=100_000_000, description=(
         "Budget: model tokens (prompt + completion, from the provider's usage, else estimated) per question. "
         "Empty means no budget."))] = None
