@@ -19,7 +19,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 from reactgraph.evals.stats import compare_pairs, success_interval
 from reactgraph.nodes.shared.status import RUN_STATUSES
 
-FAILURE_MODES = ("error", "tool_hallucination", "invalid_args", "loop", "limit", "tool_error", "early_stop")
+FAILURE_MODES = ("error", "tool_hallucination", "invalid_args", "loop", "limit", "budget", "tool_error",
+                 "early_stop")
 TOOL_FAILURES = ("error", "timeout", "circuit_open", "rate_limited")
 
 
@@ -70,8 +71,8 @@ def failure_mode(success: bool, status: str | None, steps: list[dict[str, Any]],
 
     error (the run raised or ended `failed`) → tool_hallucination (a call to a tool that does not exist) →
     invalid_args → loop (the same successful call repeated, or the loop guard stopped it) → limit (the
-    iteration limit) → tool_error (tools failed: errors, timeouts, open breakers) → early_stop (the graph
-    answered, but not correctly, with no fault to blame).
+    iteration limit) → budget (a budget ran out) → tool_error (tools failed: errors, timeouts, open breakers) →
+    early_stop (the graph answered, but not correctly, with no fault to blame).
     """
     if success:
         return None
@@ -88,6 +89,8 @@ def failure_mode(success: bool, status: str | None, steps: list[dict[str, Any]],
         return "loop"
     if status in ("limit_reached", "budget_exhausted"):
         return "limit"
+    if status == "budget_exhausted":
+        return "budget"
     if statuses & set(TOOL_FAILURES):
         return "tool_error"
     return "early_stop"
@@ -97,7 +100,8 @@ def step_counts(steps: list[dict[str, Any]]) -> dict[str, Any]:
     """Tool calls, their outcomes, and the tokens the step records carry."""
     tools = tool_steps(steps)
     outcomes = Counter(str(s.get("status")) for s in tools)
-    return {"tool_calls": len(tools), "tool_failures": sum(outcomes[k] for k in TOOL_FAILURES),
+    # A call a budget did not allow ("not_run") was answered without running: it is no tool call.
+    return {"tool_calls": len(tools) - outcomes["not_run"], "tool_failures": sum(outcomes[k] for k in TOOL_FAILURES),
             "unknown_tool_calls": outcomes["unknown_tool"], "invalid_args_calls": outcomes["invalid_args"],
             "tool_statuses": dict(sorted(outcomes.items())),
             "step_tokens": sum(int(s.get("tokens") or 0) for s in steps)}

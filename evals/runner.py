@@ -37,6 +37,10 @@ class RunConfig:
     max_iterations: int = 5
     reflection: str = "llm"
     protocol: str = "tools"
+    # Budgets of every run (None: no budget); see Context.
+    max_tool_calls: int | None = None
+    max_model_tokens: int | None = None
+    max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         if self.repeat < 1:
@@ -78,7 +82,9 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     run_model = model.reseeded(key) if hasattr(model, "reseeded") else model
     graph = entry.build(gateway, run_model)
     context = entry.make_context(model=config.model, max_iterations=config.max_iterations,
-                                 reflection=config.reflection, protocol=config.protocol)
+                                 reflection=config.reflection, protocol=config.protocol,
+                                 max_tool_calls=config.max_tool_calls, max_model_tokens=config.max_model_tokens,
+                                 max_cost_usd=config.max_cost_usd)
     meter = UsageMeter()
     result: dict[str, Any] = {}
     error = None

@@ -47,7 +47,7 @@ def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseChec
     builder.add_edge("load_memory", "think")
     builder.add_conditional_edges("think", edge(routing.after_think), ["act", "finalize"])
     builder.add_edge("act", "observe")
-    builder.add_edge("observe", "reflect")
+    builder.add_conditional_edges("observe", edge(routing.after_round), ["reflect", "finalize"])
     builder.add_conditional_edges("reflect", edge(routing.after_reflect), ["think", "finalize"])
     builder.add_edge("finalize", "save_memory")
     builder.add_edge("save_memory", END)

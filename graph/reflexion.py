@@ -50,7 +50,7 @@ def build_reflexion_graph(gateway: ToolGateway | None = None, checkpointer: Base
 
     builder.add_edge(START, "load_lessons")
     builder.add_edge("load_lessons", "trial")
-    builder.add_edge("trial", "evaluate")
+    builder.add_conditional_edges("trial", edge(routing.after_trial), ["evaluate", END])
     builder.add_conditional_edges("evaluate", edge(routing.after_evaluate), ["self_reflect", END])
     builder.add_conditional_edges("self_reflect", edge(partial(routing.after_self_reflect, max_trials=max_trials)),
                                   ["trial", END])

@@ -12,26 +12,47 @@ from langgraph.types import Send
 
 from reactgraph.nodes.plan_solve.state import REPLAN_AFTER, PlanSolveState, remaining
 from reactgraph.nodes.reflexion.state import ReflexionState
+from reactgraph.nodes.shared import budget
 from reactgraph.nodes.shared.act import ToolCallTask
 from reactgraph.nodes.shared.context import Context, context_of
 from reactgraph.nodes.shared.state import AgentState
 from reactgraph.nodes.shared.transcript import pending_calls
 
 
-def after_think(state: AgentState) -> list[Send] | Literal["finalize"]:
+def act_tasks(state: AgentState, context: Context, calls: list[dict]) -> list[Send]:
+    """One act task per tool call; the calls beyond what the budgets allow go as "not run" tasks (each call
+    still gets its answer, so the conversation stays well-formed), the ones that fit run as usual."""
+    usage = state.get("usage")
+    spent, left = budget.exhausted(usage, context), budget.tool_calls_left(usage, context)
+    tasks = []
+    for position, call in enumerate(calls):
+        cut = spent or (budget.Budget(kind="max_tool_calls", limit=context.max_tool_calls, used=context.max_tool_calls)
+                        if left is not None and context.max_tool_calls is not None and position >= left else None)
+        tasks.append(Send("act", ToolCallTask(call=call, not_run=budget.not_run_text(cut)) if cut
+                          else ToolCallTask(call=call)))
+    return tasks
+
+
+def after_think(state: AgentState, runtime: Runtime[Context]) -> list[Send] | Literal["finalize"]:
     """Each tool call goes to its own act task (run concurrently); a final answer or failure goes to finalize."""
     if state.get("status") == "failed":
         return "finalize"
     reply = state["messages"][-1]
     calls = pending_calls(reply) if isinstance(reply, AIMessage) else []
-    return [Send("act", ToolCallTask(call=call)) for call in calls] or "finalize"
+    return act_tasks(state, context_of(runtime), calls) or "finalize"
+
+
+def after_round(state: AgentState, runtime: Runtime[Context]) -> Literal["reflect", "finalize"]:
+    """A round's results to reflect on, unless a budget ran out (reflecting may call the model)."""
+    return "finalize" if budget.exhausted(state.get("usage"), context_of(runtime)) else "reflect"
 
 
 def after_reflect(state: AgentState, runtime: Runtime[Context]) -> Literal["think", "finalize"]:
-    """Back to think, unless the iteration limit is reached, a call repeated itself, or the verdict says done."""
+    """Back to think, unless the iteration limit is reached, a budget ran out, a call repeated itself, or the
+    verdict says done."""
     context = context_of(runtime)
     verdict = state.get("reflection") or {}
-    if state.get("iteration", 0) >= context.max_iterations:
+    if state.get("iteration", 0) >= context.max_iterations or budget.exhausted(state.get("usage"), context):
         return "finalize"
     if verdict.get("repeated_call") or verdict.get("enough_information"):
         return "finalize"
@@ -49,7 +70,7 @@ def next_step(state: PlanSolveState, runtime: Runtime[Context]) -> Literal["exec
 
 
 def _next_step(state: PlanSolveState, context: Context) -> Literal["execute_step", "solve"]:
-    if state.get("status") == "failed" or not remaining(state):
+    if state.get("status") == "failed" or not remaining(state) or budget.exhausted(state.get("usage"), context):
         return "solve"
     return "execute_step" if state.get("iteration", 0) < context.max_iterations else "solve"
 
@@ -68,22 +89,33 @@ def after_execute(state: PlanSolveState, runtime: Runtime[Context]) -> list[Send
         return "solve"
     reply = state["messages"][-1] if state["messages"] else None
     if state.get("step_rounds", 0) > 0 and isinstance(reply, AIMessage):
-        return [Send("act", ToolCallTask(call=call)) for call in pending_calls(reply)]
+        return act_tasks(state, context_of(runtime), pending_calls(reply))
     return after_settled(state, context_of(runtime))
 
 
 def after_observe(state: PlanSolveState, runtime: Runtime[Context]) -> Onward:
-    """Back to the step under way for another round, or onwards once observe has closed it."""
+    """Back to the step under way for another round, or onwards once observe has closed it; to solve once a
+    budget ran out (the step under way is left unfinished)."""
+    context = context_of(runtime)
+    if budget.exhausted(state.get("usage"), context):
+        return "solve"
     if state.get("step_rounds", 0) > 0:
         return "execute_step"
-    return after_settled(state, context_of(runtime))
+    return after_settled(state, context)
 
 
 # --- Reflexion ----------------------------------------------------------------------------------------
 
-def after_evaluate(state: ReflexionState) -> str:
-    """A passed trial ends the run (END); a failed one is reflected on."""
-    return END if (state.get("evaluation") or {}).get("passed") else "self_reflect"
+def after_trial(state: ReflexionState) -> str:
+    """A trial that ran out of budget ends the run (END: evaluating it would call the model); else evaluate."""
+    return END if state.get("stop_reason") == "budget" else "evaluate"
+
+
+def after_evaluate(state: ReflexionState, runtime: Runtime[Context]) -> str:
+    """A passed trial ends the run (END), as does a budget spent by the evaluation; a failed one is reflected on."""
+    if (state.get("evaluation") or {}).get("passed") or budget.exhausted(state.get("usage"), context_of(runtime)):
+        return END
+    return "self_reflect"
 
 
 def after_self_reflect(state: ReflexionState, max_trials: int) -> str:

@@ -42,7 +42,7 @@ def test_the_compiled_graph_has_exactly_the_react_nodes_and_edges(gateway):
     assert edges == {
         ("__start__", "load_memory", False), ("load_memory", "think", False),
         ("think", "act", True), ("think", "finalize", True),
-        ("act", "observe", False), ("observe", "reflect", False),
+        ("act", "observe", False), ("observe", "reflect", True), ("observe", "finalize", True),
         ("reflect", "think", True), ("reflect", "finalize", True),
         ("finalize", "save_memory", False), ("save_memory", "__end__", False),
     }

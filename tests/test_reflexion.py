@@ -49,7 +49,8 @@ def test_the_compiled_graph_has_the_reflexion_nodes_and_edges():
     drawn = build_reflexion_graph(ToolGateway(), model=ScriptedChatModel.of()).get_graph()
     assert set(drawn.nodes) == {"__start__", "load_lessons", "trial", "evaluate", "self_reflect", "__end__"}
     assert {(e.source, e.target, e.conditional) for e in drawn.edges} == {
-        ("__start__", "load_lessons", False), ("load_lessons", "trial", False), ("trial", "evaluate", False),
+        ("__start__", "load_lessons", False), ("load_lessons", "trial", False),
+        ("trial", "evaluate", True), ("trial", "__end__", True),
         ("evaluate", "self_reflect", True), ("evaluate", "__end__", True),
         ("self_reflect", "trial", True), ("self_reflect", "__end__", True),
     }

@@ -22,10 +22,14 @@ from reactgraph.graph.cli.shared import (
     REFLECTION_HELP,
     STORE_HELP,
     TOOLS_HELP,
+    MaxCost,
+    MaxTokens,
+    MaxToolCalls,
     Protocol,
     Reflection,
     TtlOption,
     UserError,
+    budget_flags,
     build_context,
     check_index,
     gateway_with,
@@ -51,6 +55,9 @@ def ask(
     model: Annotated[str | None, typer.Option(metavar="SPEC", help="offline | openai:<model> | anthropic:<model> "
                                                    "(default: $REACTGRAPH_MODEL or offline).")] = None,
     max_iterations: Annotated[int, typer.Option(help="Think→act rounds before answering from what was gathered.")] = 5,
+    max_tool_calls: MaxToolCalls = None,
+    max_tokens: MaxTokens = None,
+    max_cost: MaxCost = None,
     reflection: Annotated[Reflection, typer.Option(help=REFLECTION_HELP)] = Reflection.llm,
     protocol: Annotated[Protocol, typer.Option(help=PROTOCOL_HELP)] = Protocol.tools,
     allow: Annotated[list[str], typer.Option(metavar="TOOL",
@@ -79,7 +86,8 @@ def ask(
 
     question = question_argument(question)
     session = session_option(session)
-    context = build_context(model, max_iterations, reflection, protocol, allow, deny)
+    context = build_context(model, max_iterations, reflection, protocol, allow, deny,
+                            budget_flags(max_tool_calls, max_tokens, max_cost))
     if from_checkpoint and not session:
         raise UserError("--from needs --session: a checkpoint belongs to a session")
     session = session or uuid.uuid4().hex[:12]

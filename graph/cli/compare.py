@@ -10,7 +10,18 @@ from typing import Annotated, Any
 
 import typer
 
-from reactgraph.graph.cli.shared import PROTOCOL_HELP, REFLECTION_HELP, Protocol, Reflection, UserError, build_context
+from reactgraph.graph.cli.shared import (
+    PROTOCOL_HELP,
+    REFLECTION_HELP,
+    MaxCost,
+    MaxTokens,
+    MaxToolCalls,
+    Protocol,
+    Reflection,
+    UserError,
+    budget_flags,
+    build_context,
+)
 
 DEFAULT_GRAPHS = "react,plan_solve,reflexion"
 OUT_DIR = Path("eval-results")
@@ -32,6 +43,9 @@ def compare(
     tag: Annotated[list[str], typer.Option("--tag", metavar="TAG", help="Only tasks with this tag; repeatable.")] = [],  # noqa: B006
     limit: Annotated[int | None, typer.Option(help="Only the first N (selected) tasks.")] = None,
     max_iterations: Annotated[int, typer.Option(help="Iteration limit of every run.")] = 5,
+    max_tool_calls: MaxToolCalls = None,
+    max_tokens: MaxTokens = None,
+    max_cost: MaxCost = None,
     reflection: Annotated[Reflection, typer.Option(help=REFLECTION_HELP)] = Reflection.llm,
     protocol: Annotated[Protocol, typer.Option(help=PROTOCOL_HELP)] = Protocol.tools,
     out: Annotated[Path, typer.Option(help="Directory for results.jsonl, summary.md/json and plots.")] = OUT_DIR,
@@ -60,10 +74,12 @@ def compare(
         tasks = select(load_suite(suite), tag or None, limit)
         if not tasks:
             raise SuiteError(f"no task in suite {suite!r} has any of the tags {', '.join(tag)}")
-        context = build_context(model, max_iterations, reflection, protocol, [], [])
+        budgets = budget_flags(max_tool_calls, max_tokens, max_cost)
+        context = build_context(model, max_iterations, reflection, protocol, [], [], budgets)
         config = RunConfig(graphs=tuple(names.split(",")), model=context.model, repeat=repeat, seed=seed,
                            seeds=seeds, faults=FaultPlan(failure_rate=tool_failure_rate, latency_ms=tool_latency_ms),
-                           max_iterations=max_iterations, reflection=context.reflection, protocol=context.protocol)
+                           max_iterations=max_iterations, reflection=context.reflection, protocol=context.protocol,
+                           **budgets)
         entries = resolve_graphs(list(config.graphs))
         if out.exists() and not out.is_dir():
             raise ValueError(f"--out {out} is a file, not a directory")

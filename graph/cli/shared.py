@@ -4,6 +4,7 @@ context, tools and store. Importing this module stays cheap: each builder import
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -93,7 +94,9 @@ def model_label(spec: str) -> str:
 
 
 def build_context(model: str | None, max_iterations: int, reflection: Reflection | str, protocol: Protocol | str,
-                  allow: list[str], deny: list[str]) -> Context:
+                  allow: list[str], deny: list[str], budgets: Mapping[str, Any] | None = None) -> Context:
+    """The run's Context from the flags (`budgets`: max_tool_calls / max_model_tokens / max_cost_usd, None for
+    no budget); a bad value is one line naming the flag."""
     from reactgraph.models.loader import parse_spec
     from reactgraph.nodes.shared.context import Context
 
@@ -101,8 +104,12 @@ def build_context(model: str | None, max_iterations: int, reflection: Reflection
     try:
         context = Context(max_iterations=max_iterations, reflection=Reflection(reflection).value,
                           protocol=Protocol(protocol).value, allowed_tools=allow or None, denied_tools=tuple(deny),
-                          **chosen)
+                          **chosen, **(budgets or {}))
         parse_spec(context.model)
+        if context.max_cost_usd is not None:  # a bad price file is one line now, not an error mid-run
+            from reactgraph.nodes.shared.budget import price_of
+
+            price_of(context.model)
     except (ValueError, TypeError) as exc:
         message = str(exc)
         for field, flag in _CONTEXT_FLAGS.items():  # the user typed the flag, so name the flag
@@ -112,7 +119,23 @@ def build_context(model: str | None, max_iterations: int, reflection: Reflection
 
 
 _CONTEXT_FLAGS = {"max_iterations": "--max-iterations", "model": "--model", "allowed_tools": "--allow",
-                  "denied_tools": "--deny", "reflection": "--reflection", "protocol": "--protocol"}
+                  "denied_tools": "--deny", "reflection": "--reflection", "protocol": "--protocol",
+                  "max_tool_calls": "--max-tool-calls", "max_model_tokens": "--max-tokens",
+                  "max_cost_usd": "--max-cost"}
+
+# The budget flags of `ask` and `compare` (a Context field each; unset: no budget).
+MaxToolCalls = Annotated[int | None, typer.Option("--max-tool-calls", metavar="N", show_default=False,
+                                                  help="Budget: tool calls per question (default: none).")]
+MaxTokens = Annotated[int | None, typer.Option("--max-tokens", metavar="N", show_default=False,
+                                               help="Budget: model tokens, prompt + completion, per question "
+                                                    "(default: none).")]
+MaxCost = Annotated[float | None, typer.Option("--max-cost", metavar="USD", show_default=False,
+                                               help="Budget: model cost in USD per question, from the price table "
+                                                    "($REACTGRAPH_PRICES extends it; default: none).")]
+
+
+def budget_flags(max_tool_calls: int | None, max_tokens: int | None, max_cost: float | None) -> dict[str, Any]:
+    return {"max_tool_calls": max_tool_calls, "max_model_tokens": max_tokens, "max_cost_usd": max_cost}
 
 
 def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None) -> ToolGateway:

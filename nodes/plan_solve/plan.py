@@ -13,6 +13,7 @@ from langgraph.types import Overwrite
 
 from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
 from reactgraph.nodes.shared import prompts
+from reactgraph.nodes.shared.budget import fresh_budget
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
@@ -25,9 +26,8 @@ def fresh_turn(state: PlanSolveState) -> dict[str, Any]:
     """Per-turn fields, reset: every run of the graph plans its question from scratch."""
     question = current_question(state["messages"])
     return {"turn_id": question.id if question else None, "iteration": 0, "reflection": None, "final_answer": None,
-            "status": None, "stop_reason": None, "coverage": None, "plan": [], "cursor": 0, "step_rounds": 0,
-            "step_results": [], "avoid_tools": [],
-            "replans": 0}
+            "status": None, "coverage": None, "plan": [], "cursor": 0, "step_rounds": 0, "step_results": [],
+            "avoid_tools": [], "replans": 0, **fresh_budget()}
 
 
 def tool_list(schemas: list[dict[str, Any]]) -> str:

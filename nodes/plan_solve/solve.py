@@ -10,7 +10,8 @@ from langgraph.runtime import Runtime
 from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import PlanSolveState, remaining, render_results
 from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.closing import close_turn, settle
+from reactgraph.nodes.shared.budget import exhausted
+from reactgraph.nodes.shared.closing import budget_close, close_turn, observations_digest, settle
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
@@ -38,6 +39,12 @@ def make_solve(services: AgentServices) -> Node:
             reason=prompts.SOLVE_REASONS[reason].format(max_iterations=runtime.context.max_iterations))
         notes = [*summary_notes(state),
                  prompts.STEP_RESULTS_SECTION.format(results=render_results(state.get("step_results", [])))]
+        if exhausted(state.get("usage"), runtime.context) is not None:
+            gathered = (f"{render_results(state.get('step_results', []))}\n{observations_digest(state)}"
+                        f"\nSteps not finished: {'; '.join(s['goal'] for s in remaining(state)) or '(none)'}")
+            return (yield from budget_close(services, state, runtime, config, node="solve", started=started,
+                                            system=prompts.SOLVE_PROMPT.format(reason=prompts.SOLVE_REASONS["budget"]),
+                                            gathered=gathered, notes=notes))
         return (yield from close_turn(services, state, runtime, config, node="solve", system=system,
                                       reason=reason, started=started, notes=notes))
 

@@ -10,7 +10,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.closing import close_turn, conclude, settle
+from reactgraph.nodes.shared.budget import exhausted
+from reactgraph.nodes.shared.closing import budget_close, close_turn, conclude, observations_digest, settle
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.shared.react_markup import answer_without_markup
@@ -49,6 +50,11 @@ def make_finalize(services: AgentServices) -> Node:
         started = time.perf_counter()
         if (done := settled(state, started, services.scripted(runtime.context))) is not None:
             return done
+        if exhausted(state.get("usage"), runtime.context) is not None:
+            return (yield from budget_close(services, state, runtime, config, node="finalize", started=started,
+                                            system=prompts.FINALIZE_PROMPT.format(
+                                                reason=prompts.FINALIZE_REASONS["budget"]),
+                                            gathered=observations_digest(state)))
         reason = stop_reason(state, runtime.context)
         system = prompts.FINALIZE_PROMPT.format(
             reason=prompts.FINALIZE_REASONS[reason].format(max_iterations=runtime.context.max_iterations))

@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from reactgraph.nodes.shared import prompts, text_protocol
+from reactgraph.nodes.shared.budget import fresh_budget
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.shared.model_retry import model_failure
@@ -31,7 +32,7 @@ def start_of_turn(state: AgentState) -> dict[str, Any]:
     if question_id is not None and question_id == state.get("turn_id"):
         return {}
     return {"turn_id": question_id, "iteration": 0, "steps": Overwrite([]), "reflection": None,
-            "final_answer": None, "status": None, "stop_reason": None, "coverage": None}
+            "final_answer": None, "status": None, "coverage": None, **fresh_budget()}
 
 
 def notes_sections(state: AgentState, reflection: dict | None) -> list[str]:

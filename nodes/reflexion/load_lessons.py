@@ -12,6 +12,7 @@ from langgraph.types import Overwrite
 
 from reactgraph.nodes.reflexion.evaluate import CHECKERS
 from reactgraph.nodes.reflexion.state import MAX_LESSONS, ReflexionState, lessons_namespace
+from reactgraph.nodes.shared.budget import fresh_budget
 from reactgraph.nodes.shared.transcript import current_question, question_text
 
 
@@ -37,8 +38,7 @@ def load_lessons(state: ReflexionState, runtime: Runtime[Any]) -> dict[str, Any]
     criteria = {"expected": state.get("expected"), "checker": checker, "params": state.get("checker_params") or {}}
     lessons = recalled_lessons(runtime.store, question_text(state["messages"]), session_of(get_config()))
     return {"turn_id": question.id if question else None, "iteration": 0, "steps": Overwrite([]), "reflection": None,
-            "final_answer": None, "status": None, "stop_reason": None, "coverage": None, "trial": 0,
-            "evaluation": None, "trajectory": [],
-            "lessons": lessons, "criteria": criteria,
+            "final_answer": None, "status": None, "coverage": None, "trial": 0, "evaluation": None, "trajectory": [],
+            "lessons": lessons, "criteria": criteria, **fresh_budget(),
             # Cleared so that the next question on this thread is not checked against this one's criteria.
             "expected": None, "checker": None, "checker_params": None}

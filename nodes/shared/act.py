@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -34,6 +34,14 @@ class ToolCallTask(TypedDict):
     """What one `act` task receives: a single tool call of the model's last reply."""
 
     call: dict[str, Any]
+    # Set by the router when a budget does not allow this call: the call is answered with it, never run.
+    not_run: NotRequired[str]
+
+
+def not_run_message(call: dict[str, Any], why: str) -> ToolMessage:
+    """The answer to a call a budget did not allow (status "not_run": no tool was called)."""
+    return ToolMessage(content=why, tool_call_id=call["id"], name=call["name"], status="error",
+                       artifact={"status": "not_run", "latency_ms": 0.0, "attempts": 0})
 
 
 def make_act(services: AgentServices) -> Node:
@@ -46,6 +54,8 @@ def make_act(services: AgentServices) -> Node:
 
     def act(task: ToolCallTask, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         call = task["call"]
+        if why := task.get("not_run"):
+            return {"messages": [not_run_message(call, why)], "usage": {"tool_calls_refused": 1}}
         if "parse_error" in call:
             return {"messages": [to_message(unparsable_result(call))]}
         # The gateway is async: awaited under ainvoke, run on the sync bridge under invoke (see node_driver).

@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.loader import without_tool_use
-from reactgraph.nodes.shared import text_protocol
+from reactgraph.nodes.shared import budget, text_protocol
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.loop_guard import tool_steps
@@ -94,3 +94,24 @@ def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runti
     except Exception as exc:  # noqa: BLE001 - after the retries: the turn still ends with the records' answer
         return _failed(state, node, model_failure(exc, None, runtime), reason, started)
     return from_reply(state, node, reply, reason, started, context, services.scripted(context))
+
+
+def budget_close(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], config: RunnableConfig,
+                 *, node: str, system: str, started: float, gathered: str,
+                 notes: Sequence[str] = ()) -> Generator[Call, Any, dict[str, Any]]:
+    """Wrap a turn up once a budget ran out: after a tool-call budget one closing call (it calls no tool); after
+    a token or cost budget no model call at all, the answer being what was `gathered`. Either way the answer
+    ends naming the budget and that what was not looked up is missing; status `budget_exhausted`."""
+    spent = budget.exhausted(state.get("usage"), runtime.context)
+    assert spent is not None  # the router sends here only when a budget ran out
+    if spent["kind"] == "max_tool_calls":
+        update = yield from close_turn(services, state, runtime, config, node=node, system=system, reason="budget",
+                                       started=started, notes=notes)
+    else:
+        update = settle(state, node, f"What was gathered before the budget ran out:\n{gathered}", "budget_exhausted",
+                        "budget", started, message=AIMessage(content=""))
+    answer = f"{update['final_answer']}\n\n{budget.wrap_up_note(spent)}"
+    message = next(iter(update.get("messages") or []), None) or AIMessage(content="")
+    update["steps"][0]["observation"] = answer
+    return {**update, "final_answer": answer, "status": "budget_exhausted", "stop_reason": "budget",
+            "budget": spent, "messages": [message.model_copy(update={"content": answer})]}

@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from functools import cache
+from types import UnionType
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
@@ -63,6 +64,16 @@ class Context:
     replan: Annotated[bool, Field(description=(
         "Plan-and-Solve: after a failed or surprising step, revise the remaining steps. Off: the plan made "
         "at the start is carried out as it is. (There, max_iterations counts executed plan steps.)"))] = False
+    # Budgets (None: no budget). When one runs out the run wraps up from what it gathered (status budget_exhausted).
+    max_tool_calls: Annotated[int | None, Field(ge=0, le=10_000, description=(
+        "Budget: tool calls allowed per question (0: answer without tools); the calls of a reply that do not "
+        "fit are not run. Empty means no budget."))] = None
+    max_model_tokens: Annotated[int | None, Field(ge=1, le=100_000_000, description=(
+        "Budget: model tokens (prompt + completion, from the provider's usage, else estimated) per question. "
+        "Empty means no budget."))] = None
+    max_cost_usd: Annotated[float | None, Field(gt=0, le=10_000, description=(
+        "Budget: model cost in USD per question, from the price table (nodes/shared/budget.py, extended by "
+        "$REACTGRAPH_PRICES); a model without a price counts 0. Empty means no budget."))] = None
 
     def __post_init__(self) -> None:
         # A plain "" default (not a factory) so Studio's form shows it; resolved here, once per run.
@@ -92,10 +103,14 @@ def _accepted(annotation: Any) -> str:
     """What a field accepts, in words, from its type and bounds (`Field(ge=…, le=…, max_length=…)`)."""
     base, *extras = get_args(annotation) if get_origin(annotation) is Annotated else (annotation,)
     constraints = [item for info in extras for item in getattr(info, "metadata", ())]
-    ge, le, most = (next((getattr(c, key) for c in constraints if hasattr(c, key)), None)
-                    for key in ("ge", "le", "max_length"))
+    ge, gt, le, most = (next((getattr(c, key) for c in constraints if hasattr(c, key)), None)
+                        for key in ("ge", "gt", "le", "max_length"))
     span = f" from {ge:g} to {le:g}" if ge is not None and le is not None else f" of at least {ge:g}" if ge else ""
+    span = f" above {gt:g} and at most {le:g}" if gt is not None and le is not None else span
     options = get_args(base)
+    if get_origin(base) in (Union, UnionType) and type(None) in options and {int, float} & set(options):
+        number = "an integer" if int in options else "a number"
+        return f"{number}{span}, or null for no budget"
     if get_origin(base) is Literal:
         return "one of " + ", ".join(repr(option) for option in options)
     if base is bool:

@@ -21,8 +21,9 @@ from langchain_core.runnables import RunnableConfig
 # uses for its nodes; `trace=False` because the node's run is already traced by LangGraph.
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.runtime import Runtime
-from langgraph.types import RetryPolicy
+from langgraph.types import Overwrite, RetryPolicy
 
+from reactgraph.nodes.shared.budget import Usage, add_usage, call_usage
 from reactgraph.nodes.shared.context import Context, resolve_context
 from reactgraph.nodes.shared.model_retry import leave_to_retry
 from reactgraph.nodes.shared.sync_bridge import run_sync
@@ -73,38 +74,57 @@ def _answer(steps: Generator[Any, Any, Any], result: Any, failure: Exception | N
     return steps.throw(failure)
 
 
+def _counted(usage: Usage, request: Any, result: Any, runtime: Runtime[Context]) -> Usage:
+    """`usage` plus what this call used (a model reply's tokens and cost, a tool call); see budget.call_usage."""
+    spent = call_usage(request.input if isinstance(request, Call) else None, result, runtime.context.model)
+    return add_usage(usage, spent) if spent else usage
+
+
+def with_usage(update: Any, usage: Usage) -> Any:
+    """The node's update with what its calls used added to the `usage` channel (inside a turn's reset, which
+    replaces the channel with `Overwrite`, the node's own usage is kept)."""
+    if not usage or not isinstance(update, dict):
+        return update
+    current = update.get("usage")
+    if isinstance(current, Overwrite):
+        return {**update, "usage": Overwrite(add_usage(current.value, usage))}
+    return {**update, "usage": add_usage(current, usage)}
+
+
 def dual_node(body: Body, *, name: str, retry: RetryPolicy | None = None) -> Node:
     """The node LangGraph runs: `body` driven by sync calls under `invoke` and by awaits under `ainvoke`."""
 
     def node(state: Any, runtime: Runtime[Context], config: RunnableConfig) -> Any:
         runtime = _with_context(runtime)
-        steps = body(state, runtime, config)
+        steps, usage = body(state, runtime, config), Usage()
         try:
             request = next(steps)
             while True:
                 result, failure = None, None
                 try:
                     result = _call(request)
+                    usage = _counted(usage, request, result, runtime)
                 except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
                     failure = exc
                 request = _answer(steps, result, failure, retry, runtime)
         except StopIteration as done:
-            return done.value
+            return with_usage(done.value, usage)
 
     async def anode(state: Any, runtime: Runtime[Context], config: RunnableConfig) -> Any:
         runtime = _with_context(runtime)
-        steps = body(state, runtime, config)
+        steps, usage = body(state, runtime, config), Usage()
         try:
             request = next(steps)
             while True:
                 result, failure = None, None
                 try:
                     result = await _acall(request)
+                    usage = _counted(usage, request, result, runtime)
                 except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
                     failure = exc
                 request = _answer(steps, result, failure, retry, runtime)
         except StopIteration as done:
-            return done.value
+            return with_usage(done.value, usage)
 
     return RunnableCallable(node, anode, name=name, trace=False)
 

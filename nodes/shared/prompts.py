@@ -30,10 +30,11 @@ the parts you can and say plainly what is missing and why (for example, a tool t
 """ + DATA_RULE
 
 FINALIZE_REASONS = {
-    "budget": "The run's budget (tool calls, tokens or cost) has run out.",
     "limit": "The step limit of {max_iterations} rounds has been reached.",
     "repeated": "The last tool call repeated an earlier one and brought no new information.",
     "enough": "The observations are sufficient to answer.",
+    "budget": "The run's tool-call budget is used up: nothing more can be looked up. Answer from what was "
+              "gathered and say plainly which parts of the question could not be looked up.",
 }
 
 EMPTY_REPLY_NUDGE = ("Your previous reply was empty. Either call a tool or write the final answer.")
@@ -162,10 +163,11 @@ question asks for is still unknown, answer the parts you can and say plainly wha
 """ + DATA_RULE
 
 SOLVE_REASONS = {
-    "budget": "The run's budget (tool calls, tokens or cost) ran out before the plan was finished.",
     "limit": "The step limit of {max_iterations} plan steps was reached before the plan was finished.",
     "done": "Every step of the plan has been carried out.",
     "empty": "No step was needed (or none could be planned).",
+    "budget": "The run's tool-call budget was used up before the plan was finished: nothing more can be "
+              "looked up. Say plainly which parts of the question could not be looked up.",
 }
 
 # --- Reflexion ----------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from langgraph.graph.message import add_messages
 # typing_extensions' TypedDict: pydantic (Studio's schemas, the API server) rejects typing's on Python < 3.12.
 from typing_extensions import TypedDict
 
+from reactgraph.nodes.shared.budget import Budget, Usage, add_usage
 from reactgraph.nodes.shared.status import RunStatus
 
 
@@ -76,6 +77,10 @@ class AgentState(TypedDict):
     # Reflexion: lessons from earlier failed attempts at this question, shown in think's system prompt.
     # Supplied with the input (the Reflexion graph's trial passes them); kept until a caller replaces them.
     lessons: NotRequired[list[str]]
+    # What this turn has used (tool calls, model tokens, cost), added up per node; see nodes/shared/budget.py.
+    usage: NotRequired[Annotated[Usage, add_usage]]
+    # Which budget ran out ({"kind", "limit", "used"}) when `stop_reason` is "budget".
+    budget: NotRequired[Budget | None]
 
 
 class InputState(TypedDict):

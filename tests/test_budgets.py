@@ -1,0 +1,334 @@
+"""Budgets (Context.max_tool_calls / max_model_tokens / max_cost_usd): each one in each graph, through the compiled
+graphs, the CLI and real tools that count their own calls; nothing runs beyond the budget, and the answer says so."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, HumanMessage
+
+from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
+from reactgraph.models.offline.usage import usage_for
+from reactgraph.nodes.shared import budget
+from reactgraph.tools import ToolGateway
+from reactgraph.tools.builtin import builtin_tools
+from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+
+COMPOUND = "北京和上海的气温分别是多少？然后计算 3*7"
+NOTE = "Stopped early: the {what} is used up"
+
+
+def counting_gateway() -> tuple[ToolGateway, list[str]]:
+    """The built-in tools, each noting its name in `ran` when it actually runs."""
+    ran: list[str] = []
+    metas = []
+    for meta in builtin_tools():
+        original, name = meta.run, meta.name
+        if inspect.iscoroutinefunction(original):
+            async def run(*args, _run=original, _name=name, **kwargs):
+                ran.append(_name)
+                return await _run(*args, **kwargs)
+        else:
+            def run(*args, _run=original, _name=name, **kwargs):
+                ran.append(_name)
+                return _run(*args, **kwargs)
+        metas.append(dataclasses.replace(meta, run=run))
+    return ToolGateway(metas), ran
+
+
+class ModelCalls(BaseCallbackHandler):
+    """Counts chat-model calls of a run."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_chat_model_start(self, *args, **kwargs) -> None:
+        self.count += 1
+
+
+def ask(graph, question: str, context: Context, thread: str = "t1", callbacks=()):
+    return graph.invoke({"messages": [HumanMessage(question)]}, context=context,
+                        config={"configurable": {"thread_id": thread}, "callbacks": list(callbacks)})
+
+
+BUILDERS = {
+    "react": (build_react_graph, {}),
+    "plan_solve": (build_plan_solve_graph, {}),
+    "plan_solve_replan": (build_plan_solve_graph, {"replan": True}),
+    "reflexion": (build_reflexion_graph, {}),
+}
+
+
+def assert_wrapped_up(result: dict, kind: str, limit: float, what: str) -> None:
+    assert result["status"] == "budget_exhausted" and result["stop_reason"] == "budget"
+    assert result["budget"]["kind"] == kind and result["budget"]["limit"] == limit
+    assert result["budget"]["used"] >= limit
+    assert NOTE.format(what=what) in result["final_answer"] and "missing" in result["final_answer"]
+
+
+# --- max_tool_calls ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_the_tool_call_budget_stops_each_graph_after_exactly_that_many_calls(name):
+    builder, options = BUILDERS[name]
+    gateway, ran = counting_gateway()
+    result = ask(builder(gateway), COMPOUND, Context(max_tool_calls=1, **options))
+    assert len(ran) == 1 and ran == ["get_weather"]
+    assert_wrapped_up(result, "max_tool_calls", 1, "tool-call budget of 1")
+    assert result["budget"]["used"] == 1 and result["usage"]["tool_calls"] == 1
+    assert "3°C" in result["final_answer"]  # answered from what the one call observed
+
+
+def test_a_reply_with_many_calls_runs_only_those_that_fit_and_the_rest_are_answered_not_run():
+    topics: list[str] = []
+    gateway = notes_gateway(found=lambda topic: topics.append(topic) or True)
+    calls = [call("lookup", f"c{i}", topic=f"t{i}") for i in range(10)]
+    model = ScriptedChatModel.of(tool_reply("look all up", *calls),
+                                 AIMessage("t0, t1 and t2 are known; the others could not be looked up."))
+    result = ask(build_react_graph(gateway, model=model), "q", Context(reflection="rules", max_tool_calls=3))
+    assert topics == ["t0", "t1", "t2"]
+    records = [s for s in result["steps"] if s["node"] == "act"]
+    assert [r["status"] for r in records] == ["ok"] * 3 + ["not_run"] * 7
+    assert {r["observation"] for r in records[3:]} == {"not run: tool-call budget of 3 used up"}
+    assert len(model.requests) == 2  # think, then the one closing call: no reflection, no further think
+    assert_wrapped_up(result, "max_tool_calls", 3, "tool-call budget of 3")
+    assert result["final_answer"].startswith("t0, t1 and t2 are known")
+
+
+def test_the_tool_call_budget_adds_up_over_rounds():
+    topics: list[str] = []
+    gateway = notes_gateway(found=lambda topic: topics.append(topic) or True)
+    model = ScriptedChatModel.of(tool_reply("one", call("lookup", "a", topic="a")),
+                                 tool_reply("two more", call("lookup", "b", topic="b"), call("lookup", "c", topic="c")),
+                                 AIMessage("a and b found"))
+    result = ask(build_react_graph(gateway, model=model), "q", Context(reflection="rules", max_tool_calls=2))
+    assert topics == ["a", "b"] and result["budget"] == {"kind": "max_tool_calls", "limit": 2, "used": 2}
+    assert len(model.requests) == 3
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_calls_that_fit_the_budget_exactly_still_end_answered(name):
+    builder, options = BUILDERS[name]
+    gateway, ran = counting_gateway()
+    result = ask(builder(gateway), "计算 6*7", Context(max_tool_calls=1, **options))
+    assert ran == ["calculator"] and result["status"] == "answered" and "42" in result["final_answer"]
+    assert not result.get("stop_reason") and "Stopped early" not in result["final_answer"]
+
+
+def test_a_budget_of_zero_tool_calls_answers_without_tools():
+    gateway, ran = counting_gateway()
+    result = ask(build_react_graph(gateway), "计算 6*7", Context(max_tool_calls=0))
+    assert ran == [] and result["usage"]["tool_calls_refused"] == 1
+    assert_wrapped_up(result, "max_tool_calls", 0, "tool-call budget of 0")
+
+
+def test_without_a_budget_nothing_changes_and_usage_is_still_counted():
+    gateway, ran = counting_gateway()
+    result = ask(build_react_graph(gateway), COMPOUND, Context())
+    assert result["status"] != "budget_exhausted" and not result.get("stop_reason") and not result.get("budget")
+    assert len(ran) == 3 and result["usage"]["tool_calls"] == 3 and budget.tokens_used(result["usage"]) > 0
+
+
+def test_each_question_on_a_thread_gets_the_whole_budget():
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    gateway, ran = counting_gateway()
+    graph = build_react_graph(gateway, checkpointer=InMemorySaver())
+    context = Context(max_tool_calls=1)
+    first = ask(graph, COMPOUND, context, thread="same")
+    second = ask(graph, "计算 6*7", context, thread="same")
+    assert first["status"] == "budget_exhausted" and first["usage"]["tool_calls"] == 1
+    # The second question's usage starts from nothing: its one call runs (and spends its budget of 1).
+    assert second["usage"]["tool_calls"] == 1 and ran == ["get_weather", "calculator"]
+    assert "42" in second["final_answer"]
+
+
+# --- max_model_tokens ----------------------------------------------------------------------------------------------
+
+def _with_usage(reply: AIMessage, total: int) -> AIMessage:
+    return reply.model_copy(update={"usage_metadata": {"input_tokens": total - 10, "output_tokens": 10,
+                                                       "total_tokens": total}})
+
+
+def test_the_token_budget_counts_the_providers_usage_and_stops_before_the_next_call():
+    topics: list[str] = []
+    gateway = notes_gateway(found=lambda topic: topics.append(topic) or True)
+    model = ScriptedChatModel.of(_with_usage(tool_reply("first", call("lookup", "a", topic="graphs")), 100),
+                                 _with_usage(tool_reply("second", call("lookup", "b", topic="never")), 100),
+                                 AIMessage("never asked"))
+    result = ask(build_react_graph(gateway, model=model), "q", Context(reflection="rules", max_model_tokens=150))
+    assert topics == ["graphs"]  # the reply that crossed the line had its call answered "not run"
+    assert len(model.requests) == 2  # no closing call: a token budget allows no further model call
+    assert result["usage"]["input_tokens"] == 180 and result["usage"]["output_tokens"] == 20
+    assert_wrapped_up(result, "max_model_tokens", 150, "model-token budget of 150")
+    assert result["budget"]["used"] == 200 and "notes on graphs" in result["final_answer"]
+
+
+def test_without_usage_metadata_the_tokens_are_the_projects_estimate():
+    gateway = notes_gateway()
+    reply = tool_reply("look it up", call("lookup", "a", topic="graphs"))
+    model = ScriptedChatModel.of(reply)
+    result = ask(build_react_graph(gateway, model=model), "what are graphs?",
+                 Context(reflection="rules", max_model_tokens=1))
+    expected = usage_for(model.requests[0]["messages"], reply)
+    assert result["usage"]["input_tokens"] == expected["input_tokens"] > 0
+    assert result["usage"]["output_tokens"] == expected["output_tokens"] > 0
+    assert_wrapped_up(result, "max_model_tokens", 1, "model-token budget of 1")
+    assert [s["status"] for s in result["steps"] if s["node"] == "act"] == ["not_run"]
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_the_token_budget_stops_each_graph_after_the_call_that_crossed_it(name):
+    builder, options = BUILDERS[name]
+    gateway, ran = counting_gateway()
+    calls = ModelCalls()
+    result = ask(builder(gateway), COMPOUND, Context(max_model_tokens=50, **options), callbacks=[calls])
+    assert ran == []  # the first model call crossed the line: none of its tool calls ran
+    assert calls.count == 1
+    assert_wrapped_up(result, "max_model_tokens", 50, "model-token budget of 50")
+
+
+def test_a_larger_token_budget_lets_some_rounds_run_then_wraps_up():
+    gateway, ran = counting_gateway()
+    unbounded = ask(build_plan_solve_graph(gateway), COMPOUND, Context())
+    spent = budget.tokens_used(unbounded["usage"])
+    ran.clear()
+    result = ask(build_plan_solve_graph(gateway), COMPOUND, Context(max_model_tokens=spent // 2))
+    assert 0 < len(ran) < 3
+    assert_wrapped_up(result, "max_model_tokens", spent // 2, f"model-token budget of {spent // 2}")
+    assert "Steps not finished" in result["final_answer"]
+
+
+# --- max_cost_usd and the price table ------------------------------------------------------------------------------
+
+@pytest.fixture
+def prices(monkeypatch):
+    """The price table, restored afterwards."""
+    monkeypatch.setattr(budget, "PRICES", dict(budget.PRICES))
+    monkeypatch.delenv(budget.PRICES_ENV, raising=False)
+    return budget.PRICES
+
+
+def test_the_table_knows_common_models_and_offline_is_free(prices):
+    assert budget.price_of("offline") == (0.0, 0.0)
+    assert budget.price_of("openai:gpt-4o-mini") == (0.15, 0.60)
+    assert budget.price_of("anthropic:claude-sonnet-4-0") == (3.0, 15.0)
+    assert budget.price_of("openai:some-local-model") is None
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_a_registered_price_makes_the_cost_budget_stop_each_graph(name, prices):
+    budget.register_price("offline", 1000.0, 1000.0)  # a dear model: the first call costs more than a cent
+    builder, options = BUILDERS[name]
+    gateway, ran = counting_gateway()
+    result = ask(builder(gateway), COMPOUND, Context(max_cost_usd=0.01, **options))
+    assert ran == [] and result["usage"]["cost_usd"] >= 0.01
+    assert_wrapped_up(result, "max_cost_usd", 0.01, "cost budget of $0.01")
+
+
+def test_a_price_file_extends_the_table(prices, tmp_path, monkeypatch):
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"offline": {"input": 1000, "output": 2000}, "openai:my-model": {"input": 1,
+                                                                                              "output": 2}}))
+    monkeypatch.setenv(budget.PRICES_ENV, str(path))
+    assert budget.price_of("openai:my-model") == (1.0, 2.0)
+    reply = _with_usage(AIMessage("done"), 1010)  # 1000 in, 10 out
+    model = ScriptedChatModel.of(reply)
+    result = ask(build_react_graph(notes_gateway(), model=model), "q", Context(max_cost_usd=5))
+    assert result["usage"]["cost_usd"] == pytest.approx((1000 * 1000 + 10 * 2000) / 1e6)
+    assert result["status"] == "answered"  # the model answered with the call that crossed the line
+
+
+@pytest.mark.parametrize("content", ["not json", json.dumps({"x": {"input": -1, "output": 1}}), json.dumps([1])])
+def test_a_bad_price_file_is_one_line_before_anything_runs(content, cli, tmp_path, monkeypatch):
+    path = tmp_path / "prices.json"
+    path.write_text(content)
+    monkeypatch.setenv(budget.PRICES_ENV, str(path))
+    code, out, err = cli("ask", "计算 6*7", "--max-cost", "1", "--store", "memory")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith("error: REACTGRAPH_PRICES") or "price of" in err
+
+
+# --- Context, Studio and the CLI -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("field", "value", "accepted"), [
+    ("max_tool_calls", -1, "an integer from 0 to 10000, or null for no budget"),
+    ("max_tool_calls", True, "an integer from 0 to 10000"),
+    ("max_model_tokens", "500", "an integer from 1 to"),
+    ("max_cost_usd", 0, "a number above 0 and at most 10000, or null for no budget"),
+    ("max_cost_usd", -1.5, "a number above 0"),
+])
+def test_bad_budget_values_are_one_line(field, value, accepted):
+    with pytest.raises(ValueError, match=f"Context.{field} = .* is not accepted: expected {accepted}"):
+        Context(**{field: value})
+
+
+def test_budgets_arrive_as_a_mapping_from_the_api():
+    from reactgraph.nodes.shared.context import resolve_context
+
+    context = resolve_context({"max_tool_calls": 2, "max_model_tokens": None, "max_cost_usd": 0.5})
+    assert (context.max_tool_calls, context.max_model_tokens, context.max_cost_usd) == (2, None, 0.5)
+
+
+def test_the_budgets_are_in_studios_form():
+    schema = build_react_graph().get_context_jsonschema()["properties"]
+    for field in ("max_tool_calls", "max_model_tokens", "max_cost_usd"):
+        assert schema[field].get("default") is None and "Budget" in schema[field]["description"]
+
+
+def test_ask_with_a_budget_flag_wraps_up_with_status_budget_exhausted(cli, cli_session):
+    # (The exit code of budget_exhausted is the statuses' part, not asserted here.)
+    _, out, err = cli("ask", COMPOUND, "--session", cli_session, "--max-tool-calls", "1", "--json")
+    payload = json.loads(out)
+    assert payload["status"] == "budget_exhausted", err
+    assert NOTE.format(what="tool-call budget of 1") in payload["answer"]
+
+
+@pytest.mark.parametrize(("flags", "line"), [
+    (["--max-tool-calls", "-1"], "error: --max-tool-calls: -1 is not accepted: expected an integer from 0 to 10000"),
+    (["--max-tokens", "-5"], "error: --max-tokens: -5 is not accepted: expected an integer from 1 to"),
+    (["--max-cost", "0"], "error: --max-cost: 0.0 is not accepted: expected a number above 0"),
+])
+@pytest.mark.parametrize("command", ["ask", "compare"])
+def test_a_bad_budget_flag_is_one_line_naming_the_flag(command, flags, line, cli, tmp_path):
+    args = ["ask", "q", "--store", "memory"] if command == "ask" else ["compare", "--out", str(tmp_path / "o")]
+    code, out, err = cli(*args, *flags)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith(line)
+
+
+def test_compare_passes_the_budgets_to_every_run(cli, tmp_path):
+    out = tmp_path / "results"
+    code, _, err = cli("compare", "--graphs", "react,plan_solve", "--limit", "2", "--max-tool-calls", "1",
+                       "--out", str(out), "--no-plots")
+    assert code == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["max_tool_calls"] == 1
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert records and all(r.get("tool_calls", 0) <= 1 for r in records)
+
+
+async def test_the_async_path_counts_and_cuts_the_same_way():
+    topics: list[str] = []
+    gateway = notes_gateway(found=lambda topic: topics.append(topic) or True)
+    model = ScriptedChatModel.of(tool_reply("all", *[call("lookup", f"c{i}", topic=f"t{i}") for i in range(4)]),
+                                 AIMessage("t0 and t1 known"))
+    result = await build_react_graph(gateway, model=model).ainvoke(
+        {"messages": [HumanMessage("q")]}, context=Context(reflection="rules", max_tool_calls=2),
+        config={"configurable": {"thread_id": "a"}})
+    assert topics == ["t0", "t1"] and result["status"] == "budget_exhausted"
+
+
+def test_a_reflexion_run_shares_its_budget_across_trials():
+    gateway, ran = counting_gateway()
+    result = build_reflexion_graph(gateway).invoke(
+        {"messages": [HumanMessage("计算 6*7")], "expected": "no such answer"},
+        context=Context(max_tool_calls=2), config={"configurable": {"thread_id": "r"}})
+    # Trials 1 and 2 use one call each (the second spends the budget exactly and still answers); trial 3's call
+    # is refused, and that ends the run.
+    assert result["trial"] == 3 and ran == ["calculator", "calculator"]
+    assert result["budget"] == {"kind": "max_tool_calls", "limit": 2, "used": 2}
+    assert NOTE.format(what="tool-call budget of 2") in result["final_answer"]
