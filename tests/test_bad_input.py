@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
@@ -23,6 +23,7 @@ from reactgraph.tools import default_gateway
 from reactgraph.tools.errors import ToolError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.policies.breaker_state import BreakerConfig
+from scripted import ScriptedChatModel, notes_gateway
 
 BUILDERS = [build_react_graph, build_plan_solve_graph, build_reflexion_graph]
 EMPTY = ["", "   ", "\t\n", "\u3000\u200b\ufeff"]  # ideographic space, zero-width space, BOM: nothing visible
@@ -69,6 +70,41 @@ def test_plan_run_refuses_an_empty_question_before_any_checkpoint(builder, quest
         assert checkpoints(saver, cli_session) == []
         plan = plan_run(graph, "计算 2 + 3", cli_session)  # a real question on the same session still runs
         assert plan.mode == "new"
+
+
+def empty_turn(builder, question: str, model: ScriptedChatModel) -> tuple:
+    """A graph whose model and tool record every call, and the input of a bare invoke: a long session (its
+    window would fold it into a summary with a model call) ending in `question`."""
+    ran: list[str] = []
+    gateway = notes_gateway(found=lambda topic: bool(ran.append(topic)) or True)
+    history = [m for i in range(4) for m in (HumanMessage(f"q{i}"), AIMessage(f"a{i}"))]
+    return builder(gateway, model=model), {"messages": [*history, HumanMessage(question)]}, ran
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("question", EMPTY)
+def test_a_bare_invoke_refuses_an_empty_question_before_any_model_or_tool_call(builder, question):
+    model = ScriptedChatModel.of(AIMessage("should never be asked"))
+    graph, state, ran = empty_turn(builder, question, model)
+    with pytest.raises(EmptyQuestion, match="question is") as raised:
+        graph.invoke(state, context=Context(memory_window=2))
+    assert len(str(raised.value).splitlines()) == 1
+    assert model.requests == [] and ran == []
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+async def test_a_bare_ainvoke_refuses_an_empty_question_the_same_way(builder):
+    model = ScriptedChatModel.of(AIMessage("should never be asked"))
+    graph, state, ran = empty_turn(builder, " \u3000", model)
+    with pytest.raises(EmptyQuestion, match="only whitespace"):
+        await graph.ainvoke(state, context={"memory_window": 2})  # a mapping, as Studio sends it
+    assert model.requests == [] and ran == []
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_no_question_at_all_is_refused_as_empty(builder):
+    with pytest.raises(EmptyQuestion, match="question is empty"):
+        builder(default_gateway()).invoke({"messages": []}, context=Context())
 
 
 # --- Context ----------------------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from langgraph.types import Overwrite
 from reactgraph.nodes.reflexion.evaluate import CHECKERS
 from reactgraph.nodes.reflexion.state import MAX_LESSONS, ReflexionState, lessons_namespace
 from reactgraph.nodes.shared.budget import fresh_budget
-from reactgraph.nodes.shared.transcript import current_question, question_text
+from reactgraph.nodes.shared.question import turn_question
+from reactgraph.nodes.shared.transcript import question_text
 
 
 def session_of(config: RunnableConfig | None) -> str:
@@ -34,7 +35,7 @@ def load_lessons(state: ReflexionState, runtime: Runtime[Any]) -> dict[str, Any]
     checker = state.get("checker")
     if checker and checker not in CHECKERS:  # a bad input is refused before any model or tool is called
         raise ValueError(f"unknown checker {checker!r}; registered: {', '.join(sorted(CHECKERS)) or 'none'}")
-    question = current_question(state["messages"])
+    question = turn_question(state["messages"])  # an empty question (a bare invoke, Studio) runs no trial
     criteria = {"expected": state.get("expected"), "checker": checker, "params": state.get("checker_params") or {}}
     lessons = recalled_lessons(runtime.store, question_text(state["messages"]), session_of(get_config()))
     return {"turn_id": question.id if question else None, "iteration": 0, "steps": Overwrite([]), "reflection": None,

@@ -8,6 +8,7 @@ from langgraph.runtime import Runtime
 from reactgraph.memory.session_memory import ConversationSummary, SessionMemory
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.shared.question import turn_question
 from reactgraph.nodes.shared.services import AgentServices
 from reactgraph.nodes.shared.state import AgentState
 
@@ -16,6 +17,9 @@ def make_load_memory(services: AgentServices) -> Node:
     """The load_memory node; a no-op until the session outgrows its window."""
 
     def load_memory(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
+        # The first node of ReAct and Plan-and-Solve: an empty question (a bare invoke, Studio) is refused here,
+        # before the summary's or any other model call.
+        turn_question(state["messages"])
         fold = SessionMemory(keep_last=runtime.context.memory_window).fold(state["messages"],
                                                                            state.get("summary", ""))
         if fold is None:
