@@ -20,6 +20,7 @@ from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 COMPOUND = "北京和上海的气温分别是多少？然后计算 3*7"
 NOTE = "Stopped early: the {what} is used up"
+NOTE_ZH = "提前结束：{what}已用完"  # a Chinese question's wrap-up is in Chinese
 
 
 def counting_gateway() -> tuple[ToolGateway, list[str]]:
@@ -67,7 +68,9 @@ def assert_wrapped_up(result: dict, kind: str, limit: float, what: str) -> None:
     assert result["status"] == "budget_exhausted" and result["stop_reason"] == "budget"
     assert result["budget"]["kind"] == kind and result["budget"]["limit"] == limit
     assert result["budget"]["used"] >= limit
-    assert NOTE.format(what=what) in result["final_answer"] and "missing" in result["final_answer"]
+    zh = any("\u4e00" <= ch <= "\u9fff" for ch in what)
+    note, missing = (NOTE_ZH, "缺少") if zh else (NOTE, "missing")
+    assert note.format(what=what) in result["final_answer"] and missing in result["final_answer"]
 
 
 # --- max_tool_calls ------------------------------------------------------------------------------------------------
@@ -78,7 +81,7 @@ def test_the_tool_call_budget_stops_each_graph_after_exactly_that_many_calls(nam
     gateway, ran = counting_gateway()
     result = ask(builder(gateway), COMPOUND, Context(max_tool_calls=1, **options))
     assert len(ran) == 1 and ran == ["get_weather"]
-    assert_wrapped_up(result, "max_tool_calls", 1, "tool-call budget of 1")
+    assert_wrapped_up(result, "max_tool_calls", 1, "工具调用预算（1 次）")
     assert result["budget"]["used"] == 1 and result["usage"]["tool_calls"] == 1
     assert "3°C" in result["final_answer"]  # answered from what the one call observed
 
@@ -116,14 +119,14 @@ def test_calls_that_fit_the_budget_exactly_still_end_answered(name):
     gateway, ran = counting_gateway()
     result = ask(builder(gateway), "计算 6*7", Context(max_tool_calls=1, **options))
     assert ran == ["calculator"] and result["status"] == "answered" and "42" in result["final_answer"]
-    assert not result.get("stop_reason") and "Stopped early" not in result["final_answer"]
+    assert not result.get("stop_reason") and "提前结束" not in result["final_answer"]
 
 
 def test_a_budget_of_zero_tool_calls_answers_without_tools():
     gateway, ran = counting_gateway()
     result = ask(build_react_graph(gateway), "计算 6*7", Context(max_tool_calls=0))
     assert ran == [] and result["usage"]["tool_calls_refused"] == 1
-    assert_wrapped_up(result, "max_tool_calls", 0, "tool-call budget of 0")
+    assert_wrapped_up(result, "max_tool_calls", 0, "工具调用预算（0 次）")
 
 
 def test_without_a_budget_nothing_changes_and_usage_is_still_counted():
@@ -189,7 +192,7 @@ def test_the_token_budget_stops_each_graph_after_the_call_that_crossed_it(name):
     result = ask(builder(gateway), COMPOUND, Context(max_model_tokens=50, **options), callbacks=[calls])
     assert ran == []  # the first model call crossed the line: none of its tool calls ran
     assert calls.count == 1
-    assert_wrapped_up(result, "max_model_tokens", 50, "model-token budget of 50")
+    assert_wrapped_up(result, "max_model_tokens", 50, "模型 token 预算（50）")
 
 
 def test_a_larger_token_budget_lets_some_rounds_run_then_wraps_up():
@@ -199,7 +202,7 @@ def test_a_larger_token_budget_lets_some_rounds_run_then_wraps_up():
     ran.clear()
     result = ask(build_plan_solve_graph(gateway), COMPOUND, Context(max_model_tokens=spent // 2))
     assert 0 < len(ran) < 3
-    assert_wrapped_up(result, "max_model_tokens", spent // 2, f"model-token budget of {spent // 2}")
+    assert_wrapped_up(result, "max_model_tokens", spent // 2, f"模型 token 预算（{spent // 2}）")
     assert "Steps not finished" in result["final_answer"]
 
 
@@ -227,7 +230,7 @@ def test_a_registered_price_makes_the_cost_budget_stop_each_graph(name, prices):
     gateway, ran = counting_gateway()
     result = ask(builder(gateway), COMPOUND, Context(max_cost_usd=0.01, **options))
     assert ran == [] and result["usage"]["cost_usd"] >= 0.01
-    assert_wrapped_up(result, "max_cost_usd", 0.01, "cost budget of $0.01")
+    assert_wrapped_up(result, "max_cost_usd", 0.01, "费用预算（$0.01）")
 
 
 def test_a_price_file_extends_the_table(prices, tmp_path, monkeypatch):
@@ -285,7 +288,7 @@ def test_ask_with_a_budget_flag_wraps_up_with_status_budget_exhausted(cli, cli_s
     _, out, err = cli("ask", COMPOUND, "--session", cli_session, "--max-tool-calls", "1", "--json")
     payload = json.loads(out)
     assert payload["status"] == "budget_exhausted", err
-    assert NOTE.format(what="tool-call budget of 1") in payload["answer"]
+    assert NOTE_ZH.format(what="工具调用预算（1 次）") in payload["answer"]
 
 
 @pytest.mark.parametrize(("flags", "line"), [
@@ -331,4 +334,16 @@ def test_a_reflexion_run_shares_its_budget_across_trials():
     # is refused, and that ends the run.
     assert result["trial"] == 3 and ran == ["calculator", "calculator"]
     assert result["budget"] == {"kind": "max_tool_calls", "limit": 2, "used": 2}
-    assert NOTE.format(what="tool-call budget of 2") in result["final_answer"]
+    assert NOTE_ZH.format(what="工具调用预算（2 次）") in result["final_answer"]
+
+
+@pytest.mark.parametrize(("question", "note", "foreign"), [
+    (COMPOUND, "（提前结束：工具调用预算（1 次）已用完，已用 1。", "Stopped early"),
+    ("What is the weather in Beijing and in Shanghai?", "(Stopped early: the tool-call budget of 1 is used up",
+     "提前结束"),
+])
+def test_the_wrap_up_note_is_in_the_questions_language(question, note, foreign):
+    gateway, _ = counting_gateway()
+    result = ask(build_react_graph(gateway), question, Context(max_tool_calls=1))
+    assert result["status"] == "budget_exhausted"
+    assert note in result["final_answer"] and foreign not in result["final_answer"]

@@ -40,7 +40,9 @@ def _in_run_terms(answer: str, trial_budget: Any, run_budget: Any) -> str:
     """The trial's wrap-up line names what was left to it; the run's answer names the run's budget."""
     if not trial_budget or not run_budget or trial_budget == run_budget:
         return answer
-    return answer.replace(wrap_up_note(trial_budget), wrap_up_note(run_budget))
+    for lang_zh in (False, True):  # the note is in the question's language
+        answer = answer.replace(wrap_up_note(trial_budget, lang_zh), wrap_up_note(run_budget, lang_zh))
+    return answer
 
 
 def _spent(state: ReflexionState, result: dict[str, Any], context: Context) -> dict[str, Any]:

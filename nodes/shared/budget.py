@@ -192,11 +192,14 @@ def remaining_context(usage: Mapping[str, Any] | None, context: Context) -> Cont
 
 _WHAT = {"max_tool_calls": "tool-call budget of {limit:g}", "max_model_tokens": "model-token budget of {limit:g}",
          "max_cost_usd": "cost budget of ${limit:g}"}
+_WHAT_ZH = {"max_tool_calls": "工具调用预算（{limit:g} 次）", "max_model_tokens": "模型 token 预算（{limit:g}）",
+            "max_cost_usd": "费用预算（${limit:g}）"}
 
 
-def describe(budget: Mapping[str, Any]) -> str:
-    """The budget in words: "tool-call budget of 3"."""
-    return _WHAT.get(str(budget.get("kind")), "budget of {limit:g}").format(limit=budget.get("limit", 0))
+def describe(budget: Mapping[str, Any], lang_zh: bool = False) -> str:
+    """The budget in words: "tool-call budget of 3" (or "工具调用预算（3 次）")."""
+    words, fallback = (_WHAT_ZH, "预算（{limit:g}）") if lang_zh else (_WHAT, "budget of {limit:g}")
+    return words.get(str(budget.get("kind")), fallback).format(limit=budget.get("limit", 0))
 
 
 def not_run_text(budget: Mapping[str, Any]) -> str:
@@ -204,8 +207,12 @@ def not_run_text(budget: Mapping[str, Any]) -> str:
     return f"not run: {describe(budget)} used up"
 
 
-def wrap_up_note(budget: Mapping[str, Any]) -> str:
-    """The final answer's closing line: which budget stopped the run and that what it had not found is missing."""
+def wrap_up_note(budget: Mapping[str, Any], lang_zh: bool = False) -> str:
+    """The final answer's closing line, in the question's language (zh/en): which budget stopped the run and
+    that what it had not found is missing."""
     used = budget.get("used", 0)
+    if lang_zh:
+        return (f"（提前结束：{describe(budget, True)}已用完，已用 {used:g}。这个回答只依据此前收集到的信息；"
+                "上面没有回答的部分都还缺少：来不及查询。）")
     return (f"(Stopped early: the {describe(budget)} is used up ({used:g} used). This answer uses only what was "
             "gathered by then; any part of the question not answered above is missing: it could not be looked up.)")

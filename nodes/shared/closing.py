@@ -110,7 +110,7 @@ def budget_close(services: AgentServices, state: Mapping[str, Any], runtime: Run
     else:
         update = settle(state, node, f"What was gathered before the budget ran out:\n{gathered}", "budget_exhausted",
                         "budget", started, message=AIMessage(content=""))
-    answer = f"{update['final_answer']}\n\n{budget.wrap_up_note(spent)}"
+    answer = f"{update['final_answer']}\n\n{budget.wrap_up_note(spent, _in_chinese(state))}"
     message = next(iter(update.get("messages") or []), None) or AIMessage(content="")
     update["steps"][0]["observation"] = answer
     return {**update, "final_answer": answer, "status": "budget_exhausted", "stop_reason": "budget",
