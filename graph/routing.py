@@ -119,5 +119,5 @@ def after_evaluate(state: ReflexionState, runtime: Runtime[Context]) -> str:
 
 
 def after_self_reflect(state: ReflexionState, max_trials: int) -> str:
-    """Another trial with the new lesson, unless `max_trials` have been run (END)."""
-    return "trial" if state.get("trial", 0) < max_trials else END
+    """Another trial with the new lesson, unless `max_trials` have been run or the lesson used up a budget (END)."""
+    return "trial" if state.get("trial", 0) < max_trials and state.get("stop_reason") != "budget" else END

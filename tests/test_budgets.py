@@ -347,3 +347,42 @@ def test_the_wrap_up_note_is_in_the_questions_language(question, note, foreign):
     result = ask(build_react_graph(gateway), question, Context(max_tool_calls=1))
     assert result["status"] == "budget_exhausted"
     assert note in result["final_answer"] and foreign not in result["final_answer"]
+
+
+def _judged(passed: bool, total: int) -> AIMessage:
+    return _with_usage(AIMessage("", tool_calls=[call("Evaluation", "e1", passed=passed, reason="part 2 is missing")]),
+                       total)
+
+
+def _lesson(total: int) -> AIMessage:
+    return _with_usage(AIMessage("", tool_calls=[call("Lesson", "l1", lesson="Look part 2 up too.")]), total)
+
+
+@pytest.mark.parametrize("question", ["what is x?", "x 是什么？"])
+def test_a_budget_used_up_by_reflexions_evaluation_ends_the_run_budget_exhausted(question):
+    model = ScriptedChatModel.of(_with_usage(AIMessage("x is a letter."), 20), _judged(False, 200),
+                                 AIMessage("never asked"))
+    result = ask(build_reflexion_graph(notes_gateway(), model=model), question, Context(max_model_tokens=100))
+    assert len(model.requests) == 2  # the trial, its evaluation; no lesson, no second trial
+    assert result["status"] == "budget_exhausted" and result["stop_reason"] == "budget"
+    assert result["budget"] == {"kind": "max_model_tokens", "limit": 100, "used": 220}
+    note = NOTE_ZH.format(what="模型 token 预算（100）") if "是" in question else NOTE.format(
+        what="model-token budget of 100")
+    assert result["final_answer"].startswith("x is a letter.") and note in result["final_answer"]
+    assert result["messages"][-1].content == result["final_answer"]
+
+
+def test_a_budget_used_up_by_reflexions_lesson_ends_the_run_before_another_trial():
+    model = ScriptedChatModel.of(_with_usage(AIMessage("x is a letter."), 20), _judged(False, 20), _lesson(200),
+                                 AIMessage("never asked"))
+    result = ask(build_reflexion_graph(notes_gateway(), model=model), "what is x?", Context(max_model_tokens=100))
+    assert len(model.requests) == 3 and result["trial"] == 1
+    assert result["status"] == "budget_exhausted" and result["budget"]["kind"] == "max_model_tokens"
+    assert result["lessons"] == ["Look part 2 up too."]  # the lesson it paid for is kept
+    assert NOTE.format(what="model-token budget of 100") in result["final_answer"]
+
+
+def test_a_passed_evaluation_keeps_its_status_even_when_judging_used_up_the_budget():
+    model = ScriptedChatModel.of(_with_usage(AIMessage("x is a letter."), 20), _judged(True, 200))
+    result = ask(build_reflexion_graph(notes_gateway(), model=model), "what is x?", Context(max_model_tokens=100))
+    assert result["status"] == "answered" and not result.get("stop_reason")

@@ -11,6 +11,7 @@ from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes.reflexion.budget_stop import stopped_by_budget
 from reactgraph.nodes.reflexion.state import Evaluation, ReflexionState
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
@@ -111,11 +112,14 @@ def make_evaluate(services: AgentServices) -> Node:
             judge = services.structured(runtime.context, Evaluation)
         except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output
             return _settle(state, by_rules(state, f"no model judgement: {type(exc).__name__}"), 0, started)
+        request = [SystemMessage(prompts.EVALUATE_PROMPT), *for_model(state.get("trajectory", []))]
         try:
-            output = yield Call(judge, [SystemMessage(prompts.EVALUATE_PROMPT),
-                                        *for_model(state.get("trajectory", []))])
+            output = yield Call(judge, request)
         except Exception as exc:  # noqa: BLE001 - judging is advisory; the rules decide without it
             return _settle(state, by_rules(state, f"model judgement failed: {type(exc).__name__}"), 0, started)
-        return _from_output(state, output, started)
+        update = _from_output(state, output, started)
+        if update["evaluation"]["passed"]:  # a passed answer keeps its status, whatever the judging cost
+            return update
+        return stopped_by_budget(state, runtime, update, request, output)
 
     return dual_node(evaluate, name="evaluate", retry=services.retry)

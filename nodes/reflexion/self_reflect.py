@@ -10,6 +10,7 @@ from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes.reflexion.budget_stop import stopped_by_budget
 from reactgraph.nodes.reflexion.load_lessons import session_of
 from reactgraph.nodes.reflexion.state import MAX_LESSONS, Lesson, ReflexionState, lessons_namespace
 from reactgraph.nodes.shared import prompts
@@ -50,6 +51,7 @@ def make_self_reflect(services: AgentServices) -> Node:
     def self_reflect(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         output: Any = None
+        request: list[Any] = []
         if runtime.context.protocol != "text":  # a text-only model may offer no structured output
             reason = (state.get("evaluation") or {}).get("reason") or "no reason given"
             notes = [prompts.FAILED_CHECK_SECTION.format(reason=reason)]
@@ -60,9 +62,12 @@ def make_self_reflect(services: AgentServices) -> Node:
             except Exception:  # noqa: BLE001 - a lesson from the rules still goes to the next trial
                 output = {}
         if isinstance(output, dict) and isinstance(parsed := output.get("parsed"), Lesson) and parsed.lesson.strip():
-            return _remember(state, runtime, config, parsed.lesson.strip(), "model", tokens_of(output.get("raw")),
-                             started)
-        why = "rules (model lesson unusable)" if output is not None else "rules"
-        return _remember(state, runtime, config, rules_lesson(state), why, 0, started)
+            update = _remember(state, runtime, config, parsed.lesson.strip(), "model", tokens_of(output.get("raw")),
+                               started)
+        else:
+            why = "rules (model lesson unusable)" if output is not None else "rules"
+            update = _remember(state, runtime, config, rules_lesson(state), why, 0, started)
+        # The lesson is kept either way; a budget it used up ends the run before another trial.
+        return stopped_by_budget(state, runtime, update, request, output) if output else update
 
     return dual_node(self_reflect, name="self_reflect", retry=services.retry)

@@ -1,0 +1,35 @@
+"""Ending a Reflexion run whose evaluation or lesson used up a budget, as a trial that ran out of one does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langgraph.runtime import Runtime
+
+from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
+from reactgraph.nodes.shared.budget import add_usage, call_usage, exhausted, wrap_up_note
+from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.transcript import question_text
+
+
+def _in_chinese(state: ReflexionState) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in question_text(state["messages"]))
+
+
+def stopped_by_budget(state: ReflexionState, runtime: Runtime[Context], update: dict[str, Any], request: Any,
+                      output: Any) -> dict[str, Any]:
+    """`update` of an evaluate / self_reflect node whose model call (`request` → `output`) used up a budget:
+    the run ends (no further trial or lesson) with the last trial's answer plus the wrap-up note, status
+    `budget_exhausted`, `stop_reason`/`budget` set. Unchanged when every budget still has room.
+
+    The node driver adds this call's usage to the update afterwards; it is counted here too, only to decide."""
+    usage = add_usage(state.get("usage"), call_usage(request, output, runtime.context.model))
+    spent = exhausted(usage, runtime.context)
+    if spent is None:
+        return update
+    answer = f"{state.get('final_answer') or ''}\n\n{wrap_up_note(spent, _in_chinese(state))}".strip()
+    steps = [{**step, "observation": f"{step['observation']}\n{wrap_up_note(spent, _in_chinese(state))}"}
+             for step in update.get("steps", [])]
+    return {**update, "steps": steps, "final_answer": answer, "status": "budget_exhausted", "stop_reason": "budget",
+            "budget": spent, "messages": [AIMessage(answer, id=answer_id(state.get("turn_id")))]}
