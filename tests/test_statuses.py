@@ -175,3 +175,44 @@ def test_the_eval_summary_counts_statuses(graphs):
                         "tool_calls": 0, "tool_failures": 0, "tokens_in": 0, "tokens_out": 0, "tokens": 0,
                         "wall_s": 0.0, "iterations": 0})
     assert summarize(records)["graphs"]["react"]["statuses"] == {"partial": 1, "no_answer": 1}
+
+
+# --- the plan names the question's parts (Plan-and-Solve) ------------------------------------------------------------
+
+def parts_plan(*steps: tuple[str, str, str], parts: tuple[str, ...]) -> AIMessage:
+    """A scripted Plan naming the question's `parts`, each step (goal, tool, part) naming the part it serves."""
+    return AIMessage("", tool_calls=[call("Plan", "p1", parts=list(parts), steps=[
+        {"goal": goal, "tool": tool, "part": part} for goal, tool, part in steps])])
+
+
+def test_a_plan_naming_two_parts_with_one_failed_step_ends_partial_naming_it():
+    model = ScriptedChatModel.of(
+        parts_plan(("look up Paris", "lookup", "Paris"), ("run the broken tool", "broken", "the broken count"),
+                   parts=("Paris", "the broken count")),
+        tool_reply("look", call("lookup", "c1", topic="Paris")), AIMessage("Paris: notes found."),
+        tool_reply("count", call("broken", "c2", x=1)), AIMessage("The count could not be had."),
+        AIMessage("Paris has notes; the count could not be computed."))
+    graph = build_plan_solve_graph(notes_gateway(broken=True), model=model)
+    result = graph.invoke({"messages": [HumanMessage("Tell me about Paris, and the broken count?")]},
+                          context=Context())
+    assert [r["status"] for r in result["step_results"]] == ["done", "failed"]
+    assert result["status"] == "partial" and closing_record(result)["status"] == "partial"
+    assert result["coverage"] == {"parts": ["Paris", "the broken count"], "missing": ["the broken count"],
+                                  "by": "model"}
+    assert result["final_answer"].endswith("Missing: the broken count.")
+
+
+def test_a_plan_whose_every_part_found_nothing_ends_no_answer():
+    model = ScriptedChatModel.of(
+        parts_plan(("look up zzq", "lookup", "zzq"), parts=("zzq",)),
+        tool_reply("look", call("lookup", "c1", topic="zzq")), AIMessage("Nothing about zzq."),
+        AIMessage("不知道 zzq 是什么。"))
+    graph = build_plan_solve_graph(notes_gateway(found=lambda topic: False), model=model)
+    result = graph.invoke({"messages": [HumanMessage("zzq 是什么？")]}, context=Context())
+    assert result["status"] == "no_answer" and result["coverage"]["missing"] == ["zzq"]
+    assert result["final_answer"].endswith("还缺少：zzq。")
+
+
+def test_a_plan_without_parts_leaves_coverage_to_the_rules(graphs):
+    result = ask(graphs, "plan_solve", PARTIAL)  # the scripted offline model names no parts in its plan
+    assert result["plan_parts"] == [] and result["coverage"]["by"] == "rules" and result["status"] == "partial"

@@ -27,7 +27,7 @@ def fresh_turn(state: PlanSolveState) -> dict[str, Any]:
     question = current_question(state["messages"])
     return {"turn_id": question.id if question else None, "iteration": 0, "reflection": None, "final_answer": None,
             "status": None, "coverage": None, "plan": [], "cursor": 0, "step_rounds": 0, "step_results": [],
-            "avoid_tools": [], "replans": 0, **fresh_budget()}
+            "avoid_tools": [], "replans": 0, "plan_parts": [], **fresh_budget()}
 
 
 def tool_list(schemas: list[dict[str, Any]]) -> str:
@@ -40,11 +40,11 @@ def summary_notes(state: PlanSolveState) -> list[str]:
 
 
 def _settle(state: PlanSolveState, steps: list[dict[str, Any]], status: str, note: str, tokens: int,
-            started: float) -> dict[str, Any]:
+            started: float, parts: list[str] | None = None) -> dict[str, Any]:
     record = make_step(step=0, node="plan", status=status, thought=note, observation=render_plan(steps),
                        tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
     # Overwrite: the previous turn's records go, as ReAct's think resets them at the start of a turn.
-    return {**fresh_turn(state), "plan": steps, "steps": Overwrite([record])}
+    return {**fresh_turn(state), "plan": steps, "plan_parts": parts or [], "steps": Overwrite([record])}
 
 
 def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) -> dict[str, Any]:
@@ -52,7 +52,8 @@ def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) 
     tokens = tokens_of(output.get("raw"))
     if isinstance(parsed, Plan):
         steps = [s.model_dump() for s in parsed.steps if s.goal.strip()]
-        return _settle(state, steps, "plan", f"{len(steps)} step(s)", tokens, started)
+        parts = [p.strip() for p in parsed.parts if p.strip()]
+        return _settle(state, steps, "plan", f"{len(steps)} step(s)", tokens, started, parts)
     reason = str(output.get("parsing_error") or "no structured output")[:200]
     return _fallback(state, f"plan unusable ({reason})", tokens, started)
 

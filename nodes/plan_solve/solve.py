@@ -8,7 +8,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.plan_solve.plan import summary_notes
-from reactgraph.nodes.plan_solve.state import PlanSolveState, remaining, render_results
+from reactgraph.nodes.plan_solve.state import PlanSolveState, plan_verdict, remaining, render_results
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.budget import exhausted
 from reactgraph.nodes.shared.closing import budget_close, close_turn, observations_digest, settle
@@ -31,6 +31,8 @@ def make_solve(services: AgentServices) -> Node:
 
     def solve(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
+        if (verdict := plan_verdict(state)) is not None:  # the plan named the parts: coverage by the model
+            state = {**state, "reflection": verdict}
         if state.get("status") == "failed":
             return settle(state, "solve", state.get("final_answer") or "The run failed.", "failed", "failure",
                           started)

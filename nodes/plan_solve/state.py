@@ -28,12 +28,16 @@ class PlanStep(BaseModel):
                                   "or instruction, naming the things it is about.")
     tool: str | None = Field(default=None, description="The tool this step will most likely need (a hint, not "
                                                        "a constraint), or null when it needs none.")
+    part: str | None = Field(default=None, description="The part of the question (copied from the plan's `parts`) "
+                                                       "this step helps answer, or null.")
 
 
 class Plan(BaseModel):
     """An ordered plan for the user's question; empty when no tool can help."""
 
     steps: list[PlanStep] = Field(default_factory=list, description="The steps, in the order to carry them out.")
+    parts: list[str] = Field(default_factory=list, description=(
+        "Every distinct thing the question asks for, one short phrase each (a compound question has several)."))
 
 
 class Replan(BaseModel):
@@ -65,6 +69,7 @@ class PlanSolveState(AgentState):
     step_results: NotRequired[list[StepResult]]
     avoid_tools: NotRequired[list[str]]  # from replan: tools no longer offered to the model
     replans: NotRequired[int]
+    plan_parts: NotRequired[list[str]]  # the question's parts as the plan named them (empty: the rules judge)
 
 
 def remaining(state: PlanSolveState) -> list[dict[str, Any]]:
@@ -125,3 +130,29 @@ def settle(state: PlanSolveState, *, result: str, records: Sequence[ExecutionSte
 def step_records(state: PlanSolveState) -> list[ExecutionStep]:
     """Tool records of the step under way (records carry the plan step's number as `step`)."""
     return tool_steps(state.get("steps", []), state.get("iteration", 0))
+
+
+def _key(text: object) -> str:
+    return " ".join(str(text or "").split()).casefold()
+
+
+def plan_verdict(state: PlanSolveState) -> dict[str, list[str]] | None:
+    """The plan's account of the question's parts, in the reflection verdict's terms (`parts`, `missing`), for
+    `status.coverage_of`; None when the plan named no parts (the rules judge then).
+
+    A part is missing when the steps for it were all carried out without a usable result (failed, found nothing)
+    or never carried out (a limit or budget stopped the plan); a part no step names is the model's own knowledge.
+    When no step names a part, a plan all of whose steps failed leaves every part missing."""
+    parts = [str(p).strip() for p in state.get("plan_parts") or [] if str(p).strip()]
+    if not parts:
+        return None
+    plan, results = list(state.get("plan") or []), state.get("step_results") or []
+    worked = {r["index"] for r in results if r["status"] != "failed"}
+    if not any(step.get("part") for step in plan):
+        return {"parts": parts, "missing": parts if results and not worked else []}
+    missing = []
+    for part in parts:
+        mine = [i for i, step in enumerate(plan) if _key(step.get("part")) == _key(part)]
+        if mine and not worked.intersection(mine):
+            missing.append(part)
+    return {"parts": parts, "missing": missing}

@@ -124,6 +124,7 @@ answer it; the steps are carried out one at a time, each with these tools: {tool
   optionally the one tool it will most likely need.
 - A later step may use the results of earlier ones; put independent look-ups first, one per step.
 - Use as few steps as possible (at most {max_steps}). Writing the final answer is not a step.
+- List the question's parts (every distinct thing it asks for) and give each step the part it serves.
 - If no tool can help, return no steps.
 """ + DATA_RULE + """
 Current UTC time: {now}."""
