@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from . import derive
 from .arith import format_number
 from .describe import join, label, missing_reason, spaced, subject_name, verb_en, verb_zh, who_phrase
 from .extract import DateFact, current_date, find_person, role_of
@@ -235,6 +236,11 @@ def _line(state: TaskState, plan: Plan, lang: str) -> str:
         return _fact_line(state, lang)
     if task.kind == "http":
         return _http_line(value, task.params["url"], lang)
+    if task.kind == "diff":
+        made = state.observation.call.args if state.observation else {}
+        return derive.diff_line(task, str(made.get("expression", "")), value, lang)
+    if task.kind == "vs":
+        return derive.vs_line(task, value, lang)
     return _chain_line(state, plan, lang)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import rag
+from . import derive, rag
 from .arith import as_number, compact, format_number
 from .chain import origin_query
 from .conversation import Call, Observation, Turn, advice_says_stop
@@ -120,6 +120,9 @@ def attempts(task: Task, plan: Plan, lang: str) -> list[Call]:
         origin: DateFact = plan.value("origin")
         target = p["target"] or current_date(plan.value("now"))[0]
         return _calc(f"{target} - {origin.year}")
+    if task.kind == "diff":
+        expression = derive.diff_expression(task, [plan.value(k) for k in task.needs])
+        return _calc(expression) if expression else []
     if task.kind == "accumulate":
         years = format_number(plan.value("elapsed"))
         per_year = task.params["per_year"]
@@ -191,6 +194,10 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
         return state
     if any(d.status != "done" for d in deps):
         state.status = "waiting"
+        return state
+    if task.kind in derive.LOCAL_KINDS:  # decided from the other parts' values, no tool needed
+        state.value = derive.vs_value(*(plan.value(k) for k in task.needs))
+        state.status = "done" if state.value is not None else "failed"
         return state
     candidates = rag.route(task, attempts(task, plan, lang), turn, tools)
     if not candidates:
