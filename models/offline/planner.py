@@ -131,6 +131,14 @@ def attempts(task: Task, plan: Plan, lang: str) -> list[Call]:
     return []
 
 
+def _no_weather(data: dict[str, Any], city: str, lang: str) -> str:
+    cities = [str(c) for c in data.get("known_cities") or []][:10]
+    known = ("、" if lang == "zh" else ", ").join(cities)
+    if lang == "zh":
+        return f"没有{city}的天气数据" + (f"，有数据的城市包括：{known}" if known else "")
+    return f"no weather data for {city}" + (f"; cities with data: {known}" if known else "")
+
+
 def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ...] = ()) -> tuple[Any, str]:
     """(value, "") when an observation completes the task, else (None, why it did not).
 
@@ -148,6 +156,8 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
     if name == "get_time":
         ok = isinstance(data, dict) and (data.get("time") or data.get("iso")) and current_date(data)[0]
         return (data, "") if ok else (None, nothing)
+    if name == "get_weather" and isinstance(data, dict) and data.get("found") is False:
+        return None, _no_weather(data, task.params["city"], lang)  # no data for that place: a missing part
     if name in ("get_weather", "http_get"):
         return (data, "") if isinstance(data, dict) else (None, nothing)
     results = hits(data)
@@ -174,6 +184,12 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
                                                           role=role_of(task.params.get("clause", ""))):
         return None, "搜索结果没有提到是谁" if lang == "zh" else "the results do not say who"
     return results, ""
+
+
+def _no_data_for_place(observation: Observation) -> bool:
+    """The weather tool answered that it has no data for the place: searching the web for it will not help."""
+    data = observation.data
+    return observation.call.name == "get_weather" and isinstance(data, dict) and data.get("found") is False
 
 
 def _names(task: Task, plan: Plan) -> tuple[str, ...]:
@@ -222,6 +238,8 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
             return state
         errored = not observation.ok
         state.failures.append((call, why))
+        if observation.ok and _no_data_for_place(observation):
+            break
     state.status = "failed"
     return state
 
