@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import derive
+from . import derive, passthrough
 from .arith import format_number
 from .describe import join, label, missing_reason, spaced, subject_name, verb_en, verb_zh, who_phrase
 from .extract import DateFact, current_date, find_person, role_of
@@ -224,6 +224,8 @@ def _age_line(plan: Plan, subject: str, origin: DateFact, years: int, expression
 
 def _line(state: TaskState, plan: Plan, lang: str) -> str:
     task, value = state.task, state.value
+    if passthrough.is_value(value):
+        return passthrough.line(value, lang)
     if task.kind == "weather":
         return _weather_line(value, task.params["city"], lang)
     if task.kind == "time":

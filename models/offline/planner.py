@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import derive, rag
+from . import derive, passthrough, rag
 from .arith import as_number, compact, format_number
 from .chain import origin_query
 from .conversation import Call, Observation, Turn, advice_says_stop
@@ -150,6 +150,8 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
         return None, failure_reason(observation.content, lang, observation.status, observation.attempts)
     data, nothing = observation.data, ("没有找到相关结果" if lang == "zh" else "nothing relevant was found")
     name = observation.call.name
+    if task.kind in passthrough.KINDS and passthrough.foreign(observation):
+        return passthrough.value(observation), ""  # a user's replacement tool: its output is the answer
     if name == "calculator":
         number = as_number(data.get("result")) if isinstance(data, dict) else None
         return (number, "") if number is not None else (None, nothing)
