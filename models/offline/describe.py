@@ -64,6 +64,8 @@ def label(state: TaskState, plan: Plan, lang: str) -> str:
     task, p, zh = state.task, state.task.params, lang == "zh"
     subject = subject_name(plan, lang) or ("他" if zh else "the person")
     if task.kind == "weather":
+        if not p["city"]:
+            return "天气（没有指定城市）" if zh else "the weather (no city named)"
         return f"{p['city']}的天气" if zh else f"the weather in {p['city']}"
     if task.kind == "time":
         if p.get("city"):
