@@ -98,7 +98,7 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     wall_s = time.perf_counter() - started
     steps = list(result.get("steps") or [])
     answer = str(result.get("final_answer") or "")
-    success = error is None and check(task, answer, steps)
+    success = error is None and check(task, answer, steps, result.get("status"))
     counts = step_counts(steps)
     tokens_in, tokens_out = meter.tokens_in, meter.tokens_out
     tokens = tokens_in + tokens_out or counts["step_tokens"]

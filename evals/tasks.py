@@ -13,6 +13,9 @@ Criteria (all that are given must hold; at least one must be given):
 - `number` (+ `tolerance`, absolute, default 1e-6): some number in the answer equals it within the tolerance;
 - `checker` (+ `params`): a named function from `reactgraph.evals.checks.CHECKERS`, for answers that depend on the day
   (the current time, a person's age) or on what the tools returned.
+
+`expect_status` (optional, with the criteria above): the run's status must also be this one (e.g. `partial` for a
+compound question with a part no tool can answer, whose `expected` then names the missing part).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from typing import Any
 
 SUITES_DIR = Path(__file__).parent / "suites"
 CRITERIA = ("expected", "expected_any", "pattern", "number", "checker")
-KNOWN_FIELDS = {"id", "question", "lang", "tags", "tolerance", "params", "note", *CRITERIA}
+STATUSES = ("answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed")
+KNOWN_FIELDS = {"id", "question", "lang", "tags", "tolerance", "params", "note", "expect_status", *CRITERIA}
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -49,6 +53,7 @@ class Task:
     checker: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    expect_status: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
@@ -61,6 +66,8 @@ class Task:
             raise ValueError("'question' must be a non-empty string")
         if not any(data.get(c) not in (None, "", []) for c in CRITERIA):
             raise ValueError(f"give at least one of {', '.join(CRITERIA)}")
+        if data.get("expect_status") is not None and data["expect_status"] not in STATUSES:
+            raise ValueError(f"'expect_status' must be one of {', '.join(STATUSES)}")
         expected = data.get("expected") or ()
         tags = data.get("tags") or ()
         return cls(id=data["id"].strip(), question=data["question"].strip(),
@@ -69,7 +76,8 @@ class Task:
                    expected_any=tuple(data.get("expected_any") or ()), pattern=data.get("pattern"),
                    number=None if data.get("number") is None else float(data["number"]),
                    tolerance=float(data.get("tolerance", 1e-6)), checker=data.get("checker"),
-                   params=dict(data.get("params") or {}), note=data.get("note") or "")
+                   params=dict(data.get("params") or {}), note=data.get("note") or "",
+                   expect_status=data.get("expect_status"))
 
 
 def normalise(text: str) -> str:
@@ -81,12 +89,15 @@ def numbers_in(text: str) -> list[float]:
     return [float(n) for n in _NUMBER.findall(normalise(text))]
 
 
-def check(task: Task, answer: str, steps: list[dict[str, Any]] | None = None) -> bool:
-    """Whether `answer` satisfies every criterion of the task (`steps`: the run's ExecutionStep records)."""
+def check(task: Task, answer: str, steps: list[dict[str, Any]] | None = None, status: str | None = None) -> bool:
+    """Whether `answer` satisfies every criterion of the task (`steps`: the run's ExecutionStep records; `status`:
+    the run's status, judged when the task has `expect_status`)."""
     from reactgraph.evals.checks import CHECKERS
 
     text = normalise(answer)
     if not text.strip():
+        return False
+    if task.expect_status and status != task.expect_status:
         return False
     if any(normalise(s) not in text for s in task.expected):
         return False

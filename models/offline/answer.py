@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from . import derive, passthrough
 from .arith import format_number
 from .describe import join, label, missing_reason, spaced, subject_name, verb_en, verb_zh, who_phrase
 from .extract import DateFact, current_date, find_person, role_of
@@ -223,6 +224,8 @@ def _age_line(plan: Plan, subject: str, origin: DateFact, years: int, expression
 
 def _line(state: TaskState, plan: Plan, lang: str) -> str:
     task, value = state.task, state.value
+    if passthrough.is_value(value):
+        return passthrough.line(value, lang)
     if task.kind == "weather":
         return _weather_line(value, task.params["city"], lang)
     if task.kind == "time":
@@ -235,6 +238,11 @@ def _line(state: TaskState, plan: Plan, lang: str) -> str:
         return _fact_line(state, lang)
     if task.kind == "http":
         return _http_line(value, task.params["url"], lang)
+    if task.kind == "diff":
+        made = state.observation.call.args if state.observation else {}
+        return derive.diff_line(task, str(made.get("expression", "")), value, lang)
+    if task.kind == "vs":
+        return derive.vs_line(task, value, lang)
     return _chain_line(state, plan, lang)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from . import derive
 from .conversation import Call
 from .planner import Plan, TaskState
 from .question import Task
@@ -63,6 +64,8 @@ def label(state: TaskState, plan: Plan, lang: str) -> str:
     task, p, zh = state.task, state.task.params, lang == "zh"
     subject = subject_name(plan, lang) or ("他" if zh else "the person")
     if task.kind == "weather":
+        if not p["city"]:
+            return "天气（没有指定城市）" if zh else "the weather (no city named)"
         return f"{p['city']}的天气" if zh else f"the weather in {p['city']}"
     if task.kind == "time":
         if p.get("city"):
@@ -88,6 +91,10 @@ def label(state: TaskState, plan: Plan, lang: str) -> str:
         return f"累计的{p['unit'] or '总数'}" if zh else f"the total {p['unit'] or 'amount'}"
     if task.kind == "http":
         return f"{p['url']} 的内容" if zh else f"the content of {p['url']}"
+    if task.kind == "diff":
+        return derive.diff_label(task, lang)
+    if task.kind == "vs":
+        return derive.vs_label(task, lang)
     return task.key
 
 
@@ -158,7 +165,8 @@ def thought(plan: Plan, lang: str) -> str:
         then = ""
         if weather and plan.question.compare:
             then = "，然后比较温度" if zh else ", then compare the temperatures"
-        waiting = any(s.status == "waiting" and s.task.kind in ("elapsed", "accumulate") for s in plan.states.values())
+        waiting = any(s.status == "waiting" and s.task.kind in ("elapsed", "accumulate", "diff", "vs")
+                      for s in plan.states.values())
         if waiting and not then:
             then = "，之后再计算结果" if zh else ", then work out the result"
         sentence = (f"需要{'，并'.join(parts)}{then}。" if zh

@@ -64,7 +64,7 @@ def weather_cities(clause: str) -> list[str]:
         cut = min((m.start() for m in (WEATHER.search(clause), COMPARE.search(clause)) if m), default=len(clause))
         span = clause[:cut]
     else:
-        match = re.search(r"\b(?:in|for|at|of|between)\s+(.+?)(?=\?|$|[.!]|\b(?:today|tomorrow|now|right now|"
+        match = re.search(r"\b(?:in|for|at|of|on|between)\s+(.+?)(?=\?|$|[.!]|\b(?:today|tomorrow|now|right now|"
                           r"currently|this week|which|is|are|and which)\b)", clause, re.I)
         span = match.group(1) if match else ""
     for piece in _SPLIT.split(span):

@@ -27,7 +27,7 @@ from .recall import recall_reply
 CHAIN_KINDS = frozenset({"who", "origin", "now", "elapsed", "accumulate"})
 TOOL_OF = {"weather": "get_weather", "time": "get_time", "now": "get_time", "calc": "calculator",
            "elapsed": "calculator", "accumulate": "calculator", "fact": "search", "who": "search",
-           "origin": "search", "http": "http_get"}
+           "origin": "search", "http": "http_get", "diff": "calculator"}
 
 
 @dataclass

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import rag
+from . import derive, passthrough, rag
 from .arith import as_number, compact, format_number
 from .chain import origin_query
 from .conversation import Call, Observation, Turn, advice_says_stop
@@ -120,12 +120,23 @@ def attempts(task: Task, plan: Plan, lang: str) -> list[Call]:
         origin: DateFact = plan.value("origin")
         target = p["target"] or current_date(plan.value("now"))[0]
         return _calc(f"{target} - {origin.year}")
+    if task.kind == "diff":
+        expression = derive.diff_expression(task, [plan.value(k) for k in task.needs])
+        return _calc(expression) if expression else []
     if task.kind == "accumulate":
         years = format_number(plan.value("elapsed"))
         per_year = task.params["per_year"]
         expression = f"{years} * {per_year} * {p['amount']}" if per_year != 1 else f"{years} * {p['amount']}"
         return _calc(expression)
     return []
+
+
+def _no_weather(data: dict[str, Any], city: str, lang: str) -> str:
+    cities = [str(c) for c in data.get("known_cities") or []][:10]
+    known = ("、" if lang == "zh" else ", ").join(cities)
+    if lang == "zh":
+        return f"没有{city}的天气数据" + (f"，有数据的城市包括：{known}" if known else "")
+    return f"no weather data for {city}" + (f"; cities with data: {known}" if known else "")
 
 
 def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ...] = ()) -> tuple[Any, str]:
@@ -139,12 +150,16 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
         return None, failure_reason(observation.content, lang, observation.status, observation.attempts)
     data, nothing = observation.data, ("没有找到相关结果" if lang == "zh" else "nothing relevant was found")
     name = observation.call.name
+    if task.kind in passthrough.KINDS and passthrough.foreign(observation):
+        return passthrough.value(observation), ""  # a user's replacement tool: its output is the answer
     if name == "calculator":
         number = as_number(data.get("result")) if isinstance(data, dict) else None
         return (number, "") if number is not None else (None, nothing)
     if name == "get_time":
         ok = isinstance(data, dict) and (data.get("time") or data.get("iso")) and current_date(data)[0]
         return (data, "") if ok else (None, nothing)
+    if name == "get_weather" and isinstance(data, dict) and data.get("found") is False:
+        return None, _no_weather(data, task.params["city"], lang)  # no data for that place: a missing part
     if name in ("get_weather", "http_get"):
         return (data, "") if isinstance(data, dict) else (None, nothing)
     results = hits(data)
@@ -173,6 +188,12 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
     return results, ""
 
 
+def _no_data_for_place(observation: Observation) -> bool:
+    """The weather tool answered that it has no data for the place: searching the web for it will not help."""
+    data = observation.data
+    return observation.call.name == "get_weather" and isinstance(data, dict) and data.get("found") is False
+
+
 def _names(task: Task, plan: Plan) -> tuple[str, ...]:
     if task.kind != "origin":
         return ()
@@ -191,6 +212,10 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
         return state
     if any(d.status != "done" for d in deps):
         state.status = "waiting"
+        return state
+    if task.kind in derive.LOCAL_KINDS:  # decided from the other parts' values, no tool needed
+        state.value = derive.vs_value(*(plan.value(k) for k in task.needs))
+        state.status = "done" if state.value is not None else "failed"
         return state
     candidates = rag.route(task, attempts(task, plan, lang), turn, tools)
     if not candidates:
@@ -215,6 +240,8 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
             return state
         errored = not observation.ok
         state.failures.append((call, why))
+        if observation.ok and _no_data_for_place(observation):
+            break
     state.status = "failed"
     return state
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .chain import Chain, find_chain
+from .derive import FOLLOW_ON, derived
 from .extract import looks_like_person
 from .frames import (
     COLD,
@@ -60,14 +61,25 @@ class Question:
         return task
 
 
+_EN_STARTS = (r"what|what's|whats|how|is|are|was|does|do|who|when|where|which|tell|calculate|compute|evaluate|"
+              r"give|show|fetch|get|look|search|find|convert|check|then")
+_JOINER = re.compile(r"[?？!！。；;\n]+|(?<![\d\x00])\.(?:\s+|$)"
+                     rf"|[，,]?\s+(?:and\s+then|and\s+also|and|also|as\s+well\s+as|plus)\s+(?=(?:{_EN_STARTS})\b)"
+                     r"|[，,]\s*(?:and\s+then|then|also)\s+"
+                     r"|[，,]\s*(?:然后|并且|另外|同时|以及|还有|再)"
+                     r"|[，,]\s*(?=计算|算一下|告诉我|查一下|查询|请问|什么是|谁是|(?:\S{1,6}?)(?:现在几点|的天气|天气))"
+                     r"|(?:然后|并且|另外|同时)(?=\S)", re.I)
+
+
 def split_clauses(text: str) -> list[str]:
     """Sentences of a question; URLs are kept whole although they contain "?" and "."."""
     urls = URL_RE.findall(text)
     masked = text
     for i, url in enumerate(urls):
         masked = masked.replace(url, f"\x00{i}\x00", 1)
-    # "3 加 5 等于多少，然后上海天气如何": a comma before 然后 / 并且 / 另外 / 同时 starts another part.
-    parts = re.split(r"[?？!！。；;\n]+|(?<![\d\x00])\.(?:\s+|$)|[，,]\s*(?=然后|并且|另外|同时)", masked)
+    # "3 加 5 等于多少，然后上海天气如何": a joining word (with or without a comma before it) starts another part;
+    # English joiners only when a new question or request follows ("weather in Beijing and Shanghai" stays one).
+    parts = _JOINER.split(masked)
     clauses = []
     for part in parts:
         part = re.sub(r"\x00(\d+)\x00", lambda m: urls[int(m.group(1))], part).strip(" ,，、")
@@ -151,10 +163,14 @@ def decompose(text: str, history: Sequence[str] = ()) -> Question:
     for index, clause in enumerate(clauses):
         if index in consumed or URL_RE.search(clause):
             continue
+        if FOLLOW_ON.search(clause) and index > 0:
+            continue  # it scales the result before it: a derived task (see derive)
         if not _frame_tasks(question, clauses, index, tasks, add):
             entity = _other_task(question, clause, history, entity, add)
 
     question.tasks = list(tasks.values())
+    question.tasks += derived(clauses, question.tasks,
+                              lambda key, kind, params, needs: Task(key, kind, params, needs=needs))
     weather = [t for t in question.tasks if t.kind == "weather"]
     if question.compare is None and len(weather) >= 2 and COMPARE.search(norm):
         question.compare = "cold" if COLD.search(norm) else "hot"

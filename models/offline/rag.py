@@ -31,6 +31,14 @@ _LATIN = re.compile(r"[a-z][a-z0-9_.+#-]{2,}")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
 # A passage found by the fallback must contain this share of the query's key words.
 _GROUNDING = 0.5
+# Similarity above which a passage is trusted whatever its words; in the question's language a lower one does.
+_STRONG_SCORE = 0.6
+_SAME_LANGUAGE_SCORE = 0.15
+
+
+def _cjk_share(text: str) -> float:
+    letters = [ch for ch in text if ch.isalpha()]
+    return sum("\u3400" <= ch <= "\u9fff" for ch in letters) / len(letters) if letters else 0.0
 
 
 def document_query(text: str) -> str | None:
@@ -91,10 +99,34 @@ def accept(task: Task, observation: Observation, lang: str) -> tuple[Any, str]:
     if not results:
         message = data.get("message") if isinstance(data, dict) else ""
         return None, str(message or nothing).rstrip("。. ")
+    words = _key_words(task.params["query"])
     if not task.params.get("documents"):
-        words = _key_words(task.params["query"])
         results = [hit for hit in results if _grounded(hit, words)]
-    return (results, "") if results else (None, nothing)
+        return (results, "") if results else (None, nothing)
+    # A document question takes the nearest passages, unless none shares the question's words or language and
+    # none scores strongly: then the nearest neighbour (always there) is a guess, said so instead of quoted.
+    trusted = [hit for hit in results if _grounded(hit, words) or _strong(hit)
+               or (_same_script(hit, task.params["query"]) and _score(hit) >= _SAME_LANGUAGE_SCORE)]
+    if not trusted:
+        return None, ("文档中最接近的段落与问题的语言或用词不符，无法确定答案" if lang == "zh"
+                      else "the closest passages in the documents do not match the question's words or language; "
+                           "the answer is uncertain")
+    return trusted, ""
+
+
+def _score(hit: dict[str, Any]) -> float:
+    score = hit.get("score")
+    return float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else 1.0
+
+
+def _strong(hit: dict[str, Any]) -> bool:
+    return _score(hit) >= _STRONG_SCORE
+
+
+def _same_script(hit: dict[str, Any], query: str) -> bool:
+    """Both mostly Chinese or both mostly Latin script (a passage in another language than the question)."""
+    return _cjk_share(str(hit.get("snippet", ""))) >= 0.3 if _cjk_share(query) >= 0.3 else \
+        _cjk_share(str(hit.get("snippet", ""))) < 0.3
 
 
 def describe(call: Call, lang: str) -> str:
