@@ -128,14 +128,21 @@ def only_statements(question: str) -> list[Fact]:
     return stated if stated and len(stated) >= len(_clauses(question)) else []
 
 
-def recall_reply(messages: Sequence[BaseMessage]) -> str | None:
-    """The answer to a question about what the user said earlier, an acknowledgement of stated facts, or None."""
+def _current(messages: Sequence[BaseMessage]) -> tuple[int, str, bool, list[tuple[str, str]]] | None:
+    """The last question's index, its normalised text, whether it is Chinese, and the facts it asks about."""
     last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
     if last_human < 0:
         return None
     question = normalize(messages[last_human].text)
-    zh = language_of(question) == "zh"
-    asked = _asked(question)
+    return last_human, question, language_of(question) == "zh", _asked(question)
+
+
+def recall_reply(messages: Sequence[BaseMessage]) -> str | None:
+    """The answer to a question about what the user said earlier, an acknowledgement of stated facts, or None."""
+    current = _current(messages)
+    if current is None:
+        return None
+    last_human, question, zh, asked = current
     if not asked:
         stated = only_statements(question)
         if stated:
@@ -167,12 +174,10 @@ def _recalled(messages: Sequence[BaseMessage], last_human: int, asked: list[tupl
 
 def recall_coverage(messages: Sequence[BaseMessage]) -> tuple[list[str], list[str]] | None:
     """(parts, missing) of a question about what the user said earlier; None for other questions."""
-    last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
-    if last_human < 0:
+    current = _current(messages)
+    if current is None:
         return None
-    question = normalize(messages[last_human].text)
-    zh = language_of(question) == "zh"
-    asked = _asked(question)
+    last_human, question, zh, asked = current
     if not asked:
         # a message that only states facts asks for nothing: it is answered by its acknowledgement
         return ([], []) if only_statements(question) else None

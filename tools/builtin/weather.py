@@ -59,7 +59,7 @@ def offline_weather(city: str) -> dict[str, Any]:
     entry = index.get(_key(city))
     if entry is None:
         return {"found": False, "city": city,
-                "message": f"no weather data for {city} (the offline sample data covers only known_cities)",
+                "message": f"no weather data for {city} (the offline sample data has only the known_cities)",
                 "known_cities": [e[lang] for e in entries]}
     return {"found": True, "city": entry[lang], "condition": entry["condition"][lang],
             "temperature_c": entry["temperature_c"], "humidity": entry["humidity"],
