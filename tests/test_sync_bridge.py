@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from reactgraph.nodes.shared import sync_bridge
-from reactgraph.nodes.shared.sync_bridge import run_sync
+from reactgraph.tools import sync_bridge
+from reactgraph.tools.sync_bridge import run_sync
 
 
 def settled(within_s: float = 5.0) -> bool:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, ToolException
 from pydantic import ConfigDict
 
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.session import ToolSession
+from reactgraph.tools.sync_bridge import run_sync
 
 
 class GatewayTool(BaseTool):
-    """A LangChain tool whose every call is `gateway.execute`; failures come back as text, never raised."""
+    """A LangChain tool whose every call is `gateway.execute`; failures come back as text, never raised.
+
+    A non-ok result is raised as a `ToolException` that the tool handles itself (`handle_tool_error`): LangChain
+    then returns its text, as a `ToolMessage` with `status="error"` when called with a tool call.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     gateway: Any
@@ -24,13 +28,16 @@ class GatewayTool(BaseTool):
         # A JSON-schema dict (not the model): LangChain then passes arguments through unvalidated, so bad ones
         # reach the gateway and come back as its `invalid_args` text instead of a raised ValidationError.
         return cls(name=meta.name, description=meta.description,
-                   args_schema=meta.openai_schema()["function"]["parameters"], gateway=gateway, session=session)
+                   args_schema=meta.openai_schema()["function"]["parameters"], gateway=gateway, session=session,
+                   handle_tool_error=True)
 
     async def _arun(self, *args: Any, **kwargs: Any) -> str:
         kwargs.pop("run_manager", None)
         result = await self.gateway.execute({"name": self.name, "args": kwargs, "id": ""}, self.session)
+        if not result.ok:
+            raise ToolException(result.content)
         return result.content
 
     def _run(self, *args: Any, **kwargs: Any) -> str:
-        kwargs.pop("run_manager", None)
-        return asyncio.run(self._arun(**kwargs))
+        # The shared bridge, not asyncio.run: this may be called from code inside a running loop (Jupyter, FastAPI).
+        return run_sync(self._arun(*args, **kwargs))

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
-from reactgraph.tools.errors import ToolRegistrationError
+from reactgraph.tools.errors import ToolError, ToolRegistrationError
+from reactgraph.tools.json_schema import compile_schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +22,8 @@ class ToolMeta:
 
     name: str
     description: str
-    params_model: type[BaseModel]
+    # The arguments' contract: a pydantic model, or None when `json_schema` describes them instead.
+    params_model: type[BaseModel] | None
     # Called with the validated arguments as keywords; sync callables run in a worker thread.
     run: Callable[..., Any]
     timeout_s: float = 10.0
@@ -33,11 +36,19 @@ class ToolMeta:
     # Longest result text the model gets (None: the gateway's `max_result_chars`); longer is cut, with a note.
     max_result_chars: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # A JSON schema for the arguments (instead of `params_model`): sent to the model unchanged, enforced by jsonschema.
+    json_schema: dict[str, Any] | None = None
+    # Derived once: the compiled JSON-schema validator (checking a schema per call would cost more than the call).
+    validator: Any = field(init=False, repr=False, compare=False, default=None)
     # Derived once: asking inspect on every call shows up in the gateway's per-call overhead.
     is_async: bool = field(init=False, repr=False, compare=False, default=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.run))
+        if (self.params_model is None) == (self.json_schema is None):
+            raise ToolRegistrationError(f"tool {self.name!r}: give exactly one of params_model and json_schema")
+        if self.json_schema is not None:
+            object.__setattr__(self, "validator", compile_schema(self.name, self.json_schema))
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
             raise ToolRegistrationError(
                 f"tool name {self.name!r} must be non-empty letters, digits, '_' or '-' "
@@ -52,11 +63,20 @@ class ToolMeta:
 
     def openai_schema(self) -> dict[str, Any]:
         """The tool in OpenAI function-calling format, as model providers expect it."""
-        parameters = convert_to_openai_tool(self.params_model)["function"].get("parameters", {})
+        if self.params_model is None:
+            parameters = self.json_schema
+        else:
+            parameters = convert_to_openai_tool(self.params_model)["function"].get("parameters", {})
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": parameters},
         }
+
+    @classmethod
+    def from_json_schema(cls, name: str, description: str, schema: dict[str, Any], run: Callable[..., Any],
+                         **options: Any) -> ToolMeta:
+        """A tool whose arguments a JSON schema describes (e.g. from MCP or another framework)."""
+        return cls(name=name, description=description, params_model=None, run=run, json_schema=schema, **options)
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], *, name: str | None = None,
@@ -75,14 +95,40 @@ class ToolMeta:
 
     @classmethod
     def from_langchain(cls, tool: BaseTool, **options: Any) -> ToolMeta:
-        """Wrap a LangChain tool so it runs through the gateway's pipeline like any other."""
-        schema = tool.get_input_schema()
+        """Wrap a LangChain tool so it runs through the gateway's pipeline like any other.
 
+        A dict `args_schema` (StructuredTool with a JSON schema, MCP adapters, our own `as_langchain_tools()`)
+        is kept as a JSON schema: its root-model wrapper from `get_input_schema()` would hide the parameters.
+        """
         async def run(**kwargs: Any) -> Any:
-            return await tool.ainvoke(kwargs)
+            return in_band_outcome(tool.name, await tool.ainvoke(
+                {"type": "tool_call", "name": tool.name, "args": kwargs, "id": _GATEWAY_CALL_ID}))
 
-        return cls(name=tool.name, description=tool.description or tool.name,
-                   params_model=_pydantic_model(schema, tool), run=run, **options)
+        description = tool.description or tool.name
+        if isinstance(tool.args_schema, dict):
+            return cls.from_json_schema(tool.name, description, tool.args_schema, run, **options)
+        return cls(name=tool.name, description=description,
+                   params_model=_pydantic_model(tool.get_input_schema(), tool), run=run, **options)
+
+
+_GATEWAY_CALL_ID = "reactgraph-gateway"  # LangChain answers a tool-call input with a ToolMessage, status included
+
+
+class InBandToolError(ToolError):
+    """A LangChain tool reported failure in its result (a handled ToolException, a ToolMessage with status error)."""
+
+
+def in_band_outcome(name: str, message: Any) -> Any:
+    """The tool's content, or `InBandToolError` when LangChain marked the message as an error.
+
+    Only LangChain's own marker counts: content that merely reads like an error is the tool's answer.
+    """
+    if not isinstance(message, ToolMessage):
+        return message
+    if message.status == "error":
+        text = message.text.removeprefix(f"Tool {name} failed: ")  # a gateway's own wording, not said twice
+        raise InBandToolError(text or f"{name} reported an error")
+    return message.content
 
 
 def _pydantic_model(schema: object, source: object) -> type[BaseModel]:

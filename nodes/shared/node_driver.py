@@ -26,7 +26,7 @@ from langgraph.types import Overwrite, RetryPolicy
 from reactgraph.nodes.shared.budget import Usage, add_usage, call_usage
 from reactgraph.nodes.shared.context import Context, resolve_context
 from reactgraph.nodes.shared.model_retry import leave_to_retry
-from reactgraph.nodes.shared.sync_bridge import run_sync
+from reactgraph.tools.sync_bridge import run_sync
 
 
 class Call(NamedTuple):

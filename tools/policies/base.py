@@ -23,7 +23,8 @@ class CallContext:
     call_id: str
     session: ToolSession
     meta: ToolMeta | None = None
-    params: BaseModel | None = None
+    # Validated arguments: the tool's pydantic model, or the checked dict for a JSON-schema tool.
+    params: BaseModel | dict[str, Any] | None = None
     attempts: int = 0
     # Monotonic time by which the call must finish (set by the timeout policy, read by retry).
     deadline: float | None = None
@@ -43,7 +44,7 @@ class CallContext:
         return self.meta
 
     @property
-    def arguments(self) -> BaseModel:
+    def arguments(self) -> BaseModel | dict[str, Any]:
         """The validated arguments, for every step after `ArgumentValidation`, which sets them."""
         if self.params is None:
             raise LookupError(f"call {self.call_id!r}: a step ran before ArgumentValidation checked {self.name!r}")

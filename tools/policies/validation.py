@@ -1,4 +1,4 @@
-"""Pipeline step 3: arguments must satisfy the tool's pydantic model; field errors go back to the model."""
+"""Pipeline step 3: arguments must satisfy the tool's pydantic model or JSON schema; field errors go to the model."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 from pydantic import BaseModel, ValidationError
 
-from reactgraph.tools import observations
+from reactgraph.tools import json_schema, observations
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.policies.base import CallContext, Handler
 from reactgraph.tools.policies.containment import tool_fault
@@ -26,16 +26,23 @@ def _coerce_args(args: object) -> object:
 
 def schema_hint(meta: ToolMeta) -> str:
     """A one-line summary of the expected arguments, e.g. `expression: string (required)`."""
+    if meta.params_model is None:
+        return _hint_from(meta.json_schema or {})
     return _schema_hint(meta.params_model)
 
 
 @functools.lru_cache(maxsize=256)  # building a JSON schema costs ~1 ms, and models resend bad arguments often
 def _schema_hint(params_model: type[BaseModel]) -> str:
-    schema = params_model.model_json_schema()
+    return _hint_from(params_model.model_json_schema())
+
+
+def _hint_from(schema: dict) -> str:
     required = set(schema.get("required", ()))
     parts = []
-    for field_name, spec in schema.get("properties", {}).items():
-        kind = spec.get("type") or "/".join(a.get("type", "?") for a in spec.get("anyOf", [])) or "any"
+    for field_name, spec in (schema.get("properties") or {}).items():
+        spec = spec if isinstance(spec, dict) else {}
+        kind = spec.get("type") or "/".join(str(a.get("type", "?")) if isinstance(a, dict) else "any"
+                                            for a in spec.get("anyOf", [])) or "any"
         parts.append(f"{field_name}: {kind}{' (required)' if field_name in required else ''}")
     return ", ".join(parts) or "no arguments"
 
@@ -49,6 +56,13 @@ class ArgumentValidation:
         if not isinstance(args, dict):
             return call.result(ToolStatus.INVALID_ARGS, observations.invalid_args(
                 meta.name, f"arguments must be a JSON object, got {type(args).__name__}", schema_hint(meta)))
+        if meta.params_model is None:
+            errors = json_schema.field_errors(meta.validator, args)
+            if errors:
+                return call.result(ToolStatus.INVALID_ARGS, observations.invalid_args(
+                    meta.name, json_schema.describe(errors), schema_hint(meta)), field_errors=errors)
+            call.params = args
+            return await proceed(call)
         try:
             call.params = meta.params_model.model_validate(args)
         except ValidationError as exc:
