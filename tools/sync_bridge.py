@@ -12,6 +12,7 @@ never drives: it submits, and a helper thread drives.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
@@ -56,9 +57,12 @@ async def _tracked(coro: Coroutine[Any, Any, Any], waiter: Future[Any] | None = 
 
 def _submit(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> Future[T]:
     waiter: Future[T] = Future()
+    # The caller's context goes with the coroutine (LangChain's run config and callbacks live in contextvars),
+    # as it does when the caller drives the loop itself.
+    context = contextvars.copy_context()
 
     def start() -> None:
-        task = loop.create_task(_tracked(coro, waiter))
+        task = loop.create_task(_tracked(coro, waiter), context=context)
         _tasks.add(task)  # the loop keeps only weak references to its tasks
         task.add_done_callback(_tasks.discard)
 
