@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from uuid import UUID
 
@@ -10,11 +14,13 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_tests.integration_tests import ToolsIntegrationTests
+from langchain_tests.unit_tests import ToolsUnitTests
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from reactgraph.tools import BreakerConfig, ToolGateway, ToolMeta
+from reactgraph.tools import BreakerConfig, ToolGateway, ToolMeta, default_gateway
 from tests.scripted import ScriptedChatModel, call
 
 
@@ -144,3 +150,77 @@ async def test_tool_runs_nest_under_the_callers_run_in_traces(mode: str):
     assert node_run is not None  # the outermost tool run sits under ToolNode's own run
     assert (inner_parent, tool_parent) == (outer_run, inner_run)
     assert runs.ended == {outer_run, inner_run, tool_run}
+
+
+# --- langchain-tests' standard suites over every built-in tool and a JSON-schema StructuredTool ----------------
+
+class _Page(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"<html><body>hello from loopback</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+_page_url: list[str] = []  # set by the module's server fixture; the suites read their example args lazily
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _local_page() -> Iterator[None]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    _page_url.append(f"http://127.0.0.1:{httpd.server_address[1]}/")
+    yield
+    httpd.shutdown()
+    httpd.server_close()
+    _page_url.clear()
+
+
+_EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
+    "calculator": lambda: {"expression": "(15+27)*3"},
+    "get_time": lambda: {"timezone": "Europe/Paris"},
+    "get_weather": lambda: {"city": "Shanghai"},
+    "search": lambda: {"query": "who founded LangChain", "top_k": 2},
+    "rag_search": lambda: {"query": "circuit breaker failures", "top_k": 2},
+    "http_get": lambda: {"url": _page_url[0]},
+    "shout": lambda: {"text": "hi"},
+}
+
+
+@functools.cache
+def _standard_tools() -> dict[str, BaseTool]:
+    gateway = default_gateway(http_allow_hosts=["127.0.0.1"], http_allow_private=True, weather_url="")
+    gateway.register(interop_gateway().registry.get("shout"))  # the JSON-schema StructuredTool, as registered
+    return {tool.name: tool for tool in gateway.as_langchain_tools()}
+
+
+class _Standard:
+    name = ""
+
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _standard_tools()[self.name]
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return _EXAMPLES[self.name]()
+
+
+class _Succeeds(_Standard):
+    def test_the_example_call_succeeds(self, tool: BaseTool) -> None:
+        message = tool.invoke({"name": tool.name, "args": self.tool_invoke_params_example, "id": "x",
+                               "type": "tool_call"})
+        assert message.status == "success", message.text
+
+
+for _name in _EXAMPLES:
+    _title = "".join(part.title() for part in _name.split("_"))
+    globals()[f"Test{_title}Unit"] = type(f"Test{_title}Unit", (_Standard, ToolsUnitTests), {"name": _name})
+    globals()[f"Test{_title}Integration"] = type(f"Test{_title}Integration", (_Succeeds, ToolsIntegrationTests),
+                                                 {"name": _name})
