@@ -15,6 +15,7 @@ from reactgraph.tools.policies.breaker_state import BreakerConfig
 from reactgraph.tools.policies.breaker_store import BreakerStore
 from reactgraph.tools.policies.bulkhead import Bulkhead
 from reactgraph.tools.policies.circuit_breaker import BreakerRecheck, CircuitBreakerPolicy, CircuitBreakers
+from reactgraph.tools.policies.events import EventSink
 from reactgraph.tools.policies.existence import Existence
 from reactgraph.tools.policies.invoke import Invoke
 from reactgraph.tools.policies.normalise import Normalise
@@ -99,17 +100,22 @@ class ToolGateway:
 
     # -- running calls ----------------------------------------------------------------------------------------
 
-    async def execute(self, call: ToolCall, session: ToolSession | None = None) -> ToolResult:
-        """Run one tool call through the pipeline and return its normalised result."""
+    async def execute(self, call: ToolCall, session: ToolSession | None = None, *,
+                      events: EventSink | None = None) -> ToolResult:
+        """Run one tool call through the pipeline and return its normalised result.
+
+        `events` receives the call's gateway events (retry, breaker, timeout, waiting) as small dicts.
+        """
         name, args, call_id = _unpack(call)
         return await self._pipeline(CallContext(name=name, args=args, call_id=call_id,
-                                                session=session or ToolSession()))
+                                                session=session or ToolSession(), sink=events))
 
-    async def execute_many(self, calls: Sequence[ToolCall], session: ToolSession | None = None) -> list[ToolResult]:
+    async def execute_many(self, calls: Sequence[ToolCall], session: ToolSession | None = None, *,
+                           events: EventSink | None = None) -> list[ToolResult]:
         """Run calls concurrently (bounded by the concurrency limits); results come back in call order."""
         if len(calls) == 1:
-            return [await self.execute(calls[0], session)]
-        return list(await asyncio.gather(*(self.execute(call, session) for call in calls)))
+            return [await self.execute(calls[0], session, events=events)]
+        return list(await asyncio.gather(*(self.execute(call, session, events=events) for call in calls)))
 
     # -- observability ----------------------------------------------------------------------------------------
 

@@ -59,7 +59,10 @@ def make_act(services: AgentServices) -> Node:
         if "parse_error" in call:
             return {"messages": [to_message(unparsable_result(call))]}
         # The gateway is async: awaited under ainvoke, run on the sync bridge under invoke (see node_driver).
-        result = yield services.gateway.execute(call, services.session(runtime.context, config))
+        # Gateway events go to LangGraph's `custom` stream (its writer is a no-op when that is not streamed); the
+        # writer is taken here, in the node's context, never looked up on the bridge's loop thread.
+        result = yield services.gateway.execute(call, services.session(runtime.context, config),
+                                                events=runtime.stream_writer)
         return {"messages": [to_message(result)]}
 
     return dual_node(act, name="act")

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from reactgraph.tools.meta import ToolMeta
+from reactgraph.tools.policies.events import EventSink
 from reactgraph.tools.result import ToolResult, ToolStatus
 from reactgraph.tools.session import ToolSession
 
@@ -34,6 +35,8 @@ class CallContext:
     waited_for_slot: bool = False
     # Set once the breaker step inside the slot has dealt with the call (the outer step then records nothing).
     breaker_settled: bool = False
+    # Where this call's gateway events go (retry, breaker, timeout, waiting); None: no events, no cost.
+    sink: EventSink | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -8,6 +8,7 @@ import weakref
 
 from reactgraph.tools import observations
 from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.policies.events import emit
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 
@@ -66,6 +67,9 @@ class Bulkhead:
             semaphores.insert(0, self._semaphore(call.name, call.tool.max_concurrency))
         started = time.monotonic()
         call.waited_for_slot = any(sem.locked() for sem in semaphores)
+        if call.waited_for_slot and call.sink is not None:
+            emit(call.sink, call.name, call.call_id, "waiting", in_flight=self.in_flight,
+                 max_concurrent=self.max_concurrent, tool_max_concurrency=call.tool.max_concurrency)
         try:
             held = await self._acquire_all(semaphores, call.waited_for_slot)
         except TimeoutError:

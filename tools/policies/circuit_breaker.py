@@ -22,6 +22,7 @@ from reactgraph.tools.policies.breaker_state import (
     on_success,
 )
 from reactgraph.tools.policies.breaker_store import BreakerStore, MemoryBreakerStore
+from reactgraph.tools.policies.events import emit
 from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult, ToolStatus
 
@@ -39,25 +40,42 @@ class CircuitBreaker:
     async def try_acquire(self) -> bool:
         return await self.admit() is not None
 
-    async def admit(self) -> BreakerState | None:
+    async def admit(self, call: CallContext | None = None) -> BreakerState | None:
         """Admit a call now: the state it was admitted in (CLOSED, or else it is the probe), or None if refused."""
         now = self.clock()
 
-        def change(s: BreakerSnapshot) -> tuple[BreakerState | None, BreakerSnapshot]:
+        def change(s: BreakerSnapshot) -> tuple[tuple[BreakerState | None, BreakerSnapshot, BreakerSnapshot],
+                                                BreakerSnapshot]:
             admitted, new = admit(s, now, self.config)
-            return (s.state if admitted else None), new
+            return ((s.state if admitted else None), s, new), new
 
-        return await self.store.update(self.name, change)
+        admitted_in, old, new = await self.store.update(self.name, change)
+        if call is not None and call.sink is not None:
+            self._announce(call, old, new)
+        return admitted_in
 
-    async def record(self, status: ToolStatus) -> None:
+    async def record(self, status: ToolStatus, call: CallContext | None = None) -> None:
         now = self.clock()
         if status.counts_as_failure:
-            change = lambda s: (None, on_failure(s, now, self.config))  # noqa: E731
+            step = lambda s: on_failure(s, now, self.config)  # noqa: E731
         elif status in (ToolStatus.RATE_LIMITED, ToolStatus.INVALID_ARGS):  # neither failure nor proof of health
-            change = lambda s: (None, on_neutral(s))  # noqa: E731
+            step = on_neutral
         else:
-            change = lambda s: (None, on_success(s))  # noqa: E731
-        await self.store.update(self.name, change)
+            step = on_success
+
+        def change(s: BreakerSnapshot) -> tuple[tuple[BreakerSnapshot, BreakerSnapshot], BreakerSnapshot]:
+            new = step(s)
+            return (s, new), new
+
+        old, new = await self.store.update(self.name, change)
+        if call is not None and call.sink is not None:
+            self._announce(call, old, new)
+
+    def _announce(self, call: CallContext, old: BreakerSnapshot, new: BreakerSnapshot) -> None:
+        """A `breaker` event when this call moved the circuit (open, half_open, closed); only the mover tells."""
+        if new.state is not old.state and call.sink is not None:
+            emit(call.sink, self.name, call.call_id, "breaker", state=new.state.value, previous=old.state.value,
+                 failures=new.consecutive_failures, cooldown_s=self.config.cooldown_s)
 
     async def snapshot(self) -> BreakerSnapshot:
         return await self.store.read(self.name)
@@ -101,14 +119,14 @@ class CircuitBreakerPolicy:
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
         breaker = self.breakers.for_tool(call.name)
-        admitted_in = await breaker.admit()
+        admitted_in = await breaker.admit(call)
         if admitted_in is None:
             others = [n for n in self.registry.available_names(call.session) if n != call.name]
             return refusal(call, breaker, await breaker.snapshot(), others)
         call.breaker_probe = admitted_in is not BreakerState.CLOSED
         result = await proceed(call)
         if not call.breaker_settled:  # it never got a concurrency slot (rate_limited)
-            await breaker.record(result.status)
+            await breaker.record(result.status, call)
         return result
 
 
@@ -131,10 +149,10 @@ class BreakerRecheck:
         if call.waited_for_slot and not call.breaker_probe:
             snap = await breaker.snapshot()
             if snap.state is not BreakerState.CLOSED:
-                if await breaker.admit() is None:  # it never ran: nothing to record
+                if await breaker.admit(call) is None:  # it never ran: nothing to record
                     others = [n for n in self.registry.available_names(call.session) if n != call.name]
                     return refusal(call, breaker, await breaker.snapshot(), others)
                 call.breaker_probe = True
         result = await proceed(call)
-        await breaker.record(result.status)
+        await breaker.record(result.status, call)
         return result

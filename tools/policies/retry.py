@@ -7,6 +7,7 @@ import random
 
 from reactgraph.tools.errors import TransientToolError
 from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.policies.events import emit
 from reactgraph.tools.result import ToolResult
 
 
@@ -31,10 +32,13 @@ class Retry:
             call.attempts += 1
             try:
                 return await proceed(call)
-            except TransientToolError:
+            except TransientToolError as exc:
                 if call.attempts >= call.tool.max_attempts:
                     raise
                 delay = self.backoff(call.attempts)
                 if call.deadline is not None and asyncio.get_running_loop().time() + delay >= call.deadline:
                     raise  # no time left for another attempt: report the real error, not a timeout
+                if call.sink is not None:
+                    emit(call.sink, call.name, call.call_id, "retry", attempt=call.attempts + 1,
+                         max_attempts=call.tool.max_attempts, error=type(exc).__name__, delay_s=round(delay, 3))
                 await asyncio.sleep(delay)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from reactgraph.tools.policies.base import CallContext, Handler
+from reactgraph.tools.policies.events import emit
 from reactgraph.tools.result import ToolResult
 
 
@@ -18,5 +19,11 @@ class Timeout:
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
         loop = asyncio.get_running_loop()
         call.deadline = loop.time() + call.tool.timeout_s
-        async with asyncio.timeout_at(call.deadline):
-            return await proceed(call)
+        try:
+            async with asyncio.timeout_at(call.deadline):
+                return await proceed(call)
+        except TimeoutError:
+            if call.sink is not None:
+                emit(call.sink, call.name, call.call_id, "timeout", timeout_s=call.tool.timeout_s,
+                     attempts=call.attempts)
+            raise
