@@ -21,6 +21,7 @@ from reactgraph.nodes.shared.transcript import current_question
 AnyGraph = CompiledStateGraph[Any, Any, Any, Any]  # any of the compiled graphs
 UpdateSink = Callable[[str, dict[str, Any]], None]
 TokenSink = Callable[[str, str], None]
+EventSink = Callable[[dict[str, Any]], None]  # the gateway's events (retry, breaker, timeout, waiting)
 
 
 @dataclass(frozen=True)
@@ -57,21 +58,23 @@ def plan_run(graph: AnyGraph, question: str, session: str, from_checkpoint: str 
 
 def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink | None = None,
         on_token: TokenSink | None = None, *, wait_s: float = DEFAULT_WAIT_S,
-        on_wait: WaitNotice | None = None) -> dict:
-    """Stream the run node by node (to `on_update`), and model tokens as they arrive (to `on_token`, only
-    from providers that stream), then return the session's final state values.
+        on_wait: WaitNotice | None = None, on_event: EventSink | None = None) -> dict:
+    """Stream the run node by node (to `on_update`), model tokens as they arrive (to `on_token`, only
+    from providers that stream) and gateway events (to `on_event`), then return the session's final state values.
 
     The turn holds the session's lease (`session_lease`): another turn on it waits up to `wait_s` (`on_wait`
     is told), else `SessionBusy`; a caller that already holds the lease (to plan under it too) shares it."""
     session = check_session_id((plan.config.get("configurable") or {})["thread_id"])
     with session_lease(graph, session, wait_s=wait_s, on_wait=on_wait) as lease:
-        _stream(graph, plan, context, lease, on_update, on_token)
+        _stream(graph, plan, context, lease, on_update, on_token, on_event)
         return graph.get_state({"configurable": {"thread_id": session}}).values
 
 
 def _stream(graph: AnyGraph, plan: RunPlan, context: Context, lease: SessionLease, on_update: UpdateSink | None,
-            on_token: TokenSink | None) -> None:
+            on_token: TokenSink | None, on_event: EventSink | None = None) -> None:
     modes: list[StreamMode] = ["updates", "messages"] if on_token else ["updates"]
+    if on_event:
+        modes.append("custom")
     # durability="sync": each step's checkpoint and each finished tool call's writes are in the store before
     # the next step starts. With LangGraph's default ("async") they are saved while the next step runs, so a
     # store lost mid-run could drop a finished call's result and the resumed run would call the tool again.
@@ -85,6 +88,10 @@ def _stream(graph: AnyGraph, plan: RunPlan, context: Context, lease: SessionLeas
             # Only chunks are streamed tokens; a whole message is a non-streaming model's reply, shown as a step.
             if on_token and isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str) and chunk.content:
                 on_token(metadata.get("langgraph_node", ""), chunk.content)
+            continue
+        if mode == "custom":  # only the gateway's own events; anything else a node might write is not ours to show
+            if on_event and isinstance(payload, dict) and payload.get("type") == "gateway":
+                on_event(payload)
             continue
         for node, update in payload.items():
             if on_update and isinstance(update, dict):

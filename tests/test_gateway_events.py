@@ -138,3 +138,34 @@ async def test_the_gateway_api_takes_a_sink_per_call_and_a_failing_sink_never_fa
         raise RuntimeError("consumer gone")
 
     assert (await gw.execute(call("slow"), events=broken_sink)).status == "timeout"
+
+
+# -- the CLI's step view ------------------------------------------------------------------------------------------
+
+WEATHER = "北京和上海的天气分别怎么样？"
+
+
+def test_the_cli_step_view_shows_retries_as_dim_lines_and_json_is_unchanged(cli, cli_session):
+    import flaky_tools
+
+    flaky_tools.reset()
+    code, out, err = cli("ask", WEATHER, "--tools", "flaky_tools:FLAKY", "--session", cli_session)
+    assert code == 0, err
+    lines = out.splitlines()
+    retries = [line.strip() for line in lines if "retry" in line and "↻" in line]
+    assert sorted(retries) == sorted(f"↻ get_weather retry {n}/3 after TransientToolError"
+                                     for n in (2, 3) for _ in range(2))  # two cities, two retries each
+    first_retry = next(i for i, line in enumerate(lines) if "↻" in line)
+    assert next(i for i, line in enumerate(lines) if "Action: get_weather" in line) < first_retry
+    assert first_retry < next(i for i, line in enumerate(lines) if "Observation" in line)
+
+    flaky_tools.reset()
+    code, out, err = cli("ask", WEATHER, "--tools", "flaky_tools:FLAKY", "--session", cli_session + "-j", "--json")
+    assert code == 0, err
+    assert "↻" not in out and json.loads(out)["status"]
+
+
+def test_the_cli_step_view_shows_the_breaker_opening(cli, cli_session):
+    code, out, err = cli("ask", WEATHER, "--tools", "flaky_tools:DOWN", "--session", cli_session)
+    assert code == 1, err  # no weather at all: the run ends as no_answer
+    assert "⚠ breaker for get_weather open (2 failures)" in [line.strip() for line in out.splitlines()]

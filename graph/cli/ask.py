@@ -180,7 +180,8 @@ def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | N
             out.print(f"[dim]{notes[plan.mode]}[/dim]", soft_wrap=True)
     started = time.perf_counter()
     try:
-        result = run(graph, plan, context, printer.update if printer else None, printer.token if printer else None)
+        result = run(graph, plan, context, printer.update if printer else None, printer.token if printer else None,
+                     on_event=printer.event if printer else None)
         refresh_session(graph.store, plan.config["configurable"]["thread_id"])  # its Q&A log lives on with it
     except store_errors() as exc:
         raise UserError(f"{exc}; the session is saved up to its last checkpoint: run the same command again "

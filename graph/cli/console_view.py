@@ -32,6 +32,22 @@ def _args(args: Any) -> str:
     return json.dumps(args, ensure_ascii=False) if isinstance(args, dict) else str(args)
 
 
+def gateway_event_line(event: dict[str, Any]) -> str | None:
+    """One line for a gateway event, e.g. `↻ get_weather retry 2/3 after TimeoutError`; None for unknown kinds."""
+    tool, kind = _clip(str(event.get("tool", "?")), 80), event.get("event")
+    if kind == "retry":
+        return f"↻ {tool} retry {event.get('attempt')}/{event.get('max_attempts')} after {event.get('error')}"
+    if kind == "breaker":
+        state = str(event.get("state", "?")).replace("_", "-")
+        why = f" ({event.get('failures')} failures)" if state == "open" else ""
+        return f"⚠ breaker for {tool} {state}{why}"
+    if kind == "timeout":
+        return f"⏱ {tool} timed out after {event.get('timeout_s')} s"
+    if kind == "waiting":
+        return f"… {tool} waiting for a free slot ({event.get('in_flight')}/{event.get('max_concurrent')} in use)"
+    return None
+
+
 class StepPrinter:
     """Prints graph updates (`stream_mode="updates"`) as Thought / Action / Observation / Reflection lines."""
 
@@ -60,6 +76,11 @@ class StepPrinter:
         handler = getattr(self, f"_on_{node}", None)
         if handler:
             handler(update)
+
+    def event(self, event: dict[str, Any]) -> None:
+        """A gateway event (`custom` stream) as one dim line under the step it belongs to."""
+        if text := gateway_event_line(event):
+            self.line(Text(f"  {text}", style="dim"))
 
     def _on_think(self, update: dict[str, Any]) -> None:
         for message in update.get("messages", []):
