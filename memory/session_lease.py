@@ -147,20 +147,33 @@ def session_lease(target: Any, session: str, *, ttl_s: float | None = None, wait
 
 def _acquire(backend: _Backend, session: str, ttl_s: float, wait_s: float,
              on_wait: WaitNotice | None) -> SessionLease:
-    """Try now, then poll (50 ms, growing to 500 ms) until the holder is gone or the wait is over."""
-    deadline, pause, told = time.monotonic() + wait_s, FIRST_PAUSE_S, False
+    """Try now, then poll (see `LeaseWait`) until the holder is gone or the wait is over."""
+    wait = LeaseWait(session, wait_s, on_wait)
     while True:
         lease, holder = backend.try_acquire(session, ttl_s)
         if lease is not None:
             return lease
-        remaining = deadline - time.monotonic()
+        time.sleep(wait.next_pause(holder))
+
+
+class LeaseWait:
+    """How a turn waits for a busy session, for the sync and the async lease alike: pauses from 50 ms growing to
+    500 ms, the caller told once that it waits, and `SessionBusy` when the whole wait is over."""
+
+    def __init__(self, session: str, wait_s: float, on_wait: WaitNotice | None) -> None:
+        self.session, self.wait_s, self.on_wait = session, wait_s, on_wait
+        self.deadline, self.pause = time.monotonic() + wait_s, FIRST_PAUSE_S
+
+    def next_pause(self, holder: LeaseHolder | None) -> float:
+        """Seconds to sleep before the next try; raises SessionBusy once the wait is over."""
+        remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            raise busy(session, holder, wait_s)
-        if not told and on_wait is not None:
-            on_wait(session, holder, wait_s)
-            told = True
-        time.sleep(min(pause, remaining))
-        pause = min(pause * 1.5, LAST_PAUSE_S)
+            raise busy(self.session, holder, self.wait_s)
+        if self.on_wait is not None:
+            self.on_wait(self.session, holder, self.wait_s)
+            self.on_wait = None  # told once
+        pause, self.pause = min(self.pause, remaining), min(self.pause * 1.5, LAST_PAUSE_S)
+        return pause
 
 
 FIRST_PAUSE_S, LAST_PAUSE_S = 0.05, 0.5  # how often a waiting turn looks again

@@ -11,7 +11,6 @@ threads. Where sessions are not in Redis it takes the same in-process lock as `s
 from __future__ import annotations
 
 import asyncio
-import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,13 +20,11 @@ from reactgraph.memory.session_id import check_session_id
 from reactgraph.memory.session_lease import (
     _PROCESS_LEASES,
     DEFAULT_WAIT_S,
-    FIRST_PAUSE_S,
-    LAST_PAUSE_S,
     LeaseHolder,
+    LeaseWait,
     SessionLease,
     WaitNotice,
     backend_for,
-    busy,
     lease_ttl,
 )
 
@@ -88,17 +85,10 @@ async def asession_lease(target: Any, session: str, *, ttl_s: float | None = Non
 
 async def _acquire(backend: Any, session: str, ttl_s: float, wait_s: float,
                    on_wait: WaitNotice | None) -> SessionLease:
-    """`session_lease`'s wait (the same pauses), yielding to the event loop between tries."""
-    deadline, pause, told = time.monotonic() + wait_s, FIRST_PAUSE_S, False
+    """`session_lease`'s wait (the same `LeaseWait`), yielding to the event loop between tries."""
+    wait = LeaseWait(session, wait_s, on_wait)
     while True:
         lease, holder = await backend.try_acquire(session, ttl_s)
         if lease is not None:
             return lease
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise busy(session, holder, wait_s)
-        if not told and on_wait is not None:
-            on_wait(session, holder, wait_s)
-            told = True
-        await asyncio.sleep(min(pause, remaining))
-        pause = min(pause * 1.5, LAST_PAUSE_S)
+        await asyncio.sleep(wait.next_pause(holder))
