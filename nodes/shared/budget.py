@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,16 @@ def _file_prices() -> dict[str, tuple[float, float]]:
     path = os.environ.get(PRICES_ENV, "").strip()
     if not path:
         return {}
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        stat = None
+    # read once per version of the file, not on every model call
+    return _read_prices(path, (stat.st_mtime_ns, stat.st_size) if stat else None)
+
+
+@lru_cache(maxsize=8)
+def _read_prices(path: str, version: tuple[int, int] | None) -> dict[str, tuple[float, float]]:
     try:
         with Path(path).open("rb") as handle:  # bounded: a price list is small
             raw = handle.read(MAX_PRICES_BYTES + 1)
