@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
@@ -36,6 +36,9 @@ class ToolMeta:
     # Longest result text the model gets (None: the gateway's `max_result_chars`); longer is cut, with a note.
     max_result_chars: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Whether a person must approve each call before it runs ("always") or not ("never"); sessions and
+    # Context may override it per tool name or tag. The graphs pause with LangGraph's `interrupt` to ask.
+    approval: Literal["always", "never"] = "never"
     # A JSON schema for the arguments (instead of `params_model`): sent to the model unchanged, enforced by jsonschema.
     json_schema: dict[str, Any] | None = None
     # Derived once: the compiled JSON-schema validator (checking a schema per call would cost more than the call).
@@ -58,6 +61,8 @@ class ToolMeta:
             raise ToolRegistrationError(f"tool {self.name!r}: timeout_s must be > 0")
         if self.max_attempts < 1:
             raise ToolRegistrationError(f"tool {self.name!r}: max_attempts must be >= 1")
+        if self.approval not in ("always", "never"):
+            raise ToolRegistrationError(f"tool {self.name!r}: approval must be 'always' or 'never', not {self.approval!r}")
         if self.max_result_chars is not None and self.max_result_chars < 1:
             raise ToolRegistrationError(f"tool {self.name!r}: max_result_chars must be >= 1")
 
