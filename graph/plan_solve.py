@@ -7,6 +7,8 @@ through the same gateway, `act` and `observe` as ReAct and leave the same `Execu
 
 from __future__ import annotations
 
+from functools import partial
+
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -22,6 +24,7 @@ from reactgraph.nodes.plan_solve.replan import make_replan
 from reactgraph.nodes.plan_solve.solve import make_solve
 from reactgraph.nodes.plan_solve.state import PlanSolveState
 from reactgraph.nodes.shared.act import make_act
+from reactgraph.nodes.shared.approve import approval_check, make_approve
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.load_memory import make_load_memory
 from reactgraph.nodes.shared.node_driver import edge, plain_node
@@ -45,6 +48,7 @@ def build_plan_solve_graph(gateway: ToolGateway | None = None, checkpointer: Bas
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
     builder.add_node("plan", make_plan(services), retry_policy=retry)
     builder.add_node("execute_step", make_execute_step(services), retry_policy=retry)
+    builder.add_node("approve", plain_node(make_approve(services), name="approve"))  # no retry: it only asks
     builder.add_node("act", make_act(services))  # the gateway retries tool calls itself
     builder.add_node("observe", plain_node(observe_step, name="observe"))
     builder.add_node("replan", make_replan(services), retry_policy=retry)
@@ -54,8 +58,10 @@ def build_plan_solve_graph(gateway: ToolGateway | None = None, checkpointer: Bas
     builder.add_edge(START, "load_memory")
     builder.add_edge("load_memory", "plan")
     builder.add_conditional_edges("plan", edge(routing.next_step), ["execute_step", "solve"])
-    builder.add_conditional_edges("execute_step", edge(routing.after_execute),
-                                  ["act", "execute_step", "replan", "solve"])
+    builder.add_conditional_edges("execute_step",
+                                  edge(partial(routing.after_execute, approval=approval_check(services))),
+                                  ["act", "approve", "execute_step", "replan", "solve"])
+    builder.add_conditional_edges("approve", edge(routing.after_approve), ["act", "observe"])
     builder.add_edge("act", "observe")
     builder.add_conditional_edges("observe", edge(routing.after_observe), ["execute_step", "replan", "solve"])
     builder.add_conditional_edges("replan", edge(routing.next_step), ["execute_step", "solve"])

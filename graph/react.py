@@ -1,6 +1,10 @@
-"""The ReAct graph: load_memory → think → act → observe → reflect → think … → finalize → save_memory."""
+"""The ReAct graph: load_memory → think → [approve] → act → observe → reflect → think … → finalize → save_memory.
+
+`approve` is visited only when a call of the model's reply needs a person's approval (nodes/shared/approve.py)."""
 
 from __future__ import annotations
+
+from functools import partial
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -14,6 +18,7 @@ from reactgraph.nodes.react.finalize import make_finalize
 from reactgraph.nodes.react.reflect import make_reflect
 from reactgraph.nodes.react.think import make_think
 from reactgraph.nodes.shared.act import make_act
+from reactgraph.nodes.shared.approve import approval_check, make_approve
 from reactgraph.nodes.shared.context import Context
 from reactgraph.nodes.shared.load_memory import make_load_memory
 from reactgraph.nodes.shared.node_driver import edge, plain_node
@@ -37,6 +42,7 @@ def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseChec
     builder = StateGraph(AgentState, context_schema=Context, input_schema=InputState)
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
     builder.add_node("think", make_think(services), retry_policy=retry)
+    builder.add_node("approve", plain_node(make_approve(services), name="approve"))  # no retry: it only asks
     builder.add_node("act", make_act(services))  # the gateway retries tool calls itself
     builder.add_node("observe", plain_node(observe))
     builder.add_node("reflect", make_reflect(services), retry_policy=retry)
@@ -45,7 +51,9 @@ def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseChec
 
     builder.add_edge(START, "load_memory")
     builder.add_edge("load_memory", "think")
-    builder.add_conditional_edges("think", edge(routing.after_think), ["act", "finalize"])
+    builder.add_conditional_edges("think", edge(partial(routing.after_think, approval=approval_check(services))),
+                                  ["act", "approve", "finalize"])
+    builder.add_conditional_edges("approve", edge(routing.after_approve), ["act", "observe"])
     builder.add_edge("act", "observe")
     builder.add_conditional_edges("observe", edge(routing.after_round), ["reflect", "finalize"])
     builder.add_conditional_edges("reflect", edge(routing.after_reflect), ["think", "finalize"])

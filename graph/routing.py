@@ -3,6 +3,7 @@ one per conditional edge."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from langchain_core.messages import AIMessage
@@ -14,32 +15,54 @@ from reactgraph.nodes.plan_solve.state import REPLAN_AFTER, PlanSolveState, rema
 from reactgraph.nodes.reflexion.state import ReflexionState
 from reactgraph.nodes.shared import budget
 from reactgraph.nodes.shared.act import ToolCallTask
+from reactgraph.nodes.shared.approve import approvals_for
 from reactgraph.nodes.shared.context import Context, context_of
 from reactgraph.nodes.shared.state import AgentState
-from reactgraph.nodes.shared.transcript import pending_calls
+from reactgraph.nodes.shared.transcript import last_ai, latest_tool_messages, pending_calls
+
+# Whether a reply's calls need a person's approval before they run (nodes/shared/approve.py `approval_check`).
+ApprovalCheck = Callable[[AgentState, Context], bool]
 
 
 def act_tasks(state: AgentState, context: Context, calls: list[dict]) -> list[Send]:
     """One act task per tool call; the calls beyond what the budgets allow go as "not run" tasks (each call
-    still gets its answer, so the conversation stays well-formed), the ones that fit run as usual."""
-    usage = state.get("usage")
-    spent, left = budget.exhausted(usage, context), budget.tool_calls_left(usage, context)
+    still gets its answer, so the conversation stays well-formed), the ones that fit run as usual. Calls the
+    approve step answered (rejected) get no task; the ones it let through carry its approval."""
+    answered = {m.tool_call_id for m in latest_tool_messages(state["messages"])}
+    decided = approvals_for(state, last_ai(state["messages"]))
+    approved, notes = set(decided["approved"]), decided["notes"]
     tasks = []
-    for position, call in enumerate(calls):
-        cut = spent or (budget.Budget(kind="max_tool_calls", limit=context.max_tool_calls, used=context.max_tool_calls)
-                        if left is not None and context.max_tool_calls is not None and position >= left else None)
-        tasks.append(Send("act", ToolCallTask(call=call, not_run=budget.not_run_text(cut)) if cut
-                          else ToolCallTask(call=call)))
+    for call, cut in zip(calls, budget.calls_cut(state.get("usage"), context, len(calls)), strict=True):
+        if call["id"] in answered and call["id"]:
+            continue
+        task = ToolCallTask(call=call, not_run=budget.not_run_text(cut)) if cut else ToolCallTask(call=call)
+        if call["id"] in approved:
+            task["approved"] = True
+            if note := notes.get(call["id"]):
+                task["note"] = note
+        tasks.append(Send("act", task))
     return tasks
 
 
-def after_think(state: AgentState, runtime: Runtime[Context]) -> list[Send] | Literal["finalize"]:
-    """Each tool call goes to its own act task (run concurrently); a final answer or failure goes to finalize."""
+def after_think(state: AgentState, runtime: Runtime[Context],
+                approval: ApprovalCheck | None = None) -> list[Send] | Literal["approve", "finalize"]:
+    """Each tool call goes to its own act task (run concurrently), by way of approve when a person must approve
+    one of them first; a final answer or failure goes to finalize."""
     if state.get("status") == "failed":
         return "finalize"
     reply = state["messages"][-1]
     calls = pending_calls(reply) if isinstance(reply, AIMessage) else []
-    return act_tasks(state, context_of(runtime), calls) or "finalize"
+    context = context_of(runtime)
+    if calls and approval is not None and approval(state, context):
+        return "approve"
+    return act_tasks(state, context, calls) or "finalize"
+
+
+def after_approve(state: AgentState, runtime: Runtime[Context]) -> list[Send] | Literal["observe"]:
+    """The calls a person let through (and those needing no approval) to act; straight to observe when every
+    call was rejected, so the rejections are recorded and reflected on like any result."""
+    reply = last_ai(state["messages"])
+    return act_tasks(state, context_of(runtime), pending_calls(reply)) or "observe"
 
 
 def after_round(state: AgentState, runtime: Runtime[Context]) -> Literal["reflect", "finalize"]:
@@ -83,12 +106,16 @@ def after_settled(state: PlanSolveState, context: Context) -> Onward:
     return _next_step(state, context)
 
 
-def after_execute(state: PlanSolveState, runtime: Runtime[Context]) -> list[Send] | Onward:
-    """Each tool call of the step's round to its own act task; a closed step onwards."""
+def after_execute(state: PlanSolveState, runtime: Runtime[Context],
+                  approval: ApprovalCheck | None = None) -> list[Send] | Onward | Literal["approve"]:
+    """Each tool call of the step's round to its own act task (by way of approve when a person must approve one
+    first); a closed step onwards."""
     if state.get("status") == "failed":
         return "solve"
     reply = state["messages"][-1] if state["messages"] else None
     if state.get("step_rounds", 0) > 0 and isinstance(reply, AIMessage):
+        if approval is not None and pending_calls(reply) and approval(state, context_of(runtime)):
+            return "approve"
         return act_tasks(state, context_of(runtime), pending_calls(reply))
     return after_settled(state, context_of(runtime))
 

@@ -10,7 +10,7 @@ from typing import Any, cast
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Overwrite, StreamMode
+from langgraph.types import Command, Overwrite, StreamMode
 
 from reactgraph.memory.session_id import check_session_id
 from reactgraph.memory.session_lease import DEFAULT_WAIT_S, SessionLease, WaitNotice, session_lease
@@ -22,6 +22,10 @@ AnyGraph = CompiledStateGraph[Any, Any, Any, Any]  # any of the compiled graphs
 UpdateSink = Callable[[str, dict[str, Any]], None]
 TokenSink = Callable[[str, str], None]
 EventSink = Callable[[dict[str, Any]], None]  # the gateway's events (retry, breaker, timeout, waiting)
+# Asked when the run pauses for approval: given the interrupt's value ({"type": "approval", "calls": [...]}),
+# returns the answer to resume with (see nodes/shared/approval_answer.py).
+Approver = Callable[[dict[str, Any]], Any]
+MAX_APPROVAL_ROUNDS = 100  # pauses answered within one turn (each model reply asking may pause once or twice)
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,7 @@ class RunPlan:
     """What `ask` will do on a session: start a turn, resume an unfinished one, or fork from a checkpoint."""
 
     config: RunnableConfig
-    graph_input: dict[str, Any] | None  # None resumes from the last checkpoint
+    graph_input: dict[str, Any] | Command | None  # None resumes from the last checkpoint
     mode: str  # "new" | "resume" | "fork"
 
 
@@ -58,16 +62,37 @@ def plan_run(graph: AnyGraph, question: str, session: str, from_checkpoint: str 
 
 def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink | None = None,
         on_token: TokenSink | None = None, *, wait_s: float = DEFAULT_WAIT_S,
-        on_wait: WaitNotice | None = None, on_event: EventSink | None = None) -> dict:
+        on_wait: WaitNotice | None = None, on_event: EventSink | None = None,
+        approver: Approver | None = None) -> dict:
     """Stream the run node by node (to `on_update`), model tokens as they arrive (to `on_token`, only
     from providers that stream) and gateway events (to `on_event`), then return the session's final state values.
+
+    When the run pauses for approval, `approver` is asked and the run resumed with its answer, under the same
+    lease; without one (or after MAX_APPROVAL_ROUNDS) the session stays paused: its values have no status,
+    and `pending_approval` tells what it waits for.
 
     The turn holds the session's lease (`session_lease`): another turn on it waits up to `wait_s` (`on_wait`
     is told), else `SessionBusy`; a caller that already holds the lease (to plan under it too) shares it."""
     session = check_session_id((plan.config.get("configurable") or {})["thread_id"])
+    thread: RunnableConfig = {"configurable": {"thread_id": session}}
     with session_lease(graph, session, wait_s=wait_s, on_wait=on_wait) as lease:
         _stream(graph, plan, context, lease, on_update, on_token, on_event)
-        return graph.get_state({"configurable": {"thread_id": session}}).values
+        for _ in range(MAX_APPROVAL_ROUNDS if approver else 0):
+            paused = pending_approval(graph, session)
+            if paused is None:
+                break
+            resume = RunPlan(thread, Command(resume=approver(paused)) if approver else None, "resume")
+            _stream(graph, resume, context, lease, on_update, on_token, on_event)
+        return graph.get_state(thread).values
+
+
+def pending_approval(graph: AnyGraph, session: str) -> dict[str, Any] | None:
+    """The approval request the session's run is paused on (the interrupt's value), or None."""
+    snapshot = graph.get_state({"configurable": {"thread_id": session}})
+    for pause in snapshot.interrupts:
+        if isinstance(pause.value, dict) and pause.value.get("type") == "approval":
+            return pause.value
+    return None
 
 
 def _stream(graph: AnyGraph, plan: RunPlan, context: Context, lease: SessionLease, on_update: UpdateSink | None,

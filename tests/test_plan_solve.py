@@ -47,13 +47,14 @@ def plan_call(*steps: tuple[str, str | None]) -> AIMessage:
 
 def test_the_compiled_graph_has_the_plan_and_solve_nodes_and_edges(gateway):
     drawn = build_plan_solve_graph(gateway, model=ScriptedChatModel.of()).get_graph()
-    assert set(drawn.nodes) == {"__start__", "load_memory", "plan", "execute_step", "act", "observe", "replan",
-                                "solve", "save_memory", "__end__"}
+    assert set(drawn.nodes) == {"__start__", "load_memory", "plan", "execute_step", "approve", "act", "observe",
+                                "replan", "solve", "save_memory", "__end__"}
     assert {(e.source, e.target, e.conditional) for e in drawn.edges} == {
         ("__start__", "load_memory", False), ("load_memory", "plan", False),
         ("plan", "execute_step", True), ("plan", "solve", True),
         ("execute_step", "act", True), ("execute_step", "execute_step", True), ("execute_step", "replan", True),
-        ("execute_step", "solve", True),
+        ("execute_step", "solve", True), ("execute_step", "approve", True),
+        ("approve", "act", True), ("approve", "observe", True),
         ("act", "observe", False),
         ("observe", "execute_step", True), ("observe", "replan", True), ("observe", "solve", True),
         ("replan", "execute_step", True), ("replan", "solve", True),

@@ -36,12 +36,13 @@ def ask(graph, question: str, context: Context = RULES, thread: str = "t1"):
 
 def test_the_compiled_graph_has_exactly_the_react_nodes_and_edges(gateway):
     drawn = build_react_graph(gateway, model=ScriptedChatModel.of()).get_graph()
-    assert set(drawn.nodes) == {"__start__", "load_memory", "think", "act", "observe", "reflect", "finalize",
-                                "save_memory", "__end__"}
+    assert set(drawn.nodes) == {"__start__", "load_memory", "think", "approve", "act", "observe", "reflect",
+                                "finalize", "save_memory", "__end__"}
     edges = {(e.source, e.target, e.conditional) for e in drawn.edges}
     assert edges == {
         ("__start__", "load_memory", False), ("load_memory", "think", False),
-        ("think", "act", True), ("think", "finalize", True),
+        ("think", "act", True), ("think", "approve", True), ("think", "finalize", True),
+        ("approve", "act", True), ("approve", "observe", True),
         ("act", "observe", False), ("observe", "reflect", True), ("observe", "finalize", True),
         ("reflect", "think", True), ("reflect", "finalize", True),
         ("finalize", "save_memory", False), ("save_memory", "__end__", False),

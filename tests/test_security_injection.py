@@ -269,7 +269,9 @@ def pages() -> Iterator[tuple[str, list[str]]]:
 
 
 def loopback_gateway(**limits: Any) -> ToolGateway:
-    return ToolGateway([http_get_tool(["127.0.0.1"], allow_private=True, **limits)])
+    # approval="never": these tests are about what the URL may carry; a person's approval is a further guard
+    # (tests/test_approval.py), not one these limits may lean on.
+    return ToolGateway([http_get_tool(["127.0.0.1"], allow_private=True, approval="never", **limits)])
 
 
 CONVERSATION = "我叫小明，我的银行卡号是 6222 0000 1111 2222，住在杭州西湖区文三路 100 号。" * 4
@@ -314,7 +316,7 @@ async def test_http_get_limits_the_data_in_a_urls_query_and_path(pages, monkeypa
 
 def test_the_offline_model_reading_an_injected_page_makes_no_exfiltration_call(pages):
     base, seen = pages
-    gateway = default_gateway(http_allow_hosts=["127.0.0.1"], http_allow_private=True)
+    gateway = default_gateway(http_allow_hosts=["127.0.0.1"], http_allow_private=True, http_approval="never")
     for protocol in ("tools", "text"):
         seen.clear()
         result = ask(build_react_graph(gateway), f"获取 {base}/notes 的内容", Context(protocol=protocol),

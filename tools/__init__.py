@@ -44,15 +44,16 @@ logging.getLogger("reactgraph").addHandler(logging.NullHandler())
 def default_gateway(*, extra_tools=(), **options):
     """A gateway with the built-in tools, plus `extra_tools` (which replace built-ins of the same name).
 
-    Other options go to `builtin_tools` (http_allow_hosts, http_allow_private, weather_url, rag_index) and to
+    Other options go to `builtin_tools` (http_allow_hosts, http_allow_private, http_approval, weather_url,
+    rag_index) and to
     `ToolGateway` (limits, breaker config and store).
     """
     from reactgraph.tools.builtin import builtin_tools
     from reactgraph.tools.gateway import ToolGateway
     from reactgraph.tools.meta import as_tool_meta
 
-    tool_options = {k: options.pop(k) for k in ("http_allow_hosts", "http_allow_private", "weather_url",
-                                                 "rag_index") if k in options}
+    tool_options = {k: options.pop(k) for k in ("http_allow_hosts", "http_allow_private", "http_approval",
+                                                 "weather_url", "rag_index") if k in options}
     extras = {meta.name: meta for meta in map(as_tool_meta, extra_tools)}
     builtins = [extras.pop(meta.name, meta) for meta in builtin_tools(**tool_options)]
     return ToolGateway([*builtins, *extras.values()], **options)

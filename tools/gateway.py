@@ -9,6 +9,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from reactgraph.tools.approval import ApprovalGate, approval_request
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
 from reactgraph.tools.policies.base import CallContext, Handler, chain
 from reactgraph.tools.policies.breaker_state import BreakerConfig
@@ -37,7 +38,7 @@ class ToolGateway:
     """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
 
     Pipeline, outermost first: telemetry → result limit → existence → permission → argument validation
-    → circuit breaker → concurrency limit → breaker re-check → normalise (exceptions become results)
+    → approval (a call of a tool that asks for approval runs only with `approved=True`) → circuit breaker → concurrency limit → breaker re-check → normalise (exceptions become results)
     → timeout → retry → the tool (sync tools on the gateway's own daemon threads, `threads`).
     """
 
@@ -58,6 +59,7 @@ class ToolGateway:
             Existence(self.registry),
             Permission(self.registry),
             ArgumentValidation(),
+            ApprovalGate(),
             CircuitBreakerPolicy(self.breakers, self.registry),
             self.bulkhead,
             BreakerRecheck(self.breakers, self.registry),
@@ -101,14 +103,21 @@ class ToolGateway:
     # -- running calls ----------------------------------------------------------------------------------------
 
     async def execute(self, call: ToolCall, session: ToolSession | None = None, *,
-                      events: EventSink | None = None) -> ToolResult:
+                      events: EventSink | None = None, approved: bool = False) -> ToolResult:
         """Run one tool call through the pipeline and return its normalised result.
 
         `events` receives the call's gateway events (retry, breaker, timeout, waiting) as small dicts.
+        `approved`: a person approved this call (see `approval_request`); without it, a call of a tool that
+        asks for approval is answered `needs_approval` and not run.
         """
         name, args, call_id = _unpack(call)
         return await self._pipeline(CallContext(name=name, args=args, call_id=call_id,
-                                                session=session or ToolSession(), sink=events))
+                                                session=session or ToolSession(), sink=events, approved=approved))
+
+    def approval_request(self, call: ToolCall, session: ToolSession | None = None) -> dict[str, Any] | None:
+        """`{"id", "name", "args", "reason"}` when this call needs a person's approval before it runs, else None
+        (also None for a call the pipeline would refuse anyway: unknown, not permitted, invalid arguments)."""
+        return approval_request(self.registry, call if isinstance(call, Mapping) else {}, session or ToolSession())
 
     async def execute_many(self, calls: Sequence[ToolCall], session: ToolSession | None = None, *,
                            events: EventSink | None = None) -> list[ToolResult]:

@@ -36,6 +36,17 @@ def invalid_args(name: str, error: ValidationError | str, schema_hint: str = "")
     return f"Invalid arguments for {name}: {problems}.{hint} Fix the arguments and call again."
 
 
+def needs_approval(name: str, reason: str) -> str:
+    return (f"Tool {name} was not run: {reason}, and this call was not approved. "
+            "Answer from what you have, or ask the user to approve it.")
+
+
+def rejected(name: str, reason: str) -> str:
+    said = f": {reason}" if reason else " (no reason given)"
+    return (f"Tool {name} was not run: a person rejected this call{said}. Do not call it again with the same "
+            "arguments; answer from what you have or try another way.")
+
+
 def circuit_open(name: str, retry_in_s: float, failures: int, available: Iterable[str]) -> str:
     return (f"Tool {name} is temporarily unavailable (circuit open after {failures} consecutive "
             f"failures); it will be tried again in {max(retry_in_s, 0):.0f}s. "

@@ -17,6 +17,8 @@ class ToolStatus(StrEnum):
     CIRCUIT_OPEN = "circuit_open"
     RATE_LIMITED = "rate_limited"
     TIMEOUT = "timeout"
+    # The tool asks a person to approve each call, and this one came without an approval: it was not run.
+    NEEDS_APPROVAL = "needs_approval"
     ERROR = "error"
 
     @property

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
+
+ApprovalSetting = Literal["always", "never"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,6 +17,8 @@ class ToolSession:
     # None allows every tool; an empty set allows none.
     allow: frozenset[str] | None = None
     deny: frozenset[str] = frozenset()
+    # Approval overrides by tool name or tag: ("http_get", "never"), ("mcp", "always"); see tools/approval.py.
+    approval: tuple[tuple[str, ApprovalSetting], ...] = ()
 
     def permits(self, name: str, tags: tuple[str, ...] = ()) -> bool:
         labels = {name, *tags}
@@ -21,6 +27,8 @@ class ToolSession:
         return self.allow is None or bool(labels & self.allow)
 
     @classmethod
-    def of(cls, id: str = "default", allow=None, deny=()) -> ToolSession:
+    def of(cls, id: str = "default", allow: Iterable[str] | None = None, deny: Iterable[str] | None = (),
+           approval: Mapping[str, ApprovalSetting] | None = None) -> ToolSession:
         """Convenience constructor taking any iterables (CLI options, Context fields)."""
-        return cls(id=id, allow=None if allow is None else frozenset(allow), deny=frozenset(deny or ()))
+        return cls(id=id, allow=None if allow is None else frozenset(allow), deny=frozenset(deny or ()),
+                   approval=tuple(sorted((approval or {}).items())))

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from reactgraph.graph.cli.approval_prompt import APPROVE_HELP
 from reactgraph.graph.cli.history import check_newest, unreadable_as_user_error
 from reactgraph.graph.cli.shared import (
     PROTOCOL_HELP,
@@ -73,6 +74,8 @@ def ask(
     index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
     wait: Annotated[float, typer.Option("--wait", metavar="SECONDS", min=0, help=WAIT_HELP)] = 300.0,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="If the session is busy, exit 75 at once.")] = False,
+    approve: Annotated[list[str], typer.Option("--approve", metavar="all|none|TOOL",
+                                               help=APPROVE_HELP)] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and tool-call logs.")] = False,
 ) -> None:
@@ -80,7 +83,8 @@ def ask(
 
     With --session, the conversation continues; a run that was interrupted (killed, Redis gone) resumes
     from its last checkpoint when the same question is asked again on the same session. One turn runs at a
-    time per session: a second ask on it waits (--wait) or, with --no-wait, exits 75.
+    time per session: a second ask on it waits (--wait) or, with --no-wait, exits 75. Calls of tools that
+    need approval (http_get, MCP tools) are put to you at a terminal, or answered by --approve.
     """
     from reactgraph.models.loader import load_chat_model
 
@@ -105,11 +109,12 @@ def ask(
 
     from reactgraph.graph.react import build_react_graph
 
-    graph = build_react_graph(gateway_with(tools, index, context), checkpointer=opened.saver,
-                              store=long_term_store(opened), model=chat_model)
+    gateway = gateway_with(tools, index, context)
+    approver = _approver(approve, gateway, interactive=not as_json and sys.stdin.isatty())
+    graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model)
     with unreadable_as_user_error(session):
         result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
-                                      0.0 if no_wait else wait)
+                                      0.0 if no_wait else wait, approver)
     if not result.get("status"):  # never an exit 0 with "answer": null: the store did not give the turn back
         raise UserError(f"the run on session {session!r} left no answer in the store; "
                         f"see `reactgraph history --session {session}`")
@@ -122,8 +127,22 @@ def ask(
         raise typer.Exit(1)
 
 
+def _approver(approve: list[str], gateway: Any, *, interactive: bool) -> Any:
+    """Who answers approval requests: --approve, else the person at the terminal, else a rejection."""
+    from reactgraph.graph.cli.approval_prompt import ApprovalSpecError, make_approver
+
+    def tags_of(name: str) -> tuple[str, ...]:
+        meta = gateway.registry.get(name)
+        return meta.tags if meta is not None else ()
+
+    try:
+        return make_approver(approve, tags_of, interactive=interactive)
+    except ApprovalSpecError as exc:
+        raise UserError(str(exc)) from exc
+
+
 def _turn(graph: Any, question: str, session: str, from_checkpoint: str | None, context: Any, out: Any,
-          wait_s: float) -> tuple[dict, float, str]:
+          wait_s: float, approver: Any = None) -> tuple[dict, float, str]:
     """One turn under the session's lease, planned under it too (resume or new is decided by the holder)."""
     from reactgraph.graph.sessions import plan_run
 
@@ -135,7 +154,7 @@ def _turn(graph: Any, question: str, session: str, from_checkpoint: str | None, 
             plan = plan_run(graph, question, session, from_checkpoint)
         except LookupError as exc:
             raise UserError(str(exc)) from exc
-        result, elapsed = _run(graph, plan, context, out, from_checkpoint)
+        result, elapsed = _run(graph, plan, context, out, from_checkpoint, approver)
     return result, elapsed, plan.mode
 
 
@@ -164,7 +183,8 @@ def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: 
             "resumed": mode == "resume", "steps": result.get("steps", [])}
 
 
-def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | None) -> tuple[dict, float]:
+def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | None,
+         approver: Any = None) -> tuple[dict, float]:
     """Run the planned turn, printing each step to `out` (none with --json); the final state and wall time."""
     from reactgraph.graph.cli.prune import refresh_session
     from reactgraph.graph.sessions import run
@@ -181,7 +201,7 @@ def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | N
     started = time.perf_counter()
     try:
         result = run(graph, plan, context, printer.update if printer else None, printer.token if printer else None,
-                     on_event=printer.event if printer else None)
+                     on_event=printer.event if printer else None, approver=approver)
         refresh_session(graph.store, plan.config["configurable"]["thread_id"])  # its Q&A log lives on with it
     except store_errors() as exc:
         raise UserError(f"{exc}; the session is saved up to its last checkpoint: run the same command again "

@@ -43,6 +43,8 @@ def gateway_event_line(event: dict[str, Any]) -> str | None:
         return f"⚠ breaker for {tool} {state}{why}"
     if kind == "timeout":
         return f"⏱ {tool} timed out after {event.get('timeout_s')} s"
+    if kind == "approval_requested":
+        return f"✋ {tool} needs approval: {_clip(str(event.get('reason', '')), 200)}"
     if kind == "waiting":
         return f"… {tool} waiting for a free slot ({event.get('in_flight')}/{event.get('max_concurrent')} in use)"
     return None
@@ -105,6 +107,12 @@ class StepPrinter:
             self.line(Text("    Observation ", style="bold") +
                                Text(f"[{step['action']} · {step['status']} · {step['latency_ms']:.0f} ms]: ",
                                     style=style) + Text(_clip(step["observation"])))
+
+    def _on_approve(self, update: dict[str, Any]) -> None:
+        for step in update.get("steps", []):
+            style = {"approved": "green", "edited": "yellow"}.get(step["status"], "red")
+            self.line(Text("    Approval ", style="bold") + Text(f"[{step['action']} · {step['status']}]", style=style)
+                      + Text(f": {_clip(step['observation'], 200)}" if step["status"] != "approved" else ""))
 
     def _on_reflect(self, update: dict[str, Any]) -> None:
         verdict = update.get("reflection")

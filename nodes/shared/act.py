@@ -36,6 +36,10 @@ class ToolCallTask(TypedDict):
     call: dict[str, Any]
     # Set by the router when a budget does not allow this call: the call is answered with it, never run.
     not_run: NotRequired[str]
+    # Set by the router for a call a person approved (or edited) in the approve step.
+    approved: NotRequired[bool]
+    # What a person changed in the call, put before its result so the model does not retry its own version.
+    note: NotRequired[str]
 
 
 def not_run_message(call: dict[str, Any], why: str) -> ToolMessage:
@@ -62,7 +66,9 @@ def make_act(services: AgentServices) -> Node:
         # Gateway events go to LangGraph's `custom` stream (its writer is a no-op when that is not streamed); the
         # writer is taken here, in the node's context, never looked up on the bridge's loop thread.
         result = yield services.gateway.execute(call, services.session(runtime.context, config),
-                                                events=runtime.stream_writer)
+                                                events=runtime.stream_writer, approved=task.get("approved", False))
+        if note := task.get("note"):
+            result.content = f"{note}\n{result.content}"
         return {"messages": [to_message(result)]}
 
     return dual_node(act, name="act")

@@ -187,6 +187,13 @@ def tool_calls_left(usage: Mapping[str, Any] | None, context: Context) -> int | 
     return max(context.max_tool_calls - int((usage or {}).get("tool_calls", 0)), 0)
 
 
+def calls_cut(usage: Mapping[str, Any] | None, context: Context, count: int) -> list[Budget | None]:
+    """For each of a reply's `count` tool calls, in order: the budget that does not let it run, or None."""
+    spent, left = exhausted(usage, context), tool_calls_left(usage, context)
+    over = Budget(kind="max_tool_calls", limit=context.max_tool_calls or 0, used=context.max_tool_calls or 0)
+    return [spent or (over if left is not None and position >= left else None) for position in range(count)]
+
+
 def remaining_context(usage: Mapping[str, Any] | None, context: Context) -> Context:
     """`context` with each budget reduced by what `usage` has spent (for a subgraph run, e.g. a Reflexion
     trial; only called while every budget still has room)."""

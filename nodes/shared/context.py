@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # Context itself must stay importable without langgraph (the 
 Protocol = Literal["tools", "text"]
 ReflectionMode = Literal["llm", "rules", "off"]
 ToolLabel = Annotated[str, Field(min_length=1, max_length=100)]  # a tool's name or one of its tags
+ApprovalSetting = Literal["always", "never"]
 
 
 class InvalidContext(ValueError):
@@ -53,6 +54,10 @@ class Context:
         "Tool names or tags this run may use; empty/None allows every enabled tool."))] = None
     denied_tools: Annotated[tuple[ToolLabel, ...], Field(max_length=100, description=(
         "Tool names or tags this run may not use (wins over allowed_tools)."))] = ()
+    approval: Annotated[dict[ToolLabel, ApprovalSetting] | None, Field(max_length=100, description=(
+        "Per tool name or tag: 'always' (a person approves each call: the run pauses with an interrupt) or "
+        "'never' (runs unasked). Overrides each tool's own setting; http_get and MCP tools ask by default. "
+        "Empty keeps the tools' settings."))] = None
     observation_budget: Annotated[int, Field(ge=200, le=100_000, description=(
         "Maximum characters of one tool result shown to the model; longer results are truncated."))] = 4000
     memory_window: Annotated[int, Field(ge=2, le=1000, description=(
@@ -120,6 +125,9 @@ def _accepted(annotation: Any) -> str:
     if base is str:
         return f"text of at most {most:,} characters" if most else "text"
     nullable = get_origin(base) is Union and type(None) in options
+    if any(get_origin(option) is dict for option in options):
+        return ("a mapping from tool names or tags (1 to 100 characters, at most 100) to 'always' or 'never', "
+                "or null")
     limit = f" (at most {most})" if most else ""
     return (f"a list of tool names or tags{limit}, each 1 to 100 characters"
             + (", or null for every enabled tool" if nullable else ""))

@@ -143,4 +143,5 @@ def plain_node(fn: Callable[..., Any], *, name: str | None = None) -> Node:
 def edge(route: Callable[..., Any]) -> Node:
     """A routing function for `add_conditional_edges`, run without a trace span of its own (LangGraph traces
     a plain function's every call; a route is a pure function of the state, and the node before it is traced)."""
-    return RunnableCallable(route, name=getattr(route, "__name__", None), trace=False)
+    name = getattr(route, "__name__", None) or getattr(getattr(route, "func", None), "__name__", None)  # partial
+    return RunnableCallable(route, name=name, trace=False)

@@ -51,7 +51,8 @@ class AgentServices:
     @staticmethod
     def session(context: Context, config: RunnableConfig | None) -> ToolSession:
         thread_id = ((config or {}).get("configurable") or {}).get("thread_id") or "default"
-        return ToolSession.of(id=str(thread_id), allow=context.allowed_tools or None, deny=context.denied_tools)
+        return ToolSession.of(id=str(thread_id), allow=context.allowed_tools or None, deny=context.denied_tools,
+                              approval=context.approval)
 
     def schemas(self, context: Context, config: RunnableConfig | None) -> list[dict[str, Any]]:
         """The OpenAI schemas of the tools this run may use (each tool's schema is built once)."""

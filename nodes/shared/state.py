@@ -81,6 +81,9 @@ class AgentState(TypedDict):
     usage: NotRequired[Annotated[Usage, add_usage]]
     # Which budget ran out ({"kind", "limit", "used"}) when `stop_reason` is "budget".
     budget: NotRequired[Budget | None]
+    # The approval step's outcome for the reply it decided on: {"message_id", "approved": [call ids],
+    # "notes": {call id: what a person changed}}; see nodes/shared/approve.py.
+    approvals: NotRequired[dict[str, Any] | None]
 
 
 class InputState(TypedDict):

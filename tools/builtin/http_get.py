@@ -231,16 +231,31 @@ class _Fetcher:
         return {**result, "body": _decode(body, response, truncated), "truncated": truncated}
 
 
+APPROVAL_ENV = "REACTGRAPH_HTTP_APPROVAL"
+
+
+def _approval(value: str | None) -> Any:
+    """http_get asks a person before each fetch unless configured otherwise: it is the one built-in tool that
+    sends data (its URL) out of the machine."""
+    setting = (os.environ.get(APPROVAL_ENV, "") if value is None else value).strip().lower() or "always"
+    if setting not in ("always", "never"):
+        raise ToolRegistrationError(f"{APPROVAL_ENV if value is None else 'approval'} = {setting!r}: "
+                                    "expected 'always' or 'never'")
+    return setting
+
+
 def http_get_tool(allow_hosts: Iterable[str] | None = None, *, allow_private: bool = False,
                   max_bytes: int = MAX_BODY_BYTES, timeout_s: float = REQUEST_TIMEOUT_S,
                   transport: httpx.AsyncBaseTransport | None = None, max_query_chars: int | None = None,
-                  max_path_chars: int | None = None) -> ToolMeta:
+                  max_path_chars: int | None = None, approval: str | None = None) -> ToolMeta:
     """The `http_get` tool. `allow_hosts=None` reads REACTGRAPH_HTTP_ALLOW; empty means nothing is fetched.
 
     `allow_private=True` permits loopback and private addresses (tests, intranet deployments).
     `max_query_chars` / `max_path_chars`: the most (decoded) characters the URL's query string / path may
     carry; None reads REACTGRAPH_HTTP_MAX_QUERY / REACTGRAPH_HTTP_MAX_PATH (default 200 / 300); a negative
     value (or "off" in the environment) lifts the limit.
+    `approval`: "always" (a person approves each call; the default) or "never"; None reads
+    REACTGRAPH_HTTP_APPROVAL.
     """
     hosts = allow_list_from_env() if allow_hosts is None else tuple(allow_hosts)
     limits = (_limit(max_query_chars, MAX_QUERY_ENV, MAX_QUERY_CHARS),
@@ -269,7 +284,7 @@ def http_get_tool(allow_hosts: Iterable[str] | None = None, *, allow_private: bo
             raise ToolError(f"cannot fetch {url[:100]}: {exc!r}") from exc
 
     meta = ToolMeta.from_function(http_get, timeout_s=timeout_s * 2 + 5, tags=("network",),
-                                  max_concurrency=4, max_attempts=2)
+                                  max_concurrency=4, max_attempts=2, approval=_approval(approval))
     # The model should know up front what it may fetch, rather than learn it from refusals.
     allowed = (f" Allowed hosts (and their subdomains): {', '.join(fetcher.allow_hosts)}."
                if fetcher.allow_hosts else " No hosts are allowed in this deployment: every URL is refused.")

@@ -37,6 +37,8 @@ class CallContext:
     breaker_settled: bool = False
     # Where this call's gateway events go (retry, breaker, timeout, waiting); None: no events, no cost.
     sink: EventSink | None = None
+    # A person approved this call (the graphs' approval step); a tool that asks for approval runs only then.
+    approved: bool = False
     detail: dict[str, Any] = field(default_factory=dict)
 
     @property

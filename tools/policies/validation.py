@@ -51,24 +51,33 @@ class ArgumentValidation:
     """Validates arguments before anything runs, so a malformed call never reaches the tool."""
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
-        meta = call.tool
-        args = _coerce_args(call.args)
-        if not isinstance(args, dict):
+        refused = check_arguments(call)
+        return refused if refused is not None else await proceed(call)
+
+
+def check_arguments(call: CallContext) -> ToolResult | None:
+    """Set `call.params` from valid arguments (None returned), or the `invalid_args` (or fault) result.
+
+    Synchronous, so the approval check can ask it before a graph pauses: a call that would be refused
+    anyway is not put to a person."""
+    meta = call.tool
+    args = _coerce_args(call.args)
+    if not isinstance(args, dict):
+        return call.result(ToolStatus.INVALID_ARGS, observations.invalid_args(
+            meta.name, f"arguments must be a JSON object, got {type(args).__name__}", schema_hint(meta)))
+    if meta.params_model is None:
+        errors = json_schema.field_errors(meta.validator, args)
+        if errors:
             return call.result(ToolStatus.INVALID_ARGS, observations.invalid_args(
-                meta.name, f"arguments must be a JSON object, got {type(args).__name__}", schema_hint(meta)))
-        if meta.params_model is None:
-            errors = json_schema.field_errors(meta.validator, args)
-            if errors:
-                return call.result(ToolStatus.INVALID_ARGS, observations.invalid_args(
-                    meta.name, json_schema.describe(errors), schema_hint(meta)), field_errors=errors)
-            call.params = args
-            return await proceed(call)
-        try:
-            call.params = meta.params_model.model_validate(args)
-        except ValidationError as exc:
-            return call.result(ToolStatus.INVALID_ARGS,
-                               observations.invalid_args(meta.name, exc, schema_hint(meta)),
-                               field_errors=[{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()])
-        except BaseException as exc:  # noqa: BLE001 - the tool's own validators may raise anything (pydantic
-            return tool_fault(call, exc)  # turns only ValueError and AssertionError into a ValidationError)
-        return await proceed(call)
+                meta.name, json_schema.describe(errors), schema_hint(meta)), field_errors=errors)
+        call.params = args
+        return None
+    try:
+        call.params = meta.params_model.model_validate(args)
+    except ValidationError as exc:
+        return call.result(ToolStatus.INVALID_ARGS,
+                           observations.invalid_args(meta.name, exc, schema_hint(meta)),
+                           field_errors=[{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()])
+    except BaseException as exc:  # noqa: BLE001 - the tool's own validators may raise anything (pydantic
+        return tool_fault(call, exc)  # turns only ValueError and AssertionError into a ValidationError)
+    return None

@@ -1,0 +1,189 @@
+"""`approve`: the graph pauses (LangGraph `interrupt`) for a person to approve, edit or reject the tool calls of
+the last model reply that the gateway says need approval; it runs between the model's reply and `act`.
+
+All such calls of one reply are put in one interrupt, whose value is
+    {"type": "approval", "calls": [{"id", "name", "args", "reason"}, ...]}
+and the run goes on with `Command(resume=answer)` (see approval_answer.py for the answer's shape).
+- approve: the call runs as the model made it.
+- edit: the call runs with the person's tool and arguments instead, through the whole gateway pipeline (the
+  permission check included). An edit to *another* tool that itself asks for approval is asked about again in
+  a second interrupt: an edit is never a way around a tool's policy. The model's reply is rewritten to the
+  edited call (same id), and the result says what the person changed, so the model does not retry the original.
+- reject: the call is not run; the model reads the reason as the call's result.
+An answer that is not understood is not guessed at: the request is put again with an "error" naming the
+problem, at most `MAX_ASKS` times, after which the calls still undecided are rejected.
+
+Decisions are recorded as step records (node "approve", status approved | edited | rejected) and sent on the
+`custom` stream as gateway events (approval_requested, approval_decided).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphInterrupt
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from reactgraph.nodes.shared import budget
+from reactgraph.nodes.shared.approval_answer import BadAnswer, Decision, read_answer
+from reactgraph.nodes.shared.context import Context, context_of
+from reactgraph.nodes.shared.services import AgentServices
+from reactgraph.nodes.shared.state import AgentState, make_step
+from reactgraph.nodes.shared.transcript import last_ai, latest_tool_messages, pending_calls
+from reactgraph.tools import ToolSession, observations
+from reactgraph.tools.policies.events import emit
+
+MAX_ASKS = 5  # interrupts per reply: edit rounds and answers that were not understood
+APPROVAL = "approval"  # the interrupt value's "type"
+
+
+def calls_to_run(state: AgentState, context: Context) -> tuple[AIMessage | None, list[dict[str, Any]]]:
+    """The last reply and its calls that will be sent to `act` to run: not yet answered, well-formed, and
+    within the budgets (a call a budget cuts is answered "not run" without anyone being asked)."""
+    messages = state["messages"]
+    reply = last_ai(messages)
+    calls = pending_calls(reply)
+    answered = {m.tool_call_id for m in latest_tool_messages(messages)}
+    cuts = budget.calls_cut(state.get("usage"), context, len(calls))
+    return reply, [call for call, cut in zip(calls, cuts, strict=True)
+                   if cut is None and "parse_error" not in call and call["id"] not in answered]
+
+
+def approvals_for(state: AgentState, reply: AIMessage | None) -> dict[str, Any]:
+    """The approval outcome recorded for this reply (`{"approved": [...], "notes": {...}}`), or an empty one."""
+    recorded = state.get("approvals") or {}
+    if reply is None or recorded.get("message_id") != reply.id:
+        return {"approved": [], "notes": {}}
+    return recorded
+
+
+def approval_check(services: AgentServices):
+    """For the routers: whether any call of the last reply that will run needs a person's approval first."""
+
+    def needs_approval(state: AgentState, context: Context) -> bool:
+        session = services.session(context, None)  # approval depends on the Context's settings, not the thread
+        _reply, calls = calls_to_run(state, context)
+        return any(services.gateway.approval_request(call, session) for call in calls)
+
+    return needs_approval
+
+
+def make_approve(services: AgentServices):
+    """The approve node of a graph whose tool calls go through `services.gateway`."""
+
+    def approve(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+        context = context_of(runtime)
+        session = services.session(context, config)
+        reply, calls = calls_to_run(state, context)
+        current = {call["id"]: call for call in calls}
+        requests = [request for call in calls if (request := services.gateway.approval_request(call, session))]
+        decided: dict[str, tuple[dict[str, Any], Decision]] = {}  # call id → (the call as asked about, decision)
+        approved: set[str] = set()
+        error = ""
+        for _ in range(MAX_ASKS):
+            if not requests:
+                break
+            answer = _ask(runtime, requests, error)
+            try:
+                decisions = read_answer(answer, [request["id"] for request in requests])
+            except BadAnswer as exc:
+                error = str(exc)
+                continue
+            error, requests = "", _apply(decisions, requests, current, decided, approved, services, session)
+        for request in requests:  # still undecided after MAX_ASKS answers
+            decided[request["id"]] = (request, Decision("reject", reason=f"no valid decision after {MAX_ASKS} "
+                                                                        f"answers ({error or 'edit rounds'})"))
+        return _update(state, reply, current, decided, approved, runtime)
+
+    return approve
+
+
+def _ask(runtime: Runtime[Context], requests: list[dict[str, Any]], error: str) -> Any:
+    """Pause for a person (or, on resume, return their answer); the request event is sent when it pauses."""
+    value: dict[str, Any] = {"type": APPROVAL, "calls": requests}
+    if error:
+        value["error"] = error
+    try:
+        return interrupt(value)
+    except GraphInterrupt:
+        for request in requests:
+            _event(runtime, "approval_requested", request["name"], request["id"], reason=request["reason"])
+        raise
+
+
+def _apply(decisions: dict[str, Decision], requests: list[dict[str, Any]], current: dict[str, dict[str, Any]],
+           decided: dict[str, tuple[dict[str, Any], Decision]], approved: set[str], services: AgentServices,
+           session: ToolSession) -> list[dict[str, Any]]:
+    """Record each decision; return the requests for edited calls that need approval of their own."""
+    again = []
+    for request in requests:
+        decision = decisions[request["id"]]
+        decided[request["id"]] = (request, decision)
+        if decision.kind == "approve":
+            approved.add(request["id"])
+        elif decision.kind == "edit":
+            edited = {**current[request["id"]], "name": decision.name or request["name"], "args": decision.args}
+            current[request["id"]] = edited
+            follow_up = services.gateway.approval_request(edited, session)
+            if follow_up is not None and edited["name"] != request["name"]:
+                again.append({**follow_up, "reason": f"edited from {request['name']}: {follow_up['reason']}"})
+            else:  # the person wrote this call for this tool: the edit is their approval of it
+                approved.add(request["id"])
+    return again
+
+
+def _update(state: AgentState, reply: AIMessage | None, current: dict[str, dict[str, Any]],
+            decided: dict[str, tuple[dict[str, Any], Decision]], approved: set[str],
+            runtime: Runtime[Context]) -> dict[str, Any]:
+    iteration = state.get("iteration", 0)
+    original = {call["id"]: call for call in pending_calls(reply) if "parse_error" not in call}
+    messages: list[Any] = []
+    steps, notes = [], {}
+    for call_id, (_request, decision) in decided.items():  # a later round's decision replaced an earlier one
+        call, asked = current[call_id], original.get(call_id, current[call_id])
+        edited = call["name"] != asked["name"] or call.get("args") != asked.get("args")
+        rejected = decision.kind == "reject" or call_id not in approved
+        status = "rejected" if rejected else "edited" if edited else "approved"
+        if rejected:
+            reason = decision.reason if decision.kind == "reject" else "not approved"
+            messages.append(ToolMessage(observations.rejected(asked["name"], reason), tool_call_id=call_id,
+                                        name=asked["name"], status="error",
+                                        artifact={"status": "rejected", "latency_ms": 0.0, "attempts": 0}))
+        elif edited:
+            notes[call_id] = (f"[A person edited this call before it ran; the model had asked for "
+                              f"{asked['name']}({_compact(asked.get('args'))}).]")
+        steps.append(make_step(step=iteration, node="approve", action=call["name"], action_input=call.get("args"),
+                               status=status, observation=_describe(status, asked, decision)))
+        _event(runtime, "approval_decided", call["name"], call_id, decision=status,
+               **({"reason": decision.reason} if decision.kind == "reject" else {}))
+    if reply is not None and any(current[i] != original.get(i, current[i]) for i in current):
+        # The reply shows the calls that ran (same message id: add_messages replaces it in place).
+        messages.insert(0, reply.model_copy(update={"tool_calls": [
+            {**c, **({"name": current[c["id"]]["name"], "args": current[c["id"]]["args"]} if c["id"] in current
+                     else {})} for c in reply.tool_calls]}))
+    return {"messages": messages, "steps": steps,
+            "approvals": {"message_id": reply.id if reply is not None else None,
+                          "approved": sorted(i for i in approved if decided[i][1].kind != "reject"),
+                          "notes": notes}}
+
+
+def _describe(status: str, asked: dict[str, Any], decision: Decision) -> str:
+    if status == "rejected":
+        return f"rejected: {decision.reason or 'no reason given'}"
+    if status == "edited":
+        return f"edited from {asked['name']}({_compact(asked.get('args'))})"
+    return "approved"
+
+
+def _compact(args: Any) -> str:
+    text = json.dumps(args, ensure_ascii=False, default=str, sort_keys=True)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _event(runtime: Runtime[Context], event: str, name: str, call_id: str, **fields: Any) -> None:
+    """An approval event on the `custom` stream, in the gateway events' shape (tools/policies/events.py)."""
+    emit(runtime.stream_writer, name, call_id, event, **fields)
