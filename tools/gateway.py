@@ -38,7 +38,8 @@ class ToolGateway:
     """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
 
     Pipeline, outermost first: telemetry → result limit → existence → permission → argument validation
-    → approval (a call of a tool that asks for approval runs only with `approved=True`) → circuit breaker → concurrency limit → breaker re-check → normalise (exceptions become results)
+    → approval (a call of a tool that asks for approval runs only with `approved=True`) → circuit breaker
+    → concurrency limit → breaker re-check → normalise (exceptions become results)
     → timeout → retry → the tool (sync tools on the gateway's own daemon threads, `threads`).
     """
 

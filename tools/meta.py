@@ -62,7 +62,8 @@ class ToolMeta:
         if self.max_attempts < 1:
             raise ToolRegistrationError(f"tool {self.name!r}: max_attempts must be >= 1")
         if self.approval not in ("always", "never"):
-            raise ToolRegistrationError(f"tool {self.name!r}: approval must be 'always' or 'never', not {self.approval!r}")
+            raise ToolRegistrationError(
+                f"tool {self.name!r}: approval must be 'always' or 'never', not {self.approval!r}")
         if self.max_result_chars is not None and self.max_result_chars < 1:
             raise ToolRegistrationError(f"tool {self.name!r}: max_result_chars must be >= 1")
 

@@ -43,8 +43,8 @@ def needs_approval(name: str, reason: str) -> str:
 
 def rejected(name: str, reason: str) -> str:
     said = f": {reason}" if reason else " (no reason given)"
-    return (f"Tool {name} was not run: a person rejected this call{said}. Do not call it again with the same "
-            "arguments; answer from what you have or try another way.")
+    return (f"Tool {name} was not run: the call was rejected at the approval step{said}. Do not call it again "
+            "with the same arguments; answer from what you have or try another way.")
 
 
 def circuit_open(name: str, retry_in_s: float, failures: int, available: Iterable[str]) -> str:

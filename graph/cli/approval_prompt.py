@@ -24,22 +24,33 @@ class ApprovalSpecError(ValueError):
     """`--approve` values that mix all/none with tool names."""
 
 
+def read_line(prompt: str) -> str:
+    """One answer typed at the terminal; the prompt goes to stderr, so stdout keeps only the run's output."""
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
+
+
 def make_approver(approve: Iterable[str], tags_of: Callable[[str], tuple[str, ...]], *, interactive: bool,
-                  ask: Callable[[str], str] = input, out: TextIO = sys.stderr) -> Callable[[dict[str, Any]], Any]:
+                  ask: Callable[[str], str] = read_line, out: TextIO | None = None) -> Callable[[dict[str, Any]], Any]:
     """The approver `graph.sessions.run` asks; `tags_of(tool)` gives a tool's tags (for `--approve TAG`)."""
+    stream: TextIO = out or sys.stderr
     chosen = [value.strip() for value in approve if value.strip()]
     if {"all", "none"} & set(chosen) and len(chosen) > 1:
         raise ApprovalSpecError(f"--approve {' '.join(chosen)}: all and none stand alone, not with tool names")
     if chosen:
         return lambda request: _scripted(request, chosen, tags_of)
     if interactive:
-        return lambda request: _interactive(request, ask, out)
+        return lambda request: _interactive(request, ask, stream)
     told: list[bool] = []
 
     def reject_all(request: dict[str, Any]) -> Any:
         if not told:
             names = ", ".join(sorted({call["name"] for call in request.get("calls", [])}))
-            out.write(f"approval needed for {names}: {NO_TERMINAL}\n")
+            stream.write(f"approval needed for {names}: {NO_TERMINAL}\n")
             told.append(True)
         return {"decision": "reject", "reason": NO_TERMINAL}
 

@@ -28,8 +28,11 @@ from reactgraph.graph.cli.shared import (
     MaxToolCalls,
     Protocol,
     Reflection,
+    RequireApproval,
+    SkipApproval,
     TtlOption,
     UserError,
+    approval_flags,
     budget_flags,
     build_context,
     check_index,
@@ -74,6 +77,8 @@ def ask(
     index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
     wait: Annotated[float, typer.Option("--wait", metavar="SECONDS", min=0, help=WAIT_HELP)] = 300.0,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="If the session is busy, exit 75 at once.")] = False,
+    require_approval: RequireApproval = [],  # noqa: B006
+    skip_approval: SkipApproval = [],  # noqa: B006
     approve: Annotated[list[str], typer.Option("--approve", metavar="all|none|TOOL",
                                                help=APPROVE_HELP)] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
@@ -91,7 +96,8 @@ def ask(
     question = question_argument(question)
     session = session_option(session)
     context = build_context(model, max_iterations, reflection, protocol, allow, deny,
-                            budget_flags(max_tool_calls, max_tokens, max_cost))
+                            {**budget_flags(max_tool_calls, max_tokens, max_cost),
+                             **approval_flags(require_approval, skip_approval)})
     if from_checkpoint and not session:
         raise UserError("--from needs --session: a checkpoint belongs to a session")
     session = session or uuid.uuid4().hex[:12]

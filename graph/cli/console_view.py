@@ -112,7 +112,8 @@ class StepPrinter:
         for step in update.get("steps", []):
             style = {"approved": "green", "edited": "yellow"}.get(step["status"], "red")
             self.line(Text("    Approval ", style="bold") + Text(f"[{step['action']} · {step['status']}]", style=style)
-                      + Text(f": {_clip(step['observation'], 200)}" if step["status"] != "approved" else ""))
+                      + Text(f": {_clip(step['observation'].removeprefix('rejected: '), 200)}"
+                           if step["status"] != "approved" else ""))
 
     def _on_reflect(self, update: dict[str, Any]) -> None:
         verdict = update.get("reflection")

@@ -121,7 +121,20 @@ def build_context(model: str | None, max_iterations: int, reflection: Reflection
 _CONTEXT_FLAGS = {"max_iterations": "--max-iterations", "model": "--model", "allowed_tools": "--allow",
                   "denied_tools": "--deny", "reflection": "--reflection", "protocol": "--protocol",
                   "max_tool_calls": "--max-tool-calls", "max_model_tokens": "--max-tokens",
-                  "max_cost_usd": "--max-cost"}
+                  "max_cost_usd": "--max-cost", "approval": "--require-approval / --skip-approval"}
+
+
+def approval_flags(require: list[str], skip: list[str]) -> dict[str, Any]:
+    """Context.approval from --require-approval / --skip-approval (a label in both: asking wins)."""
+    setting = dict.fromkeys(skip, "never") | dict.fromkeys(require, "always")
+    return {"approval": setting or None}
+
+
+RequireApproval = Annotated[list[str], typer.Option(
+    "--require-approval", metavar="TOOL", help="Ask before each call of these tools (names or tags); repeatable.")]
+SkipApproval = Annotated[list[str], typer.Option(
+    "--skip-approval", metavar="TOOL", help="Do not ask before calls of these tools (names or tags), e.g. "
+                                            "http_get; repeatable.")]
 
 # The budget flags of `ask` and `compare` (a Context field each; unset: no budget).
 MaxToolCalls = Annotated[int | None, typer.Option("--max-tool-calls", metavar="N", show_default=False,
@@ -150,7 +163,8 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
     except ToolRegistrationError as exc:
         raise UserError(str(exc)) from exc
     if context is not None and (problem := unknown_tool_names(context, gateway.registry)):
-        raise UserError(problem.replace("allowed_tools ", "--allow ").replace("denied_tools ", "--deny "))
+        raise UserError(problem.replace("allowed_tools ", "--allow ").replace("denied_tools ", "--deny ")
+                        .replace("approval ", "--require-approval/--skip-approval "))
     return gateway
 
 

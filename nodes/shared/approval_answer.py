@@ -43,7 +43,7 @@ def read_answer(answer: Any, call_ids: list[str]) -> dict[str, Decision]:
     call asked about and nothing else."""
     if _is_decision(answer):
         one = _decision(answer, "the answer")
-        return {call_id: one for call_id in call_ids}
+        return dict.fromkeys(call_ids, one)
     if not isinstance(answer, Mapping):
         raise BadAnswer(f"an answer must be a decision or a mapping of call ids to decisions, not "
                         f"{type(answer).__name__}; accepted: {ACCEPTED}")

@@ -167,17 +167,18 @@ def context_of(runtime: Runtime[Context]) -> Context:
 
 
 class UnknownToolNames(UserWarning):
-    """allowed_tools / denied_tools name something that is neither a tool nor a tag of the graph's gateway."""
+    """allowed_tools / denied_tools / approval name something that is neither a tool nor a tag of the gateway."""
 
 
 def unknown_tool_names(context: Context, tools: Iterable[Any]) -> str:
-    """"" when every name in allowed_tools / denied_tools is a tool's name or tag among `tools` (ToolMetas),
+    """"" when every name in allowed_tools / denied_tools / approval is a tool's name or tag among `tools` (ToolMetas),
     else one line naming the unknown ones and listing the known tools and tags."""
     tools = list(tools)
     names = {meta.name for meta in tools}
     tags = {tag for meta in tools for tag in meta.tags} - names
     unknown = [f"{field} {label!r}" for field, labels in (("allowed_tools", context.allowed_tools or ()),
-                                                          ("denied_tools", context.denied_tools))
+                                                          ("denied_tools", context.denied_tools),
+                                                          ("approval", tuple(context.approval or ())))
                for label in labels if label not in names and label not in tags]
     if not unknown:
         return ""

@@ -58,7 +58,7 @@ class AgentServices:
         """The OpenAI schemas of the tools this run may use (each tool's schema is built once)."""
         # A warning, not an error: one Context may serve graphs whose gateways hold different tools, and an
         # unknown name fails closed (allow: fewer tools; deny: nothing more denied). Shown once per message.
-        if (context.allowed_tools or context.denied_tools) and (
+        if (context.allowed_tools or context.denied_tools or context.approval) and (
                 problem := unknown_tool_names(context, self.gateway.registry)):
             warnings.warn(problem, UnknownToolNames, stacklevel=2)
         return [self._schema(meta) for meta in self.gateway.tools(self.session(context, config))]
