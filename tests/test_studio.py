@@ -177,6 +177,27 @@ def test_studio_serves_the_react_graph_and_answers_offline(studio_server):
             assert sign not in logs
 
 
+def test_studio_shows_an_approval_interrupt_and_resumes_with_the_decision(studio_server):
+    client = get_sync_client(url=studio_server.url, api_key=None)
+    with studio_server.explained():
+        thread = client.threads.create()
+        client.runs.wait(thread["thread_id"], "react",
+                         input={"messages": [{"role": "human", "content": "Fetch https://example.com/page"}]})
+        state = client.threads.get_state(thread["thread_id"])
+        (pause,) = state["interrupts"]  # what Studio shows: the request, with every call and why it asks
+        assert pause["value"]["type"] == "approval"
+        assert [(c["name"], c["args"]) for c in pause["value"]["calls"]] == [
+            ("http_get", {"url": "https://example.com/page"})]
+        assert state["next"] == ["approve"]
+        final = client.runs.wait(thread["thread_id"], "react",
+                                 command={"resume": {"decision": "reject", "reason": "not from Studio"}})
+        assert final["status"] in ("no_answer", "partial", "answered") and final["final_answer"]
+        decided = [s for s in final["steps"] if s["node"] == "approve"]
+        assert [(s["action"], s["status"]) for s in decided] == [("http_get", "rejected")]
+        assert "not from Studio" in decided[0]["observation"]
+        assert OUTBOUND_MARK not in studio_server.logs()
+
+
 def test_studio_gets_the_input_output_and_state_schemas(studio_server):
     # pydantic builds these from the state TypedDicts; on Python < 3.12 only typing_extensions' kind works.
     client = get_sync_client(url=studio_server.url, api_key=None)
