@@ -45,7 +45,10 @@ class GraphEntry:
         if builder is None:
             raise UnknownGraphError(f"graph {self.name!r} is not available in this installation "
                                     f"(graph.{self.builder} is missing)")
-        return builder(gateway, model=model, **self.builder_options)
+        # A checkpointer of its own, so a run that pauses for approval can be resumed (evals/runner.py).
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        return builder(gateway, InMemorySaver(), model=model, **self.builder_options)
 
     def make_context(self, **fields: Any) -> Context:
         """A Context with the run's fields plus this graph's own (fields Context does not have are skipped)."""

@@ -50,8 +50,8 @@ class UsageMeter(BaseCallbackHandler):
 
 
 def tool_steps(steps: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records of tool calls (whatever node of whatever graph made them)."""
-    return [s for s in steps if s.get("action")]
+    """The records of tool calls (whatever node of whatever graph made them; an approval decision is not one)."""
+    return [s for s in steps if s.get("action") and s.get("node") != "approve"]
 
 
 def _repeats_a_success(steps: list[dict[str, Any]]) -> bool:

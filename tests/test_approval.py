@@ -416,3 +416,20 @@ def test_cli_bad_approval_flags_are_one_line(cli):
     assert code == 2 and "all and none stand alone" in err and len(err.strip().splitlines()) == 1
     code, _out, err = cli("ask", "hi", "--require-approval", "calculater")
     assert code == 2 and "--require-approval/--skip-approval 'calculater': not a tool or a tag" in err
+
+
+def test_evals_approve_what_their_tools_ask_for_and_measure_the_run(page, monkeypatch: pytest.MonkeyPatch):
+    from types import SimpleNamespace
+
+    from reactgraph.evals import runner
+    from reactgraph.evals.graphs import resolve_graphs
+    from reactgraph.evals.runner import RunConfig, run_task
+    from reactgraph.evals.tasks import Task
+    from reactgraph.models.offline import OfflineChatModel
+
+    # The eval's gateway with http_get allowed to reach the loopback page (and no faults injected).
+    monkeypatch.setattr(runner, "faulty_gateway", lambda faults, key: (loopback_tools(), SimpleNamespace(injected={})))
+    (entry,) = resolve_graphs(["react"])
+    task = Task(id="fetch", question=f"Fetch {page}", expected=["LangGraph builds agents"])
+    record = run_task(entry, task, 0, RunConfig(graphs=("react",)), OfflineChatModel())
+    assert record["status"] == "answered" and record["success"] and record["tool_statuses"] == {"ok": 1}
