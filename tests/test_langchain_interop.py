@@ -152,6 +152,37 @@ async def test_tool_runs_nest_under_the_callers_run_in_traces(mode: str):
     assert runs.ended == {outer_run, inner_run, tool_run}
 
 
+class ChainRuns(ToolRuns):
+    """Also records the name of every chain run (the graph's nodes), to tell under which one a tool ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: dict[UUID, str] = {}
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self.names[run_id] = kwargs.get("name") or ""
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+async def test_tool_runs_of_our_graphs_nest_under_their_act_node(mode: str):
+    from langchain_core.messages import HumanMessage
+
+    from reactgraph.graph import build_react_graph
+    from reactgraph.nodes.shared.context import Context
+
+    model = ScriptedChatModel.of(AIMessage("", tool_calls=[call("shout", "s1", text="hi")]), AIMessage("HI"))
+    graph = build_react_graph(interop_gateway(), model=model)
+    runs = ChainRuns()
+    request, config = {"messages": [HumanMessage("shout hi")]}, {"callbacks": [runs]}
+    context = Context(reflection="off")
+    if mode == "async":
+        await graph.ainvoke(request, config, context=context)
+    else:  # the gateway's coroutine runs on the sync bridge's loop thread: the run context goes along
+        await asyncio.to_thread(graph.invoke, request, config, context=context)
+    ((tool_run, parent),) = runs.started
+    assert runs.names[parent] == "act" and runs.ended == {tool_run}
+
+
 # --- langchain-tests' standard suites over every built-in tool and a JSON-schema StructuredTool ----------------
 
 class _Page(BaseHTTPRequestHandler):
