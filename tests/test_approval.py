@@ -90,6 +90,12 @@ def ran() -> list[str]:
     return []
 
 
+def deleting_graph(ran: list[str], then: str) -> Any:
+    """A ReAct graph whose model first deletes /a (a call that asks for approval), then answers `then`."""
+    return build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=ScriptedChatModel.of(
+        tool_reply("Delete it.", call("delete_file", "c1", path="/a")), AIMessage(then)))
+
+
 def two_risky_calls(*then: AIMessage) -> ScriptedChatModel:
     return ScriptedChatModel.of(
         tool_reply("Clean up and look.", call("delete_file", "c1", path="/tmp/a"), call("send_mail", "c2", to="bob"),
@@ -190,8 +196,7 @@ def test_a_rejected_call_never_runs_and_the_model_reads_the_reason(ran):
 
 
 def test_rejecting_every_call_goes_on_to_observe_and_the_model_answers(ran):
-    graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=ScriptedChatModel.of(
-        tool_reply("Delete it.", call("delete_file", "c1", path="/a")), AIMessage("I did not delete it.")))
+    graph = deleting_graph(ran, then="I did not delete it.")
     _, config = start(graph, "delete /a")
     result = graph.invoke(Command(resume={"decision": "reject"}), config, context=RULES)
     assert ran == [] and result["status"] == "answered" and result["final_answer"] == "I did not delete it."
@@ -216,8 +221,7 @@ def test_an_edit_runs_instead_of_the_original_which_never_runs(ran):
 
 
 def test_an_edit_into_another_tool_that_asks_is_asked_about_again(ran):
-    graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=ScriptedChatModel.of(
-        tool_reply("Look it up.", call("delete_file", "c1", path="/a")), AIMessage("Sent.")))
+    graph = deleting_graph(ran, then="Sent.")
     _, config = start(graph, "do it")
     second = graph.invoke(Command(resume={"decision": "edit", "name": "send_mail", "args": {"to": "eve"}}), config,
                           context=RULES)
@@ -230,8 +234,7 @@ def test_an_edit_into_another_tool_that_asks_is_asked_about_again(ran):
 
 
 def test_an_edit_into_a_denied_tool_is_refused_by_the_permission_check(ran):
-    graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=ScriptedChatModel.of(
-        tool_reply("Delete.", call("delete_file", "c1", path="/a")), AIMessage("Could not.")))
+    graph = deleting_graph(ran, then="Could not.")
     context = Context(reflection="rules", denied_tools=("archive",))
     _, config = start(graph, "do it", context=context)
     result = graph.invoke(Command(resume={"decision": "edit", "name": "archive", "args": {"path": "/a"}}), config,
@@ -240,8 +243,7 @@ def test_an_edit_into_a_denied_tool_is_refused_by_the_permission_check(ran):
 
 
 def test_an_edit_into_a_tool_that_does_not_ask_runs_at_once(ran):
-    graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=ScriptedChatModel.of(
-        tool_reply("Delete.", call("delete_file", "c1", path="/a")), AIMessage("Archived.")))
+    graph = deleting_graph(ran, then="Archived.")
     _, config = start(graph, "do it")
     result = graph.invoke(Command(resume={"decision": "edit", "name": "archive", "args": {"path": "/a"}}), config,
                           context=RULES)
@@ -249,8 +251,7 @@ def test_an_edit_into_a_tool_that_does_not_ask_runs_at_once(ran):
 
 
 def test_an_answer_that_is_not_understood_is_asked_again_with_the_problem_then_rejected(ran):
-    graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=ScriptedChatModel.of(
-        tool_reply("Delete.", call("delete_file", "c1", path="/a")), AIMessage("Not done.")))
+    graph = deleting_graph(ran, then="Not done.")
     _, config = start(graph, "do it")
     for answer, problem in [({"decision": "maybe"}, "decision 'maybe' is not approve, edit or reject"),
                             ({"c9": "approve"}, "no call 'c9' was asked about; no decision for call 'c1'"),
