@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SCOPE_PREFIX = "mcp-config:"  # the tag prefix of tools added for one MCP config file (see ToolGateway.mcp_config_scope)
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSession:
@@ -13,14 +15,20 @@ class ToolSession:
     # None allows every tool; an empty set allows none.
     allow: frozenset[str] | None = None
     deny: frozenset[str] = frozenset()
+    # Scope tags (`mcp-config:<file>`) of the MCP config files this session's runs name (Context.mcp_config): a
+    # tool carrying such a tag is visible only to sessions naming it.
+    mcp_scopes: frozenset[str] = frozenset()
 
     def permits(self, name: str, tags: tuple[str, ...] = ()) -> bool:
         labels = {name, *tags}
         if labels & self.deny:
             return False
+        if any(tag.startswith(SCOPE_PREFIX) and tag not in self.mcp_scopes for tag in tags):
+            return False
         return self.allow is None or bool(labels & self.allow)
 
     @classmethod
-    def of(cls, id: str = "default", allow=None, deny=()) -> ToolSession:
+    def of(cls, id: str = "default", allow=None, deny=(), mcp_scopes=()) -> ToolSession:
         """Convenience constructor taking any iterables (CLI options, Context fields)."""
-        return cls(id=id, allow=None if allow is None else frozenset(allow), deny=frozenset(deny or ()))
+        return cls(id=id, allow=None if allow is None else frozenset(allow), deny=frozenset(deny or ()),
+                   mcp_scopes=frozenset(mcp_scopes))
