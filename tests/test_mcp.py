@@ -24,6 +24,7 @@ from langchain_tests.integration_tests import ToolsIntegrationTests
 from langchain_tests.unit_tests import ToolsUnitTests
 
 from reactgraph.graph import Context, build_react_graph
+from reactgraph.nodes.shared.context import InvalidContext
 from reactgraph.tools import BreakerConfig, ToolGateway, ToolRegistrationError, ToolSession
 from reactgraph.tools.mcp.config import McpConfigError, read_config
 from reactgraph.tools.mcp.server import McpServer, McpStartError
@@ -280,6 +281,8 @@ async def test_the_http_server_with_a_prefix_from_sync_and_async_code(http_gatew
         assert (await other.execute(call("web_echo", text="hi"))).content == "hi"
     finally:
         await other.aclose()
+    closed = await other.execute(call("web_echo", text="hi"))
+    assert closed.status == "error" and "MCP server 'web' was closed" in closed.content
 
 
 # -- the graphs ----------------------------------------------------------------------------------------------
@@ -313,6 +316,15 @@ async def test_a_context_mcp_config_adds_tools_only_for_runs_that_name_it(http_c
     assert [s["status"] for s in unnamed["steps"] if s["node"] == "act"] == ["denied"]
 
 
+def test_a_context_naming_a_bad_mcp_config_stops_the_run_in_one_line(files):
+    graph = build_react_graph(ToolGateway(), model=ScriptedChatModel.of(AIMessage("never asked")))
+    with pytest.raises(McpConfigError, match=r"^MCP config '.*missing.json': cannot read it"):
+        graph.invoke({"messages": [HumanMessage("q")]}, config={"configurable": {"thread_id": "bad"}},
+                     context=Context(reflection="off", mcp_config=str(files / "missing.json")))
+    with pytest.raises(InvalidContext, match="Context.mcp_config = .* text of at most 4,096 characters"):
+        Context(mcp_config="x" * 5000)
+
+
 # -- the command line ----------------------------------------------------------------------------------------
 
 
@@ -324,6 +336,13 @@ def test_cli_tools_lists_mcp_tools_with_their_server_from_mcp_and_the_env(cli, h
     monkeypatch.setenv("REACTGRAPH_MCP", str(http_config))
     code, out, _ = cli("tools")
     assert code == 0 and "web_echo" in out and "web " in out
+
+
+def test_cli_ask_with_mcp_answers_and_closes_the_sessions(cli, http_config):
+    code, out, err = cli("ask", "计算 2+3", "--mcp", str(http_config), "--store", "memory", "--json",
+                         "--allow", "calculator", "--allow", "mcp:web")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "answered"
 
 
 def test_cli_ask_with_a_server_that_does_not_start_is_one_line_exit_2(cli, files):

@@ -33,12 +33,15 @@ def list_tools(
 
     table = Table(title="Tools (every call goes through the gateway pipeline)")
     # "stuck": threads still running calls of the tool that already timed out (see ToolGateway.status).
-    # "server": the MCP server a tool comes from (empty for built-in and --tools tools).
-    for column in ("tool", "server", "parameters", "timeout", "tags", "breaker", "stuck", "description"):
+    # "server": the MCP server a tool comes from, shown only when there are MCP tools (--mcp, $REACTGRAPH_MCP).
+    servers = any(row["server"] for row in rows)
+    for column in ("tool", *(("server",) if servers else ()), "parameters", "timeout", "tags", "breaker", "stuck",
+                   "description"):
         table.add_column(column)
     for row in rows:
         params = ", ".join(f"{k}{'' if k in row['schema'].get('required', []) else '?'}"
                            for k in row["schema"].get("properties", {}))
-        table.add_row(row["name"], row["server"] or "", params, f"{row['timeout_s']:g}s", ",".join(row["tags"]),
-                      row["breaker"]["state"], str(row["stuck_threads"]), row["description"].split("\n")[0][:80])
+        table.add_row(row["name"], *((row["server"] or "",) if servers else ()), params, f"{row['timeout_s']:g}s",
+                      ",".join(row["tags"]), row["breaker"]["state"], str(row["stuck_threads"]),
+                      row["description"].split("\n")[0][:80])
     Console().print(table)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import sys
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
@@ -61,10 +62,10 @@ def run_blocking(coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
 
 def _close_at_exit() -> None:
     """Close every session (a stdio server would otherwise outlive a crash-free exit only until its stdin ends)."""
-    if _loop is None or _loop.is_closed():
+    server = sys.modules.get("reactgraph.tools.mcp.server")  # never imported: no session was ever opened
+    if _loop is None or _loop.is_closed() or server is None:
         return
-    from reactgraph.tools.mcp.server import close_all
-
+    close_all = server.close_all
     with contextlib.suppress(Exception):  # at exit, a server that will not close must not stop the exit
         run_blocking(close_all(), 5.0)
 
