@@ -10,8 +10,8 @@ import asyncio
 import dataclasses
 import json
 import socket
-import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,23 +72,26 @@ def gateway(files: Path) -> Iterator[ToolGateway]:
 
 
 @pytest.fixture(scope="module")
-def http_url(files: Path) -> Iterator[str]:
+def http_url() -> Iterator[str]:
+    """The toy server over streamable HTTP, served by uvicorn on a thread of this process (no second interpreter
+    to start: `mcp` is imported here already)."""
+    import uvicorn
+
+    from mcp_servers.toy_server import build
+
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stderr=subprocess.DEVNULL)
+    server = uvicorn.Server(uvicorn.Config(build(port).streamable_http_app(), host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, name="toy-mcp-http", daemon=True)
+    thread.start()
     try:
-        def listening() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-        assert wait_for(listening, 20), "the HTTP MCP server did not listen"
+        assert wait_for(lambda: server.started, 20), "the HTTP MCP server did not start"
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        server.should_exit = True
+        thread.join(5)
 
 
 @pytest.fixture(scope="module")
@@ -321,7 +324,7 @@ def test_a_context_naming_a_bad_mcp_config_stops_the_run_in_one_line(files):
     with pytest.raises(McpConfigError, match=r"^MCP config '.*missing.json': cannot read it"):
         graph.invoke({"messages": [HumanMessage("q")]}, config={"configurable": {"thread_id": "bad"}},
                      context=Context(reflection="off", mcp_config=str(files / "missing.json")))
-    with pytest.raises(InvalidContext, match="Context.mcp_config = .* text of at most 4,096 characters"):
+    with pytest.raises(InvalidContext, match=r"Context\.mcp_config = .* text of at most 4,096 characters"):
         Context(mcp_config="x" * 5000)
 
 
