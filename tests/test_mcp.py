@@ -25,7 +25,7 @@ from langchain_tests.unit_tests import ToolsUnitTests
 
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.nodes.shared.context import InvalidContext
-from reactgraph.tools import BreakerConfig, ToolGateway, ToolRegistrationError, ToolSession
+from reactgraph.tools import BreakerConfig, ToolGateway, ToolRegistrationError, ToolSession, default_gateway
 from reactgraph.tools.mcp.config import McpConfigError, read_config
 from reactgraph.tools.mcp.server import McpServer, McpStartError
 from reactgraph.tools.mcp.tools import register
@@ -188,6 +188,8 @@ def test_a_name_clash_names_both_sources_and_suggests_a_prefix():
     assert [m.name for m in gateway.registry] == ["lookup"]  # all or none
     register(gateway, [_fake_server("a", "find", "lookup", prefix="a_"), _fake_server("b", "find")])
     assert [m.name for m in gateway.registry] == ["lookup", "a_find", "a_lookup", "find"]
+    with pytest.raises(ToolRegistrationError, match="'calculator' from MCP server 'm' clashes with the built-in tool"):
+        register(default_gateway(), [_fake_server("m", "calculator")])
 
 
 # -- calls -------------------------------------------------------------------------------------------------
