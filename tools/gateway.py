@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -54,6 +55,9 @@ class ToolGateway:
         self.telemetry = Telemetry()
         self.threads = ToolThreads(max_threads, max_stuck_per_tool)
         self._max_result_chars = max_result_chars
+        self.mcp_servers: list[Any] = []  # the MCP servers whose tools this gateway registered (tools/mcp/)
+        self._mcp_scopes: set[str] = set()  # the scope tags of the MCP config files added for Contexts
+        self._mcp_lock = threading.Lock()
         self._pipeline: Handler = chain([
             self.telemetry,
             ResultLimit(max_result_chars),
@@ -85,6 +89,45 @@ class ToolGateway:
             self.register(func, **options)
             return func
         return decorate(fn) if fn is not None else decorate
+
+    # -- MCP servers ------------------------------------------------------------------------------------------
+
+    def add_mcp_servers(self, config: Mapping[str, Any] | str) -> list[ToolMeta]:
+        """Register the tools of the MCP servers in `config` ({"mcpServers": …} as a dict, a JSON file's path or
+        JSON text), starting each server's one session now; works from sync code inside a running loop too."""
+        from reactgraph.tools.mcp.tools import add_servers
+        return add_servers(self, config)
+
+    async def aadd_mcp_servers(self, config: Mapping[str, Any] | str) -> list[ToolMeta]:
+        """`add_mcp_servers` for async code."""
+        from reactgraph.tools.mcp.tools import aadd_servers
+        return await aadd_servers(self, config)
+
+    def mcp_config_scope(self, path: str) -> str:
+        """The scope tag of the MCP config file at `path` (a run's `Context.mcp_config`), its servers added on
+        first use; their tools are visible only to sessions naming that scope (`ToolSession.mcp_scopes`)."""
+        from reactgraph.tools.mcp.config import scope_of
+        from reactgraph.tools.mcp.tools import add_servers
+
+        scope = scope_of(path)
+        with self._mcp_lock:  # one start per file, however many runs arrive at once
+            if scope not in self._mcp_scopes:
+                add_servers(self, path, scope=scope)
+                self._mcp_scopes.add(scope)
+        return scope
+
+    async def aclose(self) -> None:
+        """Close the sessions of the MCP servers this gateway added (also done at process exit)."""
+        if self.mcp_servers:
+            from reactgraph.tools.mcp.tools import close_servers
+            servers, self.mcp_servers = list(self.mcp_servers), []
+            await close_servers(servers)
+
+    def close(self) -> None:
+        """`aclose` for sync code."""
+        if self.mcp_servers:
+            from reactgraph.tools.mcp.loop import run_blocking
+            run_blocking(self.aclose(), 30.0)
 
     # -- what the model sees --------------------------------------------------------------------------------
 
@@ -121,11 +164,13 @@ class ToolGateway:
         return approval_request(self.registry, call if isinstance(call, Mapping) else {}, session or ToolSession())
 
     async def execute_many(self, calls: Sequence[ToolCall], session: ToolSession | None = None, *,
-                           events: EventSink | None = None) -> list[ToolResult]:
-        """Run calls concurrently (bounded by the concurrency limits); results come back in call order."""
+                           events: EventSink | None = None, approved: bool = False) -> list[ToolResult]:
+        """Run calls concurrently (bounded by the concurrency limits); results come back in call order.
+        `approved` applies to every call (see `execute`)."""
         if len(calls) == 1:
-            return [await self.execute(calls[0], session, events=events)]
-        return list(await asyncio.gather(*(self.execute(call, session, events=events) for call in calls)))
+            return [await self.execute(calls[0], session, events=events, approved=approved)]
+        return list(await asyncio.gather(*(self.execute(call, session, events=events, approved=approved)
+                                           for call in calls)))
 
     # -- observability ----------------------------------------------------------------------------------------
 
@@ -141,6 +186,7 @@ class ToolGateway:
             metrics = self.telemetry.metrics.get(meta.name)
             rows.append({
                 "name": meta.name, "description": meta.description, "enabled": meta.enabled,
+                "server": meta.extra.get("mcp_server"),
                 "tags": list(meta.tags), "timeout_s": meta.timeout_s, "max_concurrency": meta.max_concurrency,
                 "max_result_chars": meta.max_result_chars or self._max_result_chars,
                 "stuck_threads": self.threads.stuck(meta.name),

@@ -19,6 +19,7 @@ import typer
 from reactgraph.graph.cli.approval_prompt import APPROVE_HELP
 from reactgraph.graph.cli.history import check_newest, unreadable_as_user_error
 from reactgraph.graph.cli.shared import (
+    MCP_HELP,
     PROTOCOL_HELP,
     REFLECTION_HELP,
     STORE_HELP,
@@ -74,6 +75,7 @@ def ask(
     store: Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP)] = None,
     ttl: TtlOption = None,
     tools: Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)] = [],  # noqa: B006
+    mcp: Annotated[Path | None, typer.Option("--mcp", metavar="FILE", help=MCP_HELP)] = None,
     index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
     wait: Annotated[float, typer.Option("--wait", metavar="SECONDS", min=0, help=WAIT_HELP)] = 300.0,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="If the session is busy, exit 75 at once.")] = False,
@@ -115,12 +117,15 @@ def ask(
 
     from reactgraph.graph.react import build_react_graph
 
-    gateway = gateway_with(tools, index, context)
+    gateway = gateway_with(tools, index, context, mcp)
     approver = _approver(approve, gateway, interactive=not as_json and sys.stdin.isatty())
     graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model)
-    with unreadable_as_user_error(session):
-        result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
-                                      0.0 if no_wait else wait, approver)
+    try:
+        with unreadable_as_user_error(session):
+            result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
+                                          0.0 if no_wait else wait, approver)
+    finally:
+        gateway.close()  # the MCP servers' sessions (stdio servers' processes end with them)
     if not result.get("status"):  # never an exit 0 with "answer": null: the store did not give the turn back
         raise UserError(f"the run on session {session!r} left no answer in the store; "
                         f"see `reactgraph history --session {session}`")

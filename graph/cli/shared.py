@@ -38,6 +38,8 @@ class Protocol(StrEnum):
 
 TOOLS_HELP = ("Extra tools as module:attribute (repeatable; default: $REACTGRAPH_TOOLS); they replace "
               "built-ins of the same name.")
+MCP_HELP = ("MCP servers whose tools the agent may use: a JSON file {\"mcpServers\": {name: {command, args, env, "
+            "cwd} or {url, headers}}} (default: $REACTGRAPH_MCP).")
 STORE_HELP = ("Where sessions are kept: redis://host:port/db, rediss://…, unix:///path.sock, memory, "
               "sqlite:///relative.db or sqlite:////absolute.db (default: $REDIS_URL, else the embedded Redis).")
 REFLECTION_HELP = "After each observation: ask the model (llm), apply fixed rules (rules), or skip it (off)."
@@ -151,16 +153,23 @@ def budget_flags(max_tool_calls: int | None, max_tokens: int | None, max_cost: f
     return {"max_tool_calls": max_tool_calls, "max_model_tokens": max_tokens, "max_cost_usd": max_cost}
 
 
-def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None) -> ToolGateway:
-    """The built-in tools plus --tools; with `context`, its --allow/--deny names checked against them (one line
-    listing the known tools and tags: a mistyped --deny would otherwise deny nothing, silently)."""
+def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None,
+                 mcp: Path | None = None) -> ToolGateway:
+    """The built-in tools plus --tools and the tools of the --mcp servers ($REACTGRAPH_MCP), started now; with
+    `context`, its --allow/--deny names checked against them (one line listing the known tools and tags: a
+    mistyped --deny would otherwise deny nothing, silently)."""
+    import os
+
     from reactgraph.nodes.shared.context import unknown_tool_names
     from reactgraph.tools import ToolRegistrationError, default_gateway
     from reactgraph.tools.plugins import load_tools
 
+    mcp_config = str(mcp) if mcp is not None else os.environ.get("REACTGRAPH_MCP", "").strip()
     try:
         gateway = default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index)
-    except ToolRegistrationError as exc:
+        if mcp_config:
+            gateway.add_mcp_servers(mcp_config)
+    except ToolRegistrationError as exc:  # MCP's say which config or server: "MCP config …", "MCP server 'x' …"
         raise UserError(str(exc)) from exc
     if context is not None and (problem := unknown_tool_names(context, gateway.registry)):
         raise UserError(problem.replace("allowed_tools ", "--allow ").replace("denied_tools ", "--deny ")

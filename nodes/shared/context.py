@@ -80,6 +80,11 @@ class Context:
         "Budget: model cost in USD per question, from the price table (nodes/shared/budget.py, extended by "
         "$REACTGRAPH_PRICES); a model without a price counts 0. Empty means no budget."))] = None
 
+    mcp_config: Annotated[str, Field(max_length=4096, description=(
+        "Path of an MCP config file ({\"mcpServers\": {name: {...}}}, as for `--mcp`) whose servers' tools this "
+        "run may use: started on the first run that names it, then kept; runs that do not name it do not see "
+        "them. Empty: only the graph's own tools."))] = ""
+
     def __post_init__(self) -> None:
         # A plain "" default (not a factory) so Studio's form shows it; resolved here, once per run.
         if isinstance(self.model, str):

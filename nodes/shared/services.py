@@ -48,20 +48,23 @@ class AgentServices:
         model = self.model(context)
         return getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
 
-    @staticmethod
-    def session(context: Context, config: RunnableConfig | None) -> ToolSession:
+    def session(self, context: Context, config: RunnableConfig | None) -> ToolSession:
+        """The run's gateway session; a Context naming an MCP config file adds its servers' tools (once per file
+        per gateway: the first run waits for them to start) and lets this session see them."""
         thread_id = ((config or {}).get("configurable") or {}).get("thread_id") or "default"
+        scopes = (self.gateway.mcp_config_scope(context.mcp_config.strip()),) if context.mcp_config.strip() else ()
         return ToolSession.of(id=str(thread_id), allow=context.allowed_tools or None, deny=context.denied_tools,
-                              approval=context.approval)
+                              approval=context.approval, mcp_scopes=scopes)
 
     def schemas(self, context: Context, config: RunnableConfig | None) -> list[dict[str, Any]]:
         """The OpenAI schemas of the tools this run may use (each tool's schema is built once)."""
+        session = self.session(context, config)  # first: it may add the tools of the Context's MCP config
         # A warning, not an error: one Context may serve graphs whose gateways hold different tools, and an
         # unknown name fails closed (allow: fewer tools; deny: nothing more denied). Shown once per message.
         if (context.allowed_tools or context.denied_tools or context.approval) and (
                 problem := unknown_tool_names(context, self.gateway.registry)):
             warnings.warn(problem, UnknownToolNames, stacklevel=2)
-        return [self._schema(meta) for meta in self.gateway.tools(self.session(context, config))]
+        return [self._schema(meta) for meta in self.gateway.tools(session)]
 
     def _schema(self, meta: ToolMeta) -> dict[str, Any]:
         cached = self._schemas.get(id(meta))
