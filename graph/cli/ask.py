@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from reactgraph.graph.cli.history import check_newest, unreadable_as_user_error
+from reactgraph.graph.cli.otel_option import OtelOption, traced
 from reactgraph.graph.cli.shared import (
     PROTOCOL_HELP,
     REFLECTION_HELP,
@@ -75,6 +76,7 @@ def ask(
     no_wait: Annotated[bool, typer.Option("--no-wait", help="If the session is busy, exit 75 at once.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and tool-call logs.")] = False,
+    otel: OtelOption = False,
 ) -> None:
     """Answer QUESTION, showing each Thought → Action → Observation → Reflection step live.
 
@@ -107,7 +109,7 @@ def ask(
 
     graph = build_react_graph(gateway_with(tools, index, context), checkpointer=opened.saver,
                               store=long_term_store(opened), model=chat_model)
-    with unreadable_as_user_error(session):
+    with traced(otel), unreadable_as_user_error(session):
         result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
                                       0.0 if no_wait else wait)
     if not result.get("status"):  # never an exit 0 with "answer": null: the store did not give the turn back

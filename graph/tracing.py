@@ -1,0 +1,150 @@
+"""Switching OpenTelemetry tracing on for runs (the `otel` extra): LangChain instrumentation plus gateway spans.
+
+Spans of the run, its nodes and its model calls come from traceloop's `opentelemetry-instrumentation-langchain`
+(GenAI semantic conventions; it makes each node span the current OTel span, so our gateway's tool spans and
+the `traceparent` of outgoing requests nest under the node that made the call). Tool-call spans come from
+the gateway's own `ToolTracing` step (reactgraph.tools.tracing). Importing this module loads nothing else
+(the CLI reads `tracing_requested` before any agent machinery is loaded).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+DEFAULT_ENDPOINT = "http://localhost:4318/v1/traces"  # the OTLP/HTTP default of the OTel specification
+ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+CONTENT_ENV = "REACTGRAPH_OTEL_CONTENT"
+INSTALL_HINT = "tracing needs the otel extra: pip install 'react-graph[otel]'"
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}  # provider, instrumentor, owned (we made the provider), while tracing is on
+
+
+class TracingUnavailable(RuntimeError):
+    """OpenTelemetry (the `otel` extra) is not installed."""
+
+
+def endpoint_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """The OTLP/HTTP traces URL the standard variables ask for, or None when neither is set.
+
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as given; OTEL_EXPORTER_OTLP_ENDPOINT is a base URL to which
+    `/v1/traces` is appended, as the OTel specification says.
+    """
+    env = os.environ if env is None else env
+    if traces := env.get(ENDPOINT_ENVS[0], "").strip():
+        return traces
+    if base := env.get(ENDPOINT_ENVS[1], "").strip():
+        return base.rstrip("/") + "/v1/traces"
+    return None
+
+
+def tracing_requested(flag: bool = False, env: Mapping[str, str] | None = None) -> bool:
+    """Whether a CLI run should trace: `--otel`, or an OTLP endpoint in the environment."""
+    return flag or endpoint_from_env(env) is not None
+
+
+def enable_tracing(endpoint: str | None = None, *, exporter: Any = None, provider: Any = None,
+                   batch: bool = True, content: bool | None = None) -> Any:
+    """Trace every graph run of this process from now on; returns the `TracerProvider`. Idempotent.
+
+    Spans go to `exporter` (any `SpanExporter`, e.g. the SDK's `InMemorySpanExporter`) if given, else to an
+    OTLP/HTTP exporter at `endpoint`, else at the standard environment variables' endpoint, else at
+    http://localhost:4318/v1/traces. `provider`: use your own `TracerProvider` (its processors and
+    exporters) instead. `batch=False` exports each span as it ends (SimpleSpanProcessor; tests, debugging).
+    `content`: also record prompts, completions and tool-call arguments on model spans (default: off, or
+    REACTGRAPH_OTEL_CONTENT=true) — they hold user data and secrets. A second call returns the provider
+    already in use; `disable_tracing()` first to change the set-up.
+    """
+    with _lock:
+        if _state:
+            return _state["provider"]
+        try:
+            from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+        except ImportError as exc:
+            raise TracingUnavailable(INSTALL_HINT) from exc
+        if content is None:
+            content = os.environ.get(CONTENT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+        # The instrumentation reads this variable on every model call; ours decides (default: no content).
+        os.environ["TRACELOOP_TRACE_CONTENT"] = "true" if content else "false"
+        owned = provider is None
+        if owned:
+            provider = TracerProvider(resource=Resource.create(
+                {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "react-graph"}))
+            if exporter is None:
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+                exporter = OTLPSpanExporter(endpoint=endpoint or endpoint_from_env() or DEFAULT_ENDPOINT)
+            provider.add_span_processor(BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter))
+        from reactgraph.tools import tracing as tool_tracing
+
+        instrumentor = LangchainInstrumentor()
+        wrapped = _instrument(instrumentor, provider)
+        tool_tracing.set_tracer(provider.get_tracer("reactgraph"))
+        _state.update(provider=provider, instrumentor=instrumentor, owned=owned, wrapped=wrapped)
+        return provider
+
+
+def _instrument(instrumentor: Any, provider: Any) -> list[tuple[str, str]]:
+    """Instrument LangChain and LangGraph, noting each function the instrumentation wraps (see `_unwrap`)."""
+    import opentelemetry.instrumentation.langchain as module
+
+    wrapped: list[tuple[str, str]] = []
+    original = module.wrap_function_wrapper
+
+    def recording(target: Any, name: str, wrapper: Any) -> Any:
+        wrapped.append((target, name))
+        return original(target, name, wrapper)
+
+    module.wrap_function_wrapper = recording
+    try:
+        instrumentor.instrument(tracer_provider=provider)
+    finally:
+        module.wrap_function_wrapper = original
+    return wrapped
+
+
+def _unwrap(wrapped: list[tuple[str, str]]) -> None:
+    """Undo the instrumentation's wrappers. Its own `uninstrument` (0.62) leaves them in place (it passes
+    dotted class paths that `opentelemetry.instrumentation.utils.unwrap` cannot resolve), and a wrapper
+    left behind keeps adding its callback handler, and spans for a shut-down provider, to every later run."""
+    import wrapt
+
+    for target, name in reversed(wrapped):
+        try:
+            parent, attribute, current = wrapt.resolve_path(target, name)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(current, wrapt.FunctionWrapper):
+            setattr(parent, attribute, current.__wrapped__)
+
+
+def disable_tracing() -> None:
+    """Stop tracing: remove the instrumentation, flush and shut down the provider we made (not one you gave)."""
+    with _lock:
+        if not _state:
+            return
+        from reactgraph.tools import tracing as tool_tracing
+
+        tool_tracing.set_tracer(None)
+        _state["instrumentor"].uninstrument()
+        _unwrap(_state["wrapped"])
+        if _state["owned"]:
+            _state["provider"].shutdown()  # exports what the batch processor still holds
+        _state.clear()
+
+
+def flush(timeout_s: float = 5.0) -> bool:
+    """Export the spans still queued (the CLI calls it before exiting); True if all went out in time."""
+    provider = _state.get("provider")
+    return bool(provider.force_flush(int(timeout_s * 1000))) if provider is not None else True
+
+
+# A process that ends without disable_tracing() (a Python user's script) still exports its last spans.
+atexit.register(disable_tracing)
