@@ -10,6 +10,7 @@ the gateway's own `ToolTracing` step (reactgraph.tools.tracing). Importing this 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 from collections.abc import Mapping
@@ -107,7 +108,31 @@ def _instrument(instrumentor: Any, provider: Any) -> list[tuple[str, str]]:
         instrumentor.instrument(tracer_provider=provider)
     finally:
         module.wrap_function_wrapper = original
+    _cache_graph_structure()
     return wrapped
+
+
+def _cache_graph_structure() -> None:
+    """The instrumentation draws the whole graph (nodes, edges) on every run for the root span's attributes:
+    about a tenth of an offline run. A compiled graph never changes, so it is drawn once per graph."""
+    import weakref
+
+    from opentelemetry.instrumentation.langchain import langgraph_utils
+
+    extract = getattr(langgraph_utils.extract_graph_structure, "__wrapped__", langgraph_utils.extract_graph_structure)
+    drawn: weakref.WeakKeyDictionary[Any, tuple[list[str], list[str]]] = weakref.WeakKeyDictionary()
+
+    def cached(graph_instance: Any) -> tuple[list[str], list[str]]:
+        try:
+            return drawn[graph_instance]
+        except (KeyError, TypeError):  # TypeError: an object that takes no weak reference, drawn every time
+            structure = extract(graph_instance)
+            with contextlib.suppress(TypeError):
+                drawn[graph_instance] = structure
+            return structure
+
+    cached.__wrapped__ = extract  # type: ignore[attr-defined]
+    langgraph_utils.extract_graph_structure = cached
 
 
 def _unwrap(wrapped: list[tuple[str, str]]) -> None:
@@ -123,6 +148,10 @@ def _unwrap(wrapped: list[tuple[str, str]]) -> None:
             continue
         if isinstance(current, wrapt.FunctionWrapper):
             setattr(parent, attribute, current.__wrapped__)
+    from opentelemetry.instrumentation.langchain import langgraph_utils
+
+    extract = langgraph_utils.extract_graph_structure
+    langgraph_utils.extract_graph_structure = getattr(extract, "__wrapped__", extract)
 
 
 def disable_tracing() -> None:

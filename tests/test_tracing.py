@@ -209,7 +209,7 @@ def test_ask_otel_delivers_the_run_over_otlp_http(cli, receiver, monkeypatch):
     base, seen = receiver
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", base)
     monkeypatch.setenv("OTEL_SERVICE_NAME", "rg-test")
-    code, out, err = cli("ask", WEATHER, "--store", "memory", "--json", "--otel")
+    code, _, err = cli("ask", WEATHER, "--store", "memory", "--json", "--otel")
     assert code == 0, err
     posts = [(path, body) for path, _, body in seen if path == "/v1/traces"]
     assert posts, "no OTLP request arrived (is the provider flushed at exit?)"
