@@ -155,7 +155,7 @@ def tracing_overhead(runs: int) -> dict[str, float] | None:
             return SpanExportResult.SUCCESS
 
     graph = build_react_graph(default_gateway(), checkpointer=InMemorySaver())
-    context = Context(reflection="rules")
+    context = Context()  # the defaults, as `reactgraph ask` runs: reflection by the model (a structured call)
 
     def one(n: str) -> tuple[float, float]:
         started, cpu = time.perf_counter(), time.process_time()

@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,8 @@ INSTALL_HINT = "tracing needs the otel extra: pip install 'react-graph[otel]'"
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # provider, instrumentor, owned (we made the provider), while tracing is on
+# Each compiled graph's (nodes, edges) for the root span, kept across disable/enable (see _cache_graph_structure).
+_drawn: weakref.WeakKeyDictionary[Any, tuple[list[str], list[str]]] = weakref.WeakKeyDictionary()
 
 
 class TracingUnavailable(RuntimeError):
@@ -101,6 +104,8 @@ def _instrument(instrumentor: Any, provider: Any) -> list[tuple[str, str]]:
 
     def recording(target: Any, name: str, wrapper: Any) -> Any:
         wrapped.append((target, name))
+        if (handler := getattr(wrapper, "_callback_handler", None)) is not None:
+            _only_graph_node_and_model_spans(handler)
         return original(target, name, wrapper)
 
     module.wrap_function_wrapper = recording
@@ -112,15 +117,55 @@ def _instrument(instrumentor: Any, provider: Any) -> list[tuple[str, str]]:
     return wrapped
 
 
+def _only_graph_node_and_model_spans(handler: Any) -> None:
+    """No spans for the runnables inside a node (a structured-output chain's sequence, parallel, parsers and
+    fallbacks: ten spans per `reflect`, half of a run's spans and of tracing's cost). The graph, its nodes,
+    subgraph nodes and every model call keep theirs; a model call inside such a chain becomes a child of its
+    node (the nearest ancestor that has a span)."""
+    skipped: dict[Any, Any] = {}  # run id of a chain without a span -> the nearest ancestor run with one
+
+    def kept(parent_run_id: Any) -> Any:
+        return skipped.get(parent_run_id, parent_run_id)
+
+    def starting(method: Any) -> Any:
+        def start(*args: Any, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> Any:
+            return method(*args, run_id=run_id, parent_run_id=kept(parent_run_id), **kwargs)
+        return start
+
+    def ending(method: Any) -> Any:
+        def end(*args: Any, run_id: Any, **kwargs: Any) -> Any:
+            if run_id in skipped:
+                del skipped[run_id]
+                return None
+            return method(*args, run_id=run_id, **kwargs)
+        return end
+
+    chain_start = handler.on_chain_start
+
+    def on_chain_start(serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None,
+                       metadata: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        node = (metadata or {}).get("langgraph_node")
+        if parent_run_id is not None and node is not None and handler._get_name_from_callback(
+                serialized, **kwargs) != node:
+            skipped[run_id] = kept(parent_run_id)
+            return None
+        return chain_start(serialized, inputs, run_id=run_id, parent_run_id=kept(parent_run_id), metadata=metadata,
+                           **kwargs)
+
+    handler.on_chain_start = on_chain_start
+    handler.on_chain_end = ending(handler.on_chain_end)
+    handler.on_chain_error = ending(handler.on_chain_error)
+    for name in ("on_chat_model_start", "on_llm_start", "on_tool_start", "on_retriever_start"):
+        setattr(handler, name, starting(getattr(handler, name)))
+
+
 def _cache_graph_structure() -> None:
     """The instrumentation draws the whole graph (nodes, edges) on every run for the root span's attributes:
     about a tenth of an offline run. A compiled graph never changes, so it is drawn once per graph."""
-    import weakref
-
     from opentelemetry.instrumentation.langchain import langgraph_utils
 
     extract = getattr(langgraph_utils.extract_graph_structure, "__wrapped__", langgraph_utils.extract_graph_structure)
-    drawn: weakref.WeakKeyDictionary[Any, tuple[list[str], list[str]]] = weakref.WeakKeyDictionary()
+    drawn = _drawn
 
     def cached(graph_instance: Any) -> tuple[list[str], list[str]]:
         try:
