@@ -52,7 +52,7 @@ def tracing_requested(flag: bool = False, env: Mapping[str, str] | None = None) 
 
 
 def enable_tracing(endpoint: str | None = None, *, exporter: Any = None, provider: Any = None,
-                   batch: bool = True, content: bool | None = None) -> Any:
+                   batch: bool = True, content: bool | None = None, timeout_s: float | None = None) -> Any:
     """Trace every graph run of this process from now on; returns the `TracerProvider`. Idempotent.
 
     Spans go to `exporter` (any `SpanExporter`, e.g. the SDK's `InMemorySpanExporter`) if given, else to an
@@ -60,7 +60,9 @@ def enable_tracing(endpoint: str | None = None, *, exporter: Any = None, provide
     http://localhost:4318/v1/traces. `provider`: use your own `TracerProvider` (its processors and
     exporters) instead. `batch=False` exports each span as it ends (SimpleSpanProcessor; tests, debugging).
     `content`: also record prompts, completions and tool-call arguments on model spans (default: off, or
-    REACTGRAPH_OTEL_CONTENT=true) — they hold user data and secrets. A second call returns the provider
+    REACTGRAPH_OTEL_CONTENT=true) — they hold user data and secrets. `timeout_s`: how long the OTLP
+    exporter tries one batch, retries included (default: OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT, else 10 s).
+    A second call returns the provider
     already in use; `disable_tracing()` first to change the set-up.
     """
     with _lock:
@@ -84,7 +86,8 @@ def enable_tracing(endpoint: str | None = None, *, exporter: Any = None, provide
             if exporter is None:
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-                exporter = OTLPSpanExporter(endpoint=endpoint or endpoint_from_env() or DEFAULT_ENDPOINT)
+                exporter = OTLPSpanExporter(endpoint=endpoint or endpoint_from_env() or DEFAULT_ENDPOINT,
+                                            timeout=timeout_s)
             provider.add_span_processor(BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter))
         from reactgraph.tools import tracing as tool_tracing
 

@@ -232,3 +232,15 @@ def test_ask_otel_delivers_the_run_over_otlp_http(cli, receiver, monkeypatch):
     assert all(by_id[s.parent_span_id].name == "execute_task act"
                for s in exported if s.name == "execute_tool get_weather")
     assert len({s.trace_id for s in exported}) == 1
+
+
+def test_ask_otel_without_the_extra_says_what_to_install(cli, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.instrumentation.langchain", None)  # as if not installed
+    code, out, err = cli("ask", "计算 2+3", "--store", "memory", "--json", "--otel")
+    assert code != 0 and out == ""
+    assert err.strip().splitlines()[-1] == "error: tracing needs the otel extra: pip install 'react-graph[otel]'"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")  # set for other programs: a notice
+    code, out, err = cli("ask", "计算 2+3", "--store", "memory", "--json")
+    assert code == 0 and "running untraced" in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +14,8 @@ from reactgraph.graph.cli.shared import UserError
 
 OTEL_HELP = ("Send OpenTelemetry traces over OTLP/HTTP to $OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT or "
              "http://localhost:4318/v1/traces (on by itself when one of those variables is set; needs the otel extra).")
+TIMEOUT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+EXPORT_TIMEOUT_S = 3.0
 OtelOption = Annotated[bool, typer.Option("--otel", help=OTEL_HELP)]
 
 
@@ -28,8 +31,10 @@ def traced(flag: bool) -> Iterator[None]:
     if not tracing_requested(flag):
         yield
         return
+    # A collector that is down must not hold the answer back long at exit: 3 s unless the standard variables say.
+    timeout_s = None if any(os.environ.get(v) for v in TIMEOUT_ENVS) else EXPORT_TIMEOUT_S
     try:
-        enable_tracing()
+        enable_tracing(timeout_s=timeout_s)
     except TracingUnavailable as exc:
         if flag:
             raise UserError(str(exc)) from None
