@@ -20,6 +20,7 @@ from typing import Any
 DEFAULT_ENDPOINT = "http://localhost:4318/v1/traces"  # the OTLP/HTTP default of the OTel specification
 ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 CONTENT_ENV = "REACTGRAPH_OTEL_CONTENT"
+TRACELOOP_CONTENT_ENV = "TRACELOOP_TRACE_CONTENT"
 INSTALL_HINT = "tracing needs the otel extra: pip install 'react-graph[otel]'"
 
 _lock = threading.Lock()
@@ -78,7 +79,8 @@ def enable_tracing(endpoint: str | None = None, *, exporter: Any = None, provide
         if content is None:
             content = os.environ.get(CONTENT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
         # The instrumentation reads this variable on every model call; ours decides (default: no content).
-        os.environ["TRACELOOP_TRACE_CONTENT"] = "true" if content else "false"
+        content_before = os.environ.get(TRACELOOP_CONTENT_ENV)
+        os.environ[TRACELOOP_CONTENT_ENV] = "true" if content else "false"
         owned = provider is None
         if owned:
             provider = TracerProvider(resource=Resource.create(
@@ -94,7 +96,8 @@ def enable_tracing(endpoint: str | None = None, *, exporter: Any = None, provide
         instrumentor = LangchainInstrumentor()
         wrapped = _instrument(instrumentor, provider)
         tool_tracing.set_tracer(provider.get_tracer("reactgraph"))
-        _state.update(provider=provider, instrumentor=instrumentor, owned=owned, wrapped=wrapped)
+        _state.update(provider=provider, instrumentor=instrumentor, owned=owned, wrapped=wrapped,
+                      content_before=content_before)
         return provider
 
 
@@ -214,6 +217,10 @@ def disable_tracing() -> None:
         _unwrap(_state["wrapped"])
         if _state["owned"]:
             _state["provider"].shutdown()  # exports what the batch processor still holds
+        if _state["content_before"] is None:
+            os.environ.pop(TRACELOOP_CONTENT_ENV, None)
+        else:
+            os.environ[TRACELOOP_CONTENT_ENV] = _state["content_before"]
         _state.clear()
 
 

@@ -244,3 +244,19 @@ def test_ask_otel_without_the_extra_says_what_to_install(cli, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")  # set for other programs: a notice
     code, out, err = cli("ask", "计算 2+3", "--store", "memory", "--json")
     assert code == 0 and "running untraced" in err
+
+
+def test_help_loads_no_opentelemetry():
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "reactgraph", "ask", "--help"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0 and "--otel" in done.stdout
+    modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \| *(\S+)$", done.stderr, flags=re.MULTILINE))
+    assert modules and not {m for m in modules if m.startswith(("opentelemetry", "wrapt"))}
