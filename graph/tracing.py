@@ -63,8 +63,7 @@ def enable_tracing(endpoint: str | None = None, *, exporter: Any = None, provide
     `content`: also record prompts, completions and tool-call arguments on model spans (default: off, or
     REACTGRAPH_OTEL_CONTENT=true) — they hold user data and secrets. `timeout_s`: how long the OTLP
     exporter tries one batch, retries included (default: OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT, else 10 s).
-    A second call returns the provider
-    already in use; `disable_tracing()` first to change the set-up.
+    A second call returns the provider already in use; `disable_tracing()` first to change the set-up.
     """
     with _lock:
         if _state:
@@ -93,7 +92,8 @@ def enable_tracing(endpoint: str | None = None, *, exporter: Any = None, provide
             provider.add_span_processor(BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter))
         from reactgraph.tools import tracing as tool_tracing
 
-        instrumentor = LangchainInstrumentor()
+        # The instrumentation also puts `traceparent` on OpenAI clients' requests; the same switch covers it.
+        instrumentor = LangchainInstrumentor(disable_trace_context_propagation=not tool_tracing.propagation_allowed())
         wrapped = _instrument(instrumentor, provider)
         tool_tracing.set_tracer(provider.get_tracer("reactgraph"))
         _state.update(provider=provider, instrumentor=instrumentor, owned=owned, wrapped=wrapped,
@@ -225,7 +225,7 @@ def disable_tracing() -> None:
 
 
 def flush(timeout_s: float = 5.0) -> bool:
-    """Export the spans still queued (the CLI calls it before exiting); True if all went out in time."""
+    """Export the spans still queued (e.g. before a worker hands its process back); True if all went out in time."""
     provider = _state.get("provider")
     return bool(provider.force_flush(int(timeout_s * 1000))) if provider is not None else True
 

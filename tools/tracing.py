@@ -31,9 +31,14 @@ def tracing_on() -> bool:
     return _tracer is not None
 
 
+def propagation_allowed() -> bool:
+    """Whether REACTGRAPH_OTEL_PROPAGATE lets trace context go out on requests (default: yes)."""
+    return os.environ.get(PROPAGATE_ENV, "").strip().lower() not in _FALSE
+
+
 def propagation_on() -> bool:
     """Whether trace context goes out on HTTP (and MCP) requests: tracing is on and not switched off."""
-    return _tracer is not None and os.environ.get(PROPAGATE_ENV, "").strip().lower() not in _FALSE
+    return _tracer is not None and propagation_allowed()
 
 
 def trace_headers() -> dict[str, str]:
