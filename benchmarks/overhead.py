@@ -6,7 +6,13 @@ four nodes (think, act, observe, reflect with rules) to create_agent's two (mode
 more (load_memory, finalize, save_memory). Wall time is the figure a user waits for; the process's CPU time
 is printed beside it because on a busy machine wall time also measures how long threads wait for a core.
 
-    python benchmarks/overhead.py [--runs 200] [--sessions 100]
+    python benchmarks/overhead.py [--runs 200] [--sessions 100] [--tracing-runs 100]
+
+With the otel extra it also measures OpenTelemetry tracing: the same offline-model ReAct run (the weather
+question: two tool calls, reflection, final answer) with tracing off and on, runs interleaved. "On" is
+`enable_tracing` with an exporter that drops every span behind a SimpleSpanProcessor: each span is handed to
+the exporter as it ends, on the run's own thread, so all of tracing's cost lands inside the timed run (a
+BatchSpanProcessor would move export work to its thread and hide part of it).
 """
 
 from __future__ import annotations
@@ -135,11 +141,65 @@ async def concurrent_sessions(sessions: int, delay_s: float = 0.05) -> dict[str,
             "naive_ratio": wall / naive_ideal, "ratio": wall / (naive_ideal + cpu_floor)}
 
 
+def tracing_overhead(runs: int) -> dict[str, float] | None:
+    """Median wall and CPU ms of one offline ReAct run, tracing off vs on (spans dropped), interleaved."""
+    try:
+        from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+    except ImportError:
+        return None
+    from reactgraph.graph.tracing import disable_tracing, enable_tracing
+    from reactgraph.tools import default_gateway
+
+    class Drop(SpanExporter):
+        def export(self, spans):
+            return SpanExportResult.SUCCESS
+
+    graph = build_react_graph(default_gateway(), checkpointer=InMemorySaver())
+    context = Context()  # the defaults, as `reactgraph ask` runs: reflection by the model (a structured call)
+
+    def one(n: str) -> tuple[float, float]:
+        started, cpu = time.perf_counter(), time.process_time()
+        result = graph.invoke({"messages": [HumanMessage("北京和上海的天气分别怎么样？哪个城市更热？")]},
+                              config={"configurable": {"thread_id": n}}, context=context)
+        assert result["status"] == "answered"
+        return time.perf_counter() - started, time.process_time() - cpu
+
+    off: list[tuple[float, float]] = []
+    on: list[tuple[float, float]] = []
+    for n in range(-3, runs):  # the first three rounds warm both up
+        off_t = one(f"off{n}")
+        enable_tracing(exporter=Drop(), batch=False)
+        try:
+            on_t = one(f"on{n}")
+        finally:
+            disable_tracing()
+        if n >= 0:
+            off.append(off_t), on.append(on_t)
+    med = {k: statistics.median(t[i] for t in ts) * 1000 for k, ts in (("off", off), ("on", on)) for i in (0,)}
+    cpu = {k: statistics.median(t[1] for t in ts) * 1000 for k, ts in (("off", off), ("on", on))}
+    return {"off_ms": med["off"], "on_ms": med["on"], "ratio": med["on"] / med["off"],
+            "off_cpu_ms": cpu["off"], "on_cpu_ms": cpu["on"], "cpu_ratio": cpu["on"] / cpu["off"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--tracing-runs", type=int, default=100)
+    parser.add_argument("--only-tracing", action="store_true", help="Measure tracing only.")
     args = parser.parse_args()
+    if args.tracing_runs:
+        t = tracing_overhead(args.tracing_runs)
+        if t is None:
+            print("OpenTelemetry tracing: not measured (pip install 'react-graph[otel]')")
+        else:
+            print(f"OpenTelemetry tracing, offline ReAct run, {args.tracing_runs} interleaved runs each (medians):")
+            print(f"  off {t['off_ms']:.2f} ms · on, spans dropped {t['on_ms']:.2f} ms · ratio {t['ratio']:.2f}x"
+                  f"   (goal <= 1.1x)")
+            print(f"  in process CPU time: {t['off_cpu_ms']:.2f} ms vs {t['on_cpu_ms']:.2f} ms, "
+                  f"ratio {t['cpu_ratio']:.2f}x")
+    if args.only_tracing:
+        return
     o = overhead(args.runs)
     print(f"Overhead per iteration ({args.runs} interleaved 5-tool episodes each, medians):")
     print(f"  react-graph (think+act+observe+reflect): {o['ours_ms_per_iteration']:.3f} ms")

@@ -31,6 +31,7 @@ from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession
 from reactgraph.tools.telemetry import Telemetry
 from reactgraph.tools.threads import ToolThreads
+from reactgraph.tools.tracing import ToolTracing
 
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
 
@@ -38,7 +39,7 @@ ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id
 class ToolGateway:
     """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
 
-    Pipeline, outermost first: telemetry → result limit → existence → permission → argument validation
+    Pipeline, outermost first: tracing → telemetry → result limit → existence → permission → argument validation
     → approval (a call of a tool that asks for approval runs only with `approved=True`) → circuit breaker
     → concurrency limit → breaker re-check → normalise (exceptions become results)
     → timeout → retry → the tool (sync tools on the gateway's own daemon threads, `threads`).
@@ -59,6 +60,7 @@ class ToolGateway:
         self._mcp_scopes: set[str] = set()  # the scope tags of the MCP config files added for Contexts
         self._mcp_lock = threading.Lock()
         self._pipeline: Handler = chain([
+            ToolTracing(),  # a span per call while tracing is on (reactgraph.graph.tracing); else a pass
             self.telemetry,
             ResultLimit(max_result_chars),
             Existence(self.registry),

@@ -18,6 +18,7 @@ import typer
 
 from reactgraph.graph.cli.approval_prompt import APPROVE_HELP
 from reactgraph.graph.cli.history import check_newest, unreadable_as_user_error
+from reactgraph.graph.cli.otel_option import OtelOption, traced
 from reactgraph.graph.cli.shared import (
     MCP_HELP,
     PROTOCOL_HELP,
@@ -85,6 +86,7 @@ def ask(
                                                help=APPROVE_HELP)] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and tool-call logs.")] = False,
+    otel: OtelOption = False,
 ) -> None:
     """Answer QUESTION, showing each Thought → Action → Observation → Reflection step live.
 
@@ -121,7 +123,7 @@ def ask(
     approver = _approver(approve, gateway, interactive=not as_json and sys.stdin.isatty())
     graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model)
     try:
-        with unreadable_as_user_error(session):
+        with traced(otel), unreadable_as_user_error(session):
             result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
                                           0.0 if no_wait else wait, approver)
     finally:

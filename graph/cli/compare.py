@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from reactgraph.graph.cli.otel_option import OtelOption, traced
 from reactgraph.graph.cli.shared import (
     PROTOCOL_HELP,
     REFLECTION_HELP,
@@ -50,6 +51,7 @@ def compare(
     protocol: Annotated[Protocol, typer.Option(help=PROTOCOL_HELP)] = Protocol.tools,
     out: Annotated[Path, typer.Option(help="Directory for results.jsonl, summary.md/json and plots.")] = OUT_DIR,
     plots: Annotated[bool, typer.Option(help="Write PNG plots (needs matplotlib).")] = True,
+    otel: OtelOption = False,
 ) -> None:
     """Compare graphs on a task suite: success with 95 % intervals, paired tests between graphs (is a gap more
     than noise?), model/tool calls, tokens, wall time, failure modes, per tag."""
@@ -90,7 +92,8 @@ def compare(
         err.print("note: matplotlib is not installed (pip install 'react-graph[evals]'): writing no plots")
         plots = False
 
-    records = _run_with_progress(tasks, config, [e.name for e in entries], chat_model, out, err)
+    with traced(otel):  # each run of each graph is its own trace
+        records = _run_with_progress(tasks, config, [e.name for e in entries], chat_model, out, err)
     written = write_report(records, out, {**config.describe(), "suite": suite}, plots=plots)
     sys.stdout.write(written["markdown"])
     files = [written["results"], written["summary"], written["summary_json"], *written["plots"]]

@@ -103,7 +103,10 @@ class OfflineChatModel(BaseChatModel):
             reply = self._tool_step(normalized, set(tool_names) if tools else None)
         reply.usage_metadata = usage_for(messages, reply, tools)
         reply.response_metadata = {"model_name": self.model_name}
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+        # Where providers put them, so that tracing instrumentations read model name and finish reason
+        finish = "tool_calls" if reply.tool_calls else "stop"
+        return ChatResult(generations=[ChatGeneration(message=reply, generation_info={"finish_reason": finish})],
+                          llm_output={"model_name": self.model_name})
 
     @staticmethod
     def _structured(messages: list[BaseMessage], schema: str) -> AIMessage:

@@ -16,6 +16,7 @@ import httpx
 
 from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
+from reactgraph.tools.tracing import trace_headers
 
 ALLOW_ENV = "REACTGRAPH_HTTP_ALLOW"
 MAX_QUERY_ENV, MAX_PATH_ENV = "REACTGRAPH_HTTP_MAX_QUERY", "REACTGRAPH_HTTP_MAX_PATH"
@@ -209,7 +210,8 @@ class _Fetcher:
         raise ToolError(f"too many redirects (more than {MAX_REDIRECTS}) from {url[:100]}")
 
     def _request(self, client: httpx.AsyncClient, url: httpx.URL, ip: IPAddress) -> httpx.Request:
-        headers = {"Accept-Encoding": "identity", "User-Agent": "react-graph http_get/0.1"}
+        # Every URL that gets here was admitted (allow-listed): it may see our trace context (W3C traceparent).
+        headers = {"Accept-Encoding": "identity", "User-Agent": "react-graph http_get/0.1", **trace_headers()}
         if self.transport is None and _env_proxy_applies(url):
             # The proxy resolves the name itself; pinning the IP would break its TLS name check.
             return client.build_request("GET", url, headers=headers)

@@ -1,0 +1,262 @@
+"""OpenTelemetry traces as an operator sees them: one trace per run, node spans, model spans, tool spans under the
+act node that made the call (with retry and breaker events, never argument values), the trace context on
+`http_get`'s requests, and the CLI's `ask --otel` delivering OTLP/HTTP to a collector."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
+pytest.importorskip("opentelemetry.instrumentation.langchain", reason="the otel extra is not installed")
+
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from flaky_tools import FLAKY, reset
+from reactgraph.graph import Context, build_react_graph
+from reactgraph.graph.tracing import disable_tracing, enable_tracing, endpoint_from_env, tracing_requested
+from reactgraph.tools import BreakerConfig, ToolGateway, default_gateway
+from reactgraph.tools.builtin.http_get import http_get_tool
+from reactgraph.tools.tracing import trace_headers
+
+WEATHER = "北京和上海的天气分别怎么样？哪个城市更热？"
+CITIES = ("北京", "上海")
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Tracing on for one test, every span kept in memory as it ends."""
+    exporter = InMemorySpanExporter()
+    enable_tracing(exporter=exporter, batch=False)
+    try:
+        yield exporter
+    finally:
+        disable_tracing()
+
+
+def tree(exporter: InMemorySpanExporter) -> tuple[list[Any], dict[int, Any], dict[int | None, list[Any]]]:
+    """(spans, by span id, children by parent span id; None holds the roots)."""
+    finished = list(exporter.get_finished_spans())
+    by_id = {s.context.span_id: s for s in finished}
+    children: dict[int | None, list[Any]] = {}
+    for s in finished:
+        children.setdefault(s.parent.span_id if s.parent else None, []).append(s)
+    return finished, by_id, children
+
+
+def named(finished: list[Any], name: str) -> list[Any]:
+    return [s for s in finished if s.name == name]
+
+
+def run_weather(gateway: ToolGateway, mode: str) -> dict[str, Any]:
+    graph = build_react_graph(gateway, checkpointer=InMemorySaver())
+    args = ({"messages": [HumanMessage(WEATHER)]},)
+    kwargs = {"config": {"configurable": {"thread_id": f"trace-{mode}"}}, "context": Context()}
+    if mode == "sync":
+        return graph.invoke(*args, **kwargs)
+    return asyncio.run(graph.ainvoke(*args, **kwargs))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_one_trace_per_run_with_node_model_and_tool_spans(spans, mode):
+    result = run_weather(default_gateway(), mode)
+    assert result["status"] == "answered"
+    finished, by_id, children = tree(spans)
+    assert len({s.context.trace_id for s in finished}) == 1, "one run, one trace"
+    (root,) = children[None]
+    assert root.name == "invoke_agent react" and root.attributes["gen_ai.operation.name"] == "invoke_agent"
+    nodes = {s.name.removeprefix("execute_task ") for s in finished if by_id.get(s.parent.span_id if s.parent
+                                                                                   else None) is not None}
+    assert {"load_memory", "think", "act", "observe", "reflect", "finalize", "save_memory"} <= nodes
+
+    model = [s for s in finished if s.attributes.get("gen_ai.operation.name") == "chat"]
+    # reflect's model call is a child of reflect: its structured-output chain (sequence, parsers, …) has no spans
+    assert sorted(by_id[s.parent.span_id].name for s in model) == [
+        "execute_task finalize", "execute_task reflect", "execute_task think"]
+    assert not [s.name for s in finished if s.name.startswith(("execute_task Runnable", "execute_task Pydantic"))]
+    for span in model:
+        attrs = span.attributes
+        assert attrs["gen_ai.response.model"] == "offline-scripted"
+        assert attrs["gen_ai.usage.input_tokens"] > 0 and attrs["gen_ai.usage.output_tokens"] > 0
+    assert {("tool_call",), ("stop",)} <= {s.attributes["gen_ai.response.finish_reasons"] for s in model}
+
+    tools = named(finished, "execute_tool get_weather")
+    assert len(tools) == 2
+    for span in tools:  # each call under its own act task's span
+        assert by_id[span.parent.span_id].name == "execute_task act"
+        attrs = span.attributes
+        assert attrs["gen_ai.operation.name"] == "execute_tool" and attrs["gen_ai.tool.name"] == "get_weather"
+        assert attrs["reactgraph.tool.status"] == "ok" and attrs["reactgraph.tool.attempts"] == 1
+        assert attrs["reactgraph.tool.breaker_state"] == "closed" and attrs["reactgraph.tool.latency_ms"] >= 0
+        assert len(attrs["reactgraph.tool.args_digest"]) == 12
+    assert len({s.parent.span_id for s in tools}) == 2
+    # Content capture is off by default: no prompt, answer or argument value in any attribute.
+    for span in finished:
+        for value in span.attributes.values():
+            assert not any(city in str(value) for city in CITIES), (span.name, value)
+
+
+def test_retries_and_breaker_transitions_are_span_events(spans):
+    reset()
+    gateway = ToolGateway(FLAKY, breaker=BreakerConfig(failure_threshold=1, cooldown_s=60))
+    gateway.register(http_get_tool([]))  # a second tool, so the run goes on the same way as with the built-ins
+    run_weather(gateway, "async")
+    finished, by_id, _ = tree(spans)
+    tools = named(finished, "execute_tool get_weather")
+    assert tools and all(by_id[s.parent.span_id].name == "execute_task act" for s in tools)
+    retried = [s for s in tools if any(e.name == "reactgraph.retry" for e in s.events)]
+    assert retried, [list(s.events) for s in tools]
+    retry = next(e for e in retried[0].events if e.name == "reactgraph.retry")
+    assert retry.attributes["reactgraph.attempt"] == 2 and retry.attributes["reactgraph.error"] == "TransientToolError"
+    assert all(s.attributes["reactgraph.tool.attempts"] == 3 and s.attributes["reactgraph.tool.status"] == "ok"
+               for s in retried)
+
+
+def test_an_open_breaker_shows_on_the_tool_span(spans):
+    gateway = ToolGateway(breaker=BreakerConfig(failure_threshold=1, cooldown_s=60))
+
+    @gateway.tool(max_attempts=1)
+    def get_weather(city: str) -> dict:
+        """Weather for a city (always fails).
+
+        Args:
+            city: City name.
+        """
+        raise RuntimeError("down")
+
+    run_weather(gateway, "sync")
+    tools = named(tree(spans)[0], "execute_tool get_weather")
+    moved = [e for s in tools for e in s.events if e.name == "reactgraph.breaker"]
+    assert any(e.attributes["reactgraph.state"] == "open" and e.attributes["reactgraph.previous"] == "closed"
+               for e in moved)
+    statuses = {s.attributes["reactgraph.tool.status"] for s in tools}
+    assert statuses <= {"error", "circuit_open"} and "error" in statuses
+    assert all(s.status.status_code.name == "ERROR" for s in tools)
+    # The call that opened the circuit says so; a call admitted before that says how it was admitted.
+    mover = next(s for s in tools if any(e.name == "reactgraph.breaker" for e in s.events))
+    assert mover.attributes["reactgraph.tool.breaker_state"] == "open"
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers every request; keeps its path, headers and body on the server."""
+
+    def do_GET(self) -> None:
+        self._answer(b"")
+
+    def do_POST(self) -> None:
+        self._answer(self.rfile.read(int(self.headers.get("content-length") or 0)))
+
+    def _answer(self, body: bytes) -> None:
+        self.server.seen.append((self.path, dict(self.headers), body))  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("content-type", "text/plain" if self.command == "GET" else "application/x-protobuf")
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, list[tuple[str, dict[str, str], bytes]]]]:
+    """An HTTP server on a free loopback port: (its base URL, the requests it got)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    httpd.seen = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", httpd.seen  # type: ignore[attr-defined]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+async def test_http_get_sends_the_trace_context_only_while_tracing(spans, receiver, monkeypatch):
+    base, seen = receiver
+    fetch = http_get_tool(["127.0.0.1"], allow_private=True)
+    tracer = enable_tracing().get_tracer("test")
+    with tracer.start_as_current_span("caller") as caller:
+        await fetch.run(url=base + "/page")
+        trace_id = format(caller.get_span_context().trace_id, "032x")
+    traceparent = seen[-1][1].get("traceparent", "")
+    assert traceparent.startswith(f"00-{trace_id}-"), seen[-1][1]
+    monkeypatch.setenv("REACTGRAPH_OTEL_PROPAGATE", "false")
+    with tracer.start_as_current_span("caller"):
+        assert trace_headers() == {}
+        await fetch.run(url=base + "/page")
+    assert "traceparent" not in seen[-1][1]
+
+
+def test_http_get_sends_no_trace_context_when_tracing_is_off(receiver):
+    base, seen = receiver
+    asyncio.run(http_get_tool(["127.0.0.1"], allow_private=True).run(url=base + "/page"))
+    assert "traceparent" not in seen[-1][1] and trace_headers() == {}
+
+
+def test_endpoint_variables_follow_the_otel_specification():
+    assert endpoint_from_env({}) is None and not tracing_requested(False, {})
+    assert tracing_requested(True, {})
+    assert endpoint_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"}) == "http://c:4318/v1/traces"
+    assert endpoint_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+                              "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/x"}) == "http://t/x"
+
+
+def test_ask_otel_delivers_the_run_over_otlp_http(cli, receiver, monkeypatch):
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    base, seen = receiver
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", base)
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "rg-test")
+    code, _, err = cli("ask", WEATHER, "--store", "memory", "--json", "--otel")
+    assert code == 0, err
+    posts = [(path, body) for path, _, body in seen if path == "/v1/traces"]
+    assert posts, "no OTLP request arrived (is the provider flushed at exit?)"
+    exported = []
+    for _, body in posts:
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource_spans in request.resource_spans:
+            service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}["service.name"]
+            assert service == "rg-test"
+            exported += [s for scope in resource_spans.scope_spans for s in scope.spans]
+    names = [s.name for s in exported]
+    assert names.count("invoke_agent react") == 1 and names.count("execute_tool get_weather") == 2
+    by_id = {s.span_id: s for s in exported}
+    assert all(by_id[s.parent_span_id].name == "execute_task act"
+               for s in exported if s.name == "execute_tool get_weather")
+    assert len({s.trace_id for s in exported}) == 1
+
+
+def test_ask_otel_without_the_extra_says_what_to_install(cli, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.instrumentation.langchain", None)  # as if not installed
+    code, out, err = cli("ask", "计算 2+3", "--store", "memory", "--json", "--otel")
+    assert code != 0 and out == ""
+    assert err.strip().splitlines()[-1] == "error: tracing needs the otel extra: pip install 'react-graph[otel]'"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")  # set for other programs: a notice
+    code, out, err = cli("ask", "计算 2+3", "--store", "memory", "--json")
+    assert code == 0 and "running untraced" in err
+
+
+def test_help_loads_no_opentelemetry():
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "reactgraph", "ask", "--help"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0 and "--otel" in done.stdout
+    modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \| *(\S+)$", done.stderr, flags=re.MULTILINE))
+    assert modules and not {m for m in modules if m.startswith(("opentelemetry", "wrapt"))}
