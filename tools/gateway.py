@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -30,6 +31,7 @@ from reactgraph.tools.session import ToolSession
 from reactgraph.tools.telemetry import Telemetry
 from reactgraph.tools.threads import ToolThreads
 
+log = logging.getLogger("reactgraph.tools.gateway")
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
 
 
@@ -153,5 +155,7 @@ def _unpack(call: Any) -> tuple[str, Any, str]:
 def _text(value: Any) -> str:
     try:
         return str(value)
-    except Exception:  # noqa: BLE001 - e.g. an int past Python's digit limit, a list nested 5,000 deep
+    except Exception as exc:  # noqa: BLE001 - e.g. an int past Python's digit limit, a list nested 5,000 deep
+        log.debug("a tool call's name or id cannot be shown as text (%s)", type(exc).__name__,
+                  extra={"swallowed": {"where": "tool call name/id", "error_type": type(exc).__name__}})
         return f"<{type(value).__name__}>"

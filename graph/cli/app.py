@@ -37,10 +37,19 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _options(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    log_format: Annotated[str | None, typer.Option(
+        "--log-format", metavar="json|text", envvar="REACTGRAPH_LOG_FORMAT", show_envvar=False,
+        help="Log records to stderr: one JSON object per line, or text (default: $REACTGRAPH_LOG_FORMAT, "
+             "else none; --debug shows text).")] = None,
 ) -> None:
     """ReAct agents as explicit LangGraph state machines."""
+    from reactgraph.graph.cli.logs import check_format, configure
+
+    state = ctx.obj if isinstance(ctx.obj, dict) else {}
+    state["undo_logging"] = configure(check_format(log_format), bool(state.get("debug")))
 
 
 # Short help: one line each in `reactgraph --help` at 80 columns; `reactgraph COMMAND --help` tells the rest.
@@ -101,12 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         _error(bad_argument)
         return 2
     debug = "--debug" in argv
-    if debug:
-        import logging
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+    state: dict = {"debug": debug}  # the callback configures logging (--log-format, --debug); undone on the way out
     try:
         # Without standalone mode the exit code of a `typer.Exit` comes back as the return value.
-        code = app(args=argv, prog_name="reactgraph", standalone_mode=False)
+        code = app(args=argv, prog_name="reactgraph", standalone_mode=False, obj=state)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
@@ -124,8 +131,15 @@ def main(argv: list[str] | None = None) -> int:
         if is_user_error(exc):
             _error(f"error: {exc}")
             return 2
+        import logging  # with --log-format, the log gets the traceback the terminal is spared
+
+        logging.getLogger("reactgraph.cli").error("the command failed: %s", type(exc).__name__, exc_info=exc,
+                                                  extra={"swallowed": {"error_type": type(exc).__name__}})
         _error(f"error: {type(exc).__name__}: {exc} (run with --debug for details)")
         return 1
+    finally:
+        if (undo := state.get("undo_logging")) is not None:
+            undo()
     return code if isinstance(code, int) else 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 import weakref
@@ -25,12 +26,30 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from reactgraph.memory.redis_checkpoint.errors import checkout_error, exhausted, refused, resend_after, unavailable
+from reactgraph.memory.redis_checkpoint.errors import (
+    checkout_error,
+    exhausted,
+    redact,
+    refused,
+    resend_after,
+    unavailable,
+)
 from reactgraph.memory.redis_checkpoint.limits import LoopSlots, PoolLimits, ThreadSlots, answer_wait
 from reactgraph.memory.redis_checkpoint.scripts import Script
 
 Command = tuple[Any, ...]  # ("CMD", *args) or (Script, numkeys, *keys_and_args)
+log = logging.getLogger("reactgraph.memory.redis")
 _DOWN = (redis.ConnectionError, redis.TimeoutError, OSError)
+
+
+def _log_down(url: str, exc: BaseException, event: str) -> None:
+    """A dropped connection: `reconnect` (the batch is sent once more on a new connection) or `unavailable`."""
+    level = logging.WARNING if event == "reconnect" else logging.ERROR
+    if log.isEnabledFor(level):
+        shown, error = redact(url), f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+        log.log(level, "redis %s: connection dropped (%s); %s", shown, error,
+                "reconnecting and sending again" if event == "reconnect" else "giving up",
+                extra={"redis": {"event": event, "url": shown, "error": error}})
 
 
 def _encode(command: Command) -> Command:
@@ -163,7 +182,9 @@ class SyncWire:
                 conn.disconnect()
                 # Every batch the savers send is idempotent, so one resend after a dropped connection is safe.
                 if attempt == 2 or not resend_after(exc):
+                    _log_down(self.url, exc, "unavailable")
                     raise unavailable(self.url, exc, self.answer_wait) from exc
+                _log_down(self.url, exc, "reconnect")
             except redis.ResponseError as exc:  # only a reconnection's set-up (AUTH, SELECT) answers here
                 conn.disconnect()
                 raise refused(self.url, exc) from exc
@@ -249,7 +270,9 @@ class AsyncWire:
             except _DOWN as exc:
                 await conn.disconnect()
                 if attempt == 2 or not resend_after(exc):
+                    _log_down(self.url, exc, "unavailable")
                     raise unavailable(self.url, exc, self.answer_wait) from exc
+                _log_down(self.url, exc, "reconnect")
             except redis.ResponseError as exc:
                 await conn.disconnect()
                 raise refused(self.url, exc) from exc
