@@ -105,11 +105,14 @@ def ask(
 
     from reactgraph.graph.react import build_react_graph
 
-    graph = build_react_graph(gateway_with(tools, index, context), checkpointer=opened.saver,
-                              store=long_term_store(opened), model=chat_model)
-    with unreadable_as_user_error(session):
-        result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
-                                      0.0 if no_wait else wait)
+    gateway = gateway_with(tools, index, context, shared_url=opened.redis_url)
+    graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model)
+    try:
+        with unreadable_as_user_error(session):
+            result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
+                                          0.0 if no_wait else wait)
+    finally:
+        gateway.telemetry.store.flush(2.0)  # the calls' metrics reach Redis before this process ends
     if not result.get("status"):  # never an exit 0 with "answer": null: the store did not give the turn back
         raise UserError(f"the run on session {session!r} left no answer in the store; "
                         f"see `reactgraph history --session {session}`")

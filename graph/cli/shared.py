@@ -138,20 +138,43 @@ def budget_flags(max_tool_calls: int | None, max_tokens: int | None, max_cost: f
     return {"max_tool_calls": max_tool_calls, "max_model_tokens": max_tokens, "max_cost_usd": max_cost}
 
 
-def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None) -> ToolGateway:
+def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None,
+                 shared_url: str | None = None) -> ToolGateway:
     """The built-in tools plus --tools; with `context`, its --allow/--deny names checked against them (one line
-    listing the known tools and tags: a mistyped --deny would otherwise deny nothing, silently)."""
+    listing the known tools and tags: a mistyped --deny would otherwise deny nothing, silently). With
+    `shared_url` (the store's Redis) breaker states and call metrics live there, shared by every process."""
     from reactgraph.nodes.shared.context import unknown_tool_names
     from reactgraph.tools import ToolRegistrationError, default_gateway
     from reactgraph.tools.plugins import load_tools
 
+    stores: dict[str, Any] = {}
+    if shared_url:
+        from reactgraph.tools.metrics_store import RedisMetricsStore
+        from reactgraph.tools.policies.breaker_store import RedisBreakerStore
+
+        stores = {"breaker_store": RedisBreakerStore.from_url(shared_url),
+                  "metrics_store": RedisMetricsStore.from_url(shared_url)}
     try:
-        gateway = default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index)
+        gateway = default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index, **stores)
     except ToolRegistrationError as exc:
         raise UserError(str(exc)) from exc
     if context is not None and (problem := unknown_tool_names(context, gateway.registry)):
         raise UserError(problem.replace("allowed_tools ", "--allow ").replace("denied_tools ", "--deny "))
     return gateway
+
+
+def shared_redis_url(store: str | None) -> str | None:
+    """The Redis whose shared tool state `reactgraph tools` shows: --store or $REDIS_URL when it is Redis, else
+    the embedded Redis if it runs (never started just to look); None for memory and SQLite stores."""
+    from reactgraph.memory.checkpointer import resolve_url
+
+    chosen = resolve_url(store)
+    if chosen == "embedded":
+        from reactgraph.memory.embedded_redis import status
+
+        report = status()
+        return report["url"] if report["running"] else None
+    return chosen if chosen.startswith(("redis://", "rediss://", "unix://")) else None
 
 
 def check_index(index: Path | None) -> None:

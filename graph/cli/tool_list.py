@@ -8,17 +8,23 @@ from typing import Annotated
 
 import typer
 
-from reactgraph.graph.cli.shared import TOOLS_HELP, gateway_with
+from reactgraph.graph.cli.shared import STORE_HELP, TOOLS_HELP, UserError, gateway_with
 
 
 def list_tools(
     tools: Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)] = [],  # noqa: B006
+    store: Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP + " Breaker states and metrics "
+                                              "are read from a Redis store, shared by every process.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List the tools: description, parameters, limits, circuit-breaker state and stuck threads."""
+    """List the tools: description, parameters, limits, circuit-breaker state, stuck threads and call metrics.
+
+    With a Redis store (--store, $REDIS_URL, or the embedded Redis when it runs) breaker states and metrics are
+    those every process shares; otherwise those of this process only (which has made no calls yet).
+    """
     import asyncio
 
-    rows = asyncio.run(gateway_with(tools).status())
+    rows = asyncio.run(_status(tools, store))
     if as_json:
         sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
         return
@@ -27,11 +33,41 @@ def list_tools(
 
     table = Table(title="Tools (every call goes through the gateway pipeline)")
     # "stuck": threads still running calls of the tool that already timed out (see ToolGateway.status).
-    for column in ("tool", "parameters", "timeout", "tags", "breaker", "stuck", "description"):
+    for column in ("tool", "parameters", "timeout", "tags", "breaker", "stuck", "calls", "failures", "p50/p95 ms",
+                   "description"):
         table.add_column(column)
     for row in rows:
         params = ", ".join(f"{k}{'' if k in row['schema'].get('required', []) else '?'}"
                            for k in row["schema"].get("properties", {}))
+        m = row["metrics"] or {}
         table.add_row(row["name"], params, f"{row['timeout_s']:g}s", ",".join(row["tags"]),
-                      row["breaker"]["state"], str(row["stuck_threads"]), row["description"].split("\n")[0][:80])
-    Console().print(table)
+                      row["breaker"]["state"], str(row["stuck_threads"]), str(m.get("calls", 0)),
+                      str(m.get("failures", 0)), f"{m['p50_ms']:g}/{m['p95_ms']:g}" if m else "-",
+                      row["description"].split("\n")[0][:80])
+    console = Console()
+    console.print(table)
+    if rows:
+        console.print(f"metrics: {rows[0]['metrics_source']}", highlight=False, markup=False)
+
+
+async def _status(tools: list[str], store: str | None) -> list[dict]:
+    from reactgraph.graph.cli.shared import shared_redis_url
+
+    url = shared_redis_url(store)
+    gateway = gateway_with(tools, shared_url=url)
+    import redis
+
+    try:
+        return await gateway.status()
+    except (redis.RedisError, OSError) as exc:
+        raise UserError(f"cannot read the shared tool state from {_shown(url)}: {exc}") from exc
+    finally:
+        if url:  # the shared stores' clients, closed on the loop that used them
+            await gateway.breakers.store.client.aclose()  # type: ignore[attr-defined]
+            gateway.telemetry.store.client.close()  # type: ignore[attr-defined]
+
+
+def _shown(url: str | None) -> str:
+    from reactgraph.memory.redis_checkpoint.errors import redact
+
+    return redact(url) if url else "the store"
