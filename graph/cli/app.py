@@ -20,6 +20,7 @@ from reactgraph.graph.cli.prune import prune
 from reactgraph.graph.cli.server import server_app
 from reactgraph.graph.cli.shared import is_user_error
 from reactgraph.graph.cli.tool_list import list_tools
+from reactgraph.graph.cli.trace import show_trace
 
 # Plain (click-style) help: rich's boxed help would import rich and markdown-it first, doubling the time
 # `reactgraph --help` takes (0.10x → 0.21x of `import langgraph.graph` measured by benchmarks/startup.py).
@@ -56,6 +57,7 @@ def _options(
 app.command("ask", short_help="Answer a question, showing each step live.")(ask)
 app.command("history", short_help="List a session's checkpoints, to fork from one.")(show_history)
 app.command("tools", short_help="List the tools, their limits and breaker states.")(list_tools)
+app.command("trace", short_help="Show a turn's timeline: nodes, model and tool calls.")(show_trace)
 app.command("compare", short_help="Compare graphs on a task suite.")(compare)
 app.command("ingest", short_help="Add documents to the knowledge base.")(ingest)
 app.command("prune", short_help="Remove old checkpoints and idle sessions.")(prune)
