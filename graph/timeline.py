@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -45,7 +46,8 @@ def turn_timeline(graph: Any, session: str, turn: int | None = None) -> dict[str
 def _lineage(snapshots: list[Any]) -> list[Any]:
     """The checkpoints from the newest back through its parents, oldest first."""
     by_id = {s.config["configurable"]["checkpoint_id"]: s for s in snapshots}
-    chain, current = [], snapshots[0]
+    chain: list[Any] = []
+    current = snapshots[0]
     while current is not None and len(chain) < len(by_id):
         chain.append(current)
         parent = (current.parent_config or {}).get("configurable", {}).get("checkpoint_id")
@@ -70,7 +72,7 @@ def _timeline(session: str, number: int, total: int, checkpoints: list[Any]) -> 
     start, last = _time(checkpoints[0]), checkpoints[-1]
     values = last.values or {}
     nodes = []
-    for before, after in zip(checkpoints, checkpoints[1:], strict=False):
+    for before, after in pairwise(checkpoints):
         names = [task.name for task in before.tasks] or list(before.next)
         if names == ["__start__"]:
             continue  # the input being written: not a node of the graph
@@ -100,7 +102,7 @@ def _made(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     added = new[len(old):] if new[:len(old)] == old else new  # a new turn replaces the records
     model_calls = []
     for reply in replies:
-        usage = reply.usage_metadata or {}
+        usage: dict[str, Any] = dict(reply.usage_metadata or {})
         model_calls.append({"model": (reply.response_metadata or {}).get("model_name"),
                             "input_tokens": usage.get("input_tokens"), "output_tokens": usage.get("output_tokens"),
                             "tool_calls": [call["name"] for call in reply.tool_calls]})
@@ -116,7 +118,7 @@ def _to_their_nodes(nodes: list[dict[str, Any]]) -> None:
     their records (named act) in its own super-step."""
     for index, entry in enumerate(nodes):
         for kind in ("tool_calls", "records"):
-            kept = []
+            kept: list[dict[str, Any]] = []
             for item in entry[kind]:
                 owner = next((earlier for earlier in reversed(nodes[:index + 1])
                               if item.get("node", "act") in earlier["node"].replace(" ×", ",").split(", ")), entry)
