@@ -141,3 +141,25 @@ def test_a_killed_redis_connection_is_logged_as_a_reconnect(saver, raw, caplog):
 def _no_leftover_levels():
     yield
     logging.getLogger("reactgraph").setLevel(logging.NOTSET)
+
+
+def test_the_trace_id_of_the_active_opentelemetry_span_goes_on_the_record():
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from reactgraph.graph.cli.logs import current_ids
+
+    tracer = TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("run") as span:
+        ids = current_ids()
+    assert ids["trace_id"] == format(span.get_span_context().trace_id, "032x") and len(ids["span_id"]) == 16
+    assert "trace_id" not in current_ids()
+
+
+def test_an_unreachable_redis_is_logged_as_a_failed_connect(caplog):
+    from reactgraph.memory.redis_checkpoint import CheckpointStoreUnavailable, RedisSaver
+
+    with caplog.at_level(logging.ERROR, logger="reactgraph.memory"), RedisSaver.from_url(
+            "redis://127.0.0.1:1/0?socket_connect_timeout=0.2") as saver, pytest.raises(CheckpointStoreUnavailable):
+        saver.ping()
+    events = [r.redis["event"] for r in caplog.records if hasattr(r, "redis")]
+    assert "connect_failed" in events

@@ -32,6 +32,7 @@ from reactgraph.graph.cli.shared import (
     budget_flags,
     build_context,
     check_index,
+    close_shared_stores,
     gateway_with,
     long_term_store,
     model_label,
@@ -112,7 +113,7 @@ def ask(
             result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
                                           0.0 if no_wait else wait)
     finally:
-        gateway.telemetry.store.flush(2.0)  # the calls' metrics reach Redis before this process ends
+        close_shared_stores(gateway)  # the calls' metrics reach Redis before this process ends
     if not result.get("status"):  # never an exit 0 with "answer": null: the store did not give the turn back
         raise UserError(f"the run on session {session!r} left no answer in the store; "
                         f"see `reactgraph history --session {session}`")

@@ -163,6 +163,20 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
     return gateway
 
 
+def close_shared_stores(gateway: ToolGateway) -> None:
+    """Before the process ends: the calls' metrics written (up to 2 s), the shared stores' clients closed."""
+    from reactgraph.tools.metrics_store import RedisMetricsStore
+    from reactgraph.tools.policies.breaker_store import RedisBreakerStore
+    from reactgraph.tools.sync_bridge import run_sync
+
+    metrics, breakers = gateway.telemetry.store, gateway.breakers.store
+    metrics.flush(2.0)
+    if isinstance(metrics, RedisMetricsStore):
+        metrics.client.close()
+    if isinstance(breakers, RedisBreakerStore):  # an asyncio client: closed on the loop the calls ran on
+        run_sync(breakers.client.aclose())
+
+
 def shared_redis_url(store: str | None) -> str | None:
     """The Redis whose shared tool state `reactgraph tools` shows: --store or $REDIS_URL when it is Redis, else
     the embedded Redis if it runs (never started just to look); None for memory and SQLite stores."""

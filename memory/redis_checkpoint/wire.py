@@ -43,12 +43,14 @@ _DOWN = (redis.ConnectionError, redis.TimeoutError, OSError)
 
 
 def _log_down(url: str, exc: BaseException, event: str) -> None:
-    """A dropped connection: `reconnect` (the batch is sent once more on a new connection) or `unavailable`."""
+    """A connection lost: `reconnect` (the batch is sent once more on a new one), `unavailable` (given up), or
+    `connect_failed` (no connection could be made)."""
     level = logging.WARNING if event == "reconnect" else logging.ERROR
-    if log.isEnabledFor(level):
+    if isinstance(exc, Exception) and log.isEnabledFor(level):  # not a cancellation or a Ctrl-C
         shown, error = redact(url), f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
-        log.log(level, "redis %s: connection dropped (%s); %s", shown, error,
-                "reconnecting and sending again" if event == "reconnect" else "giving up",
+        what = {"reconnect": "connection dropped ({}); reconnecting and sending again",
+                "unavailable": "connection dropped ({}); giving up"}.get(event, "cannot connect ({})")
+        log.log(level, "redis %s: %s", shown, what.format(error),
                 extra={"redis": {"event": event, "url": shown, "error": error}})
 
 
@@ -204,6 +206,7 @@ class SyncWire:
             return self.pool.get_connection()
         except BaseException as exc:
             self._slots.give()
+            _log_down(self.url, exc, "connect_failed")
             raise checkout_error(self.url, self.limits, exc, self.answer_wait) from exc
 
     def close(self) -> None:
@@ -293,6 +296,7 @@ class AsyncWire:
             return await self.pool.get_connection(), slots
         except BaseException as exc:
             slots.give()
+            _log_down(self.url, exc, "connect_failed")
             raise checkout_error(self.url, self.limits, exc, self.answer_wait) from exc
 
     async def _move_to(self, loop: asyncio.AbstractEventLoop) -> None:
