@@ -184,6 +184,10 @@ def shared_redis_url(store: str | None) -> str | None:
 
     chosen = resolve_url(store)
     if chosen == "embedded":
+        from reactgraph.memory.embedded_redis_paths import data_dir, socket_path_for
+
+        if not socket_path_for(data_dir().expanduser().resolve()).exists():  # not running: redis is not even loaded
+            return None
         from reactgraph.memory.embedded_redis import status
 
         report = status()

@@ -33,21 +33,28 @@ def list_tools(
 
     table = Table(title="Tools (every call goes through the gateway pipeline)")
     # "stuck": threads still running calls of the tool that already timed out (see ToolGateway.status).
-    for column in ("tool", "parameters", "timeout", "tags", "breaker", "stuck", "calls", "failures", "p50/p95 ms",
-                   "description"):
+    table.add_column("tool", no_wrap=True, min_width=max([len(row["name"]) for row in rows] + [4]))
+    for column in ("parameters", "timeout", "tags", "breaker", "stuck", "calls", "description"):
         table.add_column(column)
     for row in rows:
         params = ", ".join(f"{k}{'' if k in row['schema'].get('required', []) else '?'}"
                            for k in row["schema"].get("properties", {}))
         m = row["metrics"] or {}
         table.add_row(row["name"], params, f"{row['timeout_s']:g}s", ",".join(row["tags"]),
-                      row["breaker"]["state"], str(row["stuck_threads"]), str(m.get("calls", 0)),
-                      str(m.get("failures", 0)), f"{m['p50_ms']:g}/{m['p95_ms']:g}" if m else "-",
+                      row["breaker"]["state"], str(row["stuck_threads"]), _calls(m),
                       row["description"].split("\n")[0][:80])
     console = Console()
     console.print(table)
     if rows:
         console.print(f"metrics: {rows[0]['metrics_source']}", highlight=False, markup=False)
+
+
+def _calls(metrics: dict) -> str:
+    """`25 (1 failed), p95 79 ms`: what the table has room for; --json has the rest."""
+    if not metrics:
+        return "-"
+    failed = f" ({metrics['failures']} failed)" if metrics["failures"] else ""
+    return f"{metrics['calls']}{failed}, p95 {metrics['p95_ms']:.0f} ms"
 
 
 async def _status(tools: list[str], store: str | None) -> list[dict]:
