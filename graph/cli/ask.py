@@ -10,8 +10,7 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -107,10 +106,12 @@ def ask(
 
     from reactgraph.graph.react import build_react_graph
 
-    gateway = gateway_with(tools, index, context, shared_url=opened.redis_url)
+    # Metrics go to the store's Redis; breakers stay this process's: a one-shot command sharing them would let
+    # failures of unrelated runs refuse its calls (a worker service passes RedisBreakerStore itself).
+    gateway = gateway_with(tools, index, context, shared_url=opened.redis_url, share_breakers=False)
     graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model)
     try:
-        with unreadable_as_user_error(session), shared_state_errors(opened.redis_url):
+        with unreadable_as_user_error(session):
             result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
                                           0.0 if no_wait else wait)
     finally:
@@ -125,23 +126,6 @@ def ask(
 
     if result.get("status") not in SUCCESS_STATUSES:  # exit 0 only for an answer: answered or partial
         raise typer.Exit(1)
-
-
-@contextmanager
-def shared_state_errors(url: str | None) -> Iterator[None]:
-    """The breaker states shared in the store's Redis fail with it: the store's own line, and how to resume."""
-    if not url:
-        yield
-        return
-    import redis
-
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        from reactgraph.memory.redis_checkpoint.errors import unavailable
-
-        raise UserError(f"{unavailable(url, exc)}; the session is saved up to its last checkpoint: run the same "
-                        "command again to resume") from exc
 
 
 def _turn(graph: Any, question: str, session: str, from_checkpoint: str | None, context: Any, out: Any,

@@ -139,10 +139,11 @@ def budget_flags(max_tool_calls: int | None, max_tokens: int | None, max_cost: f
 
 
 def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None,
-                 shared_url: str | None = None) -> ToolGateway:
+                 shared_url: str | None = None, share_breakers: bool = True) -> ToolGateway:
     """The built-in tools plus --tools; with `context`, its --allow/--deny names checked against them (one line
     listing the known tools and tags: a mistyped --deny would otherwise deny nothing, silently). With
-    `shared_url` (the store's Redis) breaker states and call metrics live there, shared by every process."""
+    `shared_url` (the store's Redis) call metrics live there, shared by every process, and so do breaker
+    states unless `share_breakers` is False."""
     from reactgraph.nodes.shared.context import unknown_tool_names
     from reactgraph.tools import ToolRegistrationError, default_gateway
     from reactgraph.tools.plugins import load_tools
@@ -152,8 +153,9 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
         from reactgraph.tools.metrics_store import RedisMetricsStore
         from reactgraph.tools.policies.breaker_store import RedisBreakerStore
 
-        stores = {"breaker_store": RedisBreakerStore.from_url(shared_url),
-                  "metrics_store": RedisMetricsStore.from_url(shared_url)}
+        stores = {"metrics_store": RedisMetricsStore.from_url(shared_url)}
+        if share_breakers:
+            stores["breaker_store"] = RedisBreakerStore.from_url(shared_url)
     try:
         gateway = default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index, **stores)
     except ToolRegistrationError as exc:
