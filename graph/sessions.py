@@ -3,8 +3,9 @@ at a time per session (the session lease)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from langchain_core.messages import AIMessageChunk, HumanMessage
@@ -12,6 +13,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Overwrite, StreamMode
 
+from reactgraph.graph.run_context import run_scope
 from reactgraph.memory.session_id import check_session_id
 from reactgraph.memory.session_lease import DEFAULT_WAIT_S, SessionLease, WaitNotice, session_lease
 from reactgraph.nodes.shared.context import Context
@@ -75,7 +77,9 @@ def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink 
     is told), else `SessionBusy`; a caller that already holds the lease (to plan under it too) shares it."""
     session = check_session_id((plan.config.get("configurable") or {})["thread_id"])
     thread: RunnableConfig = {"configurable": {"thread_id": session}}
-    with session_lease(graph, session, wait_s=wait_s, on_wait=on_wait) as lease:
+    with session_lease(graph, session, wait_s=wait_s, on_wait=on_wait) as lease, run_scope(session) as run_id:
+        # The log records' run id is the root run's id in LangChain callbacks (LangSmith, tracers) too.
+        plan = replace(plan, config={**plan.config, "run_id": uuid.UUID(run_id)})
         _stream(graph, plan, context, lease, on_update, on_token, on_event)
         for _ in range(MAX_APPROVAL_ROUNDS if approver else 0):
             paused = pending_approval(graph, session)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import secrets
@@ -27,6 +28,7 @@ from reactgraph.memory.redis_checkpoint.layout import normalise_prefix, thread_b
 from reactgraph.memory.redis_checkpoint.limits import PoolLimits, answer_wait
 from reactgraph.memory.session_lease import LeaseHolder, SessionLease
 
+log = logging.getLogger("reactgraph.memory.lease")
 _DOWN = (redis.ConnectionError, redis.TimeoutError, OSError)
 _OWNER = re.compile(r"pid \d{1,10} on [A-Za-z0-9._-]{1,64}")  # what new_value writes; anything else is not shown
 _MAX_VALUE = 512  # bytes of a lease value read back: it is Redis content, so bounded and never trusted
@@ -57,14 +59,25 @@ class RedisLease(SessionLease):
         lease would have run out; meanwhile `lost` already says so once the last confirmed expiry is past."""
         if isinstance(outcome, Exception):
             if time.monotonic() < self.valid_until:
+                log.warning("session %s: lease renewal failed, retried at the next beat (%s)", self.session,
+                            _first_line(outcome), extra={"redis": {
+                                "event": "lease_renewal_failed", "session": self.session,
+                                "error": f"{type(outcome).__name__}: {_first_line(outcome)}"}})
                 return True
             self.lost_reason = f"Redis did not answer its renewal for {self.ttl_s:g} s: {_first_line(outcome)}"
+            self._log_lost()
             return False
         if not outcome:
             self.lost_reason = "it expired before it was renewed"
+            self._log_lost()
             return False
         self.valid_until = sent + self.ttl_s
         return True
+
+
+    def _log_lost(self) -> None:
+        log.error("session %s: lease lost: %s", self.session, self.lost_reason,
+                  extra={"redis": {"event": "lease_lost", "session": self.session, "error": self.lost_reason}})
 
 
 class _LeaseRules:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -12,6 +13,7 @@ from langchain_core.tools import BaseTool
 
 from reactgraph.tools.approval import ApprovalGate, approval_request
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
+from reactgraph.tools.metrics_store import MetricsStore
 from reactgraph.tools.policies.base import CallContext, Handler, chain
 from reactgraph.tools.policies.breaker_state import BreakerConfig
 from reactgraph.tools.policies.breaker_store import BreakerStore
@@ -33,6 +35,7 @@ from reactgraph.tools.telemetry import Telemetry
 from reactgraph.tools.threads import ToolThreads
 from reactgraph.tools.tracing import ToolTracing
 
+log = logging.getLogger("reactgraph.tools.gateway")
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
 
 
@@ -48,12 +51,13 @@ class ToolGateway:
     def __init__(self, tools: Iterable[ToolMeta | BaseTool | Callable[..., Any]] = (), *,
                  max_concurrent: int = 5, max_wait_s: float = 60.0,
                  breaker: BreakerConfig | None = None, breaker_store: BreakerStore | None = None,
-                 clock: Callable[[], float] = time.time, retry: Retry | None = None,
+                 metrics_store: MetricsStore | None = None, clock: Callable[[], float] = time.time,
+                 retry: Retry | None = None,
                  max_result_chars: int = 1_000_000, max_threads: int = 32, max_stuck_per_tool: int = 4) -> None:
         self.registry = ToolRegistry()
         self.breakers = CircuitBreakers(breaker, clock=clock, store=breaker_store)
         self.bulkhead = Bulkhead(max_concurrent, max_wait_s)
-        self.telemetry = Telemetry()
+        self.telemetry = Telemetry(metrics_store)
         self.threads = ToolThreads(max_threads, max_stuck_per_tool)
         self._max_result_chars = max_result_chars
         self.mcp_servers: list[Any] = []  # the MCP servers whose tools this gateway registered (tools/mcp/)
@@ -180,12 +184,18 @@ class ToolGateway:
         """Per tool: description, tags, limits, breaker state, stuck threads and call metrics (`reactgraph tools`).
 
         `stuck_threads` counts the tool's calls that gave up (timed out, cancelled) while its thread still runs.
+        Metrics and breaker states are those of their stores: every process's when they are in Redis;
+        `metrics_source` says which.
         """
         rows = []
+        store = self.telemetry.store
+        if store.shared:  # this process's own last calls are in the picture too
+            await asyncio.to_thread(store.flush, 1.0)
+        all_metrics = await store.read([meta.name for meta in self.registry])
         for meta in self.registry:
             breaker = self.breakers.for_tool(meta.name)
             snap = await breaker.snapshot()
-            metrics = self.telemetry.metrics.get(meta.name)
+            metrics = all_metrics.get(meta.name)
             rows.append({
                 "name": meta.name, "description": meta.description, "enabled": meta.enabled,
                 "server": meta.extra.get("mcp_server"),
@@ -194,7 +204,7 @@ class ToolGateway:
                 "stuck_threads": self.threads.stuck(meta.name),
                 "breaker": {"state": snap.state.value, "consecutive_failures": snap.consecutive_failures,
                             "retry_in_s": round(breaker.retry_in(snap), 3) if snap.state == "open" else None},
-                "metrics": metrics.to_dict() if metrics else None,
+                "metrics": metrics, "metrics_source": store.describe(),
                 "schema": meta.openai_schema()["function"]["parameters"],
             })
         return rows
@@ -211,5 +221,7 @@ def _unpack(call: Any) -> tuple[str, Any, str]:
 def _text(value: Any) -> str:
     try:
         return str(value)
-    except Exception:  # noqa: BLE001 - e.g. an int past Python's digit limit, a list nested 5,000 deep
+    except Exception as exc:  # noqa: BLE001 - e.g. an int past Python's digit limit, a list nested 5,000 deep
+        log.debug("a tool call's name or id cannot be shown as text (%s)", type(exc).__name__,
+                  extra={"swallowed": {"where": "tool call name/id", "error_type": type(exc).__name__}})
         return f"<{type(value).__name__}>"

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
+
+log = logging.getLogger("reactgraph.tools.observations")
 
 
 def _names(tools: Iterable[str]) -> str:
@@ -71,7 +74,9 @@ def stuck(name: str, stuck_threads: int, timeout_s: float) -> str:
 def failed(name: str, error: BaseException) -> str:
     try:
         message = str(error).strip()
-    except Exception:  # noqa: BLE001 - an exception whose __str__ fails is still reported, by its type
+    except Exception as exc:  # noqa: BLE001 - an exception whose __str__ fails is still reported, by its type
+        log.debug("tool %s: its exception's message cannot be read (%s)", name, type(exc).__name__,
+                  extra={"swallowed": {"tool": name, "where": "exception message", "error_type": type(exc).__name__}})
         message = ""
     kind = type(error).__name__
     if not isinstance(error, Exception):  # SystemExit, KeyboardInterrupt, GeneratorExit, …: say what it was

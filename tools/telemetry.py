@@ -1,4 +1,5 @@
-"""One structured log record per tool call, and per-tool metrics for `reactgraph tools`."""
+"""One structured log record per tool call, and per-tool metrics for `reactgraph tools` (kept in a
+`MetricsStore`: this process's, or Redis shared by every process)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ import json
 import logging
 import re
 import time
-from collections import Counter, deque
-from dataclasses import dataclass, field
 from typing import Any
 
+from reactgraph.tools.metrics_store import MemoryMetricsStore, MetricsStore, ToolMetrics
 from reactgraph.tools.policies.base import CallContext, Handler
 from reactgraph.tools.policies.validation import _coerce_args
 from reactgraph.tools.result import ToolResult, ToolStatus
@@ -49,39 +49,16 @@ def args_digest(args: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "replace")).hexdigest()[:12]
 
 
-@dataclass
-class ToolMetrics:
-    """Counters and a latency window for one tool."""
-
-    calls: int = 0
-    failures: int = 0
-    by_status: Counter = field(default_factory=Counter)
-    # The most recent latencies only: percentiles describe current behaviour, and memory stays bounded.
-    latencies_ms: deque = field(default_factory=lambda: deque(maxlen=1024))
-
-    def observe(self, result: ToolResult) -> None:
-        self.calls += 1
-        self.failures += result.status.counts_as_failure
-        self.by_status[result.status] += 1  # StrEnum keys: equal to, and serialised as, their string values
-        self.latencies_ms.append(result.latency_ms)
-
-    def percentile(self, q: float) -> float:
-        if not self.latencies_ms:
-            return 0.0
-        ordered = sorted(self.latencies_ms)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "failures": self.failures,
-                "by_status": {str(k): v for k, v in self.by_status.items()},
-                "p50_ms": round(self.percentile(0.50), 3), "p95_ms": round(self.percentile(0.95), 3)}
-
-
 class Telemetry:
     """Outermost policy: stamps latency, logs the call once, and updates the tool's metrics."""
 
-    def __init__(self) -> None:
-        self.metrics: dict[str, ToolMetrics] = {}
+    def __init__(self, store: MetricsStore | None = None) -> None:
+        self.store: MetricsStore = store or MemoryMetricsStore()
+
+    @property
+    def metrics(self) -> dict[str, ToolMetrics]:
+        """This process's metrics when they are kept in process ({} when a shared store holds them)."""
+        return self.store.metrics if isinstance(self.store, MemoryMetricsStore) else {}
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
         started = time.perf_counter()
@@ -89,10 +66,7 @@ class Telemetry:
         result.latency_ms = (time.perf_counter() - started) * 1000
         result.attempts = call.attempts
         if call.meta is not None:  # unknown names stay out of the metrics, or junk calls would grow them forever
-            metrics = self.metrics.get(call.name)
-            if metrics is None:
-                metrics = self.metrics[call.name] = ToolMetrics()
-            metrics.observe(result)
+            self.store.record(call.name, result)
         level = logging.INFO if result.status is ToolStatus.OK else logging.WARNING
         if logger.isEnabledFor(level):
             args = _coerce_args(call.args)  # JSON-string arguments are logged parsed, so their secrets are masked

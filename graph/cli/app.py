@@ -20,6 +20,7 @@ from reactgraph.graph.cli.prune import prune
 from reactgraph.graph.cli.server import server_app
 from reactgraph.graph.cli.shared import is_user_error
 from reactgraph.graph.cli.tool_list import list_tools
+from reactgraph.graph.cli.trace import show_trace
 
 # Plain (click-style) help: rich's boxed help would import rich and markdown-it first, doubling the time
 # `reactgraph --help` takes (0.10x → 0.21x of `import langgraph.graph` measured by benchmarks/startup.py).
@@ -37,16 +38,26 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _options(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    log_format: Annotated[str | None, typer.Option(
+        "--log-format", metavar="json|text", envvar="REACTGRAPH_LOG_FORMAT", show_envvar=False,
+        help="Log records to stderr: one JSON object per line, or text (default: $REACTGRAPH_LOG_FORMAT, "
+             "else none; --debug shows text).")] = None,
 ) -> None:
     """ReAct agents as explicit LangGraph state machines."""
+    from reactgraph.graph.cli.logs import check_format, configure
+
+    state = ctx.obj if isinstance(ctx.obj, dict) else {}
+    state["undo_logging"] = configure(check_format(log_format), bool(state.get("debug")))
 
 
 # Short help: one line each in `reactgraph --help` at 80 columns; `reactgraph COMMAND --help` tells the rest.
 app.command("ask", short_help="Answer a question, showing each step live.")(ask)
 app.command("history", short_help="List a session's checkpoints, to fork from one.")(show_history)
 app.command("tools", short_help="List the tools, their limits and breaker states.")(list_tools)
+app.command("trace", short_help="Show a turn's timeline: nodes, model and tool calls.")(show_trace)
 app.command("compare", short_help="Compare graphs on a task suite.")(compare)
 app.command("ingest", short_help="Add documents to the knowledge base.")(ingest)
 app.command("prune", short_help="Remove old checkpoints and idle sessions.")(prune)
@@ -101,12 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         _error(bad_argument)
         return 2
     debug = "--debug" in argv
-    if debug:
-        import logging
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+    state: dict = {"debug": debug}  # the callback configures logging (--log-format, --debug); undone on the way out
     try:
         # Without standalone mode the exit code of a `typer.Exit` comes back as the return value.
-        code = app(args=argv, prog_name="reactgraph", standalone_mode=False)
+        code = app(args=argv, prog_name="reactgraph", standalone_mode=False, obj=state)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
@@ -124,8 +133,15 @@ def main(argv: list[str] | None = None) -> int:
         if is_user_error(exc):
             _error(f"error: {exc}")
             return 2
+        import logging  # with --log-format, the log gets the traceback the terminal is spared
+
+        logging.getLogger("reactgraph.cli").error("the command failed: %s", type(exc).__name__, exc_info=exc,
+                                                  extra={"swallowed": {"error_type": type(exc).__name__}})
         _error(f"error: {type(exc).__name__}: {exc} (run with --debug for details)")
         return 1
+    finally:
+        if (undo := state.get("undo_logging")) is not None:
+            undo()
     return code if isinstance(code, int) else 0
 
 

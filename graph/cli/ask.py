@@ -38,6 +38,7 @@ from reactgraph.graph.cli.shared import (
     budget_flags,
     build_context,
     check_index,
+    close_shared_stores,
     gateway_with,
     long_term_store,
     model_label,
@@ -119,7 +120,9 @@ def ask(
 
     from reactgraph.graph.react import build_react_graph
 
-    gateway = gateway_with(tools, index, context, mcp)
+    # Metrics go to the store's Redis; breakers stay this process's: a one-shot command sharing them would let
+    # failures of unrelated runs refuse its calls (a worker service passes RedisBreakerStore itself).
+    gateway = gateway_with(tools, index, context, mcp, shared_url=opened.redis_url, share_breakers=False)
     approver = _approver(approve, gateway, interactive=not as_json and sys.stdin.isatty())
     graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model)
     try:
@@ -128,6 +131,7 @@ def ask(
                                           0.0 if no_wait else wait, approver)
     finally:
         gateway.close()  # the MCP servers' sessions (stdio servers' processes end with them)
+        close_shared_stores(gateway)  # the calls' metrics reach Redis before this process ends
     if not result.get("status"):  # never an exit 0 with "answer": null: the store did not give the turn back
         raise UserError(f"the run on session {session!r} left no answer in the store; "
                         f"see `reactgraph history --session {session}`")

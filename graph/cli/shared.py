@@ -154,10 +154,12 @@ def budget_flags(max_tool_calls: int | None, max_tokens: int | None, max_cost: f
 
 
 def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None,
-                 mcp: Path | None = None) -> ToolGateway:
+                 mcp: Path | None = None, shared_url: str | None = None,
+                 share_breakers: bool = True) -> ToolGateway:
     """The built-in tools plus --tools and the tools of the --mcp servers ($REACTGRAPH_MCP), started now; with
     `context`, its --allow/--deny names checked against them (one line listing the known tools and tags: a
-    mistyped --deny would otherwise deny nothing, silently)."""
+    mistyped --deny would otherwise deny nothing, silently). With `shared_url` (the store's Redis) call metrics
+    live there, shared by every process, and so do breaker states unless `share_breakers` is False."""
     import os
 
     from reactgraph.nodes.shared.context import unknown_tool_names
@@ -165,8 +167,16 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
     from reactgraph.tools.plugins import load_tools
 
     mcp_config = str(mcp) if mcp is not None else os.environ.get("REACTGRAPH_MCP", "").strip()
+    stores: dict[str, Any] = {}
+    if shared_url:
+        from reactgraph.tools.metrics_store import RedisMetricsStore
+        from reactgraph.tools.policies.breaker_store import RedisBreakerStore
+
+        stores = {"metrics_store": RedisMetricsStore.from_url(shared_url)}
+        if share_breakers:
+            stores["breaker_store"] = RedisBreakerStore.from_url(shared_url)
     try:
-        gateway = default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index)
+        gateway = default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index, **stores)
         if mcp_config:
             gateway.add_mcp_servers(mcp_config)
     except ToolRegistrationError as exc:  # MCP's say which config or server: "MCP config …", "MCP server 'x' …"
@@ -175,6 +185,38 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
         raise UserError(problem.replace("allowed_tools ", "--allow ").replace("denied_tools ", "--deny ")
                         .replace("approval ", "--require-approval/--skip-approval "))
     return gateway
+
+
+def close_shared_stores(gateway: ToolGateway) -> None:
+    """Before the process ends: the calls' metrics written (up to 2 s), the shared stores' clients closed."""
+    from reactgraph.tools.metrics_store import RedisMetricsStore
+    from reactgraph.tools.policies.breaker_store import RedisBreakerStore
+    from reactgraph.tools.sync_bridge import run_sync
+
+    metrics, breakers = gateway.telemetry.store, gateway.breakers.store
+    metrics.flush(2.0)
+    if isinstance(metrics, RedisMetricsStore):
+        metrics.client.close()
+    if isinstance(breakers, RedisBreakerStore):  # an asyncio client: closed on the loop the calls ran on
+        run_sync(breakers.client.aclose())
+
+
+def shared_redis_url(store: str | None) -> str | None:
+    """The Redis whose shared tool state `reactgraph tools` shows: --store or $REDIS_URL when it is Redis, else
+    the embedded Redis if it runs (never started just to look); None for memory and SQLite stores."""
+    from reactgraph.memory.checkpointer import resolve_url
+
+    chosen = resolve_url(store)
+    if chosen == "embedded":
+        from reactgraph.memory.embedded_redis_paths import data_dir, socket_path_for
+
+        if not socket_path_for(data_dir().expanduser().resolve()).exists():  # not running: redis is not even loaded
+            return None
+        from reactgraph.memory.embedded_redis import status
+
+        report = status()
+        return report["url"] if report["running"] else None
+    return chosen if chosen.startswith(("redis://", "rediss://", "unix://")) else None
 
 
 def check_index(index: Path | None) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 import weakref
@@ -25,12 +26,32 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from reactgraph.memory.redis_checkpoint.errors import checkout_error, exhausted, refused, resend_after, unavailable
+from reactgraph.memory.redis_checkpoint.errors import (
+    checkout_error,
+    exhausted,
+    redact,
+    refused,
+    resend_after,
+    unavailable,
+)
 from reactgraph.memory.redis_checkpoint.limits import LoopSlots, PoolLimits, ThreadSlots, answer_wait
 from reactgraph.memory.redis_checkpoint.scripts import Script
 
 Command = tuple[Any, ...]  # ("CMD", *args) or (Script, numkeys, *keys_and_args)
+log = logging.getLogger("reactgraph.memory.redis")
 _DOWN = (redis.ConnectionError, redis.TimeoutError, OSError)
+
+
+def _log_down(url: str, exc: BaseException, event: str) -> None:
+    """A connection lost: `reconnect` (the batch is sent once more on a new one), `unavailable` (given up), or
+    `connect_failed` (no connection could be made)."""
+    level = logging.WARNING if event == "reconnect" else logging.ERROR
+    if isinstance(exc, Exception) and log.isEnabledFor(level):  # not a cancellation or a Ctrl-C
+        shown, error = redact(url), f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+        what = {"reconnect": "connection dropped ({}); reconnecting and sending again",
+                "unavailable": "connection dropped ({}); giving up"}.get(event, "cannot connect ({})")
+        log.log(level, "redis %s: %s", shown, what.format(error),
+                extra={"redis": {"event": event, "url": shown, "error": error}})
 
 
 def _encode(command: Command) -> Command:
@@ -163,7 +184,9 @@ class SyncWire:
                 conn.disconnect()
                 # Every batch the savers send is idempotent, so one resend after a dropped connection is safe.
                 if attempt == 2 or not resend_after(exc):
+                    _log_down(self.url, exc, "unavailable")
                     raise unavailable(self.url, exc, self.answer_wait) from exc
+                _log_down(self.url, exc, "reconnect")
             except redis.ResponseError as exc:  # only a reconnection's set-up (AUTH, SELECT) answers here
                 conn.disconnect()
                 raise refused(self.url, exc) from exc
@@ -183,6 +206,7 @@ class SyncWire:
             return self.pool.get_connection()
         except BaseException as exc:
             self._slots.give()
+            _log_down(self.url, exc, "connect_failed")
             raise checkout_error(self.url, self.limits, exc, self.answer_wait) from exc
 
     def close(self) -> None:
@@ -249,7 +273,9 @@ class AsyncWire:
             except _DOWN as exc:
                 await conn.disconnect()
                 if attempt == 2 or not resend_after(exc):
+                    _log_down(self.url, exc, "unavailable")
                     raise unavailable(self.url, exc, self.answer_wait) from exc
+                _log_down(self.url, exc, "reconnect")
             except redis.ResponseError as exc:
                 await conn.disconnect()
                 raise refused(self.url, exc) from exc
@@ -270,6 +296,7 @@ class AsyncWire:
             return await self.pool.get_connection(), slots
         except BaseException as exc:
             slots.give()
+            _log_down(self.url, exc, "connect_failed")
             raise checkout_error(self.url, self.limits, exc, self.answer_wait) from exc
 
     async def _move_to(self, loop: asyncio.AbstractEventLoop) -> None:

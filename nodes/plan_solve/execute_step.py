@@ -18,6 +18,7 @@ from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import PlanSolveState, StepOutcome, render_plan, settle, step_records
 from reactgraph.nodes.shared import prompts, text_protocol
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.fallback_log import log_fallback
 from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.model_retry import model_failure
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
@@ -57,6 +58,7 @@ def _text_reply(reply: AIMessage, schemas: list[dict[str, Any]]) -> tuple[AIMess
     raw = str(reply.text)
     parsed = text_protocol.parse_reply(raw)
     if parsed.problem is not None:  # no correction round here: the step fails and replan (if on) revisits it
+        log_fallback("execute_step", "unusable_reply", parsed.problem)
         return AIMessage(f"(unusable reply: {parsed.problem}) {raw[:500]}".strip()), False
     return text_protocol.to_ai_message(parsed, raw, schemas, reply), True
 
@@ -106,6 +108,7 @@ def make_execute_step(services: AgentServices) -> Node:
         try:
             reply = yield Call(bound, request)
         except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed
+            log_fallback("execute_step", "model_error_failed_step", exc)
             return _failed(state, model_failure(exc, model, runtime), started)
         return _settled(state, reply, schemas, context.protocol, started)
 

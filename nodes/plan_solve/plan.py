@@ -15,6 +15,7 @@ from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.budget import fresh_budget
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.fallback_log import log_fallback
 from reactgraph.nodes.shared.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
@@ -60,6 +61,7 @@ def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) 
 
 def _fallback(state: PlanSolveState, why: str, tokens: int, started: float) -> dict[str, Any]:
     # One step that is the whole question: Plan-and-Solve degrades to a single tool-using round, not a crash.
+    log_fallback("plan", "plan_one_step", why)
     question = current_question(state["messages"])
     steps = [{"goal": question.text.strip(), "tool": None}] if question is not None else []
     return _settle(state, steps, "plan_fallback", f"{why}; planned the whole question as one step", tokens, started)

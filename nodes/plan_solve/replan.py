@@ -13,6 +13,7 @@ from reactgraph.nodes.plan_solve.plan import summary_notes, tool_list
 from reactgraph.nodes.plan_solve.state import PlanSolveState, Replan, remaining, render_plan, render_results
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.fallback_log import log_fallback
 from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
@@ -66,7 +67,8 @@ def make_replan(services: AgentServices) -> Node:
                      prompts.REMAINING_SECTION.format(
                          remaining=render_plan(state.get("plan") or [], start=state.get("cursor", 0)))]
             output = yield Call(reviser, [SystemMessage(system), *for_model(with_notes(state["messages"], notes))])
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - replanning is advisory: the plan is kept as it is
+            log_fallback("replan", "plan_kept", exc)
             return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)
         return _from_output(state, output, started)
 

@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.fallback_log import log_fallback
 from reactgraph.nodes.shared.framing import for_model
 from reactgraph.nodes.shared.loop_guard import repeated_calls, rules_verdict
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
@@ -41,6 +42,7 @@ def _from_model_output(output: dict[str, Any], state: AgentState) -> tuple[Refle
         return parsed, tokens
     fallback = rules_verdict(state.get("steps", []), state.get("iteration", 0))
     reason = output.get("parsing_error") or "no structured output"
+    log_fallback("reflect", "reflection_rules", reason)
     return fallback.model_copy(update={"note": f"{fallback.note} (model reflection unusable: "
                                                f"{str(reason)[:120]}; used rules)".strip()}), tokens
 
@@ -63,6 +65,7 @@ def make_reflect(services: AgentServices) -> Node:
         try:
             output = yield Call(judge, messages)
         except Exception as exc:  # noqa: BLE001 - reflection is advisory; the loop goes on without it
+            log_fallback("reflect", "reflection_rules", exc)
             verdict = rules_verdict(steps, iteration)
             note = f"{verdict.note} (model reflection failed: {type(exc).__name__}; used rules)".strip()
             return _settle(state, verdict.model_copy(update={"note": note}), 0, started, by_rules=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from langgraph.types import Overwrite
 from reactgraph.nodes.shared import prompts, text_protocol
 from reactgraph.nodes.shared.budget import fresh_budget
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.fallback_log import log_fallback
 from reactgraph.nodes.shared.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.shared.model_retry import model_failure
 from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
@@ -116,6 +118,7 @@ def _text_decision(model: Runnable, request: list[AnyMessage], turn: _Turn, sche
         if parsed.problem is None:
             return turn.update(messages=[text_protocol.to_ai_message(parsed, raw, schemas, reply)])
         correction = text_protocol.format_correction(parsed.problem, schemas)
+        log_fallback("think", "format_correction", parsed.problem, level=logging.INFO)
         turn.steps.append(make_step(step=turn.iteration, node="think", status="format_error", thought=raw[:2000],
                                     observation=correction, tokens=tokens_of(reply), latency_ms=turn.ms()))
         if turn.iteration >= limit:
@@ -145,6 +148,7 @@ def make_think(services: AgentServices) -> Node:
         try:
             return (yield from decision)
         except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed
+            log_fallback("think", "model_error_failed_turn", exc)
             reason = model_failure(exc, model, runtime)
             turn.steps.append(make_step(step=turn.iteration, node="think", status="model_error",
                                         observation=reason, latency_ms=turn.ms()))

@@ -15,6 +15,7 @@ from reactgraph.nodes.reflexion.budget_stop import stopped_by_budget
 from reactgraph.nodes.reflexion.state import Evaluation, ReflexionState
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.fallback_log import log_fallback
 from reactgraph.nodes.shared.framing import for_model
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
@@ -111,11 +112,13 @@ def make_evaluate(services: AgentServices) -> Node:
         try:
             judge = services.structured(runtime.context, Evaluation)
         except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output
+            log_fallback("evaluate", "judgement_rules", exc)
             return _settle(state, by_rules(state, f"no model judgement: {type(exc).__name__}"), 0, started)
         request = [SystemMessage(prompts.EVALUATE_PROMPT), *for_model(state.get("trajectory", []))]
         try:
             output = yield Call(judge, request)
         except Exception as exc:  # noqa: BLE001 - judging is advisory; the rules decide without it
+            log_fallback("evaluate", "judgement_rules", exc)
             return _settle(state, by_rules(state, f"model judgement failed: {type(exc).__name__}"), 0, started)
         update = _from_output(state, output, started)
         if update["evaluation"]["passed"]:  # a passed answer keeps its status, whatever the judging cost

@@ -15,6 +15,7 @@ from reactgraph.nodes.reflexion.load_lessons import session_of
 from reactgraph.nodes.reflexion.state import MAX_LESSONS, Lesson, ReflexionState, lessons_namespace
 from reactgraph.nodes.shared import prompts
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.fallback_log import log_fallback
 from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.services import AgentServices
@@ -59,7 +60,8 @@ def make_self_reflect(services: AgentServices) -> Node:
                        *for_model(with_notes(state.get("trajectory", []), notes))]
             try:
                 output = yield Call(services.structured(runtime.context, Lesson), request)
-            except Exception:  # noqa: BLE001 - a lesson from the rules still goes to the next trial
+            except Exception as exc:  # noqa: BLE001 - a lesson from the rules still goes to the next trial
+                log_fallback("self_reflect", "lesson_rules", exc)
                 output = {}
         if isinstance(output, dict) and isinstance(parsed := output.get("parsed"), Lesson) and parsed.lesson.strip():
             update = _remember(state, runtime, config, parsed.lesson.strip(), "model", tokens_of(output.get("raw")),

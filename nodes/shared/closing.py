@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 from reactgraph.models.loader import without_tool_use
 from reactgraph.nodes.shared import budget, text_protocol
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.fallback_log import log_fallback
 from reactgraph.nodes.shared.framing import for_model, with_notes
 from reactgraph.nodes.shared.loop_guard import tool_steps
 from reactgraph.nodes.shared.model_retry import model_failure
@@ -92,6 +93,7 @@ def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runti
     try:
         reply = yield Call(model, [SystemMessage(system), *history])
     except Exception as exc:  # noqa: BLE001 - after the retries: the turn still ends with the records' answer
+        log_fallback(node, "answer_from_records", exc)
         return _failed(state, node, model_failure(exc, None, runtime), reason, started)
     return from_reply(state, node, reply, reason, started, context, services.scripted(context))
 

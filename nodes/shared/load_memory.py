@@ -7,6 +7,7 @@ from langgraph.runtime import Runtime
 
 from reactgraph.memory.session_memory import ConversationSummary, SessionMemory
 from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.shared.fallback_log import log_fallback
 from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.shared.question import turn_question
 from reactgraph.nodes.shared.services import AgentServices
@@ -27,8 +28,13 @@ def make_load_memory(services: AgentServices) -> Node:
         try:
             output = yield Call(services.structured(runtime.context, ConversationSummary), fold.prompt())
             parsed = output.get("parsed")
-            summary = parsed.summary if isinstance(parsed, ConversationSummary) else fold.fallback()
-        except Exception:  # noqa: BLE001 - a failed summary must not lose the facts: fall back deterministically
+            if isinstance(parsed, ConversationSummary):
+                summary = parsed.summary
+            else:
+                log_fallback("load_memory", "summary_rules", output.get("parsing_error") or "no structured output")
+                summary = fold.fallback()
+        except Exception as exc:  # noqa: BLE001 - a failed summary must not lose the facts: fall back deterministically
+            log_fallback("load_memory", "summary_rules", exc)
             summary = fold.fallback()
         return {"messages": fold.remove, "summary": summary}
 

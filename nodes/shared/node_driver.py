@@ -12,6 +12,7 @@ the driver raises it and LangGraph runs the node again (see model_retry).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
 
@@ -25,7 +26,8 @@ from langgraph.types import Overwrite, RetryPolicy
 
 from reactgraph.nodes.shared.budget import Usage, add_usage, call_usage
 from reactgraph.nodes.shared.context import Context, resolve_context
-from reactgraph.nodes.shared.model_retry import leave_to_retry
+from reactgraph.nodes.shared.fallback_log import describe
+from reactgraph.nodes.shared.model_retry import attempt_of, leave_to_retry
 from reactgraph.tools.sync_bridge import run_sync
 
 
@@ -37,6 +39,8 @@ class Call(NamedTuple):
     config: RunnableConfig | None = None
     kwargs: dict[str, Any] = {}  # noqa: RUF012 - never mutated; a NamedTuple default
 
+
+logger = logging.getLogger("reactgraph.nodes")
 
 # What a body is: it yields `Call`s or coroutines, is sent their results, and returns the node's state update.
 Steps = Generator[Any, Any, dict[str, Any]]
@@ -64,14 +68,26 @@ async def _acall(request: Any) -> Any:
 
 
 def _answer(steps: Generator[Any, Any, Any], result: Any, failure: Exception | None, retry: RetryPolicy | None,
-            runtime: Runtime[Context]) -> Any:
+            runtime: Runtime[Context], name: str = "?") -> Any:
     """Hand a call's outcome to the body: its result is sent in, its failure thrown in at the `yield` (or
     raised for LangGraph's RetryPolicy while attempts are left); returns the body's next request."""
     if failure is None:
         return steps.send(result)
     if leave_to_retry(retry, runtime, failure):
+        _log_retry(name, failure, runtime, retry)
         raise failure
     return steps.throw(failure)
+
+
+def _log_retry(node: str, failure: Exception, runtime: Runtime[Context], retry: RetryPolicy | None) -> None:
+    """A transient model error the node is re-run for (LangGraph's RetryPolicy): a WARNING with the attempt."""
+    if logger.isEnabledFor(logging.WARNING):
+        attempt = attempt_of(runtime)
+        logger.warning("%s: transient model error, the node runs again (attempt %d of %d)", node, attempt + 1,
+                       retry.max_attempts if retry else 0,
+                       extra={"retry": {"node": node, "attempt": attempt, "next_attempt": attempt + 1,
+                                        "max_attempts": retry.max_attempts if retry else None,
+                                        "error": describe(failure)}})
 
 
 def _counted(usage: Usage, request: Any, result: Any, runtime: Runtime[Context]) -> Usage:
@@ -106,7 +122,7 @@ def dual_node(body: Body, *, name: str, retry: RetryPolicy | None = None) -> Nod
                     usage = _counted(usage, request, result, runtime)
                 except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
                     failure = exc
-                request = _answer(steps, result, failure, retry, runtime)
+                request = _answer(steps, result, failure, retry, runtime, name)
         except StopIteration as done:
             return with_usage(done.value, usage)
 
@@ -122,7 +138,7 @@ def dual_node(body: Body, *, name: str, retry: RetryPolicy | None = None) -> Nod
                     usage = _counted(usage, request, result, runtime)
                 except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
                     failure = exc
-                request = _answer(steps, result, failure, retry, runtime)
+                request = _answer(steps, result, failure, retry, runtime, name)
         except StopIteration as done:
             return with_usage(done.value, usage)
 

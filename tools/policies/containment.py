@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import dis
+import logging
 import threading
 
 from reactgraph.tools import observations
 from reactgraph.tools.policies.base import CallContext
 from reactgraph.tools.result import ToolResult, ToolStatus
 from reactgraph.tools.threads import ToolAborted
+
+log = logging.getLogger("reactgraph.tools.containment")
 
 _RAISE = dis.opmap["RAISE_VARARGS"]
 
@@ -56,4 +59,8 @@ def tool_fault(call: CallContext, exc: BaseException) -> ToolResult:
         # The tool swallowed the cancellation and raised something else: the cancellation still wins.
         raise asyncio.CancelledError(f"cancelled while {call.name} ran") from exc
     cause = exc.cause if isinstance(exc, ToolAborted) else exc
+    # The call's own record (tools/telemetry.py) says it failed; its traceback only at DEBUG, for the tool's author.
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("tool %s raised %s (contained as an error result)", call.name, type(cause).__name__,
+                  exc_info=cause, extra={"swallowed": {"tool": call.name, "error_type": type(cause).__name__}})
     return call.result(ToolStatus.ERROR, observations.failed(call.name, cause), error_type=type(cause).__name__)
