@@ -164,8 +164,9 @@ class City:
         return self.zh if lang == "zh" else self.en
 
 
-def is_cjk(ch: str) -> bool:
-    return bool(_CJK.match(ch))
+def count_cjk(text: str) -> int:
+    """How many CJK characters `text` holds."""
+    return len(_CJK.findall(text))
 
 
 def has_cjk(text: str) -> bool:
