@@ -408,7 +408,8 @@ def test_cli_asks_at_a_terminal_and_an_edit_runs(cli, cli_session, monkeypatch: 
     monkeypatch.setattr(sys, "stdin", _Terminal("x\ne\n\n{\"expression\": \"2+2\"}\n"))  # a wrong key first
     _code, out, err = cli("ask", "what is 15*3", "--require-approval", "calculator", "--reflection", "rules",
                          "--session", cli_session)
-    assert "✋ calculator" in err and "[a]pprove, [e]dit or [r]eject?" in err
+    assert '   calculator({"expression": "15 * 3"})' in err and "[a]pprove, [e]dit or [r]eject?" in err
+    assert "✋ calculator needs approval" in out
     assert "Approval [calculator · edited]" in out and "Observation [calculator · ok" in out
 
 

@@ -75,8 +75,9 @@ def _interactive(request: dict[str, Any], ask: Callable[[str], str], out: TextIO
 
 
 def _ask_one(call: dict[str, Any], ask: Callable[[str], str], out: TextIO) -> dict[str, Any]:
+    # The step view has just said why (the approval_requested line); the prompt shows the call to decide on.
     shown = json.dumps(call.get("args"), ensure_ascii=False)
-    out.write(f"✋ {call['name']}({shown[:300]}) — {call.get('reason', 'needs approval')}\n")
+    out.write(f"   {call['name']}({shown[:300]})\n")
     out.flush()
     for _ in range(MAX_PROMPTS):
         try:
