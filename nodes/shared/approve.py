@@ -81,7 +81,7 @@ def make_approve(services: AgentServices):
         reply, calls = calls_to_run(state, context)
         current = {call["id"]: call for call in calls}
         requests = [request for call in calls if (request := services.gateway.approval_request(call, session))]
-        decided: dict[str, tuple[dict[str, Any], Decision]] = {}  # call id → (the call as asked about, decision)
+        decided: dict[str, Decision] = {}  # call id → the last decision on it (an edit's follow-up replaces it)
         approved: set[str] = set()
         error = ""
         for _ in range(MAX_ASKS):
@@ -95,8 +95,8 @@ def make_approve(services: AgentServices):
                 continue
             error, requests = "", _apply(decisions, requests, current, decided, approved, services, session)
         for request in requests:  # still undecided after MAX_ASKS answers
-            decided[request["id"]] = (request, Decision("reject", reason=f"no valid decision after {MAX_ASKS} "
-                                                                        f"answers ({error or 'edit rounds'})"))
+            decided[request["id"]] = Decision(
+                "reject", reason=f"no valid decision after {MAX_ASKS} answers ({error or 'edit rounds'})")
         return _update(state, reply, current, decided, approved, runtime)
 
     return approve
@@ -116,13 +116,13 @@ def _ask(runtime: Runtime[Context], requests: list[dict[str, Any]], error: str) 
 
 
 def _apply(decisions: dict[str, Decision], requests: list[dict[str, Any]], current: dict[str, dict[str, Any]],
-           decided: dict[str, tuple[dict[str, Any], Decision]], approved: set[str], services: AgentServices,
+           decided: dict[str, Decision], approved: set[str], services: AgentServices,
            session: ToolSession) -> list[dict[str, Any]]:
     """Record each decision; return the requests for edited calls that need approval of their own."""
     again = []
     for request in requests:
         decision = decisions[request["id"]]
-        decided[request["id"]] = (request, decision)
+        decided[request["id"]] = decision
         if decision.kind == "approve":
             approved.add(request["id"])
         elif decision.kind == "edit":
@@ -137,16 +137,16 @@ def _apply(decisions: dict[str, Decision], requests: list[dict[str, Any]], curre
 
 
 def _update(state: AgentState, reply: AIMessage | None, current: dict[str, dict[str, Any]],
-            decided: dict[str, tuple[dict[str, Any], Decision]], approved: set[str],
+            decided: dict[str, Decision], approved: set[str],
             runtime: Runtime[Context]) -> dict[str, Any]:
     iteration = state.get("iteration", 0)
     original = {call["id"]: call for call in pending_calls(reply) if "parse_error" not in call}
     messages: list[Any] = []
     steps, notes = [], {}
-    for call_id, (_request, decision) in decided.items():  # a later round's decision replaced an earlier one
+    for call_id, decision in decided.items():
         call, asked = current[call_id], original.get(call_id, current[call_id])
         edited = call["name"] != asked["name"] or call.get("args") != asked.get("args")
-        rejected = decision.kind == "reject" or call_id not in approved
+        rejected = call_id not in approved  # approve and edit add to it; an edit awaiting a second yes does not
         status = "rejected" if rejected else "edited" if edited else "approved"
         if rejected:
             reason = decision.reason if decision.kind == "reject" else "not approved"
@@ -167,7 +167,7 @@ def _update(state: AgentState, reply: AIMessage | None, current: dict[str, dict[
                      else {})} for c in reply.tool_calls]}))
     return {"messages": messages, "steps": steps,
             "approvals": {"message_id": reply.id if reply is not None else None,
-                          "approved": sorted(i for i in approved if decided[i][1].kind != "reject"),
+                          "approved": sorted(approved),
                           "notes": notes}}
 
 
