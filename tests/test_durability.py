@@ -22,12 +22,16 @@ from reactgraph.memory import RedisSaver
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 TESTS = str(Path(__file__).parent)
 QUESTION = "北京和上海的天气分别怎么样？哪个城市更热？"
+# A killed holder's lease must expire before the resuming command may take the session: 3 s instead of the
+# default 30 s keeps these tests about resuming, not about waiting (renewals still run every second).
+LEASE_TTL_S = "3"
 
 
 def cli_env(redis_url: str, log: Path, **extra: str) -> dict[str, str]:
     env = clean_env()
     env.update(REDIS_URL=redis_url, DURABLE_LOG=str(log), REACTGRAPH_TOOLS="durable_tools:TOOLS",
-               PYTHONPATH=os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")])), **extra)
+               PYTHONPATH=os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")])),
+               REACTGRAPH_SESSION_LEASE_TTL=LEASE_TTL_S, **extra)
     return env
 
 

@@ -19,8 +19,8 @@ from reactgraph.tools.builtin import builtin_tools, http_get_tool
 BUILTIN_TOOLS = ("calculator", "get_time", "get_weather", "search", "rag_search", "http_get")
 PAYLOADS_PER_TOOL = 10_000
 # Hypothesis spends ~1 ms of its own on every example, more than drawing a payload or running the call;
-# five payloads an example keep 10,000 payloads per tool within the file's time budget (~90 s on 2 cores).
-PAYLOADS_PER_EXAMPLE = 5
+# twenty payloads an example keep 10,000 payloads per tool within the file's time budget (~60 s of CPU).
+PAYLOADS_PER_EXAMPLE = 20
 FUZZ = settings(max_examples=PAYLOADS_PER_TOOL // PAYLOADS_PER_EXAMPLE, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))
 

@@ -89,6 +89,9 @@ class VectorStore:
         self.label: dict[str, Any] = {}
         self._next_id = 0
         self._generation = 0
+        # Chunk id -> the chunk's lexical keys for re-ranking. Ids are never reused and chunks never change,
+        # so an entry stays right until its chunk is deleted; without it every query re-tokenised its pool.
+        self._lexical_keys: dict[int, set[str]] = {}
 
     def __len__(self) -> int:
         return len(self.chunks)
@@ -166,6 +169,7 @@ class VectorStore:
         self.index.remove(entry["ids"])
         for chunk_id in entry["ids"]:
             self.chunks.pop(chunk_id, None)
+            self._lexical_keys.pop(chunk_id, None)
         return len(entry["ids"])
 
     def search(self, query: str, top_k: int = 4, *, min_score: float = -1.0) -> list[Hit]:
@@ -190,7 +194,10 @@ class VectorStore:
             wanted = keys(query)
 
             def blended(hit: Hit) -> float:
-                found = keys(f"{hit.chunk.section}\n{hit.chunk.text}") & wanted
+                chunk_keys = self._lexical_keys.get(hit.chunk.id)
+                if chunk_keys is None:
+                    chunk_keys = self._lexical_keys[hit.chunk.id] = keys(f"{hit.chunk.section}\n{hit.chunk.text}")
+                found = chunk_keys & wanted
                 return hit.score + RERANK_WEIGHT * len(found) / max(len(wanted), 1)
 
             hits.sort(key=blended, reverse=True)
