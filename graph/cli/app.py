@@ -17,6 +17,7 @@ from reactgraph.graph.cli.compare import compare
 from reactgraph.graph.cli.history import show_history
 from reactgraph.graph.cli.ingest import ingest
 from reactgraph.graph.cli.prune import prune
+from reactgraph.graph.cli.serve import serve, worker
 from reactgraph.graph.cli.server import server_app
 from reactgraph.graph.cli.shared import is_user_error
 from reactgraph.graph.cli.tool_list import list_tools
@@ -61,6 +62,8 @@ app.command("trace", short_help="Show a turn's timeline: nodes, model and tool c
 app.command("compare", short_help="Compare graphs on a task suite.")(compare)
 app.command("ingest", short_help="Add documents to the knowledge base.")(ingest)
 app.command("prune", short_help="Remove old checkpoints and idle sessions.")(prune)
+app.command("serve", short_help="Serve the graphs over HTTP (LangGraph Agent Server API).")(serve)
+app.command("worker", short_help="Execute the service's runs from Redis.")(worker)
 
 # Sub-apps (groups of commands) are registered here; their modules, like the commands above, import only
 # typer at module level.

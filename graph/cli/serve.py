@@ -1,0 +1,90 @@
+"""`reactgraph serve` and `reactgraph worker`: the graphs as an Agent-Server-compatible HTTP service on Redis,
+and the processes that execute its runs (any number, on any machines, pointed at the same Redis)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from reactgraph.graph.cli.ask import INDEX_HELP
+from reactgraph.graph.cli.shared import MCP_HELP, STORE_HELP, TOOLS_HELP, UserError, check_index, gateway_with
+
+DEFAULT_PORT = 8123  # langgraph-sdk's `get_client()` default
+
+Store = Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP + " Must be Redis: workers share it.")]
+Tools = Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)]
+Mcp = Annotated[Path | None, typer.Option("--mcp", metavar="FILE", help=MCP_HELP)]
+Index = Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)]
+Drain = Annotated[float, typer.Option("--drain", metavar="SECONDS", min=0,
+                                      help="On SIGTERM, let running runs finish for this long; the rest are "
+                                           "resumed by another worker.")]
+
+
+def _redis_url(store: str | None) -> tuple[str, str]:
+    from reactgraph.graph.cli.shared import open_store
+
+    opened = open_store(store)
+    if not opened.redis_url:
+        raise UserError(f"the service keeps its threads, runs and queue in Redis; {opened.description} is not "
+                        "Redis: use --store redis://… or $REDIS_URL (or leave both unset for the embedded Redis)")
+    return opened.redis_url, opened.description
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to serve on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to serve on.")] = DEFAULT_PORT,
+    workers: Annotated[int, typer.Option(min=0, max=64, help="Workers in this process (0: only serve; run "
+                                                              "`reactgraph worker` processes).")] = 1,
+    store: Store = None,
+    tools: Tools = [],  # noqa: B006
+    mcp: Mcp = None,
+    index: Index = None,
+    drain: Drain = 30.0,
+) -> None:
+    """Serve the graphs over HTTP, speaking the LangGraph Agent Server API (langgraph-sdk, RemoteGraph, Studio).
+
+    Threads, runs, the queue and stream events live in Redis, so API processes keep nothing: run several
+    behind a load balancer, and `reactgraph worker` processes anywhere that reaches the same Redis.
+    """
+    import uvicorn
+
+    from reactgraph.graph.service.app import build_app
+
+    check_index(index)
+    url, where = _redis_url(store)
+    gateway = gateway_with(tools, index, None, mcp, shared_url=url)
+    typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers}",
+               err=True)
+    try:
+        uvicorn.run(build_app(url, gateway, workers=workers, worker_options={"drain_s": drain}), host=host,
+                    port=port, log_level="warning", lifespan="on")
+    finally:
+        gateway.close()
+
+
+def worker(
+    store: Store = None,
+    tools: Tools = [],  # noqa: B006
+    mcp: Mcp = None,
+    index: Index = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="Threads this worker runs at once.")] = 4,
+    drain: Drain = 30.0,
+) -> None:
+    """Execute the service's runs: claim threads with work from Redis, one run per thread at a time.
+
+    Loads tools and MCP servers as `ask` does (--tools, $REACTGRAPH_TOOLS, --mcp, $REACTGRAPH_MCP). SIGTERM drains.
+    """
+    import asyncio
+
+    from reactgraph.graph.service.worker import serve_worker
+
+    check_index(index)
+    url, where = _redis_url(store)
+    gateway = gateway_with(tools, index, None, mcp, shared_url=url)
+    typer.echo(f"reactgraph worker · store: {where} · concurrency {concurrency}", err=True)
+    try:
+        asyncio.run(serve_worker(url, gateway, concurrency=concurrency, drain_s=drain))
+    finally:
+        gateway.close()

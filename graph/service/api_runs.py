@@ -1,0 +1,217 @@
+"""Runs: create (background, streamed, waited on), list, get, delete, join, join the stream, cancel.
+
+The API process only stores and enqueues runs and reads their events from Redis: a worker (any, anywhere)
+executes them. A stream is therefore the same whether the client stays connected or reconnects to another
+API process with `Last-Event-ID`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from reactgraph.graph.service.api_common import (
+    Service,
+    assistant_of,
+    body_of,
+    handler,
+    int_param,
+    json_response,
+    service,
+    thread_id_of,
+)
+from reactgraph.graph.service.api_threads import graph_of, thread_record
+from reactgraph.graph.service.events import entry_id, read_events
+from reactgraph.graph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
+from reactgraph.graph.service.run_input import run_kwargs, strategy
+from reactgraph.graph.service.wire import BadRequest, field, plain
+
+JOIN_POLL_MS = 1000
+
+
+async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, Any]]:
+    svc, thread_id, body = service(request), thread_id_of(request), await body_of(request)
+    assistant = assistant_of(request, field(body, "assistant_id", str))
+    kwargs, chosen = run_kwargs(body), strategy(body)
+    thread = await thread_record(svc, thread_id, with_values=False)
+    if thread is None:
+        if field(body, "if_not_exists", str, "reject") != "create":
+            raise BadRequest(404, f"thread {thread_id!r} not found")
+        thread = await svc.records.create_thread(thread_id, {})
+    if not (thread.get("metadata") or {}).get("graph_id"):
+        thread["metadata"] = {**(thread.get("metadata") or {}), "graph_id": assistant.graph_id,
+                              "assistant_id": assistant.assistant_id}
+        await svc.records.put_thread(thread)
+    stamp = now_iso()
+    run = {"run_id": new_id(), "thread_id": thread_id, "assistant_id": assistant.assistant_id,
+           "created_at": stamp, "updated_at": stamp, "status": "pending",
+           "metadata": field(body, "metadata", dict, {}), "kwargs": kwargs, "multitask_strategy": chosen}
+    created, ahead = await svc.records.create_run(run)
+    if not created:
+        raise BadRequest(409, f"thread {thread_id!r} is busy with another run (multitask_strategy 'reject')")
+    if chosen in ("interrupt", "rollback"):
+        for earlier in ahead:  # they stop (and, for rollback, vanish) before this run starts
+            await svc.records.request_cancel(thread_id, earlier, chosen)
+    await svc.queue.notify(thread_id)
+    return svc, thread, run
+
+
+async def _existing_run(request: Request) -> tuple[Service, str, dict[str, Any]]:
+    svc, thread_id = service(request), thread_id_of(request)
+    run = await svc.records.get_run(thread_id, str(request.path_params["run_id"]))
+    if run is None:
+        raise BadRequest(404, f"run {request.path_params['run_id']!r} not found on thread {thread_id!r}")
+    return svc, thread_id, run
+
+
+def _locations(run: dict[str, Any]) -> dict[str, str]:
+    base = f"/threads/{run['thread_id']}/runs/{run['run_id']}"
+    return {"Location": f"{base}/stream", "Content-Location": base}
+
+
+@handler
+async def create_run(request: Request) -> Response:
+    _svc, _thread, run = await _create(request)
+    return json_response(run, headers={"Content-Location": _locations(run)["Content-Location"]})
+
+
+@handler
+async def stream_run(request: Request) -> Response:
+    svc, _thread, run = await _create(request)
+    body = await body_of(request)
+    cancel_on_disconnect = field(body, "on_disconnect", str, "continue") == "cancel"
+    return _event_stream(svc, run, "0", cancel_on_disconnect)
+
+
+@handler
+async def join_stream(request: Request) -> Response:
+    svc, _thread_id, run = await _existing_run(request)
+    after = entry_id(request.headers.get("last-event-id"))
+    cancel = request.query_params.get("cancel_on_disconnect") in ("true", "True", "1")
+    return _event_stream(svc, run, after, cancel)
+
+
+def _event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_disconnect: bool) -> Response:
+    thread_id, run_id = run["thread_id"], run["run_id"]
+
+    async def still_going() -> bool:
+        current = await svc.records.get_run(thread_id, run_id)
+        return current is not None and current["status"] not in FINAL_RUN_STATUSES
+
+    async def events() -> AsyncIterator[ServerSentEvent]:
+        ended = False
+        try:
+            async for event_id, event, data in read_events(svc.client, svc.records.keys, thread_id, run_id, after,
+                                                           block_ms=JOIN_POLL_MS, still_going=still_going):
+                yield ServerSentEvent(data=data, event=event, id=event_id)
+            ended = True
+        finally:
+            if cancel_on_disconnect and not ended:
+                await asyncio.shield(svc.records.request_cancel(thread_id, run_id, "interrupt"))
+
+    return EventSourceResponse(events(), headers=_locations(run), ping=15)
+
+
+async def _wait_for_end(svc: Service, run: dict[str, Any]) -> None:
+    thread_id, run_id = run["thread_id"], run["run_id"]
+
+    async def still_going() -> bool:
+        current = await svc.records.get_run(thread_id, run_id)
+        return current is not None and current["status"] not in FINAL_RUN_STATUSES
+
+    async for _ in read_events(svc.client, svc.records.keys, thread_id, run_id, "0", block_ms=JOIN_POLL_MS,
+                               still_going=still_going):
+        pass
+
+
+async def _final_values(svc: Service, thread: dict[str, Any], run: dict[str, Any]) -> Any:
+    """What `runs.wait` and `runs.join` answer: the thread's values after the run (with `__interrupt__` when it
+    paused), or `{"__error__": …}` when it failed — as the Agent Server does."""
+    ended = await svc.records.get_run(run["thread_id"], run["run_id"])
+    if ended is not None and ended["status"] == "error":
+        return {"__error__": ended.get("error") or {"error": "Error", "message": "the run failed"}}
+    snapshot = await graph_of(svc, thread).aget_state({"configurable": {"thread_id": run["thread_id"]}})
+    values = plain(snapshot.values) if snapshot.values else {}
+    if snapshot.interrupts:
+        values["__interrupt__"] = plain(list(snapshot.interrupts))
+    return values
+
+
+@handler
+async def wait_run(request: Request) -> Response:
+    svc, thread, run = await _create(request)
+    await _wait_for_end(svc, run)
+    return json_response(await _final_values(svc, thread, run),
+                         headers={"Content-Location": _locations(run)["Content-Location"]})
+
+
+@handler
+async def join_run(request: Request) -> Response:
+    svc, thread_id, run = await _existing_run(request)
+    await _wait_for_end(svc, run)
+    thread = await svc.records.get_thread(thread_id) or {"thread_id": thread_id}
+    return json_response(await _final_values(svc, thread, run))
+
+
+@handler
+async def list_runs(request: Request) -> Response:
+    svc, thread_id = service(request), thread_id_of(request)
+    status = request.query_params.get("status")
+    if status is not None and status not in RUN_STATUSES:
+        raise BadRequest(422, f"'status' must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    runs = await svc.records.list_runs(thread_id, limit=int_param(request.query_params.get("limit"), "limit", 10, 1),
+                                       offset=int_param(request.query_params.get("offset"), "offset", 0, 0, 10**6),
+                                       status=status)
+    return json_response(runs)
+
+
+@handler
+async def get_run(request: Request) -> Response:
+    _svc, _thread_id, run = await _existing_run(request)
+    return json_response(run)
+
+
+@handler
+async def delete_run(request: Request) -> Response:
+    svc, thread_id, run = await _existing_run(request)
+    if run["status"] not in FINAL_RUN_STATUSES and run["status"] != "pending":
+        raise BadRequest(409, f"run {run['run_id']!r} is {run['status']}: cancel it first")
+    await svc.records.delete_run(thread_id, run["run_id"])
+    return Response(status_code=204)
+
+
+@handler
+async def cancel_run(request: Request) -> Response:
+    svc, thread_id, run = await _existing_run(request)
+    action = request.query_params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise BadRequest(422, f"'action' must be interrupt or rollback, got {action!r}")
+    where = await svc.records.request_cancel(thread_id, run["run_id"], action)
+    if where == "pending":  # never started: it ends here (its worker will find nothing to do)
+        if action == "rollback":
+            await svc.records.delete_run(thread_id, run["run_id"])
+        else:
+            run["status"] = "interrupted"
+            await svc.records.put_run(run)
+    elif where == "active" and request.query_params.get("wait") in ("true", "True", "1"):
+        await _wait_for_end(svc, run)
+    return Response(status_code=202 if where == "active" else 204)
+
+
+ROUTES = [
+    Route("/threads/{thread_id}/runs", create_run, methods=["POST"]),
+    Route("/threads/{thread_id}/runs", list_runs, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/stream", stream_run, methods=["POST"]),
+    Route("/threads/{thread_id}/runs/wait", wait_run, methods=["POST"]),
+    Route("/threads/{thread_id}/runs/{run_id}", get_run, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}", delete_run, methods=["DELETE"]),
+    Route("/threads/{thread_id}/runs/{run_id}/join", join_run, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}/stream", join_stream, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+]

@@ -1,0 +1,129 @@
+"""`reactgraph serve`: the part of the LangGraph Agent Server API that langgraph-sdk, `RemoteGraph` and Studio
+use, as a Starlette app whose state all lives in Redis (so any number of API processes can serve one Redis).
+
+`build_app(redis_url, gateway, workers=N)` also runs N in-process workers (`reactgraph serve` alone is a whole
+service); with `workers=0` it only serves, and `reactgraph worker` processes execute the runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from reactgraph.graph.service import api_runs, api_threads
+from reactgraph.graph.service.api_common import (
+    Service,
+    assistant_of,
+    body_of,
+    handler,
+    int_param,
+    json_response,
+    service,
+)
+from reactgraph.graph.service.connections import service_connections
+from reactgraph.graph.service.records import ServiceRecords
+from reactgraph.graph.service.wire import field
+from reactgraph.graph.service.work_queue import WorkQueue
+from reactgraph.graph.service.worker import Worker
+
+API_VERSION = "0.1"
+
+
+@handler
+async def search_assistants(request: Request) -> Response:
+    svc, body = service(request), await body_of(request)
+    graph_id = field(body, "graph_id", str)
+    limit = int_param(body.get("limit"), "limit", 10, 1, 1000)
+    offset = int_param(body.get("offset"), "offset", 0, 0, 10**6)
+    found = [a.record() for a in svc.assistants.all() if graph_id in (None, a.graph_id)]
+    return json_response(found[offset:offset + limit])
+
+
+@handler
+async def count_assistants(request: Request) -> Response:
+    svc, body = service(request), await body_of(request)
+    graph_id = field(body, "graph_id", str)
+    return json_response(sum(graph_id in (None, a.graph_id) for a in svc.assistants.all()))
+
+
+@handler
+async def get_assistant(request: Request) -> Response:
+    return json_response(assistant_of(request, request.path_params["assistant_id"]).record())
+
+
+@handler
+async def get_assistant_graph(request: Request) -> Response:
+    assistant = assistant_of(request, request.path_params["assistant_id"])
+    xray: bool | int = request.query_params.get("xray") in ("true", "True", "1")
+    return json_response(assistant.graph.get_graph(xray=xray).to_json())
+
+
+@handler
+async def get_assistant_schemas(request: Request) -> Response:
+    assistant = assistant_of(request, request.path_params["assistant_id"])
+    graph = assistant.graph
+    return json_response({"graph_id": assistant.graph_id, "input_schema": graph.get_input_jsonschema(),
+                          "output_schema": graph.get_output_jsonschema(), "state_schema": _state_schema(graph),
+                          "config_schema": None, "context_schema": graph.get_context_jsonschema()})
+
+
+def _state_schema(graph: Any) -> dict[str, Any]:
+    return {"title": graph.name, "type": "object",
+            "properties": {name: {} for name in graph.stream_channels_list}}
+
+
+@handler
+async def get_subgraphs(request: Request) -> Response:
+    assistant_of(request, request.path_params["assistant_id"])
+    return json_response({})
+
+
+async def ok(_request: Request) -> Response:
+    return json_response({"ok": True})
+
+
+async def info(_request: Request) -> Response:
+    return json_response({"version": API_VERSION, "server": "reactgraph",
+                          "flags": {"assistants": True, "crons": False, "langsmith": False}})
+
+
+ROUTES = [
+    Route("/ok", ok, methods=["GET"]),
+    Route("/info", info, methods=["GET"]),
+    Route("/assistants/search", search_assistants, methods=["POST"]),
+    Route("/assistants/count", count_assistants, methods=["POST"]),
+    Route("/assistants/{assistant_id}", get_assistant, methods=["GET"]),
+    Route("/assistants/{assistant_id}/graph", get_assistant_graph, methods=["GET"]),
+    Route("/assistants/{assistant_id}/schemas", get_assistant_schemas, methods=["GET"]),
+    Route("/assistants/{assistant_id}/subgraphs", get_subgraphs, methods=["GET"]),
+    *api_threads.ROUTES,
+    *api_runs.ROUTES,
+]
+
+
+def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options: dict[str, Any] | None = None
+              ) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with service_connections(redis_url, gateway) as (client, assistants):
+            records = ServiceRecords(client)
+            queue = WorkQueue(client, records.keys)
+            await queue.ensure_group()
+            app.state.service = Service(client, records, assistants, queue)
+            running = [Worker(client, assistants, **(worker_options or {})) for _ in range(workers)]
+            tasks = [asyncio.create_task(w.run(install_signals=False)) for w in running]
+            try:
+                yield
+            finally:
+                for worker in running:
+                    worker.stop()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    return Starlette(routes=ROUTES, lifespan=lifespan)

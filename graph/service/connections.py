@@ -1,0 +1,39 @@
+"""Open what an API process or a worker needs on one Redis: a client for the service's records, the async
+checkpoint saver, the long-term store and the compiled graphs — the same key prefixes as the CLI, so a
+session asked from the CLI is a thread of the service and the other way round."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import redis.asyncio
+
+from reactgraph.graph.service.assistants import Assistants
+from reactgraph.memory import RedisStore
+from reactgraph.memory.redis_checkpoint import AsyncRedisSaver
+from reactgraph.memory.redis_checkpoint.errors import unavailable
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+@asynccontextmanager
+async def service_connections(redis_url: str, gateway: Any) -> AsyncIterator[tuple[redis.asyncio.Redis, Assistants]]:
+    """(records client, assistants); Redis is pinged first, so a wrong URL fails in one line before serving."""
+    client = redis.asyncio.Redis.from_url(redis_url, socket_connect_timeout=CONNECT_TIMEOUT_S,
+                                          health_check_interval=30)
+    try:
+        try:
+            await client.ping()
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            raise unavailable(redis_url, exc) from None
+        saver = AsyncRedisSaver.from_url(redis_url)
+        store = RedisStore.from_url(redis_url)
+        try:
+            yield client, Assistants(gateway, saver, store)
+        finally:
+            store.close()
+            await saver.aclose()
+    finally:
+        await client.aclose()

@@ -1,0 +1,57 @@
+"""A run's events in a Redis stream: written by the worker that runs it, read by any API process.
+
+Entry ids are the SSE event ids, so a client that reconnects with `Last-Event-ID` gets exactly the events
+after it, from whichever API process it reaches. An `__end__` entry closes the stream for readers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis.asyncio
+
+from reactgraph.graph.service.keys import ServiceKeys
+
+END = "__end__"
+MAX_EVENTS_PER_RUN = 20_000  # approximate trim: a run streaming more keeps its newest events
+EVENTS_KEPT_S = 3600  # a finished run's events can still be joined for this long
+MAX_EVENT_BYTES = 2 * 1024 * 1024
+_ENTRY_ID_CHARS = frozenset("0123456789-")
+
+
+def entry_id(text: str | None) -> str:
+    """A `Last-Event-ID` as a stream position: a Redis entry id we sent, else the start ("0")."""
+    text = (text or "").strip()
+    if not text or len(text) > 41 or not set(text) <= _ENTRY_ID_CHARS or text.count("-") != 1:
+        return "0"
+    return text
+
+
+async def read_events(client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str, run_id: str,
+                      after: str = "0", *, block_ms: int = 1000, still_going: Any = None
+                      ) -> AsyncIterator[tuple[str, str, str]]:
+    """(entry id, event name, JSON data) after `after`, waiting for more until the `__end__` entry.
+
+    `still_going()` is asked whenever a wait passes with nothing new: False ends the stream (a run that
+    ended without its `__end__`, e.g. whose events expired)."""
+    key = keys.events(thread_id, run_id)
+    while True:
+        answer: Any = await client.xread({key: after}, count=200, block=block_ms)
+        entries = answer[0][1] if answer else []
+        if not entries:
+            if still_going is not None and not await still_going():
+                return
+            continue
+        for raw_id, fields in entries:
+            after = raw_id.decode() if isinstance(raw_id, bytes) else raw_id
+            event = _text(fields.get(b"e", fields.get("e")))
+            if event == END:
+                return
+            yield after, event, _text(fields.get(b"d", fields.get("d")))
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return "" if value is None else str(value)

@@ -1,0 +1,133 @@
+"""Execute one run on the thread a worker holds: stream the graph, write each event, end with a status.
+
+Every way a run ends is its own branch: success (the thread may still wait on an interrupt), cancelled
+(`interrupt` keeps what it did, `rollback` deletes its checkpoints and the run), failed (an `error` event
+and status `error`), fenced out (another worker took the thread: stop writing, leave the run to it), and
+the worker shutting down (the run stays active and is resumed from its checkpoint by the next holder).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import Any
+
+from reactgraph.graph.service.assistants import Assistants
+from reactgraph.graph.service.records import ServiceRecords
+from reactgraph.graph.service.run_input import graph_call, graph_modes
+from reactgraph.graph.service.thread_hold import FencedOut, ThreadHold
+from reactgraph.graph.service.thread_state import thread_status_after
+from reactgraph.graph.service.wire import dumps, plain
+from reactgraph.nodes.shared.context import resolve_context
+
+log = logging.getLogger("reactgraph.service")
+CANCEL_POLL_S = 0.2
+
+
+class Cancelled(Exception):
+    def __init__(self, action: str) -> None:
+        super().__init__(action)
+        self.action = action
+
+
+async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run_id: str,
+                      resumed: bool) -> str:
+    """Run `run_id` to its end on the held thread; returns its final status."""
+    thread_id = hold.thread_id
+    run = await records.get_run(thread_id, run_id)
+    if run is None:  # deleted while it waited: nothing to run
+        await hold.end_run(run_id, "")
+        return "gone"
+    entry = assistants.find(run.get("assistant_id", "")) or assistants.default()
+    cancel = await records.cancel_requested(thread_id, run_id)
+    status, error = "success", None
+    if cancel is None:
+        run["status"] = "running"
+        await records.put_run(run)
+        await records.set_thread_status(thread_id, "busy")
+        try:
+            await _stream(hold, records, entry.graph, run, resumed)
+        except Cancelled as stop:
+            cancel = stop.action
+        except (FencedOut, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # the run failed: the error is the run's outcome, the worker goes on
+            log.warning("run %s on thread %s failed: %s", run_id, thread_id, exc, exc_info=True)
+            status, error = "error", {"error": type(exc).__name__, "message": str(exc)[:2000]}
+            await hold.add_event(run_id, "error", dumps(error))
+    if cancel is not None:
+        status = "interrupted"
+        if cancel == "rollback":  # what the run wrote goes: its checkpoints carry its run id
+            await assistants.checkpointer.adelete_for_runs([run_id])
+    run["status"] = status
+    if error:
+        run["error"] = error
+    await hold.end_run(run_id, "" if cancel == "rollback" else json.dumps(run, ensure_ascii=False))
+    if cancel == "rollback":
+        await records.delete_run(thread_id, run_id)
+    await records.count_finished(status)
+    snapshot = await entry.graph.aget_state({"configurable": {"thread_id": thread_id}})
+    await records.set_thread_status(thread_id, thread_status_after(snapshot, status),
+                                    interrupts=_interrupts(snapshot),
+                                    metadata=await _thread_metadata(records, thread_id, entry.graph_id))
+    return status
+
+
+async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, run: dict[str, Any], resumed: bool) -> None:
+    kwargs, thread_id, run_id = run["kwargs"], hold.thread_id, run["run_id"]
+    graph_input, config = graph_call(kwargs, thread_id, run_id, resumed=resumed)
+    requested = set(kwargs["stream_mode"])
+    await hold.add_event(run_id, "metadata", dumps({"run_id": run_id, "attempt": 1 + int(resumed)}))
+    stream = graph.astream(graph_input, config, context=resolve_context(kwargs.get("context") or {}),
+                           stream_mode=graph_modes(kwargs), subgraphs=True,
+                           interrupt_before=kwargs.get("interrupt_before"),
+                           interrupt_after=kwargs.get("interrupt_after"))
+    watcher = asyncio.create_task(_watch_cancel(records, thread_id, run_id))
+    producer = asyncio.create_task(_forward(hold, run_id, stream, requested, kwargs.get("stream_subgraphs", False)))
+    try:
+        done, _ = await asyncio.wait({watcher, producer}, return_when=asyncio.FIRST_COMPLETED)
+        if watcher in done:
+            producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await producer
+            raise Cancelled(watcher.result())
+        producer.result()  # re-raises the run's error
+    finally:
+        for task in (watcher, producer):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.gather(watcher, producer, return_exceptions=True)
+
+
+async def _forward(hold: ThreadHold, run_id: str, stream: Any, requested: set[str], subgraphs: bool) -> None:
+    async for namespace, mode, chunk in stream:
+        if namespace and not subgraphs:
+            continue
+        name = "messages" if mode == "messages" else mode
+        if (mode == "messages" and "messages-tuple" not in requested) or (mode != "messages" and mode not in requested):
+            continue
+        if namespace:
+            name = f"{name}|{'|'.join(namespace)}"
+        await hold.add_event(run_id, name, dumps(list(chunk) if mode == "messages" else chunk))
+
+
+async def _watch_cancel(records: ServiceRecords, thread_id: str, run_id: str) -> str:
+    while True:
+        action = await records.cancel_requested(thread_id, run_id)
+        if action is not None:
+            return action
+        await asyncio.sleep(CANCEL_POLL_S)
+
+
+def _interrupts(snapshot: Any) -> dict[str, Any]:
+    found = [plain(i) for task in snapshot.tasks for i in task.interrupts]
+    return {snapshot.config["configurable"].get("checkpoint_id", ""): found} if found else {}
+
+
+async def _thread_metadata(records: ServiceRecords, thread_id: str, graph_id: str) -> dict[str, Any]:
+    thread = await records.get_thread(thread_id)
+    metadata = dict(thread.get("metadata") or {}) if thread else {}
+    metadata.setdefault("graph_id", graph_id)
+    return metadata

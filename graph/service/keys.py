@@ -1,0 +1,55 @@
+"""Where the service keeps things in Redis. Every key of one thread carries the thread's hash tag — the same
+`{<thread id>}` as its checkpoints and its session lease — so a Redis Cluster keeps a thread in one slot and
+the scripts below may touch several of its keys at once. Only the thread index, the work queue and the
+worker roll are global keys.
+"""
+
+from __future__ import annotations
+
+import os
+
+from reactgraph.memory.redis_checkpoint.layout import normalise_prefix, thread_base
+
+DEFAULT_PREFIX = "reactgraph:svc"
+PREFIX_ENV = "REACTGRAPH_SERVICE_PREFIX"  # several services (or test runs) on one Redis keep apart with it
+
+
+class ServiceKeys:
+    """Key names under one prefix (default: $REACTGRAPH_SERVICE_PREFIX, else `reactgraph:svc:`)."""
+
+    def __init__(self, prefix: str | None = None) -> None:
+        self.prefix = normalise_prefix(prefix or os.environ.get(PREFIX_ENV, "").strip() or DEFAULT_PREFIX)
+        self.threads = f"{self.prefix}threads"  # sorted set: thread id → updated_at (ms)
+        self.queue = f"{self.prefix}queue"      # stream: one entry per thread that has work
+        self.workers = f"{self.prefix}workers"  # sorted set: worker id → last heartbeat (ms)
+        self.counters = f"{self.prefix}counters"  # hash: runs finished by status, for /metrics
+
+    def thread(self, thread_id: str) -> str:
+        return thread_base(self.prefix, thread_id) + "thread"
+
+    def runs(self, thread_id: str) -> str:
+        """Sorted set: the thread's run ids by creation time (ms)."""
+        return thread_base(self.prefix, thread_id) + "runs"
+
+    def run(self, thread_id: str, run_id: str) -> str:
+        return thread_base(self.prefix, thread_id) + f"run:{run_id}"
+
+    def pending(self, thread_id: str) -> str:
+        """List: run ids waiting their turn on the thread, oldest first."""
+        return thread_base(self.prefix, thread_id) + "pending"
+
+    def active(self, thread_id: str) -> str:
+        """String: the run id being executed on the thread (kept if its worker dies: the next one resumes it)."""
+        return thread_base(self.prefix, thread_id) + "active"
+
+    def fence(self, thread_id: str) -> str:
+        """Counter: bumped each time a worker takes the thread; writes of an older holder are refused."""
+        return thread_base(self.prefix, thread_id) + "fence"
+
+    def events(self, thread_id: str, run_id: str) -> str:
+        """Stream: the run's events; entry ids are the SSE event ids a client resumes from."""
+        return thread_base(self.prefix, thread_id) + f"events:{run_id}"
+
+    def cancel(self, thread_id: str, run_id: str) -> str:
+        """String: "interrupt" or "rollback" once somebody asked to cancel the run."""
+        return thread_base(self.prefix, thread_id) + f"cancel:{run_id}"

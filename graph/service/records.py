@@ -1,0 +1,182 @@
+"""Thread and run records in Redis: what the API answers from and what workers update.
+
+Records are JSON objects. Redis content is input from outside like any other: a record is read back with a
+size bound and must be a JSON object with the fields we wrote; anything else is treated as absent (and
+logged), never decoded into objects.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import redis.asyncio
+
+from reactgraph.graph.service.keys import ServiceKeys
+
+log = logging.getLogger("reactgraph.service")
+MAX_RECORD_BYTES = 1024 * 1024
+THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
+RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
+FINAL_RUN_STATUSES = ("error", "success", "timeout", "interrupted")
+STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
+
+# Enqueue a run unless `reject` finds the thread busy (a run active or waiting): one atomic step, so two
+# creates on an idle thread cannot both pass a `reject` check. Returns {created, ids ahead of it}.
+_CREATE_RUN = """
+local busy = redis.call('EXISTS', KEYS[4]) == 1 or redis.call('LLEN', KEYS[3]) > 0
+if busy and ARGV[4] == 'reject' then return {0} end
+local ahead = redis.call('LRANGE', KEYS[3], 0, -1)
+local active = redis.call('GET', KEYS[4])
+if active then table.insert(ahead, 1, active) end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+redis.call('RPUSH', KEYS[3], ARGV[2])
+local result = {1}
+for _, id in ipairs(ahead) do table.insert(result, id) end
+return result
+"""
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _decode(raw: str | bytes | None, key: str, required: Sequence[str]) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    if len(raw) > MAX_RECORD_BYTES:
+        log.warning("service record %s is %d bytes, over the %d-byte limit: ignored", key, len(raw), MAX_RECORD_BYTES)
+        return None
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        record = None
+    if not isinstance(record, dict) or any(not isinstance(record.get(name), str) for name in required):
+        log.warning("service record %s is not one we wrote: ignored", key)
+        return None
+    return record
+
+
+class ServiceRecords:
+    """Threads and runs of the service, under one key prefix of one Redis."""
+
+    def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys | None = None) -> None:
+        self.client = client
+        self.keys = keys or ServiceKeys()
+        self._create_run = client.register_script(_CREATE_RUN)
+
+    # -- threads --------------------------------------------------------------------------------------------
+    async def get_thread(self, thread_id: str) -> dict[str, Any] | None:
+        key = self.keys.thread(thread_id)
+        return _decode(await self.client.get(key), key, ("thread_id", "created_at", "status"))
+
+    async def put_thread(self, record: dict[str, Any]) -> None:
+        record["updated_at"] = now_iso()
+        await self.client.set(self.keys.thread(record["thread_id"]), json.dumps(record, ensure_ascii=False))
+        await self.client.zadd(self.keys.threads, {record["thread_id"]: time.time() * 1000})
+
+    async def create_thread(self, thread_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
+        stamp = now_iso()
+        record = {"thread_id": thread_id, "created_at": stamp, "updated_at": stamp, "state_updated_at": stamp,
+                  "metadata": metadata, "status": "idle", "config": {}, "interrupts": {}}
+        await self.put_thread(record)
+        return record
+
+    async def set_thread_status(self, thread_id: str, status: str, **fields: Any) -> dict[str, Any] | None:
+        record = await self.get_thread(thread_id)
+        if record is None:
+            return None
+        record.update(fields, status=status)
+        await self.put_thread(record)
+        return record
+
+    async def thread_ids(self, *, newest_first: bool = True, limit: int = 1000) -> list[str]:
+        ids: Any = await self.client.zrange(self.keys.threads, 0, limit - 1, desc=newest_first)
+        return [i.decode() if isinstance(i, bytes) else i for i in ids]
+
+    async def delete_thread(self, thread_id: str) -> None:
+        run_ids = await self.run_ids(thread_id, limit=10_000)
+        keys = [self.keys.thread(thread_id), self.keys.runs(thread_id), self.keys.pending(thread_id),
+                self.keys.active(thread_id), self.keys.fence(thread_id)]
+        for run_id in run_ids:
+            keys += [self.keys.run(thread_id, run_id), self.keys.events(thread_id, run_id),
+                     self.keys.cancel(thread_id, run_id)]
+        for start in range(0, len(keys), 500):
+            await self.client.delete(*keys[start:start + 500])
+        await self.client.zrem(self.keys.threads, thread_id)
+
+    # -- runs -----------------------------------------------------------------------------------------------
+    async def create_run(self, record: dict[str, Any]) -> tuple[bool, list[str]]:
+        """Store and enqueue `record` on its thread under its multitask strategy: (created, run ids ahead)."""
+        thread_id, run_id = record["thread_id"], record["run_id"]
+        result = await self._create_run(
+            keys=[self.keys.run(thread_id, run_id), self.keys.runs(thread_id), self.keys.pending(thread_id),
+                  self.keys.active(thread_id)],
+            args=[json.dumps(record, ensure_ascii=False), run_id, int(time.time() * 1000),
+                  record["multitask_strategy"]])
+        ahead = [i.decode() if isinstance(i, bytes) else str(i) for i in result[1:]]
+        return bool(result[0]), ahead
+
+    async def get_run(self, thread_id: str, run_id: str) -> dict[str, Any] | None:
+        key = self.keys.run(thread_id, run_id)
+        run = _decode(await self.client.get(key), key, ("run_id", "thread_id", "status"))
+        return run if run is None or (run["run_id"], run["thread_id"]) == (run_id, thread_id) else None
+
+    async def put_run(self, record: dict[str, Any]) -> None:
+        record["updated_at"] = now_iso()
+        await self.client.set(self.keys.run(record["thread_id"], record["run_id"]),
+                              json.dumps(record, ensure_ascii=False))
+
+    async def run_ids(self, thread_id: str, *, limit: int = 10, offset: int = 0) -> list[str]:
+        ids: Any = await self.client.zrange(self.keys.runs(thread_id), offset, offset + limit - 1, desc=True)
+        return [i.decode() if isinstance(i, bytes) else i for i in ids]
+
+    async def list_runs(self, thread_id: str, *, limit: int = 10, offset: int = 0,
+                        status: str | None = None) -> list[dict[str, Any]]:
+        runs = [await self.get_run(thread_id, run_id)
+                for run_id in await self.run_ids(thread_id, limit=limit if status is None else 10_000,
+                                                 offset=offset if status is None else 0)]
+        found = [r for r in runs if r is not None and (status is None or r["status"] == status)]
+        return found if status is None else found[offset:offset + limit]
+
+    async def delete_run(self, thread_id: str, run_id: str) -> None:
+        await self.client.lrem(self.keys.pending(thread_id), 0, run_id)
+        await self.client.zrem(self.keys.runs(thread_id), run_id)
+        await self.client.delete(self.keys.run(thread_id, run_id), self.keys.events(thread_id, run_id),
+                                 self.keys.cancel(thread_id, run_id))
+
+    async def busy(self, thread_id: str) -> bool:
+        """Whether a run is being executed on the thread or waits for its turn there."""
+        active, waiting = await self.client.exists(self.keys.active(thread_id)), \
+            await self.client.llen(self.keys.pending(thread_id))
+        return bool(active or waiting)
+
+    # -- cancellation ---------------------------------------------------------------------------------------
+    async def request_cancel(self, thread_id: str, run_id: str, action: str) -> str:
+        """Ask for a run to stop: "active" (its worker will stop it), "pending" (taken off the queue here), or
+        "done" (it had already ended)."""
+        removed = await self.client.lrem(self.keys.pending(thread_id), 0, run_id)
+        await self.client.set(self.keys.cancel(thread_id, run_id), action, ex=24 * 3600)
+        if removed:
+            return "pending"
+        active = await self.client.get(self.keys.active(thread_id))
+        active = active.decode() if isinstance(active, bytes) else active
+        return "active" if active == run_id else "done"
+
+    async def cancel_requested(self, thread_id: str, run_id: str) -> str | None:
+        action = await self.client.get(self.keys.cancel(thread_id, run_id))
+        action = action.decode() if isinstance(action, bytes) else action
+        return action if action in ("interrupt", "rollback") else None
+
+    async def count_finished(self, status: str) -> None:
+        await self.client.hincrby(self.keys.counters, f"runs_{status}", 1)

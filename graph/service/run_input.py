@@ -1,0 +1,92 @@
+"""A run request's body → what the graph is called with. Checked at create time, so a bad run is a 422 with
+one line, never a queued run that fails later; the worker rebuilds the same values from the stored kwargs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.types import Command
+
+from reactgraph.graph.service.records import STRATEGIES
+from reactgraph.graph.service.wire import BadRequest, field
+from reactgraph.nodes.shared.context import InvalidContext, resolve_context
+
+# `messages` (the partial/complete message events) is not served: `messages-tuple` is what langgraph-sdk and
+# Studio ask for.
+STREAM_MODES = ("values", "updates", "messages-tuple", "custom", "debug", "tasks", "checkpoints")
+MAX_RECURSION_LIMIT = 10_000
+_COMMAND_KEYS = frozenset({"resume", "update", "goto"})
+_SET_BY_THE_SERVICE = ("thread_id", "checkpoint_id", "checkpoint_ns")
+
+
+def run_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's kwargs as stored with it (plain JSON), after checking each field."""
+    graph_input = body.get("input")
+    command = field(body, "command", dict)
+    if graph_input is not None and command is not None:
+        raise BadRequest(422, "give 'input' or 'command', not both")
+    if command is not None and not set(command) <= _COMMAND_KEYS:
+        raise BadRequest(422, f"'command' takes {', '.join(sorted(_COMMAND_KEYS))}; "
+                              f"got {', '.join(sorted(map(str, set(command) - _COMMAND_KEYS)))}")
+    if graph_input is not None and not isinstance(graph_input, dict):
+        raise BadRequest(422, "'input' must be an object of the graph's input fields, "
+                              f"not {type(graph_input).__name__}")
+    modes = body.get("stream_mode") or ["values"]
+    modes = [modes] if isinstance(modes, str) else modes
+    if not isinstance(modes, list) or not modes or any(m not in STREAM_MODES for m in modes):
+        raise BadRequest(422, f"'stream_mode' must be one or more of {', '.join(STREAM_MODES)}; got {modes!r}")
+    context = field(body, "context", dict, {})
+    try:
+        resolve_context(context)
+    except InvalidContext as exc:
+        raise BadRequest(422, f"'context': {exc}") from None
+    config = field(body, "config", dict, {})
+    configurable = field(config, "configurable", dict, {})
+    limit = field(config, "recursion_limit", int)
+    if limit is not None and not 1 <= limit <= MAX_RECURSION_LIMIT:
+        raise BadRequest(422, f"'config.recursion_limit' must be from 1 to {MAX_RECURSION_LIMIT}, got {limit}")
+    checkpoint = field(body, "checkpoint", dict, {})
+    checkpoint_id = field(body, "checkpoint_id", str) or field(checkpoint, "checkpoint_id", str)
+    interrupts = {name: _node_list(body, name) for name in ("interrupt_before", "interrupt_after")}
+    return {"input": graph_input, "command": command, "stream_mode": modes, "context": context,
+            "config": {"configurable": {k: v for k, v in configurable.items() if k not in _SET_BY_THE_SERVICE},
+                       **({"recursion_limit": limit} if limit else {})},
+            "checkpoint_id": checkpoint_id, "stream_subgraphs": bool(body.get("stream_subgraphs")), **interrupts}
+
+
+def strategy(body: Mapping[str, Any]) -> str:
+    chosen = field(body, "multitask_strategy", str, "enqueue")
+    if chosen not in STRATEGIES:
+        raise BadRequest(422, f"'multitask_strategy' must be one of {', '.join(STRATEGIES)}, got {chosen!r}")
+    return chosen
+
+
+def graph_call(kwargs: Mapping[str, Any], thread_id: str, run_id: str, *, resumed: bool
+               ) -> tuple[Any, dict[str, Any]]:
+    """(input or Command, config) for the graph. A resumed run (its worker died) goes on from its last checkpoint."""
+    configurable = {**kwargs["config"].get("configurable", {}), "thread_id": thread_id}
+    if kwargs.get("checkpoint_id") and not resumed:
+        configurable["checkpoint_id"] = kwargs["checkpoint_id"]
+    config: dict[str, Any] = {"configurable": configurable, "metadata": {"run_id": run_id},
+                              **({"recursion_limit": kwargs["config"]["recursion_limit"]}
+                                 if kwargs["config"].get("recursion_limit") else {})}
+    if resumed:
+        return None, config
+    if kwargs.get("command") is not None:
+        return Command(**kwargs["command"]), config
+    return kwargs.get("input"), config
+
+
+def graph_modes(kwargs: Mapping[str, Any]) -> list[str]:
+    """LangGraph's stream modes for the requested ones: `messages-tuple` is LangGraph's `messages`."""
+    return sorted({"messages" if m == "messages-tuple" else m for m in kwargs["stream_mode"]})
+
+
+def _node_list(body: Mapping[str, Any], name: str) -> list[str] | str | None:
+    value = body.get(name)
+    if value is None or value == "*":
+        return value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRequest(422, f"'{name}' must be \"*\" or a list of node names")
+    return value
