@@ -57,7 +57,7 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
         raise BadRequest(409, f"thread {thread_id!r} is busy with another run (multitask_strategy 'reject')")
     if chosen in ("interrupt", "rollback"):
         for earlier in ahead:  # they stop (and, for rollback, vanish) before this run starts
-            await svc.records.request_cancel(thread_id, earlier, chosen)
+            await svc.records.cancel(thread_id, earlier, chosen)
     await svc.queue.notify(thread_id)
     return svc, thread, run
 
@@ -192,14 +192,8 @@ async def cancel_run(request: Request) -> Response:
     action = request.query_params.get("action", "interrupt")
     if action not in ("interrupt", "rollback"):
         raise BadRequest(422, f"'action' must be interrupt or rollback, got {action!r}")
-    where = await svc.records.request_cancel(thread_id, run["run_id"], action)
-    if where == "pending":  # never started: it ends here (its worker will find nothing to do)
-        if action == "rollback":
-            await svc.records.delete_run(thread_id, run["run_id"])
-        else:
-            run["status"] = "interrupted"
-            await svc.records.put_run(run)
-    elif where == "active" and request.query_params.get("wait") in ("true", "True", "1"):
+    where = await svc.records.cancel(thread_id, run["run_id"], action)
+    if where == "active" and request.query_params.get("wait") in ("true", "True", "1"):
         await _wait_for_end(svc, run)
     return Response(status_code=202 if where == "active" else 204)
 

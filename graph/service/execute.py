@@ -64,14 +64,15 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     run["status"] = status
     if error:
         run["error"] = error
-    await hold.end_run(run_id, "" if cancel == "rollback" else json.dumps(run, ensure_ascii=False))
-    if cancel == "rollback":
-        await records.delete_run(thread_id, run_id)
-    await records.count_finished(status)
+    # The thread's status first: a client that sees the run end (the stream's end) must see the thread after it.
     snapshot = await entry.graph.aget_state({"configurable": {"thread_id": thread_id}})
     await records.set_thread_status(thread_id, thread_status_after(snapshot, status),
                                     interrupts=_interrupts(snapshot),
                                     metadata=await _thread_metadata(records, thread_id, entry.graph_id))
+    await hold.end_run(run_id, "" if cancel == "rollback" else json.dumps(run, ensure_ascii=False))
+    if cancel == "rollback":
+        await records.delete_run(thread_id, run_id)
+    await records.count_finished(status)
     return status
 
 

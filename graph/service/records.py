@@ -173,6 +173,17 @@ class ServiceRecords:
         active = active.decode() if isinstance(active, bytes) else active
         return "active" if active == run_id else "done"
 
+    async def cancel(self, thread_id: str, run_id: str, action: str) -> str:
+        """`request_cancel`, and a run that had not started ends here: interrupted, or gone for `rollback`."""
+        where = await self.request_cancel(thread_id, run_id, action)
+        if where == "pending":
+            if action == "rollback":
+                await self.delete_run(thread_id, run_id)
+            elif (run := await self.get_run(thread_id, run_id)) is not None:
+                run["status"] = "interrupted"
+                await self.put_run(run)
+        return where
+
     async def cancel_requested(self, thread_id: str, run_id: str) -> str | None:
         action = await self.client.get(self.keys.cancel(thread_id, run_id))
         action = action.decode() if isinstance(action, bytes) else action

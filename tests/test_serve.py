@@ -1,0 +1,360 @@
+"""`reactgraph serve` and `reactgraph worker`, driven by langgraph-sdk (the client LangGraph users have) over
+loopback HTTP, on the test Redis: assistants, threads, state, history, runs, streams, interrupts, cancel,
+multitask strategies, and the CLI and the service sharing sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
+
+from cli_env import clean_env
+
+REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
+TESTS = str(Path(__file__).parent)
+STARTUP_TIMEOUT_S = 60
+WEATHER = "北京和上海的天气分别怎么样？哪个城市更热？"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def service_env(redis_url: str, prefix: str, log: Path, **extra: str) -> dict[str, str]:
+    env = clean_env()
+    env.update(REDIS_URL=redis_url, REACTGRAPH_SERVICE_PREFIX=prefix, REACTGRAPH_TOOLS="service_tools:TOOLS",
+               SERVICE_LOG=str(log), REACTGRAPH_SESSION_LEASE_TTL="3",
+               PYTHONPATH=os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")])), **extra)
+    return env
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not reached in {timeout:g} s")
+
+
+@dataclass
+class Service:
+    url: str
+    env: dict[str, str]
+    log: Path
+    processes: list[subprocess.Popen]
+
+    def client(self):
+        return get_sync_client(url=self.url, api_key=None)
+
+    def calls(self) -> list[str]:
+        return [line.rsplit(" pid=", 1)[0] for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    def start_worker(self, *options: str, **extra: str) -> subprocess.Popen:
+        process = subprocess.Popen([REACTGRAPH, "worker", "--concurrency", "2", *options], env={**self.env, **extra},
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.processes.append(process)
+        return process
+
+
+def start_service(redis_url: str, tmp: Path, *, workers: int = 2, **extra: str) -> Service:
+    port = free_port()
+    prefix = f"svc-test-{uuid.uuid4().hex[:8]}"
+    log = tmp / "calls.log"
+    env = service_env(redis_url, prefix, log, **extra)
+    process = subprocess.Popen([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    service = Service(f"http://127.0.0.1:{port}", env, log, [process])
+
+    def answers() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"reactgraph serve exited: {process.stderr.read().decode() if process.stderr else ''}")
+        try:
+            return httpx.get(f"{service.url}/ok", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(answers, STARTUP_TIMEOUT_S, "the server answering /ok")
+    return service
+
+
+def stop(service: Service) -> None:
+    for process in service.processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in service.processes:
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def served(redis_url: str, tmp_path_factory) -> Iterator[Service]:
+    service = start_service(redis_url, tmp_path_factory.mktemp("serve"), SLOW_CITIES="广州", SLOW_S="60")
+    yield service
+    stop(service)
+
+
+def ask_stream(client, thread_id: str, question: str, **options):
+    return list(client.runs.stream(thread_id, "react", input={"messages": [{"role": "human", "content": question}]},
+                                   **options))
+
+
+# -- assistants -----------------------------------------------------------------------------------------------
+
+def test_every_graph_is_an_assistant_found_by_id_or_by_name(served):
+    client = served.client()
+    found = client.assistants.search()
+    assert sorted(a["graph_id"] for a in found) == ["plan_solve", "react", "reflexion"]
+    for assistant in found:
+        assert client.assistants.get(assistant["assistant_id"])["graph_id"] == assistant["graph_id"]
+        assert client.assistants.get(assistant["graph_id"])["assistant_id"] == assistant["assistant_id"]
+    drawn = client.assistants.get_graph("react")
+    assert {"think", "act", "observe", "reflect", "finalize"} <= {node["id"] for node in drawn["nodes"]}
+    schemas = client.assistants.get_schemas("react")
+    assert "messages" in schemas["input_schema"]["properties"]
+    assert "max_iterations" in schemas["context_schema"]["properties"]
+    with pytest.raises(NotFoundError):
+        client.assistants.get("no-such-graph")
+
+
+# -- runs -----------------------------------------------------------------------------------------------------
+
+def test_a_streamed_run_sends_metadata_then_each_node_update_and_the_answer(served):
+    client = served.client()
+    thread = client.threads.create()
+    parts = ask_stream(client, thread["thread_id"], WEATHER, stream_mode=["updates", "values"])
+    assert parts[0].event == "metadata" and parts[0].data["run_id"]
+    nodes = [next(iter(p.data)) for p in parts if p.event == "updates"]
+    assert nodes[:3] == ["load_memory", "think", "act"] and "finalize" in nodes
+    final = [p.data for p in parts if p.event == "values"][-1]
+    assert final["status"] == "answered" and "上海" in final["final_answer"]
+    (run,) = client.runs.list(thread["thread_id"])
+    assert run["status"] == "success" and run["run_id"] == parts[0].data["run_id"]
+    assert client.threads.get(thread["thread_id"])["status"] == "idle"
+
+
+def test_messages_tuple_streams_message_chunks_with_their_metadata(served):
+    client = served.client()
+    thread = client.threads.create()
+    parts = ask_stream(client, thread["thread_id"], "计算 2 + 3 等于多少", stream_mode="messages-tuple")
+    messages = [p.data for p in parts if p.event == "messages"]
+    assert messages and all(len(m) == 2 and "type" in m[0] and "langgraph_node" in m[1] for m in messages)
+
+
+def test_wait_answers_with_the_final_values_and_join_waits_for_a_background_run(served):
+    client = served.client()
+    thread = client.threads.create()
+    final = client.runs.wait(thread["thread_id"], "react",
+                             input={"messages": [{"role": "human", "content": "计算 10 * 7 等于多少"}]})
+    assert final["status"] == "answered" and "70" in final["final_answer"]
+    run = client.runs.create(thread["thread_id"], "plan_solve",
+                             input={"messages": [{"role": "human", "content": "计算 6 * 7 等于多少"}]})
+    assert run["status"] == "pending"
+    joined = client.runs.join(thread["thread_id"], run["run_id"])
+    assert "42" in joined["final_answer"]
+    assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
+    humans = [m["content"] for m in joined["messages"] if m["type"] == "human"]
+    assert humans == ["计算 10 * 7 等于多少", "计算 6 * 7 等于多少"]  # one thread, two turns, in order
+
+
+def test_a_run_pauses_for_approval_and_resumes_with_the_decision(served):
+    client = served.client()
+    thread = client.threads.create()
+    parts = ask_stream(client, thread["thread_id"], "Fetch https://example.com/page", stream_mode=["updates", "custom"])
+    assert [p.data["event"] for p in parts if p.event == "custom"] == ["approval_requested"]
+    (pause,) = [p.data for p in parts if p.event == "updates" and "__interrupt__" in p.data][0]["__interrupt__"]
+    assert pause["value"]["type"] == "approval"
+    assert [c["name"] for c in pause["value"]["calls"]] == ["http_get"]
+    state = client.threads.get_state(thread["thread_id"])
+    assert state["next"] == ["approve"] and client.threads.get(thread["thread_id"])["status"] == "interrupted"
+    final = client.runs.wait(thread["thread_id"], "react",
+                             command={"resume": {"decision": "reject", "reason": "not from the service"}})
+    decided = [s for s in final["steps"] if s["node"] == "approve"]
+    assert [(s["action"], s["status"]) for s in decided] == [("http_get", "rejected")]
+    assert client.threads.get(thread["thread_id"])["status"] == "idle"
+
+
+def test_a_stream_rejoined_with_last_event_id_gets_exactly_the_rest(served):
+    client = served.client()
+    thread = client.threads.create()
+    run = client.runs.create(thread["thread_id"], "react", stream_mode=["updates"], stream_resumable=True,
+                             input={"messages": [{"role": "human", "content": WEATHER}]})
+    client.runs.join(thread["thread_id"], run["run_id"])
+    everything = httpx.get(f"{served.url}/threads/{thread['thread_id']}/runs/{run['run_id']}/stream", timeout=30)
+    events = [block for block in everything.text.split("\r\n\r\n") if "event:" in block]
+    ids = [line.split(": ", 1)[1] for block in events for line in block.splitlines() if line.startswith("id: ")]
+    assert len(ids) == len(events) >= 5
+    rest = list(client.runs.join_stream(thread["thread_id"], run["run_id"], last_event_id=ids[2]))
+    assert len(rest) == len(events) - 3
+    assert [p.event for p in rest] == ["updates"] * len(rest)
+
+
+# -- cancel and multitask strategies --------------------------------------------------------------------------
+
+def _slow_run(client, thread_id: str, **options):
+    run = client.runs.create(thread_id, "react", input={"messages": [{"role": "human", "content": "广州的天气怎么样？"}]},
+                             **options)
+    wait_for(lambda: client.runs.get(thread_id, run["run_id"])["status"] == "running", 30, "the slow run running")
+    return run
+
+
+def test_cancel_stops_a_running_run_and_the_thread_takes_the_next(served):
+    client = served.client()
+    thread = client.threads.create()
+    run = _slow_run(client, thread["thread_id"])
+    client.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
+    assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "interrupted"
+    final = client.runs.wait(thread["thread_id"], "react",
+                             input={"messages": [{"role": "human", "content": "计算 2 + 3 等于多少"}]})
+    assert "5" in final["final_answer"]
+
+
+def test_reject_refuses_a_second_run_on_a_busy_thread(served):
+    client = served.client()
+    thread = client.threads.create()
+    run = _slow_run(client, thread["thread_id"])
+    with pytest.raises(ConflictError):
+        client.runs.create(thread["thread_id"], "react", multitask_strategy="reject",
+                           input={"messages": [{"role": "human", "content": "计算 1 + 1 等于多少"}]})
+    client.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
+
+
+def test_enqueue_runs_the_second_after_the_first_and_interrupt_stops_the_first(served):
+    client = served.client()
+    thread = client.threads.create()
+    first = _slow_run(client, thread["thread_id"])
+    queued = client.runs.create(thread["thread_id"], "react", multitask_strategy="enqueue",
+                                input={"messages": [{"role": "human", "content": "计算 1 + 1 等于多少"}]})
+    assert client.runs.get(thread["thread_id"], queued["run_id"])["status"] == "pending"
+    jumping = client.runs.create(thread["thread_id"], "react", multitask_strategy="interrupt",
+                                 input={"messages": [{"role": "human", "content": "计算 3 + 4 等于多少"}]})
+    final = client.runs.join(thread["thread_id"], jumping["run_id"])
+    assert "7" in final["final_answer"]
+    statuses = {r["run_id"]: r["status"] for r in client.runs.list(thread["thread_id"])}
+    assert statuses == {first["run_id"]: "interrupted", queued["run_id"]: "interrupted", jumping["run_id"]: "success"}
+
+
+def test_rollback_removes_the_interrupted_run_and_what_it_wrote(served):
+    client = served.client()
+    thread = client.threads.create()
+    client.runs.wait(thread["thread_id"], "react", input={"messages": [{"role": "human", "content": "计算 1 + 2 等于多少"}]})
+    first = _slow_run(client, thread["thread_id"])
+    final = client.runs.wait(thread["thread_id"], "react", multitask_strategy="rollback",
+                             input={"messages": [{"role": "human", "content": "计算 3 + 4 等于多少"}]})
+    humans = [m["content"] for m in final["messages"] if m["type"] == "human"]
+    assert humans == ["计算 1 + 2 等于多少", "计算 3 + 4 等于多少"]  # the rolled-back turn left nothing
+    assert first["run_id"] not in {r["run_id"] for r in client.runs.list(thread["thread_id"])}
+
+
+# -- threads, state, history ----------------------------------------------------------------------------------
+
+def test_threads_are_created_found_patched_copied_and_deleted(served):
+    client = served.client()
+    mark = uuid.uuid4().hex
+    thread = client.threads.create(metadata={"mark": mark})
+    with pytest.raises(ConflictError):
+        client.threads.create(thread_id=thread["thread_id"])
+    assert client.threads.create(thread_id=thread["thread_id"], if_exists="do_nothing")["thread_id"] == thread["thread_id"]
+    client.runs.wait(thread["thread_id"], "react", input={"messages": [{"role": "human", "content": "现在几点了？"}]})
+    assert [t["thread_id"] for t in client.threads.search(metadata={"mark": mark})] == [thread["thread_id"]]
+    assert client.threads.count(metadata={"mark": mark}) == 1
+    client.threads.update(thread["thread_id"], metadata={"owner": "me"})
+    assert client.threads.get(thread["thread_id"])["metadata"]["owner"] == "me"
+    copy = client.threads.copy(thread["thread_id"])
+    assert client.threads.get_state(copy["thread_id"])["values"]["messages"] == \
+        client.threads.get_state(thread["thread_id"])["values"]["messages"]
+    client.threads.delete(thread["thread_id"])
+    with pytest.raises(NotFoundError):
+        client.threads.get(thread["thread_id"])
+    with pytest.raises(NotFoundError):
+        client.threads.get_state(thread["thread_id"])
+
+
+def test_history_lists_checkpoints_and_a_run_from_one_forks_the_thread(served):
+    client = served.client()
+    thread = client.threads.create()
+    for question in ("计算 2 + 3 等于多少", "计算 10 * 7 等于多少"):
+        client.runs.wait(thread["thread_id"], "react", input={"messages": [{"role": "human", "content": question}]})
+    history = client.threads.get_history(thread["thread_id"], limit=100)
+    assert len(history) > 4 and all(h["checkpoint"]["checkpoint_id"] for h in history)
+    after_first = next(h for h in history if h["values"].get("status") == "answered"
+                       and sum(m["type"] == "human" for m in h["values"]["messages"]) == 1 and not h["next"])
+    forked = client.runs.wait(thread["thread_id"], "react", checkpoint_id=after_first["checkpoint"]["checkpoint_id"],
+                              input={"messages": [{"role": "human", "content": "现在几点了？"}]})
+    humans = [m["content"] for m in forked["messages"] if m["type"] == "human"]
+    assert humans == ["计算 2 + 3 等于多少", "现在几点了？"]
+    updated = client.threads.update_state(thread["thread_id"], {"final_answer": "edited by hand"})
+    assert updated["checkpoint"]["checkpoint_id"]
+    assert client.threads.get_state(thread["thread_id"])["values"]["final_answer"] == "edited by hand"
+
+
+def test_a_cli_session_is_a_thread_of_the_service_and_back(served):
+    session = f"cli-{uuid.uuid4().hex[:8]}"
+    asked = subprocess.run([REACTGRAPH, "ask", "计算 2 + 3 等于多少", "--session", session, "--json"],
+                           env=served.env, capture_output=True, text=True, timeout=120)
+    assert asked.returncode == 0, asked.stderr
+    client = served.client()
+    state = client.threads.get_state(session)
+    assert [m["content"] for m in state["values"]["messages"] if m["type"] == "human"] == ["计算 2 + 3 等于多少"]
+    client.runs.wait(session, "react", input={"messages": [{"role": "human", "content": "计算 10 * 7 等于多少"}]})
+    again = subprocess.run([REACTGRAPH, "ask", "现在几点了？", "--session", session, "--json"],
+                           env=served.env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    humans = [m["content"] for m in client.threads.get_state(session)["values"]["messages"] if m["type"] == "human"]
+    assert humans == ["计算 2 + 3 等于多少", "计算 10 * 7 等于多少", "现在几点了？"]
+
+
+# -- bad requests ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("path", "body", "status", "words"), [
+    ("/threads", b"{not json", 422, "not JSON"),
+    ("/threads", b"[1, 2]", 422, "JSON object"),
+    ("/threads", b"{" + b'"a": "' + b"x" * (5 * 1024 * 1024) + b'"}', 413, "over the limit"),
+    ("/threads", json.dumps({"thread_id": "a\nb"}).encode(), 422, "session id"),
+    ("/threads/THREAD/runs", json.dumps({"assistant_id": "nope"}).encode(), 404, "assistant 'nope' not found"),
+    ("/threads/THREAD/runs", json.dumps({"assistant_id": "react", "stream_mode": "everything"}).encode(), 422,
+     "stream_mode"),
+    ("/threads/THREAD/runs", json.dumps({"assistant_id": "react", "context": {"max_iterations": 0}}).encode(), 422,
+     "max_iterations"),
+    ("/threads/THREAD/runs", json.dumps({"assistant_id": "react", "multitask_strategy": "race"}).encode(), 422,
+     "multitask_strategy"),
+    ("/threads/THREAD/runs", json.dumps({"assistant_id": "react", "input": {}, "command": {"resume": 1}}).encode(),
+     422, "not both"),
+    ("/threads/no-such-thread/runs", json.dumps({"assistant_id": "react", "input": {}}).encode(), 404, "not found"),
+])
+def test_a_bad_request_gets_its_status_and_one_line_naming_the_cause(served, path, body, status, words):
+    thread = served.client().threads.create()
+    answer = httpx.post(served.url + path.replace("THREAD", thread["thread_id"]), content=body,
+                        headers={"Content-Type": "application/json"}, timeout=30)
+    assert answer.status_code == status
+    detail = answer.json()["detail"]
+    assert words in detail and "\n" not in detail
+
+
+def test_unknown_runs_and_threads_are_404s(served):
+    client = served.client()
+    with pytest.raises(NotFoundError):
+        client.runs.get(str(uuid.uuid4()), str(uuid.uuid4()))
+    thread = client.threads.create()
+    with pytest.raises(httpx.HTTPStatusError, match="404"):
+        client.runs.join(thread["thread_id"], str(uuid.uuid4()))
+    with pytest.raises(UnprocessableEntityError):
+        client.threads.search(status="sleeping")

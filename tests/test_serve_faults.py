@@ -1,0 +1,84 @@
+"""The service under faults: a worker SIGKILLed mid-run, a worker told to stop (SIGTERM) with and without time
+to drain. API processes run no workers here (`--workers 0`); `reactgraph worker` processes execute the runs."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from test_durability import saved_tool_results
+from test_serve import WEATHER, start_service, stop, wait_for
+
+
+def _collect(client, thread_id: str, run_id: str, into: list) -> threading.Thread:
+    """Follow the run's stream on a thread of its own, as a client would, until the run ends."""
+    def follow() -> None:
+        into.extend(client.runs.join_stream(thread_id, run_id, stream_mode=["updates"]))
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    return reader
+
+
+def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_finished_tool_call(redis_url, tmp_path):
+    service = start_service(redis_url, tmp_path, workers=0)
+    try:
+        client = service.client()
+        doomed = service.start_worker(SLOW_CITIES="上海", SLOW_S="600")
+        thread = client.threads.create()
+        run = client.runs.create(thread["thread_id"], "react", stream_mode=["updates"], stream_resumable=True,
+                                 input={"messages": [{"role": "human", "content": WEATHER}]})
+        seen: list = []
+        reader = _collect(client, thread["thread_id"], run["run_id"], seen)
+        wait_for(lambda: {"done 北京", "start 上海"} <= set(service.calls()), 60, "北京 done, 上海 started")
+        wait_for(lambda: any("北京" in r for r in saved_tool_results(redis_url, thread["thread_id"])), 30,
+                 "the finished call saved")
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(timeout=10)
+        service.start_worker()  # no slow city: it finishes the run once the dead worker's lease has expired
+        final = client.runs.join(thread["thread_id"], run["run_id"])
+        reader.join(timeout=60)
+        assert final["status"] == "answered" and "上海" in final["final_answer"]
+        assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
+        calls = service.calls()
+        assert calls.count("start 北京") == 1  # finished before the kill: not run again
+        assert calls.count("start 上海") == 2  # unfinished at the kill: run again by the second worker
+        attempts = [p.data["attempt"] for p in seen if p.event == "metadata"]
+        assert attempts == [1, 2]  # the client's one stream went on across the takeover
+        assert "finalize" in {next(iter(p.data)) for p in seen if p.event == "updates"}
+    finally:
+        stop(service)
+
+
+def test_sigterm_lets_a_running_run_finish_before_the_worker_exits(redis_url, tmp_path):
+    service = start_service(redis_url, tmp_path, workers=0)
+    try:
+        client = service.client()
+        worker = service.start_worker(SLOW_CITIES="广州", SLOW_S="2")
+        thread = client.threads.create()
+        run = client.runs.create(thread["thread_id"], "react",
+                                 input={"messages": [{"role": "human", "content": "广州的天气怎么样？"}]})
+        wait_for(lambda: "start 广州" in service.calls(), 60, "the slow call started")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
+        assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
+        assert service.calls().count("start 广州") == 1
+    finally:
+        stop(service)
+
+
+def test_a_run_a_stopping_worker_cannot_finish_in_time_is_resumed_by_the_next(redis_url, tmp_path):
+    service = start_service(redis_url, tmp_path, workers=0)
+    try:
+        client = service.client()
+        worker = service.start_worker("--drain", "1", SLOW_CITIES="广州", SLOW_S="600")
+        thread = client.threads.create()
+        run = client.runs.create(thread["thread_id"], "react",
+                                 input={"messages": [{"role": "human", "content": "广州的天气怎么样？"}]})
+        wait_for(lambda: "start 广州" in service.calls(), 60, "the slow call started")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0  # --drain 1: it stops the run where it is and hands the thread back
+        service.start_worker()
+        final = client.runs.join(thread["thread_id"], run["run_id"])
+        assert final["status"] == "answered" and "广州" in final["final_answer"]
+    finally:
+        stop(service)
