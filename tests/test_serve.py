@@ -112,8 +112,12 @@ def served(redis_url: str, tmp_path_factory) -> Iterator[Service]:
     stop(service)
 
 
+def human(question: str) -> dict:
+    return {"messages": [{"role": "human", "content": question}]}
+
+
 def ask_stream(client, thread_id: str, question: str, **options):
-    return list(client.runs.stream(thread_id, "react", input={"messages": [{"role": "human", "content": question}]},
+    return list(client.runs.stream(thread_id, "react", input=human(question),
                                    **options))
 
 
@@ -163,10 +167,10 @@ def test_wait_answers_with_the_final_values_and_join_waits_for_a_background_run(
     client = served.client()
     thread = client.threads.create()
     final = client.runs.wait(thread["thread_id"], "react",
-                             input={"messages": [{"role": "human", "content": "计算 10 * 7 等于多少"}]})
+                             input=human("计算 10 * 7 等于多少"))
     assert final["status"] == "answered" and "70" in final["final_answer"]
     run = client.runs.create(thread["thread_id"], "plan_solve",
-                             input={"messages": [{"role": "human", "content": "计算 6 * 7 等于多少"}]})
+                             input=human("计算 6 * 7 等于多少"))
     assert run["status"] == "pending"
     joined = client.runs.join(thread["thread_id"], run["run_id"])
     assert "42" in joined["final_answer"]
@@ -180,7 +184,7 @@ def test_a_run_pauses_for_approval_and_resumes_with_the_decision(served):
     thread = client.threads.create()
     parts = ask_stream(client, thread["thread_id"], "Fetch https://example.com/page", stream_mode=["updates", "custom"])
     assert [p.data["event"] for p in parts if p.event == "custom"] == ["approval_requested"]
-    (pause,) = [p.data for p in parts if p.event == "updates" and "__interrupt__" in p.data][0]["__interrupt__"]
+    (pause,) = next(p.data for p in parts if p.event == "updates" and "__interrupt__" in p.data)["__interrupt__"]
     assert pause["value"]["type"] == "approval"
     assert [c["name"] for c in pause["value"]["calls"]] == ["http_get"]
     state = client.threads.get_state(thread["thread_id"])
@@ -196,7 +200,7 @@ def test_a_stream_rejoined_with_last_event_id_gets_exactly_the_rest(served):
     client = served.client()
     thread = client.threads.create()
     run = client.runs.create(thread["thread_id"], "react", stream_mode=["updates"], stream_resumable=True,
-                             input={"messages": [{"role": "human", "content": WEATHER}]})
+                             input=human(WEATHER))
     client.runs.join(thread["thread_id"], run["run_id"])
     everything = httpx.get(f"{served.url}/threads/{thread['thread_id']}/runs/{run['run_id']}/stream", timeout=30)
     events = [block for block in everything.text.split("\r\n\r\n") if "event:" in block]
@@ -210,7 +214,7 @@ def test_a_stream_rejoined_with_last_event_id_gets_exactly_the_rest(served):
 # -- cancel and multitask strategies --------------------------------------------------------------------------
 
 def _slow_run(client, thread_id: str, **options):
-    run = client.runs.create(thread_id, "react", input={"messages": [{"role": "human", "content": "广州的天气怎么样？"}]},
+    run = client.runs.create(thread_id, "react", input=human("广州的天气怎么样？"),
                              **options)
     wait_for(lambda: client.runs.get(thread_id, run["run_id"])["status"] == "running", 30, "the slow run running")
     return run
@@ -223,7 +227,7 @@ def test_cancel_stops_a_running_run_and_the_thread_takes_the_next(served):
     client.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
     assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "interrupted"
     final = client.runs.wait(thread["thread_id"], "react",
-                             input={"messages": [{"role": "human", "content": "计算 2 + 3 等于多少"}]})
+                             input=human("计算 2 + 3 等于多少"))
     assert "5" in final["final_answer"]
 
 
@@ -233,7 +237,7 @@ def test_reject_refuses_a_second_run_on_a_busy_thread(served):
     run = _slow_run(client, thread["thread_id"])
     with pytest.raises(ConflictError):
         client.runs.create(thread["thread_id"], "react", multitask_strategy="reject",
-                           input={"messages": [{"role": "human", "content": "计算 1 + 1 等于多少"}]})
+                           input=human("计算 1 + 1 等于多少"))
     client.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
 
 
@@ -242,10 +246,10 @@ def test_enqueue_runs_the_second_after_the_first_and_interrupt_stops_the_first(s
     thread = client.threads.create()
     first = _slow_run(client, thread["thread_id"])
     queued = client.runs.create(thread["thread_id"], "react", multitask_strategy="enqueue",
-                                input={"messages": [{"role": "human", "content": "计算 1 + 1 等于多少"}]})
+                                input=human("计算 1 + 1 等于多少"))
     assert client.runs.get(thread["thread_id"], queued["run_id"])["status"] == "pending"
     jumping = client.runs.create(thread["thread_id"], "react", multitask_strategy="interrupt",
-                                 input={"messages": [{"role": "human", "content": "计算 3 + 4 等于多少"}]})
+                                 input=human("计算 3 + 4 等于多少"))
     final = client.runs.join(thread["thread_id"], jumping["run_id"])
     assert "7" in final["final_answer"]
     statuses = {r["run_id"]: r["status"] for r in client.runs.list(thread["thread_id"])}
@@ -255,10 +259,10 @@ def test_enqueue_runs_the_second_after_the_first_and_interrupt_stops_the_first(s
 def test_rollback_removes_the_interrupted_run_and_what_it_wrote(served):
     client = served.client()
     thread = client.threads.create()
-    client.runs.wait(thread["thread_id"], "react", input={"messages": [{"role": "human", "content": "计算 1 + 2 等于多少"}]})
+    client.runs.wait(thread["thread_id"], "react", input=human("计算 1 + 2 等于多少"))
     first = _slow_run(client, thread["thread_id"])
     final = client.runs.wait(thread["thread_id"], "react", multitask_strategy="rollback",
-                             input={"messages": [{"role": "human", "content": "计算 3 + 4 等于多少"}]})
+                             input=human("计算 3 + 4 等于多少"))
     humans = [m["content"] for m in final["messages"] if m["type"] == "human"]
     assert humans == ["计算 1 + 2 等于多少", "计算 3 + 4 等于多少"]  # the rolled-back turn left nothing
     assert first["run_id"] not in {r["run_id"] for r in client.runs.list(thread["thread_id"])}
@@ -272,8 +276,9 @@ def test_threads_are_created_found_patched_copied_and_deleted(served):
     thread = client.threads.create(metadata={"mark": mark})
     with pytest.raises(ConflictError):
         client.threads.create(thread_id=thread["thread_id"])
-    assert client.threads.create(thread_id=thread["thread_id"], if_exists="do_nothing")["thread_id"] == thread["thread_id"]
-    client.runs.wait(thread["thread_id"], "react", input={"messages": [{"role": "human", "content": "现在几点了？"}]})
+    same = client.threads.create(thread_id=thread["thread_id"], if_exists="do_nothing")
+    assert same["thread_id"] == thread["thread_id"]
+    client.runs.wait(thread["thread_id"], "react", input=human("现在几点了？"))
     assert [t["thread_id"] for t in client.threads.search(metadata={"mark": mark})] == [thread["thread_id"]]
     assert client.threads.count(metadata={"mark": mark}) == 1
     client.threads.update(thread["thread_id"], metadata={"owner": "me"})
@@ -292,13 +297,13 @@ def test_history_lists_checkpoints_and_a_run_from_one_forks_the_thread(served):
     client = served.client()
     thread = client.threads.create()
     for question in ("计算 2 + 3 等于多少", "计算 10 * 7 等于多少"):
-        client.runs.wait(thread["thread_id"], "react", input={"messages": [{"role": "human", "content": question}]})
+        client.runs.wait(thread["thread_id"], "react", input=human(question))
     history = client.threads.get_history(thread["thread_id"], limit=100)
     assert len(history) > 4 and all(h["checkpoint"]["checkpoint_id"] for h in history)
     after_first = next(h for h in history if h["values"].get("status") == "answered"
                        and sum(m["type"] == "human" for m in h["values"]["messages"]) == 1 and not h["next"])
     forked = client.runs.wait(thread["thread_id"], "react", checkpoint_id=after_first["checkpoint"]["checkpoint_id"],
-                              input={"messages": [{"role": "human", "content": "现在几点了？"}]})
+                              input=human("现在几点了？"))
     humans = [m["content"] for m in forked["messages"] if m["type"] == "human"]
     assert humans == ["计算 2 + 3 等于多少", "现在几点了？"]
     updated = client.threads.update_state(thread["thread_id"], {"final_answer": "edited by hand"})
@@ -314,7 +319,7 @@ def test_a_cli_session_is_a_thread_of_the_service_and_back(served):
     client = served.client()
     state = client.threads.get_state(session)
     assert [m["content"] for m in state["values"]["messages"] if m["type"] == "human"] == ["计算 2 + 3 等于多少"]
-    client.runs.wait(session, "react", input={"messages": [{"role": "human", "content": "计算 10 * 7 等于多少"}]})
+    client.runs.wait(session, "react", input=human("计算 10 * 7 等于多少"))
     again = subprocess.run([REACTGRAPH, "ask", "现在几点了？", "--session", session, "--json"],
                            env=served.env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr

@@ -7,7 +7,7 @@ import signal
 import threading
 
 from test_durability import saved_tool_results
-from test_serve import WEATHER, start_service, stop, wait_for
+from test_serve import WEATHER, human, start_service, stop, wait_for
 
 
 def _collect(client, thread_id: str, run_id: str, into: list) -> threading.Thread:
@@ -26,7 +26,7 @@ def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_finishe
         doomed = service.start_worker(SLOW_CITIES="上海", SLOW_S="600")
         thread = client.threads.create()
         run = client.runs.create(thread["thread_id"], "react", stream_mode=["updates"], stream_resumable=True,
-                                 input={"messages": [{"role": "human", "content": WEATHER}]})
+                                 input=human(WEATHER))
         seen: list = []
         reader = _collect(client, thread["thread_id"], run["run_id"], seen)
         wait_for(lambda: {"done 北京", "start 上海"} <= set(service.calls()), 60, "北京 done, 上海 started")
@@ -56,7 +56,7 @@ def test_sigterm_lets_a_running_run_finish_before_the_worker_exits(redis_url, tm
         worker = service.start_worker(SLOW_CITIES="广州", SLOW_S="2")
         thread = client.threads.create()
         run = client.runs.create(thread["thread_id"], "react",
-                                 input={"messages": [{"role": "human", "content": "广州的天气怎么样？"}]})
+                                 input=human("广州的天气怎么样？"))
         wait_for(lambda: "start 广州" in service.calls(), 60, "the slow call started")
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0
@@ -73,7 +73,7 @@ def test_a_run_a_stopping_worker_cannot_finish_in_time_is_resumed_by_the_next(re
         worker = service.start_worker("--drain", "1", SLOW_CITIES="广州", SLOW_S="600")
         thread = client.threads.create()
         run = client.runs.create(thread["thread_id"], "react",
-                                 input={"messages": [{"role": "human", "content": "广州的天气怎么样？"}]})
+                                 input=human("广州的天气怎么样？"))
         wait_for(lambda: "start 广州" in service.calls(), 60, "the slow call started")
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0  # --drain 1: it stops the run where it is and hands the thread back
