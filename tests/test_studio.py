@@ -95,8 +95,34 @@ def wait_until_ready(server: StudioServer) -> None:
     pytest.fail(f"langgraph dev did not answer /ok within {STARTUP_TIMEOUT_S} s:\n{server.logs()}", pytrace=False)
 
 
+def launch_studio(work: Path, redis_url: str, config: Path | None) -> StudioServer:
+    """`run_studio` in `work` on the test Redis, behind the network guard; `config` None: as `reactgraph studio`
+    picks it. Ready when it answers /ok; stop it with `stop()`."""
+    (work / "guard").mkdir()
+    (work / "guard" / "sitecustomize.py").write_text(NETWORK_GUARD, encoding="utf-8")
+    # A LangSmith key and tracing switched on in the caller's environment must not reach the server.
+    python_path = os.pathsep.join(filter(None, [str(work / "guard"), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, REACTGRAPH_MODEL="offline", LANGSMITH_API_KEY="lsv2_test_dummy",
+               LANGSMITH_TRACING="true", PYTHONPATH=python_path, PYTHONUNBUFFERED="1", REDIS_URL=redis_url)
+    port = studio.free_port()
+    launch = ("import sys; from pathlib import Path; from reactgraph.graph.studio import run_studio; "
+              "sys.exit(run_studio(port=int(sys.argv[1]), config=Path(sys.argv[2]) if sys.argv[2] else None))")
+    log_file = work / "studio.log"
+    with log_file.open("w", encoding="utf-8") as log:
+        process = subprocess.Popen([sys.executable, "-c", launch, str(port), str(config or "")],
+                                   cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    server = StudioServer(f"http://127.0.0.1:{port}", log_file, process)
+    try:
+        wait_until_ready(server)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
 @pytest.fixture(scope="module")
-def studio_server(tmp_path_factory) -> Iterator[StudioServer]:
+def studio_server(tmp_path_factory, redis_url) -> Iterator[StudioServer]:
     """`run_studio` serving the project's graphs, from a scratch directory so that its files stay there."""
     try:
         import langgraph_api  # noqa: F401
@@ -111,26 +137,7 @@ def studio_server(tmp_path_factory) -> Iterator[StudioServer]:
     config["graphs"] = {name: str(studio.PROJECT_DIR / target.removeprefix("./"))
                         for name, target in config["graphs"].items()}
     (work / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
-    (work / "guard").mkdir()
-    (work / "guard" / "sitecustomize.py").write_text(NETWORK_GUARD, encoding="utf-8")
-    # A LangSmith key and tracing switched on in the caller's environment must not reach the server.
-    python_path = os.pathsep.join(filter(None, [str(work / "guard"), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, REACTGRAPH_MODEL="offline", LANGSMITH_API_KEY="lsv2_test_dummy",
-               LANGSMITH_TRACING="true", PYTHONPATH=python_path, PYTHONUNBUFFERED="1")
-    port = studio.free_port()
-    launch = ("import sys; from pathlib import Path; from reactgraph.graph.studio import run_studio; "
-              "sys.exit(run_studio(port=int(sys.argv[1]), config=Path(sys.argv[2])))")
-    log_file = work / "studio.log"
-    with log_file.open("w", encoding="utf-8") as log:
-        process = subprocess.Popen([sys.executable, "-c", launch, str(port), str(work / "langgraph.json")],
-                                   cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-    server = StudioServer(f"http://127.0.0.1:{port}", log_file, process)
-    try:
-        wait_until_ready(server)
-    except BaseException:
-        server.stop()
-        raise
+    server = launch_studio(work, redis_url, work / "langgraph.json")
     yield server
     # Ctrl+C ends `reactgraph studio` cleanly: exit code 0, within the stop() grace period.
     if (code := server.stop()) != 0:
