@@ -174,7 +174,9 @@ def _check_store(store: str | None) -> str:
     except (CheckpointerConfigError, CheckpointStoreUnavailable, InvalidRedisURL, InvalidRedisSetting,
             EmbeddedRedisError) as exc:
         return f"error: {exc}"
-    opened.saver.close()
+    close = getattr(opened.saver, "close", None)  # a RedisSaver: open_studio_store opens nothing else
+    if callable(close):
+        close()
     return opened.description
 
 

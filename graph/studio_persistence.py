@@ -51,8 +51,10 @@ def open_studio_store(url: str | None = None) -> OpenedCheckpointer:
         raise CheckpointerConfigError(f"$REACTGRAPH_TTL: {exc}") from exc
     chosen = resolve_url(url)
     if chosen != "embedded" and not chosen.startswith(REDIS_SCHEMES):  # refused before a file or server is made
+        # memory and sqlite URLs hold no password; anything else might, and redact hides it
+        shown = chosen if chosen == "memory" or chosen.startswith("sqlite:") else redact(chosen)
         raise CheckpointerConfigError(f"Studio keeps its threads where the CLI keeps sessions, and a server can share "
-                                      f"only Redis, not {redact(chosen)!r}: use redis://…, rediss://…, unix://… or "
+                                      f"only Redis, not {shown!r}: use redis://…, rediss://…, unix://… or "
                                       "the embedded Redis (no $REDIS_URL)")
     return open_checkpointer(chosen, ttl=ttl)
 
@@ -78,12 +80,14 @@ async def checkpointer() -> AsyncIterator[RedisSaver]:
 async def store() -> AsyncIterator[RedisStore]:
     """The CLI's long-term store (Q&A logs, lessons): the same Redis, prefix and TTL as `reactgraph ask`."""
     opened = await asyncio.to_thread(open_studio_store)
+    saver = opened.saver
+    assert isinstance(saver, RedisSaver)  # open_studio_store refuses the rest
     found = RedisStore.from_url(opened.redis_url or "", ttl=store_ttl(opened.ttl))  # shares the saver's pool
     try:
         yield found
     finally:
         await asyncio.to_thread(found.close)
-        await asyncio.to_thread(opened.saver.close)
+        await asyncio.to_thread(saver.close)
 
 
 async def keep_sessions_registered(saver: RedisSaver, register: Register, every_s: float = REGISTER_EVERY_S) -> None:
