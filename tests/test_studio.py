@@ -180,6 +180,9 @@ def test_studio_serves_the_react_graph_and_answers_offline(studio_server):
         logs = studio_server.logs()
         assert f"LangGraph Studio: https://smith.langchain.com/studio/?baseUrl={studio_server.url}" in logs
         assert OUTBOUND_MARK not in logs
+        # react-graph's saver, with every method the server asks for (it warns about each one missing)
+        assert "Using custom checkpointer: RedisSaver" in logs and "Custom checkpointer missing" not in logs
+        assert "Using custom store: RedisStore" in logs
         assert "skipping metadata loop" in logs  # no license/LangSmith key reached the server
         for sign in ("Starting metadata loop", "Cloudflare", "newer version", "Failed to retrieve latest"):
             assert sign not in logs
