@@ -1,13 +1,18 @@
 """LangGraph Studio: the graphs `langgraph.json` exports, and `run_studio` that serves them with `langgraph dev`.
 
-The graphs are compiled without a checkpointer: the dev server brings its own persistence and refuses a
-custom one. They use the default gateway and `Context.model` (the scripted offline model unless a run's
-context or $REACTGRAPH_MODEL says otherwise).
+The graphs are compiled without a checkpointer: the dev server refuses a graph with one of its own, and passes
+in the one langgraph.json names, react-graph's Redis saver (`studio_persistence`), so that Studio and the CLI
+share their sessions. They use the default gateway and `Context.model` (the scripted offline model unless a
+run's context or $REACTGRAPH_MODEL says otherwise).
+
+Which langgraph.json: the one in the working directory (a checkout's root has one), else the one shipped in
+the package, whose graphs are module paths (`reactgraph.graph.studio:react`) that work from any directory.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -25,7 +30,9 @@ plan_solve = build_plan_solve_graph(name="plan_solve")
 reflexion = build_reflexion_graph(name="reflexion")
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-CONFIG_FILE = PROJECT_DIR / "langgraph.json"
+CONFIG_FILE = PROJECT_DIR / "langgraph.json"  # a source checkout's, beside pyproject.toml (absent when installed)
+PACKAGED_CONFIG = Path(__file__).resolve().with_name("langgraph.json")  # shipped in the wheel
+PERSISTENCE_MODULE = "reactgraph.graph.studio_persistence"
 STUDIO_ORIGIN = "https://smith.langchain.com"
 
 # Set in the server's environment so that it makes no call of its own to the outside world.
@@ -82,25 +89,61 @@ def studio_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: bool = False, *,
-               config: Path | None = None) -> int:
-    """Serve the graphs of `config` (the project's langgraph.json) with `langgraph dev` until Ctrl+C.
+def choose_config(config: Path | None = None, cwd: Path | None = None) -> tuple[Path, Path, str]:
+    """(config file, directory to run the server in, how the startup line names the file).
 
-    Returns the server's exit code. Blocks; the server runs in this process group, so Ctrl+C in a
-    terminal reaches it (and uvicorn's reload worker) directly.
+    `config` if given (run in its directory); else ./langgraph.json; else the packaged one, run in the working
+    directory all the same: the dev server keeps its files (.langgraph_api/) there, not in site-packages.
     """
-    config = (config or CONFIG_FILE).resolve()
+    cwd = (cwd or Path.cwd()).resolve()
+    if config is not None:
+        config = config.resolve()
+        return config, config.parent, str(config)
+    if (cwd / "langgraph.json").is_file():
+        return cwd / "langgraph.json", cwd, "./langgraph.json"
+    return PACKAGED_CONFIG, cwd, f"the packaged {PACKAGED_CONFIG} (no langgraph.json in {cwd})"
+
+
+def uses_our_persistence(config: Path) -> bool:
+    """Whether the config's checkpointer is react-graph's Redis saver (a user's own langgraph.json may differ)."""
+    try:
+        named = json.loads(config.read_text(encoding="utf-8")).get("checkpointer") or {}
+    except (OSError, ValueError, AttributeError):
+        return False  # `langgraph dev` reports a config it cannot read itself
+    return isinstance(named, dict) and str(named.get("path", "")).startswith(PERSISTENCE_MODULE + ".")
+
+
+def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: bool = False, *,
+               config: Path | None = None, store: str | None = None) -> int:
+    """Serve the graphs of `config` (see `choose_config`) with `langgraph dev` until Ctrl+C.
+
+    Threads are kept where the CLI keeps sessions: `store` (a Redis URL), else $REDIS_URL, else the embedded
+    Redis, checked before the server starts. Returns the server's exit code. Blocks; the server runs in this
+    process group, so Ctrl+C in a terminal reaches it (and uvicorn's reload worker) directly.
+    """
     if importlib.util.find_spec("langgraph_api") is None:  # the in-memory server behind `langgraph dev`
         print("LangGraph Studio needs the dev server: pip install 'langgraph-cli[inmem]'", file=sys.stderr)
         return 2
+    config, run_dir, config_label = choose_config(config)
     if not config.is_file():
-        print(f"no {config}; Studio runs from a source checkout (pip install -e .)", file=sys.stderr)
+        print(f"no {config}: reinstall react-graph (its wheel ships langgraph.json)", file=sys.stderr)
         return 2
+    env = studio_env()
+    if store:
+        env["REDIS_URL"] = store
+    threads = "the dev server's own persistence (this langgraph.json names no react-graph checkpointer)"
+    if uses_our_persistence(config):
+        if (problem_or_place := _check_store(store)).startswith("error: "):
+            print(problem_or_place, file=sys.stderr)
+            return 2
+        threads = f"{problem_or_place}, shared with `reactgraph ask` / `history` (sessions named by a UUID)"
     port = port or free_port(host)
     print(f"LangGraph Studio: {studio_url(host, port)}")
+    print(f"config: {config_label}")
+    print(f"threads: {threads}")
     print(f"API: http://{host}:{port}  (docs: http://{host}:{port}/docs) · Ctrl+C stops the server", flush=True)
     process = subprocess.Popen(studio_command(host, port, open_browser=open_browser, config=config),
-                               cwd=config.parent, env=studio_env())
+                               cwd=run_dir, env=env)
     try:
         return _exit_code(process.wait())
     except KeyboardInterrupt:
@@ -117,6 +160,24 @@ def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: b
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _check_store(store: str | None) -> str:
+    """Where the server will keep threads ("Redis redis://…"), or "error: <one line>" if it cannot."""
+    from reactgraph.graph.studio_persistence import open_studio_store
+    from reactgraph.memory.checkpointer import CheckpointerConfigError
+    from reactgraph.memory.embedded_redis import EmbeddedRedisError
+    from reactgraph.memory.redis_checkpoint import CheckpointStoreUnavailable, InvalidRedisSetting, InvalidRedisURL
+
+    try:
+        opened = open_studio_store(store)  # the embedded Redis, if chosen, is started now and stays up
+    except (CheckpointerConfigError, CheckpointStoreUnavailable, InvalidRedisURL, InvalidRedisSetting,
+            EmbeddedRedisError) as exc:
+        return f"error: {exc}"
+    close = getattr(opened.saver, "close", None)  # a RedisSaver: open_studio_store opens nothing else
+    if callable(close):
+        close()
+    return opened.description
 
 
 def _exit_code(returncode: int) -> int:

@@ -7,12 +7,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import sysconfig
+import time
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cli_env import clean_env
@@ -27,9 +32,16 @@ NEIGHBOURS = tuple(line.strip() for line in NEIGHBOURS_FILE.read_text().splitlin
 pytestmark = pytest.mark.xdist_group("packaging")
 
 
+def installed_env(**extra: str) -> dict[str, str]:
+    """`clean_env` without PYTHONPATH: a test run with PYTHONPATH=<checkout> must still meet the installed wheel."""
+    env = clean_env(**extra)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
 def run(*command: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     result = subprocess.run([str(part) for part in command], capture_output=True, text=True, timeout=timeout,
-                            cwd=cwd, env=clean_env(PIP_DISABLE_PIP_VERSION_CHECK="1"))
+                            cwd=cwd, env=installed_env(PIP_DISABLE_PIP_VERSION_CHECK="1"))
     assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr}"
     return result
 
@@ -54,7 +66,7 @@ def neighbour_wheels(request: pytest.FixtureRequest, scratch: Path) -> Path:
     itself then talks to no one); a developer's first run downloads them once into pytest's cache."""
     if prefetched := os.environ.get("REACTGRAPH_TEST_NEIGHBOURS"):
         return Path(prefetched)
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)  # none under -p no:cacheprovider
     folder = cache.mkdir("pypi-neighbours") if cache is not None else scratch / "pypi-neighbours"
     if len(list(folder.glob("*.whl"))) < len(NEIGHBOURS):
         run(sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", folder,
@@ -69,6 +81,7 @@ def wheel_names(wheel: Path) -> set[str]:
 
 def test_the_wheel_holds_every_module_and_data_file_of_the_layer_folders(wheel):
     names = wheel_names(wheel)
+    assert "reactgraph/graph/langgraph.json" in names  # what `reactgraph studio` serves outside a checkout
     expected = set()
     for folder in ("reactgraph", *LAYERS):
         for path in (ROOT / folder).rglob("*"):
@@ -83,9 +96,21 @@ def test_the_wheel_holds_every_module_and_data_file_of_the_layer_folders(wheel):
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
 
 
-def test_beside_pypis_tools_graph_theory_and_nodes_the_cli_and_the_api_work(wheel, tmp_path, request):
-    # A fresh venv that sees this environment's packages through a .pth file (so nothing else is downloaded),
-    # with PyPI's neighbours and the wheel installed into it; run from a folder away from the repository.
+@dataclass(frozen=True)
+class Installed:
+    venv: Path
+    site: Path  # its site-packages, where the wheel and PyPI's neighbours are
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory, request) -> Installed:
+    """A fresh venv that sees this environment's packages through a .pth file (so nothing else is downloaded),
+    with PyPI's neighbours and the wheel installed into it."""
+    tmp_path = tmp_path_factory.mktemp("installed")
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
     python = venv / "bin" / "python"
@@ -95,6 +120,12 @@ def test_beside_pypis_tools_graph_theory_and_nodes_the_cli_and_the_api_work(whee
     pip = (sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-index", "--no-deps")
     run(*pip, "--find-links", neighbour_wheels(request, tmp_path), *NEIGHBOURS, cwd=tmp_path)
     run(*pip, "--force-reinstall", wheel, cwd=tmp_path)
+    return Installed(venv, site)
+
+
+def test_beside_pypis_tools_graph_theory_and_nodes_the_cli_and_the_api_work(installed, tmp_path):
+    # run from a folder away from the repository
+    venv, site, python = installed.venv, installed.site, installed.python
     for name in ("tools", "graph", "nodes"):
         assert (site / name).is_dir() or (site / f"{name}.py").is_file(), f"PyPI's {name} is not installed"
 
@@ -116,3 +147,40 @@ print(json.dumps({"answer": result["final_answer"], "reactgraph": reactgraph.__f
     assert Path(report["reactgraph"]).is_relative_to(site), "the API ran the repository, not the installed wheel"
     assert all(Path(path).is_relative_to(site) for path in report["neighbours"])  # PyPI's top-level names are there
 
+
+
+def test_the_installed_reactgraph_studio_serves_its_packaged_config_from_any_directory(installed, tmp_path, redis_url):
+    # no langgraph.json here, and no checkout: the wheel's own config, module paths into the installed package
+    port = free_port()
+    log_file = tmp_path / "studio.log"
+    env = installed_env(REDIS_URL=redis_url, REACTGRAPH_MODEL="offline", PYTHONUNBUFFERED="1")
+    with log_file.open("w") as log:
+        process = subprocess.Popen([installed.venv / "bin" / "reactgraph", "studio", "--port", str(port)], cwd=tmp_path,
+                                   env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, ready = time.monotonic() + 90, False
+        while not ready and time.monotonic() < deadline and process.poll() is None:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/ok", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                time.sleep(0.25)
+        logs = log_file.read_text()
+        assert ready, f"reactgraph studio did not serve within 90 s:\n{logs}"
+        graphs = httpx.post(f"http://127.0.0.1:{port}/assistants/search", json={}, timeout=10).json()
+        assert {a["graph_id"] for a in graphs} == {"react", "plan_solve", "reflexion"}
+        packaged = installed.site / "reactgraph" / "graph" / "langgraph.json"
+        assert f"config: the packaged {packaged} (no langgraph.json in {tmp_path.resolve()})" in logs
+        assert "threads: Redis redis://" in logs
+    finally:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

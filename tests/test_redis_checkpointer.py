@@ -346,6 +346,25 @@ def test_thread_ids_with_braces_and_percent_signs_stay_apart(redis_url, redis_pr
             assert app.get_state({"configurable": {"thread_id": tid}}).values["messages"][0] == tid
 
 
+async def test_the_savers_list_every_thread_id_under_their_prefix_and_no_other(redis_url, redis_prefix):
+    # what a server lists as its threads: every session a CLI or another process wrote, deleted ones gone
+    tids = ["a}{b", "user:42", str(uuid.uuid4())]
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver, \
+            RedisSaver.from_url(redis_url, prefix=redis_prefix + "other:") as elsewhere:
+        assert saver.thread_ids() == []
+        app = chat_graph().compile(checkpointer=saver)
+        for tid in tids:
+            app.invoke({"messages": [tid]}, {"configurable": {"thread_id": tid}})
+        chat_graph().compile(checkpointer=elsewhere).invoke({"messages": ["x"]}, thread("elsewhere"))
+        assert saver.thread_ids() == sorted(tids)
+        saver.delete_thread("user:42")
+        assert saver.thread_ids() == sorted(set(tids) - {"user:42"})
+    async with AsyncRedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+        assert await saver.athread_ids() == sorted(set(tids) - {"user:42"})
+        await saver.adelete_thread(tids[2])
+        assert await saver.athread_ids() == ["a}{b"]
+
+
 def test_prune_keeps_what_a_delta_channel_is_rebuilt_from(redis_url, redis_prefix):
     graph = StateGraph(LogState)
     graph.add_node("step", lambda s: {"log": [f"e{s.get('n', 0)}"], "n": s.get("n", 0) + 1})

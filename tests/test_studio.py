@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields
@@ -18,7 +19,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
-from reactgraph.graph import studio
+from reactgraph.graph import studio, studio_persistence
 from reactgraph.nodes.shared.context import Context
 
 STARTUP_TIMEOUT_S = 90  # a cold start on a busy 2-core machine; it takes a few seconds when idle
@@ -95,8 +96,34 @@ def wait_until_ready(server: StudioServer) -> None:
     pytest.fail(f"langgraph dev did not answer /ok within {STARTUP_TIMEOUT_S} s:\n{server.logs()}", pytrace=False)
 
 
+def launch_studio(work: Path, redis_url: str, config: Path | None) -> StudioServer:
+    """`run_studio` in `work` on the test Redis, behind the network guard; `config` None: as `reactgraph studio`
+    picks it. Ready when it answers /ok; stop it with `stop()`."""
+    (work / "guard").mkdir()
+    (work / "guard" / "sitecustomize.py").write_text(NETWORK_GUARD, encoding="utf-8")
+    # A LangSmith key and tracing switched on in the caller's environment must not reach the server.
+    python_path = os.pathsep.join(filter(None, [str(work / "guard"), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, REACTGRAPH_MODEL="offline", LANGSMITH_API_KEY="lsv2_test_dummy",
+               LANGSMITH_TRACING="true", PYTHONPATH=python_path, PYTHONUNBUFFERED="1", REDIS_URL=redis_url)
+    port = studio.free_port()
+    launch = ("import sys; from pathlib import Path; from reactgraph.graph.studio import run_studio; "
+              "sys.exit(run_studio(port=int(sys.argv[1]), config=Path(sys.argv[2]) if sys.argv[2] else None))")
+    log_file = work / "studio.log"
+    with log_file.open("w", encoding="utf-8") as log:
+        process = subprocess.Popen([sys.executable, "-c", launch, str(port), str(config or "")],
+                                   cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    server = StudioServer(f"http://127.0.0.1:{port}", log_file, process)
+    try:
+        wait_until_ready(server)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
 @pytest.fixture(scope="module")
-def studio_server(tmp_path_factory) -> Iterator[StudioServer]:
+def studio_server(tmp_path_factory, redis_url) -> Iterator[StudioServer]:
     """`run_studio` serving the project's graphs, from a scratch directory so that its files stay there."""
     try:
         import langgraph_api  # noqa: F401
@@ -111,26 +138,7 @@ def studio_server(tmp_path_factory) -> Iterator[StudioServer]:
     config["graphs"] = {name: str(studio.PROJECT_DIR / target.removeprefix("./"))
                         for name, target in config["graphs"].items()}
     (work / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
-    (work / "guard").mkdir()
-    (work / "guard" / "sitecustomize.py").write_text(NETWORK_GUARD, encoding="utf-8")
-    # A LangSmith key and tracing switched on in the caller's environment must not reach the server.
-    python_path = os.pathsep.join(filter(None, [str(work / "guard"), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, REACTGRAPH_MODEL="offline", LANGSMITH_API_KEY="lsv2_test_dummy",
-               LANGSMITH_TRACING="true", PYTHONPATH=python_path, PYTHONUNBUFFERED="1")
-    port = studio.free_port()
-    launch = ("import sys; from pathlib import Path; from reactgraph.graph.studio import run_studio; "
-              "sys.exit(run_studio(port=int(sys.argv[1]), config=Path(sys.argv[2])))")
-    log_file = work / "studio.log"
-    with log_file.open("w", encoding="utf-8") as log:
-        process = subprocess.Popen([sys.executable, "-c", launch, str(port), str(work / "langgraph.json")],
-                                   cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-    server = StudioServer(f"http://127.0.0.1:{port}", log_file, process)
-    try:
-        wait_until_ready(server)
-    except BaseException:
-        server.stop()
-        raise
+    server = launch_studio(work, redis_url, work / "langgraph.json")
     yield server
     # Ctrl+C ends `reactgraph studio` cleanly: exit code 0, within the stop() grace period.
     if (code := server.stop()) != 0:
@@ -172,6 +180,9 @@ def test_studio_serves_the_react_graph_and_answers_offline(studio_server):
         logs = studio_server.logs()
         assert f"LangGraph Studio: https://smith.langchain.com/studio/?baseUrl={studio_server.url}" in logs
         assert OUTBOUND_MARK not in logs
+        # react-graph's saver, with every method the server asks for (it warns about each one missing)
+        assert "Using custom checkpointer: RedisSaver" in logs and "Custom checkpointer missing" not in logs
+        assert "Using custom store: RedisStore" in logs
         assert "skipping metadata loop" in logs  # no license/LangSmith key reached the server
         for sign in ("Starting metadata loop", "Cloudflare", "newer version", "Failed to retrieve latest"):
             assert sign not in logs
@@ -240,3 +251,214 @@ def test_studio_server_environment_makes_no_outside_calls():
     command = studio.studio_command("127.0.0.1", studio.free_port())
     assert "--no-browser" in command and "--tunnel" not in command
     assert command[command.index("--host") + 1] == "127.0.0.1"
+
+
+# --- Studio and the CLI share their sessions (one Redis) ---------------------------------------------------
+
+REGISTER_WAIT_S = 30  # the server registers new CLI sessions every few seconds; a busy machine may lag
+
+
+@pytest.fixture
+def uuid_session(redis_url):
+    """A session id the server accepts (a UUID), removed from Redis afterwards, Q&A log included."""
+    from reactgraph.memory import RedisStore
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
+    names: list[str] = [str(uuid.uuid4())]
+    yield names  # a test may add the threads it makes in Studio, to be removed too
+    with RedisSaver.from_url(redis_url) as saver, RedisStore.from_url(redis_url) as store:
+        for name in names:
+            saver.delete_thread(name)
+            for item in store.search(("sessions", name), limit=1000):
+                store.delete(item.namespace, item.key)
+
+
+def listed_thread(client, thread_id: str) -> dict:
+    """The thread as `threads.search` lists it, once the server has registered it (bounded wait)."""
+    deadline = time.monotonic() + REGISTER_WAIT_S
+    while time.monotonic() < deadline:
+        if found := client.threads.search(ids=[thread_id], limit=1):
+            return found[0]
+        time.sleep(0.25)
+    pytest.fail(f"thread {thread_id} was not listed within {REGISTER_WAIT_S} s", pytrace=False)
+
+
+def cli_history(cli, session: str) -> list[dict]:
+    code, out, err = cli("history", "--session", session, "--json", "--limit", "200")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_a_cli_session_appears_in_studio_with_its_history_and_can_be_forked_there(studio_server, cli,
+                                                                                 uuid_session):
+    session = uuid_session[0]
+    client = get_sync_client(url=studio_server.url, api_key=None)
+    with studio_server.explained():
+        code, out, err = cli("ask", "计算 2+3", "--session", session, "--json")
+        assert code == 0, err
+        assert json.loads(out)["status"] == "answered"
+
+        listed = listed_thread(client, session)  # in Studio's thread list, under the CLI's graph
+        assert listed["metadata"]["graph_id"] == "react"
+        assert client.threads.get(session)["metadata"]["assistant_id"] == (
+            client.assistants.search(graph_id="react")[0]["assistant_id"])
+        state = client.threads.get_state(session)
+        assert "5" in state["values"]["final_answer"] and state["values"]["status"] == "answered"
+        assert state["next"] == []
+        history = client.threads.get_history(session, limit=200)
+        ids = [snapshot["checkpoint"]["checkpoint_id"] for snapshot in history]
+        assert ids == [row["checkpoint"] for row in cli_history(cli, session)]  # the same checkpoints
+
+        # Fork in Studio from the checkpoint the turn started at: a new branch, the CLI's turn kept.
+        (start,) = [s for s in history if s["metadata"]["source"] == "input"]
+        forked = client.runs.wait(session, "react", checkpoint_id=start["checkpoint"]["checkpoint_id"],
+                                  input={"messages": [{"role": "human", "content": "计算 3+4"}]})
+        assert "7" in forked["final_answer"] and "5" not in forked["final_answer"]
+        branch = client.threads.get_history(session, limit=200)
+        assert ids[0] in {s["checkpoint"]["checkpoint_id"] for s in branch}  # the CLI's turn is still there
+        assert len(branch) > len(history)
+
+        # An edit in Studio is a new checkpoint on the CLI's latest one; the CLI reads it and goes on from it.
+        edited = client.threads.update_state(session, {"final_answer": "edited in Studio"}, as_node="finalize",
+                                             checkpoint_id=ids[0])
+        assert client.threads.get_state(session)["parent_checkpoint"]["checkpoint_id"] == ids[0]
+        newest = cli_history(cli, session)[0]
+        assert newest["checkpoint"] == edited["checkpoint"]["checkpoint_id"]
+        code, out, err = cli("ask", "计算 6*7", "--session", session, "--json")
+        assert code == 0, err
+        assert "42" in json.loads(out)["answer"]
+        assert "42" in client.threads.get_state(session)["values"]["final_answer"]
+        assert OUTBOUND_MARK not in studio_server.logs()
+
+
+def test_a_thread_started_in_studio_is_listed_by_reactgraph_history(studio_server, cli, uuid_session):
+    client = get_sync_client(url=studio_server.url, api_key=None)
+    with studio_server.explained():
+        thread_id = client.threads.create()["thread_id"]
+        uuid_session.append(thread_id)
+        state = client.runs.wait(thread_id, "react",
+                                 input={"messages": [{"role": "human", "content": "计算 6*7"}]})
+        assert "42" in state["final_answer"]
+        rows = cli_history(cli, thread_id)
+        assert [row["checkpoint"] for row in rows] == [
+            s["checkpoint"]["checkpoint_id"] for s in client.threads.get_history(thread_id, limit=200)]
+        # the CLI continues the thread where Studio left it: one conversation, two turns
+        code, _, err = cli("ask", "计算 2+3", "--session", thread_id, "--json")
+        assert code == 0, err
+        humans = [m for m in client.threads.get_state(thread_id)["values"]["messages"] if m["type"] == "human"]
+        assert [m["content"] for m in humans] == ["计算 6*7", "计算 2+3"]
+
+
+def test_studio_copies_and_deletes_threads_in_redis(studio_server, redis_url, uuid_session):
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
+    client = get_sync_client(url=studio_server.url, api_key=None)
+    with studio_server.explained(), RedisSaver.from_url(redis_url) as saver:
+        thread_id = client.threads.create()["thread_id"]
+        uuid_session.append(thread_id)
+        client.runs.wait(thread_id, "react", input={"messages": [{"role": "human", "content": "计算 2+3"}]})
+        copy_id = client.threads.copy(thread_id)["thread_id"]
+        uuid_session.append(copy_id)
+        assert {thread_id, copy_id} <= set(saver.thread_ids())
+        assert "5" in client.threads.get_state(copy_id)["values"]["final_answer"]
+        client.threads.delete(copy_id)
+        assert copy_id not in saver.thread_ids() and thread_id in saver.thread_ids()
+
+
+def test_reactgraph_studio_serves_the_packaged_config_from_a_directory_without_one(tmp_path, redis_url):
+    assert not (tmp_path / "langgraph.json").exists()
+    server = launch_studio(tmp_path, redis_url, config=None)
+    try:
+        with server.explained():
+            client = get_sync_client(url=server.url, api_key=None)
+            assert {a["graph_id"] for a in client.assistants.search()} == {"react", "plan_solve", "reflexion"}
+            thread_id = client.threads.create()["thread_id"]
+            state = client.runs.wait(thread_id, "react",
+                                     input={"messages": [{"role": "human", "content": "计算 2+3"}]})
+            assert "5" in state["final_answer"]
+            client.threads.delete(thread_id)
+            logs = server.logs()
+            assert f"config: the packaged {studio.PACKAGED_CONFIG} (no langgraph.json in {tmp_path.resolve()})" in logs
+            assert "threads: Redis redis://" in logs
+            assert (tmp_path / ".langgraph_api").is_dir()  # its files in the working directory, not site-packages
+    finally:
+        assert server.stop() == 0, server.logs()
+
+
+# --- which config, which store -------------------------------------------------------------------------
+
+
+def test_the_config_is_the_working_directorys_else_the_packaged_one(tmp_path):
+    assert studio.choose_config(cwd=tmp_path) == (
+        studio.PACKAGED_CONFIG, tmp_path.resolve(), f"the packaged {studio.PACKAGED_CONFIG} (no langgraph.json in "
+                                                    f"{tmp_path.resolve()})")
+    (tmp_path / "langgraph.json").write_text("{}", encoding="utf-8")
+    assert studio.choose_config(cwd=tmp_path)[:2] == (tmp_path.resolve() / "langgraph.json", tmp_path.resolve())
+    elsewhere = tmp_path / "sub" / "langgraph.json"
+    assert studio.choose_config(elsewhere, cwd=tmp_path)[:2] == (elsewhere.resolve(), elsewhere.parent.resolve())
+    assert not studio.uses_our_persistence(tmp_path / "langgraph.json")  # a user's own config: not ours
+    assert studio.uses_our_persistence(studio.CONFIG_FILE) and studio.uses_our_persistence(studio.PACKAGED_CONFIG)
+
+
+def test_the_packaged_config_names_the_checkouts_graphs_by_module_path():
+    checkout = json.loads(studio.CONFIG_FILE.read_text(encoding="utf-8"))
+    packaged = json.loads(studio.PACKAGED_CONFIG.read_text(encoding="utf-8"))
+    assert packaged["graphs"] == {name: "reactgraph.graph.studio:" + target.rsplit(":", 1)[1]
+                                  for name, target in checkout["graphs"].items()}
+    assert packaged["checkpointer"] == checkout["checkpointer"] == {
+        "path": "reactgraph.graph.studio_persistence.checkpointer"}
+    assert packaged["store"] == checkout["store"] == {"path": "reactgraph.graph.studio_persistence.store"}
+    assert set(packaged["graphs"]) == set(studio_persistence.STUDIO_GRAPHS)
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite:///sessions.db"])
+def test_studio_on_a_store_that_is_not_redis_is_one_line_before_any_server_starts(store, tmp_path, monkeypatch,
+                                                                                 capsys):
+    monkeypatch.chdir(tmp_path)
+    assert studio.run_studio(port=studio.free_port(), store=store) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "a server can share only Redis" in err and store in err
+    assert not (tmp_path / "sessions.db").exists() and not (tmp_path / ".langgraph_api").exists()
+
+
+def test_an_unreachable_redis_is_one_line_before_any_server_starts(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    url = f"redis://127.0.0.1:{studio.free_port()}/0"
+    assert studio.run_studio(port=studio.free_port(), store=url) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and url in err
+
+
+async def test_the_store_s_uuid_sessions_are_registered_under_the_graph_they_ran(redis_url, redis_prefix):
+    from reactgraph.graph.react import build_react_graph
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
+    cli_turn, studio_turn, named = str(uuid.uuid4()), str(uuid.uuid4()), "alice"
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+        graph = build_react_graph(checkpointer=saver)
+        question = {"messages": [{"role": "human", "content": "计算 2+3"}]}
+        for thread_id in (cli_turn, named, cli_turn.upper()):
+            await graph.ainvoke(question, {"configurable": {"thread_id": thread_id}})
+        # the server tags a run's checkpoints with its graph
+        await graph.ainvoke(question, {"configurable": {"thread_id": studio_turn},
+                                       "metadata": {"graph_id": "reflexion"}})
+        registered: list[tuple[str, str]] = []
+
+        async def register(thread_id: str, graph_id: str) -> None:
+            registered.append((thread_id, graph_id))
+
+        known: set[str] = set()
+        assert await studio_persistence.register_sessions(saver, register, known) == 2
+        # only the spelling the server passes on (str(UUID)); other ids stay out of its reach
+        assert sorted(registered) == sorted([(cli_turn, "react"), (studio_turn, "reflexion")])
+        assert await studio_persistence.register_sessions(saver, register, known) == 0  # once each
+
+
+def test_only_the_canonical_uuid_spelling_is_a_server_thread_id():
+    tid = uuid.uuid4()
+    assert studio_persistence.is_server_thread_id(str(tid))
+    for other in (tid.hex, str(tid).upper(), f"{{{tid}}}", "alice", ""):
+        assert not studio_persistence.is_server_thread_id(other)
+    assert studio_persistence.graph_of({"graph_id": "plan_solve"}) == "plan_solve"
+    for metadata in ({"graph_id": "someone-elses"}, {"graph_id": ["react"]}, {}, None):
+        assert studio_persistence.graph_of(metadata) == "react"

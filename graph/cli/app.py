@@ -75,11 +75,19 @@ def studio(
     host: Annotated[str, typer.Option(help="Interface to serve on.")] = "127.0.0.1",
     port: Annotated[int | None, typer.Option(help="Port (default: a free one; 2024 may be taken).")] = None,
     browser: Annotated[bool, typer.Option(help="Open LangGraph Studio in a browser.")] = False,
+    store: Annotated[str | None, typer.Option(metavar="URL", help="The Redis where threads and sessions live: "
+                                              "redis://host:port/db, rediss://…, unix:///path.sock (default: "
+                                              "$REDIS_URL, else the embedded Redis).")] = None,
 ) -> None:
-    """Serve the graphs to LangGraph Studio (`langgraph dev`), with no analytics or version checks."""
+    """Serve the graphs to LangGraph Studio (`langgraph dev`), with no analytics or version checks.
+
+    Studio's threads are the CLI's sessions, in the same Redis: `reactgraph history --session ID` lists a thread
+    made in Studio, and a session named by a UUID (`reactgraph ask --session UUID`) appears in Studio. The
+    langgraph.json is ./langgraph.json if there is one, else the one shipped with react-graph.
+    """
     from reactgraph.graph.studio import run_studio  # imported on demand: it needs the dev extra's langgraph-cli
 
-    raise typer.Exit(run_studio(host, port, browser))
+    raise typer.Exit(run_studio(host, port, browser, store=store))
 
 
 def _error(message: str) -> None:

@@ -69,6 +69,10 @@ class BatchSaver(RedisSaverCore):
         """Checkpoints, bytes and last write of each thread (every thread under the prefix if None); no TTL restarts."""
         return tuple(self._drive(usage_plan(self, thread_ids)))  # type: ignore[arg-type]
 
+    def thread_ids(self) -> Sequence[str]:
+        """Every thread that has checkpoints under this prefix, sorted (a SCAN: for admin use, not a hot path)."""
+        return [str(t) for t in self._drive(self._thread_ids_plan())]
+
     def checkpoint_ids(self, config: RunnableConfig, limit: int = 50) -> Sequence[str]:
         """The ids in the thread's index, newest first, readable or not (`list` skips the unreadable ones)."""
         return [i.decode(errors="replace") for i in self._batch([self._ids_command(config, limit)])[0]]
@@ -76,6 +80,9 @@ class BatchSaver(RedisSaverCore):
     def delete_checkpoint(self, config: RunnableConfig) -> bool:
         """Remove the checkpoint `config` names (readable or not) and its writes; False if there was none."""
         return bool(self._batch([self._drop_command(config)])[0])
+
+    def _thread_ids_plan(self) -> Plan:
+        yield from (yield from self._threads_plan())  # the listing's commands, then each id as a result
 
     def _drive(self, plan: Plan) -> Iterator[CheckpointTuple]:
         reply = None
@@ -132,6 +139,10 @@ class BatchSaver(RedisSaverCore):
     async def ausage(self, thread_ids: Sequence[str] | None = None) -> tuple[ThreadUsage, ...]:
         """Checkpoints, bytes and last write of each thread (every thread under the prefix if None); no TTL restarts."""
         return tuple([u async for u in self._adrive(usage_plan(self, thread_ids))])  # type: ignore[misc]
+
+    async def athread_ids(self) -> Sequence[str]:
+        """Every thread that has checkpoints under this prefix, sorted (a SCAN: for admin use, not a hot path)."""
+        return [str(t) async for t in self._adrive(self._thread_ids_plan())]
 
     async def acheckpoint_ids(self, config: RunnableConfig, limit: int = 50) -> Sequence[str]:
         """The ids in the thread's index, newest first, readable or not (`alist` skips the unreadable ones)."""
