@@ -317,6 +317,7 @@ def test_a_cli_session_is_a_thread_of_the_service_and_back(served):
                            env=served.env, capture_output=True, text=True, timeout=120)
     assert asked.returncode == 0, asked.stderr
     client = served.client()
+    assert session in [t["thread_id"] for t in client.threads.search(limit=1000)]
     state = client.threads.get_state(session)
     assert [m["content"] for m in state["values"]["messages"] if m["type"] == "human"] == ["计算 2 + 3 等于多少"]
     client.runs.wait(session, "react", input=human("计算 10 * 7 等于多少"))

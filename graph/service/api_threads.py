@@ -27,6 +27,7 @@ from reactgraph.graph.service.wire import BadRequest, field, plain
 from reactgraph.memory.session_id import InvalidSessionId, check_session_id
 
 MAX_HISTORY = 1000
+MAX_LISTED = 10_000  # threads a search or count looks at
 
 
 async def thread_record(svc: Service, thread_id: str, *, with_values: bool = True) -> dict[str, Any] | None:
@@ -91,10 +92,14 @@ async def _matching(request: Request) -> list[dict[str, Any]]:
     status = field(body, "status", str)
     if status is not None and status not in THREAD_STATUSES:
         raise BadRequest(422, f"'status' must be one of {', '.join(THREAD_STATUSES)}, got {status!r}")
-    ids = [str(i) for i in wanted_ids] if wanted_ids is not None else await svc.records.thread_ids(limit=10_000)
+    if wanted_ids is not None:
+        ids = [str(i) for i in wanted_ids][:MAX_LISTED]
+    else:  # the service's threads and the sessions only the CLI has used so far
+        known = await svc.records.thread_ids(limit=MAX_LISTED)
+        ids = list(dict.fromkeys([*known, *await svc.assistants.checkpointer.athread_ids()]))[:MAX_LISTED]
     found = []
     for thread_id in ids:
-        record = await svc.records.get_thread(thread_id)
+        record = await thread_record(svc, thread_id, with_values=False)
         if record is None:
             continue
         if status and record.get("status") != status:

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 
 from reactgraph.graph.plan_solve import build_plan_solve_graph
 from reactgraph.graph.react import build_react_graph
 from reactgraph.graph.reflexion import build_reflexion_graph
 from reactgraph.graph.sessions import AnyGraph
+from reactgraph.memory.redis_checkpoint import AsyncRedisSaver
 from reactgraph.tools import ToolGateway
 
 # langgraph-api's namespace for assistant ids: uuid5(NAMESPACE_GRAPH, graph_id)
@@ -51,7 +51,7 @@ class Assistant:
 class Assistants:
     """Every graph, compiled once per process on the given gateway, saver and store."""
 
-    def __init__(self, gateway: ToolGateway, checkpointer: BaseCheckpointSaver, store: BaseStore | None) -> None:
+    def __init__(self, gateway: ToolGateway, checkpointer: AsyncRedisSaver, store: BaseStore | None) -> None:
         self.checkpointer, self.store = checkpointer, store
         self._by_id: dict[str, Assistant] = {}
         for graph_id, build in BUILDERS.items():
