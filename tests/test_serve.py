@@ -364,3 +364,43 @@ def test_unknown_runs_and_threads_are_404s(served):
         client.runs.join(thread["thread_id"], str(uuid.uuid4()))
     with pytest.raises(UnprocessableEntityError):
         client.threads.search(status="sleeping")
+
+
+# -- health and metrics (last: it counts what the tests above ran) ----------------------------------------------
+
+def test_ok_answers_and_metrics_count_runs_workers_and_tool_calls(served):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    assert httpx.get(f"{served.url}/ok", timeout=10).json() == {"ok": True}
+    client = served.client()
+    thread = client.threads.create()
+    client.runs.wait(thread["thread_id"], "react", input=human("计算 2 + 3 等于多少"))
+    answer = httpx.get(f"{served.url}/metrics", timeout=10)
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(answer.text) for s in family.samples}
+    assert samples[("reactgraph_workers_alive", ())] == 2
+    assert samples[("reactgraph_runs_queued", ())] == 0 and samples[("reactgraph_runs_running", ())] == 0
+    assert samples[("reactgraph_runs_finished_total", (("status", "success"),))] >= 10
+    assert samples[("reactgraph_runs_finished_total", (("status", "interrupted"),))] >= 3
+    assert samples[("reactgraph_runs_created_total", ())] >= 15
+    assert samples[("reactgraph_run_latency_seconds_count", ())] == sum(
+        v for (name, _labels), v in samples.items() if name == "reactgraph_runs_finished_total")
+    assert samples[("reactgraph_tool_calls_total", (("status", "ok"), ("tool", "calculator")))] >= 5
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_serve_and_worker_refuse_a_store_that_is_not_redis_in_one_line(cli, command):
+    code, out, err = cli(command, "--store", "memory")
+    assert code == 2 and out == ""
+    assert err.strip().count("\n") == 0 and "keeps its threads, runs and queue in Redis" in err
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_serve_and_worker_without_the_serve_extra_say_what_to_install(cli, command, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else real(name, *a))
+    code, _out, err = cli(command)
+    assert code == 2 and "pip install 'react-graph[serve]'" in err and "uvicorn" in err

@@ -22,6 +22,16 @@ Drain = Annotated[float, typer.Option("--drain", metavar="SECONDS", min=0,
                                            "resumed by another worker.")]
 
 
+def _needs_serve_extra() -> None:
+    """One line, not a traceback, when the service's libraries are not installed."""
+    import importlib.util
+
+    missing = [name for name in ("starlette", "uvicorn", "sse_starlette", "prometheus_client")
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(f"the service needs {', '.join(missing)}: pip install 'react-graph[serve]'")
+
+
 def _redis_url(store: str | None) -> tuple[str, str]:
     from reactgraph.graph.cli.shared import open_store
 
@@ -48,6 +58,7 @@ def serve(
     Threads, runs, the queue and stream events live in Redis, so API processes keep nothing: run several
     behind a load balancer, and `reactgraph worker` processes anywhere that reaches the same Redis.
     """
+    _needs_serve_extra()
     import uvicorn
 
     from reactgraph.graph.service.app import build_app
@@ -78,6 +89,7 @@ def worker(
     """
     import asyncio
 
+    _needs_serve_extra()
     from reactgraph.graph.service.worker import serve_worker
 
     check_index(index)

@@ -58,6 +58,7 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
     if chosen in ("interrupt", "rollback"):
         for earlier in ahead:  # they stop (and, for rollback, vanish) before this run starts
             await svc.records.cancel(thread_id, earlier, chosen)
+    await svc.records.count("created")
     await svc.queue.notify(thread_id)
     return svc, thread, run
 

@@ -89,6 +89,13 @@ async def ok(_request: Request) -> Response:
     return json_response({"ok": True})
 
 
+async def metrics(request: Request) -> Response:
+    from reactgraph.graph.service.metrics import CONTENT_TYPE, render
+
+    svc = service(request)
+    return Response(await render(svc.records, svc.assistants.gateway), media_type=CONTENT_TYPE)
+
+
 async def info(_request: Request) -> Response:
     return json_response({"version": API_VERSION, "server": "reactgraph",
                           "flags": {"assistants": True, "crons": False, "langsmith": False}})
@@ -97,6 +104,7 @@ async def info(_request: Request) -> Response:
 ROUTES = [
     Route("/ok", ok, methods=["GET"]),
     Route("/info", info, methods=["GET"]),
+    Route("/metrics", metrics, methods=["GET"]),
     Route("/assistants/search", search_assistants, methods=["POST"]),
     Route("/assistants/count", count_assistants, methods=["POST"]),
     Route("/assistants/{assistant_id}", get_assistant, methods=["GET"]),

@@ -52,7 +52,7 @@ class Assistants:
     """Every graph, compiled once per process on the given gateway, saver and store."""
 
     def __init__(self, gateway: ToolGateway, checkpointer: AsyncRedisSaver, store: BaseStore | None) -> None:
-        self.checkpointer, self.store = checkpointer, store
+        self.gateway, self.checkpointer, self.store = gateway, checkpointer, store
         self._by_id: dict[str, Assistant] = {}
         for graph_id, build in BUILDERS.items():
             entry = Assistant(graph_id, build(gateway, checkpointer=checkpointer, store=store, name=graph_id))

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from reactgraph.graph.service.assistants import Assistants
@@ -42,10 +43,12 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
         return "gone"
     entry = assistants.find(run.get("assistant_id", "")) or assistants.default()
     cancel = await records.cancel_requested(thread_id, run_id)
-    status, error = "success", None
-    if cancel is None:
+    status, error, started = "success", None, cancel is None
+    if started:
         run["status"] = "running"
         await records.put_run(run)
+        if not resumed:
+            await records.count("started")
         await records.set_thread_status(thread_id, "busy")
         try:
             await _stream(hold, records, entry.graph, run, resumed)
@@ -72,7 +75,10 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     await hold.end_run(run_id, "" if cancel == "rollback" else json.dumps(run, ensure_ascii=False))
     if cancel == "rollback":
         await records.delete_run(thread_id, run_id)
-    await records.count_finished(status)
+    if started:
+        await records.count_finished(status, _seconds_since(run["created_at"]))
+    else:
+        await records.count("cancelled_before_start")
     return status
 
 
@@ -120,6 +126,13 @@ async def _watch_cancel(records: ServiceRecords, thread_id: str, run_id: str) ->
         if action is not None:
             return action
         await asyncio.sleep(CANCEL_POLL_S)
+
+
+def _seconds_since(stamp: str) -> float:
+    try:
+        return (datetime.now(UTC) - datetime.fromisoformat(stamp)).total_seconds()
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _interrupts(snapshot: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ MAX_RECORD_BYTES = 1024 * 1024
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
 FINAL_RUN_STATUSES = ("error", "success", "timeout", "interrupted")
+LATENCY_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
 # Enqueue a run unless `reject` finds the thread busy (a run active or waiting): one atomic step, so two
@@ -177,6 +178,7 @@ class ServiceRecords:
         """`request_cancel`, and a run that had not started ends here: interrupted, or gone for `rollback`."""
         where = await self.request_cancel(thread_id, run_id, action)
         if where == "pending":
+            await self.count("cancelled_before_start")
             if action == "rollback":
                 await self.delete_run(thread_id, run_id)
             elif (run := await self.get_run(thread_id, run_id)) is not None:
@@ -189,5 +191,28 @@ class ServiceRecords:
         action = action.decode() if isinstance(action, bytes) else action
         return action if action in ("interrupt", "rollback") else None
 
-    async def count_finished(self, status: str) -> None:
-        await self.client.hincrby(self.keys.counters, f"runs_{status}", 1)
+    # -- counters for /metrics (global keys: plain increments, one per event) --------------------------------
+    async def count(self, name: str) -> None:
+        await self.client.hincrby(self.keys.counters, name, 1)
+
+    async def count_finished(self, status: str, latency_s: float) -> None:
+        """A started run ended: its status, and its latency (created → ended) in the histogram's bucket."""
+        bucket = next((f"{b:g}" for b in LATENCY_BUCKETS_S if latency_s <= b), "+Inf")
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hincrby(self.keys.counters, f"finished_{status}", 1)
+        pipe.hincrby(self.keys.counters, f"latency_le_{bucket}", 1)
+        pipe.hincrbyfloat(self.keys.counters, "latency_sum", max(0.0, latency_s))
+        await pipe.execute()
+
+    async def counters(self) -> dict[str, float]:
+        raw: Any = await self.client.hgetall(self.keys.counters)
+        found: dict[str, float] = {}
+        for key, value in raw.items():
+            name = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                continue  # Redis content: a field that is not a number is not shown
+            if len(name) <= 64 and number == number and abs(number) != float("inf"):
+                found[name] = number
+        return found
