@@ -32,7 +32,7 @@ from reactgraph.tools.mcp.tools import register
 from scripted import ScriptedChatModel, call, tool_reply
 
 SERVER = Path(__file__).parent / "mcp_servers" / "toy_server.py"
-TOY_TOOLS = {"echo", "add", "fail", "slow", "crash", "picture"}
+TOY_TOOLS = {"echo", "add", "fail", "slow", "crash", "picture", "trace_context"}
 
 
 def stdio(*extra: str, **settings: Any) -> dict[str, Any]:
@@ -303,6 +303,45 @@ def test_the_react_graph_answers_through_an_mcp_tool(gateway):
     assert result["final_answer"] == "It is 42."
     assert [(s["action"], s["status"], s["observation"]) for s in result["steps"] if s["node"] == "act"] == [
         ("add", "ok", "42")]
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+def test_an_mcp_call_carries_the_runs_trace_context_with_the_tool_span_as_parent(transport, request):
+    pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from reactgraph.graph.tracing import disable_tracing, enable_tracing
+
+    gateway = request.getfixturevalue("http_gateway" if transport == "http" else "gateway")
+    tool = "web_trace_context" if transport == "http" else "trace_context"
+    model = ScriptedChatModel.of(*[m for _ in range(2) for m in (tool_reply("look", call(tool)), AIMessage("ok"))])
+    graph = build_react_graph(gateway, model=model)
+
+    def seen(thread: str) -> dict[str, Any]:
+        result = graph.invoke({"messages": [HumanMessage("q")]}, config={"configurable": {"thread_id": thread}},
+                              context=Context(reflection="off", approval={"mcp": "never"}))
+        (observation,) = [s["observation"] for s in result["steps"] if s["node"] == "act"]
+        return json.loads(observation)
+
+    untraced = seen(f"untraced-{transport}")  # tracing off: nothing is sent
+    assert untraced["meta"] == {"traceparent": None, "tracestate": None}
+    assert untraced["headers"] == {"traceparent": None, "tracestate": None}
+    exporter = InMemorySpanExporter()
+    enable_tracing(exporter=exporter, batch=False)
+    try:
+        got = seen(f"traced-{transport}")
+    finally:
+        disable_tracing()
+    finished = exporter.get_finished_spans()
+    (root,) = [s for s in finished if s.name == "invoke_agent react"]
+    (span,) = [s for s in finished if s.name == f"execute_tool {tool}"]
+    # version-trace id-parent id-flags: the run's trace, the gateway's tool span as the parent
+    expected = f"00-{root.context.trace_id:032x}-{span.context.span_id:016x}-"
+    assert got["meta"]["traceparent"].startswith(expected), got  # params._meta: every transport
+    if transport == "http":  # and the W3C header on that call's POST
+        assert got["headers"]["traceparent"] == got["meta"]["traceparent"], got
+    else:
+        assert got["headers"]["traceparent"] is None
 
 
 async def test_a_context_mcp_config_adds_tools_only_for_runs_that_name_it(http_config):

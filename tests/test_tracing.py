@@ -5,6 +5,7 @@ act node that made the call (with retry and breaker events, never argument value
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,8 +14,8 @@ from typing import Any
 import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
-pytest.importorskip("opentelemetry.instrumentation.langchain", reason="the otel extra is not installed")
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -27,6 +28,20 @@ from reactgraph.tools.builtin.http_get import http_get_tool
 from reactgraph.tools.tracing import trace_headers
 
 WEATHER = "北京和上海的天气分别怎么样？哪个城市更热？"
+
+
+class _Broken(BaseChatModel):
+    """A model whose every call fails."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "broken"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        raise RuntimeError("model down")
 CITIES = ("北京", "上海")
 
 
@@ -72,9 +87,13 @@ def test_one_trace_per_run_with_node_model_and_tool_spans(spans, mode):
     assert len({s.context.trace_id for s in finished}) == 1, "one run, one trace"
     (root,) = children[None]
     assert root.name == "invoke_agent react" and root.attributes["gen_ai.operation.name"] == "invoke_agent"
-    nodes = {s.name.removeprefix("execute_task ") for s in finished if by_id.get(s.parent.span_id if s.parent
-                                                                                   else None) is not None}
-    assert {"load_memory", "think", "act", "observe", "reflect", "finalize", "save_memory"} <= nodes
+    assert root.attributes["gen_ai.agent.name"] == "react"
+    assert root.attributes["gen_ai.conversation.id"] == f"trace-{mode}"
+    # Every node run is a child of the run's span, in the order the nodes ran.
+    nodes = sorted(children[root.context.span_id], key=lambda s: s.start_time)
+    assert [s.name for s in nodes] == [f"execute_task {n}" for n in (
+        "load_memory", "think", "act", "act", "observe", "reflect", "finalize", "save_memory")]
+    assert all(s.attributes["gen_ai.operation.name"] == "execute_task" for s in nodes)
 
     model = [s for s in finished if s.attributes.get("gen_ai.operation.name") == "chat"]
     # reflect's model call is a child of reflect: its structured-output chain (sequence, parsers, …) has no spans
@@ -83,7 +102,8 @@ def test_one_trace_per_run_with_node_model_and_tool_spans(spans, mode):
     assert not [s.name for s in finished if s.name.startswith(("execute_task Runnable", "execute_task Pydantic"))]
     for span in model:
         attrs = span.attributes
-        assert attrs["gen_ai.response.model"] == "offline-scripted"
+        assert span.name == "chat offline-scripted" and span.kind.name == "CLIENT"
+        assert attrs["gen_ai.request.model"] == attrs["gen_ai.response.model"] == "offline-scripted"
         assert attrs["gen_ai.usage.input_tokens"] > 0 and attrs["gen_ai.usage.output_tokens"] > 0
     assert {("tool_call",), ("stop",)} <= {s.attributes["gen_ai.response.finish_reasons"] for s in model}
 
@@ -97,10 +117,69 @@ def test_one_trace_per_run_with_node_model_and_tool_spans(spans, mode):
         assert attrs["reactgraph.tool.breaker_state"] == "closed" and attrs["reactgraph.tool.latency_ms"] >= 0
         assert len(attrs["reactgraph.tool.args_digest"]) == 12
     assert len({s.parent.span_id for s in tools}) == 2
+    from reactgraph.graph import tracing
+
+    handler = tracing._state["handler"]  # every span ended: nothing left open
+    assert not handler.open and not handler.skipped
     # Content capture is off by default: no prompt, answer or argument value in any attribute.
     for span in finished:
         for value in span.attributes.values():
             assert not any(city in str(value) for city in CITIES), (span.name, value)
+
+
+async def test_runs_leave_the_callers_context_alone_so_each_run_is_its_own_trace(spans):
+    from opentelemetry import trace
+
+    graph = build_react_graph(default_gateway(), checkpointer=InMemorySaver())
+    for n in range(2):  # one task, two runs: the second must not become a child of the first
+        await graph.ainvoke({"messages": [HumanMessage(WEATHER)]}, config={"configurable": {"thread_id": f"c{n}"}},
+                            context=Context())
+        assert not trace.get_current_span().get_span_context().is_valid
+    finished, _, children = tree(spans)
+    assert [s.name for s in children[None]] == ["invoke_agent react"] * 2
+    assert len({s.context.trace_id for s in finished}) == 2
+
+
+def test_content_is_recorded_only_when_asked_and_a_run_continues_its_callers_trace():
+    exporter = InMemorySpanExporter()
+    provider = enable_tracing(exporter=exporter, batch=False, content=True)
+    try:
+        with provider.get_tracer("test").start_as_current_span("request") as request:
+            run_weather(default_gateway(), "sync")
+    finally:
+        disable_tracing()
+    finished, by_id, _ = tree(exporter)
+    (root,) = named(finished, "invoke_agent react")
+    assert root.parent.span_id == request.get_span_context().span_id, "the run continues the caller's span"
+    think = next(s for s in finished if s.name.startswith("chat ") and by_id[s.parent.span_id].name
+                 == "execute_task think")
+    asked = json.loads(think.attributes["gen_ai.input.messages"])
+    assert any(part.get("content") == WEATHER for m in asked if m["role"] == "user" for part in m["parts"])
+    answered = json.loads(think.attributes["gen_ai.output.messages"])
+    assert answered[0]["role"] == "assistant"
+    assert [p["name"] for p in answered[0]["parts"] if p["type"] == "tool_call"] == ["get_weather", "get_weather"]
+    for span in named(finished, "execute_tool get_weather"):  # the gateway never records argument values
+        assert not any(city in str(v) for v in span.attributes.values() for city in CITIES)
+    # After disable_tracing, runs make no spans at all.
+    exporter.clear()
+    run_weather(default_gateway(), "async")
+    assert exporter.get_finished_spans() == ()
+
+
+def test_a_failing_model_call_is_an_error_span_and_the_handler_keeps_nothing(spans):
+    from reactgraph.graph import tracing
+
+    graph = build_react_graph(default_gateway(), checkpointer=InMemorySaver(), model=_Broken())
+    result = graph.invoke({"messages": [HumanMessage("q")]}, config={"configurable": {"thread_id": "broken"}},
+                          context=Context(reflection="off"))
+    assert result["status"] == "failed"  # the turn ends in one line; the trace says which call failed
+    finished, by_id, _ = tree(spans)
+    model = [s for s in finished if s.attributes.get("gen_ai.operation.name") == "chat"]
+    assert model and all(s.status.status_code.name == "ERROR" and s.attributes["error.type"] == "RuntimeError"
+                         and by_id[s.parent.span_id].name == "execute_task think" for s in model)
+    assert named(finished, "invoke_agent react")[0].status.status_code.name == "UNSET"
+    handler = tracing._state["handler"]
+    assert not handler.open and not handler.skipped
 
 
 def test_retries_and_breaker_transitions_are_span_events(spans):
@@ -237,7 +316,7 @@ def test_ask_otel_delivers_the_run_over_otlp_http(cli, receiver, monkeypatch):
 def test_ask_otel_without_the_extra_says_what_to_install(cli, monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "opentelemetry.instrumentation.langchain", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if not installed
     code, out, err = cli("ask", "计算 2+3", "--store", "memory", "--json", "--otel")
     assert code != 0 and out == ""
     assert err.strip().splitlines()[-1] == "error: tracing needs the otel extra: pip install 'react-graph[otel]'"

@@ -8,6 +8,7 @@ returns `{}`, so a default install (no opentelemetry) pays nothing.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from reactgraph.tools.policies.base import CallContext, Handler
@@ -19,12 +20,17 @@ PROPAGATE_ENV = "REACTGRAPH_OTEL_PROPAGATE"
 _FALSE = {"0", "false", "no", "off"}
 
 _tracer: Any = None  # an opentelemetry Tracer while tracing is on
+_run_context: Callable[[], Any] | None = None  # the OTel context of the graph node the caller runs in, if any
 
 
-def set_tracer(tracer: Any) -> None:
-    """Turn gateway spans on (an OpenTelemetry `Tracer`) or off (None); called by enable/disable_tracing."""
-    global _tracer
-    _tracer = tracer
+def set_tracer(tracer: Any, run_context: Callable[[], Any] | None = None) -> None:
+    """Turn gateway spans on (an OpenTelemetry `Tracer`) or off (None); called by enable/disable_tracing.
+
+    `run_context()`: the context of the node (or model call) that the calling code runs in, or None; a tool
+    span is its child. Outside a graph run (or without it), the current OpenTelemetry span is the parent.
+    """
+    global _tracer, _run_context
+    _tracer, _run_context = tracer, run_context
 
 
 def tracing_on() -> bool:
@@ -71,7 +77,8 @@ def _event_attributes(event: dict[str, Any]) -> dict[str, Any]:
 
 
 class ToolTracing:
-    """Outermost pipeline step: one `execute_tool` span per call, a child of the node span that made it.
+    """Outermost pipeline step: one `execute_tool` span per call, a child of the node span that made it, and
+    the current span while the call runs (so `trace_headers()` inside it, and the tool's own spans, follow it).
 
     The gateway's events (retry, breaker, timeout, waiting) become span events through the call's sink, at
     the points where they are emitted already. Attributes follow the OTel GenAI conventions (`gen_ai.*`) and
@@ -82,7 +89,8 @@ class ToolTracing:
         tracer = _tracer
         if tracer is None:
             return await proceed(call)
-        with tracer.start_as_current_span(f"execute_tool {call.name}", record_exception=False,
+        parent = _run_context() if _run_context is not None else None
+        with tracer.start_as_current_span(f"execute_tool {call.name}", context=parent, record_exception=False,
                                           set_status_on_exception=False) as span:
             span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
                                  "gen_ai.tool.call.id": call.call_id,

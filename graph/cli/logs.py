@@ -31,9 +31,11 @@ def current_ids() -> dict[str, str]:
     from reactgraph.graph.run_context import current_run
 
     ids = dict(current_run())
-    trace = sys.modules.get("opentelemetry.trace")  # imported by whoever traces; no span is active without it
-    if trace is not None:
-        context = trace.get_current_span().get_span_context()
+    # Imported by whoever traces; no span is active without it. A node's span is found from the run's config.
+    if sys.modules.get("opentelemetry.trace") is not None:
+        from reactgraph.graph.tracing import current_span_context
+
+        context = current_span_context()
         if context.is_valid:
             ids["trace_id"] = format(context.trace_id, "032x")
             ids["span_id"] = format(context.span_id, "016x")

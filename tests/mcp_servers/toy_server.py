@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from mcp.server.fastmcp import FastMCP, Image
+from mcp.server.fastmcp import Context, FastMCP, Image
 
 
 def build(port: int = 0, events: Path | None = None) -> FastMCP:
@@ -52,6 +52,15 @@ def build(port: int = 0, events: Path | None = None) -> FastMCP:
     def picture() -> list:
         """A text block and an image block."""
         return ["a red pixel", Image(data=b"\x89PNG\r\n\x1a\n" + b"\0" * 2000, format="png")]
+
+    @server.tool()
+    def trace_context(ctx: Context) -> dict:
+        """The W3C trace context this call arrived with: in `params._meta`, and as HTTP headers (HTTP only)."""
+        meta = ctx.request_context.meta
+        request = ctx.request_context.request
+        headers = getattr(request, "headers", None) or {}
+        return {"meta": {k: getattr(meta, k, None) for k in ("traceparent", "tracestate")},
+                "headers": {k: headers.get(k) for k in ("traceparent", "tracestate")}}
 
     return server
 

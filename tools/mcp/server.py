@@ -8,12 +8,14 @@ ends; calls are other tasks on the same loop sending requests on that session, c
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -29,6 +31,9 @@ _CALL_ID = "reactgraph-mcp-call"  # the adapter's tools answer a tool-call input
 _STOP_GRACE_S = 5.0  # closing a session: stdio servers get their stdin closed, then 2 s (mcp's) before SIGTERM
 _BRACED = re.compile(r"\$\{([^}]+)\}")
 _servers: set[McpServer] = set()  # every open server of the process, closed at exit (loop.py)
+TRACE_KEYS = ("traceparent", "tracestate")  # W3C trace context, in `params._meta` as MCP's SEP-414 puts it
+# The calling tool span's trace context, for the call running in this task (set by `McpServer.call`).
+_trace_context: ContextVar[dict[str, str] | None] = ContextVar("reactgraph_mcp_trace_context", default=None)
 
 
 class McpStartError(ToolRegistrationError):
@@ -52,6 +57,13 @@ class _Session(ClientSession):
             await super()._receive_loop()
         finally:
             self._on_end()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *args: Any,
+                        meta: dict[str, Any] | None = None, **kwargs: Any) -> types.CallToolResult:
+        """`tools/call`, with the caller's trace context in `params._meta` (the adapter passes no `meta`)."""
+        if trace := _trace_context.get():
+            meta = {**trace, **(meta or {})}
+        return await super().call_tool(name, arguments, *args, meta=meta, **kwargs)
 
     async def send_request(self, request: Any, result_type: Any, *args: Any, **kwargs: Any) -> Any:
         request_id = self._request_id
@@ -104,8 +116,15 @@ class McpServer:
                 await self._start()
         return self.tools
 
-    async def call(self, tool_name: str, args: dict[str, Any]) -> ToolMessage:
-        """Call one tool; a lost connection is a `ToolError` for this call, and the next call starts anew."""
+    async def call(self, tool_name: str, args: dict[str, Any],
+                   trace_context: dict[str, str] | None = None) -> ToolMessage:
+        """Call one tool; a lost connection is a `ToolError` for this call, and the next call starts anew.
+
+        `trace_context`: the caller's W3C headers (`trace_headers()`), sent in the request's `params._meta`
+        and, over streamable HTTP, as headers of its POST too.
+        """
+        if trace_context:
+            _trace_context.set({k: v for k, v in trace_context.items() if k in TRACE_KEYS})
         tools = await self.start()
         tool = tools.get(tool_name)
         if tool is None:
@@ -205,10 +224,11 @@ class McpServer:
             return
         from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-        async with create_mcp_http_client(headers=_expand(config.headers)) as client, \
-                streamable_http_client(config.url, http_client=client) as (read, write, _), \
-                _Session(read, write, on_end=on_end) as session:
-            yield session
+        async with create_mcp_http_client(headers=_expand(config.headers)) as client:
+            client.event_hooks["request"].append(_trace_headers_from_meta)
+            async with streamable_http_client(config.url, http_client=client) as (read, write, _), \
+                    _Session(read, write, on_end=on_end) as session:
+                yield session
 
     def _why(self, exc: BaseException) -> str:
         cause = _cause(exc)
@@ -216,6 +236,26 @@ class McpServer:
             cause = "cancelled"
         last = _last_line(self._stderr)
         return f"{cause} ({self.config.describe()})" + (f"; its last output: {last}" if last else "")
+
+
+async def _trace_headers_from_meta(request: Any) -> None:
+    """Copy a request's trace context from its JSON-RPC `params._meta` to W3C headers of its HTTP POST.
+
+    The transport posts from the session's own task, where the calling task's context is not current; the
+    message itself carries the call's trace context, so each POST gets its own call's. Our own outgoing body,
+    read only when it names a traceparent.
+    """
+    if request.method != "POST" or b'"traceparent"' not in (body := request.content):
+        return
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return
+    meta = (message.get("params") or {}).get("_meta") if isinstance(message, dict) else None
+    if isinstance(meta, dict):
+        for key in TRACE_KEYS:
+            if isinstance(value := meta.get(key), str):
+                request.headers[key] = value
 
 
 def _expand(values: dict[str, str]) -> dict[str, str]:

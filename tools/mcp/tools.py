@@ -12,6 +12,7 @@ from reactgraph.tools.mcp import loop
 from reactgraph.tools.mcp.config import McpServerConfig, read_config
 from reactgraph.tools.mcp.server import McpServer
 from reactgraph.tools.meta import ToolMeta, in_band_outcome
+from reactgraph.tools.tracing import trace_headers
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -62,7 +63,8 @@ def tool_meta(server: McpServer, tool: BaseTool, scope: str = "") -> ToolMeta:
     name = config.prefix + _UNSAFE.sub("_", mcp_name)
 
     async def run(**arguments: Any) -> str:
-        message = await loop.run(server.call(mcp_name, arguments))
+        # Read here, where the gateway's tool span is current: the call itself runs on the MCP loop's thread.
+        message = await loop.run(server.call(mcp_name, arguments, trace_context=trace_headers()))
         return render_content(in_band_outcome(name, message))
 
     schema = tool.args_schema if isinstance(tool.args_schema, dict) else {"type": "object", "properties": {}}
