@@ -404,3 +404,13 @@ def test_serve_and_worker_without_the_serve_extra_say_what_to_install(cli, comma
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else real(name, *a))
     code, _out, err = cli(command)
     assert code == 2 and "pip install 'react-graph[serve]'" in err and "uvicorn" in err
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    (["--thread-ttl", "0"], "bad duration"),
+    (["--thread-ttl", "7d", "--ttl-strategy", "forget"], "delete or keep_latest"),
+    (["--config", "no-such-langgraph.json"], "cannot read"),
+])
+def test_bad_retention_settings_are_one_line_before_anything_starts(cli, options, words):
+    code, out, err = cli("worker", *options)
+    assert code == 2 and out == "" and words in err and err.strip().count("\n") == 0

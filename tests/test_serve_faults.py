@@ -3,8 +3,12 @@ to drain. API processes run no workers here (`--workers 0`); `reactgraph worker`
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
+
+import pytest
+from langgraph_sdk.errors import NotFoundError
 
 from test_durability import saved_tool_results
 from test_serve import WEATHER, human, start_service, stop, wait_for
@@ -80,5 +84,53 @@ def test_a_run_a_stopping_worker_cannot_finish_in_time_is_resumed_by_the_next(re
         service.start_worker()
         final = client.runs.join(thread["thread_id"], run["run_id"])
         assert final["status"] == "answered" and "广州" in final["final_answer"]
+    finally:
+        stop(service)
+
+
+def test_threads_idle_past_the_ttl_are_deleted_by_the_sweep(redis_url, tmp_path):
+    service = start_service(redis_url, tmp_path, workers=0)
+    try:
+        client = service.client()
+        service.start_worker("--thread-ttl", "2s", "--sweep-every", "1s")
+        service.start_worker("--thread-ttl", "2s", "--sweep-every", "1s")  # two sweepers: one sweeps at a time
+        thread = client.threads.create()
+        client.runs.wait(thread["thread_id"], "react", input=human("计算 2 + 3 等于多少"))
+        assert client.threads.get_state(thread["thread_id"])["values"]
+
+        def gone() -> bool:
+            try:
+                client.threads.get(thread["thread_id"])
+            except NotFoundError:
+                return True
+            return False
+
+        wait_for(gone, 30, "the idle thread swept")
+        assert saved_tool_results(redis_url, thread["thread_id"]) == []
+        with pytest.raises(NotFoundError):
+            client.threads.get_state(thread["thread_id"])
+    finally:
+        stop(service)
+
+
+def test_keep_latest_from_langgraph_json_prunes_an_idle_thread_to_its_latest_state(redis_url, tmp_path):
+    config = tmp_path / "langgraph.json"
+    config.write_text(json.dumps({"graphs": {}, "checkpointer": {"ttl": {
+        "strategy": "keep_latest", "default_ttl": 2 / 60, "sweep_interval_minutes": 1 / 60}}}))
+    service = start_service(redis_url, tmp_path, workers=0)
+    try:
+        client = service.client()
+        service.start_worker("--config", str(config))
+        thread = client.threads.create()
+        for question in ("计算 2 + 3 等于多少", "计算 10 * 7 等于多少"):
+            client.runs.wait(thread["thread_id"], "react", input=human(question))
+        before = client.threads.get_state(thread["thread_id"])["values"]
+        assert len(client.threads.get_history(thread["thread_id"], limit=100)) > 4
+        wait_for(lambda: len(client.threads.get_history(thread["thread_id"], limit=100)) == 1, 30,
+                 "the idle thread pruned to one checkpoint")
+        assert client.threads.get_state(thread["thread_id"])["values"] == before  # its latest state is kept
+        assert client.runs.list(thread["thread_id"]) == []
+        again = client.runs.wait(thread["thread_id"], "react", input=human("现在几点了？"))  # and it goes on
+        assert [m["content"] for m in again["messages"] if m["type"] == "human"][-1] == "现在几点了？"
     finally:
         stop(service)

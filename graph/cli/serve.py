@@ -4,7 +4,7 @@ and the processes that execute its runs (any number, on any machines, pointed at
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,6 +17,14 @@ Store = Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP + " Mu
 Tools = Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)]
 Mcp = Annotated[Path | None, typer.Option("--mcp", metavar="FILE", help=MCP_HELP)]
 Index = Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)]
+ThreadTtl = Annotated[str | None, typer.Option("--thread-ttl", metavar="DURATION",
+                                               help="Sweep threads idle this long (7d, 12h, 30m; default: "
+                                                    "checkpointer.ttl of --config, else never).")]
+TtlStrategy = Annotated[str, typer.Option("--ttl-strategy", metavar="delete|keep_latest",
+                                          help="What the sweep does to an idle thread.")]
+SweepEvery = Annotated[str, typer.Option("--sweep-every", metavar="DURATION", help="How often to sweep.")]
+Config = Annotated[Path | None, typer.Option("--config", metavar="FILE",
+                                             help="A langgraph.json whose checkpointer.ttl sets retention.")]
 Drain = Annotated[float, typer.Option("--drain", metavar="SECONDS", min=0,
                                       help="On SIGTERM, let running runs finish for this long; the rest are "
                                            "resumed by another worker.")]
@@ -30,6 +38,19 @@ def _needs_serve_extra() -> None:
                if importlib.util.find_spec(name) is None]
     if missing:
         raise UserError(f"the service needs {', '.join(missing)}: pip install 'react-graph[serve]'")
+
+
+def _retention(ttl: str | None, strategy: str, every: str, config: Path | None) -> Any:
+    """The sweep's settings: --thread-ttl and the options beside it, else --config's checkpointer.ttl, else None."""
+    from reactgraph.graph.service.retention import BadRetention, Retention, retention_in
+    from reactgraph.memory.retention import parse_duration
+
+    try:
+        if ttl is not None:
+            return Retention(parse_duration(ttl), strategy, parse_duration(every))
+        return retention_in(config) if config is not None else None
+    except (BadRetention, ValueError) as exc:
+        raise UserError(str(exc)) from exc
 
 
 def _redis_url(store: str | None) -> tuple[str, str]:
@@ -52,6 +73,10 @@ def serve(
     mcp: Mcp = None,
     index: Index = None,
     drain: Drain = 30.0,
+    thread_ttl: ThreadTtl = None,
+    ttl_strategy: TtlStrategy = "delete",
+    sweep_every: SweepEvery = "5m",
+    config: Config = None,
 ) -> None:
     """Serve the graphs over HTTP, speaking the LangGraph Agent Server API (langgraph-sdk, RemoteGraph, Studio).
 
@@ -64,13 +89,14 @@ def serve(
     from reactgraph.graph.service.app import build_app
 
     check_index(index)
+    retention = _retention(thread_ttl, ttl_strategy, sweep_every, config)
     url, where = _redis_url(store)
     gateway = gateway_with(tools, index, None, mcp, shared_url=url)
     typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers}",
                err=True)
     try:
-        uvicorn.run(build_app(url, gateway, workers=workers, worker_options={"drain_s": drain}), host=host,
-                    port=port, log_level="warning", lifespan="on")
+        app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention})
+        uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
     finally:
         gateway.close()
 
@@ -82,6 +108,10 @@ def worker(
     index: Index = None,
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="Threads this worker runs at once.")] = 4,
     drain: Drain = 30.0,
+    thread_ttl: ThreadTtl = None,
+    ttl_strategy: TtlStrategy = "delete",
+    sweep_every: SweepEvery = "5m",
+    config: Config = None,
 ) -> None:
     """Execute the service's runs: claim threads with work from Redis, one run per thread at a time.
 
@@ -93,10 +123,12 @@ def worker(
     from reactgraph.graph.service.worker import serve_worker
 
     check_index(index)
+    retention = _retention(thread_ttl, ttl_strategy, sweep_every, config)
     url, where = _redis_url(store)
     gateway = gateway_with(tools, index, None, mcp, shared_url=url)
     typer.echo(f"reactgraph worker · store: {where} · concurrency {concurrency}", err=True)
     try:
-        asyncio.run(serve_worker(url, gateway, concurrency=concurrency, drain_s=drain))
+        asyncio.run(serve_worker(url, gateway, concurrency=concurrency, drain_s=drain,
+                                 retention=retention))
     finally:
         gateway.close()

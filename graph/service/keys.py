@@ -19,7 +19,8 @@ class ServiceKeys:
 
     def __init__(self, prefix: str | None = None) -> None:
         self.prefix = normalise_prefix(prefix or os.environ.get(PREFIX_ENV, "").strip() or DEFAULT_PREFIX)
-        self.threads = f"{self.prefix}threads"  # sorted set: thread id → updated_at (ms)
+        self.threads = f"{self.prefix}threads"  # sorted set: thread id → updated_at (ms), for listing
+        self.unswept = f"{self.prefix}unswept"  # sorted set: the same, less threads the sweeper has pruned
         self.queue = f"{self.prefix}queue"      # stream: one entry per thread that has work
         self.workers = f"{self.prefix}workers"  # sorted set: worker id → last heartbeat (ms)
         self.counters = f"{self.prefix}counters"  # hash: runs finished by status, for /metrics

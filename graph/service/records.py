@@ -84,7 +84,9 @@ class ServiceRecords:
     async def put_thread(self, record: dict[str, Any]) -> None:
         record["updated_at"] = now_iso()
         await self.client.set(self.keys.thread(record["thread_id"]), json.dumps(record, ensure_ascii=False))
-        await self.client.zadd(self.keys.threads, {record["thread_id"]: time.time() * 1000})
+        stamp = {record["thread_id"]: time.time() * 1000}
+        await self.client.zadd(self.keys.threads, stamp)
+        await self.client.zadd(self.keys.unswept, stamp)
 
     async def create_thread(self, thread_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
         stamp = now_iso()
@@ -115,6 +117,7 @@ class ServiceRecords:
         for start in range(0, len(keys), 500):
             await self.client.delete(*keys[start:start + 500])
         await self.client.zrem(self.keys.threads, thread_id)
+        await self.client.zrem(self.keys.unswept, thread_id)
 
     # -- runs -----------------------------------------------------------------------------------------------
     async def create_run(self, record: dict[str, Any]) -> tuple[bool, list[str]]:

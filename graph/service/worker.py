@@ -32,6 +32,7 @@ from reactgraph.graph.service.assistants import Assistants
 from reactgraph.graph.service.execute import execute_run
 from reactgraph.graph.service.keys import ServiceKeys
 from reactgraph.graph.service.records import ServiceRecords
+from reactgraph.graph.service.retention import Retention, sweep_forever
 from reactgraph.graph.service.thread_hold import FencedOut, ThreadHold
 from reactgraph.graph.service.work_queue import WorkQueue
 from reactgraph.memory.session_lease import SessionBusy, lease_ttl
@@ -46,7 +47,7 @@ class Worker:
 
     def __init__(self, client: redis.asyncio.Redis, assistants: Assistants, *, keys: ServiceKeys | None = None,
                  concurrency: int = 4, drain_s: float = 30.0, claim_idle_s: float | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, retention: Retention | None = None) -> None:
         self.client, self.assistants = client, assistants
         self.keys = keys or ServiceKeys()
         self.records = ServiceRecords(client, self.keys)
@@ -59,6 +60,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self.runs_done = 0
+        self.retention = retention
 
     def stop(self) -> None:
         """Ask the loop to drain and end (what SIGTERM does)."""
@@ -72,6 +74,9 @@ class Worker:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, self.stop)
         beat = asyncio.create_task(self._heartbeat())
+        sweeper: asyncio.Task | None = None
+        if self.retention is not None:
+            sweeper = asyncio.create_task(sweep_forever(self.records, self.saver, self.retention, self._stopping))
         last_claim = 0.0
         try:
             while not self._stopping.is_set():
@@ -89,9 +94,11 @@ class Worker:
                     task.add_done_callback(self._tasks.discard)
         finally:
             await self._drain()
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
+            for background in (beat, sweeper):
+                if background is not None:
+                    background.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await background
             await self.client.zrem(self.keys.workers, self.name)
 
     async def _drain(self) -> None:
