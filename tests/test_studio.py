@@ -462,3 +462,73 @@ def test_only_the_canonical_uuid_spelling_is_a_server_thread_id():
     assert studio_persistence.graph_of({"graph_id": "plan_solve"}) == "plan_solve"
     for metadata in ({"graph_id": "someone-elses"}, {"graph_id": ["react"]}, {}, None):
         assert studio_persistence.graph_of(metadata) == "react"
+
+
+# -- the same answers from `reactgraph serve` ------------------------------------------------------------------
+
+def shape(value):
+    """A JSON value's shape: objects by their keys, lists by their first item, scalars by type (null is any)."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return None if value is None else type(value).__name__
+
+
+def shape_gaps(ours, theirs, where: str = "") -> list[str]:
+    """What `langgraph dev` answers that `reactgraph serve` does not, as paths (`$.values.messages[0].id`)."""
+    if theirs is None or ours is None:
+        return []
+    if isinstance(theirs, dict):
+        if not isinstance(ours, dict):
+            return [f"{where or '$'}: object expected"]
+        if where.endswith((".metadata", ".configurable")):  # free-form maps: what is in them is the server's own
+            return []
+        return [gap for key in theirs for gap in ([f"{where or '$'}.{key}: missing"] if key not in ours
+                                                  else shape_gaps(ours[key], theirs[key], f"{where}.{key}"))]
+    if isinstance(theirs, list):
+        if not isinstance(ours, list):
+            return [f"{where or '$'}: list expected"]
+        return shape_gaps(ours[0], theirs[0], f"{where}[0]") if ours and theirs else []
+    return [] if ours == theirs or {ours, theirs} <= {"int", "float"} else [f"{where or '$'}: {ours} vs {theirs}"]
+
+
+def studio_opening_a_graph_and_a_thread(url: str) -> dict[str, object]:
+    """The requests Studio sends when it opens the react graph, starts a thread and shows it; their answers."""
+    client = get_sync_client(url=url, api_key=None)
+    answers: dict[str, object] = {"info": httpx.get(f"{url}/info", timeout=30).json()}
+    (assistant,) = client.assistants.search(graph_id="react", limit=10)
+    answers["assistants.search"] = assistant
+    answers["assistants.get"] = client.assistants.get(assistant["assistant_id"])
+    answers["assistants.graph"] = client.assistants.get_graph(assistant["assistant_id"], xray=True)
+    answers["assistants.schemas"] = client.assistants.get_schemas(assistant["assistant_id"])
+    answers["threads.create"] = thread = client.threads.create()
+    events = list(client.runs.stream(thread["thread_id"], assistant["assistant_id"],
+                                     input={"messages": [{"role": "human", "content": "计算 2 + 3 等于多少"}]},
+                                     stream_mode=["values", "updates", "messages-tuple"]))
+    answers["stream events"] = sorted({e.event for e in events})
+    answers["stream values"] = next(e.data for e in reversed(events) if e.event == "values")
+    answers["threads.get"] = client.threads.get(thread["thread_id"])
+    answers["threads.get_state"] = client.threads.get_state(thread["thread_id"])
+    answers["threads.get_history"] = client.threads.get_history(thread["thread_id"], limit=100)
+    answers["runs.list"] = client.runs.list(thread["thread_id"])
+    answers["threads.search"] = client.threads.search(ids=[thread["thread_id"]], limit=1) or \
+        client.threads.search(limit=1)
+    return answers
+
+
+def test_reactgraph_serve_answers_what_studio_asks_in_the_shapes_langgraph_dev_does(studio_server, redis_url,
+                                                                                   tmp_path):
+    from test_serve import start_service, stop
+
+    theirs = studio_opening_a_graph_and_a_thread(studio_server.url)
+    service = start_service(redis_url, tmp_path, workers=1)
+    try:
+        ours = studio_opening_a_graph_and_a_thread(service.url)
+    finally:
+        stop(service)
+    assert ours["stream events"] == theirs["stream events"]
+    gaps = {name: shape_gaps(shape(ours[name]), shape(answer)) for name, answer in theirs.items()
+            if name not in ("stream events", "info")}
+    missing = {name: found for name, found in gaps.items() if found}
+    assert not missing, json.dumps(missing, indent=1, ensure_ascii=False)

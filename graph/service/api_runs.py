@@ -51,7 +51,8 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
     stamp = now_iso()
     run = {"run_id": new_id(), "thread_id": thread_id, "assistant_id": assistant.assistant_id,
            "created_at": stamp, "updated_at": stamp, "status": "pending",
-           "metadata": field(body, "metadata", dict, {}), "kwargs": kwargs, "multitask_strategy": chosen}
+           "metadata": field(body, "metadata", dict, {}), "kwargs": kwargs, "multitask_strategy": chosen,
+           "langsmith_session_name": None}
     created, ahead = await svc.records.create_run(run)
     if not created:
         raise BadRequest(409, f"thread {thread_id!r} is busy with another run (multitask_strategy 'reject')")

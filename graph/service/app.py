@@ -12,6 +12,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from pydantic import TypeAdapter, create_model
+from pydantic.errors import PydanticInvalidForJsonSchema, PydanticSchemaGenerationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -75,8 +77,17 @@ async def get_assistant_schemas(request: Request) -> Response:
 
 
 def _state_schema(graph: Any) -> dict[str, Any]:
-    return {"title": graph.name, "type": "object",
-            "properties": {name: {} for name in graph.stream_channels_list}}
+    """Each state channel by the type its updates take (what Studio's state editor renders); a type that has no
+    JSON schema is shown as any value."""
+    fields: dict[str, Any] = {}
+    for name in graph.stream_channels_list:
+        kind = graph.channels[name].UpdateType
+        try:
+            TypeAdapter(kind).json_schema()
+        except (PydanticSchemaGenerationError, PydanticInvalidForJsonSchema, TypeError):  # e.g. a callable
+            kind = Any
+        fields[name] = (kind, None)
+    return create_model(graph.get_name("State"), **fields).model_json_schema()
 
 
 @handler

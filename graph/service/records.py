@@ -91,7 +91,8 @@ class ServiceRecords:
     async def create_thread(self, thread_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
         stamp = now_iso()
         record = {"thread_id": thread_id, "created_at": stamp, "updated_at": stamp, "state_updated_at": stamp,
-                  "metadata": metadata, "status": "idle", "config": {}, "interrupts": {}}
+                  "metadata": metadata, "status": "idle", "config": {"configurable": {"thread_id": thread_id}},
+                  "interrupts": {}, "error": None}
         await self.put_thread(record)
         return record
 

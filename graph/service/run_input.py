@@ -51,8 +51,12 @@ def run_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
     interrupts = {name: _node_list(body, name) for name in ("interrupt_before", "interrupt_after")}
     return {"input": graph_input, "command": command, "stream_mode": modes, "context": context,
             "config": {"configurable": {k: v for k, v in configurable.items() if k not in _SET_BY_THE_SERVICE},
-                       **({"recursion_limit": limit} if limit else {})},
-            "checkpoint_id": checkpoint_id, "stream_subgraphs": bool(body.get("stream_subgraphs")), **interrupts}
+                       "metadata": {}, **({"recursion_limit": limit} if limit else {})},
+            "checkpoint_id": checkpoint_id, "stream_subgraphs": bool(body.get("stream_subgraphs")), **interrupts,
+            # what the Agent Server also records with a run; kept as given, not acted on beyond what it says
+            "subgraphs": bool(body.get("stream_subgraphs")), "resumable": bool(body.get("stream_resumable")),
+            "webhook": None, "feedback_keys": None, "temporary": False, "checkpoint_during": False,
+            "durability": "async"}
 
 
 def strategy(body: Mapping[str, Any]) -> str:

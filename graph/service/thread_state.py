@@ -23,10 +23,14 @@ def thread_state(snapshot: StateSnapshot) -> dict[str, Any]:
               "interrupts": plain(list(t.interrupts)), "checkpoint": None, "state": None,
               "result": plain(t.result) if getattr(t, "result", None) is not None else None}
              for t in snapshot.tasks]
+    checkpoint, parent = checkpoint_of(snapshot.config), checkpoint_of(snapshot.parent_config)
     return {"values": plain(snapshot.values), "next": list(snapshot.next), "tasks": tasks,
-            "checkpoint": checkpoint_of(snapshot.config), "metadata": plain(snapshot.metadata or {}),
-            "created_at": snapshot.created_at, "parent_checkpoint": checkpoint_of(snapshot.parent_config),
-            "interrupts": plain(list(snapshot.interrupts))}
+            "checkpoint": checkpoint, "metadata": plain(snapshot.metadata or {}),
+            "created_at": snapshot.created_at, "parent_checkpoint": parent,
+            "interrupts": plain(list(snapshot.interrupts)),
+            # the Agent Server's older flat fields, still read by some clients
+            "checkpoint_id": (checkpoint or {}).get("checkpoint_id"),
+            "parent_checkpoint_id": (parent or {}).get("checkpoint_id")}
 
 
 def thread_status_after(snapshot: StateSnapshot, run_status: str) -> str:
