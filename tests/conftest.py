@@ -200,3 +200,15 @@ def saver(redis_url: str, redis_prefix: str):
 
     with RedisSaver.from_url(redis_url, prefix=redis_prefix) as opened:
         yield opened
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A private redis-server that a test may stop and start again (its data kept on disk): call it to start."""
+    from local_servers import private_redis
+
+    start, processes = private_redis(tmp_path / "redis-data")
+    yield start
+    for process in processes:
+        process.kill()
+        process.wait()

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +12,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import redis
 
 from cli_env import clean_env
 from reactgraph.memory import RedisSaver
@@ -89,44 +86,6 @@ def test_a_killed_run_resumes_and_no_finished_tool_call_runs_again(redis_url, se
     calls = log.read_text().splitlines()
     assert calls.count("start 北京") == 1  # finished before the kill: not run again
     assert calls.count("start 上海") == 2  # unfinished at the kill: run again on resume
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def own_redis(tmp_path):
-    """A private redis-server (the machine's, else the embedded one's binary) that a test may stop."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        from reactgraph.memory.embedded_redis import _server_binary
-        binary = _server_binary()
-    port, data = free_port(), tmp_path / "redis-data"
-    data.mkdir()
-    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--appendonly", "yes",
-               "--appendfsync", "always", "--save", ""]
-    processes = []
-
-    def start():
-        processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        url = f"redis://127.0.0.1:{port}/0"
-        wait_for(lambda: _pings(url))
-        return url
-
-    yield start
-    for process in processes:
-        process.kill()
-        process.wait()
-
-
-def _pings(url: str) -> bool:
-    try:
-        return redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
-    except redis.RedisError:
-        return False
 
 
 def test_redis_going_away_mid_run_is_one_clear_line_and_the_same_command_resumes(own_redis, tmp_path):

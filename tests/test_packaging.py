@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -21,6 +20,7 @@ import httpx
 import pytest
 
 from cli_env import clean_env
+from local_servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("graph", "nodes", "models", "tools", "memory", "evals")
@@ -180,7 +180,3 @@ def test_the_installed_reactgraph_studio_serves_its_packaged_config_from_any_dir
             process.wait()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

@@ -30,6 +30,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
+from local_servers import free_port
 from reactgraph.memory import AsyncRedisSaver, CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
 
 # --- helpers -----------------------------------------------------------------------------------------
@@ -99,10 +100,6 @@ def assert_full_conformance(report: CapabilityReport) -> None:
     assert report.conformance_level() == "FULL"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def redis_server_binary() -> str | None:

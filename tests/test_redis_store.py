@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
+from local_servers import free_port
 from reactgraph.memory import CheckpointStoreUnavailable, InvalidRedisURL, RedisStore
 
 
@@ -300,11 +300,6 @@ def test_default_ttl_from_the_store_config(redis_url: str, redis_prefix: str, ra
 # --- failures -----------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_unreachable_redis_is_one_clear_line_without_the_password() -> None:

@@ -20,19 +20,12 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from cli_env import clean_env
+from local_servers import free_port
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 TESTS = str(Path(__file__).parent)
 STARTUP_TIMEOUT_S = 60
 WEATHER = "北京和上海的天气分别怎么样？哪个城市更热？"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def service_env(redis_url: str, prefix: str, log: Path, **extra: str) -> dict[str, str]:
@@ -65,10 +58,31 @@ class Service:
     def calls(self) -> list[str]:
         return [line.rsplit(" pid=", 1)[0] for line in self.log.read_text().splitlines()] if self.log.exists() else []
 
-    def start_worker(self, *options: str, **extra: str) -> subprocess.Popen:
-        process = subprocess.Popen([REACTGRAPH, "worker", "--concurrency", "2", *options], env={**self.env, **extra},
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    def _spawn(self, command: list[str], extra: dict[str, str]) -> subprocess.Popen:
+        # stderr to a file, not a pipe: a long-lived process that logs much would block on a full pipe
+        output = (self.log.parent / f"{command[1]}-{len(self.processes)}.err").open("wb")
+        process = subprocess.Popen(command, env={**self.env, **extra}, stdout=subprocess.DEVNULL, stderr=output)
         self.processes.append(process)
+        return process
+
+    def start_worker(self, *options: str, **extra: str) -> subprocess.Popen:
+        return self._spawn([REACTGRAPH, "worker", "--concurrency", "2", *options], extra)
+
+    def start_api(self, port: int, workers: int = 0, **extra: str) -> subprocess.Popen:
+        """`reactgraph serve` on `port`, answering /ok before this returns."""
+        process = self._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers)], extra)
+        url = f"http://127.0.0.1:{port}"
+
+        def answers() -> bool:
+            if process.poll() is not None:
+                errors = sorted(self.log.parent.glob("serve-*.err"))
+                raise AssertionError(f"reactgraph serve exited: {errors[-1].read_text() if errors else ''}")
+            try:
+                return httpx.get(f"{url}/ok", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(answers, STARTUP_TIMEOUT_S, "the server answering /ok")
         return process
 
 
@@ -76,20 +90,8 @@ def start_service(redis_url: str, tmp: Path, *, workers: int = 2, **extra: str) 
     port = free_port()
     prefix = f"svc-test-{uuid.uuid4().hex[:8]}"
     log = tmp / "calls.log"
-    env = service_env(redis_url, prefix, log, **extra)
-    process = subprocess.Popen([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    service = Service(f"http://127.0.0.1:{port}", env, log, [process])
-
-    def answers() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"reactgraph serve exited: {process.stderr.read().decode() if process.stderr else ''}")
-        try:
-            return httpx.get(f"{service.url}/ok", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(answers, STARTUP_TIMEOUT_S, "the server answering /ok")
+    service = Service(f"http://127.0.0.1:{port}", service_env(redis_url, prefix, log, **extra), log, [])
+    service.start_api(port, workers)
     return service
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 
 import pytest
+import redis
 from langgraph_sdk.errors import NotFoundError
 
 from test_durability import saved_tool_results
@@ -132,5 +134,61 @@ def test_keep_latest_from_langgraph_json_prunes_an_idle_thread_to_its_latest_sta
         assert client.runs.list(thread["thread_id"]) == []
         again = client.runs.wait(thread["thread_id"], "react", input=human("现在几点了？"))  # and it goes on
         assert [m["content"] for m in again["messages"] if m["type"] == "human"][-1] == "现在几点了？"
+    finally:
+        stop(service)
+
+
+def _follow_and_compare(client, thread_id: str, run_id: str, seen: list, reader: threading.Thread) -> None:
+    """The client's one stream got every event of the run, once each, in order (the run's own record of them)."""
+    client.runs.join(thread_id, run_id)
+    reader.join(timeout=90)
+    assert not reader.is_alive(), "the client's stream did not end"
+    everything = list(client.runs.join_stream(thread_id, run_id))
+    assert [(p.event, p.data) for p in seen] == [(p.event, p.data) for p in everything]
+    assert "finalize" in {next(iter(p.data)) for p in seen if p.event == "updates"}
+
+
+def test_an_api_process_restarted_mid_run_lets_the_client_stream_go_on(redis_url, tmp_path):
+    service = start_service(redis_url, tmp_path, workers=0)
+    try:
+        client = service.client()
+        service.start_worker(SLOW_CITIES="上海", SLOW_S="4")
+        thread = client.threads.create()
+        seen: list = []
+
+        def follow() -> None:
+            seen.extend(client.runs.stream(thread["thread_id"], "react", input=human(WEATHER),
+                                           stream_mode=["updates"], stream_resumable=True))
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
+        wait_for(lambda: "start 上海" in service.calls(), 60, "the slow call started")
+        (api,) = [p for p in service.processes if "serve" in p.args]
+        api.send_signal(signal.SIGKILL)
+        api.wait(timeout=10)
+        service.start_api(int(service.url.rsplit(":", 1)[1]))  # the same address, a new process
+        run_id = next(p.data["run_id"] for p in seen if p.event == "metadata")
+        _follow_and_compare(client, thread["thread_id"], run_id, seen, reader)
+    finally:
+        stop(service)
+
+
+def test_redis_restarted_mid_run_the_run_resumes_and_the_client_stream_goes_on(own_redis, tmp_path):
+    url = own_redis()
+    service = start_service(url, tmp_path, workers=0)
+    try:
+        client = service.client()
+        service.start_worker(SLOW_CITIES="上海", SLOW_S="3")
+        thread = client.threads.create()
+        run = client.runs.create(thread["thread_id"], "react", stream_mode=["updates"], stream_resumable=True,
+                                 input=human(WEATHER))
+        seen: list = []
+        reader = _collect(client, thread["thread_id"], run["run_id"], seen)
+        wait_for(lambda: "start 上海" in service.calls(), 60, "the slow call started")
+        redis.Redis.from_url(url).shutdown(save=True)  # gone while the tool runs…
+        time.sleep(1.0)
+        own_redis()  # …and back, with its data (append-only file)
+        _follow_and_compare(client, thread["thread_id"], run["run_id"], seen, reader)
+        assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
+        assert service.calls().count("start 北京") == 1
     finally:
         stop(service)

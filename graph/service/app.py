@@ -24,12 +24,13 @@ from reactgraph.graph.service.api_common import (
     Service,
     assistant_of,
     body_of,
+    error_response,
     handler,
     int_param,
     json_response,
     service,
 )
-from reactgraph.graph.service.connections import service_connections
+from reactgraph.graph.service.connections import REDIS_DOWN, service_connections
 from reactgraph.graph.service.records import ServiceRecords
 from reactgraph.graph.service.wire import field
 from reactgraph.graph.service.work_queue import WorkQueue
@@ -145,4 +146,10 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
                     worker.stop()
                 await asyncio.gather(*tasks, return_exceptions=True)
 
-    return Starlette(routes=ROUTES, lifespan=lifespan)
+    async def redis_down(_request: Request, exc: Exception) -> Response:
+        # one line, no traceback; a 503 is what clients (langgraph-sdk's reconnects included) retry
+        reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        return error_response(503, f"cannot reach Redis: {reason}")
+
+    handlers: dict[Any, Any] = dict.fromkeys(REDIS_DOWN, redis_down)
+    return Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=handlers)

@@ -37,3 +37,29 @@ async def service_connections(redis_url: str, gateway: Any) -> AsyncIterator[tup
             await saver.aclose()
     finally:
         await client.aclose()
+
+
+# What a Redis outage raises: redis-py's errors, our savers' CheckpointStoreUnavailable (a ConnectionError), sockets.
+REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError, OSError)
+
+
+class Outage:
+    """Back-off for a loop that must outlive Redis going away: one log line when it goes, one when it is back."""
+
+    def __init__(self, what: str, log: Any, *, first_s: float = 0.2, most_s: float = 5.0) -> None:
+        self.what, self.log, self.first_s, self.most_s = what, log, first_s, most_s
+        self.pause_s: float | None = None
+
+    async def wait(self, exc: BaseException) -> None:
+        import asyncio
+
+        if self.pause_s is None:
+            self.log.warning("%s: Redis unreachable (%s); retrying", self.what, str(exc).splitlines()[0][:200])
+            self.pause_s = self.first_s
+        await asyncio.sleep(self.pause_s)
+        self.pause_s = min(self.most_s, self.pause_s * 2)
+
+    def ok(self) -> None:
+        if self.pause_s is not None:
+            self.log.warning("%s: Redis answers again", self.what)
+            self.pause_s = None

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reactgraph.graph.service.assistants import Assistants
+from reactgraph.graph.service.connections import REDIS_DOWN
 from reactgraph.graph.service.records import ServiceRecords
 from reactgraph.graph.service.run_input import graph_call, graph_modes
 from reactgraph.graph.service.thread_hold import FencedOut, ThreadHold
@@ -54,7 +55,7 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
             await _stream(hold, records, entry.graph, run, resumed)
         except Cancelled as stop:
             cancel = stop.action
-        except (FencedOut, asyncio.CancelledError):
+        except (FencedOut, asyncio.CancelledError, *REDIS_DOWN):  # not the run's outcome: it is resumed later
             raise
         except Exception as exc:  # the run failed: the error is the run's outcome, the worker goes on
             log.warning("run %s on thread %s failed: %s", run_id, thread_id, exc, exc_info=True)

@@ -29,6 +29,7 @@ from typing import Any
 import redis.asyncio
 
 from reactgraph.graph.service.assistants import Assistants
+from reactgraph.graph.service.connections import REDIS_DOWN, Outage, service_connections
 from reactgraph.graph.service.execute import execute_run
 from reactgraph.graph.service.keys import ServiceKeys
 from reactgraph.graph.service.records import ServiceRecords
@@ -77,17 +78,22 @@ class Worker:
         sweeper: asyncio.Task | None = None
         if self.retention is not None:
             sweeper = asyncio.create_task(sweep_forever(self.records, self.saver, self.retention, self._stopping))
-        last_claim = 0.0
+        last_claim, outage = 0.0, Outage(f"worker {self.name}", log)
         try:
             while not self._stopping.is_set():
                 free = self.concurrency - len(self._tasks)
                 if free <= 0:
                     await asyncio.wait(self._tasks, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
                     continue
-                tokens = await self.queue.read(free, block_ms=500)
-                if time.monotonic() - last_claim >= min(self.claim_idle_s, 5.0) / 2:
-                    last_claim = time.monotonic()
-                    tokens += await self.queue.claim_idle(self.claim_idle_s, max(1, free - len(tokens)))
+                try:
+                    tokens = await self.queue.read(free, block_ms=500)
+                    if time.monotonic() - last_claim >= min(self.claim_idle_s, 5.0) / 2:
+                        last_claim = time.monotonic()
+                        tokens += await self.queue.claim_idle(self.claim_idle_s, max(1, free - len(tokens)))
+                except REDIS_DOWN as exc:  # the worker waits for Redis; its threads' runs resume when it is back
+                    await outage.wait(exc)
+                    continue
+                outage.ok()
                 for entry_id, thread_id in tokens:
                     task = asyncio.create_task(self._serve_thread(entry_id, thread_id))
                     self._tasks.add(task)
@@ -99,7 +105,8 @@ class Worker:
                     background.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await background
-            await self.client.zrem(self.keys.workers, self.name)
+            with contextlib.suppress(*REDIS_DOWN):
+                await self.client.zrem(self.keys.workers, self.name)
 
     async def _drain(self) -> None:
         if self._tasks:
@@ -112,7 +119,8 @@ class Worker:
 
     async def _heartbeat(self) -> None:
         while True:
-            await self.client.zadd(self.keys.workers, {self.name: time.time() * 1000})
+            with contextlib.suppress(*REDIS_DOWN):  # missed beats are what /metrics should show
+                await self.client.zadd(self.keys.workers, {self.name: time.time() * 1000})
             await asyncio.sleep(HEARTBEAT_S)
 
     async def _serve_thread(self, entry_id: str, thread_id: str) -> None:
@@ -127,6 +135,10 @@ class Worker:
                     raise
         except SessionBusy:
             return  # left unacknowledged: retried once idle (see the module docstring)
+        except REDIS_DOWN as exc:  # the run stays active; the token, unacknowledged, is retried once idle
+            log.warning("worker %s: thread %s stopped, Redis unreachable (%s); it resumes when Redis is back",
+                        self.name, thread_id, str(exc).splitlines()[0][:200])
+            return
         except FencedOut as exc:
             log.warning("worker %s: %s; leaving the thread to it", self.name, exc)
         except Exception:  # a broken thread must not take the worker down; its token is retried when idle
@@ -140,7 +152,7 @@ class Worker:
             await self.queue.notify(thread_id)
 
     async def _hand_back(self, entry_id: str, thread_id: str) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(*REDIS_DOWN):  # then the token stays unacknowledged and is claimed once idle
             await self.queue.notify(thread_id)
             await self.queue.ack(entry_id)
 
@@ -159,7 +171,5 @@ class Worker:
 
 async def serve_worker(redis_url: str, gateway: Any, **options: Any) -> None:
     """Open the saver, store and graphs on `redis_url` and run a worker until SIGTERM."""
-    from reactgraph.graph.service.connections import service_connections
-
     async with service_connections(redis_url, gateway) as (client, assistants):
         await Worker(client, assistants, **options).run()

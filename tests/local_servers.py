@@ -1,0 +1,52 @@
+"""What tests need to run servers of their own on loopback: a free port, and a private redis-server."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def redis_pings(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5).ping())
+    except redis.RedisError:
+        return False
+
+
+def private_redis(data: Path) -> tuple[Callable[[], str], list[subprocess.Popen]]:
+    """(start, processes): `start()` runs a redis-server (the machine's, else the embedded one's binary) that
+    keeps its data in `data` (append-only, fsync always), so a test may stop it and start it again."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        from reactgraph.memory.embedded_redis import _server_binary
+        binary = _server_binary()
+    port = free_port()
+    data.mkdir(parents=True, exist_ok=True)
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--appendonly", "yes",
+               "--appendfsync", "always", "--save", ""]
+    processes: list[subprocess.Popen] = []
+
+    def start() -> str:
+        processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        url = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + 30
+        while not redis_pings(url):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"redis-server on port {port} did not start in 30 s")
+            time.sleep(0.05)
+        return url
+
+    return start, processes
