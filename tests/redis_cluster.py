@@ -64,14 +64,16 @@ def local_cluster(directory: Path) -> Iterator[LocalCluster]:
     server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
     if not server or not cli:
         raise RuntimeError("a Redis Cluster test needs redis-server and redis-cli on PATH")
-    ports = free_ports(3)
+    chosen = free_ports(6)
+    # the bus port is named too: its default (port + 10000) may be taken, or past 65535
+    ports, bus_ports = chosen[:3], chosen[3:]
     processes: list[subprocess.Popen] = []
     try:
-        for port in ports:
+        for port, bus_port in zip(ports, bus_ports, strict=True):
             node_dir = directory / str(port)
             node_dir.mkdir(parents=True)
             processes.append(subprocess.Popen(
-                [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--cluster-port", str(bus_port),
                  "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000", "--save", "",
                  "--appendonly", "no", "--dir", str(node_dir)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
