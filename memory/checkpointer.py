@@ -71,7 +71,8 @@ def open_checkpointer(url: str | None = None, *, ttl: float | None = None) -> Op
     if chosen.startswith(REDIS_SCHEMES):
         return OpenedCheckpointer(_redis(chosen, ttl), f"Redis {redact(chosen)}", chosen, ttl=ttl)
     raise CheckpointerConfigError(f"unknown checkpointer URL {redact(chosen)!r}: use redis://host:port/db, "
-                                  "rediss://…, unix:///path/redis.sock, redis+cluster://host:port,host:port/, memory, or sqlite:///path/file.db "
+                                  "rediss://…, unix:///path/redis.sock, redis+cluster://host:port,host:port/, "
+                                  "memory, or sqlite:///path/file.db "
                                   "(sqlite:////… for an absolute path)")
 
 

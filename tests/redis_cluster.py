@@ -73,8 +73,9 @@ def local_cluster(directory: Path) -> Iterator[LocalCluster]:
             node_dir = directory / str(port)
             node_dir.mkdir(parents=True)
             processes.append(subprocess.Popen(
-                [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--cluster-port", str(bus_port),
-                 "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000", "--save", "",
+                [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                 "--cluster-port", str(bus_port), "--cluster-config-file", "nodes.conf",
+                 "--cluster-node-timeout", "5000", "--save", "",
                  "--appendonly", "no", "--dir", str(node_dir)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         nodes = [redis.Redis(port=p, socket_timeout=2) for p in ports]

@@ -45,7 +45,7 @@ def parse_cluster_url(url: str) -> ClusterURL:
     """The seeds and settings of a `redis+cluster://` URL; InvalidRedisURL (one line, no password) otherwise."""
     scheme, _, rest = url.partition("://")
     if scheme not in CLUSTER_SCHEMES:
-        raise InvalidRedisURL(f"invalid Redis Cluster URL: scheme must be {' or '.join(s + '://' for s in CLUSTER_SCHEMES)}")
+        raise InvalidRedisURL("invalid Redis Cluster URL: scheme must be redis+cluster:// or rediss+cluster://")
     authority, slash, tail = rest.partition("/")
     if not slash:
         authority, _, query = authority.partition("?")

@@ -231,3 +231,10 @@ class AsyncClusterWire:
 
     async def close(self) -> None:
         """Nothing held between batches: the client's own pools are closed with the client."""
+
+
+def wire_kind(client: Any) -> type | None:
+    """The wire class for a cluster client, None for any other."""
+    if isinstance(client, redis.asyncio.RedisCluster):
+        return AsyncClusterWire
+    return ClusterWire if isinstance(client, redis.RedisCluster) else None

@@ -109,13 +109,8 @@ def wire_of(client: Any, url: str, limits: PoolLimits) -> Any:
     with _WIRES_LOCK:
         wire = _WIRES.get(client)
         if wire is None:
-            kind: Any
-            if isinstance(client, redis.asyncio.RedisCluster):
-                kind = cluster_wire.AsyncClusterWire
-            elif isinstance(client, redis.RedisCluster):
-                kind = cluster_wire.ClusterWire
-            else:
-                kind = AsyncWire if isinstance(client, redis.asyncio.Redis) else SyncWire
+            standalone = AsyncWire if isinstance(client, redis.asyncio.Redis) else SyncWire
+            kind = cluster_wire.wire_kind(client) or standalone
             wire = _WIRES[client] = kind(client, url, limits)
         return wire
 
