@@ -73,8 +73,8 @@ def check_url(url: str) -> str:
     except ValueError as exc:
         raise InvalidRedisURL(f"invalid Redis URL {shown!r}: {exc}") from None
     if parts.scheme not in _SCHEMES:
-        raise InvalidRedisURL(f"invalid Redis URL {shown!r}: scheme must be redis://, rediss://, unix:// or "
-                             "redis+cluster://")
+        raise InvalidRedisURL(f"invalid Redis URL {shown!r}: scheme must be redis://, rediss:// or unix:// "
+                             "(redis+cluster:// for a Redis Cluster)")
     if parts.scheme != "unix" and not parts.hostname:
         raise InvalidRedisURL(f"invalid Redis URL {shown!r}: no host")
     db = (parts.path or "/0").lstrip("/") or "0"
