@@ -1,4 +1,5 @@
-"""One URL → one checkpointer: `redis://`, `rediss://`, `unix://`, `memory`, `sqlite:///path`, or the default.
+"""One URL → one checkpointer: `redis://`, `rediss://`, `unix://`, `redis+cluster://`, `memory`, `sqlite:///path`,
+or the default.
 
 The default (no URL, no REDIS_URL) is the embedded Redis, so sessions persist across commands with
 nothing to install or run. SQLite URLs read as SQLAlchemy's do: `sqlite:///sessions.db` is relative to the
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
     from reactgraph.memory.redis_checkpoint import RedisSaver
 
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
 class CheckpointerConfigError(ValueError):
@@ -70,7 +71,8 @@ def open_checkpointer(url: str | None = None, *, ttl: float | None = None) -> Op
     if chosen.startswith(REDIS_SCHEMES):
         return OpenedCheckpointer(_redis(chosen, ttl), f"Redis {redact(chosen)}", chosen, ttl=ttl)
     raise CheckpointerConfigError(f"unknown checkpointer URL {redact(chosen)!r}: use redis://host:port/db, "
-                                  "rediss://…, unix:///path/redis.sock, memory, or sqlite:///path/file.db "
+                                  "rediss://…, unix:///path/redis.sock, redis+cluster://host:port,host:port/, "
+                                  "memory, or sqlite:///path/file.db "
                                   "(sqlite:////… for an absolute path)")
 
 

@@ -23,13 +23,14 @@ from typing import Any
 import redis
 import redis.asyncio
 
+from reactgraph.memory.redis_checkpoint.cluster_wire import connection_kwargs
 from reactgraph.memory.redis_checkpoint.errors import CheckpointStoreUnavailable, client_url, unavailable
 from reactgraph.memory.redis_checkpoint.layout import normalise_prefix, thread_base
 from reactgraph.memory.redis_checkpoint.limits import PoolLimits, answer_wait
 from reactgraph.memory.session_lease import LeaseHolder, SessionLease
 
 log = logging.getLogger("reactgraph.memory.lease")
-_DOWN = (redis.ConnectionError, redis.TimeoutError, OSError)
+_DOWN = (redis.ConnectionError, redis.TimeoutError, OSError, redis.exceptions.ClusterError)
 _OWNER = re.compile(r"pid \d{1,10} on [A-Za-z0-9._-]{1,64}")  # what new_value writes; anything else is not shown
 _MAX_VALUE = 512  # bytes of a lease value read back: it is Redis content, so bounded and never trusted
 
@@ -96,7 +97,9 @@ class _LeaseRules:
         return f"{secrets.token_hex(16)}\0{int(time.time() * 1000)}\0pid {os.getpid()} on {_host()}"
 
     def down(self, exc: BaseException) -> CheckpointStoreUnavailable:
-        return unavailable(self.url, exc, answer_wait(self.client.connection_pool))
+        pool = getattr(self.client, "connection_pool", None)  # a RedisCluster has a pool per node
+        wait = answer_wait(pool) if pool is not None else connection_kwargs(self.client).get("socket_timeout")
+        return unavailable(self.url, exc, wait)
 
 
 class RedisLeases(_LeaseRules):
@@ -159,7 +162,7 @@ class AsyncRedisLeases(_LeaseRules):
     def __init__(self, client: Any, prefix: str = "reactgraph", *, owns_client: bool = False) -> None:
         self.client, self.prefix, self._owns_client = client, normalise_prefix(prefix), owns_client
         self.url = client_url(client)
-        self._on_loop = isinstance(client, redis.asyncio.Redis)
+        self._on_loop = isinstance(client, (redis.asyncio.Redis, redis.asyncio.RedisCluster))
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
 

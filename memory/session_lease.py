@@ -192,11 +192,12 @@ def backend_for(target: Any, *, for_asyncio: bool = False) -> Any:
     process. Modules are looked up, not imported: a graph on InMemorySaver never loads redis-py."""
     saver = getattr(target, "checkpointer", target)  # a compiled graph names its checkpointer
     savers = tuple(getattr(sys.modules.get(module), name, None) for module, name in _REDIS_SAVERS)
-    clients = tuple(getattr(sys.modules.get(module), "Redis", None) for module in ("redis", "redis.asyncio"))
+    clients = tuple(getattr(sys.modules.get(module), name, None) for module in ("redis", "redis.asyncio")
+                    for name in ("Redis", "RedisCluster"))
     is_saver, is_client = (isinstance(saver, tuple(t for t in kinds if t)) for kinds in (savers, clients))
     if not (is_saver or is_client or isinstance(saver, str)):
         return _PROCESS_LEASES
-    on_loop = isinstance(saver, tuple(t for t in (savers[1], clients[1]) if t))
+    on_loop = isinstance(saver, tuple(t for t in (savers[1], *clients[2:]) if t))
     if on_loop and not for_asyncio:
         raise TypeError("an asyncio Redis client (an AsyncRedisSaver's) cannot hold a lease from sync code: use "
                         "`async with asession_lease(...)`, or pass the Redis URL to session_lease")

@@ -78,7 +78,8 @@ def no_outbound_traffic():
 # Modules whose tests share a module fixture that is slow to build (the Studio dev server, the wheel): under
 # pytest-xdist each runs on one worker, so it is built once. (xdist's own `xdist_group` mark does this, but
 # with pytest 9.2 it is silently ignored: pytest-dev/pytest-xdist#1386.)
-ONE_WORKER_MODULES = ("tests/test_studio.py", "tests/test_packaging.py", "tests/test_mcp.py", "tests/test_serve.py")
+ONE_WORKER_MODULES = ("tests/test_studio.py", "tests/test_packaging.py", "tests/test_mcp.py", "tests/test_serve.py",
+                      "tests/test_redis_cluster.py")  # test_redis_cluster starts a three-node Redis Cluster once
 # The longest tests (10-30 s each) start first, so no worker is left with one of them while the others idle.
 LONGEST_FIRST = ("tests/test_gateway_fuzz.py", "tests/test_notebooks.py")
 

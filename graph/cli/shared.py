@@ -204,7 +204,7 @@ def close_shared_stores(gateway: ToolGateway) -> None:
 def shared_redis_url(store: str | None) -> str | None:
     """The Redis whose shared tool state `reactgraph tools` shows: --store or $REDIS_URL when it is Redis, else
     the embedded Redis if it runs (never started just to look); None for memory and SQLite stores."""
-    from reactgraph.memory.checkpointer import resolve_url
+    from reactgraph.memory.checkpointer import REDIS_SCHEMES, resolve_url
 
     chosen = resolve_url(store)
     if chosen == "embedded":
@@ -216,7 +216,7 @@ def shared_redis_url(store: str | None) -> str | None:
 
         report = status()
         return report["url"] if report["running"] else None
-    return chosen if chosen.startswith(("redis://", "rediss://", "unix://")) else None
+    return chosen if chosen.startswith(REDIS_SCHEMES) else None
 
 
 def check_index(index: Path | None) -> None:

@@ -13,7 +13,10 @@ import redis.asyncio
 from reactgraph.graph.service.assistants import Assistants
 from reactgraph.memory import RedisStore
 from reactgraph.memory.redis_checkpoint import AsyncRedisSaver
-from reactgraph.memory.redis_checkpoint.errors import unavailable
+from reactgraph.memory.redis_checkpoint.cluster_url import is_cluster_url
+from reactgraph.memory.redis_checkpoint.cluster_wire import new_cluster_client
+from reactgraph.memory.redis_checkpoint.errors import redact, unavailable
+from reactgraph.memory.redis_checkpoint.limits import PoolLimits
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -21,13 +24,12 @@ CONNECT_TIMEOUT_S = 5.0
 @asynccontextmanager
 async def service_connections(redis_url: str, gateway: Any) -> AsyncIterator[tuple[redis.asyncio.Redis, Assistants]]:
     """(records client, assistants); Redis is pinged first, so a wrong URL fails in one line before serving."""
-    client = redis.asyncio.Redis.from_url(redis_url, socket_connect_timeout=CONNECT_TIMEOUT_S,
-                                          health_check_interval=30)
+    client = _records_client(redis_url)
     try:
         try:
             await client.ping()
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-            raise unavailable(redis_url, exc) from None
+        except (redis.ConnectionError, redis.TimeoutError, OSError, redis.exceptions.ClusterError) as exc:
+            raise unavailable(redact(redis_url), exc) from None
         saver = AsyncRedisSaver.from_url(redis_url)
         store = RedisStore.from_url(redis_url)
         try:
@@ -37,6 +39,15 @@ async def service_connections(redis_url: str, gateway: Any) -> AsyncIterator[tup
             await saver.aclose()
     finally:
         await client.aclose()
+
+
+def _records_client(redis_url: str) -> Any:
+    """A redis.asyncio client for the records; a `RedisCluster` for a `redis+cluster://` URL (every key it
+    touches together belongs to one thread, so to one slot)."""
+    if is_cluster_url(redis_url):
+        options = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "health_check_interval": 30}
+        return new_cluster_client(redis_url, options, PoolLimits.resolve(None, None), True)
+    return redis.asyncio.Redis.from_url(redis_url, socket_connect_timeout=CONNECT_TIMEOUT_S, health_check_interval=30)
 
 
 # What a Redis outage raises: redis-py's errors, our savers' CheckpointStoreUnavailable (a ConnectionError), sockets.

@@ -30,7 +30,11 @@ class RedisPoolExhausted(CheckpointStoreUnavailable):
 
 def redact(url: str) -> str:
     """The URL as it may be shown: the password replaced, the query dropped."""
+    from reactgraph.memory.redis_checkpoint.cluster_url import is_cluster_url, parse_cluster_url
+
     try:
+        if is_cluster_url(url):
+            return parse_cluster_url(url).shown()
         parts = urlsplit(url)
         if parts.scheme == "unix":
             return f"unix://{parts.path}"
@@ -39,13 +43,16 @@ def redact(url: str) -> str:
         db = (parts.path or "/0").lstrip("/") or "0"
         user = f"{parts.username}@" if parts.username and parts.username != "default" else ""
         return f"{parts.scheme}://{user}{host}:{port}/{db}"
-    except ValueError:
+    except ValueError:  # InvalidRedisURL, InvalidRedisSetting too
         # Unparseable: still never echo a password back.
         return re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", url.split("?")[0])
 
 
 def client_url(client: object) -> str:
-    """The redacted URL of an existing redis-py client (sync or asyncio), for messages."""
+    """The redacted URL of an existing redis-py client (sync or asyncio, standalone or cluster), for messages."""
+    if getattr(client, "connection_pool", None) is None:  # a RedisCluster: its seed nodes
+        hosts = ",".join(sorted(client.nodes_manager.startup_nodes))  # type: ignore[attr-defined]
+        return f"redis+cluster://{hosts}/"
     kwargs = client.connection_pool.connection_kwargs  # type: ignore[attr-defined]
     if kwargs.get("path"):
         return f"unix://{kwargs['path']}"
@@ -54,6 +61,11 @@ def client_url(client: object) -> str:
 
 def check_url(url: str) -> str:
     """Raise InvalidRedisURL unless `url` is something redis-py can connect with; returns it unchanged."""
+    from reactgraph.memory.redis_checkpoint.cluster_url import is_cluster_url, parse_cluster_url
+
+    if is_cluster_url(url):
+        parse_cluster_url(url)
+        return url
     shown = redact(url)
     try:
         parts = urlsplit(url)
@@ -61,7 +73,8 @@ def check_url(url: str) -> str:
     except ValueError as exc:
         raise InvalidRedisURL(f"invalid Redis URL {shown!r}: {exc}") from None
     if parts.scheme not in _SCHEMES:
-        raise InvalidRedisURL(f"invalid Redis URL {shown!r}: scheme must be redis://, rediss:// or unix://")
+        raise InvalidRedisURL(f"invalid Redis URL {shown!r}: scheme must be redis://, rediss:// or unix:// "
+                             "(redis+cluster:// for a Redis Cluster)")
     if parts.scheme != "unix" and not parts.hostname:
         raise InvalidRedisURL(f"invalid Redis URL {shown!r}: no host")
     db = (parts.path or "/0").lstrip("/") or "0"

@@ -11,6 +11,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
+from reactgraph.memory.redis_checkpoint.cluster_url import is_cluster_url
 from reactgraph.memory.redis_checkpoint.errors import check_url, redact
 from reactgraph.memory.redis_checkpoint.limits import PoolLimits, client_kwargs, socket_timeout
 from reactgraph.memory.redis_checkpoint.wire import SyncWire, wire_of
@@ -19,6 +20,10 @@ from reactgraph.memory.redis_checkpoint.wire import SyncWire, wire_of
 def new_client(url: str, options: dict[str, Any], limits: PoolLimits, asyncio_client: bool) -> Any:
     """A client of our own for `url` over a pool of `limits.max_connections` that waits `limits.timeout`."""
     check_url(url)  # first, so a bad URL fails with one clear line
+    if is_cluster_url(url):
+        from reactgraph.memory.redis_checkpoint.cluster_wire import new_cluster_client
+
+        return new_cluster_client(url, options, limits, asyncio_client)
     module: Any = redis.asyncio if asyncio_client else redis
     pool = module.BlockingConnectionPool.from_url(url, max_connections=limits.max_connections,
                                                   timeout=limits.timeout, **client_kwargs(url, options))

@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 
 from reactgraph.memory.redis_checkpoint.core import Plan, RedisSaverCore
+from reactgraph.memory.redis_checkpoint.thread_copy import copy_thread_plan
 from reactgraph.memory.redis_checkpoint.usage import ThreadUsage, usage_plan
 from reactgraph.memory.redis_checkpoint.wire import Command
 
@@ -58,7 +59,8 @@ class BatchSaver(RedisSaverCore):
             pass
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._batch([self._copy_thread_command(source_thread_id, target_thread_id)])
+        for _ in self._drive(copy_thread_plan(self, source_thread_id, target_thread_id)):
+            pass
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1) -> None:
         """LangGraph's prune; `keep` is how many checkpoints per namespace `keep_latest` keeps (default 1)."""
@@ -129,7 +131,8 @@ class BatchSaver(RedisSaverCore):
             pass
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._abatch([self._copy_thread_command(source_thread_id, target_thread_id)])
+        async for _ in self._adrive(copy_thread_plan(self, source_thread_id, target_thread_id)):
+            pass
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1) -> None:
         """LangGraph's prune; `keep` is how many checkpoints per namespace `keep_latest` keeps (default 1)."""

@@ -26,6 +26,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
+from reactgraph.memory.redis_checkpoint import cluster_wire
 from reactgraph.memory.redis_checkpoint.errors import (
     checkout_error,
     exhausted,
@@ -108,7 +109,8 @@ def wire_of(client: Any, url: str, limits: PoolLimits) -> Any:
     with _WIRES_LOCK:
         wire = _WIRES.get(client)
         if wire is None:
-            kind = AsyncWire if isinstance(client, redis.asyncio.Redis) else SyncWire
+            standalone = AsyncWire if isinstance(client, redis.asyncio.Redis) else SyncWire
+            kind = cluster_wire.wire_kind(client) or standalone
             wire = _WIRES[client] = kind(client, url, limits)
         return wire
 

@@ -1,6 +1,7 @@
 """Key names and byte formats of the Redis store, shared by `RedisStore` and the Lua scripts.
 
-Under a prefix `<p>` (default `reactgraph:store:`), with `<ns>` the namespace's labels joined by "."
+Under a prefix `<p>` (default `reactgraph:store:`; on a Redis Cluster `{reactgraph:store}:`, so that every
+key of the store shares one hash slot and a script may touch several), with `<ns>` the namespace's labels joined by "."
 (labels may contain neither "." nor NUL, which LangGraph's namespace validation guarantees):
 
     <p>ns            ZSET  "<ns>." for every namespace holding an item, score 0: a namespace prefix
@@ -29,6 +30,12 @@ __all__ = ["as_datetime", "decode_hit", "decode_item", "encode_value", "item_key
            "normalise_prefix", "ns_text", "ns_tuple"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def store_prefix(prefix: str, on_cluster: bool) -> str:
+    """`<p>:` on one Redis; `{<p>}:` on a Redis Cluster, where the store's scripts need all its keys in one slot."""
+    normal = normalise_prefix(prefix)
+    return "{" + normal[:-1] + "}:" if on_cluster and normal else normal
 
 
 def ns_text(namespace: tuple[str, ...]) -> str:

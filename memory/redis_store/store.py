@@ -61,10 +61,12 @@ class RedisStore(WiredClient, BaseStore):
         if index is not None:
             raise NotImplementedError(_NO_INDEX)
         self.url = redact(url) if url else client_url(client)
-        self.prefix = layout.normalise_prefix(prefix)
         self.ttl_config = ttl
         # On a client a saver uses too (`RedisStore(saver.client)`), the store shares its connections.
         self._wire_up(client, self.url, max_connections, pool_timeout)
+        # Its scripts touch an item with the prefix's indexes, so on a cluster every key of the store shares the
+        # prefix as hash tag (one slot); on one Redis the keys stay as they were.
+        self.prefix = layout.store_prefix(prefix, getattr(self._wire, "is_cluster", False))
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "reactgraph:store", ttl: TTLConfig | None = None,

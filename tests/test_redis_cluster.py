@@ -1,0 +1,242 @@
+"""react-graph on a Redis Cluster: a local three-master cluster that this module starts (redis-server in cluster
+mode on loopback ports), named `redis+cluster://…`. LangGraph's conformance suite for both savers, the
+store, session leases, `reactgraph ask` and `reactgraph serve` through langgraph-sdk — and, read back with
+CLUSTER KEYSLOT, every key of one thread in one hash slot."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import subprocess
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+
+from cli_env import clean_env
+from reactgraph.memory import AsyncRedisSaver, InvalidRedisURL, RedisSaver, RedisStore
+from reactgraph.memory.checkpointer import open_checkpointer
+from reactgraph.memory.redis_checkpoint.layout import thread_of
+from reactgraph.memory.session_lease import SessionBusy, session_lease
+from reactgraph.memory.session_lease_aio import asession_lease
+from redis_cluster import LocalCluster, local_cluster
+from test_redis_checkpointer import assert_full_conformance, run_conformance
+from test_serve import REACTGRAPH, human, start_service, stop
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[LocalCluster]:
+    with local_cluster(tmp_path_factory.mktemp("cluster")) as started:
+        yield started
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"clu-{uuid.uuid4().hex[:8]}:"
+
+
+def keys_under(cluster: LocalCluster, pattern: str) -> list[str]:
+    """Every key matching `pattern` on every master (a cluster's SCAN is per node)."""
+    found = []
+    for port in cluster.ports:
+        node = cluster.node(port)
+        found += [k.decode() for k in node.scan_iter(match=pattern, count=1000)]
+        node.close()
+    return found
+
+
+def slots_by_thread(cluster: LocalCluster, keys: list[str], prefix: str) -> dict[str, set[int]]:
+    """The hash slots (as the server computes them) of each thread's keys."""
+    node, slots = cluster.node(cluster.ports[0]), defaultdict(set)
+    for key in keys:
+        slots[thread_of(prefix, key)].add(node.cluster("keyslot", key))
+    node.close()
+    return slots
+
+
+def ids_on_each_master(cluster: LocalCluster, count: int = 3) -> list[str]:
+    """Thread ids whose hash slots belong to `count` different masters."""
+    client, by_node = cluster.client(), {}
+    for n in range(1000):
+        thread = f"t{n}"
+        by_node.setdefault(client.get_node_from_key("{" + thread + "}").name, thread)
+        if len(by_node) == count:
+            break
+    client.close()
+    assert len(by_node) == count, "no thread ids found on every master"
+    return list(by_node.values())
+
+
+class Counted(TypedDict, total=False):
+    said: Annotated[list[str], operator.add]
+
+
+def echo_graph(saver):
+    graph = StateGraph(Counted)
+    graph.add_node("echo", lambda state: {"said": [f"echo {len(state.get('said', []))}"]})
+    graph.add_edge(START, "echo")
+    graph.add_edge("echo", END)
+    return graph.compile(checkpointer=saver)
+
+
+# --- naming a cluster --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("url", "words"), [
+    ("redis+cluster://127.0.0.1:7000/3", "only database 0"),
+    ("redis+cluster://127.0.0.1:7000,127.0.0.1:x/", "Port could not be cast"),
+    ("redis+cluster://127.0.0.1:7000/?db=2", "unknown option 'db'"),
+])
+def test_a_bad_cluster_url_is_one_line_without_the_password(url, words):
+    secret_url = url.replace("://", "://user:s3cret@")
+    with pytest.raises(InvalidRedisURL) as raised:
+        RedisSaver.from_url(secret_url)
+    message = str(raised.value)
+    assert words in message and "s3cret" not in message and "\n" not in message
+
+
+def test_open_checkpointer_names_the_cluster_and_reaches_every_master(cluster):
+    opened = open_checkpointer(cluster.url)  # pings every master
+    try:
+        assert opened.description == f"Redis {cluster.url}" and opened.redis_url == cluster.url
+    finally:
+        opened.saver.close()  # type: ignore[attr-defined]
+
+
+# --- the savers ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["sync", "async", "sync-as-async", "async-as-sync"])
+async def test_both_savers_pass_every_conformance_test_on_a_cluster(kind, cluster):
+    report = await run_conformance(f"RedisCluster-{kind}", cluster.url, f"conf-{uuid.uuid4().hex[:6]}:", kind)
+    assert_full_conformance(report)
+
+
+def test_every_key_of_a_thread_shares_one_slot_and_threads_spread_over_the_masters(cluster, prefix):
+    threads = ids_on_each_master(cluster)
+    with RedisSaver.from_url(cluster.url, prefix=prefix) as saver:
+        graph = echo_graph(saver)
+        for thread in threads:
+            for _ in range(2):
+                graph.invoke({"said": []}, {"configurable": {"thread_id": thread}})
+        assert list(saver.thread_ids()) == sorted(threads)  # a SCAN over every master
+        assert [len(graph.get_state({"configurable": {"thread_id": t}}).values["said"]) for t in threads] == [2] * 3
+    slots = slots_by_thread(cluster, keys_under(cluster, prefix + "*"), prefix)
+    assert set(slots) == set(threads)
+    assert all(len(s) == 1 for s in slots.values()), slots
+    assert len({next(iter(s)) for s in slots.values()}) == 3
+
+
+async def test_a_thread_is_copied_to_a_thread_on_another_master_and_runs_taken_back(cluster, prefix):
+    source, target, _ = ids_on_each_master(cluster)
+    saver = AsyncRedisSaver.from_url(cluster.url, prefix=prefix)
+    try:
+        graph = echo_graph(saver)
+        await graph.ainvoke({"said": []}, {"configurable": {"thread_id": source}})
+        await graph.ainvoke({"said": []}, {"configurable": {"thread_id": source, "run_id": "run-two"}})
+        await saver.acopy_thread(source, target)
+        copied = await graph.aget_state({"configurable": {"thread_id": target}})
+        assert copied.values["said"] == ["echo 0", "echo 1"]
+        await saver.adelete_for_runs(["run-two"])  # on both threads, found by a SCAN over every master
+        for thread in (source, target):
+            state = await graph.aget_state({"configurable": {"thread_id": thread}})
+            assert state.values["said"] == ["echo 0"]
+    finally:
+        await saver.aclose()
+    slots = slots_by_thread(cluster, keys_under(cluster, prefix + "*"), prefix)
+    assert all(len(s) == 1 for s in slots.values()) and slots[source] != slots[target]
+
+
+# --- the store and the leases ---------------------------------------------------------------------------------
+
+def test_the_store_puts_gets_searches_lists_and_deletes_on_a_cluster_in_one_slot(cluster, prefix):
+    with RedisStore.from_url(cluster.url, prefix=prefix + "store") as store:
+        store.put(("users", "alice"), "prefs", {"lang": "zh"})
+        store.put(("users", "bob"), "prefs", {"lang": "en"})
+        store.put(("docs",), "a", {"n": 1}, ttl=5)
+        assert store.get(("users", "alice"), "prefs").value == {"lang": "zh"}
+        assert [i.namespace for i in store.search(("users",), filter={"lang": "en"})] == [("users", "bob")]
+        assert store.list_namespaces(prefix=("users",)) == [("users", "alice"), ("users", "bob")]
+        store.delete(("users", "alice"), "prefs")
+        assert store.get(("users", "alice"), "prefs") is None
+        assert store.list_namespaces() == [("docs",), ("users", "bob")]
+    keys = keys_under(cluster, "{" + prefix + "store}:*")
+    node = cluster.node(cluster.ports[0])
+    assert keys and len({node.cluster("keyslot", k) for k in keys}) == 1
+    node.close()
+
+
+def test_a_session_lease_is_held_off_others_and_sits_in_the_threads_slot(cluster, prefix):
+    thread = ids_on_each_master(cluster)[1]
+    with RedisSaver.from_url(cluster.url, prefix=prefix) as saver:
+        echo_graph(saver).invoke({"said": []}, {"configurable": {"thread_id": thread}})
+        with session_lease(saver, thread, ttl_s=5):
+            def another_turn() -> None:
+                with session_lease(saver, thread, ttl_s=5, wait_s=0):
+                    pass
+
+            with ThreadPoolExecutor(1) as elsewhere, pytest.raises(SessionBusy):
+                elsewhere.submit(another_turn).result(timeout=30)
+            lease_keys = keys_under(cluster, prefix + "*:lease")
+            assert len(lease_keys) == 1
+            slots = slots_by_thread(cluster, keys_under(cluster, prefix + "*"), prefix)
+            assert len(slots[thread]) == 1
+    assert not keys_under(cluster, prefix + "*:lease")  # released
+
+
+async def test_an_asyncio_session_lease_on_a_cluster_saver(cluster, prefix):
+    saver = AsyncRedisSaver.from_url(cluster.url, prefix=prefix)
+    try:
+        async def another_turn() -> None:
+            async with asession_lease(saver, "a-session", ttl_s=5, wait_s=0):
+                pass
+
+        async with asession_lease(saver, "a-session", ttl_s=5):
+            with pytest.raises(SessionBusy):
+                await asyncio.wait_for(asyncio.create_task(another_turn()), 30)  # another task: not nested
+        await asyncio.wait_for(asyncio.create_task(another_turn()), 30)  # released: free again
+    finally:
+        await saver.aclose()
+
+
+# --- the CLI and the service -----------------------------------------------------------------------------------
+
+def test_reactgraph_ask_answers_and_resumes_a_session_on_the_cluster(cluster):
+    session = f"cli-{uuid.uuid4().hex[:8]}"
+    for question in ("计算 2 + 3 等于多少", "计算 10 * 7 等于多少"):
+        asked = subprocess.run([REACTGRAPH, "ask", question, "--session", session, "--store", cluster.url, "--json"],
+                               env=clean_env(), capture_output=True, text=True, timeout=120)
+        assert asked.returncode == 0, asked.stderr
+    with RedisSaver.from_url(cluster.url) as saver:
+        found = saver.get_tuple({"configurable": {"thread_id": session, "checkpoint_ns": ""}})
+        assert found is not None
+        humans = [m.content for m in found.checkpoint["channel_values"]["messages"] if m.type == "human"]
+    assert humans == ["计算 2 + 3 等于多少", "计算 10 * 7 等于多少"]
+    slots = slots_by_thread(cluster, keys_under(cluster, "reactgraph:{" + session + "}:*"), "reactgraph:")
+    assert len(slots[session]) == 1
+
+
+def test_the_service_serves_threads_and_runs_from_the_cluster(cluster, tmp_path):
+    service = start_service(cluster.url, tmp_path, workers=1)
+    try:
+        client = service.client()
+        thread = client.threads.create()["thread_id"]
+        waited = client.runs.wait(thread, "react", input=human("计算 2 + 3 等于多少"))
+        assert "5" in waited["messages"][-1]["content"]
+        parts = list(client.runs.stream(thread, "react", input=human("计算 10 * 7 等于多少"), stream_mode="values"))
+        assert parts[0].event == "metadata" and parts[-1].event == "values"
+        assert "70" in parts[-1].data["messages"][-1]["content"]
+        state = client.threads.get_state(thread)
+        assert [m["content"] for m in state["values"]["messages"] if m["type"] == "human"] == [
+            "计算 2 + 3 等于多少", "计算 10 * 7 等于多少"]
+        assert [r["status"] for r in client.runs.list(thread)] == ["success", "success"]
+        service_prefix = service.env["REACTGRAPH_SERVICE_PREFIX"] + ":"
+        keys = keys_under(cluster, "*{" + thread + "}*")  # checkpoints, lease, records, runs, event streams
+        assert any(k.startswith(service_prefix) for k in keys) and any(k.startswith("reactgraph:") for k in keys)
+        node = cluster.node(cluster.ports[0])
+        assert len({node.cluster("keyslot", k) for k in keys}) == 1
+        node.close()
+    finally:
+        stop(service)
