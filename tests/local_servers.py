@@ -5,9 +5,13 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -50,3 +54,38 @@ def private_redis(data: Path) -> tuple[Callable[[], str], list[subprocess.Popen]
         return url
 
     return start, processes
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers every request; keeps its path, headers and body on the server."""
+
+    def do_GET(self) -> None:
+        self._answer(b"")
+
+    def do_POST(self) -> None:
+        self._answer(self.rfile.read(int(self.headers.get("content-length") or 0)))
+
+    def _answer(self, body: bytes) -> None:
+        self.server.seen.append((self.path, dict(self.headers), body))  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("content-type", "text/plain" if self.command == "GET" else "application/x-protobuf")
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def http_recorder() -> Iterator[tuple[str, list[tuple[str, dict[str, str], bytes]]]]:
+    """An HTTP server on a free loopback port (an OTLP collector, a web page): (its base URL, the requests it got)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    httpd.seen = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", httpd.seen  # type: ignore[attr-defined]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -12,6 +12,7 @@ import pytest
 import redis
 from langgraph_sdk.errors import NotFoundError
 
+from local_servers import http_recorder
 from test_durability import saved_tool_results
 from test_serve import WEATHER, human, start_service, stop, wait_for
 
@@ -192,3 +193,26 @@ def test_redis_restarted_mid_run_the_run_resumes_and_the_client_stream_goes_on(o
         assert service.calls().count("start 北京") == 1
     finally:
         stop(service)
+
+
+def test_a_worker_with_otel_exports_one_trace_per_run(redis_url, tmp_path):
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    with http_recorder() as (base, seen):
+        service = start_service(redis_url, tmp_path, workers=0)
+        try:
+            client = service.client()
+            service.start_worker("--otel", OTEL_EXPORTER_OTLP_ENDPOINT=base, OTEL_BSP_SCHEDULE_DELAY="100")
+            for question in ("计算 2 + 3 等于多少", "现在几点了？"):
+                client.runs.wait(client.threads.create()["thread_id"], "react", input=human(question))
+
+            def roots() -> list:
+                spans = [span for _path, _headers, body in seen if _path == "/v1/traces"
+                         for resource in ExportTraceServiceRequest.FromString(body).resource_spans
+                         for scope in resource.scope_spans for span in scope.spans]
+                return [s for s in spans if s.name == "invoke_agent react"]
+
+            wait_for(lambda: len(roots()) == 2, 30, "two run traces exported")
+            assert len({s.trace_id for s in roots()}) == 2
+        finally:
+            stop(service)

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -21,6 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from flaky_tools import FLAKY, reset
+from local_servers import http_recorder
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.graph.tracing import disable_tracing, enable_tracing, endpoint_from_env, tracing_requested
 from reactgraph.tools import BreakerConfig, ToolGateway, default_gateway
@@ -223,39 +222,10 @@ def test_an_open_breaker_shows_on_the_tool_span(spans):
     assert mover.attributes["reactgraph.tool.breaker_state"] == "open"
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    """Answers every request; keeps its path, headers and body on the server."""
-
-    def do_GET(self) -> None:
-        self._answer(b"")
-
-    def do_POST(self) -> None:
-        self._answer(self.rfile.read(int(self.headers.get("content-length") or 0)))
-
-    def _answer(self, body: bytes) -> None:
-        self.server.seen.append((self.path, dict(self.headers), body))  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("content-type", "text/plain" if self.command == "GET" else "application/x-protobuf")
-        self.send_header("content-length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def receiver() -> Iterator[tuple[str, list[tuple[str, dict[str, str], bytes]]]]:
-    """An HTTP server on a free loopback port: (its base URL, the requests it got)."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    httpd.seen = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", httpd.seen  # type: ignore[attr-defined]
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with http_recorder() as recorded:
+        yield recorded
 
 
 async def test_http_get_sends_the_trace_context_only_while_tracing(spans, receiver, monkeypatch):

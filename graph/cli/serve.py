@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from reactgraph.graph.cli.ask import INDEX_HELP
+from reactgraph.graph.cli.otel_option import OtelOption, traced
 from reactgraph.graph.cli.shared import MCP_HELP, STORE_HELP, TOOLS_HELP, UserError, check_index, gateway_with
 
 DEFAULT_PORT = 8123  # langgraph-sdk's `get_client()` default
@@ -77,6 +78,7 @@ def serve(
     ttl_strategy: TtlStrategy = "delete",
     sweep_every: SweepEvery = "5m",
     config: Config = None,
+    otel: OtelOption = False,
 ) -> None:
     """Serve the graphs over HTTP, speaking the LangGraph Agent Server API (langgraph-sdk, RemoteGraph, Studio).
 
@@ -96,7 +98,8 @@ def serve(
                err=True)
     try:
         app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention})
-        uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
+        with traced(otel):  # a trace per run, from the workers in this process
+            uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
     finally:
         gateway.close()
 
@@ -112,6 +115,7 @@ def worker(
     ttl_strategy: TtlStrategy = "delete",
     sweep_every: SweepEvery = "5m",
     config: Config = None,
+    otel: OtelOption = False,
 ) -> None:
     """Execute the service's runs: claim threads with work from Redis, one run per thread at a time.
 
@@ -128,7 +132,7 @@ def worker(
     gateway = gateway_with(tools, index, None, mcp, shared_url=url)
     typer.echo(f"reactgraph worker · store: {where} · concurrency {concurrency}", err=True)
     try:
-        asyncio.run(serve_worker(url, gateway, concurrency=concurrency, drain_s=drain,
-                                 retention=retention))
+        with traced(otel):  # a trace per run
+            asyncio.run(serve_worker(url, gateway, concurrency=concurrency, drain_s=drain, retention=retention))
     finally:
         gateway.close()
