@@ -165,6 +165,15 @@ def test_messages_tuple_streams_message_chunks_with_their_metadata(served):
     assert messages and all(len(m) == 2 and "type" in m[0] and "langgraph_node" in m[1] for m in messages)
 
 
+@pytest.mark.parametrize(("mode", "event"), [("values", "values"), ("updates", "updates"), ("debug", "debug"),
+                                             ("tasks", "tasks"), ("checkpoints", "checkpoints")])
+def test_each_stream_mode_streams_its_events(served, mode, event):
+    client = served.client()
+    parts = ask_stream(client, client.threads.create()["thread_id"], "现在几点了？", stream_mode=mode)
+    assert parts[0].event == "metadata"
+    assert {p.event for p in parts[1:]} == {event}
+
+
 def test_wait_answers_with_the_final_values_and_join_waits_for_a_background_run(served):
     client = served.client()
     thread = client.threads.create()
