@@ -26,6 +26,14 @@ def _collect(client, thread_id: str, run_id: str, into: list) -> threading.Threa
     return reader
 
 
+def _guangzhou_run_started(service, client) -> tuple[dict, dict]:
+    """A run whose one tool call (广州, slow for the workers told so) has started: (thread, run)."""
+    thread = client.threads.create()
+    run = client.runs.create(thread["thread_id"], "react", input=human("广州的天气怎么样？"))
+    wait_for(lambda: "start 广州" in service.calls(), 60, "the slow call started")
+    return thread, run
+
+
 def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_finished_tool_call(redis_url, tmp_path):
     service = start_service(redis_url, tmp_path, workers=0)
     try:
@@ -61,10 +69,7 @@ def test_sigterm_lets_a_running_run_finish_before_the_worker_exits(redis_url, tm
     try:
         client = service.client()
         worker = service.start_worker(SLOW_CITIES="广州", SLOW_S="2")
-        thread = client.threads.create()
-        run = client.runs.create(thread["thread_id"], "react",
-                                 input=human("广州的天气怎么样？"))
-        wait_for(lambda: "start 广州" in service.calls(), 60, "the slow call started")
+        thread, run = _guangzhou_run_started(service, client)
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0
         assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
@@ -78,10 +83,7 @@ def test_a_run_a_stopping_worker_cannot_finish_in_time_is_resumed_by_the_next(re
     try:
         client = service.client()
         worker = service.start_worker("--drain", "1", SLOW_CITIES="广州", SLOW_S="600")
-        thread = client.threads.create()
-        run = client.runs.create(thread["thread_id"], "react",
-                                 input=human("广州的天气怎么样？"))
-        wait_for(lambda: "start 广州" in service.calls(), 60, "the slow call started")
+        thread, run = _guangzhou_run_started(service, client)
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0  # --drain 1: it stops the run where it is and hands the thread back
         service.start_worker()

@@ -10,7 +10,15 @@ import typer
 
 from reactgraph.graph.cli.ask import INDEX_HELP
 from reactgraph.graph.cli.otel_option import OtelOption, traced
-from reactgraph.graph.cli.shared import MCP_HELP, STORE_HELP, TOOLS_HELP, UserError, check_index, gateway_with
+from reactgraph.graph.cli.shared import (
+    MCP_HELP,
+    STORE_HELP,
+    TOOLS_HELP,
+    UserError,
+    check_index,
+    close_shared_stores,
+    gateway_with,
+)
 
 DEFAULT_PORT = 8123  # langgraph-sdk's `get_client()` default
 
@@ -54,6 +62,21 @@ def _retention(ttl: str | None, strategy: str, every: str, config: Path | None) 
         raise UserError(str(exc)) from exc
 
 
+def _prepare(store: str | None, tools: list[str], mcp: Path | None, index: Path | None,
+             retention: tuple[str | None, str, str, Path | None]) -> tuple[Any, str, str, Any]:
+    """What serve and worker both check and open first, so bad config is one line before anything starts:
+    (retention, Redis URL, where it is in words, the gateway with the tools and MCP servers, sharing state there)."""
+    check_index(index)
+    settings = _retention(*retention)
+    url, where = _redis_url(store)
+    return settings, url, where, gateway_with(tools, index, None, mcp, shared_url=url)
+
+
+def _close(gateway: Any) -> None:
+    gateway.close()  # the MCP servers' sessions
+    close_shared_stores(gateway, breakers=False)  # the last calls' metrics reach Redis (breakers: on the loop)
+
+
 def _redis_url(store: str | None) -> tuple[str, str]:
     from reactgraph.graph.cli.shared import open_store
 
@@ -90,10 +113,7 @@ def serve(
 
     from reactgraph.graph.service.app import build_app
 
-    check_index(index)
-    retention = _retention(thread_ttl, ttl_strategy, sweep_every, config)
-    url, where = _redis_url(store)
-    gateway = gateway_with(tools, index, None, mcp, shared_url=url)
+    retention, url, where, gateway = _prepare(store, tools, mcp, index, (thread_ttl, ttl_strategy, sweep_every, config))
     typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers}",
                err=True)
     try:
@@ -101,7 +121,7 @@ def serve(
         with traced(otel):  # a trace per run, from the workers in this process
             uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
     finally:
-        gateway.close()
+        _close(gateway)
 
 
 def worker(
@@ -126,13 +146,10 @@ def worker(
     _needs_serve_extra()
     from reactgraph.graph.service.worker import serve_worker
 
-    check_index(index)
-    retention = _retention(thread_ttl, ttl_strategy, sweep_every, config)
-    url, where = _redis_url(store)
-    gateway = gateway_with(tools, index, None, mcp, shared_url=url)
+    retention, url, where, gateway = _prepare(store, tools, mcp, index, (thread_ttl, ttl_strategy, sweep_every, config))
     typer.echo(f"reactgraph worker · store: {where} · concurrency {concurrency}", err=True)
     try:
         with traced(otel):  # a trace per run
             asyncio.run(serve_worker(url, gateway, concurrency=concurrency, drain_s=drain, retention=retention))
     finally:
-        gateway.close()
+        _close(gateway)

@@ -187,18 +187,19 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
     return gateway
 
 
-def close_shared_stores(gateway: ToolGateway) -> None:
-    """Before the process ends: the calls' metrics written (up to 2 s), the shared stores' clients closed."""
+def close_shared_stores(gateway: ToolGateway, *, breakers: bool = True) -> None:
+    """Before the process ends: the calls' metrics written (up to 2 s), the shared stores' clients closed
+    (`breakers=False`: the breakers' asyncio client was closed already, on the loop its calls ran on)."""
     from reactgraph.tools.metrics_store import RedisMetricsStore
     from reactgraph.tools.policies.breaker_store import RedisBreakerStore
     from reactgraph.tools.sync_bridge import run_sync
 
-    metrics, breakers = gateway.telemetry.store, gateway.breakers.store
+    metrics, breaker_store, close_breakers = gateway.telemetry.store, gateway.breakers.store, breakers
     metrics.flush(2.0)
     if isinstance(metrics, RedisMetricsStore):
         metrics.client.close()
-    if isinstance(breakers, RedisBreakerStore):  # an asyncio client: closed on the loop the calls ran on
-        run_sync(breakers.client.aclose())
+    if close_breakers and isinstance(breaker_store, RedisBreakerStore):  # asyncio: closed on the calls' loop
+        run_sync(breaker_store.client.aclose())
 
 
 def shared_redis_url(store: str | None) -> str | None:

@@ -37,6 +37,9 @@ async def service_connections(redis_url: str, gateway: Any) -> AsyncIterator[tup
         finally:
             store.close()
             await saver.aclose()
+            breakers = getattr(gateway.breakers.store, "client", None)  # shared breakers: an asyncio client,
+            if breakers is not None and hasattr(breakers, "aclose"):   # closed on the loop its calls ran on
+                await breakers.aclose()
     finally:
         await client.aclose()
 
