@@ -373,6 +373,8 @@ def test_unknown_runs_and_threads_are_404s(served):
     thread = client.threads.create()
     with pytest.raises(httpx.HTTPStatusError, match="404"):
         client.runs.join(thread["thread_id"], str(uuid.uuid4()))
+    with pytest.raises(NotFoundError):
+        client.runs.get(thread["thread_id"], "../../" + "x" * 500)
     with pytest.raises(UnprocessableEntityError):
         client.threads.search(status="sleeping")
 

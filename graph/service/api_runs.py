@@ -8,6 +8,7 @@ API process with `Last-Event-ID`.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -33,6 +34,7 @@ from reactgraph.graph.service.run_input import run_kwargs, strategy
 from reactgraph.graph.service.wire import BadRequest, field, plain
 
 JOIN_POLL_MS = 1000
+_RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
 
 
 async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, Any]]:
@@ -66,9 +68,12 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
 
 async def _existing_run(request: Request) -> tuple[Service, str, dict[str, Any]]:
     svc, thread_id = service(request), thread_id_of(request)
-    run = await svc.records.get_run(thread_id, str(request.path_params["run_id"]))
+    run_id = str(request.path_params["run_id"])
+    if not _RUN_ID.fullmatch(run_id):  # ids are the UUIDs this service makes: anything else names no run
+        raise BadRequest(404, f"run {run_id[:80]!r} not found on thread {thread_id!r}")
+    run = await svc.records.get_run(thread_id, run_id)
     if run is None:
-        raise BadRequest(404, f"run {request.path_params['run_id']!r} not found on thread {thread_id!r}")
+        raise BadRequest(404, f"run {run_id!r} not found on thread {thread_id!r}")
     return svc, thread_id, run
 
 

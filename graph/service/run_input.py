@@ -17,6 +17,7 @@ from reactgraph.nodes.shared.context import InvalidContext, resolve_context
 STREAM_MODES = ("values", "updates", "messages-tuple", "custom", "debug", "tasks", "checkpoints")
 MAX_RECURSION_LIMIT = 10_000
 _COMMAND_KEYS = frozenset({"resume", "update", "goto"})
+# The service sets these itself; `__…` keys are LangGraph's internals (`__pregel_…`), never a client's to set.
 _SET_BY_THE_SERVICE = ("thread_id", "checkpoint_id", "checkpoint_ns")
 
 
@@ -50,7 +51,8 @@ def run_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
     checkpoint_id = field(body, "checkpoint_id", str) or field(checkpoint, "checkpoint_id", str)
     interrupts = {name: _node_list(body, name) for name in ("interrupt_before", "interrupt_after")}
     return {"input": graph_input, "command": command, "stream_mode": modes, "context": context,
-            "config": {"configurable": {k: v for k, v in configurable.items() if k not in _SET_BY_THE_SERVICE},
+            "config": {"configurable": {k: v for k, v in configurable.items()
+                                        if k not in _SET_BY_THE_SERVICE and not str(k).startswith("__")},
                        "metadata": {}, **({"recursion_limit": limit} if limit else {})},
             "checkpoint_id": checkpoint_id, "stream_subgraphs": bool(body.get("stream_subgraphs")), **interrupts,
             # what the Agent Server also records with a run; kept as given, not acted on beyond what it says
