@@ -74,6 +74,8 @@ def test_sigterm_lets_a_running_run_finish_before_the_worker_exits(redis_url, tm
         assert worker.wait(timeout=60) == 0
         assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
         assert service.calls().count("start 广州") == 1
+        queue = service.env["REACTGRAPH_SERVICE_PREFIX"] + ":queue"
+        assert redis.Redis.from_url(redis_url).xinfo_consumers(queue, "workers") == []  # it left the group
     finally:
         stop(service)
 

@@ -51,6 +51,15 @@ class WorkQueue:
             return []
         return _tokens(answer[1] if len(answer) > 1 else [])
 
+    async def leave(self) -> None:
+        """Remove this consumer from the group if it holds no token (a clean exit), so the group's consumer list
+        does not grow with every worker ever started; a consumer with tokens stays for others to claim them."""
+        summary: Any = await self.client.xpending(self.keys.queue, GROUP)
+        consumers = {(c["name"].decode() if isinstance(c["name"], bytes) else c["name"]): int(c["pending"])
+                     for c in (summary or {}).get("consumers") or []}
+        if consumers.get(self.consumer, 0) == 0:
+            await self.client.xgroup_delconsumer(self.keys.queue, GROUP, self.consumer)
+
     async def ack(self, entry_id: str) -> None:
         await self.client.xack(self.keys.queue, GROUP, entry_id)
         await self.client.xdel(self.keys.queue, entry_id)

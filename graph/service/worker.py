@@ -105,8 +105,9 @@ class Worker:
                     background.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await background
-            with contextlib.suppress(*REDIS_DOWN):
+            with contextlib.suppress(*REDIS_DOWN, redis.ResponseError):
                 await self.client.zrem(self.keys.workers, self.name)
+                await self.queue.leave()
 
     async def _drain(self) -> None:
         if self._tasks:
