@@ -427,3 +427,19 @@ def test_serve_and_worker_without_the_serve_extra_say_what_to_install(cli, comma
 def test_bad_retention_settings_are_one_line_before_anything_starts(cli, options, words):
     code, out, err = cli("worker", *options)
     assert code == 2 and out == "" and words in err and err.strip().count("\n") == 0
+
+
+def test_remote_graph_runs_a_served_graph_as_if_it_were_local(served):
+    from langgraph.pregel.remote import RemoteGraph
+
+    remote = RemoteGraph("react", url=served.url, api_key=None)
+    thread = served.client().threads.create()
+    config = {"configurable": {"thread_id": thread["thread_id"]}}
+    result = remote.invoke(human("计算 2 + 3 等于多少"), config)
+    assert result["status"] == "answered" and "5" in result["final_answer"]
+    nodes = [next(iter(chunk)) for chunk in remote.stream(human("计算 10 * 7 等于多少"), config, stream_mode="updates")]
+    assert "finalize" in nodes
+    state = remote.get_state(config)
+    humans = [m["content"] for m in state.values["messages"] if m["type"] == "human"]
+    assert humans == ["计算 2 + 3 等于多少", "计算 10 * 7 等于多少"]
+    assert {"think", "act", "finalize"} <= {node.id for node in remote.get_graph().nodes.values()}
