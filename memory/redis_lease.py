@@ -190,8 +190,12 @@ class AsyncRedisLeases(_LeaseRules):
         return None, parse_holder(held) if held else None
 
     async def _heartbeat(self, lease: RedisLease) -> None:
-        while True:
+        # `stopped`, not only `cancel()`, ends the loop: a cancellation that lands in a redis-py asyncio command
+        # can be swallowed there (redis/redis-py#2028), and `release` would then wait on this loop for ever.
+        while not lease.stopped.is_set():
             await asyncio.sleep(lease.ttl_s / 3)
+            if lease.stopped.is_set():
+                return
             sent = time.monotonic()
             try:
                 outcome = await self._call(self._renew, keys=[lease.key], args=[lease.value, lease.ttl_ms])

@@ -17,7 +17,7 @@ from typing import Any
 
 from reactgraph.graph.service.assistants import Assistants
 from reactgraph.graph.service.connections import REDIS_DOWN
-from reactgraph.graph.service.records import ServiceRecords
+from reactgraph.graph.service.records import ServiceRecords, now_iso
 from reactgraph.graph.service.run_input import graph_call, graph_modes
 from reactgraph.graph.service.thread_hold import FencedOut, ThreadHold
 from reactgraph.graph.service.thread_state import thread_status_after
@@ -26,6 +26,7 @@ from reactgraph.nodes.shared.context import resolve_context
 
 log = logging.getLogger("reactgraph.service")
 CANCEL_POLL_S = 0.2
+STOP_WAIT_S = 5.0  # for the stream's tasks to end once the run is over (they do at once unless one is stuck)
 
 
 class Cancelled(Exception):
@@ -73,6 +74,7 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     await records.set_thread_status(thread_id, thread_status_after(snapshot, status),
                                     interrupts=_interrupts(snapshot),
                                     metadata=await _thread_metadata(records, thread_id, entry.graph_id))
+    run["updated_at"] = now_iso()  # when it ended (the record written at its start carries the start)
     await hold.end_run(run_id, "" if cancel == "rollback" else json.dumps(run, ensure_ascii=False))
     if cancel == "rollback":
         await records.delete_run(thread_id, run_id)
@@ -92,7 +94,8 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, run: di
                            stream_mode=graph_modes(kwargs), subgraphs=True,
                            interrupt_before=kwargs.get("interrupt_before"),
                            interrupt_after=kwargs.get("interrupt_after"))
-    watcher = asyncio.create_task(_watch_cancel(records, thread_id, run_id))
+    over = asyncio.Event()
+    watcher = asyncio.create_task(watch_cancel(records, thread_id, run_id, over))
     producer = asyncio.create_task(_forward(hold, run_id, stream, requested, kwargs.get("stream_subgraphs", False)))
     try:
         done, _ = await asyncio.wait({watcher, producer}, return_when=asyncio.FIRST_COMPLETED)
@@ -100,13 +103,14 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, run: di
             producer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await producer
-            raise Cancelled(watcher.result())
+            raise Cancelled(watcher.result() or "interrupt")
         producer.result()  # re-raises the run's error
     finally:
+        over.set()  # the watcher ends by itself too: a cancellation can be lost inside redis-py's asyncio client
         for task in (watcher, producer):
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
-            await asyncio.gather(watcher, producer, return_exceptions=True)
+            await asyncio.wait_for(asyncio.gather(watcher, producer, return_exceptions=True), STOP_WAIT_S)
 
 
 async def _forward(hold: ThreadHold, run_id: str, stream: Any, requested: set[str], subgraphs: bool) -> None:
@@ -121,12 +125,18 @@ async def _forward(hold: ThreadHold, run_id: str, stream: Any, requested: set[st
         await hold.add_event(run_id, name, dumps(list(chunk) if mode == "messages" else chunk))
 
 
-async def _watch_cancel(records: ServiceRecords, thread_id: str, run_id: str) -> str:
-    while True:
+async def watch_cancel(records: ServiceRecords, thread_id: str, run_id: str, over: asyncio.Event) -> str | None:
+    """The cancel action once somebody asks for one, or None once `over` is set (the run ended first).
+
+    `over`, not only `Task.cancel()`, ends the loop: a cancellation that lands in a redis-py asyncio command can be
+    swallowed there (redis/redis-py#2028), and the run's end would then wait on this loop for ever."""
+    while not over.is_set():
         action = await records.cancel_requested(thread_id, run_id)
         if action is not None:
             return action
-        await asyncio.sleep(CANCEL_POLL_S)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(over.wait(), CANCEL_POLL_S)
+    return None
 
 
 def _seconds_since(stamp: str) -> float:
