@@ -11,6 +11,7 @@ the tool log (tests/service_tools.py) must hold each call exactly once.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import time
@@ -202,9 +203,9 @@ async def check(urls: list[str], result: LoadResult, tool_log: list[str], redis_
             found.lost.append(f"thread {load.thread_id}: run statuses {sorted(runs.values())}")
         if (problem := _turn_problem(messages, load.numbers)) is not None:
             found.interleaved.append(f"thread {load.thread_id}: {problem}")
-        for (start, end), (next_start, _) in zip(times, times[1:], strict=False):
+        for (start, end), (next_start, _) in itertools.pairwise(times):
             if not start <= end <= next_start:
-                found.interleaved.append(f"thread {load.thread_id}: runs overlap in time ({start}..{end}, {next_start})")
+                found.interleaved.append(f"thread {load.thread_id}: runs overlap ({start}..{end}, then {next_start})")
 
     try:
         await asyncio.gather(*(check_thread(load) for load in result.threads))
