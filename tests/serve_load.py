@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import redis.asyncio
-from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
 
 from reactgraph.graph.service.keys import ServiceKeys
 from test_serve import REACTGRAPH, Service, free_port, start_service, wait_for
@@ -33,6 +33,14 @@ _STEMS = "甲乙丙丁戊己庚辛壬癸"  # digits as characters: the offline m
 # would otherwise be folded into the summary and their messages removed from the state).
 WHOLE_THREAD = {"memory_window": 100}
 CALL_TIMEOUT = httpx.Timeout(connect=5, read=120, write=30, pool=60)
+
+
+def sdk_client(url: str) -> LangGraphClient:
+    """langgraph-sdk's async client, as `get_client` builds it, but dropping idle connections after 2 s: uvicorn
+    closes them after 5 s, and a request sent on one just as it closes fails with ReadError (seen 1 in 1,000)."""
+    return LangGraphClient(httpx.AsyncClient(
+        base_url=url, timeout=CALL_TIMEOUT, transport=httpx.AsyncHTTPTransport(retries=5),
+        limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=2.0)))
 
 
 def town(n: int) -> str:
@@ -108,7 +116,7 @@ async def drive(urls: list[str], threads: list[ThreadLoad], clients: int, *, tim
     result, todo = LoadResult(threads), list(reversed(threads))
 
     async def one_client(number: int) -> None:
-        sdks = [get_client(url=url, api_key=None, timeout=CALL_TIMEOUT) for url in urls]
+        sdks = [sdk_client(url) for url in urls]
         turn = number  # which API process the next request goes to: spread over all of them
         while todo:
             load = todo.pop()
@@ -186,7 +194,7 @@ async def _run_times(client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: 
 async def check(urls: list[str], result: LoadResult, tool_log: list[str], redis_url: str, prefix: str) -> Findings:
     """Every run succeeded and every thread holds its questions' whole turns in creation order; each weather
     call ran once; no two runs of one thread overlapped in time."""
-    found, sdk = Findings(), get_client(url=urls[-1], api_key=None, timeout=CALL_TIMEOUT)
+    found, sdk = Findings(), sdk_client(urls[-1])
     keys, client = ServiceKeys(prefix), redis.asyncio.Redis.from_url(redis_url)
     gate = asyncio.Semaphore(16)
 

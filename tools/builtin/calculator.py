@@ -15,6 +15,7 @@ from reactgraph.tools.meta import ToolMeta
 
 # Checked on the raw text before anything else, so a 10 MB string costs one len().
 MAX_EXPRESSION_CHARS = 1_000
+PARSE_ATTEMPTS = 3
 # Bracket depth, checked before ast.parse: CPython's parser fails badly on very deep nesting.
 MAX_NESTING = 100
 # Syntax-tree depth, so the recursive evaluator stays far from Python's recursion limit.
@@ -243,6 +244,19 @@ def evaluate(expression: str) -> tuple[str, int | float]:
     return text, _presentable(evaluate_python(text))
 
 
+def _parse(text: str) -> ast.Expression:
+    """`ast.parse`, again if it fails spuriously: on CPython 3.11 a parse that races another thread's (ours, or
+    LangChain's, which parses function sources) can raise "AST constructor recursion depth mismatch"
+    (python/cpython#106905): the counter it checks is shared. Seen in the service's load test, ~1 run in 1,000."""
+    for attempt in range(PARSE_ATTEMPTS):
+        try:
+            return ast.parse(text, mode="eval")
+        except SystemError:
+            if attempt == PARSE_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def evaluate_python(text: str) -> int | float:
     """Evaluate text that is already Python syntax (no notation rewritten), under the calculator's whitelist
     and limits; ToolInputError says why not. The offline model checks its expressions with it too."""
@@ -250,7 +264,7 @@ def evaluate_python(text: str) -> int | float:
         raise ToolInputError(f"expression is too long (limit {MAX_EXPRESSION_CHARS} characters)")
     _check_nesting(text)
     try:
-        tree = ast.parse(text, mode="eval")
+        tree = _parse(text)
     except SyntaxError as exc:
         raise ToolInputError(f"cannot parse {text[:80]!r}: {exc.msg}") from exc
     except (ValueError, RecursionError, MemoryError) as exc:
