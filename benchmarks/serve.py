@@ -1,0 +1,316 @@
+"""`reactgraph serve` measured side by side: against `langgraph dev`, from 1 to 3 workers, under the 1,000-run load,
+and the Redis bytes an idle thread keeps with keep-latest retention.
+
+1. Runs per second and latency, scripted offline model, the ReAct graph: `reactgraph serve` (one worker in the
+   API process) and `langgraph dev` (in memory: a langgraph.json without checkpointer or store) run at once on
+   the same machine; rounds alternate between them. Each round, `--clients` langgraph-sdk clients each create a
+   thread and `runs.wait` a calculator question on it, `--runs` runs in all. The graph's own time for the same
+   question (`ainvoke` in this process, InMemorySaver) is the reference: "added" = p50 latency - graph p50.
+2. `reactgraph serve --workers 0` + 1, 2, 3 `reactgraph worker` processes (one service per count, all started
+   at once, rounds alternating): runs per second, and the CPU seconds per run each kind of process used.
+3. The load of tests/test_serve_load.py at `--load-runs` (1,000): 2 API processes, 3 workers, 50 clients,
+   4 runs per thread enqueued over both API processes; lost, duplicated and interleaved counts, and its time.
+4. `--idle-threads` threads of 4 turns each; then a worker with `--thread-ttl 2s --ttl-strategy keep_latest
+   --sweep-every 1s` sweeps them: bytes per thread (MEMORY USAGE of the keys with the thread's hash tag, and
+   the saver's `usage()` for its checkpoints) before and after.
+
+Nothing here asserts a time. Needs the serve and dev extras (langgraph-cli[inmem]) and Redis.
+
+    python benchmarks/serve.py [--runs 120] [--clients 8] [--rounds 3] [--load-runs 1000] [--idle-threads 50] \
+        [--redis-url redis://127.0.0.1:6379/15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the load and its checks are the test suite's (tests/serve_load.py)
+from reactgraph.graph import studio  # noqa: E402
+from serve_load import check, drive, human, plan, sdk_client, start_scaled_service  # noqa: E402
+from test_serve import REACTGRAPH, free_port, stop, wait_for  # noqa: E402
+
+
+def question(n: int) -> str:
+    return f"计算 {n % 97} + {n % 89} 等于多少"
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def one_round(url: str, runs: int, clients: int, offset: int) -> tuple[float, list[float]]:
+    """(runs per second, latency of each run in s): `clients` clients, each a fresh thread per run."""
+    todo, latencies = list(range(offset, offset + runs)), []
+
+    async def client() -> None:
+        sdk = sdk_client(url)
+        while todo:
+            n = todo.pop()
+            thread = await sdk.threads.create()
+            started = time.perf_counter()
+            final = await sdk.runs.wait(thread["thread_id"], "react", input=human(question(n)))
+            latencies.append(time.perf_counter() - started)
+            if str(n % 97 + n % 89) not in str(final.get("final_answer")):
+                raise AssertionError(f"{url}: wrong answer to {question(n)!r}: {final.get('final_answer')!r}")
+
+    started = time.perf_counter()
+    await asyncio.wait_for(asyncio.gather(*(client() for _ in range(clients))), 600)
+    return runs / (time.perf_counter() - started), latencies
+
+
+def graph_time(runs: int) -> list[float]:
+    """The same questions through the graph in this process: what neither server can go below."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from reactgraph.graph import Context, build_react_graph
+
+    graph, times = build_react_graph(checkpointer=InMemorySaver()), []
+
+    async def go() -> None:
+        for n in range(runs):
+            started = time.perf_counter()
+            await graph.ainvoke({"messages": [HumanMessage(question(n))]}, {"configurable": {"thread_id": str(n)}},
+                                context=Context(model="offline"))
+            times.append(time.perf_counter() - started)
+
+    asyncio.run(go())
+    return times[5:]
+
+
+def start_dev(work: Path) -> tuple[str, subprocess.Popen]:
+    """`langgraph dev` on the same graphs, persistence in memory (no checkpointer, no store in its config)."""
+    config = work / "langgraph.json"
+    config.write_text(json.dumps({"dependencies": [str(ROOT)], "graphs": {"react": f"{ROOT}/graph/studio.py:react"},
+                                  "python_version": "3.11"}))
+    port = free_port()
+    env = studio.studio_env({**os.environ, "REACTGRAPH_MODEL": "offline"})
+    env.pop("REDIS_URL", None)
+    with (work / "dev.log").open("w") as log:
+        process = subprocess.Popen(studio.studio_command("127.0.0.1", port, reload=False, config=config), cwd=work,
+                                   env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: _ok(url), 120, "langgraph dev answering /ok")
+    return url, process
+
+
+def _ok(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/ok", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_serve(redis_url: str, work: Path, workers: int) -> tuple[str, subprocess.Popen]:
+    port = free_port()
+    env = {**os.environ, "REDIS_URL": redis_url, "REACTGRAPH_MODEL": "offline",
+           "REACTGRAPH_SERVICE_PREFIX": f"bench-serve-{os.getpid()}-{port}"}
+    with (work / f"serve-{port}.log").open("w") as log:
+        process = subprocess.Popen([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers)], env=env,
+                                   stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: _ok(url), 120, "reactgraph serve answering /ok")
+    return url, process
+
+
+def cpu_s(processes: list[Any]) -> float:
+    total = 0.0
+    for process in processes:
+        try:
+            for p in [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]:
+                times = p.cpu_times()
+                total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def versus_dev(args: argparse.Namespace, work: Path) -> None:
+    serve_url, serve_process = start_serve(args.redis_url, work, workers=1)
+    dev_url, dev_process = start_dev(work)
+    sides = {"reactgraph serve (1 worker)": (serve_url, [serve_process]), "langgraph dev": (dev_url, [dev_process])}
+    rates: dict[str, list[float]] = {name: [] for name in sides}
+    latencies: dict[str, list[float]] = {name: [] for name in sides}
+    cpu: dict[str, float] = dict.fromkeys(sides, 0.0)
+    try:
+        for url, _ in sides.values():
+            asyncio.run(one_round(url, 2 * args.clients, args.clients, 10_000))  # warm up: imports, compilations
+        for r in range(args.rounds):
+            names = list(sides) if r % 2 == 0 else list(reversed(sides))
+            for name in names:
+                url, processes = sides[name]
+                before = cpu_s(processes)
+                rate, times = asyncio.run(one_round(url, args.runs, args.clients, r * args.runs))
+                cpu[name] += cpu_s(processes) - before
+                rates[name].append(rate)
+                latencies[name] += times
+    finally:
+        serve_process.terminate()
+        os.killpg(dev_process.pid, signal.SIGTERM)
+        serve_process.wait(30)
+        dev_process.wait(30)
+    graph = statistics.median(graph_time(60))
+    print(f"\n## 1. reactgraph serve vs langgraph dev: {args.rounds} rounds of {args.runs} runs.wait, "
+          f"{args.clients} clients, fresh thread per run")
+    print("| server | runs/s (median of rounds) | p50 latency | p99 latency | added over the graph (p50) | "
+          "CPU s per run |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name in sides:
+        p50, p99 = pct(latencies[name], 0.5), pct(latencies[name], 0.99)
+        print(f"| {name} | {statistics.median(rates[name]):.1f} | {p50 * 1000:.0f} ms | {p99 * 1000:.0f} ms | "
+              f"{(p50 - graph) * 1000:.0f} ms | {cpu[name] / (args.rounds * args.runs) * 1000:.1f} ms |")
+    ours, theirs = (statistics.median(rates[name]) for name in sides)
+    print(f"graph alone (ainvoke, in process): p50 {graph * 1000:.1f} ms")
+    print(f"throughput ratio serve / dev: **{ours / theirs:.2f}×**; p50 latency ratio dev / serve: "
+          f"{pct(latencies['langgraph dev'], 0.5) / pct(latencies['reactgraph serve (1 worker)'], 0.5):.2f}×")
+
+
+def scaling(args: argparse.Namespace, work: Path) -> None:
+    services = {}
+    for workers in (1, 2, 3):
+        (work / f"w{workers}").mkdir()
+        service, urls = start_scaled_service(args.redis_url, work / f"w{workers}", apis=1, workers=workers,
+                                             REACTGRAPH_MODEL="offline")
+        services[workers] = (service, urls[0])
+    rates: dict[int, list[float]] = {w: [] for w in services}
+    api_cpu, worker_cpu = dict.fromkeys(services, 0.0), dict.fromkeys(services, 0.0)
+    clients = max(args.clients, 12)
+    try:
+        wait_for(lambda: all(_workers_alive(url) == w for w, (_s, url) in services.items()), 60, "the workers")
+        for _s, url in services.values():
+            asyncio.run(one_round(url, 2 * clients, clients, 20_000))
+        for r in range(args.rounds):
+            for workers in (list(services) if r % 2 == 0 else list(reversed(services))):
+                service, url = services[workers]
+                before = cpu_s(service.processes[:1]), cpu_s(service.processes[1:])
+                rate, _ = asyncio.run(one_round(url, args.runs, clients, r * args.runs))
+                api_cpu[workers] += cpu_s(service.processes[:1]) - before[0]
+                worker_cpu[workers] += cpu_s(service.processes[1:]) - before[1]
+                rates[workers].append(rate)
+    finally:
+        for service, _url in services.values():
+            stop(service)
+    print(f"\n## 2. 1 → 3 workers (`serve --workers 0` + M `reactgraph worker`, --concurrency 4): "
+          f"{args.rounds} rounds of {args.runs} runs.wait, {clients} clients")
+    print("| workers | runs/s (median) | vs 1 worker | CPU s per run: API process | CPU s per run: workers |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    base = statistics.median(rates[1])
+    for workers in services:
+        done = args.rounds * args.runs
+        rate = statistics.median(rates[workers])
+        print(f"| {workers} | {rate:.1f} | {rate / base:.2f}× "
+              f"| {api_cpu[workers] / done * 1000:.1f} ms | {worker_cpu[workers] / done * 1000:.1f} ms |")
+    print(f"cores: {psutil.cpu_count()} (load average before: {os.getloadavg()[0]:.1f})")
+
+
+def _workers_alive(url: str) -> int:
+    try:
+        text = httpx.get(f"{url}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        return -1
+    line = next((li for li in text.splitlines() if li.startswith("reactgraph_workers_alive ")), "x -1")
+    return int(float(line.split()[1]))
+
+
+def load(args: argparse.Namespace, work: Path) -> None:
+    service, urls = start_scaled_service(args.redis_url, work, apis=2, workers=3)
+    try:
+        threads = plan(args.load_runs, 4)
+        result = asyncio.run(drive(urls, threads, 50, timeout_s=60 + args.load_runs))
+        found = asyncio.run(check(urls, result, service.calls(), args.redis_url,
+                                  service.env["REACTGRAPH_SERVICE_PREFIX"]))
+    finally:
+        stop(service)
+    print(f"\n## 3. load: {args.load_runs} runs, 50 clients, 2 API processes, 3 workers, 4 runs per thread (enqueue)")
+    print(f"time {result.wall_s:.1f} s ({args.load_runs / result.wall_s:.1f} runs/s); run created → joined: p50 "
+          f"{pct(result.run_s, 0.5):.2f} s, p99 {pct(result.run_s, 0.99):.2f} s")
+    print(f"lost {len(found.lost)} · duplicated tool calls {len(found.duplicated)} · "
+          f"interleaved {len(found.interleaved)} · client errors {len(result.errors)} · "
+          f"runs checked {found.runs_checked}")
+    for line in (found.lost + found.duplicated + found.interleaved + result.errors)[:5]:
+        print("  ", line)
+
+
+def idle_bytes(args: argparse.Namespace, work: Path) -> None:
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
+    service, urls = start_scaled_service(args.redis_url, work, apis=1, workers=1)
+    raw = redis.Redis.from_url(args.redis_url)
+    saver = RedisSaver.from_url(args.redis_url)
+    try:
+        threads = plan(4 * args.idle_threads, 4)
+        result = asyncio.run(drive(urls, threads, 10, timeout_s=600))
+        ids = [t.thread_id for t in result.threads]
+        before, before_cp = _thread_bytes(raw, ids), [u.bytes for u in saver.usage(ids)]
+        service.start_worker("--thread-ttl", "2s", "--ttl-strategy", "keep_latest", "--sweep-every", "1s")
+
+        def all_pruned() -> bool:
+            return all(u.checkpoints == 1 for u in saver.usage(ids))
+
+        wait_for(all_pruned, 120, "every thread pruned to its latest checkpoint")
+        time.sleep(1)
+        after, after_cp = _thread_bytes(raw, ids), [u.bytes for u in saver.usage(ids)]
+    finally:
+        stop(service)
+        saver.close()
+        raw.close()
+    n = len(ids)
+    print(f"\n## 4. bytes per idle thread ({n} threads × 4 turns), keep_latest sweep "
+          "(--thread-ttl 2s --sweep-every 1s)")
+    print("| | all keys of the thread (MEMORY USAGE) | of which checkpoints (saver usage) |")
+    print("| --- | ---: | ---: |")
+    print(f"| before the sweep | {sum(before) / n / 1024:.1f} KiB | {sum(before_cp) / n / 1024:.1f} KiB |")
+    print(f"| after the sweep | {sum(after) / n / 1024:.1f} KiB | {sum(after_cp) / n / 1024:.1f} KiB |")
+    print(f"**{sum(before) / max(1, sum(after)):.1f}× smaller** per idle thread")
+
+
+def _thread_bytes(raw: redis.Redis, thread_ids: list[str]) -> list[int]:
+    """MEMORY USAGE summed over every key carrying each thread's hash tag (checkpoints, writes, records, events)."""
+    wanted = {f"{{{t}}}": i for i, t in enumerate(thread_ids)}
+    totals = [0] * len(thread_ids)
+    for key in raw.scan_iter(match="*{*}*", count=2000):
+        text = key.decode(errors="replace")
+        tag = text[text.find("{"):text.find("}") + 1]
+        if tag in wanted:
+            totals[wanted[tag]] += raw.memory_usage(key, samples=0) or 0
+    return totals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=120, help="runs per round and side")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--load-runs", type=int, default=1000)
+    parser.add_argument("--idle-threads", type=int, default=50)
+    parser.add_argument("--only", choices=["dev", "scaling", "load", "idle"], action="append")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15")
+    args = parser.parse_args()
+    os.environ.setdefault("REDIS_URL", args.redis_url)
+    parts = {"dev": versus_dev, "scaling": scaling, "load": load, "idle": idle_bytes}
+    print(f"machine: {psutil.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, Python "
+          f"{sys.version.split()[0]}, Redis {redis.Redis.from_url(args.redis_url).info()['redis_version']}")
+    for name in args.only or list(parts):
+        with tempfile.TemporaryDirectory(prefix=f"bench-serve-{name}-") as work:
+            parts[name](args, Path(work))
+
+
+if __name__ == "__main__":
+    main()
