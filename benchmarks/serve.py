@@ -170,7 +170,7 @@ def versus_dev(args: argparse.Namespace, work: Path) -> None:
     print(f"\n## 1. reactgraph serve vs langgraph dev: {args.rounds} rounds of {args.runs} runs.wait, "
           f"{args.clients} clients, fresh thread per run")
     print("| server | runs/s (median of rounds) | p50 latency | p99 latency | added over the graph (p50) | "
-          "CPU s per run |")
+          "CPU per run |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name in sides:
         p50, p99 = pct(latencies[name], 0.5), pct(latencies[name], 0.99)
@@ -209,7 +209,7 @@ def scaling(args: argparse.Namespace, work: Path) -> None:
             stop(service)
     print(f"\n## 2. 1 → 3 workers (`serve --workers 0` + M `reactgraph worker`, --concurrency 4): "
           f"{args.rounds} rounds of {args.runs} runs.wait, {clients} clients")
-    print("| workers | runs/s (median) | vs 1 worker | CPU s per run: API process | CPU s per run: workers |")
+    print("| workers | runs/s (median) | vs 1 worker | CPU per run: API process | CPU per run: workers |")
     print("| ---: | ---: | ---: | ---: | ---: |")
     base = statistics.median(rates[1])
     for workers in services:
