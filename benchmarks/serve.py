@@ -4,8 +4,9 @@ and the Redis bytes an idle thread keeps with keep-latest retention.
 1. Runs per second and latency, scripted offline model, the ReAct graph: `reactgraph serve` (one worker in the
    API process) and `langgraph dev` (in memory: a langgraph.json without checkpointer or store) run at once on
    the same machine; rounds alternate between them. Each round, `--clients` langgraph-sdk clients each create a
-   thread and `runs.wait` a calculator question on it, `--runs` runs in all. The graph's own time for the same
-   question (`ainvoke` in this process, InMemorySaver) is the reference: "added" = p50 latency - graph p50.
+   thread and `runs.wait` a calculator question on it, `--runs` runs in all; then rounds of one client, so no
+   run waits behind another. The graph's own time for the same questions (`ainvoke` in this process,
+   InMemorySaver) is the reference: "added" = one client's p50 latency - the graph's p50.
 2. `reactgraph serve --workers 0` + 1, 2, 3 `reactgraph worker` processes (one service per count, all started
    at once, rounds alternating): runs per second, and the CPU seconds per run each kind of process used.
 3. The load of tests/test_serve_load.py at `--load-runs` (1,000): 2 API processes, 3 workers, 50 clients,
@@ -161,6 +162,10 @@ def versus_dev(args: argparse.Namespace, work: Path) -> None:
                 cpu[name] += cpu_s(processes) - before
                 rates[name].append(rate)
                 latencies[name] += times
+        alone: dict[str, list[float]] = {name: [] for name in sides}  # one client: no run waits behind another
+        for r in range(2 * args.rounds):
+            for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
+                alone[name] += asyncio.run(one_round(sides[name][0], 10, 1, 50_000 + 10 * r))[1]
     finally:
         serve_process.terminate()
         os.killpg(dev_process.pid, signal.SIGTERM)
@@ -169,13 +174,15 @@ def versus_dev(args: argparse.Namespace, work: Path) -> None:
     graph = statistics.median(graph_time(60))
     print(f"\n## 1. reactgraph serve vs langgraph dev: {args.rounds} rounds of {args.runs} runs.wait, "
           f"{args.clients} clients, fresh thread per run")
-    print("| server | runs/s (median of rounds) | p50 latency | p99 latency | added over the graph (p50) | "
-          "CPU per run |")
+    print(f"| server | runs/s (median of rounds) | latency p50 / p99, {args.clients} clients | latency p50 / p99, "
+          "one client | added over the graph (one client, p50) | CPU per run |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name in sides:
         p50, p99 = pct(latencies[name], 0.5), pct(latencies[name], 0.99)
-        print(f"| {name} | {statistics.median(rates[name]):.1f} | {p50 * 1000:.0f} ms | {p99 * 1000:.0f} ms | "
-              f"{(p50 - graph) * 1000:.0f} ms | {cpu[name] / (args.rounds * args.runs) * 1000:.1f} ms |")
+        one50, one99 = pct(alone[name], 0.5), pct(alone[name], 0.99)
+        print(f"| {name} | {statistics.median(rates[name]):.1f} | {p50 * 1000:.0f} / {p99 * 1000:.0f} ms | "
+              f"{one50 * 1000:.0f} / {one99 * 1000:.0f} ms | {(one50 - graph) * 1000:.0f} ms | "
+              f"{cpu[name] / (args.rounds * args.runs) * 1000:.1f} ms |")
     ours, theirs = (statistics.median(rates[name]) for name in sides)
     print(f"graph alone (ainvoke, in process): p50 {graph * 1000:.1f} ms")
     print(f"throughput ratio serve / dev: **{ours / theirs:.2f}×**; p50 latency ratio dev / serve: "
@@ -304,6 +311,8 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15")
     args = parser.parse_args()
     os.environ.setdefault("REDIS_URL", args.redis_url)
+    # The servers it starts run this checkout's code (the `reactgraph` script alone imports the installed one).
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     parts = {"dev": versus_dev, "scaling": scaling, "load": load, "idle": idle_bytes}
     print(f"machine: {psutil.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, Python "
           f"{sys.version.split()[0]}, Redis {redis.Redis.from_url(args.redis_url).info()['redis_version']}")
