@@ -81,7 +81,7 @@ def no_outbound_traffic():
 ONE_WORKER_MODULES = ("tests/test_studio.py", "tests/test_packaging.py", "tests/test_mcp.py", "tests/test_serve.py",
                       "tests/test_redis_cluster.py")  # test_redis_cluster starts a three-node Redis Cluster once
 # The longest tests (10-30 s each) start first, so no worker is left with one of them while the others idle.
-LONGEST_FIRST = ("tests/test_gateway_fuzz.py", "tests/test_notebooks.py")
+LONGEST_FIRST = ("tests/test_gateway_fuzz.py", "tests/test_notebooks.py", "tests/test_serve_load.py")
 
 
 @pytest.hookimpl(optionalhook=True)

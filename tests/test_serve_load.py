@@ -10,19 +10,23 @@ from __future__ import annotations
 import asyncio
 import os
 
+import pytest
+
 from serve_load import check, drive, plan, start_scaled_service
 from test_serve import stop
 
 RUNS = int(os.environ.get("REACTGRAPH_LOAD_RUNS", "300"))
 CLIENTS, RUNS_PER_THREAD = 50, 4
+LOAD_TIMEOUT_S = 30 + RUNS * 0.15  # 300 runs take about 10 s here, 1,000 about 25 s
 
 
+@pytest.mark.timeout(LOAD_TIMEOUT_S + 90)  # + starting the five processes and checking
 def test_many_clients_on_two_api_processes_and_three_workers_lose_duplicate_and_interleave_nothing(
         redis_url, tmp_path):
     service, urls = start_scaled_service(redis_url, tmp_path, apis=2, workers=3)
     try:
         threads = plan(RUNS, RUNS_PER_THREAD)
-        result = asyncio.run(drive(urls, threads, CLIENTS, timeout_s=60 + RUNS * 0.5))
+        result = asyncio.run(drive(urls, threads, CLIENTS, timeout_s=LOAD_TIMEOUT_S))
         assert result.errors == []
         found = asyncio.run(check(urls, result, service.calls(), redis_url, service.env["REACTGRAPH_SERVICE_PREFIX"]))
         assert found.lost == []
