@@ -93,20 +93,30 @@ async def store() -> AsyncIterator[RedisStore]:
 async def keep_sessions_registered(saver: RedisSaver, register: Register, every_s: float = REGISTER_EVERY_S) -> None:
     """`register_sessions` now and every `every_s` seconds until cancelled; a failed pass is logged and retried."""
     known: set[str] = set()
+    listed: set[str] = set()
     while True:
         try:
-            await register_sessions(saver, register, known)
+            await register_sessions(saver, register, known, listed)
         except Exception as exc:  # noqa: BLE001 - Redis gone a while, a thread list that refuses: the next pass retries
             log.warning("could not list the store's sessions for Studio: %s: %s", type(exc).__name__, exc)
         await asyncio.sleep(every_s)
 
 
-async def register_sessions(saver: RedisSaver, register: Register, known: set[str]) -> int:
+async def register_sessions(saver: RedisSaver, register: Register, known: set[str],
+                            listed: set[str] | None = None) -> int:
     """Register each session of the store not in `known` whose id is a canonical UUID (up to
     MAX_REGISTERED_PER_PASS of them), under the graph its newest checkpoint names, else the CLI's graph; returns
-    how many were registered. `known` gains them."""
+    how many were registered. `known` gains them.
+
+    Sessions that were not in the previous pass's listing (`listed`, which gains this listing) go first: one just
+    asked from the CLI shows up in Studio within a pass even while a store of thousands is still being worked
+    through, 200 a pass."""
     added = 0
-    for thread_id in await saver.athread_ids():
+    found = await saver.athread_ids()
+    seen_before = set(listed or ())
+    if listed is not None:
+        listed.update(found)
+    for thread_id in sorted(found, key=lambda t: t in seen_before):  # new ones first; stable otherwise
         if thread_id in known or not is_server_thread_id(thread_id):
             continue
         if added >= MAX_REGISTERED_PER_PASS:

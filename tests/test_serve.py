@@ -96,6 +96,8 @@ def start_service(redis_url: str, tmp: Path, *, workers: int = 2, **extra: str) 
 
 
 def stop(service: Service) -> None:
+    """Stop its processes, then remove what it kept in Redis: its own keys, and its threads' checkpoints and
+    long-term items (under the CLI's prefixes), so test runs do not pile up threads in the test database."""
     for process in service.processes:
         if process.poll() is None:
             process.terminate()
@@ -105,6 +107,40 @@ def stop(service: Service) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    forget(service.env["REDIS_URL"], service.env["REACTGRAPH_SERVICE_PREFIX"])
+
+
+def forget(redis_url: str, prefix: str) -> None:
+    import redis
+
+    from reactgraph.memory import RedisStore
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=2)
+    try:
+        threads = [t.decode() for t in client.zrange(f"{prefix}:threads", 0, -1)]
+        with RedisSaver.from_url(redis_url) as saver, RedisStore.from_url(redis_url) as store:
+            for thread_id in threads:
+                saver.delete_thread(thread_id)
+                for item in store.search(("sessions", thread_id), limit=1000):
+                    store.delete(item.namespace, item.key)
+        for keys in _batches(client.scan_iter(match=f"{prefix}:*", count=1000), 500):
+            client.delete(*keys)
+    except redis.RedisError:
+        pass  # a test that stopped its Redis on purpose leaves nothing reachable to remove
+    finally:
+        client.close()
+
+
+def _batches(items, size: int):
+    batch: list = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 @pytest.fixture(scope="module")

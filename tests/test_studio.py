@@ -454,6 +454,31 @@ async def test_the_store_s_uuid_sessions_are_registered_under_the_graph_they_ran
         assert await studio_persistence.register_sessions(saver, register, known) == 0  # once each
 
 
+async def test_a_session_new_since_the_last_pass_is_registered_before_the_backlog(redis_url, redis_prefix,
+                                                                                  monkeypatch):
+    from reactgraph.graph.react import build_react_graph
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
+    monkeypatch.setattr(studio_persistence, "MAX_REGISTERED_PER_PASS", 2)
+    question = {"messages": [{"role": "human", "content": "计算 2+3"}]}
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+        graph = build_react_graph(checkpointer=saver)
+        for _ in range(5):  # a backlog larger than a pass
+            await graph.ainvoke(question, {"configurable": {"thread_id": str(uuid.uuid4())}})
+        registered: list[str] = []
+
+        async def register(thread_id: str, graph_id: str) -> None:
+            registered.append(thread_id)
+
+        known: set[str] = set()
+        listed: set[str] = set()
+        assert await studio_persistence.register_sessions(saver, register, known, listed) == 2
+        fresh = str(uuid.uuid4())  # just asked from the CLI
+        await graph.ainvoke(question, {"configurable": {"thread_id": fresh}})
+        assert await studio_persistence.register_sessions(saver, register, known, listed) == 2
+        assert fresh in registered[2:]  # in the very next pass, ahead of the three still waiting
+
+
 def test_only_the_canonical_uuid_spelling_is_a_server_thread_id():
     tid = uuid.uuid4()
     assert studio_persistence.is_server_thread_id(str(tid))
