@@ -116,6 +116,8 @@ def forget(redis_url: str, prefix: str) -> None:
     from reactgraph.memory import RedisStore
     from reactgraph.memory.redis_checkpoint import RedisSaver
 
+    if "+cluster://" in redis_url:
+        return  # the cluster tests' cluster goes away whole
     client = redis.Redis.from_url(redis_url, socket_connect_timeout=2)
     try:
         threads = [t.decode() for t in client.zrange(f"{prefix}:threads", 0, -1)]
