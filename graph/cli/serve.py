@@ -21,6 +21,9 @@ from reactgraph.graph.cli.shared import (
 )
 
 DEFAULT_PORT = 8123  # langgraph-sdk's `get_client()` default
+# Idle connections are kept longer than clients keep them (httpx, under langgraph-sdk, drops them after 5 s): with
+# uvicorn's default of 5 s too, a client reusing one just as the server closed it got "Server disconnected".
+KEEP_ALIVE_S = 65
 
 Store = Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP + " Must be Redis: workers share it.")]
 Tools = Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)]
@@ -119,7 +122,8 @@ def serve(
     try:
         app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention})
         with traced(otel):  # a trace per run, from the workers in this process
-            uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
+            uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
+                        timeout_keep_alive=KEEP_ALIVE_S)
     finally:
         _close(gateway)
 
