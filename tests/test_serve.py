@@ -126,23 +126,13 @@ def forget(redis_url: str, prefix: str) -> None:
                 saver.delete_thread(thread_id)
                 for item in store.search(("sessions", thread_id), limit=1000):
                     store.delete(item.namespace, item.key)
-        for keys in _batches(client.scan_iter(match=f"{prefix}:*", count=1000), 500):
-            client.delete(*keys)
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start:start + 500])
     except redis.RedisError:
         pass  # a test that stopped its Redis on purpose leaves nothing reachable to remove
     finally:
         client.close()
-
-
-def _batches(items, size: int):
-    batch: list = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 @pytest.fixture(scope="module")

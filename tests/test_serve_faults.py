@@ -26,6 +26,14 @@ def _collect(client, thread_id: str, run_id: str, into: list) -> threading.Threa
     return reader
 
 
+@pytest.fixture
+def service(redis_url, tmp_path):
+    """An API process with no workers of its own (the tests start theirs), stopped and forgotten afterwards."""
+    service = start_service(redis_url, tmp_path, workers=0)
+    yield service
+    stop(service)
+
+
 def _guangzhou_run_started(service, client) -> tuple[dict, dict]:
     """A run whose one tool call (广州, slow for the workers told so) has started: (thread, run)."""
     thread = client.threads.create()
@@ -34,113 +42,93 @@ def _guangzhou_run_started(service, client) -> tuple[dict, dict]:
     return thread, run
 
 
-def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_finished_tool_call(redis_url, tmp_path):
-    service = start_service(redis_url, tmp_path, workers=0)
-    try:
-        client = service.client()
-        doomed = service.start_worker(SLOW_CITIES="上海", SLOW_S="600")
-        thread = client.threads.create()
-        run = client.runs.create(thread["thread_id"], "react", stream_mode=["updates"], stream_resumable=True,
-                                 input=human(WEATHER))
-        seen: list = []
-        reader = _collect(client, thread["thread_id"], run["run_id"], seen)
-        wait_for(lambda: {"done 北京", "start 上海"} <= set(service.calls()), 60, "北京 done, 上海 started")
-        wait_for(lambda: any("北京" in r for r in saved_tool_results(redis_url, thread["thread_id"])), 30,
-                 "the finished call saved")
-        doomed.send_signal(signal.SIGKILL)
-        doomed.wait(timeout=10)
-        service.start_worker()  # no slow city: it finishes the run once the dead worker's lease has expired
-        final = client.runs.join(thread["thread_id"], run["run_id"])
-        reader.join(timeout=60)
-        assert final["status"] == "answered" and "上海" in final["final_answer"]
-        assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
-        calls = service.calls()
-        assert calls.count("start 北京") == 1  # finished before the kill: not run again
-        assert calls.count("start 上海") == 2  # unfinished at the kill: run again by the second worker
-        attempts = [p.data["attempt"] for p in seen if p.event == "metadata"]
-        assert attempts == [1, 2]  # the client's one stream went on across the takeover
-        assert "finalize" in {next(iter(p.data)) for p in seen if p.event == "updates"}
-    finally:
-        stop(service)
+def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_finished_tool_call(service, redis_url):
+    client = service.client()
+    doomed = service.start_worker(SLOW_CITIES="上海", SLOW_S="600")
+    thread = client.threads.create()
+    run = client.runs.create(thread["thread_id"], "react", stream_mode=["updates"], stream_resumable=True,
+                             input=human(WEATHER))
+    seen: list = []
+    reader = _collect(client, thread["thread_id"], run["run_id"], seen)
+    wait_for(lambda: {"done 北京", "start 上海"} <= set(service.calls()), 60, "北京 done, 上海 started")
+    wait_for(lambda: any("北京" in r for r in saved_tool_results(redis_url, thread["thread_id"])), 30,
+             "the finished call saved")
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(timeout=10)
+    service.start_worker()  # no slow city: it finishes the run once the dead worker's lease has expired
+    final = client.runs.join(thread["thread_id"], run["run_id"])
+    reader.join(timeout=60)
+    assert final["status"] == "answered" and "上海" in final["final_answer"]
+    assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
+    calls = service.calls()
+    assert calls.count("start 北京") == 1  # finished before the kill: not run again
+    assert calls.count("start 上海") == 2  # unfinished at the kill: run again by the second worker
+    attempts = [p.data["attempt"] for p in seen if p.event == "metadata"]
+    assert attempts == [1, 2]  # the client's one stream went on across the takeover
+    assert "finalize" in {next(iter(p.data)) for p in seen if p.event == "updates"}
 
 
-def test_sigterm_lets_a_running_run_finish_before_the_worker_exits(redis_url, tmp_path):
-    service = start_service(redis_url, tmp_path, workers=0)
-    try:
-        client = service.client()
-        worker = service.start_worker(SLOW_CITIES="广州", SLOW_S="2")
-        thread, run = _guangzhou_run_started(service, client)
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(timeout=60) == 0
-        assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
-        assert service.calls().count("start 广州") == 1
-        queue = service.env["REACTGRAPH_SERVICE_PREFIX"] + ":queue"
-        assert redis.Redis.from_url(redis_url).xinfo_consumers(queue, "workers") == []  # it left the group
-    finally:
-        stop(service)
+def test_sigterm_lets_a_running_run_finish_before_the_worker_exits(service, redis_url):
+    client = service.client()
+    worker = service.start_worker(SLOW_CITIES="广州", SLOW_S="2")
+    thread, run = _guangzhou_run_started(service, client)
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0
+    assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
+    assert service.calls().count("start 广州") == 1
+    queue = service.env["REACTGRAPH_SERVICE_PREFIX"] + ":queue"
+    assert redis.Redis.from_url(redis_url).xinfo_consumers(queue, "workers") == []  # it left the group
 
 
-def test_a_run_a_stopping_worker_cannot_finish_in_time_is_resumed_by_the_next(redis_url, tmp_path):
-    service = start_service(redis_url, tmp_path, workers=0)
-    try:
-        client = service.client()
-        worker = service.start_worker("--drain", "1", SLOW_CITIES="广州", SLOW_S="600")
-        thread, run = _guangzhou_run_started(service, client)
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(timeout=60) == 0  # --drain 1: it stops the run where it is and hands the thread back
-        service.start_worker()
-        final = client.runs.join(thread["thread_id"], run["run_id"])
-        assert final["status"] == "answered" and "广州" in final["final_answer"]
-    finally:
-        stop(service)
+def test_a_run_a_stopping_worker_cannot_finish_in_time_is_resumed_by_the_next(service):
+    client = service.client()
+    worker = service.start_worker("--drain", "1", SLOW_CITIES="广州", SLOW_S="600")
+    thread, run = _guangzhou_run_started(service, client)
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0  # --drain 1: it stops the run where it is and hands the thread back
+    service.start_worker()
+    final = client.runs.join(thread["thread_id"], run["run_id"])
+    assert final["status"] == "answered" and "广州" in final["final_answer"]
 
 
-def test_threads_idle_past_the_ttl_are_deleted_by_the_sweep(redis_url, tmp_path):
-    service = start_service(redis_url, tmp_path, workers=0)
-    try:
-        client = service.client()
-        service.start_worker("--thread-ttl", "2s", "--sweep-every", "1s")
-        service.start_worker("--thread-ttl", "2s", "--sweep-every", "1s")  # two sweepers: one sweeps at a time
-        thread = client.threads.create()
-        client.runs.wait(thread["thread_id"], "react", input=human("计算 2 + 3 等于多少"))
-        assert client.threads.get_state(thread["thread_id"])["values"]
+def test_threads_idle_past_the_ttl_are_deleted_by_the_sweep(service, redis_url):
+    client = service.client()
+    service.start_worker("--thread-ttl", "2s", "--sweep-every", "1s")
+    service.start_worker("--thread-ttl", "2s", "--sweep-every", "1s")  # two sweepers: one sweeps at a time
+    thread = client.threads.create()
+    client.runs.wait(thread["thread_id"], "react", input=human("计算 2 + 3 等于多少"))
+    assert client.threads.get_state(thread["thread_id"])["values"]
 
-        def gone() -> bool:
-            try:
-                client.threads.get(thread["thread_id"])
-            except NotFoundError:
-                return True
-            return False
+    def gone() -> bool:
+        try:
+            client.threads.get(thread["thread_id"])
+        except NotFoundError:
+            return True
+        return False
 
-        wait_for(gone, 30, "the idle thread swept")
-        assert saved_tool_results(redis_url, thread["thread_id"]) == []
-        with pytest.raises(NotFoundError):
-            client.threads.get_state(thread["thread_id"])
-    finally:
-        stop(service)
+    wait_for(gone, 30, "the idle thread swept")
+    assert saved_tool_results(redis_url, thread["thread_id"]) == []
+    with pytest.raises(NotFoundError):
+        client.threads.get_state(thread["thread_id"])
 
 
-def test_keep_latest_from_langgraph_json_prunes_an_idle_thread_to_its_latest_state(redis_url, tmp_path):
+def test_keep_latest_from_langgraph_json_prunes_an_idle_thread_to_its_latest_state(service, tmp_path):
     config = tmp_path / "langgraph.json"
     config.write_text(json.dumps({"graphs": {}, "checkpointer": {"ttl": {
         "strategy": "keep_latest", "default_ttl": 2 / 60, "sweep_interval_minutes": 1 / 60}}}))
-    service = start_service(redis_url, tmp_path, workers=0)
-    try:
-        client = service.client()
-        service.start_worker("--config", str(config))
-        thread = client.threads.create()
-        for question in ("计算 2 + 3 等于多少", "计算 10 * 7 等于多少"):
-            client.runs.wait(thread["thread_id"], "react", input=human(question))
-        before = client.threads.get_state(thread["thread_id"])["values"]
-        assert len(client.threads.get_history(thread["thread_id"], limit=100)) > 4
-        wait_for(lambda: len(client.threads.get_history(thread["thread_id"], limit=100)) == 1, 30,
-                 "the idle thread pruned to one checkpoint")
-        assert client.threads.get_state(thread["thread_id"])["values"] == before  # its latest state is kept
-        assert client.runs.list(thread["thread_id"]) == []
-        again = client.runs.wait(thread["thread_id"], "react", input=human("现在几点了？"))  # and it goes on
-        assert [m["content"] for m in again["messages"] if m["type"] == "human"][-1] == "现在几点了？"
-    finally:
-        stop(service)
+    client = service.client()
+    service.start_worker("--config", str(config))
+    thread = client.threads.create()
+    for question in ("计算 2 + 3 等于多少", "计算 10 * 7 等于多少"):
+        client.runs.wait(thread["thread_id"], "react", input=human(question))
+    before = client.threads.get_state(thread["thread_id"])["values"]
+    assert len(client.threads.get_history(thread["thread_id"], limit=100)) > 4
+    wait_for(lambda: len(client.threads.get_history(thread["thread_id"], limit=100)) == 1, 30,
+             "the idle thread pruned to one checkpoint")
+    assert client.threads.get_state(thread["thread_id"])["values"] == before  # its latest state is kept
+    assert client.runs.list(thread["thread_id"]) == []
+    again = client.runs.wait(thread["thread_id"], "react", input=human("现在几点了？"))  # and it goes on
+    assert [m["content"] for m in again["messages"] if m["type"] == "human"][-1] == "现在几点了？"
 
 
 def _follow_and_compare(client, thread_id: str, run_id: str, seen: list, reader: threading.Thread) -> None:
@@ -153,28 +141,24 @@ def _follow_and_compare(client, thread_id: str, run_id: str, seen: list, reader:
     assert "finalize" in {next(iter(p.data)) for p in seen if p.event == "updates"}
 
 
-def test_an_api_process_restarted_mid_run_lets_the_client_stream_go_on(redis_url, tmp_path):
-    service = start_service(redis_url, tmp_path, workers=0)
-    try:
-        client = service.client()
-        service.start_worker(SLOW_CITIES="上海", SLOW_S="4")
-        thread = client.threads.create()
-        seen: list = []
+def test_an_api_process_restarted_mid_run_lets_the_client_stream_go_on(service):
+    client = service.client()
+    service.start_worker(SLOW_CITIES="上海", SLOW_S="4")
+    thread = client.threads.create()
+    seen: list = []
 
-        def follow() -> None:
-            seen.extend(client.runs.stream(thread["thread_id"], "react", input=human(WEATHER),
-                                           stream_mode=["updates"], stream_resumable=True))
-        reader = threading.Thread(target=follow, daemon=True)
-        reader.start()
-        wait_for(lambda: "start 上海" in service.calls(), 60, "the slow call started")
-        (api,) = [p for p in service.processes if "serve" in p.args]
-        api.send_signal(signal.SIGKILL)
-        api.wait(timeout=10)
-        service.start_api(int(service.url.rsplit(":", 1)[1]))  # the same address, a new process
-        run_id = next(p.data["run_id"] for p in seen if p.event == "metadata")
-        _follow_and_compare(client, thread["thread_id"], run_id, seen, reader)
-    finally:
-        stop(service)
+    def follow() -> None:
+        seen.extend(client.runs.stream(thread["thread_id"], "react", input=human(WEATHER),
+                                       stream_mode=["updates"], stream_resumable=True))
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    wait_for(lambda: "start 上海" in service.calls(), 60, "the slow call started")
+    (api,) = [p for p in service.processes if "serve" in p.args]
+    api.send_signal(signal.SIGKILL)
+    api.wait(timeout=10)
+    service.start_api(int(service.url.rsplit(":", 1)[1]))  # the same address, a new process
+    run_id = next(p.data["run_id"] for p in seen if p.event == "metadata")
+    _follow_and_compare(client, thread["thread_id"], run_id, seen, reader)
 
 
 def test_redis_restarted_mid_run_the_run_resumes_and_the_client_stream_goes_on(own_redis, tmp_path):
