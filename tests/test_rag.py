@@ -7,12 +7,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from langchain_core.messages import HumanMessage
 
-from cli_env import clean_env
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.memory.vector_store import (
     EmbedderMismatch,
@@ -65,10 +65,14 @@ def private_home(tmp_path, monkeypatch):
     monkeypatch.delenv("REACTGRAPH_EMBEDDER", raising=False)
 
 
-def reactgraph(*args: str, home: Path) -> subprocess.CompletedProcess:
-    environment = clean_env()
-    environment["REACTGRAPH_HOME"] = str(home)
-    return subprocess.run([REACTGRAPH, *args], capture_output=True, text=True, timeout=120, env=environment)
+@pytest.fixture
+def reactgraph(cli):
+    """`reactgraph ARGS` run in this process (the CLI's own code path, without a new interpreter's start-up) in
+    the test's private home: (returncode, stdout, stderr) as a subprocess would give them."""
+    def run(*args: str) -> SimpleNamespace:
+        code, out, err = cli(*args)
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+    return run
 
 
 def write(directory: Path, name: str, text: str) -> Path:
@@ -225,13 +229,13 @@ def test_an_unrelated_passage_is_not_passed_off_as_an_answer():
     assert "rag_search" in actions(result) and "could not find" in result["final_answer"]
 
 
-def test_ingest_refuses_huge_and_binary_files_one_line_each_and_ingests_the_rest(tmp_path):
+def test_ingest_refuses_huge_and_binary_files_one_line_each_and_ingests_the_rest(tmp_path, reactgraph):
     docs = tmp_path / "docs"
     write(docs, "tea.md", TEA)
     (docs / "photo.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4)
     with open(docs / "huge.txt", "wb") as huge:
         huge.truncate(21 * 1024 * 1024)  # sparse: the size is refused before anything is read
-    done = reactgraph("ingest", str(docs), "--index", str(tmp_path / "index"), "--json", home=tmp_path / "home")
+    done = reactgraph("ingest", str(docs), "--index", str(tmp_path / "index"), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     status = {Path(row["path"]).name: row["status"] for row in report["files"]}
@@ -241,15 +245,14 @@ def test_ingest_refuses_huge_and_binary_files_one_line_each_and_ingests_the_rest
     assert any("binary" in line and "photo.md" in line for line in lines)
     assert any("over the 20 MB limit" in line and "huge.txt" in line for line in lines)
 
-    nothing = reactgraph("ingest", str(docs / "photo.md"), "--index", str(tmp_path / "index"), home=tmp_path / "home")
+    nothing = reactgraph("ingest", str(docs / "photo.md"), "--index", str(tmp_path / "index"))
     assert nothing.returncode == 1 and "binary" in nothing.stderr
 
 
-def test_ingest_refuses_an_index_of_another_embedder_in_one_line(tmp_path):
+def test_ingest_refuses_an_index_of_another_embedder_in_one_line(tmp_path, reactgraph):
     with VectorStore.writing(tmp_path / "index", HashingEmbedder(256)) as store:
         store.add_document("tea.md", TEA)
-    done = reactgraph("ingest", str(write(tmp_path, "notes.md", NOTES)), "--index", str(tmp_path / "index"),
-                      home=tmp_path / "home")
+    done = reactgraph("ingest", str(write(tmp_path, "notes.md", NOTES)), "--index", str(tmp_path / "index"))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "dim=256" in done.stderr and "dim=1024" in done.stderr
 
@@ -258,14 +261,14 @@ def test_ingest_refuses_an_index_of_another_embedder_in_one_line(tmp_path):
     ("根据知识库，猎鹰项目的预算上限是多少？", "48 万元"),
     ("According to the documents, when is the launch date of Project Falcon?", "14 October"),
 ])
-def test_questions_are_answered_from_an_ingested_document_through_the_cli(tmp_path, question, expected):
+def test_questions_are_answered_from_an_ingested_document_through_the_cli(tmp_path, question, expected, reactgraph):
     notes = write(tmp_path / "docs", "falcon.md", NOTES)
     index = str(tmp_path / "index")
-    ingested = reactgraph("ingest", str(notes), "--index", index, home=tmp_path / "home")
+    ingested = reactgraph("ingest", str(notes), "--index", index)
     assert ingested.returncode == 0, ingested.stderr
     assert "1 added" in ingested.stdout
 
-    done = reactgraph("ask", question, "--index", index, "--json", "--store", "memory", home=tmp_path / "home")
+    done = reactgraph("ask", question, "--index", index, "--json", "--store", "memory")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     acts = [s for s in result["steps"] if s["node"] == "act"]
@@ -273,11 +276,11 @@ def test_questions_are_answered_from_an_ingested_document_through_the_cli(tmp_pa
     assert expected in result["answer"] and "falcon.md" in result["answer"]
 
 
-def test_ingest_delete_removes_a_file_from_the_index(tmp_path):
+def test_ingest_delete_removes_a_file_from_the_index(tmp_path, reactgraph):
     notes = write(tmp_path / "docs", "falcon.md", NOTES)
     index = str(tmp_path / "index")
-    assert reactgraph("ingest", str(notes), "--index", index, home=tmp_path / "home").returncode == 0
-    done = reactgraph("ingest", str(notes), "--index", index, "--delete", "--json", home=tmp_path / "home")
+    assert reactgraph("ingest", str(notes), "--index", index).returncode == 0
+    done = reactgraph("ingest", str(notes), "--index", index, "--delete", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["files"][0]["status"] == "deleted"
     assert len(VectorStore.open(index)) == 0
