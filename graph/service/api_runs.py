@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -104,12 +104,18 @@ async def join_stream(request: Request) -> Response:
     return _event_stream(svc, run, after, cancel)
 
 
-def _event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_disconnect: bool) -> Response:
-    thread_id, run_id = run["thread_id"], run["run_id"]
-
+def _still_going(svc: Service, thread_id: str, run_id: str) -> Callable[[], Awaitable[bool]]:
+    """For a reader whose wait passed with no new event: whether the run has yet to end (else stop reading)."""
     async def still_going() -> bool:
         current = await svc.records.get_run(thread_id, run_id)
         return current is not None and current["status"] not in FINAL_RUN_STATUSES
+    return still_going
+
+
+def _event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_disconnect: bool) -> Response:
+    thread_id, run_id = run["thread_id"], run["run_id"]
+
+    still_going = _still_going(svc, thread_id, run_id)
 
     async def events() -> AsyncIterator[ServerSentEvent]:
         ended = False
@@ -128,12 +134,8 @@ def _event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_disco
 async def _wait_for_end(svc: Service, run: dict[str, Any]) -> None:
     thread_id, run_id = run["thread_id"], run["run_id"]
 
-    async def still_going() -> bool:
-        current = await svc.records.get_run(thread_id, run_id)
-        return current is not None and current["status"] not in FINAL_RUN_STATUSES
-
     async for _ in read_events(svc.client, svc.records.keys, thread_id, run_id, "0", block_ms=JOIN_POLL_MS,
-                               still_going=still_going):
+                               still_going=_still_going(svc, thread_id, run_id)):
         pass
 
 

@@ -71,9 +71,7 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
         run["error"] = error
     # The thread's status first: a client that sees the run end (the stream's end) must see the thread after it.
     snapshot = await entry.graph.aget_state({"configurable": {"thread_id": thread_id}})
-    await records.set_thread_status(thread_id, thread_status_after(snapshot, status),
-                                    interrupts=_interrupts(snapshot),
-                                    metadata=await _thread_metadata(records, thread_id, entry.graph_id))
+    await records.set_thread_status(thread_id, thread_status_after(snapshot, status), interrupts=_interrupts(snapshot))
     run["updated_at"] = now_iso()  # when it ended (the record written at its start carries the start)
     await hold.end_run(run_id, "" if cancel == "rollback" else json.dumps(run, ensure_ascii=False))
     if cancel == "rollback":
@@ -117,11 +115,9 @@ async def _forward(hold: ThreadHold, run_id: str, stream: Any, requested: set[st
     async for namespace, mode, chunk in stream:
         if namespace and not subgraphs:
             continue
-        name = "messages" if mode == "messages" else mode
-        if (mode == "messages" and "messages-tuple" not in requested) or (mode != "messages" and mode not in requested):
-            continue
-        if namespace:
-            name = f"{name}|{'|'.join(namespace)}"
+        if ("messages-tuple" if mode == "messages" else mode) not in requested:
+            continue  # LangGraph streams what any mode needs; the client asked for these
+        name = f"{mode}|{'|'.join(namespace)}" if namespace else mode
         await hold.add_event(run_id, name, dumps(list(chunk) if mode == "messages" else chunk))
 
 
@@ -149,10 +145,3 @@ def _seconds_since(stamp: str) -> float:
 def _interrupts(snapshot: Any) -> dict[str, Any]:
     found = [plain(i) for task in snapshot.tasks for i in task.interrupts]
     return {snapshot.config["configurable"].get("checkpoint_id", ""): found} if found else {}
-
-
-async def _thread_metadata(records: ServiceRecords, thread_id: str, graph_id: str) -> dict[str, Any]:
-    thread = await records.get_thread(thread_id)
-    metadata = dict(thread.get("metadata") or {}) if thread else {}
-    metadata.setdefault("graph_id", graph_id)
-    return metadata

@@ -28,12 +28,12 @@ _ADD_EVENT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', 'e', ARGV[2], 'd', ARGV[3])
 """
-# KEYS: fence, active, run, events. ARGV: fence, run id, run json, seconds to keep the events.
+# KEYS: fence, active, run, events. ARGV: fence, run id, run json, seconds to keep the events, max length.
 _END_RUN = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
 if ARGV[3] ~= '' then redis.call('SET', KEYS[3], ARGV[3]) end
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', 100000, '*', 'e', '__end__', 'd', '')
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'e', '__end__', 'd', '')
 redis.call('EXPIRE', KEYS[4], ARGV[4])
 return 1
 """
@@ -83,6 +83,6 @@ class ThreadHold:
         k = self.keys
         answer = await self._end(keys=[k.fence(self.thread_id), k.active(self.thread_id), k.run(self.thread_id, run_id),
                                        k.events(self.thread_id, run_id)],
-                                 args=[self.fence, run_id, run_json, EVENTS_KEPT_S])
+                                 args=[self.fence, run_id, run_json, EVENTS_KEPT_S, MAX_EVENTS_PER_RUN])
         if answer == -1:
             raise FencedOut(f"thread {self.thread_id}: another worker holds it now")
