@@ -20,7 +20,7 @@ from reactgraph.graph.cli.shared import (
     gateway_with,
 )
 
-DEFAULT_PORT = 8123  # langgraph-sdk's `get_client()` default
+DEFAULT_PORT = 8123  # the port in langgraph-sdk's examples (`get_client(url="http://localhost:8123")`)
 # Idle connections are kept longer than clients keep them (httpx, under langgraph-sdk, drops them after 5 s): with
 # uvicorn's default of 5 s too, a client reusing one just as the server closed it got "Server disconnected".
 KEEP_ALIVE_S = 65
