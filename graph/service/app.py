@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from reactgraph.graph.service import api_runs, api_threads
+from reactgraph.graph.service import api_runs, api_threads, health
 from reactgraph.graph.service.api_common import (
     Service,
     assistant_of,
@@ -110,10 +110,6 @@ async def get_subgraphs(request: Request) -> Response:
     return json_response({})
 
 
-async def ok(_request: Request) -> Response:
-    return json_response({"ok": True})
-
-
 async def metrics(request: Request) -> Response:
     from reactgraph.graph.service.metrics import CONTENT_TYPE, render
 
@@ -127,7 +123,8 @@ async def info(_request: Request) -> Response:
 
 
 ROUTES = [
-    Route("/ok", ok, methods=["GET"]),
+    Route("/ok", health.ok, methods=["GET"]),
+    Route("/ready", health.ready, methods=["GET"]),
     Route("/info", info, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
     Route("/assistants/search", search_assistants, methods=["POST"]),
