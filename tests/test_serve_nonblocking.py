@@ -17,7 +17,7 @@ import redis
 from test_serve import human, start_service, stop, wait_for
 
 TOY_SERVER = Path(__file__).parent / "mcp_servers" / "toy_server.py"
-START_DELAY_S = 6.0  # the slow MCP server's start
+START_DELAY_S = 8.0  # the slow MCP server's start
 
 
 def slow_mcp_config(tmp_path: Path) -> tuple[Path, Path]:
@@ -40,8 +40,8 @@ def session_items(redis_url: str, thread_id: str) -> list:
 @pytest.fixture(scope="module")
 def served(redis_url, tmp_path_factory):
     """`reactgraph serve` with two workers in its own process: they share the API's event loop. Its lease TTL
-    (12 s) caps MCP starts at 8 s, so the slow server may start."""
-    service = start_service(redis_url, tmp_path_factory.mktemp("nonblocking"), REACTGRAPH_SESSION_LEASE_TTL="12")
+    (15 s) caps MCP starts at 10 s, so the slow server may start."""
+    service = start_service(redis_url, tmp_path_factory.mktemp("nonblocking"), REACTGRAPH_SESSION_LEASE_TTL="15")
     yield service
     stop(service)
 
@@ -72,8 +72,9 @@ def test_a_slow_mcp_start_in_one_run_holds_up_neither_ok_nor_another_run(served,
     other_took = time.monotonic() - started
     prober.join(timeout=20)
     assert answer["status"] == "answered" and "上海" in answer["final_answer"]
-    assert other_took < START_DELAY_S - 1, f"the other run waited for the MCP start ({other_took:.1f} s)"
-    assert latencies and max(latencies) < 1.0, f"/ok waited for the MCP start (max {max(latencies):.2f} s)"
+    # Bounds far below the start's 8 s, with room for a loaded machine.
+    assert other_took < START_DELAY_S - 2, f"the other run waited for the MCP start ({other_took:.1f} s)"
+    assert latencies and max(latencies) < 2.0, f"/ok waited for the MCP start (max {max(latencies):.2f} s)"
     assert client.runs.get(waiting, slow_run["run_id"])["status"] in ("pending", "running")  # still starting
     final = client.runs.join(waiting, slow_run["run_id"])
     assert final.get("status") == "answered" and "北京" in final["final_answer"], final
@@ -92,11 +93,11 @@ def test_deleting_a_thread_deletes_its_sessions_store_items(served, redis_url):
 
 def test_a_worker_whose_loop_is_blocked_past_the_lease_ttl_keeps_the_thread(redis_url, tmp_path):
     """The lease (3 s here) is renewed from a thread of its own: a tool that holds the worker's event loop for
-    8 s does not let the second worker, which claims the idle token meanwhile, take the thread and run it again."""
+    7 s does not let the second worker, which claims the idle token meanwhile, take the thread and run it again."""
     service = start_service(redis_url, tmp_path, workers=0)
     try:
         for _ in range(2):
-            service.start_worker(BLOCK_CITIES="广州", BLOCK_S="8")
+            service.start_worker(BLOCK_CITIES="广州", BLOCK_S="7")
         workers = f"{service.env['REACTGRAPH_SERVICE_PREFIX']}:workers"
         probe = redis.Redis.from_url(redis_url)
         try:
@@ -110,7 +111,7 @@ def test_a_worker_whose_loop_is_blocked_past_the_lease_ttl_keeps_the_thread(redi
         assert final["status"] == "answered" and "广州" in final["final_answer"]
         assert client.runs.get(thread_id, run["run_id"])["status"] == "success"
         assert service.calls().count("start 广州") == 1  # run once: no second worker took the thread over
-        # An MCP start never outlasts the lease: with a 3 s lease, the 6 s start gives up after 2 s.
+        # An MCP start never outlasts the lease: with a 3 s lease, the 8 s start gives up after 2 s.
         config, _ = slow_mcp_config(tmp_path)
         doomed = client.runs.create(thread_id, "react", input=human("北京的天气怎么样？"),
                                     context={"mcp_config": str(config)})
