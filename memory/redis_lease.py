@@ -234,8 +234,9 @@ def _new_twin(client: Any) -> Any:
     pool = client.connection_pool
     # redis.asyncio.SSLConnection -> redis.SSLConnection, and so on: the kwargs are the same for both
     kind = getattr(redis.connection, pool.connection_class.__name__, redis.connection.Connection)
-    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=kind, max_connections=8,
-                                                            **pool.connection_kwargs))
+    # Blocking: renewals of many leases at once wait for a free connection instead of failing with "too many"
+    return redis.Redis(connection_pool=redis.BlockingConnectionPool(connection_class=kind, max_connections=8,
+                                                                    timeout=5, **pool.connection_kwargs))
 
 
 def _host() -> str:
