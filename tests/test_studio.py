@@ -52,7 +52,7 @@ NETWORK_GUARD = textwrap.dedent(f"""
 class StudioServer:
     url: str
     log_file: Path
-    process: subprocess.Popen  # run_studio's process; `langgraph dev` and its worker share its group
+    process: subprocess.Popen  # run_studio's process; it stops `langgraph dev`'s own group when told to stop
 
     def logs(self) -> str:
         return self.log_file.read_text(encoding="utf-8", errors="replace")
@@ -67,7 +67,7 @@ class StudioServer:
             raise
 
     def stop(self) -> int | None:
-        """Ctrl+C to the whole group, as a terminal would send it; whatever is left after 15 s is killed."""
+        """Ctrl+C, as a terminal sends it (run_studio stops the server's group); the rest is killed after 15 s."""
         code = None
         try:
             os.killpg(self.process.pid, signal.SIGINT)
