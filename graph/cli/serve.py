@@ -69,10 +69,16 @@ def _prepare(store: str | None, tools: list[str], mcp: Path | None, index: Path 
              retention: tuple[str | None, str, str, Path | None]) -> tuple[Any, str, str, Any]:
     """What serve and worker both check and open first, so bad config is one line before anything starts:
     (retention, Redis URL, where it is in words, the gateway with the tools and MCP servers, sharing state there)."""
+    from reactgraph.memory.session_lease import wait_within_lease
+
     check_index(index)
     settings = _retention(*retention)
     url, where = _redis_url(store)
-    return settings, url, where, gateway_with(tools, index, None, mcp, shared_url=url)
+    try:  # MCP starts happen inside runs, under their thread's lease: none may outlast it
+        start_cap_s = wait_within_lease()
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    return settings, url, where, gateway_with(tools, index, None, mcp, shared_url=url, mcp_startup_cap_s=start_cap_s)
 
 
 def _close(gateway: Any) -> None:

@@ -24,6 +24,7 @@ from reactgraph.graph.service.api_common import (
 from reactgraph.graph.service.records import THREAD_STATUSES, new_id
 from reactgraph.graph.service.thread_state import thread_state
 from reactgraph.graph.service.wire import BadRequest, field, plain
+from reactgraph.graph.sessions import adrop_session_items
 from reactgraph.memory.session_id import InvalidSessionId, check_session_id
 
 MAX_HISTORY = 1000
@@ -147,6 +148,7 @@ async def delete_thread(request: Request) -> Response:
     if await svc.records.busy(thread_id):
         raise BadRequest(409, f"thread {thread_id!r} has a run in progress or waiting: cancel it first")
     await svc.assistants.checkpointer.adelete_thread(thread_id)
+    await adrop_session_items(svc.assistants.store, thread_id)  # the session's Q&A log and lessons go with it
     await svc.records.delete_thread(thread_id)
     return Response(status_code=204)
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from reactgraph.graph.service import api_runs, api_threads
+from reactgraph.graph.service import api_runs, api_threads, health
 from reactgraph.graph.service.api_common import (
     Service,
     assistant_of,
@@ -61,20 +61,33 @@ async def get_assistant(request: Request) -> Response:
     return json_response(assistant_of(request, request.path_params["assistant_id"]).record())
 
 
+# Drawn once per (assistant, xray) and process, on a worker thread: drawing a graph and building its schemas
+# is synchronous CPU work that would otherwise hold every other request and run of the loop.
+_DRAWN: dict[tuple[str, str, bool], Any] = {}
+
+
+async def _drawn(assistant: Any, what: str, xray: bool, draw: Any) -> Any:
+    key = (assistant.assistant_id, what, xray)
+    if key not in _DRAWN:
+        _DRAWN[key] = await asyncio.to_thread(draw)
+    return _DRAWN[key]
+
+
 @handler
 async def get_assistant_graph(request: Request) -> Response:
     assistant = assistant_of(request, request.path_params["assistant_id"])
-    xray: bool | int = request.query_params.get("xray") in ("true", "True", "1")
-    return json_response(assistant.graph.get_graph(xray=xray).to_json())
+    xray = request.query_params.get("xray") in ("true", "True", "1")
+    return json_response(await _drawn(assistant, "graph", xray, lambda: assistant.graph.get_graph(xray=xray).to_json()))
 
 
 @handler
 async def get_assistant_schemas(request: Request) -> Response:
     assistant = assistant_of(request, request.path_params["assistant_id"])
     graph = assistant.graph
-    return json_response({"graph_id": assistant.graph_id, "input_schema": graph.get_input_jsonschema(),
-                          "output_schema": graph.get_output_jsonschema(), "state_schema": _state_schema(graph),
-                          "config_schema": None, "context_schema": graph.get_context_jsonschema()})
+    return json_response(await _drawn(assistant, "schemas", False, lambda: {
+        "graph_id": assistant.graph_id, "input_schema": graph.get_input_jsonschema(),
+        "output_schema": graph.get_output_jsonschema(), "state_schema": _state_schema(graph),
+        "config_schema": None, "context_schema": graph.get_context_jsonschema()}))
 
 
 def _state_schema(graph: Any) -> dict[str, Any]:
@@ -97,10 +110,6 @@ async def get_subgraphs(request: Request) -> Response:
     return json_response({})
 
 
-async def ok(_request: Request) -> Response:
-    return json_response({"ok": True})
-
-
 async def metrics(request: Request) -> Response:
     from reactgraph.graph.service.metrics import CONTENT_TYPE, render
 
@@ -114,7 +123,8 @@ async def info(_request: Request) -> Response:
 
 
 ROUTES = [
-    Route("/ok", ok, methods=["GET"]),
+    Route("/ok", health.ok, methods=["GET"]),
+    Route("/ready", health.ready, methods=["GET"]),
     Route("/info", info, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
     Route("/assistants/search", search_assistants, methods=["POST"]),
