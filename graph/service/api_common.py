@@ -26,6 +26,7 @@ class Service:
     records: ServiceRecords
     assistants: Assistants
     queue: WorkQueue
+    streams: Any = None  # StreamSlots: the process's event readers and their Redis client
 
 
 def service(request: Request) -> Service:
@@ -36,8 +37,8 @@ def json_response(value: Any, status: int = 200, headers: dict[str, str] | None 
     return Response(dumps(value), status_code=status, media_type="application/json", headers=headers)
 
 
-def error_response(status: int, message: str) -> Response:
-    return json_response({"detail": message}, status)
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return json_response({"detail": message}, status, headers)
 
 
 def handler(fn: Handler) -> Handler:
@@ -47,7 +48,7 @@ def handler(fn: Handler) -> Handler:
         try:
             return await fn(request)
         except BadRequest as exc:
-            return error_response(exc.status, str(exc))
+            return error_response(exc.status, str(exc), exc.headers)
     return wrapped
 
 

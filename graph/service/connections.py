@@ -44,13 +44,21 @@ async def service_connections(redis_url: str, gateway: Any) -> AsyncIterator[tup
         await client.aclose()
 
 
-def _records_client(redis_url: str) -> Any:
+def _records_client(redis_url: str, max_connections: int | None = None) -> Any:
     """A redis.asyncio client for the records; a `RedisCluster` for a `redis+cluster://` URL (every key it
-    touches together belongs to one thread, so to one slot)."""
+    touches together belongs to one thread, so to one slot). `max_connections`: its own pool's size."""
     if is_cluster_url(redis_url):
         options = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "health_check_interval": 30}
-        return new_cluster_client(redis_url, options, PoolLimits.resolve(None, None), True)
-    return redis.asyncio.Redis.from_url(redis_url, socket_connect_timeout=CONNECT_TIMEOUT_S, health_check_interval=30)
+        return new_cluster_client(redis_url, options, PoolLimits.resolve(max_connections, None), True)
+    sized: dict[str, Any] = {"max_connections": max_connections} if max_connections else {}
+    return redis.asyncio.Redis.from_url(redis_url, socket_connect_timeout=CONNECT_TIMEOUT_S, health_check_interval=30,
+                                        **sized)
+
+
+def stream_client(redis_url: str, streams: int) -> Any:
+    """A client of its own for stream readers (each holds a connection in a blocking XREAD): with at most
+    `streams` of them, its pool never runs dry, and theirs is never the pool other requests wait on."""
+    return _records_client(redis_url, streams + 1)
 
 
 # What a Redis outage raises: redis-py's errors, our savers' CheckpointStoreUnavailable (a ConnectionError), sockets.
