@@ -55,14 +55,14 @@ BodyTimeout = Annotated[float, typer.Option("--body-timeout", metavar="SECONDS",
                                             help="A request's body must arrive within this (408 after).")]
 
 
-def _http(config: Path | None, host: str, port: int, allowed_hosts: list[str], max_body: int, max_streams: int,
+def _http(config: Path | None, host: str, allowed_hosts: list[str], max_body: int, max_streams: int,
           header_timeout: float, body_timeout: float) -> Any:
     """The HTTP settings (graph/service/http_guard.py) from the flags and --config's `http` section."""
     from reactgraph.graph.service.http_guard import http_settings
     from reactgraph.graph.service.server_config import BadServerConfig, read_langgraph_config
 
     try:
-        return http_settings(read_langgraph_config(config), host=host, port=port, allowed_hosts=allowed_hosts,
+        return http_settings(read_langgraph_config(config), host=host, allowed_hosts=allowed_hosts,
                              max_body_bytes=max_body, header_timeout_s=header_timeout, body_timeout_s=body_timeout,
                              max_streams=max_streams)
     except BadServerConfig as exc:
@@ -150,7 +150,7 @@ def serve(
     from reactgraph.graph.service.header_deadline import header_deadline_protocol
     from reactgraph.graph.service.server_config import ServerSettings
 
-    http = _http(config, host, port, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
+    http = _http(config, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
     retention, url, where, gateway = _prepare(store, tools, mcp, index, (thread_ttl, ttl_strategy, sweep_every, config))
     typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers}",
                err=True)

@@ -64,7 +64,7 @@ class HttpSettings:
         return bool(pattern and re.fullmatch(pattern, origin))
 
 
-def http_settings(config: LanggraphConfig, *, host: str, port: int, allowed_hosts: Sequence[str] = (),
+def http_settings(config: LanggraphConfig, *, host: str, allowed_hosts: Sequence[str] = (),
                   max_body_bytes: int = MAX_BODY_BYTES, header_timeout_s: float = HEADER_TIMEOUT_S,
                   body_timeout_s: float = BODY_TIMEOUT_S, max_streams: int = MAX_STREAMS) -> HttpSettings:
     """The settings from the serve flags and langgraph.json's `http` section (`cors`, and our `allowed_hosts`)."""
@@ -73,7 +73,7 @@ def http_settings(config: LanggraphConfig, *, host: str, port: int, allowed_host
     extra = section.get("allowed_hosts", [])
     if not isinstance(extra, list) or not all(isinstance(h, str) and h.strip() for h in extra):
         raise BadServerConfig(f"{where}.allowed_hosts must be a list of host names")
-    names = [*_default_hosts(host, port), *_split(allowed_hosts), *(h.strip().lower() for h in extra)]
+    names = [*_default_hosts(host), *_split(allowed_hosts), *(h.strip().lower() for h in extra)]
     cors = _cors(section.get("cors"), where)
     if not 1024 <= max_body_bytes <= MAX_BODY_BYTES:
         raise BadServerConfig(f"--max-body-bytes must be from 1024 to {MAX_BODY_BYTES}, not {max_body_bytes}")
@@ -81,11 +81,11 @@ def http_settings(config: LanggraphConfig, *, host: str, port: int, allowed_host
                         max_streams, tuple((cors or {}).get("allow_origins") or ()))
 
 
-def _default_hosts(host: str, port: int) -> list[str]:
-    """The bind address and the loopback names, each with the port (a browser sends `name:port` unless 80)."""
+def _default_hosts(host: str) -> list[str]:
+    """The bind address and the loopback names, at any port: the port is no defence against DNS rebinding (the
+    attacker's page names the server's port too), and an SSH tunnel or a container's mapped port changes it."""
     bound = f"[{host}]" if _is_ipv6(host) else host.lower()
-    names = [] if host in ("0.0.0.0", "::") else [bound]  # a wildcard is no name a client addresses
-    return [f"{name}:{port}" for name in [*names, *LOOPBACK_NAMES]] + ([*names, *LOOPBACK_NAMES] if port == 80 else [])
+    return [*([] if host in ("0.0.0.0", "::") else [bound]), *LOOPBACK_NAMES]  # a wildcard is no name to address
 
 
 def _split(values: Iterable[str]) -> list[str]:

@@ -56,20 +56,36 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-def _decode(raw: str | bytes | None, key: str, required: Sequence[str]) -> dict[str, Any] | None:
+def _decode(raw: str | bytes | None, key: str, required: Sequence[str], strict: bool = False
+            ) -> dict[str, Any] | None:
+    """The record stored at `key`, or None: absent, or (logged) not one we wrote. `strict`: a record that is
+    there but unreadable is an UnreadableRecord instead, for an answer that names it."""
     if raw is None:
         return None
     if len(raw) > MAX_RECORD_BYTES:
-        log.warning("service record %s is %d bytes, over the %d-byte limit: ignored", key, len(raw), MAX_RECORD_BYTES)
+        _unreadable(key, f"{len(raw)} bytes, over the {MAX_RECORD_BYTES}-byte limit", strict)
         return None
     try:
         record = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
         record = None
     if not isinstance(record, dict) or any(not isinstance(record.get(name), str) for name in required):
-        log.warning("service record %s is not one we wrote: ignored", key)
+        _unreadable(key, "not a record this service wrote", strict)
         return None
     return record
+
+
+class UnreadableRecord(BadRequest):
+    """A thread or run record in Redis that cannot be read back (500, one line naming its key)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(500, f"service record {key!r} is unreadable: {reason}")
+
+
+def _unreadable(key: str, reason: str, strict: bool) -> None:
+    log.warning("service record %s is unreadable (%s): ignored", key, reason)
+    if strict:
+        raise UnreadableRecord(key, reason)
 
 
 def encoded(record: dict[str, Any], what: str) -> str:
@@ -91,9 +107,10 @@ class ServiceRecords:
         self._create_run = client.register_script(_CREATE_RUN)
 
     # -- threads --------------------------------------------------------------------------------------------
-    async def get_thread(self, thread_id: str) -> dict[str, Any] | None:
+    async def get_thread(self, thread_id: str, *, strict: bool = False) -> dict[str, Any] | None:
+        """The thread's record, None when there is none; `strict`: an UnreadableRecord when it is damaged."""
         key = self.keys.thread(thread_id)
-        return _decode(await self.client.get(key), key, ("thread_id", "created_at", "status"))
+        return _decode(await self.client.get(key), key, ("thread_id", "created_at", "status"), strict)
 
     async def put_thread(self, record: dict[str, Any]) -> None:
         record["updated_at"] = now_iso()
