@@ -37,7 +37,7 @@ def guarded(redis_url: str, tmp_path_factory) -> Iterator[Service]:
                                   SLOW_CITIES="广州", SLOW_S="60"), tmp / "calls.log", [])
     process = service._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", "2", "--config", str(config),
                               "--allowed-hosts", "api.example", "--max-streams", str(STREAMS),
-                              "--header-timeout", "1", "--body-timeout", "2"], {})
+                              "--header-timeout", "1", "--body-timeout", "2", "--drain", "1"], {})
 
     def answers() -> bool:
         assert process.poll() is None, stderr_of(service)

@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import redis.asyncio
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from reactgraph.graph.service.assistants import Assistants
 from reactgraph.memory import RedisStore
@@ -51,8 +53,11 @@ def _records_client(redis_url: str, max_connections: int | None = None) -> Any:
         options = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "health_check_interval": 30}
         return new_cluster_client(redis_url, options, PoolLimits.resolve(max_connections, None), True)
     sized: dict[str, Any] = {"max_connections": max_connections} if max_connections else {}
+    # A connection the server closed while it sat idle in the pool (Redis restarted) fails its next command:
+    # that command is tried again on a new connection, so a restart costs no request a 503.
+    retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2)
     return redis.asyncio.Redis.from_url(redis_url, socket_connect_timeout=CONNECT_TIMEOUT_S, health_check_interval=30,
-                                        **sized)
+                                        retry=retry, retry_on_error=[redis.ConnectionError], **sized)
 
 
 def stream_client(redis_url: str, streams: int) -> Any:
