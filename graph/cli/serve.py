@@ -36,7 +36,8 @@ TtlStrategy = Annotated[str, typer.Option("--ttl-strategy", metavar="delete|keep
                                           help="What the sweep does to an idle thread.")]
 SweepEvery = Annotated[str, typer.Option("--sweep-every", metavar="DURATION", help="How often to sweep.")]
 Config = Annotated[Path | None, typer.Option("--config", metavar="FILE",
-                                             help="A langgraph.json whose checkpointer.ttl sets retention.")]
+                                             help="A langgraph.json: checkpointer.ttl sets retention; http.cors and "
+                                                  "http.allowed_hosts the HTTP checks.")]
 Drain = Annotated[float, typer.Option("--drain", metavar="SECONDS", min=0,
                                       help="On SIGTERM, let running runs finish for this long; the rest are "
                                            "resumed by another worker.")]
