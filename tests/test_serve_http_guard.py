@@ -354,6 +354,8 @@ def test_a_damaged_thread_is_named_on_get_and_passed_over_by_search(guarded, red
     for thread in (garbled, poisoned):
         answer = httpx.get(f"{guarded.url}/threads/{thread}", timeout=10)
         assert answer.status_code == 500 and thread in one_line(answer) and "unreadable" in one_line(answer)
+    state = httpx.get(f"{guarded.url}/threads/{poisoned}/state", timeout=10)
+    assert state.status_code == 500 and "JSON cannot carry" in one_line(state)
     assert "Traceback" not in stderr_of(guarded)
 
 

@@ -34,7 +34,12 @@ def service(request: Request) -> Service:
 
 
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(dumps(value), status_code=status, media_type="application/json", headers=headers)
+    try:
+        text = dumps(value)
+    except (ValueError, RecursionError) as exc:  # stored state JSON cannot carry (NaN an older server accepted)
+        raise BadRequest(500, f"the answer holds a value JSON cannot carry: {str(exc)[:200] or type(exc).__name__}"
+                         ) from None
+    return Response(text, status_code=status, media_type="application/json", headers=headers)
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
