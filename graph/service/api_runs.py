@@ -27,7 +27,7 @@ from reactgraph.graph.service.api_common import (
     service,
     thread_id_of,
 )
-from reactgraph.graph.service.api_threads import current_values, graph_of, thread_record
+from reactgraph.graph.service.api_threads import current_state, graph_of, thread_record
 from reactgraph.graph.service.events import entry_id, read_events
 from reactgraph.graph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
 from reactgraph.graph.service.run_input import run_kwargs, strategy
@@ -171,9 +171,8 @@ async def _final_values(svc: Service, thread: dict[str, Any], run: dict[str, Any
     ended = await svc.records.get_run(run["thread_id"], run["run_id"])
     if ended is not None and ended["status"] == "error":
         return {"__error__": ended.get("error") or {"error": "Error", "message": "the run failed"}}
-    graph = graph_of(svc, thread)
-    values = await current_values(graph, run["thread_id"]) or {}
-    snapshot = await graph.aget_state({"configurable": {"thread_id": run["thread_id"]}})
+    snapshot, values = await current_state(graph_of(svc, thread), run["thread_id"])
+    values = values or {}
     if snapshot.interrupts:
         values["__interrupt__"] = plain(list(snapshot.interrupts))
     return values

@@ -61,6 +61,11 @@ async def thread_record(svc: Service, thread_id: str, *, with_values: bool = Tru
 async def current_values(graph: Any, thread_id: str) -> Any:
     """The thread's current values as plain JSON (None: it has none), or DamagedThread when its checkpoint cannot
     be read back or holds what JSON cannot carry (NaN, nesting deeper than the encoder goes)."""
+    return (await current_state(graph, thread_id))[1]
+
+
+async def current_state(graph: Any, thread_id: str) -> tuple[Any, Any]:
+    """(the thread's state snapshot, its values as in `current_values`), from one read of its checkpoint."""
     try:
         snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
         values = plain(snapshot.values) if snapshot.values else None
@@ -70,7 +75,7 @@ async def current_values(graph: Any, thread_id: str) -> Any:
     except Exception as exc:  # noqa: BLE001 - Redis content is input: whatever its decoding raises names the thread
         reason = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
         raise DamagedThread(thread_id, reason) from None
-    return values
+    return snapshot, values
 
 
 def graph_of(svc: Service, record: dict[str, Any] | None) -> Any:
