@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import TypeAdapter, create_model
 from pydantic.errors import PydanticInvalidForJsonSchema, PydanticSchemaGenerationError
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -30,8 +31,11 @@ from reactgraph.graph.service.api_common import (
     json_response,
     service,
 )
-from reactgraph.graph.service.connections import REDIS_DOWN, service_connections
+from reactgraph.graph.service.connections import REDIS_DOWN, service_connections, stream_client
+from reactgraph.graph.service.http_guard import LOOPBACK_NAMES, HttpSettings, http_middleware
 from reactgraph.graph.service.records import ServiceRecords
+from reactgraph.graph.service.server_config import ServerSettings
+from reactgraph.graph.service.stream_slots import StreamSlots
 from reactgraph.graph.service.wire import field
 from reactgraph.graph.service.work_queue import WorkQueue
 from reactgraph.graph.service.worker import Worker
@@ -138,15 +142,19 @@ ROUTES = [
 ]
 
 
-def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options: dict[str, Any] | None = None
-              ) -> Starlette:
+def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options: dict[str, Any] | None = None,
+              settings: ServerSettings | None = None) -> Starlette:
+    # without the operator's HTTP settings: the loopback names only, and the default limits
+    http = (settings.http if settings else None) or HttpSettings(allowed_hosts=LOOPBACK_NAMES)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with service_connections(redis_url, gateway) as (client, assistants):
             records = ServiceRecords(client)
             queue = WorkQueue(client, records.keys)
             await queue.ensure_group()
-            app.state.service = Service(client, records, assistants, queue)
+            readers = stream_client(redis_url, http.max_streams)
+            app.state.service = Service(client, records, assistants, queue, StreamSlots(readers, http.max_streams))
             running = [Worker(client, assistants, **(worker_options or {})) for _ in range(workers)]
             tasks = [asyncio.create_task(w.run(install_signals=False)) for w in running]
             try:
@@ -155,11 +163,20 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
                 for worker in running:
                     worker.stop()
                 await asyncio.gather(*tasks, return_exceptions=True)
+                await readers.aclose()
 
     async def redis_down(_request: Request, exc: Exception) -> Response:
         # one line, no traceback; a 503 is what clients (langgraph-sdk's reconnects included) retry
         reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
         return error_response(503, f"cannot reach Redis: {reason}")
 
-    handlers: dict[Any, Any] = dict.fromkeys(REDIS_DOWN, redis_down)
-    return Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=handlers)
+    async def http_error(_request: Request, exc: Exception) -> Response:
+        # an unknown route or method in the Agent Server's error shape, not Starlette's bare text
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        response = error_response(status, str(detail))
+        response.headers.update((exc.headers or {}) if isinstance(exc, HTTPException) else {})
+        return response
+
+    handlers: dict[Any, Any] = {**dict.fromkeys(REDIS_DOWN, redis_down), HTTPException: http_error}
+    return Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=handlers, middleware=http_middleware(http))
