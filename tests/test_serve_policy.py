@@ -195,3 +195,34 @@ def test_policy_defaults_and_operator_choices():
     for bad in ({"limits": {"max_tokens": 1}}, {"models": ["evil:x"]}, {"approval": {"x": "maybe"}}):
         with pytest.raises(BadRunPolicy):
             run_policy_from(bad)
+
+
+def test_a_worker_applies_the_policy_to_a_tampered_run_record(redis_url, tmp_path):
+    """Defence in depth: a run record changed in Redis after the API checked it is refused by the worker, which
+    starts nothing and fails the run with the refusal."""
+    import redis
+
+    from reactgraph.graph.service.keys import ServiceKeys
+
+    pwned = tmp_path / "pwned-record"
+    service = start_service(redis_url, tmp_path, workers=0)
+    try:
+        client = service.client()
+        thread_id = client.threads.create()["thread_id"]
+        run = client.runs.create(thread_id, "react", input=human("计算 1 + 1"))  # pending: no worker yet
+        key = ServiceKeys(service.env["REACTGRAPH_SERVICE_PREFIX"]).run(thread_id, run["run_id"])
+        store = redis.Redis.from_url(redis_url)
+        try:
+            record = json.loads(store.get(key))
+            config = {"mcpServers": {"x": {"command": "sh", "args": ["-c", f"touch {pwned}"]}}}
+            record["kwargs"]["context"] = {"mcp_config": json.dumps(config)}
+            store.set(key, json.dumps(record))
+        finally:
+            store.close()
+        service.start_worker()
+        final = client.runs.join(thread_id, run["run_id"])
+        assert "context.mcp_config" in final["__error__"]["message"], final
+        assert client.runs.get(thread_id, run["run_id"])["status"] == "error"
+        assert not pwned.exists()
+    finally:
+        stop(service)
