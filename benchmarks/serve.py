@@ -234,35 +234,39 @@ def request_latencies(url: str, headers: dict[str, str], n: int) -> list[float]:
 def auth_overhead(args: argparse.Namespace, work: Path) -> None:
     config = work / "langgraph.json"
     config.write_text(json.dumps({"auth": {"path": str(ROOT / "tests" / "auth_owner.py") + ":auth"}}))
-    sides = {"auth off": (start_serve(args.redis_url, work, 1), {}),
-             "auth on (tests/auth_owner.py)": (start_serve(args.redis_url, work, 1, "--config", str(config)),
-                                               {"Authorization": "Bearer token-alice"})}
-    rates: dict[str, list[float]] = {name: [] for name in sides}
-    latencies: dict[str, list[float]] = {name: [] for name in sides}
-    requests: dict[str, list[float]] = {name: [] for name in sides}
-    try:
-        for (url, _), headers in sides.values():
-            asyncio.run(auth_round(url, 2 * args.clients, args.clients, 10_000, headers))  # warm up
-        for r in range(args.rounds):
-            for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
-                (url, _), headers = sides[name]
-                rate, times = asyncio.run(auth_round(url, args.runs, args.clients, r * args.runs, headers))
-                rates[name].append(rate)
-                latencies[name] += times
-                requests[name] += request_latencies(url, headers, 200)
-    finally:
-        for (_, process), _ in sides.values():
-            process.terminate()
-            process.wait(30)
+    options: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+        "auth off": ((), {}),
+        "auth on (tests/auth_owner.py)": (("--config", str(config)), {"Authorization": "Bearer token-alice"})}
+    rates: dict[str, list[float]] = {name: [] for name in options}
+    latencies: dict[str, list[float]] = {name: [] for name in options}
+    requests: dict[str, list[float]] = {name: [] for name in options}
+    # Two servers started one after the other do not run alike on a busy machine (an A/A check of two auth-off
+    # servers gave the second ~1.4× the runs/s): so the measure is taken twice, each side started first once.
+    for order in (list(options), list(reversed(options))):
+        sides = {name: start_serve(args.redis_url, work, 1, *options[name][0]) for name in order}
+        try:
+            for name, (url, _) in sides.items():
+                asyncio.run(auth_round(url, 2 * args.clients, args.clients, 10_000, options[name][1]))  # warm up
+            for r in range(max(1, args.rounds // 2)):
+                for name in (order if r % 2 == 0 else list(reversed(order))):
+                    url, headers = sides[name][0], options[name][1]
+                    rate, times = asyncio.run(auth_round(url, args.runs, args.clients, r * args.runs, headers))
+                    rates[name].append(rate)
+                    latencies[name] += times
+                    requests[name] += request_latencies(url, headers, 200)
+        finally:
+            for _, process in sides.values():
+                process.terminate()
+                process.wait(30)
     print(f"\n## 5. auth on vs off: {args.rounds} rounds of {args.runs} runs.wait, {args.clients} clients, and "
           "GET /threads/{id} ×200 per round, one client")
     print("| | runs/s (median of rounds) | run latency p50 / p99 | request latency p50 / p99 |")
     print("| --- | ---: | ---: | ---: |")
-    for name in sides:
+    for name in options:
         print(f"| {name} | {statistics.median(rates[name]):.1f} | {pct(latencies[name], 0.5) * 1000:.0f} / "
               f"{pct(latencies[name], 0.99) * 1000:.0f} ms | {pct(requests[name], 0.5) * 1000:.2f} / "
               f"{pct(requests[name], 0.99) * 1000:.2f} ms |")
-    off, on = sides
+    off, on = options
     print(f"slowdown (runs/s off / on): **{statistics.median(rates[off]) / statistics.median(rates[on]):.3f}×** "
           f"(goal ≤ 1.05×); request latency added: p50 "
           f"{(pct(requests[on], 0.5) - pct(requests[off], 0.5)) * 1000:+.2f} ms, p99 "

@@ -22,7 +22,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reactgraph.graph.service.auth_loading import AuthSettings
-from reactgraph.graph.service.wire import BadRequest, dumps
+from reactgraph.graph.service.wire import BadRequest, dumps, plain
 
 log = logging.getLogger("reactgraph.service.auth")
 OPEN_PATHS = frozenset({"/ok", "/info", "/metrics"})  # what LangGraph's server answers without auth
@@ -103,6 +103,7 @@ def user_fields(found: Any) -> tuple[dict[str, Any], list[str]]:
     fields.setdefault("is_authenticated", True)
     fields.setdefault("display_name", fields["identity"])
     fields["permissions"] = [str(p) for p in (permissions or [])]
+    fields = plain(fields)  # stored with each run as JSON: whatever the handler returned, it must encode
     return fields, fields["permissions"]
 
 
