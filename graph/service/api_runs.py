@@ -50,6 +50,7 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
              "if_not_exists": if_not_exists, "after_seconds": 0, "kwargs": kwargs,
              "prevent_insert_if_inflight": chosen == "reject"}
     allowed = await authorize(request, "threads", "create_run", value)
+    metadata = value["metadata"] if isinstance(value.get("metadata"), dict) else {}
     thread = await thread_record(svc, thread_id, with_values=False)
     if thread is not None and not matches(thread.get("metadata"), allowed):
         thread = None  # not the caller's: as if it did not exist, and not to be made either
@@ -57,7 +58,7 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
     if thread is None:
         if if_not_exists != "create":
             raise BadRequest(404, f"thread {thread_id!r} not found")
-        thread = await svc.records.create_thread(thread_id, dict(value["metadata"]))
+        thread = await svc.records.create_thread(thread_id, dict(metadata))
     if (caller := caller_of(request)) is not None:  # who the graph runs for, never what the client said
         kwargs["config"]["configurable"].update(caller.configurable())
     if not (thread.get("metadata") or {}).get("graph_id"):
@@ -67,7 +68,7 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
     stamp = now_iso()
     run = {"run_id": new_id(), "thread_id": thread_id, "assistant_id": assistant.assistant_id,
            "created_at": stamp, "updated_at": stamp, "status": "pending",
-           "metadata": value["metadata"], "kwargs": kwargs, "multitask_strategy": chosen,
+           "metadata": metadata, "kwargs": kwargs, "multitask_strategy": chosen,
            "langsmith_session_name": None}
     created, ahead = await svc.records.create_run(run)
     if not created:
