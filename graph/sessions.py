@@ -192,3 +192,27 @@ def _snapshot(graph: AnyGraph, session: str, checkpoint_id: str) -> Any:
         return graph.get_state({"configurable": {"thread_id": session, "checkpoint_id": checkpoint_id}})
     except UnreadableCheckpoint as exc:
         return exc
+
+
+def session_namespaces(session: str) -> list[tuple[str, ...]]:
+    """The store namespaces that belong to a session: its Q&A log (and anything under it), its lessons."""
+    from reactgraph.nodes.reflexion.state import lessons_namespace
+    from reactgraph.nodes.shared.save_memory import qa_namespace
+
+    return [qa_namespace(session)[:2], lessons_namespace(session)]
+
+
+async def adrop_session_items(store: Any, session: str) -> int:
+    """Delete a session's long-term store items (what deleting its thread must not leave behind); how many.
+
+    On a worker thread: the walk and the deletes are the store's synchronous API, kept off the event loop."""
+    import asyncio
+
+    from reactgraph.memory.retention import drop_items, session_items
+
+    def drop() -> int:
+        items = session_items(store, session_namespaces(session))
+        drop_items(store, items)
+        return len(items)
+
+    return 0 if store is None else await asyncio.to_thread(drop)

@@ -11,6 +11,7 @@ the package, whose graphs are module paths (`reactgraph.graph.studio:react`) tha
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -18,7 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from reactgraph.graph.plan_solve import build_plan_solve_graph
@@ -51,6 +52,14 @@ OFFLINE_ENV = {
 # posts usage to LangSmith or to beacon.langchain.com every five minutes.
 LICENSE_ENV = ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGSMITH_CONTROL_PLANE_API_KEY",
                "LANGGRAPH_CLOUD_LICENSE_KEY")
+# Only Studio's page may call the server from a browser. `langgraph dev` answers every origin by default
+# (`access-control-allow-origin: *`, and `allow-private-network: true`, which it always sets): any web page the
+# user opens could then drive the graphs and read the sessions. langgraph-api reads $CORS_CONFIG (the shape of
+# langgraph.json's `http.cors`) before the config file's, so it is set only when the config has no `http.cors`.
+STUDIO_CORS = {"allow_origins": [STUDIO_ORIGIN], "allow_methods": ["*"], "allow_headers": ["*"],
+               "allow_credentials": False,
+               "expose_headers": ["x-pagination-total", "x-pagination-next", "content-location"]}
+STOP_GRACE_S = 15.0  # for the server to save its threads and end, once told to stop; then it is killed
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -81,12 +90,25 @@ def studio_command(host: str, port: int, *, open_browser: bool = False, reload: 
     return command
 
 
-def studio_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`base` (default: this process's environment) without license keys and with telemetry switched off."""
+def studio_env(base: Mapping[str, str] | None = None, config: Path | None = None) -> dict[str, str]:
+    """`base` (default: this process's environment) without license keys and with telemetry switched off, and
+    CORS for Studio's origin only unless `config` sets its own `http.cors` (an operator's choice)."""
     env = {key: value for key, value in (os.environ if base is None else base).items() if key not in LICENSE_ENV}
     env.update(OFFLINE_ENV)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if config is None or not _sets_cors(config):
+        env["CORS_CONFIG"] = json.dumps(STUDIO_CORS)
+    else:
+        env.pop("CORS_CONFIG", None)
     return env
+
+
+def _sets_cors(config: Path) -> bool:
+    try:
+        http = json.loads(config.read_text(encoding="utf-8")).get("http") or {}
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(http, dict) and http.get("cors") is not None
 
 
 def choose_config(config: Path | None = None, cwd: Path | None = None) -> tuple[Path, Path, str]:
@@ -118,8 +140,9 @@ def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: b
     """Serve the graphs of `config` (see `choose_config`) with `langgraph dev` until Ctrl+C.
 
     Threads are kept where the CLI keeps sessions: `store` (a Redis URL), else $REDIS_URL, else the embedded
-    Redis, checked before the server starts. Returns the server's exit code. Blocks; the server runs in this
-    process group, so Ctrl+C in a terminal reaches it (and uvicorn's reload worker) directly.
+    Redis, checked before the server starts. Returns the server's exit code. Blocks until Ctrl+C, SIGTERM or
+    SIGHUP, which stop the server's whole process group (`langgraph dev`, its reloader and worker): it runs in
+    a group of its own, so no signal to this process leaves it serving the port.
     """
     if importlib.util.find_spec("langgraph_api") is None:  # the in-memory server behind `langgraph dev`
         print("LangGraph Studio needs the dev server: pip install 'langgraph-cli[inmem]'", file=sys.stderr)
@@ -128,7 +151,7 @@ def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: b
     if not config.is_file():
         print(f"no {config}: reinstall react-graph (its wheel ships langgraph.json)", file=sys.stderr)
         return 2
-    env = studio_env()
+    env = studio_env(config=config)
     if store:
         env["REDIS_URL"] = store
     threads = "the dev server's own persistence (this langgraph.json names no react-graph checkpointer)"
@@ -143,23 +166,53 @@ def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: b
     print(f"threads: {threads}")
     print(f"API: http://{host}:{port}  (docs: http://{host}:{port}/docs) · Ctrl+C stops the server", flush=True)
     process = subprocess.Popen(studio_command(host, port, open_browser=open_browser, config=config),
-                               cwd=run_dir, env=env)
+                               cwd=run_dir, env=env, process_group=0)
+    restore = _stop_on(signal.SIGTERM, signal.SIGHUP)
     try:
         return _exit_code(process.wait())
-    except KeyboardInterrupt:
-        # The terminal's Ctrl+C reached the server too. Then SIGTERM, not a second SIGINT: uvicorn takes that
-        # as "force quit" and skips the shutdown that saves the dev server's threads to .langgraph_api/.
-        process.terminate()
+    except (KeyboardInterrupt, _StopAsked):
+        # SIGTERM to the group, not SIGINT: uvicorn takes a second SIGINT as "force quit" and skips the
+        # shutdown that saves the dev server's threads to .langgraph_api/.
+        _signal_group(process, signal.SIGTERM)
         try:
-            code = process.wait(timeout=15)
-        except (KeyboardInterrupt, subprocess.TimeoutExpired):
-            process.kill()
+            code = process.wait(timeout=STOP_GRACE_S)
+        except (KeyboardInterrupt, _StopAsked, subprocess.TimeoutExpired):
+            _signal_group(process, signal.SIGKILL)
             return _exit_code(process.wait())
-        return 0 if code in (-signal.SIGINT, -signal.SIGTERM) else _exit_code(code)  # the stop the user asked for
+        return 0 if code in (0, -signal.SIGINT, -signal.SIGTERM) else _exit_code(code)  # the stop asked for
     finally:
+        restore()
+        _signal_group(process, signal.SIGKILL)  # whatever is left of the group (a reload worker) goes too
         if process.poll() is None:
-            process.kill()
             process.wait()
+
+
+class _StopAsked(Exception):
+    """SIGTERM or SIGHUP reached `reactgraph studio`: stop the server as Ctrl+C does."""
+
+
+def _stop_on(*signals: signal.Signals) -> Callable[[], None]:
+    """Turn these signals into `_StopAsked` while the server runs; returns what restores the old handlers."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        return lambda: None
+
+    def stop(signum: int, _frame: object) -> None:
+        raise _StopAsked(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, stop) for sig in signals}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
+
+
+def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
+        os.killpg(process.pid, sig)  # the group the server leads (process_group=0)
 
 
 def _check_store(store: str | None) -> str:

@@ -3,7 +3,9 @@
 The key sits in the session's hash slot (the checkpoint keys' `{<session>}` tag), so a Redis Cluster keeps a
 session's lease beside its checkpoints. Its value is `<random token>\\0<since, ms>\\0<owner>`: the token
 proves ownership (renew and release compare it inside a script), the rest tells a waiting user who holds it.
-`RedisLeases` renews from a thread, `AsyncRedisLeases` from an asyncio task; both follow the rules here.
+Both renew from a thread of their own — `AsyncRedisLeases` too, over a sync twin of its asyncio client (the same
+server, its own connections) — so a busy or blocked event loop (a CPU-bound tool, a slow synchronous call) cannot
+starve the renewals and let another worker take a session whose turn is still running.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import secrets
 import socket
 import threading
 import time
+import weakref
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,7 +50,6 @@ class RedisLease(SessionLease):
         self.key, self.value = key, value
         self.valid_until = sent + ttl_s  # SET PX counts from when Redis ran it, which is after we sent it
         self.stopped = threading.Event()
-        self.renewing: asyncio.Task | None = None
 
     @property
     def ttl_ms(self) -> int:
@@ -123,13 +125,17 @@ class RedisLeases(_LeaseRules):
         try:
             if self.client.set(key, value, nx=True, px=max(1, round(ttl_s * 1000))):
                 lease = RedisLease(session, ttl_s, key, value, sent)
-                threading.Thread(target=self._heartbeat, args=(lease,), name=f"session-lease {session[:40]}",
-                                 daemon=True).start()
+                self.start_renewing(lease)
                 return lease, None
             held = self.client.getrange(key, 0, _MAX_VALUE - 1)
         except _DOWN as exc:
             raise self.down(exc) from exc
         return None, parse_holder(held) if held else None
+
+    def start_renewing(self, lease: RedisLease) -> None:
+        """Renew `lease` from a daemon thread of its own until it is released (`lease.stopped`) or lost."""
+        threading.Thread(target=self._heartbeat, args=(lease,), name=f"session-lease {lease.session[:40]}",
+                         daemon=True).start()
 
     def _heartbeat(self, lease: RedisLease) -> None:
         """Renew every third of the expiry until released or lost."""
@@ -156,15 +162,15 @@ class RedisLeases(_LeaseRules):
 
 
 class AsyncRedisLeases(_LeaseRules):
-    """The same leases for asyncio callers: on a redis.asyncio client, or a sync one driven from worker threads,
-    so the event loop never blocks; renewed by an asyncio task."""
+    """The same leases for asyncio callers: taken and released on a redis.asyncio client (or a sync one driven
+    from worker threads), so the event loop never blocks; renewed from a thread, over the client's sync twin."""
 
     def __init__(self, client: Any, prefix: str = "reactgraph", *, owns_client: bool = False) -> None:
         self.client, self.prefix, self._owns_client = client, normalise_prefix(prefix), owns_client
         self.url = client_url(client)
         self._on_loop = isinstance(client, (redis.asyncio.Redis, redis.asyncio.RedisCluster))
-        self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
+        self._renewer = RedisLeases(sync_twin(client) if self._on_loop else client, self.prefix)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "reactgraph") -> AsyncRedisLeases:
@@ -182,40 +188,55 @@ class AsyncRedisLeases(_LeaseRules):
         try:
             if await self._call(self.client.set, key, value, nx=True, px=max(1, round(ttl_s * 1000))):
                 lease = RedisLease(session, ttl_s, key, value, sent)
-                lease.renewing = asyncio.create_task(self._heartbeat(lease), name=f"session-lease {session[:40]}")
+                self._renewer.start_renewing(lease)
                 return lease, None
             held = await self._call(self.client.getrange, key, 0, _MAX_VALUE - 1)
         except _DOWN as exc:
             raise self.down(exc) from exc
         return None, parse_holder(held) if held else None
 
-    async def _heartbeat(self, lease: RedisLease) -> None:
-        # `stopped`, not only `cancel()`, ends the loop: a cancellation that lands in a redis-py asyncio command
-        # can be swallowed there (redis/redis-py#2028), and `release` would then wait on this loop for ever.
-        while not lease.stopped.is_set():
-            await asyncio.sleep(lease.ttl_s / 3)
-            if lease.stopped.is_set():
-                return
-            sent = time.monotonic()
-            try:
-                outcome = await self._call(self._renew, keys=[lease.key], args=[lease.value, lease.ttl_ms])
-            except Exception as exc:  # noqa: BLE001 - any failed renewal is retried until the expiry
-                outcome = exc
-            if not lease.renewed(sent, outcome):
-                return
-
     async def release(self, lease: SessionLease) -> None:
         assert isinstance(lease, RedisLease)
-        lease.stopped.set()
-        if lease.renewing is not None:
-            lease.renewing.cancel()
-            await asyncio.wait({lease.renewing})  # (a cancellation of the caller still goes through)
+        lease.stopped.set()  # the renewing thread ends at its next wake-up, without a renewal
         with contextlib.suppress(*_DOWN):
             await self._call(self._release, keys=[lease.key], args=[lease.value])
 
     async def close(self) -> None:
         if self._owns_client:
             await self.client.aclose()
+
+
+# asyncio client -> its sync twin; the twin's connections close when the asyncio client is collected
+_TWINS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_TWINS_LOCK = threading.Lock()
+
+
+def sync_twin(client: Any) -> Any:
+    """A sync redis-py client to the same server(s) as a redis.asyncio one, with the same connection settings
+    (TLS, credentials, timeouts) and connections of its own, for the lease-renewing threads. One per client."""
+    with _TWINS_LOCK:
+        twin = _TWINS.get(client)
+        if twin is None:
+            twin = _TWINS[client] = _new_twin(client)
+            weakref.finalize(client, twin.close)
+        return twin
+
+
+def _new_twin(client: Any) -> Any:
+    if isinstance(client, redis.asyncio.RedisCluster):
+        from redis.cluster import ClusterNode
+
+        nodes = [ClusterNode(node.host, node.port) for node in client.get_nodes()] or [
+            ClusterNode(*hostport.rsplit(":", 1)) for hostport in client.nodes_manager.startup_nodes]
+        kwargs = {k: v for k, v in client.nodes_manager.connection_kwargs.items()
+                  if k not in ("host", "port", "connection_class", "connection_pool_class")}
+        return redis.RedisCluster(startup_nodes=nodes, **kwargs)
+    pool = client.connection_pool
+    # redis.asyncio.SSLConnection -> redis.SSLConnection, and so on: the kwargs are the same for both
+    kind = getattr(redis.connection, pool.connection_class.__name__, redis.connection.Connection)
+    # Blocking: renewals of many leases at once wait for a free connection instead of failing with "too many"
+    return redis.Redis(connection_pool=redis.BlockingConnectionPool(connection_class=kind, max_connections=8,
+                                                                    timeout=5, **pool.connection_kwargs))
 
 
 def _host() -> str:

@@ -111,6 +111,12 @@ def lease_ttl(ttl_s: float | None = None) -> float:
     return ttl_s
 
 
+def wait_within_lease(ttl_s: float | None = None) -> float:
+    """The longest one wait inside a turn may last (e.g. an MCP server's start): two thirds of the lease's
+    expiry, so the wait ends, and the turn can say why, before a lease whose renewals failed could expire."""
+    return lease_ttl(ttl_s) * 2 / 3
+
+
 _held = threading.local()  # lease key -> the SessionLease this thread holds, so nested leases share it
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import operator
 import subprocess
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
@@ -201,6 +202,19 @@ async def test_an_asyncio_session_lease_on_a_cluster_saver(cluster, prefix):
         await saver.aclose()
 
 
+async def test_an_asyncio_lease_on_a_cluster_outlives_a_blocked_event_loop(cluster, prefix):
+    """Renewed from its own thread over a sync twin of the cluster client: the loop blocked past the expiry."""
+    saver = AsyncRedisSaver.from_url(cluster.url, prefix=prefix)
+    try:
+        async with asession_lease(saver, "blocked", ttl_s=0.6) as lease:
+            time.sleep(2.0)  # noqa: ASYNC251 - the event loop held, as a blocking tool would
+            assert not lease.lost
+            with pytest.raises(SessionBusy):  # from another task (in this one, a nested lease shares it)
+                await asyncio.create_task(_take_at_once(saver, "blocked"))
+    finally:
+        await saver.aclose()
+
+
 # --- the CLI and the service -----------------------------------------------------------------------------------
 
 def test_reactgraph_ask_answers_and_resumes_a_session_on_the_cluster(cluster):
@@ -240,3 +254,8 @@ def test_the_service_serves_threads_and_runs_from_the_cluster(cluster, tmp_path)
         node.close()
     finally:
         stop(service)
+
+
+async def _take_at_once(target, session: str) -> None:
+    async with asession_lease(target, session, wait_s=0):
+        pass

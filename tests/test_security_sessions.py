@@ -380,3 +380,24 @@ def test_a_killed_holders_lease_expires_and_the_next_ask_proceeds(redis_url, cli
     assert after.returncode == 0, after.stderr  # ...until it expires; then the same ask resumes the turn
     payload = json.loads(after.stdout)
     assert payload["status"] == "answered" and payload["resumed"] is True
+
+
+async def test_an_asyncio_lease_outlives_an_event_loop_blocked_past_its_expiry(redis_url):
+    """The renewals run on a thread of their own: a blocked loop (a CPU-bound or blocking tool) keeps the lease."""
+    session = f"blocked-{uuid.uuid4().hex[:8]}"
+    saver = AsyncRedisSaver.from_url(redis_url)
+    try:
+        async with asession_lease(saver, session, ttl_s=0.6) as lease:
+            time.sleep(2.0)  # noqa: ASYNC251 - the event loop held past three expiries
+            assert not lease.lost
+            with pytest.raises(SessionBusy):  # from another task (in this one, a nested lease shares it)
+                await asyncio.create_task(_take_at_once(redis_url, session))
+        async with asession_lease(redis_url, session, wait_s=0):
+            pass  # released: free again
+    finally:
+        await saver.aclose()
+
+
+async def _take_at_once(target, session: str) -> None:
+    async with asession_lease(target, session, wait_s=0):
+        pass

@@ -32,7 +32,8 @@ def service_env(redis_url: str, prefix: str, log: Path, **extra: str) -> dict[st
     env = clean_env()
     env.update(REDIS_URL=redis_url, REACTGRAPH_SERVICE_PREFIX=prefix, REACTGRAPH_TOOLS="service_tools:TOOLS",
                SERVICE_LOG=str(log), REACTGRAPH_SESSION_LEASE_TTL="3",
-               PYTHONPATH=os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")])), **extra)
+               PYTHONPATH=os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")])))
+    env.update(extra)  # a test's own settings win (e.g. a longer lease)
     return env
 
 

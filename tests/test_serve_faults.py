@@ -15,6 +15,7 @@ from langgraph_sdk.errors import NotFoundError
 from local_servers import http_recorder
 from test_durability import saved_tool_results
 from test_serve import WEATHER, human, start_service, stop, wait_for
+from test_serve_nonblocking import session_items
 
 
 def _collect(client, thread_id: str, run_id: str, into: list) -> threading.Thread:
@@ -99,6 +100,7 @@ def test_threads_idle_past_the_ttl_are_deleted_by_the_sweep(service, redis_url):
     thread = client.threads.create()
     final = client.runs.wait(thread["thread_id"], "react", input=human("计算 2 + 3 等于多少"))
     assert final["status"] == "answered"
+    assert session_items(redis_url, thread["thread_id"])  # the session's Q&A log, in the long-term store
 
     def gone() -> bool:
         try:
@@ -109,6 +111,7 @@ def test_threads_idle_past_the_ttl_are_deleted_by_the_sweep(service, redis_url):
 
     wait_for(gone, 30, "the idle thread swept")
     assert saved_tool_results(redis_url, thread["thread_id"]) == []
+    assert session_items(redis_url, thread["thread_id"]) == []  # swept with the thread
     with pytest.raises(NotFoundError):
         client.threads.get_state(thread["thread_id"])
 

@@ -52,7 +52,7 @@ NETWORK_GUARD = textwrap.dedent(f"""
 class StudioServer:
     url: str
     log_file: Path
-    process: subprocess.Popen  # run_studio's process; `langgraph dev` and its worker share its group
+    process: subprocess.Popen  # run_studio's process; it stops `langgraph dev`'s own group when told to stop
 
     def logs(self) -> str:
         return self.log_file.read_text(encoding="utf-8", errors="replace")
@@ -67,7 +67,7 @@ class StudioServer:
             raise
 
     def stop(self) -> int | None:
-        """Ctrl+C to the whole group, as a terminal would send it; whatever is left after 15 s is killed."""
+        """Ctrl+C, as a terminal sends it (run_studio stops the server's group); the rest is killed after 15 s."""
         code = None
         try:
             os.killpg(self.process.pid, signal.SIGINT)
@@ -383,6 +383,47 @@ def test_reactgraph_studio_serves_the_packaged_config_from_a_directory_without_o
             assert (tmp_path / ".langgraph_api").is_dir()  # its files in the working directory, not site-packages
     finally:
         assert server.stop() == 0, server.logs()
+
+
+def _preflight(url: str, origin: str) -> httpx.Response:
+    return httpx.options(f"{url}/threads/search", timeout=10, headers={
+        "Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"})
+
+
+def _listening(url: str) -> bool:
+    try:
+        httpx.get(f"{url}/ok", timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def test_studio_allows_only_studios_origin_and_sigterm_stops_the_whole_server(tmp_path, redis_url):
+    server = launch_studio(tmp_path, redis_url, config=None)
+    try:
+        with server.explained():
+            studio_page = _preflight(server.url, studio.STUDIO_ORIGIN)
+            assert studio_page.headers.get("access-control-allow-origin") == studio.STUDIO_ORIGIN
+            other = _preflight(server.url, "https://evil.example")
+            assert "access-control-allow-origin" not in other.headers  # the browser refuses the page's request
+            simple = httpx.get(f"{server.url}/ok", headers={"Origin": "https://evil.example"}, timeout=10)
+            assert "access-control-allow-origin" not in simple.headers
+            server.process.send_signal(signal.SIGTERM)  # to reactgraph studio alone, as systemd or kill would
+            assert server.process.wait(timeout=studio.STOP_GRACE_S + 5) == 0
+            deadline = time.monotonic() + 10
+            while _listening(server.url) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not _listening(server.url), "langgraph dev still serves the port after SIGTERM"
+    finally:
+        server.stop()
+
+
+def test_a_configs_own_http_cors_is_left_to_it(tmp_path):
+    own = tmp_path / "langgraph.json"
+    own.write_text(json.dumps({"graphs": {}, "http": {"cors": {"allow_origins": ["https://mine.example"]}}}))
+    assert "CORS_CONFIG" not in studio.studio_env({"CORS_CONFIG": "{}"}, config=own)
+    assert json.loads(studio.studio_env({}, config=studio.PACKAGED_CONFIG)["CORS_CONFIG"])["allow_origins"] == [
+        studio.STUDIO_ORIGIN]
 
 
 # --- which config, which store -------------------------------------------------------------------------

@@ -63,6 +63,9 @@ class ToolGateway:
         self.mcp_servers: list[Any] = []  # the MCP servers whose tools this gateway registered (tools/mcp/)
         self._mcp_scopes: set[str] = set()  # the scope tags of the MCP config files added for Contexts
         self._mcp_lock = threading.Lock()
+        # The longest an MCP server's start (or restart) may take; the service sets it below the session lease's
+        # expiry, so a start never outlives the lease of the run that waits for it. None: the configs' own.
+        self.mcp_startup_cap_s: float | None = None
         self._pipeline: Handler = chain([
             ToolTracing(),  # a span per call while tracing is on (reactgraph.graph.tracing); else a pass
             self.telemetry,
@@ -121,6 +124,16 @@ class ToolGateway:
                 add_servers(self, path, scope=scope)
                 self._mcp_scopes.add(scope)
         return scope
+
+    async def amcp_config_scope(self, path: str) -> str:
+        """`mcp_config_scope` for async code: a first start waits on a worker thread, never on the caller's loop
+        (other requests and runs of an event loop go on while the servers start)."""
+        from reactgraph.tools.mcp.config import scope_of
+
+        scope = scope_of(path)
+        if scope in self._mcp_scopes:
+            return scope
+        return await asyncio.to_thread(self.mcp_config_scope, path)
 
     async def aclose(self) -> None:
         """Close the sessions of the MCP servers this gateway added (also done at process exit)."""

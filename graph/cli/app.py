@@ -91,9 +91,9 @@ def studio(
 
 
 def _error(message: str) -> None:
-    from rich.console import Console
+    from reactgraph.graph.cli.terminal_text import SafeConsole
 
-    Console(stderr=True, soft_wrap=True).print(message, highlight=False, markup=False)
+    SafeConsole(stderr=True, soft_wrap=True).print(message, highlight=False, markup=False)
 
 
 def _not_utf8(argv: list[str]) -> str | None:

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
+from reactgraph.graph.cli.terminal_text import terminal_safe
+
 APPROVE_HELP = ("Answer approval requests without asking: all | none | TOOL (names or tags whose calls are "
                 "approved; the others are rejected); repeatable. Default: ask at a terminal, else reject.")
 NO_TERMINAL = "no one could approve it: not run at a terminal (use --approve all|none|TOOL)"
@@ -70,14 +72,14 @@ def _scripted(request: dict[str, Any], chosen: list[str], tags_of: Callable[[str
 
 def _interactive(request: dict[str, Any], ask: Callable[[str], str], out: TextIO) -> Any:
     if request.get("error"):
-        out.write(f"  (the last answer was not understood: {request['error']})\n")
+        out.write(terminal_safe(f"  (the last answer was not understood: {request['error']})\n"))
     return {call["id"]: _ask_one(call, ask, out) for call in request.get("calls", [])}
 
 
 def _ask_one(call: dict[str, Any], ask: Callable[[str], str], out: TextIO) -> dict[str, Any]:
     # The step view has just said why (the approval_requested line); the prompt shows the call to decide on.
     shown = json.dumps(call.get("args"), ensure_ascii=False)
-    out.write(f"   {call['name']}({shown[:300]})\n")
+    out.write(terminal_safe(f"   {call['name']}({shown[:300]})\n"))  # the model's call: shown, never obeyed
     out.flush()
     for _ in range(MAX_PROMPTS):
         try:
@@ -96,8 +98,9 @@ def _ask_one(call: dict[str, Any], ask: Callable[[str], str], out: TextIO) -> di
 
 
 def _ask_edit(call: dict[str, Any], ask: Callable[[str], str], out: TextIO) -> dict[str, Any] | None:
-    name = ask(f"   tool [{call['name']}]: ").strip() or call["name"]
-    text = ask(f"   arguments as JSON [{json.dumps(call.get('args'), ensure_ascii=False)[:200]}]: ").strip()
+    name = ask(terminal_safe(f"   tool [{call['name']}]: ")).strip() or call["name"]
+    shown = json.dumps(call.get("args"), ensure_ascii=False)[:200]
+    text = ask(terminal_safe(f"   arguments as JSON [{shown}]: ")).strip()
     try:
         args = json.loads(text) if text else call.get("args")
     except ValueError as exc:

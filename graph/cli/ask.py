@@ -112,8 +112,8 @@ def ask(
     opened = open_store(store, parse_ttl(ttl))
     out = None
     if not as_json:
-        from rich.console import Console
-        out = Console(soft_wrap=False)
+        from reactgraph.graph.cli.terminal_text import SafeConsole
+        out = SafeConsole(soft_wrap=False)
         out.print(f"[dim]model: {model_label(context.model)} · store: {opened.description} · "
                   f"session: {session}[/dim]", soft_wrap=True)
         out.file.flush()

@@ -55,8 +55,6 @@ def compare(
 ) -> None:
     """Compare graphs on a task suite: success with 95 % intervals, paired tests between graphs (is a gap more
     than noise?), model/tool calls, tokens, wall time, failure modes, per tag."""
-    from rich.console import Console
-
     from reactgraph.evals import (
         FaultPlan,
         RunConfig,
@@ -68,9 +66,10 @@ def compare(
         select,
     )
     from reactgraph.evals.report import write_report
+    from reactgraph.graph.cli.terminal_text import SafeConsole
     from reactgraph.models.loader import load_chat_model
 
-    err = Console(stderr=True, soft_wrap=True)
+    err = SafeConsole(stderr=True, soft_wrap=True)
     try:
         names = graphs or ",".join(g for g in DEFAULT_GRAPHS.split(",") if g in available_graphs())
         tasks = select(load_suite(suite), tag or None, limit)

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
+from reactgraph.graph.cli.terminal_text import terminal_safe
 from reactgraph.nodes.shared.transcript import pending_calls
 
 STATUS_STYLE = {"ok": "green", "answered": "green", "partial": "yellow", "no_answer": "yellow",
@@ -16,7 +17,7 @@ STATUS_STYLE = {"ok": "green", "answered": "green", "partial": "yellow", "no_ans
 
 
 def _clip(text: str, limit: int = 400) -> str:
-    text = " ".join(text.split())
+    text = terminal_safe(" ".join(text.split()))  # before layout: the escapes take their width in the line
     return text if len(text) <= limit else text[:limit] + "…"
 
 
@@ -36,7 +37,8 @@ def gateway_event_line(event: dict[str, Any]) -> str | None:
     """One line for a gateway event, e.g. `↻ get_weather retry 2/3 after TimeoutError`; None for unknown kinds."""
     tool, kind = _clip(str(event.get("tool", "?")), 80), event.get("event")
     if kind == "retry":
-        return f"↻ {tool} retry {event.get('attempt')}/{event.get('max_attempts')} after {event.get('error')}"
+        return terminal_safe(f"↻ {tool} retry {event.get('attempt')}/{event.get('max_attempts')} after "
+                             f"{event.get('error')}")
     if kind == "breaker":
         state = str(event.get("state", "?")).replace("_", "-")
         why = f" ({event.get('failures')} failures)" if state == "open" else ""
@@ -62,7 +64,7 @@ class StepPrinter:
         if not self._streaming:
             self.console.print(Text(f"    ({node}) ", style="dim"), end="")
             self._streaming = True
-        self.console.print(Text(text, style="dim"), end="", soft_wrap=True)
+        self.console.print(Text(terminal_safe(text), style="dim"), end="", soft_wrap=True)
 
     def line(self, text: Text) -> None:
         if self._streaming:
@@ -133,5 +135,5 @@ class StepPrinter:
         tokens = sum(s.get("tokens", 0) for s in steps)
         title = (f"Final answer · {status} · {result.get('iteration', 0)} iteration(s) · {elapsed_s:.2f} s · "
                  f"~{tokens} tokens")
-        self.console.print(Panel(result.get("final_answer") or "(no answer)", title=title,
+        self.console.print(Panel(Text(terminal_safe(result.get("final_answer") or "(no answer)")), title=title,
                                  border_style=STATUS_STYLE.get(status, "red"), title_align="left"))

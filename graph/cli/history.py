@@ -46,9 +46,9 @@ def show_history(
     if as_json:
         sys.stdout.write(json.dumps(rows, ensure_ascii=False, default=str) + "\n")
         return
-    from rich.console import Console
+    from reactgraph.graph.cli.terminal_text import SafeConsole
 
-    console = Console()
+    console = SafeConsole()
     console.print(history_table(session, rows, wide=console.width >= WIDE))
 
 

@@ -19,18 +19,19 @@ INDEX_HELP = ("Index directory (default: $REACTGRAPH_INDEX, else $REACTGRAPH_HOM
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    from rich.console import Console
+    from reactgraph.graph.cli.terminal_text import SafeConsole
 
-    Console(stderr=True, soft_wrap=True).print(f"error: {message}", highlight=False, markup=False)
+    SafeConsole(stderr=True, soft_wrap=True).print(f"error: {message}", highlight=False, markup=False)
     return typer.Exit(code)
 
 
 def _progress(quiet: bool) -> Progress:
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from reactgraph.graph.cli.terminal_text import SafeConsole
+
     return Progress(TextColumn("[bold]ingesting[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("{task.description}"), console=Console(stderr=True, soft_wrap=True), transient=True,
+                    TextColumn("{task.description}"), console=SafeConsole(stderr=True, soft_wrap=True), transient=True,
                     disable=quiet)
 
 
@@ -127,8 +128,8 @@ def _report(rows: list[dict[str, Any]], index: dict[str, Any], as_json: bool) ->
                    "sources_total": index["sources_total"]}
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
         return
-    from rich.console import Console
+    from reactgraph.graph.cli.terminal_text import SafeConsole
 
     summary = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v) or "nothing to do"
-    Console(soft_wrap=True).print(f"{summary} · index {index['index']}: {index['chunks_total']} chunks from "
+    SafeConsole(soft_wrap=True).print(f"{summary} · index {index['index']}: {index['chunks_total']} chunks from "
                                   f"{index['sources_total']} source(s)", highlight=False, markup=False)

@@ -70,6 +70,11 @@ class TextFormatter(logging.Formatter):
                          else "%(levelname)s %(name)s %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
+        from reactgraph.graph.cli.terminal_text import terminal_safe
+
+        return terminal_safe(self._line(record))  # messages and fields carry tool and model text: for a terminal
+
+    def _line(self, record: logging.LogRecord) -> str:
         line = super().format(record)
         pairs = dict(getattr(record, "run_ids", {}))
         for key, value in fields(record).items():

@@ -31,11 +31,10 @@ class Removal:
 
 
 def session_prefixes(session: str) -> list[tuple[str, ...]]:
-    """The store namespaces that belong to a session: its Q&A log (and anything under it), its lessons."""
-    from reactgraph.nodes.reflexion.state import lessons_namespace
-    from reactgraph.nodes.shared.save_memory import qa_namespace
+    """The store namespaces that belong to a session (graph/sessions.py says which)."""
+    from reactgraph.graph.sessions import session_namespaces
 
-    return [qa_namespace(session)[:2], lessons_namespace(session)]
+    return session_namespaces(session)
 
 
 def refresh_session(store: Any, session: str) -> None:

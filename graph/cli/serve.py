@@ -37,7 +37,8 @@ TtlStrategy = Annotated[str, typer.Option("--ttl-strategy", metavar="delete|keep
 SweepEvery = Annotated[str, typer.Option("--sweep-every", metavar="DURATION", help="How often to sweep.")]
 Config = Annotated[Path | None, typer.Option("--config", metavar="FILE",
                                              help="A langgraph.json: its auth section (a langgraph_sdk.Auth, "
-                                                  "\"path\": \"./auth.py:auth\") and checkpointer.ttl.")]
+                                                  "\"path\": \"./auth.py:auth\"), checkpointer.ttl (retention), "
+                                                  "http.cors and http.allowed_hosts (the HTTP checks).")]
 ApiKeys = Annotated[Path | None, typer.Option("--api-keys", metavar="FILE", envvar="REACTGRAPH_API_KEYS",
                                               help="One team's keys, one `name: key` per line: clients send "
                                                    "x-api-key; the caller is the key's name.")]
@@ -46,6 +47,33 @@ NoAuth = Annotated[bool, typer.Option("--no-auth", help="Serve a non-loopback ad
 Drain = Annotated[float, typer.Option("--drain", metavar="SECONDS", min=0,
                                       help="On SIGTERM, let running runs finish for this long; the rest are "
                                            "resumed by another worker.")]
+
+
+AllowedHosts = Annotated[list[str], typer.Option(
+    "--allowed-hosts", metavar="HOST[:PORT],…",
+    help="Host headers to answer besides the bind address and localhost (a reverse proxy's public name; "
+         "'*' for any). Also http.allowed_hosts in --config.")]
+MaxBody = Annotated[int, typer.Option("--max-body-bytes", metavar="BYTES", help="Largest request body (413 above).")]
+MaxStreams = Annotated[int, typer.Option("--max-streams", metavar="N", min=1, max=100_000,
+                                         help="Open SSE streams, joins and waits in this process (429 above).")]
+HeaderTimeout = Annotated[float, typer.Option("--header-timeout", metavar="SECONDS", min=0.1, max=3600,
+                                              help="A request's line and headers must arrive within this.")]
+BodyTimeout = Annotated[float, typer.Option("--body-timeout", metavar="SECONDS", min=0.1, max=3600,
+                                            help="A request's body must arrive within this (408 after).")]
+
+
+def _http(config: Path | None, host: str, allowed_hosts: list[str], max_body: int, max_streams: int,
+          header_timeout: float, body_timeout: float) -> Any:
+    """The HTTP settings (graph/service/http_guard.py) from the flags and --config's `http` section."""
+    from reactgraph.graph.service.http_guard import http_settings
+    from reactgraph.graph.service.server_config import BadServerConfig, read_langgraph_config
+
+    try:
+        return http_settings(read_langgraph_config(config), host=host, allowed_hosts=allowed_hosts,
+                             max_body_bytes=max_body, header_timeout_s=header_timeout, body_timeout_s=body_timeout,
+                             max_streams=max_streams)
+    except BadServerConfig as exc:
+        raise UserError(str(exc)) from exc
 
 
 def _needs_serve_extra() -> None:
@@ -75,10 +103,16 @@ def _prepare(store: str | None, tools: list[str], mcp: Path | None, index: Path 
              retention: tuple[str | None, str, str, Path | None]) -> tuple[Any, str, str, Any]:
     """What serve and worker both check and open first, so bad config is one line before anything starts:
     (retention, Redis URL, where it is in words, the gateway with the tools and MCP servers, sharing state there)."""
+    from reactgraph.memory.session_lease import wait_within_lease
+
     check_index(index)
     settings = _retention(*retention)
     url, where = _redis_url(store)
-    return settings, url, where, gateway_with(tools, index, None, mcp, shared_url=url)
+    try:  # MCP starts happen inside runs, under their thread's lease: none may outlast it
+        start_cap_s = wait_within_lease()
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    return settings, url, where, gateway_with(tools, index, None, mcp, shared_url=url, mcp_startup_cap_s=start_cap_s)
 
 
 def _close(gateway: Any) -> None:
@@ -147,6 +181,11 @@ def serve(
     config: Config = None,
     api_keys: ApiKeys = None,
     no_auth: NoAuth = False,
+    allowed_hosts: AllowedHosts = [],  # noqa: B006
+    max_body_bytes: MaxBody = 4 * 1024 * 1024,
+    max_streams: MaxStreams = 100,
+    header_timeout: HeaderTimeout = 10.0,
+    body_timeout: BodyTimeout = 30.0,
     otel: OtelOption = False,
 ) -> None:
     """Serve the graphs over HTTP, speaking the LangGraph Agent Server API (langgraph-sdk, RemoteGraph, Studio).
@@ -158,19 +197,22 @@ def serve(
     import uvicorn
 
     from reactgraph.graph.service.app import build_app
+    from reactgraph.graph.service.header_deadline import header_deadline_protocol
+    from reactgraph.graph.service.server_config import ServerSettings
 
     settings = _settings(config, api_keys)
     _check_exposure(host, settings, no_auth)  # before anything is opened or bound
+    http = _http(config, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
     retention, url, where, gateway = _prepare(store, tools, mcp, index, (thread_ttl, ttl_strategy, sweep_every, config))
     auth = settings.auth.describe() if settings.auth is not None else "none (loopback)" if not no_auth else "none"
     typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers} · "
                f"auth: {auth}", err=True)
     try:
         app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention},
-                        settings=settings)
+                        settings=ServerSettings(auth=settings.auth, http=http))
         with traced(otel):  # a trace per run, from the workers in this process
             uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
-                        timeout_keep_alive=KEEP_ALIVE_S)
+                        timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
     finally:
         _close(gateway)
 

@@ -155,11 +155,12 @@ def budget_flags(max_tool_calls: int | None, max_tokens: int | None, max_cost: f
 
 def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None,
                  mcp: Path | None = None, shared_url: str | None = None,
-                 share_breakers: bool = True) -> ToolGateway:
+                 share_breakers: bool = True, mcp_startup_cap_s: float | None = None) -> ToolGateway:
     """The built-in tools plus --tools and the tools of the --mcp servers ($REACTGRAPH_MCP), started now; with
     `context`, its --allow/--deny names checked against them (one line listing the known tools and tags: a
     mistyped --deny would otherwise deny nothing, silently). With `shared_url` (the store's Redis) call metrics
-    live there, shared by every process, and so do breaker states unless `share_breakers` is False."""
+    live there, shared by every process, and so do breaker states unless `share_breakers` is False.
+    `mcp_startup_cap_s`: no MCP server start or restart waits longer (the service's: below its lease expiry)."""
     import os
 
     from reactgraph.nodes.shared.context import unknown_tool_names
@@ -177,6 +178,7 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
             stores["breaker_store"] = RedisBreakerStore.from_url(shared_url)
     try:
         gateway = default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index, **stores)
+        gateway.mcp_startup_cap_s = mcp_startup_cap_s
         if mcp_config:
             gateway.add_mcp_servers(mcp_config)
     except ToolRegistrationError as exc:  # MCP's say which config or server: "MCP config …", "MCP server 'x' …"

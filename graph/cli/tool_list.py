@@ -30,8 +30,9 @@ def list_tools(
     if as_json:
         sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from reactgraph.graph.cli.terminal_text import SafeConsole
 
     table = Table(title="Tools (every call goes through the gateway pipeline)")
     # "stuck": threads still running calls of the tool that already timed out (see ToolGateway.status).
@@ -49,7 +50,7 @@ def list_tools(
                       ",".join(row["tags"]),
                       row["breaker"]["state"], str(row["stuck_threads"]), _calls(m),
                       row["description"].split("\n")[0][:80])
-    console = Console()
+    console = SafeConsole()
     console.print(table)
     if rows:
         console.print(f"metrics: {rows[0]['metrics_source']}", highlight=False, markup=False)

@@ -36,9 +36,9 @@ def show_trace(
     if as_json:
         sys.stdout.write(json.dumps(timeline, ensure_ascii=False, default=str) + "\n")
         return
-    from rich.console import Console
+    from reactgraph.graph.cli.terminal_text import SafeConsole
 
-    Console(highlight=False).print(render(timeline), markup=False, soft_wrap=True)
+    SafeConsole(highlight=False).print(render(timeline), markup=False, soft_wrap=True)
 
 
 def _ms(value: float | None) -> str:

@@ -26,6 +26,7 @@ class Service:
     records: ServiceRecords
     assistants: Assistants
     queue: WorkQueue
+    streams: Any = None  # StreamSlots: the process's event readers and their Redis client
 
 
 def service(request: Request) -> Service:
@@ -33,11 +34,16 @@ def service(request: Request) -> Service:
 
 
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(dumps(value), status_code=status, media_type="application/json", headers=headers)
+    try:
+        text = dumps(value)
+    except (ValueError, RecursionError) as exc:  # stored state JSON cannot carry (NaN an older server accepted)
+        raise BadRequest(500, f"the answer holds a value JSON cannot carry: {str(exc)[:200] or type(exc).__name__}"
+                         ) from None
+    return Response(text, status_code=status, media_type="application/json", headers=headers)
 
 
-def error_response(status: int, message: str) -> Response:
-    return json_response({"detail": message}, status)
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return json_response({"detail": message}, status, headers)
 
 
 def handler(fn: Handler) -> Handler:
@@ -47,7 +53,7 @@ def handler(fn: Handler) -> Handler:
         try:
             return await fn(request)
         except BadRequest as exc:
-            return error_response(exc.status, str(exc))
+            return error_response(exc.status, str(exc), exc.headers)
     return wrapped
 
 

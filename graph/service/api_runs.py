@@ -27,7 +27,7 @@ from reactgraph.graph.service.api_common import (
     service,
     thread_id_of,
 )
-from reactgraph.graph.service.api_threads import existing_thread, graph_of, thread_record
+from reactgraph.graph.service.api_threads import current_state, existing_thread, graph_of, thread_record
 from reactgraph.graph.service.auth import caller_of
 from reactgraph.graph.service.auth_rules import authorize, matches
 from reactgraph.graph.service.events import entry_id, read_events
@@ -106,17 +106,27 @@ async def create_run(request: Request) -> Response:
 
 @handler
 async def stream_run(request: Request) -> Response:
-    svc, _thread, run = await _create(request)
-    body = await body_of(request)
-    cancel_on_disconnect = field(body, "on_disconnect", str, "continue") == "cancel"
-    return _event_stream(svc, run, "0", cancel_on_disconnect)
+    slots = service(request).streams
+    slots.take()  # before the run exists: a stream refused for the limit creates no run
+    try:
+        svc, _thread, run = await _create(request)
+        body = await body_of(request)
+        cancel_on_disconnect = field(body, "on_disconnect", str, "continue") == "cancel"
+        return _event_stream(svc, run, "0", cancel_on_disconnect)
+    except BaseException:
+        slots.give_back()
+        raise
 
 
 @handler
 async def join_stream(request: Request) -> Response:
     svc, _thread_id, run = await _existing_run(request)
-    after = entry_id(request.headers.get("last-event-id"))
+    try:
+        after = entry_id(request.headers.get("last-event-id"))
+    except ValueError as exc:
+        raise BadRequest(422, str(exc)) from None
     cancel = request.query_params.get("cancel_on_disconnect") in ("true", "True", "1")
+    svc.streams.take()
     return _event_stream(svc, run, after, cancel)
 
 
@@ -128,7 +138,22 @@ def _still_going(svc: Service, thread_id: str, run_id: str) -> Callable[[], Awai
     return still_going
 
 
+class _HeldStream(EventSourceResponse):
+    """An event stream that gives its reader's slot back however it ends (even if it never started)."""
+
+    def __init__(self, slots: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slots = slots
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slots.give_back()
+
+
 def _event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_disconnect: bool) -> Response:
+    """The run's events as SSE, for a reader that holds one of `svc.streams`' slots (given back at the end)."""
     thread_id, run_id = run["thread_id"], run["run_id"]
 
     still_going = _still_going(svc, thread_id, run_id)
@@ -136,21 +161,22 @@ def _event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_disco
     async def events() -> AsyncIterator[ServerSentEvent]:
         ended = False
         try:
-            async for event_id, event, data in read_events(svc.client, svc.records.keys, thread_id, run_id, after,
-                                                           block_ms=JOIN_POLL_MS, still_going=still_going):
+            async for event_id, event, data in read_events(svc.streams.client, svc.records.keys, thread_id, run_id,
+                                                           after, block_ms=JOIN_POLL_MS, still_going=still_going):
                 yield ServerSentEvent(data=data, event=event, id=event_id)
             ended = True
         finally:
             if cancel_on_disconnect and not ended:
                 await asyncio.shield(svc.records.request_cancel(thread_id, run_id, "interrupt"))
 
-    return EventSourceResponse(events(), headers=_locations(run), ping=15)
+    return _HeldStream(svc.streams, events(), headers=_locations(run), ping=15)
 
 
 async def _wait_for_end(svc: Service, run: dict[str, Any]) -> None:
+    """Until the run has ended; for a caller that holds one of `svc.streams`' slots."""
     thread_id, run_id = run["thread_id"], run["run_id"]
 
-    async for _ in read_events(svc.client, svc.records.keys, thread_id, run_id, "0", block_ms=JOIN_POLL_MS,
+    async for _ in read_events(svc.streams.client, svc.records.keys, thread_id, run_id, "0", block_ms=JOIN_POLL_MS,
                                still_going=_still_going(svc, thread_id, run_id)):
         pass
 
@@ -161,8 +187,8 @@ async def _final_values(svc: Service, thread: dict[str, Any], run: dict[str, Any
     ended = await svc.records.get_run(run["thread_id"], run["run_id"])
     if ended is not None and ended["status"] == "error":
         return {"__error__": ended.get("error") or {"error": "Error", "message": "the run failed"}}
-    snapshot = await graph_of(svc, thread).aget_state({"configurable": {"thread_id": run["thread_id"]}})
-    values = plain(snapshot.values) if snapshot.values else {}
+    snapshot, values = await current_state(graph_of(svc, thread), run["thread_id"])
+    values = values or {}
     if snapshot.interrupts:
         values["__interrupt__"] = plain(list(snapshot.interrupts))
     return values
@@ -170,8 +196,9 @@ async def _final_values(svc: Service, thread: dict[str, Any], run: dict[str, Any
 
 @handler
 async def wait_run(request: Request) -> Response:
-    svc, thread, run = await _create(request)
-    await _wait_for_end(svc, run)
+    async with service(request).streams.held():  # before the run exists: a wait refused for the limit creates none
+        svc, thread, run = await _create(request)
+        await _wait_for_end(svc, run)
     return json_response(await _final_values(svc, thread, run),
                          headers={"Content-Location": _locations(run)["Content-Location"]})
 
@@ -179,7 +206,8 @@ async def wait_run(request: Request) -> Response:
 @handler
 async def join_run(request: Request) -> Response:
     svc, thread_id, run = await _existing_run(request)
-    await _wait_for_end(svc, run)
+    async with svc.streams.held():
+        await _wait_for_end(svc, run)
     thread = await svc.records.get_thread(thread_id) or {"thread_id": thread_id}
     return json_response(await _final_values(svc, thread, run))
 
@@ -221,7 +249,8 @@ async def cancel_run(request: Request) -> Response:
         raise BadRequest(422, f"'action' must be interrupt or rollback, got {action!r}")
     where = await svc.records.cancel(thread_id, run["run_id"], action)
     if where == "active" and request.query_params.get("wait") in ("true", "True", "1"):
-        await _wait_for_end(svc, run)
+        async with svc.streams.held():
+            await _wait_for_end(svc, run)
     return Response(status_code=202 if where == "active" else 204)
 
 

@@ -6,6 +6,7 @@ thread here (its record is made the first time it is looked up) and a thread run
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from starlette.requests import Request
@@ -22,28 +23,61 @@ from reactgraph.graph.service.api_common import (
     thread_id_of,
 )
 from reactgraph.graph.service.auth_rules import authorize, matches
+from reactgraph.graph.service.connections import REDIS_DOWN
 from reactgraph.graph.service.records import THREAD_STATUSES, new_id
 from reactgraph.graph.service.thread_state import thread_state
-from reactgraph.graph.service.wire import BadRequest, field, plain
+from reactgraph.graph.service.wire import BadRequest, dumps, field, plain
+from reactgraph.graph.sessions import adrop_session_items
 from reactgraph.memory.session_id import InvalidSessionId, check_session_id
 
+log = logging.getLogger("reactgraph.service")
 MAX_HISTORY = 1000
 MAX_LISTED = 10_000  # threads a search or count looks at
+MAX_IDS = 1000  # ids a search or count may name
+
+
+class DamagedThread(BadRequest):
+    """A thread whose record or checkpoint cannot be read back: 500 with one line naming it (the CLI's
+    UNREADABLE); a search or count passes over it with a log record instead."""
+
+    def __init__(self, thread_id: str, reason: str) -> None:
+        super().__init__(500, f"thread {thread_id!r} is unreadable: {reason}")
 
 
 async def thread_record(svc: Service, thread_id: str, *, with_values: bool = True) -> dict[str, Any] | None:
     """The thread's record (made from its checkpoints if only the CLI knew it), with its current values."""
-    record = await svc.records.get_thread(thread_id)
+    try:
+        record = await svc.records.get_thread(thread_id, strict=True)
+    except BadRequest as exc:
+        raise DamagedThread(thread_id, str(exc)) from None
     graph = graph_of(svc, record)
     if record is None:
-        snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-        if not snapshot.values:
+        if await current_values(graph, thread_id) is None:
             return None
         record = await svc.records.create_thread(thread_id, {"source": "cli"})
     if with_values:
-        snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-        record["values"] = plain(snapshot.values) if snapshot.values else None
+        record["values"] = await current_values(graph, thread_id)
     return record
+
+
+async def current_values(graph: Any, thread_id: str) -> Any:
+    """The thread's current values as plain JSON (None: it has none), or DamagedThread when its checkpoint cannot
+    be read back or holds what JSON cannot carry (NaN, nesting deeper than the encoder goes)."""
+    return (await current_state(graph, thread_id))[1]
+
+
+async def current_state(graph: Any, thread_id: str) -> tuple[Any, Any]:
+    """(the thread's state snapshot, its values as in `current_values`), from one read of its checkpoint."""
+    try:
+        snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        values = plain(snapshot.values) if snapshot.values else None
+        dumps(values)
+    except REDIS_DOWN:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Redis content is input: whatever its decoding raises names the thread
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+        raise DamagedThread(thread_id, reason) from None
+    return snapshot, values
 
 
 def graph_of(svc: Service, record: dict[str, Any] | None) -> Any:
@@ -102,13 +136,19 @@ async def _matching(request: Request) -> list[dict[str, Any]]:
                               {"metadata": metadata, "values": field(body, "values", dict, {}), "status": status,
                                "limit": body.get("limit"), "offset": body.get("offset")})
     if wanted_ids is not None:
-        ids = [str(i) for i in wanted_ids][:MAX_LISTED]
+        if len(wanted_ids) > MAX_IDS:
+            raise BadRequest(422, f"'ids' may name at most {MAX_IDS} threads, got {len(wanted_ids)}")
+        ids = [str(i) for i in wanted_ids]
     else:  # the service's threads and the sessions only the CLI has used so far
         known = await svc.records.thread_ids(limit=MAX_LISTED)
         ids = list(dict.fromkeys([*known, *await svc.assistants.checkpointer.athread_ids()]))[:MAX_LISTED]
     found = []
     for thread_id in ids:
-        record = await thread_record(svc, thread_id, with_values=False)
+        try:
+            record = await thread_record(svc, thread_id, with_values=False)
+        except DamagedThread as exc:
+            log.warning("search passes over a thread: %s", exc)
+            continue
         if record is None:
             continue
         if status and record.get("status") != status:
@@ -131,10 +171,16 @@ async def search_threads(request: Request) -> Response:
     if sort_by not in ("thread_id", "status", "created_at", "updated_at", "state_updated_at"):
         raise BadRequest(422, f"'sort_by' cannot be {sort_by!r}")
     found.sort(key=lambda r: str(r.get(sort_by) or ""), reverse=field(body, "sort_order", str, "desc") != "asc")
-    page = found[offset:offset + limit]
-    for record in page:
-        snapshot = await graph_of(svc, record).aget_state({"configurable": {"thread_id": record["thread_id"]}})
-        record["values"] = plain(snapshot.values) if snapshot.values else None
+    page: list[dict[str, Any]] = []
+    for record in found[offset:]:
+        if len(page) == limit:
+            break
+        try:
+            record["values"] = await current_values(graph_of(svc, record), record["thread_id"])
+        except DamagedThread as exc:
+            log.warning("search passes over a thread: %s", exc)
+            continue
+        page.append(record)
     return json_response(page)
 
 
@@ -158,6 +204,7 @@ async def delete_thread(request: Request) -> Response:
     if await svc.records.busy(thread_id):
         raise BadRequest(409, f"thread {thread_id!r} has a run in progress or waiting: cancel it first")
     await svc.assistants.checkpointer.adelete_thread(thread_id)
+    await adrop_session_items(svc.assistants.store, thread_id)  # the session's Q&A log and lessons go with it
     await svc.records.delete_thread(thread_id)
     return Response(status_code=204)
 

@@ -15,12 +15,13 @@ from typing import Any
 from pydantic import TypeAdapter, create_model
 from pydantic.errors import PydanticInvalidForJsonSchema, PydanticSchemaGenerationError
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from reactgraph.graph.service import api_runs, api_threads
+from reactgraph.graph.service import api_runs, api_threads, health
 from reactgraph.graph.service.api_common import (
     Service,
     assistant_of,
@@ -34,9 +35,11 @@ from reactgraph.graph.service.api_common import (
 from reactgraph.graph.service.assistants import Assistant
 from reactgraph.graph.service.auth import Authenticated
 from reactgraph.graph.service.auth_rules import authorize, matches
-from reactgraph.graph.service.connections import REDIS_DOWN, service_connections
+from reactgraph.graph.service.connections import REDIS_DOWN, service_connections, stream_client
+from reactgraph.graph.service.http_guard import LOOPBACK_NAMES, HttpSettings, http_middleware
 from reactgraph.graph.service.records import ServiceRecords
 from reactgraph.graph.service.server_config import ServerSettings
+from reactgraph.graph.service.stream_slots import StreamSlots
 from reactgraph.graph.service.wire import BadRequest, field
 from reactgraph.graph.service.work_queue import WorkQueue
 from reactgraph.graph.service.worker import Worker
@@ -84,20 +87,33 @@ async def get_assistant(request: Request) -> Response:
     return json_response((await readable_assistant(request)).record())
 
 
+# Drawn once per (assistant, xray) and process, on a worker thread: drawing a graph and building its schemas
+# is synchronous CPU work that would otherwise hold every other request and run of the loop.
+_DRAWN: dict[tuple[str, str, bool], Any] = {}
+
+
+async def _drawn(assistant: Any, what: str, xray: bool, draw: Any) -> Any:
+    key = (assistant.assistant_id, what, xray)
+    if key not in _DRAWN:
+        _DRAWN[key] = await asyncio.to_thread(draw)
+    return _DRAWN[key]
+
+
 @handler
 async def get_assistant_graph(request: Request) -> Response:
     assistant = await readable_assistant(request)
-    xray: bool | int = request.query_params.get("xray") in ("true", "True", "1")
-    return json_response(assistant.graph.get_graph(xray=xray).to_json())
+    xray = request.query_params.get("xray") in ("true", "True", "1")
+    return json_response(await _drawn(assistant, "graph", xray, lambda: assistant.graph.get_graph(xray=xray).to_json()))
 
 
 @handler
 async def get_assistant_schemas(request: Request) -> Response:
     assistant = await readable_assistant(request)
     graph = assistant.graph
-    return json_response({"graph_id": assistant.graph_id, "input_schema": graph.get_input_jsonschema(),
-                          "output_schema": graph.get_output_jsonschema(), "state_schema": _state_schema(graph),
-                          "config_schema": None, "context_schema": graph.get_context_jsonschema()})
+    return json_response(await _drawn(assistant, "schemas", False, lambda: {
+        "graph_id": assistant.graph_id, "input_schema": graph.get_input_jsonschema(),
+        "output_schema": graph.get_output_jsonschema(), "state_schema": _state_schema(graph),
+        "config_schema": None, "context_schema": graph.get_context_jsonschema()}))
 
 
 def _state_schema(graph: Any) -> dict[str, Any]:
@@ -120,10 +136,6 @@ async def get_subgraphs(request: Request) -> Response:
     return json_response({})
 
 
-async def ok(_request: Request) -> Response:
-    return json_response({"ok": True})
-
-
 async def metrics(request: Request) -> Response:
     from reactgraph.graph.service.metrics import CONTENT_TYPE, render
 
@@ -137,7 +149,8 @@ async def info(_request: Request) -> Response:
 
 
 ROUTES = [
-    Route("/ok", ok, methods=["GET"]),
+    Route("/ok", health.ok, methods=["GET"]),
+    Route("/ready", health.ready, methods=["GET"]),
     Route("/info", info, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
     Route("/assistants/search", search_assistants, methods=["POST"]),
@@ -154,6 +167,8 @@ ROUTES = [
 def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options: dict[str, Any] | None = None,
               settings: ServerSettings | None = None) -> Starlette:
     settings = settings or ServerSettings()
+    # without the operator's HTTP settings: the loopback names only, and the default limits
+    http = settings.http or HttpSettings(allowed_hosts=LOOPBACK_NAMES)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -161,7 +176,8 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
             records = ServiceRecords(client)
             queue = WorkQueue(client, records.keys)
             await queue.ensure_group()
-            app.state.service = Service(client, records, assistants, queue)
+            readers = stream_client(redis_url, http.max_streams)
+            app.state.service = Service(client, records, assistants, queue, StreamSlots(readers, http.max_streams))
             running = [Worker(client, assistants, **(worker_options or {})) for _ in range(workers)]
             tasks = [asyncio.create_task(w.run(install_signals=False)) for w in running]
             try:
@@ -170,15 +186,25 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
                 for worker in running:
                     worker.stop()
                 await asyncio.gather(*tasks, return_exceptions=True)
+                await readers.aclose()
 
     async def redis_down(_request: Request, exc: Exception) -> Response:
         # one line, no traceback; a 503 is what clients (langgraph-sdk's reconnects included) retry
         reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
         return error_response(503, f"cannot reach Redis: {reason}")
 
-    handlers: dict[Any, Any] = dict.fromkeys(REDIS_DOWN, redis_down)
-    # every route but the open ones (/ok, /info, /metrics) answers only an authenticated caller
-    middleware = [Middleware(Authenticated, settings=settings.auth)] if settings.auth is not None else []
+    async def http_error(_request: Request, exc: Exception) -> Response:
+        # an unknown route or method in the Agent Server's error shape, not Starlette's bare text
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        response = error_response(status, str(detail))
+        response.headers.update((exc.headers or {}) if isinstance(exc, HTTPException) else {})
+        return response
+
+    handlers: dict[Any, Any] = {**dict.fromkeys(REDIS_DOWN, redis_down), HTTPException: http_error}
+    # the HTTP checks first (Host, body, limits), then who is calling: every route but the open ones
+    middleware = [*http_middleware(http), *([Middleware(Authenticated, settings=settings.auth)]
+                                            if settings.auth is not None else [])]
     app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=handlers, middleware=middleware)
     app.state.auth = settings.auth
     return app

@@ -25,7 +25,8 @@ from reactgraph.graph.service.auth_loading import AuthSettings
 from reactgraph.graph.service.wire import BadRequest, dumps, plain
 
 log = logging.getLogger("reactgraph.service.auth")
-OPEN_PATHS = frozenset({"/ok", "/info", "/metrics"})  # what LangGraph's server answers without auth
+# liveness, readiness, and what LangGraph's server answers without auth
+OPEN_PATHS = frozenset({"/ok", "/ready", "/info", "/metrics"})
 CALLER = "reactgraph.caller"  # the scope key the authenticated caller is kept under
 AUTH_KEYS = ("langgraph_auth_user", "langgraph_auth_user_id", "langgraph_auth_permissions")
 MAX_FILTER_DEPTH = 2  # nested $and/$or, as langgraph-api allows

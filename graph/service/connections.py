@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import redis.asyncio
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from reactgraph.graph.service.assistants import Assistants
 from reactgraph.memory import RedisStore
@@ -44,13 +46,24 @@ async def service_connections(redis_url: str, gateway: Any) -> AsyncIterator[tup
         await client.aclose()
 
 
-def _records_client(redis_url: str) -> Any:
+def _records_client(redis_url: str, max_connections: int | None = None) -> Any:
     """A redis.asyncio client for the records; a `RedisCluster` for a `redis+cluster://` URL (every key it
-    touches together belongs to one thread, so to one slot)."""
+    touches together belongs to one thread, so to one slot). `max_connections`: its own pool's size."""
     if is_cluster_url(redis_url):
         options = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "health_check_interval": 30}
-        return new_cluster_client(redis_url, options, PoolLimits.resolve(None, None), True)
-    return redis.asyncio.Redis.from_url(redis_url, socket_connect_timeout=CONNECT_TIMEOUT_S, health_check_interval=30)
+        return new_cluster_client(redis_url, options, PoolLimits.resolve(max_connections, None), True)
+    sized: dict[str, Any] = {"max_connections": max_connections} if max_connections else {}
+    # A connection the server closed while it sat idle in the pool (Redis restarted) fails its next command:
+    # that command is tried again on a new connection, so a restart costs no request a 503.
+    retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2)
+    return redis.asyncio.Redis.from_url(redis_url, socket_connect_timeout=CONNECT_TIMEOUT_S, health_check_interval=30,
+                                        retry=retry, retry_on_error=[redis.ConnectionError], **sized)
+
+
+def stream_client(redis_url: str, streams: int) -> Any:
+    """A client of its own for stream readers (each holds a connection in a blocking XREAD): with at most
+    `streams` of them, its pool never runs dry, and theirs is never the pool other requests wait on."""
+    return _records_client(redis_url, streams + 1)
 
 
 # What a Redis outage raises: redis-py's errors, our savers' CheckpointStoreUnavailable (a ConnectionError), sockets.

@@ -6,6 +6,9 @@ after it, from whichever API process it reaches. An `__end__` entry closes the s
 
 from __future__ import annotations
 
+import asyncio
+import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,14 +20,21 @@ END = "__end__"
 MAX_EVENTS_PER_RUN = 20_000  # approximate trim: a run streaming more keeps its newest events
 EVENTS_KEPT_S = 3600  # a finished run's events can still be joined for this long
 MAX_EVENT_BYTES = 2 * 1024 * 1024
-_ENTRY_ID_CHARS = frozenset("0123456789-")
+READ_OUTAGE_S = 10.0  # a reader waits this long for Redis to come back before it gives up
+_ENTRY_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
 
 
 def entry_id(text: str | None) -> str:
-    """A `Last-Event-ID` as a stream position: a Redis entry id we sent, else the start ("0")."""
+    """A `Last-Event-ID` as a stream position: none (or "-", as langgraph-api reads it) is the start ("0"); a
+    Redis entry id (`ms-seq` or `ms`) is the position after it; anything else is a ValueError with one line
+    (Redis would refuse it in the middle of the stream)."""
     text = (text or "").strip()
-    if not text or len(text) > 41 or not set(text) <= _ENTRY_ID_CHARS or text.count("-") != 1:
+    if not text or text == "-":
         return "0"
+    match = _ENTRY_ID.fullmatch(text)
+    if match is None or any(int(part) >= 2**64 for part in match.groups() if part is not None):
+        raise ValueError(f"Last-Event-ID {text[:60]!r} is not an event id of this stream (an id like "
+                         "'1724342400000-0')")
     return text
 
 
@@ -36,8 +46,19 @@ async def read_events(client: redis.asyncio.Redis, keys: ServiceKeys, thread_id:
     `still_going()` is asked whenever a wait passes with nothing new: False ends the stream (a run that
     ended without its `__end__`, e.g. whose events expired)."""
     key = keys.events(thread_id, run_id)
+    outage_since: float | None = None
     while True:
-        answer: Any = await client.xread({key: after}, count=200, block=block_ms)
+        try:
+            answer: Any = await client.xread({key: after}, count=200, block=block_ms)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            # a blip (a restart, a connection the server closed while it sat in the readers' pool) is ridden
+            # out for a while, so a stream or join goes on; a longer outage is the caller's 503
+            outage_since = outage_since or time.monotonic()
+            if time.monotonic() - outage_since > READ_OUTAGE_S:
+                raise
+            await asyncio.sleep(0.2)
+            continue
+        outage_since = None
         entries = answer[0][1] if answer else []
         if not entries:
             if still_going is not None and not await still_going():

@@ -53,7 +53,7 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
             await records.count("started")
         await records.set_thread_status(thread_id, "busy")
         try:
-            await _stream(hold, records, entry.graph, run, resumed)
+            await _stream(hold, records, entry.graph, assistants.gateway, run, resumed)
         except Cancelled as stop:
             cancel = stop.action
         except (FencedOut, asyncio.CancelledError, *REDIS_DOWN):  # not the run's outcome: it is resumed later
@@ -83,12 +83,18 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     return status
 
 
-async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, run: dict[str, Any], resumed: bool) -> None:
+async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, gateway: Any, run: dict[str, Any],
+                  resumed: bool) -> None:
     kwargs, thread_id, run_id = run["kwargs"], hold.thread_id, run["run_id"]
     graph_input, config = graph_call(kwargs, thread_id, run_id, resumed=resumed)
     requested = set(kwargs["stream_mode"])
     await hold.add_event(run_id, "metadata", dumps({"run_id": run_id, "attempt": 1 + int(resumed)}))
-    stream = graph.astream(graph_input, config, context=resolve_context(kwargs.get("context") or {}),
+    context = resolve_context(kwargs.get("context") or {})
+    if context.mcp_config.strip():
+        # Started here, off the event loop: the nodes would otherwise start them in a synchronous call on it,
+        # and every other request and run of this process (and its leases' renewals) would wait for the start.
+        await gateway.amcp_config_scope(context.mcp_config.strip())
+    stream = graph.astream(graph_input, config, context=context,
                            stream_mode=graph_modes(kwargs), subgraphs=True,
                            interrupt_before=kwargs.get("interrupt_before"),
                            interrupt_after=kwargs.get("interrupt_after"))

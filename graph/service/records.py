@@ -18,9 +18,13 @@ from typing import Any
 import redis.asyncio
 
 from reactgraph.graph.service.keys import ServiceKeys
+from reactgraph.graph.service.wire import MAX_BODY_BYTES, BadRequest
 
 log = logging.getLogger("reactgraph.service")
-MAX_RECORD_BYTES = 1024 * 1024
+# A record holds what one request sent (a run: its input) and a little more: the bound is above the body limit,
+# so an accepted body always fits, and a record is also checked before it is written (413 rather than a record
+# that would be read back as absent).
+MAX_RECORD_BYTES = MAX_BODY_BYTES + 1024 * 1024
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
 FINAL_RUN_STATUSES = ("error", "success", "timeout", "interrupted")
@@ -52,20 +56,46 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-def _decode(raw: str | bytes | None, key: str, required: Sequence[str]) -> dict[str, Any] | None:
+def _decode(raw: str | bytes | None, key: str, required: Sequence[str], strict: bool = False
+            ) -> dict[str, Any] | None:
+    """The record stored at `key`, or None: absent, or (logged) not one we wrote. `strict`: a record that is
+    there but unreadable is an UnreadableRecord instead, for an answer that names it."""
     if raw is None:
         return None
     if len(raw) > MAX_RECORD_BYTES:
-        log.warning("service record %s is %d bytes, over the %d-byte limit: ignored", key, len(raw), MAX_RECORD_BYTES)
+        _unreadable(key, f"{len(raw)} bytes, over the {MAX_RECORD_BYTES}-byte limit", strict)
         return None
     try:
         record = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         record = None
     if not isinstance(record, dict) or any(not isinstance(record.get(name), str) for name in required):
-        log.warning("service record %s is not one we wrote: ignored", key)
+        _unreadable(key, "not a record this service wrote", strict)
         return None
     return record
+
+
+class UnreadableRecord(BadRequest):
+    """A thread or run record in Redis that cannot be read back (500, one line naming its key)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(500, f"service record {key!r} is unreadable: {reason}")
+
+
+def _unreadable(key: str, reason: str, strict: bool) -> None:
+    log.warning("service record %s is unreadable (%s): ignored", key, reason)
+    if strict:
+        raise UnreadableRecord(key, reason)
+
+
+def encoded(record: dict[str, Any], what: str) -> str:
+    """`record` as the JSON stored for it, or a 413 naming the limit when it would be too large to read back."""
+    text = json.dumps(record, ensure_ascii=False)
+    size = len(text.encode())
+    if size > MAX_RECORD_BYTES:
+        raise BadRequest(413, f"the {what} would be {size} bytes, over the limit of {MAX_RECORD_BYTES} bytes "
+                              "for a stored record")
+    return text
 
 
 class ServiceRecords:
@@ -77,13 +107,14 @@ class ServiceRecords:
         self._create_run = client.register_script(_CREATE_RUN)
 
     # -- threads --------------------------------------------------------------------------------------------
-    async def get_thread(self, thread_id: str) -> dict[str, Any] | None:
+    async def get_thread(self, thread_id: str, *, strict: bool = False) -> dict[str, Any] | None:
+        """The thread's record, None when there is none; `strict`: an UnreadableRecord when it is damaged."""
         key = self.keys.thread(thread_id)
-        return _decode(await self.client.get(key), key, ("thread_id", "created_at", "status"))
+        return _decode(await self.client.get(key), key, ("thread_id", "created_at", "status"), strict)
 
     async def put_thread(self, record: dict[str, Any]) -> None:
         record["updated_at"] = now_iso()
-        await self.client.set(self.keys.thread(record["thread_id"]), json.dumps(record, ensure_ascii=False))
+        await self.client.set(self.keys.thread(record["thread_id"]), encoded(record, "thread record"))
         stamp = {record["thread_id"]: time.time() * 1000}
         await self.client.zadd(self.keys.threads, stamp)
         await self.client.zadd(self.keys.unswept, stamp)
@@ -127,7 +158,7 @@ class ServiceRecords:
         result = await self._create_run(
             keys=[self.keys.run(thread_id, run_id), self.keys.runs(thread_id), self.keys.pending(thread_id),
                   self.keys.active(thread_id)],
-            args=[json.dumps(record, ensure_ascii=False), run_id, int(time.time() * 1000),
+            args=[encoded(record, "run record"), run_id, int(time.time() * 1000),
                   record["multitask_strategy"]])
         ahead = [i.decode() if isinstance(i, bytes) else str(i) for i in result[1:]]
         return bool(result[0]), ahead
@@ -139,8 +170,7 @@ class ServiceRecords:
 
     async def put_run(self, record: dict[str, Any]) -> None:
         record["updated_at"] = now_iso()
-        await self.client.set(self.keys.run(record["thread_id"], record["run_id"]),
-                              json.dumps(record, ensure_ascii=False))
+        await self.client.set(self.keys.run(record["thread_id"], record["run_id"]), encoded(record, "run record"))
 
     async def run_ids(self, thread_id: str, *, limit: int = 10, offset: int = 0) -> list[str]:
         ids: Any = await self.client.zrange(self.keys.runs(thread_id), offset, offset + limit - 1, desc=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from reactgraph.graph.service.records import ServiceRecords
+from reactgraph.graph.sessions import adrop_session_items
 from reactgraph.memory.redis_checkpoint import AsyncRedisSaver
 
 log = logging.getLogger("reactgraph.service")
@@ -62,8 +63,10 @@ def retention_in(config_file: Path) -> Retention | None:
     return None if ttl is None else Retention.from_langgraph_ttl(ttl)
 
 
-async def sweep(records: ServiceRecords, saver: AsyncRedisSaver, retention: Retention) -> dict[str, int]:
-    """One pass: threads idle past the TTL (and not busy) deleted or pruned; {"deleted": n, "pruned": m}."""
+async def sweep(records: ServiceRecords, saver: AsyncRedisSaver, retention: Retention, store: Any = None
+                ) -> dict[str, int]:
+    """One pass: threads idle past the TTL (and not busy) deleted or pruned; {"deleted": n, "pruned": m}.
+    A deleted thread's session items in `store` (its Q&A log, its lessons) are deleted too."""
     cutoff_ms = (time.time() - retention.ttl_s) * 1000
     idle: Any = await records.client.zrangebyscore(records.keys.unswept, "-inf", cutoff_ms, start=0,
                                                    num=retention.sweep_limit)
@@ -74,6 +77,7 @@ async def sweep(records: ServiceRecords, saver: AsyncRedisSaver, retention: Rete
             continue
         if retention.strategy == "delete":
             await saver.adelete_thread(thread_id)
+            await adrop_session_items(store, thread_id)
             await records.delete_thread(thread_id)
             done["deleted"] += 1
             continue
@@ -87,14 +91,14 @@ async def sweep(records: ServiceRecords, saver: AsyncRedisSaver, retention: Rete
 
 
 async def sweep_forever(records: ServiceRecords, saver: AsyncRedisSaver, retention: Retention,
-                        stopping: asyncio.Event) -> None:
+                        stopping: asyncio.Event, store: Any = None) -> None:
     """Sweep every `sweep_every_s`: the first worker to take the interval's lock sweeps, the others skip it (the
     lock expires with the interval, so however many workers run, the service sweeps once per interval)."""
     lock = f"{records.keys.prefix}sweeper"
     while not stopping.is_set():
         if await records.client.set(lock, uuid.uuid4().hex, nx=True, px=int(retention.sweep_every_s * 1000)):
             try:
-                done = await sweep(records, saver, retention)
+                done = await sweep(records, saver, retention, store)
                 if any(done.values()):
                     log.info("retention: %(deleted)d thread(s) deleted, %(pruned)d pruned", done)
             except Exception:  # a failed sweep is retried at the next interval; the worker goes on

@@ -11,6 +11,7 @@ import base64
 import dataclasses
 import enum
 import json
+import math
 import uuid
 from collections.abc import Mapping
 from datetime import date, datetime
@@ -20,14 +21,17 @@ from langgraph.types import Interrupt
 from pydantic import BaseModel
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a request body larger than this is refused with 413
+# Deeper JSON is refused (422): LangGraph state is a few levels deep, and each level costs the C decoder and
+# encoder a frame of the interpreter's stack (a run input 900 deep could be stored but not read back).
+MAX_JSON_DEPTH = 64
 
 
 class BadRequest(ValueError):
     """A request the API refuses: `status` and one line that names the cause."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.headers = status, headers
 
 
 def plain(value: Any) -> Any:
@@ -60,18 +64,59 @@ def dumps(value: Any) -> str:
 
 
 def read_body(raw: bytes) -> dict[str, Any]:
-    """A request body: empty means `{}`; otherwise a JSON object of at most MAX_BODY_BYTES."""
+    """A request body: empty means `{}`; otherwise a JSON object of at most MAX_BODY_BYTES (see `strict_json`)."""
     if len(raw) > MAX_BODY_BYTES:
         raise BadRequest(413, f"request body of {len(raw)} bytes is over the limit of {MAX_BODY_BYTES}")
     if not raw.strip():
         return {}
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest(422, f"request body is not JSON: {exc}") from None
+    body = strict_json(raw, "request body")
     if not isinstance(body, dict):
         raise BadRequest(422, f"request body must be a JSON object, not {type(body).__name__}")
     return body
+
+
+def strict_json(raw: str | bytes, what: str) -> Any:
+    """`raw` as plain JSON, or a 422 naming what is wrong: not JSON, NaN/Infinity or a number out of a float's
+    range (which JSON has not, and which would poison every later read of what they are stored in), or deeper
+    than MAX_JSON_DEPTH."""
+    try:
+        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float)
+    except _NotFinite as exc:
+        raise BadRequest(422, f"{what}: {exc}") from None
+    except RecursionError:
+        raise BadRequest(422, f"{what} is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(422, f"{what} is not JSON: {exc}") from None
+    if depth_over(value, MAX_JSON_DEPTH):
+        raise BadRequest(422, f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise _NotFinite(f"{text[:40]} is out of the range of a number")
+    return number
+
+
+def depth_over(value: Any, limit: int) -> bool:
+    """Whether `value` (plain JSON) nests more than `limit` containers deep; iterative, so any depth is safe."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            pending.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def field(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:

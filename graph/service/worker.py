@@ -77,7 +77,8 @@ class Worker:
         beat = asyncio.create_task(self._heartbeat())
         sweeper: asyncio.Task | None = None
         if self.retention is not None:
-            sweeper = asyncio.create_task(sweep_forever(self.records, self.saver, self.retention, self._stopping))
+            sweeper = asyncio.create_task(sweep_forever(self.records, self.saver, self.retention, self._stopping,
+                                                         self.assistants.store))
         last_claim, outage = 0.0, Outage(f"worker {self.name}", log)
         try:
             while not self._stopping.is_set():

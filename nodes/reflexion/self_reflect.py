@@ -31,12 +31,13 @@ def rules_lesson(state: ReflexionState) -> str:
 
 
 def _remember(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig, lesson: str, how: str,
-              tokens: int, started: float) -> dict[str, Any]:
+              tokens: int, started: float) -> Steps:
     trial = state.get("trial", 0)
     evaluation = state.get("evaluation") or {}
     if (store := runtime.store) is not None:
-        # Keyed by question and trial: a resumed run rewrites the same lesson instead of adding a copy.
-        store.put(lessons_namespace(session_of(config)), f"{state.get('turn_id')}:{trial}", {
+        # Keyed by question and trial: a resumed run rewrites the same lesson instead of adding a copy. Yielded
+        # as the store's async call: under `ainvoke` a synchronous store write would wait on the event loop.
+        yield store.aput(lessons_namespace(session_of(config)), f"{state.get('turn_id')}:{trial}", {
             "question": question_text(state["messages"]), "lesson": lesson, "trial": trial,
             "answer": state.get("final_answer") or "", "reason": evaluation.get("reason", ""),
             "time": datetime.now(UTC).isoformat(timespec="milliseconds")})
@@ -64,11 +65,11 @@ def make_self_reflect(services: AgentServices) -> Node:
                 log_fallback("self_reflect", "lesson_rules", exc)
                 output = {}
         if isinstance(output, dict) and isinstance(parsed := output.get("parsed"), Lesson) and parsed.lesson.strip():
-            update = _remember(state, runtime, config, parsed.lesson.strip(), "model", tokens_of(output.get("raw")),
-                               started)
+            update = yield from _remember(state, runtime, config, parsed.lesson.strip(), "model",
+                                          tokens_of(output.get("raw")), started)
         else:
             why = "rules (model lesson unusable)" if output is not None else "rules"
-            update = _remember(state, runtime, config, rules_lesson(state), why, 0, started)
+            update = yield from _remember(state, runtime, config, rules_lesson(state), why, 0, started)
         # The lesson is kept either way; a budget it used up ends the run before another trial.
         return stopped_by_budget(state, runtime, update, request, output) if output else update
 

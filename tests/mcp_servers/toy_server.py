@@ -1,6 +1,7 @@
 """A small MCP server for the tests (mcp 1.x `FastMCP`): `python toy_server.py stdio|http PORT [--starts FILE]`.
 
 Each start appends the process id to FILE, so a test can count how many server processes its calls started.
+`--start-delay S` sleeps S seconds before answering anything (a server slow to start).
 """
 
 from __future__ import annotations
@@ -72,6 +73,10 @@ def main(argv: list[str]) -> None:
     if starts is not None:
         with starts.open("a") as out:
             out.write(f"{os.getpid()}\n")
+    if "--start-delay" in rest:
+        import time
+
+        time.sleep(float(rest[rest.index("--start-delay") + 1]))
     if transport == "stdio":
         build(events=events).run("stdio")
     else:

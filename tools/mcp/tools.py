@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -19,14 +21,28 @@ if TYPE_CHECKING:
 
     from reactgraph.tools.gateway import ToolGateway
 
+log = logging.getLogger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # model providers accept only these in tool names
 _START_MARGIN_S = 10.0  # past the servers' own startup timeouts, for the hop to the MCP loop and back
 
 
-def prepare(config: Mapping[str, Any] | str) -> tuple[list[McpServerConfig], str]:
-    """The enabled servers of a config, checked, and the config's source (a file's resolved path)."""
+def prepare(config: Mapping[str, Any] | str, startup_cap_s: float | None = None
+            ) -> tuple[list[McpServerConfig], str]:
+    """The enabled servers of a config, checked, and the config's source (a file's resolved path); with
+    `startup_cap_s`, no server's `startup_timeout_s` (its first start and every restart) is longer than that."""
     servers, source = read_config(config)
-    return [server for server in servers if server.enabled], source
+    enabled = [server for server in servers if server.enabled]
+    if startup_cap_s is None:
+        return enabled, source
+    return [_capped(server, startup_cap_s) for server in enabled], source
+
+
+def _capped(server: McpServerConfig, cap_s: float) -> McpServerConfig:
+    if server.startup_timeout_s <= cap_s:
+        return server
+    log.warning("MCP server %r: startup_timeout_s %g s capped to %g s (below the session lease's expiry)",
+                server.name, server.startup_timeout_s, cap_s)
+    return dataclasses.replace(server, startup_timeout_s=cap_s)
 
 
 async def start_all(configs: Iterable[McpServerConfig]) -> list[McpServer]:
@@ -112,7 +128,7 @@ def _source_of(meta: ToolMeta | None) -> str:
 
 async def aadd_servers(gateway: ToolGateway, config: Mapping[str, Any] | str, scope: str = "") -> list[ToolMeta]:
     """`ToolGateway.aadd_mcp_servers`: start the config's servers, register their tools."""
-    configs, _ = prepare(config)
+    configs, _ = prepare(config, gateway.mcp_startup_cap_s)
     servers = await loop.run(start_all(configs))
     try:
         return _keep(gateway, servers, scope)
@@ -124,7 +140,7 @@ async def aadd_servers(gateway: ToolGateway, config: Mapping[str, Any] | str, sc
 def add_servers(gateway: ToolGateway, config: Mapping[str, Any] | str, scope: str = "") -> list[ToolMeta]:
     """`ToolGateway.add_mcp_servers`: the same from sync code (inside a running loop too: it waits on the MCP
     loop's thread, never on the caller's loop)."""
-    configs, _ = prepare(config)
+    configs, _ = prepare(config, gateway.mcp_startup_cap_s)
     wait_s = max((c.startup_timeout_s for c in configs), default=0.0) + _START_MARGIN_S
     servers = loop.run_blocking(start_all(configs), wait_s)
     try:
