@@ -11,6 +11,10 @@ and the Redis bytes an idle thread keeps with keep-latest retention.
    at once, rounds alternating): runs per second, and the CPU seconds per run each kind of process used.
 3. The load of tests/test_serve_load.py at `--load-runs` (1,000): 2 API processes, 3 workers, 50 clients,
    4 runs per thread enqueued over both API processes; lost, duplicated and interleaved counts, and its time.
+5. Auth on vs off: two `reactgraph serve` (1 worker each) at once, one with `--config` naming the example auth
+   file (tests/auth_owner.py: a bearer token per user, every thread action filtered to its owner), one without;
+   rounds alternate. Runs per second (`--clients` clients, runs.wait on a fresh thread), and the latency of a
+   plain request (GET /threads/{id}, one client) p50/p99: the time the handler adds to every call.
 4. `--idle-threads` threads of 4 turns each; then a worker with `--thread-ttl 2s --ttl-strategy keep_latest
    --sweep-every 1s` sweeps them: bytes per thread (MEMORY USAGE of the keys with the thread's hash tag, and
    the saver's `usage()` for its checkpoints) before and after.
@@ -18,7 +22,7 @@ and the Redis bytes an idle thread keeps with keep-latest retention.
 Nothing here asserts a time. Needs the serve and dev extras (langgraph-cli[inmem]) and Redis.
 
     python benchmarks/serve.py [--runs 120] [--clients 8] [--rounds 3] [--load-runs 1000] [--idle-threads 50] \
-        [--redis-url redis://127.0.0.1:6379/15]
+        [--only dev|scaling|load|idle|auth] [--redis-url redis://127.0.0.1:6379/15]
 """
 
 from __future__ import annotations
@@ -119,12 +123,13 @@ def _ok(url: str) -> bool:
         return False
 
 
-def start_serve(redis_url: str, work: Path, workers: int) -> tuple[str, subprocess.Popen]:
+def start_serve(redis_url: str, work: Path, workers: int, *options: str) -> tuple[str, subprocess.Popen]:
     port = free_port()
     env = {**os.environ, "REDIS_URL": redis_url, "REACTGRAPH_MODEL": "offline",
            "REACTGRAPH_SERVICE_PREFIX": f"bench-serve-{os.getpid()}-{port}"}
     with (work / f"serve-{port}.log").open("w") as log:
-        process = subprocess.Popen([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers)], env=env,
+        process = subprocess.Popen([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers), *options],
+                                   env=env,
                                    stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     wait_for(lambda: _ok(url), 120, "reactgraph serve answering /ok")
@@ -187,6 +192,90 @@ def versus_dev(args: argparse.Namespace, work: Path) -> None:
     print(f"graph alone (ainvoke, in process): p50 {graph * 1000:.1f} ms")
     print(f"throughput ratio serve / dev: **{ours / theirs:.2f}×**; p50 latency ratio dev / serve: "
           f"{pct(latencies['langgraph dev'], 0.5) / pct(latencies['reactgraph serve (1 worker)'], 0.5):.2f}×")
+
+
+async def auth_round(url: str, runs: int, clients: int, offset: int, headers: dict[str, str]
+                     ) -> tuple[float, list[float]]:
+    """`one_round` with these headers on every request: (runs per second, each run's latency)."""
+    from langgraph_sdk.client import LangGraphClient
+
+    todo, latencies = list(range(offset, offset + runs)), []
+
+    async def client() -> None:
+        sdk = LangGraphClient(httpx.AsyncClient(base_url=url, timeout=120, headers=headers))
+        while todo:
+            n = todo.pop()
+            thread = await sdk.threads.create()
+            started = time.perf_counter()
+            final = await sdk.runs.wait(thread["thread_id"], "react", input=human(question(n)))
+            latencies.append(time.perf_counter() - started)
+            if str(n % 97 + n % 89) not in str(final.get("final_answer")):
+                raise AssertionError(f"{url}: wrong answer to {question(n)!r}: {final.get('final_answer')!r}")
+
+    started = time.perf_counter()
+    await asyncio.wait_for(asyncio.gather(*(client() for _ in range(clients))), 600)
+    return runs / (time.perf_counter() - started), latencies
+
+
+def request_latencies(url: str, headers: dict[str, str], n: int) -> list[float]:
+    """GET /threads/{id} of one thread, one client, n times: one request's time with and without auth."""
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+        thread = client.post("/threads", json={}).json()["thread_id"]
+        for _ in range(20):  # warm: connection, imports
+            client.get(f"/threads/{thread}").raise_for_status()
+        times = []
+        for _ in range(n):
+            started = time.perf_counter()
+            client.get(f"/threads/{thread}").raise_for_status()
+            times.append(time.perf_counter() - started)
+    return times
+
+
+def auth_overhead(args: argparse.Namespace, work: Path) -> None:
+    config = work / "langgraph.json"
+    config.write_text(json.dumps({"auth": {"path": str(ROOT / "tests" / "auth_owner.py") + ":auth"}}))
+    options: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+        "auth off": ((), {}),
+        "auth on (tests/auth_owner.py)": (("--config", str(config)), {"Authorization": "Bearer token-alice"})}
+    rates: dict[str, list[float]] = {name: [] for name in options}
+    latencies: dict[str, list[float]] = {name: [] for name in options}
+    requests: dict[str, list[float]] = {name: [] for name in options}
+    ratios: list[float] = []  # runs/s off / on, one per start order
+    # Two servers started one after the other do not run alike on a busy machine (an A/A check of two auth-off
+    # servers gave the second ~1.4× the runs/s): so the measure is taken twice, each side started first once.
+    for order in (list(options), list(reversed(options))):
+        sides = {name: start_serve(args.redis_url, work, 1, *options[name][0]) for name in order}
+        seen = {name: len(rates[name]) for name in options}
+        try:
+            for name, (url, _) in sides.items():
+                asyncio.run(auth_round(url, 2 * args.clients, args.clients, 10_000, options[name][1]))  # warm up
+            for r in range(max(1, args.rounds // 2)):
+                for name in (order if r % 2 == 0 else list(reversed(order))):
+                    url, headers = sides[name][0], options[name][1]
+                    rate, times = asyncio.run(auth_round(url, args.runs, args.clients, r * args.runs, headers))
+                    rates[name].append(rate)
+                    latencies[name] += times
+                    requests[name] += request_latencies(url, headers, 200)
+        finally:
+            for _, process in sides.values():
+                process.terminate()
+                process.wait(30)
+        off_rates, on_rates = (rates[name][seen[name]:] for name in options)
+        ratios.append(statistics.median(off_rates) / statistics.median(on_rates))
+    print(f"\n## 5. auth on vs off: {args.rounds} rounds of {args.runs} runs.wait, {args.clients} clients, and "
+          "GET /threads/{id} ×200 per round, one client")
+    print("| | runs/s (median of rounds) | run latency p50 / p99 | request latency p50 / p99 |")
+    print("| --- | ---: | ---: | ---: |")
+    for name in options:
+        print(f"| {name} | {statistics.median(rates[name]):.1f} | {pct(latencies[name], 0.5) * 1000:.0f} / "
+              f"{pct(latencies[name], 0.99) * 1000:.0f} ms | {pct(requests[name], 0.5) * 1000:.2f} / "
+              f"{pct(requests[name], 0.99) * 1000:.2f} ms |")
+    off, on = options
+    print(f"slowdown (runs/s off / on), off started first: {ratios[0]:.3f}×, on started first: {ratios[1]:.3f}×; "
+          f"geometric mean (the start order cancelled): **{(ratios[0] * ratios[1]) ** 0.5:.3f}×** (goal ≤ 1.05×)")
+    print("request latency added: p50 "
+          f"{(pct(requests[on], 0.5) - pct(requests[off], 0.5)) * 1000:+.2f} ms, p99 "
+          f"{(pct(requests[on], 0.99) - pct(requests[off], 0.99)) * 1000:+.2f} ms")
 
 
 def scaling(args: argparse.Namespace, work: Path) -> None:
@@ -307,13 +396,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--load-runs", type=int, default=1000)
     parser.add_argument("--idle-threads", type=int, default=50)
-    parser.add_argument("--only", choices=["dev", "scaling", "load", "idle"], action="append")
+    parser.add_argument("--only", choices=["dev", "scaling", "load", "idle", "auth"], action="append")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15")
     args = parser.parse_args()
     os.environ.setdefault("REDIS_URL", args.redis_url)
     # The servers it starts run this checkout's code (the `reactgraph` script alone imports the installed one).
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    parts = {"dev": versus_dev, "scaling": scaling, "load": load, "idle": idle_bytes}
+    parts = {"dev": versus_dev, "scaling": scaling, "load": load, "idle": idle_bytes, "auth": auth_overhead}
     print(f"machine: {psutil.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, Python "
           f"{sys.version.split()[0]}, Redis {redis.Redis.from_url(args.redis_url).info()['redis_version']}")
     for name in args.only or list(parts):

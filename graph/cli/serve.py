@@ -36,8 +36,14 @@ TtlStrategy = Annotated[str, typer.Option("--ttl-strategy", metavar="delete|keep
                                           help="What the sweep does to an idle thread.")]
 SweepEvery = Annotated[str, typer.Option("--sweep-every", metavar="DURATION", help="How often to sweep.")]
 Config = Annotated[Path | None, typer.Option("--config", metavar="FILE",
-                                             help="A langgraph.json: checkpointer.ttl sets retention; http.cors and "
-                                                  "http.allowed_hosts the HTTP checks.")]
+                                             help="A langgraph.json: its auth section (a langgraph_sdk.Auth, "
+                                                  "\"path\": \"./auth.py:auth\"), checkpointer.ttl (retention), "
+                                                  "http.cors and http.allowed_hosts (the HTTP checks).")]
+ApiKeys = Annotated[Path | None, typer.Option("--api-keys", metavar="FILE", envvar="REACTGRAPH_API_KEYS",
+                                              help="One team's keys, one `name: key` per line: clients send "
+                                                   "x-api-key; the caller is the key's name.")]
+NoAuth = Annotated[bool, typer.Option("--no-auth", help="Serve a non-loopback address with no auth at all "
+                                                        "(anyone who reaches it may do anything).")]
 Drain = Annotated[float, typer.Option("--drain", metavar="SECONDS", min=0,
                                       help="On SIGTERM, let running runs finish for this long; the rest are "
                                            "resumed by another worker.")]
@@ -146,6 +152,41 @@ def _close(gateway: Any) -> None:
     close_shared_stores(gateway, breakers=False)  # the last calls' metrics reach Redis (breakers: on the loop)
 
 
+def _settings(config: Path | None, api_keys: Path | None) -> Any:
+    """The operator's ServerSettings from --config and the flags (one line if they are bad)."""
+    from reactgraph.graph.service.auth_loading import auth_settings
+    from reactgraph.graph.service.server_config import BadServerConfig, ServerSettings, read_langgraph_config
+
+    try:
+        return ServerSettings(auth=auth_settings(read_langgraph_config(config), api_keys))
+    except BadServerConfig as exc:
+        raise UserError(str(exc)) from exc
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and localhost; 0.0.0.0 and :: (every interface) are not."""
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_exposure(host: str, settings: Any, no_auth: bool) -> None:
+    """Loopback is the only place without auth: refuse to bind anything else with none, unless --no-auth."""
+    if settings.auth is not None or is_loopback(host):
+        return
+    if not no_auth:
+        raise UserError(f"--host {host} is not loopback and the service has no auth: add an auth section to "
+                        "--config (\"auth\": {\"path\": \"./auth.py:auth\"}) or --api-keys FILE, or pass "
+                        "--no-auth to accept that anyone who reaches it may do anything")
+    typer.echo(f"WARNING: serving {host} with --no-auth: anyone who reaches this port may read, change and run "
+               "every thread", err=True)
+
+
 def _redis_url(store: str | None) -> tuple[str, str]:
     from reactgraph.graph.cli.shared import open_store
 
@@ -170,6 +211,8 @@ def serve(
     ttl_strategy: TtlStrategy = "delete",
     sweep_every: SweepEvery = "5m",
     config: Config = None,
+    api_keys: ApiKeys = None,
+    no_auth: NoAuth = False,
     allowed_hosts: AllowedHosts = [],  # noqa: B006
     max_body_bytes: MaxBody = 4 * 1024 * 1024,
     max_streams: MaxStreams = 100,
@@ -195,15 +238,18 @@ def serve(
     from reactgraph.graph.service.header_deadline import header_deadline_protocol
     from reactgraph.graph.service.server_config import ServerSettings
 
+    settings = _settings(config, api_keys)
+    _check_exposure(host, settings, no_auth)  # before anything is opened or bound
     http = _http(config, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
     policy, mcp = _run_policy(config, mcp, allow_model, allow_system_prompt,
                               (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
     retention, url, where, gateway = _prepare(store, tools, mcp, index, (thread_ttl, ttl_strategy, sweep_every, config))
-    typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers}",
-               err=True)
+    auth = settings.auth.describe() if settings.auth is not None else "none (loopback)" if not no_auth else "none"
+    typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers} · "
+               f"auth: {auth}", err=True)
     try:
         app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention},
-                        settings=ServerSettings(http=http, run_policy=policy))
+                        settings=ServerSettings(auth=settings.auth, http=http, run_policy=policy))
         with traced(otel):  # a trace per run, from the workers in this process
             uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
@@ -239,6 +285,7 @@ def worker(
     _needs_serve_extra()
     from reactgraph.graph.service.worker import serve_worker
 
+    _settings(config, None)  # the same --config as the API's: a bad auth section fails here too
     policy, mcp = _run_policy(config, mcp, allow_model, allow_system_prompt,
                               (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
     retention, url, where, gateway = _prepare(store, tools, mcp, index, (thread_ttl, ttl_strategy, sweep_every, config))

@@ -27,7 +27,9 @@ from reactgraph.graph.service.api_common import (
     service,
     thread_id_of,
 )
-from reactgraph.graph.service.api_threads import current_state, graph_of, thread_record
+from reactgraph.graph.service.api_threads import current_state, existing_thread, graph_of, thread_record
+from reactgraph.graph.service.auth import caller_of
+from reactgraph.graph.service.auth_rules import authorize, matches
 from reactgraph.graph.service.events import entry_id, read_events
 from reactgraph.graph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
 from reactgraph.graph.service.run_input import run_kwargs, strategy
@@ -43,12 +45,25 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
     kwargs = run_kwargs(body, svc.assistants.run_policy, svc.assistants.gateway)
     chosen = strategy(body)
     _check_nodes(assistant.graph, kwargs)
+    if_not_exists = field(body, "if_not_exists", str, "reject")
+    # `threads.create_run` (else `threads.*`, …): its filter is the thread's; it may write the run's metadata
+    value = {"thread_id": thread_id, "assistant_id": assistant.assistant_id, "run_id": None, "status": "pending",
+             "metadata": dict(field(body, "metadata", dict, {})), "multitask_strategy": chosen,
+             "if_not_exists": if_not_exists, "after_seconds": 0, "kwargs": kwargs,
+             "prevent_insert_if_inflight": chosen == "reject"}
+    allowed = await authorize(request, "threads", "create_run", value)
+    metadata = value["metadata"] if isinstance(value.get("metadata"), dict) else {}
     thread = await thread_record(svc, thread_id, with_values=False)
+    if thread is not None and not matches(thread.get("metadata"), allowed):
+        thread = None  # not the caller's: as if it did not exist, and not to be made either
+        if_not_exists = "reject"
     if thread is None:
-        if field(body, "if_not_exists", str, "reject") != "create":
+        if if_not_exists != "create":
             raise BadRequest(404, f"thread {thread_id!r} not found")
-        thread = await svc.records.create_thread(thread_id, {})
+        thread = await svc.records.create_thread(thread_id, dict(metadata))
     await _check_checkpoint(svc, thread_id, kwargs.get("checkpoint_id"))
+    if (caller := caller_of(request)) is not None:  # who the graph runs for, never what the client said
+        kwargs["config"]["configurable"].update(caller.configurable())
     if not (thread.get("metadata") or {}).get("graph_id"):
         thread["metadata"] = {**(thread.get("metadata") or {}), "graph_id": assistant.graph_id,
                               "assistant_id": assistant.assistant_id}
@@ -56,7 +71,7 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
     stamp = now_iso()
     run = {"run_id": new_id(), "thread_id": thread_id, "assistant_id": assistant.assistant_id,
            "created_at": stamp, "updated_at": stamp, "status": "pending",
-           "metadata": field(body, "metadata", dict, {}), "kwargs": kwargs, "multitask_strategy": chosen,
+           "metadata": metadata, "kwargs": kwargs, "multitask_strategy": chosen,
            "langsmith_session_name": None}
     created, ahead = await svc.records.create_run(run)
     if not created:
@@ -89,8 +104,9 @@ async def _check_checkpoint(svc: Service, thread_id: str, checkpoint_id: str | N
         raise BadRequest(422, f"'checkpoint_id' {checkpoint_id[:80]!r} is no checkpoint of thread {thread_id!r}")
 
 
-async def _existing_run(request: Request) -> tuple[Service, str, dict[str, Any]]:
-    svc, thread_id = service(request), thread_id_of(request)
+async def _existing_run(request: Request, action: str = "read") -> tuple[Service, str, dict[str, Any]]:
+    """The path's run, if its thread is the caller's to `action` (`threads.<action>`): else a 404."""
+    svc, thread_id, _thread = await existing_thread(request, action, {"run_id": request.path_params["run_id"]})
     run_id = str(request.path_params["run_id"])
     if not _RUN_ID.fullmatch(run_id):  # ids are the UUIDs this service makes: anything else names no run
         raise BadRequest(404, f"run {run_id[:80]!r} not found on thread {thread_id!r}")
@@ -221,7 +237,9 @@ async def join_run(request: Request) -> Response:
 
 @handler
 async def list_runs(request: Request) -> Response:
-    svc, thread_id = service(request), thread_id_of(request)
+    svc, thread_id, thread = await existing_thread(request)
+    if not matches(thread.get("metadata"), await authorize(request, "threads", "search", {"thread_id": thread_id})):
+        raise BadRequest(404, f"thread {thread_id!r} not found")
     status = request.query_params.get("status")
     if status is not None and status not in RUN_STATUSES:
         raise BadRequest(422, f"'status' must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
@@ -239,7 +257,7 @@ async def get_run(request: Request) -> Response:
 
 @handler
 async def delete_run(request: Request) -> Response:
-    svc, thread_id, run = await _existing_run(request)
+    svc, thread_id, run = await _existing_run(request, "delete")
     if run["status"] not in FINAL_RUN_STATUSES and run["status"] != "pending":
         raise BadRequest(409, f"run {run['run_id']!r} is {run['status']}: cancel it first")
     await svc.records.delete_run(thread_id, run["run_id"])
@@ -248,7 +266,7 @@ async def delete_run(request: Request) -> Response:
 
 @handler
 async def cancel_run(request: Request) -> Response:
-    svc, thread_id, run = await _existing_run(request)
+    svc, thread_id, run = await _existing_run(request, "update")
     action = request.query_params.get("action", "interrupt")
     if action not in ("interrupt", "rollback"):
         raise BadRequest(422, f"'action' must be interrupt or rollback, got {action!r}")

@@ -22,6 +22,7 @@ from reactgraph.graph.service.api_common import (
     service,
     thread_id_of,
 )
+from reactgraph.graph.service.auth_rules import authorize, matches
 from reactgraph.graph.service.connections import REDIS_DOWN
 from reactgraph.graph.service.records import THREAD_STATUSES, new_id
 from reactgraph.graph.service.thread_state import thread_state
@@ -84,10 +85,14 @@ def graph_of(svc: Service, record: dict[str, Any] | None) -> Any:
     return (svc.assistants.find(str(graph_id)) or svc.assistants.default()).graph
 
 
-async def existing_thread(request: Request) -> tuple[Service, str, dict[str, Any]]:
+async def existing_thread(request: Request, action: str = "read", value: dict[str, Any] | None = None,
+                          *, with_values: bool = False) -> tuple[Service, str, dict[str, Any]]:
+    """The path's thread if the caller may `action` it (`threads.<action>` handler, given `value`). A thread
+    outside the handler's filter is a 404 like one that does not exist: its existence is not revealed."""
     svc, thread_id = service(request), thread_id_of(request)
-    record = await thread_record(svc, thread_id, with_values=False)
-    if record is None:
+    allowed = await authorize(request, "threads", action, {"thread_id": thread_id, **(value or {})})
+    record = await thread_record(svc, thread_id, with_values=with_values)
+    if record is None or not matches(record.get("metadata"), allowed):
         raise BadRequest(404, f"thread {thread_id!r} not found")
     return svc, thread_id, record
 
@@ -100,23 +105,24 @@ async def create_thread(request: Request) -> Response:
         thread_id = check_session_id(raw_id)
     except InvalidSessionId as exc:
         raise BadRequest(422, str(exc)) from None
+    if_exists = field(body, "if_exists", str, "raise")
+    # the handler may write metadata (an owner, say) into `value` before the thread is made with it
+    value = {"thread_id": thread_id, "metadata": dict(field(body, "metadata", dict, {})), "if_exists": if_exists}
+    allowed = await authorize(request, "threads", "create", value)
     existing = await thread_record(svc, thread_id)
     if existing is not None:
-        if field(body, "if_exists", str, "raise") == "do_nothing":
+        if if_exists == "do_nothing" and matches(existing.get("metadata"), allowed):
             return json_response(existing)
         raise BadRequest(409, f"thread {thread_id!r} already exists")
-    record = await svc.records.create_thread(thread_id, field(body, "metadata", dict, {}))
+    record = await svc.records.create_thread(thread_id, value["metadata"] if isinstance(value["metadata"], dict)
+                                             else {})
     record["values"] = None
     return json_response(record)
 
 
 @handler
 async def get_thread(request: Request) -> Response:
-    svc, thread_id = service(request), thread_id_of(request)
-    record = await thread_record(svc, thread_id)
-    if record is None:
-        raise BadRequest(404, f"thread {thread_id!r} not found")
-    return json_response(record)
+    return json_response((await existing_thread(request, with_values=True))[2])
 
 
 async def _matching(request: Request) -> list[dict[str, Any]]:
@@ -126,6 +132,9 @@ async def _matching(request: Request) -> list[dict[str, Any]]:
     status = field(body, "status", str)
     if status is not None and status not in THREAD_STATUSES:
         raise BadRequest(422, f"'status' must be one of {', '.join(THREAD_STATUSES)}, got {status!r}")
+    allowed = await authorize(request, "threads", "search",
+                              {"metadata": metadata, "values": field(body, "values", dict, {}), "status": status,
+                               "limit": body.get("limit"), "offset": body.get("offset")})
     if wanted_ids is not None:
         if len(wanted_ids) > MAX_IDS:
             raise BadRequest(422, f"'ids' may name at most {MAX_IDS} threads, got {len(wanted_ids)}")
@@ -145,6 +154,8 @@ async def _matching(request: Request) -> list[dict[str, Any]]:
         if status and record.get("status") != status:
             continue
         if any((record.get("metadata") or {}).get(k) != v for k, v in metadata.items()):
+            continue
+        if not matches(record.get("metadata"), allowed):
             continue
         found.append(record)
     return found
@@ -180,8 +191,8 @@ async def count_threads(request: Request) -> Response:
 
 @handler
 async def patch_thread(request: Request) -> Response:
-    svc, _thread_id, record = await existing_thread(request)
     body = await body_of(request)
+    svc, _thread_id, record = await existing_thread(request, "update", {"metadata": field(body, "metadata", dict, {})})
     record["metadata"] = {**(record.get("metadata") or {}), **field(body, "metadata", dict, {})}
     await svc.records.put_thread(record)
     return json_response(record)
@@ -189,7 +200,7 @@ async def patch_thread(request: Request) -> Response:
 
 @handler
 async def delete_thread(request: Request) -> Response:
-    svc, thread_id, _record = await existing_thread(request)
+    svc, thread_id, _record = await existing_thread(request, "delete")
     if await svc.records.busy(thread_id):
         raise BadRequest(409, f"thread {thread_id!r} has a run in progress or waiting: cancel it first")
     await svc.assistants.checkpointer.adelete_thread(thread_id)
@@ -202,6 +213,7 @@ async def delete_thread(request: Request) -> Response:
 async def copy_thread(request: Request) -> Response:
     svc, thread_id, record = await existing_thread(request)
     copy_id = new_id()
+    await authorize(request, "threads", "create", {"thread_id": copy_id})  # the caller may make a thread at all
     await svc.assistants.checkpointer.acopy_thread(thread_id, copy_id)
     copied = await svc.records.create_thread(copy_id, dict(record.get("metadata") or {}))
     return json_response(copied)
@@ -232,6 +244,9 @@ async def get_state(request: Request) -> Response:
 @handler
 async def update_state(request: Request) -> Response:
     svc, thread_id, record = await existing_thread(request)
+    # seen (read) but not to be changed (update): a 403, as LangGraph's server answers it
+    if not matches(record.get("metadata"), await authorize(request, "threads", "update", {"thread_id": thread_id})):
+        raise BadRequest(403, f"Forbidden: thread {thread_id!r} is not yours to update")
     if await svc.records.busy(thread_id):
         raise BadRequest(409, f"thread {thread_id!r} has a run in progress or waiting")
     body = await body_of(request)

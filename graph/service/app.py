@@ -16,6 +16,7 @@ from pydantic import TypeAdapter, create_model
 from pydantic.errors import PydanticInvalidForJsonSchema, PydanticSchemaGenerationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -31,38 +32,59 @@ from reactgraph.graph.service.api_common import (
     json_response,
     service,
 )
+from reactgraph.graph.service.assistants import Assistant
+from reactgraph.graph.service.auth import Authenticated
+from reactgraph.graph.service.auth_rules import authorize, matches
 from reactgraph.graph.service.connections import REDIS_DOWN, service_connections, stream_client
 from reactgraph.graph.service.http_guard import LOOPBACK_NAMES, HttpSettings, http_middleware
 from reactgraph.graph.service.records import ServiceRecords
 from reactgraph.graph.service.server_config import ServerSettings
 from reactgraph.graph.service.stream_slots import StreamSlots
-from reactgraph.graph.service.wire import field
+from reactgraph.graph.service.wire import BadRequest, field
 from reactgraph.graph.service.work_queue import WorkQueue
 from reactgraph.graph.service.worker import Worker
 
 API_VERSION = "0.1"
 
 
-@handler
-async def search_assistants(request: Request) -> Response:
+async def _searched_assistants(request: Request) -> list[dict[str, Any]]:
+    """The assistants a search or count finds, inside the `assistants.search` handler's filter."""
     svc, body = service(request), await body_of(request)
     graph_id = field(body, "graph_id", str)
     limit = int_param(body.get("limit"), "limit", 10, 1, 1000)
     offset = int_param(body.get("offset"), "offset", 0, 0, 10**6)
-    found = [a.record() for a in svc.assistants.all() if graph_id in (None, a.graph_id)]
-    return json_response(found[offset:offset + limit])
+    allowed = await authorize(request, "assistants", "search",
+                              {"graph_id": graph_id, "metadata": field(body, "metadata", dict, {}),
+                               "limit": limit, "offset": offset})
+    return [a.record() for a in svc.assistants.all()
+            if graph_id in (None, a.graph_id) and matches(a.record()["metadata"], allowed)]
+
+
+async def readable_assistant(request: Request) -> Assistant:
+    """The path's assistant if the `assistants.read` handler lets the caller see it (else 404)."""
+    assistant = assistant_of(request, request.path_params["assistant_id"])
+    allowed = await authorize(request, "assistants", "read", {"assistant_id": assistant.assistant_id})
+    if not matches(assistant.record()["metadata"], allowed):
+        raise BadRequest(404, f"assistant {request.path_params['assistant_id']!r} not found")
+    return assistant
+
+
+@handler
+async def search_assistants(request: Request) -> Response:
+    body = await body_of(request)
+    limit = int_param(body.get("limit"), "limit", 10, 1, 1000)
+    offset = int_param(body.get("offset"), "offset", 0, 0, 10**6)
+    return json_response((await _searched_assistants(request))[offset:offset + limit])
 
 
 @handler
 async def count_assistants(request: Request) -> Response:
-    svc, body = service(request), await body_of(request)
-    graph_id = field(body, "graph_id", str)
-    return json_response(sum(graph_id in (None, a.graph_id) for a in svc.assistants.all()))
+    return json_response(len(await _searched_assistants(request)))
 
 
 @handler
 async def get_assistant(request: Request) -> Response:
-    return json_response(assistant_of(request, request.path_params["assistant_id"]).record())
+    return json_response((await readable_assistant(request)).record())
 
 
 # Drawn once per (assistant, xray) and process, on a worker thread: drawing a graph and building its schemas
@@ -79,14 +101,14 @@ async def _drawn(assistant: Any, what: str, xray: bool, draw: Any) -> Any:
 
 @handler
 async def get_assistant_graph(request: Request) -> Response:
-    assistant = assistant_of(request, request.path_params["assistant_id"])
+    assistant = await readable_assistant(request)
     xray = request.query_params.get("xray") in ("true", "True", "1")
     return json_response(await _drawn(assistant, "graph", xray, lambda: assistant.graph.get_graph(xray=xray).to_json()))
 
 
 @handler
 async def get_assistant_schemas(request: Request) -> Response:
-    assistant = assistant_of(request, request.path_params["assistant_id"])
+    assistant = await readable_assistant(request)
     graph = assistant.graph
     return json_response(await _drawn(assistant, "schemas", False, lambda: {
         "graph_id": assistant.graph_id, "input_schema": graph.get_input_jsonschema(),
@@ -110,7 +132,7 @@ def _state_schema(graph: Any) -> dict[str, Any]:
 
 @handler
 async def get_subgraphs(request: Request) -> Response:
-    assistant_of(request, request.path_params["assistant_id"])
+    await readable_assistant(request)
     return json_response({})
 
 
@@ -144,13 +166,14 @@ ROUTES = [
 
 def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options: dict[str, Any] | None = None,
               settings: ServerSettings | None = None) -> Starlette:
+    settings = settings or ServerSettings()
     # without the operator's HTTP settings: the loopback names only, and the default limits
-    http = (settings.http if settings else None) or HttpSettings(allowed_hosts=LOOPBACK_NAMES)
+    http = settings.http or HttpSettings(allowed_hosts=LOOPBACK_NAMES)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with service_connections(redis_url, gateway) as (client, assistants):
-            assistants.run_policy = settings.run_policy if settings else None
+            assistants.run_policy = settings.run_policy
             records = ServiceRecords(client)
             queue = WorkQueue(client, records.keys)
             await queue.ensure_group()
@@ -180,4 +203,9 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
         return response
 
     handlers: dict[Any, Any] = {**dict.fromkeys(REDIS_DOWN, redis_down), HTTPException: http_error}
-    return Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=handlers, middleware=http_middleware(http))
+    # the HTTP checks first (Host, body, limits), then who is calling: every route but the open ones
+    middleware = [*http_middleware(http), *([Middleware(Authenticated, settings=settings.auth)]
+                                            if settings.auth is not None else [])]
+    app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=handlers, middleware=middleware)
+    app.state.auth = settings.auth
+    return app

@@ -8,6 +8,7 @@ from typing import Any
 
 from langgraph.types import Command
 
+from reactgraph.graph.service.auth import AUTH_KEYS, AuthUser
 from reactgraph.graph.service.records import STRATEGIES
 from reactgraph.graph.service.run_policy import PolicyRefusal, RunPolicy
 from reactgraph.graph.service.wire import BadRequest, field
@@ -18,8 +19,9 @@ from reactgraph.nodes.shared.context import Context, InvalidContext, resolve_con
 STREAM_MODES = ("values", "updates", "messages-tuple", "custom", "debug", "tasks", "checkpoints")
 MAX_RECURSION_LIMIT = 10_000
 _COMMAND_KEYS = frozenset({"resume", "update", "goto"})
-# The service sets these itself; `__…` keys are LangGraph's internals (`__pregel_…`), never a client's to set.
-_SET_BY_THE_SERVICE = ("thread_id", "checkpoint_id", "checkpoint_ns")
+# The service sets these itself; `__…` keys are LangGraph's internals (`__pregel_…`), never a client's to set;
+# `langgraph_auth_*` say who the run is for: only the authenticated caller's are ever used (api_runs adds them).
+_SET_BY_THE_SERVICE = ("thread_id", "checkpoint_id", "checkpoint_ns", *AUTH_KEYS)
 
 
 def run_kwargs(body: Mapping[str, Any], policy: RunPolicy | None = None, gateway: Any = None) -> dict[str, Any]:
@@ -82,6 +84,8 @@ def graph_call(kwargs: Mapping[str, Any], thread_id: str, run_id: str, *, resume
                ) -> tuple[Any, dict[str, Any]]:
     """(input or Command, config) for the graph. A resumed run (its worker died) goes on from its last checkpoint."""
     configurable = {**kwargs["config"].get("configurable", {}), "thread_id": thread_id}
+    if isinstance(configurable.get("langgraph_auth_user"), Mapping):  # stored as plain JSON with the run
+        configurable["langgraph_auth_user"] = AuthUser(configurable["langgraph_auth_user"])
     if kwargs.get("checkpoint_id") and not resumed:
         configurable["checkpoint_id"] = kwargs["checkpoint_id"]
     config: dict[str, Any] = {"configurable": configurable, "metadata": {"run_id": run_id},
