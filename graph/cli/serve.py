@@ -76,6 +76,38 @@ def _http(config: Path | None, host: str, allowed_hosts: list[str], max_body: in
         raise UserError(str(exc)) from exc
 
 
+AllowModels = Annotated[list[str], typer.Option("--allow-model", metavar="SPEC", help=(
+    "A model a client's run may choose (repeatable; the first is the default; default: $REACTGRAPH_MODEL, "
+    "else offline; or reactgraph.models in --config)."))]
+AllowSystemPrompt = Annotated[bool | None, typer.Option("--allow-system-prompt/--fixed-system-prompt", help=(
+    "Whether a client's run may replace the system prompt (default: fixed, or reactgraph.allow_system_prompt)."),
+    show_default=False)]
+CapIterations = Annotated[int | None, typer.Option("--cap-iterations", metavar="N", min=1, show_default=False,
+                                                   help="Cap of a run's max_iterations (default 20).")]
+CapToolCalls = Annotated[int | None, typer.Option("--cap-tool-calls", metavar="N", min=0, show_default=False,
+                                                  help="Cap of a run's max_tool_calls, also its default (100).")]
+CapTokens = Annotated[int | None, typer.Option("--cap-tokens", metavar="N", min=1, show_default=False,
+                                               help="Cap of a run's max_model_tokens, also its default (1000000).")]
+CapCost = Annotated[float | None, typer.Option("--cap-cost", metavar="USD", min=0, show_default=False,
+                                               help="Cap of a run's max_cost_usd, also its default (5).")]
+
+
+def _run_policy(config: Path | None, mcp: Path | None, models: list[str], allow_system_prompt: bool | None,
+                caps: tuple[int | None, int | None, int | None, float | None]) -> tuple[Any, Path | None]:
+    """What a client's run may choose (graph/service/run_policy.py), from the flags and --config's `reactgraph`
+    section; and the MCP file to start (--mcp, else reactgraph.mcp)."""
+    from reactgraph.graph.service.run_policy import CAPPED, SECTION, BadRunPolicy, mcp_file_of, run_policy_from
+    from reactgraph.graph.service.server_config import BadServerConfig, read_langgraph_config
+
+    try:
+        section = read_langgraph_config(config).section(SECTION)
+        policy = run_policy_from(section, where=str(config or "flags"), models=models,
+                                 allow_system_prompt=allow_system_prompt, caps=dict(zip(CAPPED, caps, strict=True)))
+        return policy, mcp or mcp_file_of(section, config)
+    except (BadServerConfig, BadRunPolicy) as exc:
+        raise UserError(str(exc)) from exc
+
+
 def _needs_serve_extra() -> None:
     """One line, not a traceback, when the service's libraries are not installed."""
     import importlib.util
@@ -186,6 +218,12 @@ def serve(
     max_streams: MaxStreams = 100,
     header_timeout: HeaderTimeout = 10.0,
     body_timeout: BodyTimeout = 30.0,
+    allow_model: AllowModels = [],  # noqa: B006
+    allow_system_prompt: AllowSystemPrompt = None,
+    cap_iterations: CapIterations = None,
+    cap_tool_calls: CapToolCalls = None,
+    cap_tokens: CapTokens = None,
+    cap_cost: CapCost = None,
     otel: OtelOption = False,
 ) -> None:
     """Serve the graphs over HTTP, speaking the LangGraph Agent Server API (langgraph-sdk, RemoteGraph, Studio).
@@ -203,13 +241,15 @@ def serve(
     settings = _settings(config, api_keys)
     _check_exposure(host, settings, no_auth)  # before anything is opened or bound
     http = _http(config, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
+    policy, mcp = _run_policy(config, mcp, allow_model, allow_system_prompt,
+                              (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
     retention, url, where, gateway = _prepare(store, tools, mcp, index, (thread_ttl, ttl_strategy, sweep_every, config))
     auth = settings.auth.describe() if settings.auth is not None else "none (loopback)" if not no_auth else "none"
     typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers} · "
                f"auth: {auth}", err=True)
     try:
         app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention},
-                        settings=ServerSettings(auth=settings.auth, http=http))
+                        settings=ServerSettings(auth=settings.auth, http=http, run_policy=policy))
         with traced(otel):  # a trace per run, from the workers in this process
             uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
@@ -228,6 +268,12 @@ def worker(
     ttl_strategy: TtlStrategy = "delete",
     sweep_every: SweepEvery = "5m",
     config: Config = None,
+    allow_model: AllowModels = [],  # noqa: B006
+    allow_system_prompt: AllowSystemPrompt = None,
+    cap_iterations: CapIterations = None,
+    cap_tool_calls: CapToolCalls = None,
+    cap_tokens: CapTokens = None,
+    cap_cost: CapCost = None,
     otel: OtelOption = False,
 ) -> None:
     """Execute the service's runs: claim threads with work from Redis, one run per thread at a time.
@@ -240,10 +286,12 @@ def worker(
     from reactgraph.graph.service.worker import serve_worker
 
     _settings(config, None)  # the same --config as the API's: a bad auth section fails here too
+    policy, mcp = _run_policy(config, mcp, allow_model, allow_system_prompt,
+                              (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
     retention, url, where, gateway = _prepare(store, tools, mcp, index, (thread_ttl, ttl_strategy, sweep_every, config))
     typer.echo(f"reactgraph worker · store: {where} · concurrency {concurrency}", err=True)
     try:
         with traced(otel):  # a trace per run
-            asyncio.run(serve_worker(url, gateway, concurrency=concurrency, drain_s=drain, retention=retention))
+            asyncio.run(serve_worker(url, gateway, policy, concurrency=concurrency, drain_s=drain, retention=retention))
     finally:
         _close(gateway)

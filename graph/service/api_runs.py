@@ -42,7 +42,9 @@ _RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
 async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, Any]]:
     svc, thread_id, body = service(request), thread_id_of(request), await body_of(request)
     assistant = assistant_of(request, field(body, "assistant_id", str))
-    kwargs, chosen = run_kwargs(body), strategy(body)
+    kwargs = run_kwargs(body, svc.assistants.run_policy, svc.assistants.gateway)
+    chosen = strategy(body)
+    _check_nodes(assistant.graph, kwargs)
     if_not_exists = field(body, "if_not_exists", str, "reject")
     # `threads.create_run` (else `threads.*`, …): its filter is the thread's; it may write the run's metadata
     value = {"thread_id": thread_id, "assistant_id": assistant.assistant_id, "run_id": None, "status": "pending",
@@ -59,6 +61,7 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
         if if_not_exists != "create":
             raise BadRequest(404, f"thread {thread_id!r} not found")
         thread = await svc.records.create_thread(thread_id, dict(metadata))
+    await _check_checkpoint(svc, thread_id, kwargs.get("checkpoint_id"))
     if (caller := caller_of(request)) is not None:  # who the graph runs for, never what the client said
         kwargs["config"]["configurable"].update(caller.configurable())
     if not (thread.get("metadata") or {}).get("graph_id"):
@@ -79,6 +82,26 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
     await svc.records.count("created")
     await svc.queue.notify(thread_id)
     return svc, thread, run
+
+
+def _check_nodes(graph: Any, kwargs: dict[str, Any]) -> None:
+    """interrupt_before/after name nodes of the assistant's graph (LangGraph would ignore the others silently)."""
+    nodes = sorted(name for name in graph.nodes if not name.startswith("__"))
+    for name in ("interrupt_before", "interrupt_after"):
+        named = kwargs.get(name)
+        if isinstance(named, list) and (unknown := [node for node in named if node not in nodes]):
+            raise BadRequest(422, f"'{name}' names no node of this graph: {', '.join(map(repr, unknown[:10]))}; "
+                                  f"nodes: {', '.join(nodes)}")
+
+
+async def _check_checkpoint(svc: Service, thread_id: str, checkpoint_id: str | None) -> None:
+    """A run from a checkpoint must name one of the thread's (else LangGraph would start from nothing)."""
+    if not checkpoint_id:
+        return
+    found = await svc.assistants.checkpointer.aget_tuple(
+        {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}})
+    if found is None:
+        raise BadRequest(422, f"'checkpoint_id' {checkpoint_id[:80]!r} is no checkpoint of thread {thread_id!r}")
 
 
 async def _existing_run(request: Request, action: str = "read") -> tuple[Service, str, dict[str, Any]]:

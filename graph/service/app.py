@@ -173,6 +173,7 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with service_connections(redis_url, gateway) as (client, assistants):
+            assistants.run_policy = settings.run_policy
             records = ServiceRecords(client)
             queue = WorkQueue(client, records.keys)
             await queue.ensure_group()

@@ -53,6 +53,7 @@ class Assistants:
 
     def __init__(self, gateway: ToolGateway, checkpointer: AsyncRedisSaver, store: BaseStore | None) -> None:
         self.gateway, self.checkpointer, self.store = gateway, checkpointer, store
+        self.run_policy: Any = None  # the operator's RunPolicy (graph/service/run_policy.py); None: its defaults
         self._by_id: dict[str, Assistant] = {}
         for graph_id, build in BUILDERS.items():
             entry = Assistant(graph_id, build(gateway, checkpointer=checkpointer, store=store, name=graph_id))

@@ -18,11 +18,10 @@ from typing import Any
 from reactgraph.graph.service.assistants import Assistants
 from reactgraph.graph.service.connections import REDIS_DOWN
 from reactgraph.graph.service.records import ServiceRecords, now_iso
-from reactgraph.graph.service.run_input import graph_call, graph_modes
+from reactgraph.graph.service.run_input import graph_call, graph_modes, run_context
 from reactgraph.graph.service.thread_hold import FencedOut, ThreadHold
 from reactgraph.graph.service.thread_state import thread_status_after
 from reactgraph.graph.service.wire import dumps, plain
-from reactgraph.nodes.shared.context import resolve_context
 
 log = logging.getLogger("reactgraph.service")
 CANCEL_POLL_S = 0.2
@@ -53,7 +52,7 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
             await records.count("started")
         await records.set_thread_status(thread_id, "busy")
         try:
-            await _stream(hold, records, entry.graph, assistants.gateway, run, resumed)
+            await _stream(hold, records, entry.graph, assistants, run, resumed)
         except Cancelled as stop:
             cancel = stop.action
         except (FencedOut, asyncio.CancelledError, *REDIS_DOWN):  # not the run's outcome: it is resumed later
@@ -83,13 +82,15 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     return status
 
 
-async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, gateway: Any, run: dict[str, Any],
-                  resumed: bool) -> None:
+async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assistants: Assistants,
+                  run: dict[str, Any], resumed: bool) -> None:
+    gateway, policy = assistants.gateway, assistants.run_policy
     kwargs, thread_id, run_id = run["kwargs"], hold.thread_id, run["run_id"]
     graph_input, config = graph_call(kwargs, thread_id, run_id, resumed=resumed)
     requested = set(kwargs["stream_mode"])
     await hold.add_event(run_id, "metadata", dumps({"run_id": run_id, "attempt": 1 + int(resumed)}))
-    context = resolve_context(kwargs.get("context") or {})
+    # the policy again: the stored record is untrusted too (a refusal fails the run before anything starts)
+    context = run_context(kwargs.get("context") or {}, policy, gateway)
     if context.mcp_config.strip():
         # Started here, off the event loop: the nodes would otherwise start them in a synchronous call on it,
         # and every other request and run of this process (and its leases' renewals) would wait for the start.

@@ -10,8 +10,9 @@ from langgraph.types import Command
 
 from reactgraph.graph.service.auth import AUTH_KEYS, AuthUser
 from reactgraph.graph.service.records import STRATEGIES
+from reactgraph.graph.service.run_policy import PolicyRefusal, RunPolicy
 from reactgraph.graph.service.wire import BadRequest, field
-from reactgraph.nodes.shared.context import InvalidContext, resolve_context
+from reactgraph.nodes.shared.context import Context, InvalidContext, resolve_context
 
 # `messages` (the partial/complete message events) is not served: `messages-tuple` is what langgraph-sdk and
 # Studio ask for.
@@ -23,8 +24,9 @@ _COMMAND_KEYS = frozenset({"resume", "update", "goto"})
 _SET_BY_THE_SERVICE = ("thread_id", "checkpoint_id", "checkpoint_ns", *AUTH_KEYS)
 
 
-def run_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's kwargs as stored with it (plain JSON), after checking each field."""
+def run_kwargs(body: Mapping[str, Any], policy: RunPolicy | None = None, gateway: Any = None) -> dict[str, Any]:
+    """The run's kwargs as stored with it (plain JSON), after checking each field; its context as the client sent
+    it, checked against the operator's run policy (the worker applies the policy again when it runs it)."""
     graph_input = body.get("input")
     command = field(body, "command", dict)
     if graph_input is not None and command is not None:
@@ -41,7 +43,9 @@ def run_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
         raise BadRequest(422, f"'stream_mode' must be one or more of {', '.join(STREAM_MODES)}; got {modes!r}")
     context = field(body, "context", dict, {})
     try:
-        resolve_context(context)
+        run_context(context, policy, gateway)
+    except PolicyRefusal as exc:
+        raise BadRequest(exc.status, str(exc)) from None
     except InvalidContext as exc:
         raise BadRequest(422, f"'context': {exc}") from None
     config = field(body, "config", dict, {})
@@ -61,6 +65,12 @@ def run_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
             "subgraphs": bool(body.get("stream_subgraphs")), "resumable": bool(body.get("stream_resumable")),
             "webhook": None, "feedback_keys": None, "temporary": False, "checkpoint_during": False,
             "durability": "async"}
+
+
+def run_context(context: Mapping[str, Any], policy: RunPolicy | None, gateway: Any) -> Context:
+    """The Context a run gets for a client's context under the operator's policy (the default policy when None):
+    a PolicyRefusal or InvalidContext names the refused field."""
+    return resolve_context((policy or RunPolicy()).run_context(context, gateway))
 
 
 def strategy(body: Mapping[str, Any]) -> str:
