@@ -123,3 +123,21 @@ def test_readiness_answers_503_in_one_line_while_redis_is_down_and_liveness_200(
         assert httpx.get(service.url + "/ok?check_db=yes", timeout=5).status_code == 422
     finally:
         stop(service)
+
+
+def test_an_operator_mcp_server_start_never_outlasts_the_lease(redis_url, tmp_path):
+    """With a 3 s lease, MCP starts are capped at 2 s (two thirds of it): a server that needs 8 s to start stops
+    the worker at once, in one line, rather than holding a lease-less start past the lease's expiry."""
+    import subprocess
+    import uuid
+
+    from test_serve import REACTGRAPH, service_env
+
+    config, _starts = slow_mcp_config(tmp_path)
+    env = service_env(redis_url, f"svc-test-{uuid.uuid4().hex[:8]}", tmp_path / "calls.log")  # a 3 s lease
+    started = time.monotonic()
+    done = subprocess.run([REACTGRAPH, "worker", "--mcp", str(config)], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "MCP server 'slow' did not start" in done.stderr and "2 s" in done.stderr, done.stderr
+    assert time.monotonic() - started < START_DELAY_S + 5

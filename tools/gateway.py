@@ -125,16 +125,6 @@ class ToolGateway:
                 self._mcp_scopes.add(scope)
         return scope
 
-    async def amcp_config_scope(self, path: str) -> str:
-        """`mcp_config_scope` for async code: a first start waits on a worker thread, never on the caller's loop
-        (other requests and runs of an event loop go on while the servers start)."""
-        from reactgraph.tools.mcp.config import scope_of
-
-        scope = scope_of(path)
-        if scope in self._mcp_scopes:
-            return scope
-        return await asyncio.to_thread(self.mcp_config_scope, path)
-
     async def aclose(self) -> None:
         """Close the sessions of the MCP servers this gateway added (also done at process exit)."""
         if self.mcp_servers:

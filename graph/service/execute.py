@@ -91,10 +91,6 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assista
     await hold.add_event(run_id, "metadata", dumps({"run_id": run_id, "attempt": 1 + int(resumed)}))
     # the policy again: the stored record is untrusted too (a refusal fails the run before anything starts)
     context = run_context(kwargs.get("context") or {}, policy, gateway)
-    if context.mcp_config.strip():
-        # Started here, off the event loop: the nodes would otherwise start them in a synchronous call on it,
-        # and every other request and run of this process (and its leases' renewals) would wait for the start.
-        await gateway.amcp_config_scope(context.mcp_config.strip())
     stream = graph.astream(graph_input, config, context=context,
                            stream_mode=graph_modes(kwargs), subgraphs=True,
                            interrupt_before=kwargs.get("interrupt_before"),
