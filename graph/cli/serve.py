@@ -38,7 +38,8 @@ SweepEvery = Annotated[str, typer.Option("--sweep-every", metavar="DURATION", he
 Config = Annotated[Path | None, typer.Option("--config", metavar="FILE",
                                              help="A langgraph.json: its auth section (a langgraph_sdk.Auth, "
                                                   "\"path\": \"./auth.py:auth\"), checkpointer.ttl (retention), "
-                                                  "http.cors and http.allowed_hosts (the HTTP checks).")]
+                                                  "http.cors and http.allowed_hosts (the HTTP checks), the "
+                                                  "reactgraph section (what a client's run may set).")]
 ApiKeys = Annotated[Path | None, typer.Option("--api-keys", metavar="FILE", envvar="REACTGRAPH_API_KEYS",
                                               help="One team's keys, one `name: key` per line: clients send "
                                                    "x-api-key; the caller is the key's name.")]
