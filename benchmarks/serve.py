@@ -60,12 +60,14 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def one_round(url: str, runs: int, clients: int, offset: int) -> tuple[float, list[float]]:
-    """(runs per second, latency of each run in s): `clients` clients, each a fresh thread per run."""
+async def one_round(url: str, runs: int, clients: int, offset: int, headers: dict[str, str] | None = None
+                    ) -> tuple[float, list[float]]:
+    """(runs per second, latency of each run in s): `clients` clients, each a fresh thread per run, `headers` on
+    every request."""
     todo, latencies = list(range(offset, offset + runs)), []
 
     async def client() -> None:
-        sdk = sdk_client(url)
+        sdk = sdk_client(url, headers)
         while todo:
             n = todo.pop()
             thread = await sdk.threads.create()
@@ -194,29 +196,6 @@ def versus_dev(args: argparse.Namespace, work: Path) -> None:
           f"{pct(latencies['langgraph dev'], 0.5) / pct(latencies['reactgraph serve (1 worker)'], 0.5):.2f}×")
 
 
-async def auth_round(url: str, runs: int, clients: int, offset: int, headers: dict[str, str]
-                     ) -> tuple[float, list[float]]:
-    """`one_round` with these headers on every request: (runs per second, each run's latency)."""
-    from langgraph_sdk.client import LangGraphClient
-
-    todo, latencies = list(range(offset, offset + runs)), []
-
-    async def client() -> None:
-        sdk = LangGraphClient(httpx.AsyncClient(base_url=url, timeout=120, headers=headers))
-        while todo:
-            n = todo.pop()
-            thread = await sdk.threads.create()
-            started = time.perf_counter()
-            final = await sdk.runs.wait(thread["thread_id"], "react", input=human(question(n)))
-            latencies.append(time.perf_counter() - started)
-            if str(n % 97 + n % 89) not in str(final.get("final_answer")):
-                raise AssertionError(f"{url}: wrong answer to {question(n)!r}: {final.get('final_answer')!r}")
-
-    started = time.perf_counter()
-    await asyncio.wait_for(asyncio.gather(*(client() for _ in range(clients))), 600)
-    return runs / (time.perf_counter() - started), latencies
-
-
 def request_latencies(url: str, headers: dict[str, str], n: int) -> list[float]:
     """GET /threads/{id} of one thread, one client, n times: one request's time with and without auth."""
     with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
@@ -248,11 +227,11 @@ def auth_overhead(args: argparse.Namespace, work: Path) -> None:
         seen = {name: len(rates[name]) for name in options}
         try:
             for name, (url, _) in sides.items():
-                asyncio.run(auth_round(url, 2 * args.clients, args.clients, 10_000, options[name][1]))  # warm up
+                asyncio.run(one_round(url, 2 * args.clients, args.clients, 10_000, options[name][1]))  # warm up
             for r in range(max(1, args.rounds // 2)):
                 for name in (order if r % 2 == 0 else list(reversed(order))):
                     url, headers = sides[name][0], options[name][1]
-                    rate, times = asyncio.run(auth_round(url, args.runs, args.clients, r * args.runs, headers))
+                    rate, times = asyncio.run(one_round(url, args.runs, args.clients, r * args.runs, headers))
                     rates[name].append(rate)
                     latencies[name] += times
                     requests[name] += request_latencies(url, headers, 200)

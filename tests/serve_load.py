@@ -35,11 +35,12 @@ WHOLE_THREAD = {"memory_window": 100}
 CALL_TIMEOUT = httpx.Timeout(connect=5, read=120, write=30, pool=60)
 
 
-def sdk_client(url: str) -> LangGraphClient:
+def sdk_client(url: str, headers: dict[str, str] | None = None) -> LangGraphClient:
     """langgraph-sdk's async client as `get_client` builds it (httpx keeps idle connections 5 s; the server keeps
-    them 65 s, so a reused connection is never one the server is closing), with the load's longer timeouts."""
+    them 65 s, so a reused connection is never one the server is closing), with the load's longer timeouts and
+    `headers` on every request (credentials)."""
     return LangGraphClient(httpx.AsyncClient(
-        base_url=url, timeout=CALL_TIMEOUT, transport=httpx.AsyncHTTPTransport(retries=5),
+        base_url=url, timeout=CALL_TIMEOUT, headers=headers, transport=httpx.AsyncHTTPTransport(retries=5),
         limits=httpx.Limits(max_connections=100, max_keepalive_connections=20)))
 
 

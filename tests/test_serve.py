@@ -112,22 +112,36 @@ def stop(service: Service) -> None:
 
 
 def forget(redis_url: str, prefix: str) -> None:
+    """Remove what a test service kept: its own keys, and the checkpoints and store items of the threads it made.
+    Threads it only listed — CLI sessions other tests left in the database, which a search of every thread gives
+    a record (metadata `source: cli`) — are theirs to remove, not this service's."""
+    import json
+
     import redis
 
+    from reactgraph.graph.service.keys import ServiceKeys
+    from reactgraph.graph.sessions import session_namespaces
     from reactgraph.memory import RedisStore
     from reactgraph.memory.redis_checkpoint import RedisSaver
+    from reactgraph.memory.retention import drop_items, session_items
 
     if "+cluster://" in redis_url:
         return  # the cluster tests' cluster goes away whole
     client = redis.Redis.from_url(redis_url, socket_connect_timeout=2)
+    keys_of = ServiceKeys(prefix)
     try:
-        threads = [t.decode() for t in client.zrange(f"{prefix}:threads", 0, -1)]
+        threads = [t.decode() for t in client.zrange(keys_of.threads, 0, -1)]
         with RedisSaver.from_url(redis_url) as saver, RedisStore.from_url(redis_url) as store:
             for thread_id in threads:
+                try:
+                    record = json.loads(client.get(keys_of.thread(thread_id)) or "{}")
+                except ValueError:
+                    record = {}  # a test damaged it on purpose: the thread is still this service's
+                if isinstance(record, dict) and (record.get("metadata") or {}).get("source") == "cli":
+                    continue
                 saver.delete_thread(thread_id)
-                for item in store.search(("sessions", thread_id), limit=1000):
-                    store.delete(item.namespace, item.key)
-        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+                drop_items(store, session_items(store, session_namespaces(thread_id)))
+        keys = list(client.scan_iter(match=f"{keys_of.prefix}*", count=1000))
         for start in range(0, len(keys), 500):
             client.delete(*keys[start:start + 500])
     except redis.RedisError:

@@ -48,24 +48,7 @@ def guarded(redis_url: str, tmp_path_factory) -> Iterator[Service]:
 
     wait_for(answers, 60, "the server answering /ok")
     yield service
-    # a search of every thread makes records of the CLI sessions other tests left in the database: theirs
-    # to remove, not this module's (their ids are not the UUIDs this module's threads have)
-    raw = redis.Redis.from_url(redis_url)
-    try:
-        key = f"{service.env['REACTGRAPH_SERVICE_PREFIX']}:threads"
-        foreign = [t for t in raw.zrange(key, 0, -1) if not _is_uuid(t.decode())]
-        if foreign:
-            raw.zrem(key, *foreign)
-    finally:
-        raw.close()
     stop(service)
-
-
-def _is_uuid(text: str) -> bool:
-    try:
-        return str(uuid.UUID(text)) == text
-    except ValueError:
-        return False
 
 
 def stderr_of(service: Service) -> str:

@@ -75,27 +75,36 @@ def test_a_runs_cancel_watcher_ends_with_the_run_even_if_its_cancellation_is_swa
     assert asyncio.run(scenario()) is None
 
 
-def test_releasing_a_lease_ends_its_renewals_even_if_their_cancellation_is_swallowed(redis_url):
+def test_releasing_an_asyncio_lease_ends_its_renewing_thread(redis_url):
+    """The asyncio leases are renewed from a thread of their own (a busy event loop cannot starve them); a release
+    ends that thread, and no late renewal brings the deleted lease back."""
+    import threading
     import uuid
 
     import redis.asyncio
 
     from reactgraph.memory.redis_lease import AsyncRedisLeases
 
-    async def scenario() -> bool:
+    session = f"session-{uuid.uuid4().hex[:8]}"
+
+    def renewing() -> bool:
+        return any(t.name == f"session-lease {session}" for t in threading.enumerate())
+
+    async def scenario() -> tuple[bool, bool, bool]:
         client = redis.asyncio.Redis.from_url(redis_url)
         leases = AsyncRedisLeases(client, prefix=f"reactgraph-test:{uuid.uuid4().hex}")
-        renew = leases._renew = _SwallowsOneCancellation(1)  # the renewal script, answering "renewed"
         try:
-            lease, _holder = await leases.try_acquire("session", ttl_s=0.3)
+            lease, _holder = await leases.try_acquire(session, ttl_s=0.3)
             assert lease is not None
-            await asyncio.wait_for(renew.waiting.wait(), 5)
+            await asyncio.sleep(0.6)  # two expiries: only renewals keep it
+            held = await client.exists(leases.key(session)) == 1 and renewing()
             await asyncio.wait_for(leases.release(lease), 5)
-            return await client.exists(leases.key("session")) == 0
+            await asyncio.sleep(0.5)  # the thread wakes every 0.1 s; a renewal in flight would have written by now
+            return held, renewing(), await client.exists(leases.key(session)) == 1
         finally:
             await client.aclose()
 
-    assert asyncio.run(scenario())
+    assert asyncio.run(scenario()) == (True, False, False)
 
 
 def test_the_calculator_parses_again_when_a_concurrent_parse_trips_cpythons_shared_depth_check(monkeypatch):
