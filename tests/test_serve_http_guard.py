@@ -129,7 +129,8 @@ def test_an_unknown_route_answers_in_the_agent_servers_error_shape(guarded):
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
 def test_nan_and_infinity_are_refused_and_the_thread_still_runs_and_search_works(guarded, number):
     client = guarded.client()
-    thread = new_thread(guarded)
+    probe = f"nan-{uuid.uuid4().hex[:8]}"
+    thread = client.threads.create(metadata={"probe": probe})["thread_id"]
     raw = json.dumps(run_body(), ensure_ascii=False).replace('"计算 2+3"', '"计算 2+3", "x": ' + number)
     answer = post(guarded, f"/threads/{thread}/runs/wait", raw)
     assert answer.status_code == 422 and number.lstrip("-") in one_line(answer)
@@ -137,7 +138,8 @@ def test_nan_and_infinity_are_refused_and_the_thread_still_runs_and_search_works
     assert update.status_code == 422
     final = client.runs.wait(thread, "react", input=human("计算 2+3"))
     assert "5" in final["final_answer"]
-    assert any(t["thread_id"] == thread for t in client.threads.search(limit=1000))
+    # a search over every thread (the other tests' CLI sessions included) that finds it
+    assert [t["thread_id"] for t in client.threads.search(metadata={"probe": probe})] == [thread]
 
 
 def test_input_nested_900_deep_is_refused_and_the_runs_list_still_works(guarded):
