@@ -72,8 +72,11 @@ class Service:
     def start_api(self, port: int, workers: int = 0, **extra: str) -> subprocess.Popen:
         """`reactgraph serve` on `port`, answering /ok before this returns."""
         process = self._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers)], extra)
-        url = f"http://127.0.0.1:{port}"
+        self.wait_answering(process, f"http://127.0.0.1:{port}")
+        return process
 
+    def wait_answering(self, process: subprocess.Popen, url: str) -> None:
+        """Until the `reactgraph serve` process answers /ok at `url`; its stderr if it exits first."""
         def answers() -> bool:
             if process.poll() is not None:
                 errors = sorted(self.log.parent.glob("serve-*.err"))
@@ -84,7 +87,6 @@ class Service:
                 return False
 
         wait_for(answers, STARTUP_TIMEOUT_S, "the server answering /ok")
-        return process
 
 
 def start_service(redis_url: str, tmp: Path, *, workers: int = 2, **extra: str) -> Service:

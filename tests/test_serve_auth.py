@@ -16,7 +16,7 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import PermissionDeniedError
 
 from local_servers import free_port
-from test_serve import REACTGRAPH, STARTUP_TIMEOUT_S, TESTS, Service, human, service_env, stop, wait_for
+from test_serve import REACTGRAPH, TESTS, Service, human, service_env, stop
 
 WEATHER = "北京的天气怎么样？"
 
@@ -48,18 +48,8 @@ def start_with(redis_url: str, tmp: Path, *options: str, workers: int = 1, **ext
     env = {**service_env(redis_url, f"svc-test-{uuid.uuid4().hex[:8]}", tmp / "calls.log"), **extra}
     service = Service(f"http://127.0.0.1:{port}", env, tmp / "calls.log", [])
     process = service._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers), *options], {})
-    wait_for(lambda: _answers(process, service), STARTUP_TIMEOUT_S, "the server answering /ok")
+    service.wait_answering(process, service.url)
     return service
-
-
-def _answers(process: subprocess.Popen, service: Service) -> bool:
-    if process.poll() is not None:
-        errors = sorted(service.log.parent.glob("serve-*.err"))
-        raise AssertionError(f"reactgraph serve exited: {errors[-1].read_text() if errors else ''}")
-    try:
-        return httpx.get(f"{service.url}/ok", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 @pytest.fixture(scope="module")

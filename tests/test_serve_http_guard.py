@@ -38,15 +38,7 @@ def guarded(redis_url: str, tmp_path_factory) -> Iterator[Service]:
     process = service._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", "2", "--config", str(config),
                               "--allowed-hosts", "api.example", "--max-streams", str(STREAMS),
                               "--header-timeout", "1", "--body-timeout", "2", "--drain", "1"], {})
-
-    def answers() -> bool:
-        assert process.poll() is None, stderr_of(service)
-        try:
-            return httpx.get(f"{service.url}/ok", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(answers, 60, "the server answering /ok")
+    service.wait_answering(process, service.url)
     yield service
     stop(service)
 
