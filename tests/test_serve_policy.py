@@ -38,7 +38,9 @@ def served(redis_url: str, files: Path) -> Iterator[Service]:
     """A server with two operator MCP servers (alpha, beta: prefix b_) and a secret in its environment."""
     mcp = files / "operator-mcp.json"
     mcp.write_text(json.dumps({"mcpServers": {"alpha": toy(), "beta": toy(prefix="b_")}}))
-    service = start_service(redis_url, files, workers=1, REACTGRAPH_MCP=str(mcp), POLICY_SECRET=SECRET)
+    # a 15 s lease caps MCP starts at 10 s: the test servers start in time on a loaded machine (3 s allowed 2 s)
+    service = start_service(redis_url, files, workers=1, REACTGRAPH_MCP=str(mcp), POLICY_SECRET=SECRET,
+                            REACTGRAPH_SESSION_LEASE_TTL="15")
     yield service
     stop(service)
 

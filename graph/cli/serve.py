@@ -63,14 +63,24 @@ BodyTimeout = Annotated[float, typer.Option("--body-timeout", metavar="SECONDS",
                                             help="A request's body must arrive within this (408 after).")]
 
 
-def _http(config: Path | None, host: str, allowed_hosts: list[str], max_body: int, max_streams: int,
-          header_timeout: float, body_timeout: float) -> Any:
-    """The HTTP settings (graph/service/http_guard.py) from the flags and --config's `http` section."""
-    from reactgraph.graph.service.http_guard import http_settings
+def _langgraph_config(config: Path | None) -> Any:
+    """--config's langgraph.json, read once for every section the service reads from it (one line if bad)."""
     from reactgraph.graph.service.server_config import BadServerConfig, read_langgraph_config
 
     try:
-        return http_settings(read_langgraph_config(config), host=host, allowed_hosts=allowed_hosts,
+        return read_langgraph_config(config)
+    except BadServerConfig as exc:
+        raise UserError(str(exc)) from exc
+
+
+def _http(config: Any, host: str, allowed_hosts: list[str], max_body: int, max_streams: int,
+          header_timeout: float, body_timeout: float) -> Any:
+    """The HTTP settings (graph/service/http_guard.py) from the flags and --config's `http` section."""
+    from reactgraph.graph.service.http_guard import http_settings
+    from reactgraph.graph.service.server_config import BadServerConfig
+
+    try:
+        return http_settings(config, host=host, allowed_hosts=allowed_hosts,
                              max_body_bytes=max_body, header_timeout_s=header_timeout, body_timeout_s=body_timeout,
                              max_streams=max_streams)
     except BadServerConfig as exc:
@@ -93,18 +103,18 @@ CapCost = Annotated[float | None, typer.Option("--cap-cost", metavar="USD", min=
                                                help="Cap of a run's max_cost_usd, also its default (5).")]
 
 
-def _run_policy(config: Path | None, mcp: Path | None, models: list[str], allow_system_prompt: bool | None,
+def _run_policy(config: Any, mcp: Path | None, models: list[str], allow_system_prompt: bool | None,
                 caps: tuple[int | None, int | None, int | None, float | None]) -> tuple[Any, Path | None]:
     """What a client's run may choose (graph/service/run_policy.py), from the flags and --config's `reactgraph`
     section; and the MCP file to start (--mcp, else reactgraph.mcp)."""
     from reactgraph.graph.service.run_policy import CAPPED, SECTION, BadRunPolicy, mcp_file_of, run_policy_from
-    from reactgraph.graph.service.server_config import BadServerConfig, read_langgraph_config
+    from reactgraph.graph.service.server_config import BadServerConfig
 
     try:
-        section = read_langgraph_config(config).section(SECTION)
-        policy = run_policy_from(section, where=str(config or "flags"), models=models,
+        section = config.section(SECTION)
+        policy = run_policy_from(section, where=str(config.path or "flags"), models=models,
                                  allow_system_prompt=allow_system_prompt, caps=dict(zip(CAPPED, caps, strict=True)))
-        return policy, mcp or mcp_file_of(section, config)
+        return policy, mcp or mcp_file_of(section, config.path)
     except (BadServerConfig, BadRunPolicy) as exc:
         raise UserError(str(exc)) from exc
 
@@ -119,7 +129,7 @@ def _needs_serve_extra() -> None:
         raise UserError(f"the service needs {', '.join(missing)}: pip install 'react-graph[serve]'")
 
 
-def _retention(ttl: str | None, strategy: str, every: str, config: Path | None) -> Any:
+def _retention(ttl: str | None, strategy: str, every: str, config: Any) -> Any:
     """The sweep's settings: --thread-ttl and the options beside it, else --config's checkpointer.ttl, else None."""
     from reactgraph.graph.service.retention import BadRetention, Retention, retention_in
     from reactgraph.memory.retention import parse_duration
@@ -127,13 +137,13 @@ def _retention(ttl: str | None, strategy: str, every: str, config: Path | None) 
     try:
         if ttl is not None:
             return Retention(parse_duration(ttl), strategy, parse_duration(every))
-        return retention_in(config) if config is not None else None
+        return retention_in(config)
     except (BadRetention, ValueError) as exc:
         raise UserError(str(exc)) from exc
 
 
 def _prepare(store: str | None, tools: list[str], mcp: Path | None, index: Path | None,
-             retention: tuple[str | None, str, str, Path | None]) -> tuple[Any, str, str, Any]:
+             retention: tuple[str | None, str, str, Any]) -> tuple[Any, str, str, Any]:
     """What serve and worker both check and open first, so bad config is one line before anything starts:
     (retention, Redis URL, where it is in words, the gateway with the tools and MCP servers, sharing state there)."""
     from reactgraph.memory.session_lease import wait_within_lease
@@ -153,13 +163,14 @@ def _close(gateway: Any) -> None:
     close_shared_stores(gateway, breakers=False)  # the last calls' metrics reach Redis (breakers: on the loop)
 
 
-def _settings(config: Path | None, api_keys: Path | None) -> Any:
-    """The operator's ServerSettings from --config and the flags (one line if they are bad)."""
+def _auth(config: Any, api_keys: Path | None) -> Any:
+    """Who may call (graph/service/auth_loading.py) from --config's `auth` section or --api-keys (None: nobody
+    said; one line if they are bad)."""
     from reactgraph.graph.service.auth_loading import auth_settings
-    from reactgraph.graph.service.server_config import BadServerConfig, ServerSettings, read_langgraph_config
+    from reactgraph.graph.service.server_config import BadServerConfig
 
     try:
-        return ServerSettings(auth=auth_settings(read_langgraph_config(config), api_keys))
+        return auth_settings(config, api_keys)
     except BadServerConfig as exc:
         raise UserError(str(exc)) from exc
 
@@ -176,9 +187,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _check_exposure(host: str, settings: Any, no_auth: bool) -> None:
+def _check_exposure(host: str, auth: Any, no_auth: bool) -> None:
     """Loopback is the only place without auth: refuse to bind anything else with none, unless --no-auth."""
-    if settings.auth is not None or is_loopback(host):
+    if auth is not None or is_loopback(host):
         return
     if not no_auth:
         raise UserError(f"--host {host} is not loopback and the service has no auth: add an auth section to "
@@ -239,18 +250,20 @@ def serve(
     from reactgraph.graph.service.header_deadline import header_deadline_protocol
     from reactgraph.graph.service.server_config import ServerSettings
 
-    settings = _settings(config, api_keys)
-    _check_exposure(host, settings, no_auth)  # before anything is opened or bound
-    http = _http(config, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
-    policy, mcp = _run_policy(config, mcp, allow_model, allow_system_prompt,
+    operator = _langgraph_config(config)
+    auth_settings = _auth(operator, api_keys)
+    _check_exposure(host, auth_settings, no_auth)  # before anything is opened or bound
+    http = _http(operator, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
+    policy, mcp = _run_policy(operator, mcp, allow_model, allow_system_prompt,
                               (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
-    retention, url, where, gateway = _prepare(store, tools, mcp, index, (thread_ttl, ttl_strategy, sweep_every, config))
-    auth = settings.auth.describe() if settings.auth is not None else "none (loopback)" if not no_auth else "none"
+    retention, url, where, gateway = _prepare(store, tools, mcp, index,
+                                              (thread_ttl, ttl_strategy, sweep_every, operator))
+    auth = auth_settings.describe() if auth_settings is not None else "none (loopback)" if not no_auth else "none"
     typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers} · "
                f"auth: {auth}", err=True)
     try:
         app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention},
-                        settings=ServerSettings(auth=settings.auth, http=http, run_policy=policy))
+                        settings=ServerSettings(auth=auth_settings, http=http, run_policy=policy))
         with traced(otel):  # a trace per run, from the workers in this process
             uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
@@ -286,10 +299,12 @@ def worker(
     _needs_serve_extra()
     from reactgraph.graph.service.worker import serve_worker
 
-    _settings(config, None)  # the same --config as the API's: a bad auth section fails here too
-    policy, mcp = _run_policy(config, mcp, allow_model, allow_system_prompt,
+    operator = _langgraph_config(config)
+    _auth(operator, None)  # the same --config as the API's: a bad auth section fails here too
+    policy, mcp = _run_policy(operator, mcp, allow_model, allow_system_prompt,
                               (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
-    retention, url, where, gateway = _prepare(store, tools, mcp, index, (thread_ttl, ttl_strategy, sweep_every, config))
+    retention, url, where, gateway = _prepare(store, tools, mcp, index,
+                                              (thread_ttl, ttl_strategy, sweep_every, operator))
     typer.echo(f"reactgraph worker · store: {where} · concurrency {concurrency}", err=True)
     try:
         with traced(otel):  # a trace per run

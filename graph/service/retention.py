@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from reactgraph.graph.service.records import ServiceRecords
+from reactgraph.graph.service.server_config import BadServerConfig, LanggraphConfig
 from reactgraph.graph.sessions import adrop_session_items
 from reactgraph.memory.redis_checkpoint import AsyncRedisSaver
 
@@ -53,13 +52,12 @@ class Retention:
                    sweep_every_s=float(every) * 60, sweep_limit=int(ttl.get("sweep_limit") or 10_000))
 
 
-def retention_in(config_file: Path) -> Retention | None:
+def retention_in(config: LanggraphConfig) -> Retention | None:
     """The `checkpointer.ttl` of a langgraph.json, or None if it sets none."""
     try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BadRetention(f"cannot read {config_file}: {exc}") from None
-    ttl = ((config.get("checkpointer") or {}) if isinstance(config, dict) else {}).get("ttl")
+        ttl = config.section("checkpointer").get("ttl")
+    except BadServerConfig as exc:
+        raise BadRetention(str(exc)) from None
     return None if ttl is None else Retention.from_langgraph_ttl(ttl)
 
 
