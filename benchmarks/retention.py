@@ -22,8 +22,8 @@ import redis
 from langchain_core.messages import HumanMessage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from reactgraph.cli.prune import session_prefixes
 from reactgraph.graph import Context, build_react_graph
-from reactgraph.graph.cli.prune import session_prefixes
 from reactgraph.memory import RedisSaver, RedisStore
 from reactgraph.memory.retention import items_bytes, session_items
 

@@ -46,7 +46,7 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the load and its checks are the test suite's (tests/serve_load.py)
-from reactgraph.graph import studio  # noqa: E402
+from reactgraph.studio import launcher as studio  # noqa: E402
 from serve_load import check, drive, human, plan, sdk_client, start_scaled_service  # noqa: E402
 from test_serve import REACTGRAPH, free_port, stop, wait_for  # noqa: E402
 

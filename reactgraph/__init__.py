@@ -2,7 +2,10 @@
 
 The namespace holds the layers of the project (imports go downward only):
 
-    reactgraph.graph    graph wiring, routing, sessions, Studio entry; reactgraph.graph.cli is the top layer
+    reactgraph.cli      the application shell: the `reactgraph` command line,
+    reactgraph.service  the HTTP service (Agent Server API and workers),
+    reactgraph.studio   and the LangGraph Studio launcher
+    reactgraph.graph    graph wiring, routing, sessions, tracing, the graphs langgraph.json exports
     reactgraph.evals    task suites, runner, fault injection, reports (on reactgraph.graph's public API)
     reactgraph.nodes    node functions by paradigm (react, plan_solve, reflexion) and what they share
     reactgraph.models   the model loader and the scripted offline model

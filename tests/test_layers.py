@@ -1,6 +1,6 @@
 """The architecture as a test: every import inside the product goes to its own layer or one below it.
 
-    reactgraph.graph.cli → reactgraph.evals → reactgraph.graph → nodes → models → tools → memory
+    reactgraph.cli → reactgraph.evals → reactgraph.graph → nodes → models → tools → memory
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # Highest layer first; a module belongs to the first (most specific) prefix it matches.
-LAYERS = ["reactgraph.graph.cli", "reactgraph.evals", "reactgraph.graph", "reactgraph.nodes", "reactgraph.models",
+LAYERS = ["reactgraph.cli", "reactgraph.evals", "reactgraph.graph", "reactgraph.nodes", "reactgraph.models",
           "reactgraph.tools", "reactgraph.memory"]
 FOLDERS = {"graph": "reactgraph.graph", "nodes": "reactgraph.nodes", "models": "reactgraph.models",
            "tools": "reactgraph.tools", "memory": "reactgraph.memory", "evals": "reactgraph.evals"}
@@ -19,9 +19,10 @@ PLUMBING = ("reactgraph._lazy", "reactgraph._version")
 
 
 def layer_of(module: str) -> int | None:
-    ranks = [rank for rank, prefix in enumerate(LAYERS) if module == prefix or module.startswith(prefix + ".")]
-    # graph.cli is more specific than graph: the longest matching prefix wins.
-    return min(ranks, key=lambda rank: -len(LAYERS[rank])) if ranks else None
+    for rank, packages in enumerate(LAYERS):
+        if any(module == package or module.startswith(package + ".") for package in packages):
+            return rank
+    return None
 
 
 def product_modules():

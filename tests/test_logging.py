@@ -9,8 +9,8 @@ import logging
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
+from reactgraph.cli.logs import JsonFormatter, TextFormatter
 from reactgraph.graph import Context, build_react_graph
-from reactgraph.graph.cli.logs import JsonFormatter, TextFormatter
 from reactgraph.graph.run_context import run_scope
 from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
@@ -92,7 +92,7 @@ def test_a_reflection_fallback_is_logged_with_the_session_of_the_graph_run(caplo
     gateway = notes_gateway(found=lambda topic: topic == "graphs", broken=True)
     model = ScriptedChatModel.of(tool_reply("look", call("broken")), AIMessage("not a verdict"), AIMessage("Final."))
     graph = build_react_graph(gateway, model=model)
-    from reactgraph.graph.cli.logs import RunIds
+    from reactgraph.cli.logs import RunIds
 
     caplog.handler.addFilter(RunIds())
     with caplog.at_level(logging.INFO, logger="reactgraph"):
@@ -146,7 +146,7 @@ def _no_leftover_levels():
 def test_the_trace_id_of_the_active_opentelemetry_span_goes_on_the_record():
     from opentelemetry.sdk.trace import TracerProvider
 
-    from reactgraph.graph.cli.logs import current_ids
+    from reactgraph.cli.logs import current_ids
 
     tracer = TracerProvider().get_tracer("test")
     with tracer.start_as_current_span("run") as span:

@@ -81,14 +81,14 @@ def wheel_names(wheel: Path) -> set[str]:
 
 def test_the_wheel_holds_every_module_and_data_file_of_the_layer_folders(wheel):
     names = wheel_names(wheel)
-    assert "reactgraph/graph/langgraph.json" in names  # what `reactgraph studio` serves outside a checkout
+    assert "reactgraph/studio/langgraph.json" in names  # what `reactgraph studio` serves outside a checkout
     expected = set()
     for folder in ("reactgraph", *LAYERS):
         for path in (ROOT / folder).rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 relative = path.relative_to(ROOT).as_posix()
                 expected.add(relative if folder == "reactgraph" else f"reactgraph/{relative}")
-    assert {"reactgraph/py.typed", "reactgraph/graph/cli/app.py", "reactgraph/evals/suites/default.jsonl",
+    assert {"reactgraph/py.typed", "reactgraph/cli/app.py", "reactgraph/evals/suites/default.jsonl",
             "reactgraph/tools/builtin/data/weather.json"} <= expected  # the walk found the tree
     assert expected - names == set(), "missing from the wheel (add the package to [tool.setuptools] packages)"
     extra = {name for name in names if not name.startswith("react_graph-")} - expected
@@ -168,7 +168,7 @@ def test_the_installed_reactgraph_studio_serves_its_packaged_config_from_any_dir
         assert ready, f"reactgraph studio did not serve within 90 s:\n{logs}"
         graphs = httpx.post(f"http://127.0.0.1:{port}/assistants/search", json={}, timeout=10).json()
         assert {a["graph_id"] for a in graphs} == {"react", "plan_solve", "reflexion"}
-        packaged = installed.site / "reactgraph" / "graph" / "langgraph.json"
+        packaged = installed.site / "reactgraph" / "studio" / "langgraph.json"
         assert f"config: the packaged {packaged} (no langgraph.json in {tmp_path.resolve()})" in logs
         assert "threads: Redis redis://" in logs
     finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from reactgraph.graph.cli.app import main
+from reactgraph.cli.app import main
 from reactgraph.memory import embedded_redis
 from reactgraph.memory.embedded_redis import EmbeddedRedisError, ensure_running, status, stop
 

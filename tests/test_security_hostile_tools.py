@@ -19,8 +19,8 @@ import redis
 from langchain_core.messages import AIMessage, HumanMessage
 
 from cli_env import clean_env
+from reactgraph.cli.app import main
 from reactgraph.graph import Context, build_react_graph
-from reactgraph.graph.cli.app import main
 from reactgraph.memory import RedisSaver
 from reactgraph.tools import BreakerConfig, ToolError, ToolGateway, ToolStatus
 from scripted import ScriptedChatModel, tool_reply

@@ -15,7 +15,7 @@ from langgraph.store.sqlite import SqliteStore
 
 from cli_env import clean_env
 from openai_server import EMBEDDING_DIM, OpenAIServer
-from reactgraph.graph.cli.app import main
+from reactgraph.cli.app import main
 from reactgraph.tools.builtin.calculator import calculator_tool
 from reactgraph.tools.errors import ToolInputError
 
@@ -68,7 +68,7 @@ def test_the_offline_model_reads_superscripts_as_powers_too(question, result, ca
 def test_an_argument_that_is_not_utf8_is_one_line_and_exit_2_before_anything_runs(tmp_path):
     store = tmp_path / "sessions.db"
     # bytes that are not UTF-8 (a terminal in another encoding); Python hands them over as lone surrogates
-    done = subprocess.run([sys.executable, "-m", "reactgraph.graph.cli", "ask", b"2+3 \xff\xfe".decode(
+    done = subprocess.run([sys.executable, "-m", "reactgraph.cli", "ask", b"2+3 \xff\xfe".decode(
         "utf-8", "surrogateescape"), "--store", f"sqlite:///{store}"], capture_output=True, text=True, timeout=60,
         env=clean_env())
     assert done.returncode == 2, done.stderr

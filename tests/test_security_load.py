@@ -24,8 +24,8 @@ import redis
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
 
+from reactgraph.cli.app import main
 from reactgraph.graph import Context, build_react_graph
-from reactgraph.graph.cli.app import main
 from reactgraph.memory import AsyncRedisSaver, CheckpointStoreUnavailable, RedisSaver, RedisStore
 from reactgraph.memory.redis_checkpoint import RedisPoolExhausted
 

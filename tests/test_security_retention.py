@@ -16,8 +16,8 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 
+from reactgraph.cli.app import main
 from reactgraph.graph import Context, build_react_graph
-from reactgraph.graph.cli.app import main
 from reactgraph.memory import AsyncRedisSaver, RedisSaver, RedisStore
 from reactgraph.memory.retention import parse_duration
 

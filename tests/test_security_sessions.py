@@ -18,6 +18,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from lease_cli import ask, cli_env, finished, start
+from reactgraph.cli.app import main
 from reactgraph.graph import (
     Context,
     InvalidSessionId,
@@ -28,7 +29,6 @@ from reactgraph.graph import (
     build_reflexion_graph,
     session_lease,
 )
-from reactgraph.graph.cli.app import main
 from reactgraph.graph.sessions import history, plan_run, run
 from reactgraph.memory import AsyncRedisSaver, RedisSaver, RedisStore
 from reactgraph.memory.session_id import session_of_label, store_label

@@ -121,11 +121,11 @@ def forget(redis_url: str, prefix: str) -> None:
 
     import redis
 
-    from reactgraph.graph.service.keys import ServiceKeys
     from reactgraph.graph.sessions import session_namespaces
     from reactgraph.memory import RedisStore
     from reactgraph.memory.redis_checkpoint import RedisSaver
     from reactgraph.memory.retention import drop_items, session_items
+    from reactgraph.service.keys import ServiceKeys
 
     if "+cluster://" in redis_url:
         return  # the cluster tests' cluster goes away whole

@@ -306,8 +306,8 @@ def test_a_damaged_thread_is_named_on_get_and_passed_over_by_search(guarded, red
     from langchain_core.messages import HumanMessage
 
     from reactgraph.graph import build_react_graph
-    from reactgraph.graph.service.keys import ServiceKeys
     from reactgraph.memory.redis_checkpoint import RedisSaver
+    from reactgraph.service.keys import ServiceKeys
 
     client = guarded.client()
     garbled, poisoned, healthy = (new_thread(guarded) for _ in range(3))

@@ -1,4 +1,4 @@
-"""The operator decides what a client's run may choose (graph/service/run_policy.py), against a real `reactgraph
+"""The operator decides what a client's run may choose (reactgraph/service/run_policy.py), against a real `reactgraph
 serve` on loopback: no MCP server is started and no `${VAR}` expanded because of a request, no model off the list,
 no other system prompt, approval only stricter, budgets within the caps, and unknown checkpoints and interrupt
 nodes refused at create — each a one-line 403/422 naming the field, never a queued run that fails later."""
@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reactgraph.graph.service.run_policy import BadRunPolicy, PolicyRefusal, RunPolicy, run_policy_from
+from reactgraph.service.run_policy import BadRunPolicy, PolicyRefusal, RunPolicy, run_policy_from
 from test_serve import REACTGRAPH, Service, human, start_service, stop
 
 SECRET = "sk-policy-test-secret-4242"
@@ -204,7 +204,7 @@ def test_a_worker_applies_the_policy_to_a_tampered_run_record(redis_url, tmp_pat
     starts nothing and fails the run with the refusal."""
     import redis
 
-    from reactgraph.graph.service.keys import ServiceKeys
+    from reactgraph.service.keys import ServiceKeys
 
     pwned = tmp_path / "pwned-record"
     service = start_service(redis_url, tmp_path, workers=0)

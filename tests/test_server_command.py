@@ -10,15 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 from cli_env import clean_env
-from reactgraph.graph.cli.server import server_app
+from reactgraph.cli.server import server_app
 from reactgraph.memory.embedded_redis import ensure_running, stop
 
-# Runs the real `reactgraph` entry point with the `server` group registered as graph/cli/app.py registers it
+# Runs the real `reactgraph` entry point with the `server` group registered as reactgraph/cli/app.py registers it
 # (added here only if app.py does not yet), so the subprocess sees what a user's shell would.
 CLI = """\
 import sys
-from reactgraph.graph.cli.app import app, main
-from reactgraph.graph.cli.server import server_app
+from reactgraph.cli.app import app, main
+from reactgraph.cli.server import server_app
 if not any(group.name == "server" for group in app.registered_groups):
     app.add_typer(server_app, name="server")
 code = main(sys.argv[1:])

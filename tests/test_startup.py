@@ -38,8 +38,8 @@ def test_help_and_version_load_no_agent_machinery(args):
     assert modules, "python -X importtime reported nothing"
     assert machinery(modules) == set()
     ours = {name for name in modules if name.startswith("reactgraph.")}
-    assert ours <= {"reactgraph._lazy", "reactgraph._version", "reactgraph.graph", "reactgraph.graph.cli"} | {
-        name for name in ours if name.startswith("reactgraph.graph.cli.")}
+    assert ours <= {"reactgraph._lazy", "reactgraph._version", "reactgraph.graph", "reactgraph.cli"} | {
+        name for name in ours if name.startswith("reactgraph.cli.")}
 
 
 @pytest.mark.parametrize(("args", "unused"), [
@@ -58,7 +58,7 @@ def test_each_command_loads_only_the_layers_it_uses(tmp_path, args, unused):
 
 SPY = """
 import io, sys
-from reactgraph.graph.cli.app import main
+from reactgraph.cli.app import main
 
 class FirstLine(io.StringIO):
     seen = None

@@ -8,9 +8,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from reactgraph.cli.app import main
 from reactgraph.evals.metrics import summarize
 from reactgraph.graph import Context, build_react_graph
-from reactgraph.graph.cli.app import main
 from reactgraph.graph.plan_solve import build_plan_solve_graph
 from reactgraph.graph.reflexion import build_reflexion_graph
 from reactgraph.nodes.shared.status import RUN_STATUSES, Coverage, pick_status

@@ -19,8 +19,10 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
-from reactgraph.graph import studio, studio_persistence
+from reactgraph.graph import studio as studio_graphs
 from reactgraph.nodes.shared.context import Context
+from reactgraph.studio import launcher as studio
+from reactgraph.studio import persistence as studio_persistence
 
 STARTUP_TIMEOUT_S = 90  # a cold start on a busy 2-core machine; it takes a few seconds when idle
 REACT_NODES = {"think", "act", "observe", "reflect", "finalize"}
@@ -106,7 +108,7 @@ def launch_studio(work: Path, redis_url: str, config: Path | None) -> StudioServ
     env = dict(os.environ, REACTGRAPH_MODEL="offline", LANGSMITH_API_KEY="lsv2_test_dummy",
                LANGSMITH_TRACING="true", PYTHONPATH=python_path, PYTHONUNBUFFERED="1", REDIS_URL=redis_url)
     port = studio.free_port()
-    launch = ("import sys; from pathlib import Path; from reactgraph.graph.studio import run_studio; "
+    launch = ("import sys; from pathlib import Path; from reactgraph.studio.launcher import run_studio; "
               "sys.exit(run_studio(port=int(sys.argv[1]), config=Path(sys.argv[2]) if sys.argv[2] else None))")
     log_file = work / "studio.log"
     with log_file.open("w", encoding="utf-8") as log:
@@ -224,17 +226,18 @@ def test_studio_module_exports_a_graph_the_dev_server_can_persist():
     config = json.loads(studio.CONFIG_FILE.read_text(encoding="utf-8"))
     assert config["graphs"]["react"] == "./graph/studio.py:react"
     # `langgraph dev` refuses a graph compiled with its own checkpointer.
-    assert studio.react.checkpointer is None
-    assert studio.react.context_schema is Context
+    assert studio_graphs.react.checkpointer is None
+    assert studio_graphs.react.context_schema is Context
 
 
 def test_studio_also_exports_plan_solve_and_reflexion():
     config = json.loads(studio.CONFIG_FILE.read_text(encoding="utf-8"))
     assert config["graphs"]["plan_solve"] == "./graph/studio.py:plan_solve"
     assert config["graphs"]["reflexion"] == "./graph/studio.py:reflexion"
-    assert {"plan", "execute_step", "act", "observe", "replan", "solve"} <= set(studio.plan_solve.get_graph().nodes)
-    assert {"load_lessons", "trial", "evaluate", "self_reflect"} <= set(studio.reflexion.get_graph().nodes)
-    for graph in (studio.plan_solve, studio.reflexion):
+    plan_solve_nodes = set(studio_graphs.plan_solve.get_graph().nodes)
+    assert {"plan", "execute_step", "act", "observe", "replan", "solve"} <= plan_solve_nodes
+    assert {"load_lessons", "trial", "evaluate", "self_reflect"} <= set(studio_graphs.reflexion.get_graph().nodes)
+    for graph in (studio_graphs.plan_solve, studio_graphs.reflexion):
         assert graph.checkpointer is None and graph.context_schema is Context
 
 
@@ -447,8 +450,8 @@ def test_the_packaged_config_names_the_checkouts_graphs_by_module_path():
     assert packaged["graphs"] == {name: "reactgraph.graph.studio:" + target.rsplit(":", 1)[1]
                                   for name, target in checkout["graphs"].items()}
     assert packaged["checkpointer"] == checkout["checkpointer"] == {
-        "path": "reactgraph.graph.studio_persistence.checkpointer"}
-    assert packaged["store"] == checkout["store"] == {"path": "reactgraph.graph.studio_persistence.store"}
+        "path": "reactgraph.studio.persistence.checkpointer"}
+    assert packaged["store"] == checkout["store"] == {"path": "reactgraph.studio.persistence.store"}
     assert set(packaged["graphs"]) == set(studio_persistence.STUDIO_GRAPHS)
 
 

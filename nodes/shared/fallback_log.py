@@ -1,6 +1,6 @@
 """One log record for every fallback a node takes (a summary, a reflection, a plan, a lesson, a judgement
 made by the rules because the model's failed; a malformed reply sent back; a model error that ends the turn):
-what would otherwise happen silently. The CLI shows them (`--debug`, `--log-format`); see graph/cli/logs.py."""
+what would otherwise happen silently. The CLI shows them (`--debug`, `--log-format`); see reactgraph/cli/logs.py."""
 
 from __future__ import annotations
 

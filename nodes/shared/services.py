@@ -98,5 +98,5 @@ def _unstreamed(model: BaseChatModel) -> BaseChatModel:
     """The model with token streaming off, for structured output: its tokens are JSON, not text to show, and
     langchain-openai's streamed structured path (`beta.chat.completions.stream`) model_dump()s each event, which
     makes pydantic warn on stderr (PydanticSerializationUnexpectedValue, field `parsed`). Unstreamed, the
-    reply is parsed once, warning-free, and the verdict is shown as its note (graph/cli/console_view.py)."""
+    reply is parsed once, warning-free, and the verdict is shown as its note (reactgraph/cli/console_view.py)."""
     return model.model_copy(update={"disable_streaming": True}) if isinstance(model, BaseChatModel) else model

@@ -1,0 +1,231 @@
+"""`reactgraph ask`: answer a question on a session, showing every step live.
+
+The first line (model · store · session) is printed before the graph is imported and built, so a user sees
+at once what is about to run; LangGraph, the nodes and the tools are imported only after it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from reactgraph.cli.approval_prompt import APPROVE_HELP
+from reactgraph.cli.history import check_newest, unreadable_as_user_error
+from reactgraph.cli.otel_option import OtelOption, traced
+from reactgraph.cli.shared import (
+    MCP_HELP,
+    PROTOCOL_HELP,
+    REFLECTION_HELP,
+    STORE_HELP,
+    TOOLS_HELP,
+    MaxCost,
+    MaxTokens,
+    MaxToolCalls,
+    Protocol,
+    Reflection,
+    RequireApproval,
+    SkipApproval,
+    TtlOption,
+    UserError,
+    approval_flags,
+    budget_flags,
+    build_context,
+    check_index,
+    close_shared_stores,
+    gateway_with,
+    long_term_store,
+    model_label,
+    open_store,
+    parse_ttl,
+    question_argument,
+    session_option,
+    store_errors,
+)
+
+BUSY_EXIT = 75  # EX_TEMPFAIL: the session is busy with another turn; the same command later will run
+WAIT_HELP = "Seconds to wait for another turn on the same session to finish before giving up (exit 75)."
+INDEX_HELP = ("Knowledge-base index rag_search reads (see `reactgraph ingest`; default: $REACTGRAPH_INDEX, "
+              "else the bundled knowledge base).")
+
+
+def ask(
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question to answer.")],
+    session: Annotated[str | None, typer.Option(metavar="ID",
+                                                help="Session (thread) id; a new one if omitted.")] = None,
+    model: Annotated[str | None, typer.Option(metavar="SPEC", help="offline | openai:<model> | anthropic:<model> "
+                                                   "(default: $REACTGRAPH_MODEL or offline).")] = None,
+    max_iterations: Annotated[int, typer.Option(help="Think→act rounds before answering from what was gathered.")] = 5,
+    max_tool_calls: MaxToolCalls = None,
+    max_tokens: MaxTokens = None,
+    max_cost: MaxCost = None,
+    reflection: Annotated[Reflection, typer.Option(help=REFLECTION_HELP)] = Reflection.llm,
+    protocol: Annotated[Protocol, typer.Option(help=PROTOCOL_HELP)] = Protocol.tools,
+    allow: Annotated[list[str], typer.Option(metavar="TOOL",
+                                             help="Allow only these tools (names or tags); repeatable.")] = [],  # noqa: B006
+    deny: Annotated[list[str], typer.Option(metavar="TOOL",
+                                            help="Deny these tools (names or tags); repeatable.")] = [],  # noqa: B006
+    from_checkpoint: Annotated[str | None, typer.Option("--from", metavar="CHECKPOINT",
+                                                        help="Fork the session from this checkpoint "
+                                                             "(see `reactgraph history`).")] = None,
+    store: Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP)] = None,
+    ttl: TtlOption = None,
+    tools: Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)] = [],  # noqa: B006
+    mcp: Annotated[Path | None, typer.Option("--mcp", metavar="FILE", help=MCP_HELP)] = None,
+    index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
+    wait: Annotated[float, typer.Option("--wait", metavar="SECONDS", min=0, help=WAIT_HELP)] = 300.0,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="If the session is busy, exit 75 at once.")] = False,
+    require_approval: RequireApproval = [],  # noqa: B006
+    skip_approval: SkipApproval = [],  # noqa: B006
+    approve: Annotated[list[str], typer.Option("--approve", metavar="all|none|TOOL",
+                                               help=APPROVE_HELP)] = [],  # noqa: B006
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
+    debug: Annotated[bool, typer.Option(help="Show tracebacks and tool-call logs.")] = False,
+    otel: OtelOption = False,
+) -> None:
+    """Answer QUESTION, showing each Thought → Action → Observation → Reflection step live.
+
+    With --session, the conversation continues; a run that was interrupted (killed, Redis gone) resumes
+    from its last checkpoint when the same question is asked again on the same session. One turn runs at a
+    time per session: a second ask on it waits (--wait) or, with --no-wait, exits 75. Calls of tools that
+    need approval (http_get, MCP tools) are put to you at a terminal, or answered by --approve.
+    """
+    from reactgraph.models.loader import load_chat_model
+
+    question = question_argument(question)
+    session = session_option(session)
+    context = build_context(model, max_iterations, reflection, protocol, allow, deny,
+                            {**budget_flags(max_tool_calls, max_tokens, max_cost),
+                             **approval_flags(require_approval, skip_approval)})
+    if from_checkpoint and not session:
+        raise UserError("--from needs --session: a checkpoint belongs to a session")
+    session = session or uuid.uuid4().hex[:12]
+    check_index(index)
+    # Loading the model and opening the store first turns bad config into one line before anything runs.
+    chat_model = load_chat_model(context.model, context.temperature)
+    opened = open_store(store, parse_ttl(ttl))
+    out = None
+    if not as_json:
+        from reactgraph.cli.terminal_text import SafeConsole
+        out = SafeConsole(soft_wrap=False)
+        out.print(f"[dim]model: {model_label(context.model)} · store: {opened.description} · "
+                  f"session: {session}[/dim]", soft_wrap=True)
+        out.file.flush()
+
+    from reactgraph.graph.react import build_react_graph
+
+    # Metrics go to the store's Redis; breakers stay this process's: a one-shot command sharing them would let
+    # failures of unrelated runs refuse its calls (a worker service passes RedisBreakerStore itself).
+    gateway = gateway_with(tools, index, context, mcp, shared_url=opened.redis_url, share_breakers=False)
+    approver = _approver(approve, gateway, interactive=not as_json and sys.stdin.isatty())
+    graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model)
+    try:
+        with traced(otel), unreadable_as_user_error(session):
+            result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
+                                          0.0 if no_wait else wait, approver)
+    finally:
+        gateway.close()  # the MCP servers' sessions (stdio servers' processes end with them)
+        close_shared_stores(gateway)  # the calls' metrics reach Redis before this process ends
+    if not result.get("status"):  # never an exit 0 with "answer": null: the store did not give the turn back
+        raise UserError(f"the run on session {session!r} left no answer in the store; "
+                        f"see `reactgraph history --session {session}`")
+    if as_json:
+        sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, mode),
+                                    ensure_ascii=False) + "\n")
+    from reactgraph.nodes.shared.status import SUCCESS_STATUSES
+
+    if result.get("status") not in SUCCESS_STATUSES:  # exit 0 only for an answer: answered or partial
+        raise typer.Exit(1)
+
+
+def _approver(approve: list[str], gateway: Any, *, interactive: bool) -> Any:
+    """Who answers approval requests: --approve, else the person at the terminal, else a rejection."""
+    from reactgraph.cli.approval_prompt import ApprovalSpecError, make_approver
+
+    def tags_of(name: str) -> tuple[str, ...]:
+        meta = gateway.registry.get(name)
+        return meta.tags if meta is not None else ()
+
+    try:
+        return make_approver(approve, tags_of, interactive=interactive)
+    except ApprovalSpecError as exc:
+        raise UserError(str(exc)) from exc
+
+
+def _turn(graph: Any, question: str, session: str, from_checkpoint: str | None, context: Any, out: Any,
+          wait_s: float, approver: Any = None) -> tuple[dict, float, str]:
+    """One turn under the session's lease, planned under it too (resume or new is decided by the holder)."""
+    from reactgraph.graph.sessions import plan_run
+
+    with ExitStack() as turn:
+        _hold_session(turn, graph, session, wait_s)
+        if not from_checkpoint:  # a damaged newest checkpoint stops the turn with a hint, never loses it
+            check_newest(graph.checkpointer, session)
+        try:
+            plan = plan_run(graph, question, session, from_checkpoint)
+        except LookupError as exc:
+            raise UserError(str(exc)) from exc
+        result, elapsed = _run(graph, plan, context, out, from_checkpoint, approver)
+    return result, elapsed, plan.mode
+
+
+def _hold_session(turn: ExitStack, graph: Any, session: str, wait_s: float) -> None:
+    """Take the session's lease for this turn, saying on stderr that (and why) we wait; busy: exit 75."""
+    from reactgraph.memory.session_lease import LeaseHolder, SessionBusy, session_lease
+
+    def waiting(session: str, holder: LeaseHolder | None, wait_s: float) -> None:
+        since = f" ({holder.describe()})" if holder else ""
+        sys.stderr.write(f"session {session!r} is busy with another turn{since}; waiting up to {wait_s:g} s…\n")
+        sys.stderr.flush()
+
+    try:
+        turn.enter_context(session_lease(graph, session, wait_s=wait_s, on_wait=waiting))
+    except SessionBusy as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        raise typer.Exit(BUSY_EXIT) from exc
+    except store_errors() as exc:
+        raise UserError(str(exc)) from exc
+
+
+def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: str) -> dict[str, Any]:
+    """What `--json` prints: the one object documented in the README."""
+    return {"answer": result.get("final_answer"), "status": result.get("status"), "session": session,
+            "model": model, "iterations": result.get("iteration", 0), "elapsed_s": round(elapsed, 3),
+            "resumed": mode == "resume", "steps": result.get("steps", [])}
+
+
+def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | None,
+         approver: Any = None) -> tuple[dict, float]:
+    """Run the planned turn, printing each step to `out` (none with --json); the final state and wall time."""
+    from reactgraph.cli.prune import refresh_session
+    from reactgraph.graph.sessions import run
+    from reactgraph.memory.session_lease import SessionLeaseLost
+
+    printer = None
+    if out is not None:
+        from reactgraph.cli.console_view import StepPrinter
+
+        printer = StepPrinter(out)
+        notes = {"resume": "resuming the unfinished run", "fork": f"forked from {from_checkpoint}"}
+        if plan.mode in notes:
+            out.print(f"[dim]{notes[plan.mode]}[/dim]", soft_wrap=True)
+    started = time.perf_counter()
+    try:
+        result = run(graph, plan, context, printer.update if printer else None, printer.token if printer else None,
+                     on_event=printer.event if printer else None, approver=approver)
+        refresh_session(graph.store, plan.config["configurable"]["thread_id"])  # its Q&A log lives on with it
+    except store_errors() as exc:
+        raise UserError(f"{exc}; the session is saved up to its last checkpoint: run the same command again "
+                        "to resume") from exc
+    except SessionLeaseLost as exc:
+        raise UserError(str(exc)) from exc
+    elapsed = time.perf_counter() - started
+    if printer:
+        printer.final(result, elapsed)
+    return result, elapsed

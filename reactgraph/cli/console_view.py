@@ -1,0 +1,139 @@
+"""Rendering a run for people: each step as it happens, then the final answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+
+from reactgraph.cli.terminal_text import terminal_safe
+from reactgraph.nodes.shared.transcript import pending_calls
+
+STATUS_STYLE = {"ok": "green", "answered": "green", "partial": "yellow", "no_answer": "yellow",
+                "limit_reached": "yellow", "budget_exhausted": "yellow", "failed": "red"}
+
+
+def _clip(text: str, limit: int = 400) -> str:
+    text = terminal_safe(" ".join(text.split()))  # before layout: the escapes take their width in the line
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _format_problem(correction: str) -> str:
+    """One line for a format correction: what was wrong with the reply (the format reminder sent back with it
+    repeats the prompt, so it is not shown)."""
+    problem = correction.strip().splitlines()[0] if correction.strip() else "the reply could not be read"
+    problem = problem.split(". Reply in", 1)[0].removeprefix("Invalid format: ").rstrip(".")
+    return _clip(problem, 200)
+
+
+def _args(args: Any) -> str:
+    return json.dumps(args, ensure_ascii=False) if isinstance(args, dict) else str(args)
+
+
+def gateway_event_line(event: dict[str, Any]) -> str | None:
+    """One line for a gateway event, e.g. `↻ get_weather retry 2/3 after TimeoutError`; None for unknown kinds."""
+    tool, kind = _clip(str(event.get("tool", "?")), 80), event.get("event")
+    if kind == "retry":
+        return terminal_safe(f"↻ {tool} retry {event.get('attempt')}/{event.get('max_attempts')} after "
+                             f"{event.get('error')}")
+    if kind == "breaker":
+        state = str(event.get("state", "?")).replace("_", "-")
+        why = f" ({event.get('failures')} failures)" if state == "open" else ""
+        return f"⚠ breaker for {tool} {state}{why}"
+    if kind == "timeout":
+        return f"⏱ {tool} timed out after {event.get('timeout_s')} s"
+    if kind == "approval_requested":
+        return f"✋ {tool} needs approval: {_clip(str(event.get('reason', '')), 200)}"
+    if kind == "waiting":
+        return f"… {tool} waiting for a free slot ({event.get('in_flight')}/{event.get('max_concurrent')} in use)"
+    return None
+
+
+class StepPrinter:
+    """Prints graph updates (`stream_mode="updates"`) as Thought / Action / Observation / Reflection lines."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._streaming = False
+
+    def token(self, node: str, text: str) -> None:
+        """A streamed model token, printed as it arrives; the step line that follows starts on a new line."""
+        if not self._streaming:
+            self.console.print(Text(f"    ({node}) ", style="dim"), end="")
+            self._streaming = True
+        self.console.print(Text(terminal_safe(text), style="dim"), end="", soft_wrap=True)
+
+    def line(self, text: Text) -> None:
+        if self._streaming:
+            self.console.print()
+            self._streaming = False
+        # Step lines are not re-wrapped by rich: JSON observations have no spaces to break at, and a
+        # terminal's own wrapping keeps each step on one logical line (easier to read, grep and copy).
+        self.console.print(text, soft_wrap=True)
+
+    def update(self, node: str, update: dict[str, Any] | None) -> None:
+        if not update:
+            return
+        handler = getattr(self, f"_on_{node}", None)
+        if handler:
+            handler(update)
+
+    def event(self, event: dict[str, Any]) -> None:
+        """A gateway event (`custom` stream) as one dim line under the step it belongs to."""
+        if text := gateway_event_line(event):
+            self.line(Text(f"  {text}", style="dim"))
+
+    def _on_think(self, update: dict[str, Any]) -> None:
+        for message in update.get("messages", []):
+            calls = pending_calls(message) if message.type == "ai" else []
+            if not calls:
+                continue
+            thought = message.text.strip()
+            self.line(Text(f"[{update.get('iteration', '?')}] Thought: ", style="bold cyan") +
+                               Text(_clip(thought) or "(no thought given)"))
+            for call in calls:
+                self.line(Text("    Action: ", style="bold magenta") +
+                                   Text(f"{call['name']}({_clip(_args(call.get('args')), 200)})"))
+        for step in update.get("steps", []) if isinstance(update.get("steps"), list) else []:
+            if step["status"] == "format_error":  # a text-protocol reply the parser could not use
+                self.line(Text("    Format error: ", style="bold yellow") + Text(_format_problem(step["observation"])))
+            elif step["status"] in ("model_error", "empty_reply"):
+                self.line(Text("    Model: ", style="bold red") + Text(_clip(step["observation"])))
+
+    def _on_observe(self, update: dict[str, Any]) -> None:
+        for step in update.get("steps", []):
+            style = STATUS_STYLE.get(step["status"], "red")
+            self.line(Text("    Observation ", style="bold") +
+                               Text(f"[{step['action']} · {step['status']} · {step['latency_ms']:.0f} ms]: ",
+                                    style=style) + Text(_clip(step["observation"])))
+
+    def _on_approve(self, update: dict[str, Any]) -> None:
+        for step in update.get("steps", []):
+            style = {"approved": "green", "edited": "yellow"}.get(step["status"], "red")
+            self.line(Text("    Approval ", style="bold") + Text(f"[{step['action']} · {step['status']}]", style=style)
+                      + Text(f": {_clip(step['observation'].removeprefix('rejected: '), 200)}"
+                           if step["status"] != "approved" else ""))
+
+    def _on_reflect(self, update: dict[str, Any]) -> None:
+        verdict = update.get("reflection")
+        if not verdict:
+            return
+        flags = [name for name in ("enough_information", "tool_error", "need_other_tool", "repeated_call")
+                 if verdict.get(name)]
+        note = f" — {verdict['note']}" if verdict.get("note") else ""
+        self.line(Text("    Reflection: ", style="bold yellow") + Text(f"{', '.join(flags) or 'continue'}{note}"))
+
+    def final(self, result: dict[str, Any], elapsed_s: float) -> None:
+        if self._streaming:
+            self.console.print()
+            self._streaming = False
+        status = result.get("status") or "failed"
+        steps = result.get("steps", [])
+        tokens = sum(s.get("tokens", 0) for s in steps)
+        title = (f"Final answer · {status} · {result.get('iteration', 0)} iteration(s) · {elapsed_s:.2f} s · "
+                 f"~{tokens} tokens")
+        self.console.print(Panel(Text(terminal_safe(result.get("final_answer") or "(no answer)")), title=title,
+                                 border_style=STATUS_STYLE.get(status, "red"), title_align="left"))

@@ -1,0 +1,290 @@
+"""Runs: create (background, streamed, waited on), list, get, delete, join, join the stream, cancel.
+
+The API process only stores and enqueues runs and reads their events from Redis: a worker (any, anywhere)
+executes them. A stream is therefore the same whether the client stays connected or reconnects to another
+API process with `Last-Event-ID`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from reactgraph.service.api_common import (
+    Service,
+    assistant_of,
+    body_of,
+    handler,
+    int_param,
+    json_response,
+    service,
+    thread_id_of,
+)
+from reactgraph.service.api_threads import current_state, existing_thread, graph_of, thread_record
+from reactgraph.service.auth import caller_of
+from reactgraph.service.auth_rules import authorize, matches
+from reactgraph.service.events import entry_id, read_events
+from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
+from reactgraph.service.run_input import run_kwargs, strategy
+from reactgraph.service.wire import BadRequest, field, plain
+
+JOIN_POLL_MS = 1000
+_RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
+
+
+async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, Any]]:
+    svc, thread_id, body = service(request), thread_id_of(request), await body_of(request)
+    assistant = assistant_of(request, field(body, "assistant_id", str))
+    kwargs = run_kwargs(body, svc.assistants.run_policy, svc.assistants.gateway)
+    chosen = strategy(body)
+    _check_nodes(assistant.graph, kwargs)
+    if_not_exists = field(body, "if_not_exists", str, "reject")
+    # `threads.create_run` (else `threads.*`, …): its filter is the thread's; it may write the run's metadata
+    value = {"thread_id": thread_id, "assistant_id": assistant.assistant_id, "run_id": None, "status": "pending",
+             "metadata": dict(field(body, "metadata", dict, {})), "multitask_strategy": chosen,
+             "if_not_exists": if_not_exists, "after_seconds": 0, "kwargs": kwargs,
+             "prevent_insert_if_inflight": chosen == "reject"}
+    allowed = await authorize(request, "threads", "create_run", value)
+    metadata = value["metadata"] if isinstance(value.get("metadata"), dict) else {}
+    thread = await thread_record(svc, thread_id, with_values=False)
+    if thread is not None and not matches(thread.get("metadata"), allowed):
+        thread = None  # not the caller's: as if it did not exist, and not to be made either
+        if_not_exists = "reject"
+    if thread is None:
+        if if_not_exists != "create":
+            raise BadRequest(404, f"thread {thread_id!r} not found")
+        thread = await svc.records.create_thread(thread_id, dict(metadata))
+    await _check_checkpoint(svc, thread_id, kwargs.get("checkpoint_id"))
+    if (caller := caller_of(request)) is not None:  # who the graph runs for, never what the client said
+        kwargs["config"]["configurable"].update(caller.configurable())
+    if not (thread.get("metadata") or {}).get("graph_id"):
+        thread["metadata"] = {**(thread.get("metadata") or {}), "graph_id": assistant.graph_id,
+                              "assistant_id": assistant.assistant_id}
+        await svc.records.put_thread(thread)
+    stamp = now_iso()
+    run = {"run_id": new_id(), "thread_id": thread_id, "assistant_id": assistant.assistant_id,
+           "created_at": stamp, "updated_at": stamp, "status": "pending",
+           "metadata": metadata, "kwargs": kwargs, "multitask_strategy": chosen,
+           "langsmith_session_name": None}
+    created, ahead = await svc.records.create_run(run)
+    if not created:
+        raise BadRequest(409, f"thread {thread_id!r} is busy with another run (multitask_strategy 'reject')")
+    if chosen in ("interrupt", "rollback"):
+        for earlier in ahead:  # they stop (and, for rollback, vanish) before this run starts
+            await svc.records.cancel(thread_id, earlier, chosen)
+    await svc.records.count("created")
+    await svc.queue.notify(thread_id)
+    return svc, thread, run
+
+
+def _check_nodes(graph: Any, kwargs: dict[str, Any]) -> None:
+    """interrupt_before/after name nodes of the assistant's graph (LangGraph would ignore the others silently)."""
+    nodes = sorted(name for name in graph.nodes if not name.startswith("__"))
+    for name in ("interrupt_before", "interrupt_after"):
+        named = kwargs.get(name)
+        if isinstance(named, list) and (unknown := [node for node in named if node not in nodes]):
+            raise BadRequest(422, f"'{name}' names no node of this graph: {', '.join(map(repr, unknown[:10]))}; "
+                                  f"nodes: {', '.join(nodes)}")
+
+
+async def _check_checkpoint(svc: Service, thread_id: str, checkpoint_id: str | None) -> None:
+    """A run from a checkpoint must name one of the thread's (else LangGraph would start from nothing)."""
+    if not checkpoint_id:
+        return
+    found = await svc.assistants.checkpointer.aget_tuple(
+        {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}})
+    if found is None:
+        raise BadRequest(422, f"'checkpoint_id' {checkpoint_id[:80]!r} is no checkpoint of thread {thread_id!r}")
+
+
+async def _existing_run(request: Request, action: str = "read") -> tuple[Service, str, dict[str, Any]]:
+    """The path's run, if its thread is the caller's to `action` (`threads.<action>`): else a 404."""
+    svc, thread_id, _thread = await existing_thread(request, action, {"run_id": request.path_params["run_id"]})
+    run_id = str(request.path_params["run_id"])
+    if not _RUN_ID.fullmatch(run_id):  # ids are the UUIDs this service makes: anything else names no run
+        raise BadRequest(404, f"run {run_id[:80]!r} not found on thread {thread_id!r}")
+    run = await svc.records.get_run(thread_id, run_id)
+    if run is None:
+        raise BadRequest(404, f"run {run_id!r} not found on thread {thread_id!r}")
+    return svc, thread_id, run
+
+
+def _locations(run: dict[str, Any]) -> dict[str, str]:
+    base = f"/threads/{run['thread_id']}/runs/{run['run_id']}"
+    return {"Location": f"{base}/stream", "Content-Location": base}
+
+
+@handler
+async def create_run(request: Request) -> Response:
+    _svc, _thread, run = await _create(request)
+    return json_response(run, headers={"Content-Location": _locations(run)["Content-Location"]})
+
+
+@handler
+async def stream_run(request: Request) -> Response:
+    slots = service(request).streams
+    slots.take()  # before the run exists: a stream refused for the limit creates no run
+    try:
+        svc, _thread, run = await _create(request)
+        body = await body_of(request)
+        cancel_on_disconnect = field(body, "on_disconnect", str, "continue") == "cancel"
+        return _event_stream(svc, run, "0", cancel_on_disconnect)
+    except BaseException:
+        slots.give_back()
+        raise
+
+
+@handler
+async def join_stream(request: Request) -> Response:
+    svc, _thread_id, run = await _existing_run(request)
+    try:
+        after = entry_id(request.headers.get("last-event-id"))
+    except ValueError as exc:
+        raise BadRequest(422, str(exc)) from None
+    cancel = request.query_params.get("cancel_on_disconnect") in ("true", "True", "1")
+    svc.streams.take()
+    return _event_stream(svc, run, after, cancel)
+
+
+def _still_going(svc: Service, thread_id: str, run_id: str) -> Callable[[], Awaitable[bool]]:
+    """For a reader whose wait passed with no new event: whether the run has yet to end (else stop reading)."""
+    async def still_going() -> bool:
+        current = await svc.records.get_run(thread_id, run_id)
+        return current is not None and current["status"] not in FINAL_RUN_STATUSES
+    return still_going
+
+
+class _HeldStream(EventSourceResponse):
+    """An event stream that gives its reader's slot back however it ends (even if it never started)."""
+
+    def __init__(self, slots: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slots = slots
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slots.give_back()
+
+
+def _event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_disconnect: bool) -> Response:
+    """The run's events as SSE, for a reader that holds one of `svc.streams`' slots (given back at the end)."""
+    thread_id, run_id = run["thread_id"], run["run_id"]
+
+    still_going = _still_going(svc, thread_id, run_id)
+
+    async def events() -> AsyncIterator[ServerSentEvent]:
+        ended = False
+        try:
+            async for event_id, event, data in read_events(svc.streams.client, svc.records.keys, thread_id, run_id,
+                                                           after, block_ms=JOIN_POLL_MS, still_going=still_going):
+                yield ServerSentEvent(data=data, event=event, id=event_id)
+            ended = True
+        finally:
+            if cancel_on_disconnect and not ended:
+                await asyncio.shield(svc.records.request_cancel(thread_id, run_id, "interrupt"))
+
+    return _HeldStream(svc.streams, events(), headers=_locations(run), ping=15)
+
+
+async def _wait_for_end(svc: Service, run: dict[str, Any]) -> None:
+    """Until the run has ended; for a caller that holds one of `svc.streams`' slots."""
+    thread_id, run_id = run["thread_id"], run["run_id"]
+
+    async for _ in read_events(svc.streams.client, svc.records.keys, thread_id, run_id, "0", block_ms=JOIN_POLL_MS,
+                               still_going=_still_going(svc, thread_id, run_id)):
+        pass
+
+
+async def _final_values(svc: Service, thread: dict[str, Any], run: dict[str, Any]) -> Any:
+    """What `runs.wait` and `runs.join` answer: the thread's values after the run (with `__interrupt__` when it
+    paused), or `{"__error__": …}` when it failed — as the Agent Server does."""
+    ended = await svc.records.get_run(run["thread_id"], run["run_id"])
+    if ended is not None and ended["status"] == "error":
+        return {"__error__": ended.get("error") or {"error": "Error", "message": "the run failed"}}
+    snapshot, values = await current_state(graph_of(svc, thread), run["thread_id"])
+    values = values or {}
+    if snapshot.interrupts:
+        values["__interrupt__"] = plain(list(snapshot.interrupts))
+    return values
+
+
+@handler
+async def wait_run(request: Request) -> Response:
+    async with service(request).streams.held():  # before the run exists: a wait refused for the limit creates none
+        svc, thread, run = await _create(request)
+        await _wait_for_end(svc, run)
+    return json_response(await _final_values(svc, thread, run),
+                         headers={"Content-Location": _locations(run)["Content-Location"]})
+
+
+@handler
+async def join_run(request: Request) -> Response:
+    svc, thread_id, run = await _existing_run(request)
+    async with svc.streams.held():
+        await _wait_for_end(svc, run)
+    thread = await svc.records.get_thread(thread_id) or {"thread_id": thread_id}
+    return json_response(await _final_values(svc, thread, run))
+
+
+@handler
+async def list_runs(request: Request) -> Response:
+    svc, thread_id, thread = await existing_thread(request)
+    if not matches(thread.get("metadata"), await authorize(request, "threads", "search", {"thread_id": thread_id})):
+        raise BadRequest(404, f"thread {thread_id!r} not found")
+    status = request.query_params.get("status")
+    if status is not None and status not in RUN_STATUSES:
+        raise BadRequest(422, f"'status' must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    runs = await svc.records.list_runs(thread_id, limit=int_param(request.query_params.get("limit"), "limit", 10, 1),
+                                       offset=int_param(request.query_params.get("offset"), "offset", 0, 0, 10**6),
+                                       status=status)
+    return json_response(runs)
+
+
+@handler
+async def get_run(request: Request) -> Response:
+    _svc, _thread_id, run = await _existing_run(request)
+    return json_response(run)
+
+
+@handler
+async def delete_run(request: Request) -> Response:
+    svc, thread_id, run = await _existing_run(request, "delete")
+    if run["status"] not in FINAL_RUN_STATUSES and run["status"] != "pending":
+        raise BadRequest(409, f"run {run['run_id']!r} is {run['status']}: cancel it first")
+    await svc.records.delete_run(thread_id, run["run_id"])
+    return Response(status_code=204)
+
+
+@handler
+async def cancel_run(request: Request) -> Response:
+    svc, thread_id, run = await _existing_run(request, "update")
+    action = request.query_params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise BadRequest(422, f"'action' must be interrupt or rollback, got {action!r}")
+    where = await svc.records.cancel(thread_id, run["run_id"], action)
+    if where == "active" and request.query_params.get("wait") in ("true", "True", "1"):
+        async with svc.streams.held():
+            await _wait_for_end(svc, run)
+    return Response(status_code=202 if where == "active" else 204)
+
+
+ROUTES = [
+    Route("/threads/{thread_id}/runs", create_run, methods=["POST"]),
+    Route("/threads/{thread_id}/runs", list_runs, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/stream", stream_run, methods=["POST"]),
+    Route("/threads/{thread_id}/runs/wait", wait_run, methods=["POST"]),
+    Route("/threads/{thread_id}/runs/{run_id}", get_run, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}", delete_run, methods=["DELETE"]),
+    Route("/threads/{thread_id}/runs/{run_id}/join", join_run, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}/stream", join_stream, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+]

@@ -1,0 +1,290 @@
+"""Threads and their state: create, get, search, count, patch, delete, copy; state get/update; history.
+
+A thread's checkpoints are the same ones the CLI keeps for a session, so a session asked from the CLI is a
+thread here (its record is made the first time it is looked up) and a thread run here is a CLI session.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from reactgraph.graph.sessions import adrop_session_items
+from reactgraph.memory.session_id import InvalidSessionId, check_session_id
+from reactgraph.service.api_common import (
+    Service,
+    body_of,
+    handler,
+    int_param,
+    json_response,
+    service,
+    thread_id_of,
+)
+from reactgraph.service.auth_rules import authorize, matches
+from reactgraph.service.connections import REDIS_DOWN
+from reactgraph.service.records import THREAD_STATUSES, new_id
+from reactgraph.service.thread_state import thread_state
+from reactgraph.service.wire import BadRequest, dumps, field, plain
+
+log = logging.getLogger("reactgraph.service")
+MAX_HISTORY = 1000
+MAX_LISTED = 10_000  # threads a search or count looks at
+MAX_IDS = 1000  # ids a search or count may name
+
+
+class DamagedThread(BadRequest):
+    """A thread whose record or checkpoint cannot be read back: 500 with one line naming it (the CLI's
+    UNREADABLE); a search or count passes over it with a log record instead."""
+
+    def __init__(self, thread_id: str, reason: str) -> None:
+        super().__init__(500, f"thread {thread_id!r} is unreadable: {reason}")
+
+
+async def thread_record(svc: Service, thread_id: str, *, with_values: bool = True) -> dict[str, Any] | None:
+    """The thread's record (made from its checkpoints if only the CLI knew it), with its current values."""
+    try:
+        record = await svc.records.get_thread(thread_id, strict=True)
+    except BadRequest as exc:
+        raise DamagedThread(thread_id, str(exc)) from None
+    graph = graph_of(svc, record)
+    if record is None:
+        if await current_values(graph, thread_id) is None:
+            return None
+        record = await svc.records.create_thread(thread_id, {"source": "cli"})
+    if with_values:
+        record["values"] = await current_values(graph, thread_id)
+    return record
+
+
+async def current_values(graph: Any, thread_id: str) -> Any:
+    """The thread's current values as plain JSON (None: it has none), or DamagedThread when its checkpoint cannot
+    be read back or holds what JSON cannot carry (NaN, nesting deeper than the encoder goes)."""
+    return (await current_state(graph, thread_id))[1]
+
+
+async def current_state(graph: Any, thread_id: str) -> tuple[Any, Any]:
+    """(the thread's state snapshot, its values as in `current_values`), from one read of its checkpoint."""
+    try:
+        snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        values = plain(snapshot.values) if snapshot.values else None
+        dumps(values)
+    except REDIS_DOWN:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Redis content is input: whatever its decoding raises names the thread
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+        raise DamagedThread(thread_id, reason) from None
+    return snapshot, values
+
+
+def graph_of(svc: Service, record: dict[str, Any] | None) -> Any:
+    graph_id = ((record or {}).get("metadata") or {}).get("graph_id") or "react"
+    return (svc.assistants.find(str(graph_id)) or svc.assistants.default()).graph
+
+
+async def existing_thread(request: Request, action: str = "read", value: dict[str, Any] | None = None,
+                          *, with_values: bool = False) -> tuple[Service, str, dict[str, Any]]:
+    """The path's thread if the caller may `action` it (`threads.<action>` handler, given `value`). A thread
+    outside the handler's filter is a 404 like one that does not exist: its existence is not revealed."""
+    svc, thread_id = service(request), thread_id_of(request)
+    allowed = await authorize(request, "threads", action, {"thread_id": thread_id, **(value or {})})
+    record = await thread_record(svc, thread_id, with_values=with_values)
+    if record is None or not matches(record.get("metadata"), allowed):
+        raise BadRequest(404, f"thread {thread_id!r} not found")
+    return svc, thread_id, record
+
+
+@handler
+async def create_thread(request: Request) -> Response:
+    svc, body = service(request), await body_of(request)
+    raw_id = field(body, "thread_id", str) or new_id()
+    try:
+        thread_id = check_session_id(raw_id)
+    except InvalidSessionId as exc:
+        raise BadRequest(422, str(exc)) from None
+    if_exists = field(body, "if_exists", str, "raise")
+    # the handler may write metadata (an owner, say) into `value` before the thread is made with it
+    value = {"thread_id": thread_id, "metadata": dict(field(body, "metadata", dict, {})), "if_exists": if_exists}
+    allowed = await authorize(request, "threads", "create", value)
+    existing = await thread_record(svc, thread_id)
+    if existing is not None:
+        if if_exists == "do_nothing" and matches(existing.get("metadata"), allowed):
+            return json_response(existing)
+        raise BadRequest(409, f"thread {thread_id!r} already exists")
+    record = await svc.records.create_thread(thread_id, value["metadata"] if isinstance(value["metadata"], dict)
+                                             else {})
+    record["values"] = None
+    return json_response(record)
+
+
+@handler
+async def get_thread(request: Request) -> Response:
+    return json_response((await existing_thread(request, with_values=True))[2])
+
+
+async def _matching(request: Request) -> list[dict[str, Any]]:
+    svc, body = service(request), await body_of(request)
+    wanted_ids = field(body, "ids", list)
+    metadata = field(body, "metadata", dict, {})
+    status = field(body, "status", str)
+    if status is not None and status not in THREAD_STATUSES:
+        raise BadRequest(422, f"'status' must be one of {', '.join(THREAD_STATUSES)}, got {status!r}")
+    allowed = await authorize(request, "threads", "search",
+                              {"metadata": metadata, "values": field(body, "values", dict, {}), "status": status,
+                               "limit": body.get("limit"), "offset": body.get("offset")})
+    if wanted_ids is not None:
+        if len(wanted_ids) > MAX_IDS:
+            raise BadRequest(422, f"'ids' may name at most {MAX_IDS} threads, got {len(wanted_ids)}")
+        ids = [str(i) for i in wanted_ids]
+    else:  # the service's threads and the sessions only the CLI has used so far
+        known = await svc.records.thread_ids(limit=MAX_LISTED)
+        ids = list(dict.fromkeys([*known, *await svc.assistants.checkpointer.athread_ids()]))[:MAX_LISTED]
+    found = []
+    for thread_id in ids:
+        try:
+            record = await thread_record(svc, thread_id, with_values=False)
+        except DamagedThread as exc:
+            log.warning("search passes over a thread: %s", exc)
+            continue
+        if record is None:
+            continue
+        if status and record.get("status") != status:
+            continue
+        if any((record.get("metadata") or {}).get(k) != v for k, v in metadata.items()):
+            continue
+        if not matches(record.get("metadata"), allowed):
+            continue
+        found.append(record)
+    return found
+
+
+@handler
+async def search_threads(request: Request) -> Response:
+    svc, body = service(request), await body_of(request)
+    limit = int_param(body.get("limit"), "limit", 10, 1, 1000)
+    offset = int_param(body.get("offset"), "offset", 0, 0, 1_000_000)
+    found = await _matching(request)
+    sort_by = field(body, "sort_by", str, "updated_at")
+    if sort_by not in ("thread_id", "status", "created_at", "updated_at", "state_updated_at"):
+        raise BadRequest(422, f"'sort_by' cannot be {sort_by!r}")
+    found.sort(key=lambda r: str(r.get(sort_by) or ""), reverse=field(body, "sort_order", str, "desc") != "asc")
+    page: list[dict[str, Any]] = []
+    for record in found[offset:]:
+        if len(page) == limit:
+            break
+        try:
+            record["values"] = await current_values(graph_of(svc, record), record["thread_id"])
+        except DamagedThread as exc:
+            log.warning("search passes over a thread: %s", exc)
+            continue
+        page.append(record)
+    return json_response(page)
+
+
+@handler
+async def count_threads(request: Request) -> Response:
+    return json_response(len(await _matching(request)))
+
+
+@handler
+async def patch_thread(request: Request) -> Response:
+    body = await body_of(request)
+    svc, _thread_id, record = await existing_thread(request, "update", {"metadata": field(body, "metadata", dict, {})})
+    record["metadata"] = {**(record.get("metadata") or {}), **field(body, "metadata", dict, {})}
+    await svc.records.put_thread(record)
+    return json_response(record)
+
+
+@handler
+async def delete_thread(request: Request) -> Response:
+    svc, thread_id, _record = await existing_thread(request, "delete")
+    if await svc.records.busy(thread_id):
+        raise BadRequest(409, f"thread {thread_id!r} has a run in progress or waiting: cancel it first")
+    await svc.assistants.checkpointer.adelete_thread(thread_id)
+    await adrop_session_items(svc.assistants.store, thread_id)  # the session's Q&A log and lessons go with it
+    await svc.records.delete_thread(thread_id)
+    return Response(status_code=204)
+
+
+@handler
+async def copy_thread(request: Request) -> Response:
+    svc, thread_id, record = await existing_thread(request)
+    copy_id = new_id()
+    await authorize(request, "threads", "create", {"thread_id": copy_id})  # the caller may make a thread at all
+    await svc.assistants.checkpointer.acopy_thread(thread_id, copy_id)
+    copied = await svc.records.create_thread(copy_id, dict(record.get("metadata") or {}))
+    return json_response(copied)
+
+
+def _state_config(thread_id: str, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    if checkpoint:
+        for key in ("checkpoint_id", "checkpoint_ns"):
+            if isinstance(checkpoint.get(key), str):
+                configurable[key] = checkpoint[key]
+    return {"configurable": configurable}
+
+
+@handler
+async def get_state(request: Request) -> Response:
+    svc, thread_id, record = await existing_thread(request)
+    checkpoint_id = request.path_params.get("checkpoint_id")
+    if request.method == "POST":
+        checkpoint = field(await body_of(request), "checkpoint", dict, {})
+    else:
+        checkpoint = {"checkpoint_id": checkpoint_id} if checkpoint_id else {}
+    subgraphs = request.query_params.get("subgraphs") in ("true", "True", "1")
+    snapshot = await graph_of(svc, record).aget_state(_state_config(thread_id, checkpoint), subgraphs=subgraphs)
+    return json_response(thread_state(snapshot))
+
+
+@handler
+async def update_state(request: Request) -> Response:
+    svc, thread_id, record = await existing_thread(request)
+    # seen (read) but not to be changed (update): a 403, as LangGraph's server answers it
+    if not matches(record.get("metadata"), await authorize(request, "threads", "update", {"thread_id": thread_id})):
+        raise BadRequest(403, f"Forbidden: thread {thread_id!r} is not yours to update")
+    if await svc.records.busy(thread_id):
+        raise BadRequest(409, f"thread {thread_id!r} has a run in progress or waiting")
+    body = await body_of(request)
+    checkpoint = field(body, "checkpoint", dict) or ({"checkpoint_id": body["checkpoint_id"]}
+                                                     if isinstance(body.get("checkpoint_id"), str) else {})
+    config = await graph_of(svc, record).aupdate_state(_state_config(thread_id, checkpoint), body.get("values"),
+                                                       as_node=field(body, "as_node", str))
+    await svc.records.put_thread(record)
+    return json_response({"checkpoint": config["configurable"]})
+
+
+@handler
+async def history(request: Request) -> Response:
+    svc, thread_id, record = await existing_thread(request)
+    body = await body_of(request) if request.method == "POST" else dict(request.query_params)
+    limit = int_param(body.get("limit"), "limit", 10, 1, MAX_HISTORY)
+    before = field(body, "before", dict) or ({"checkpoint_id": body["before"]} if isinstance(body.get("before"), str)
+                                             else None)
+    states = []
+    graph = graph_of(svc, record)
+    async for snapshot in graph.aget_state_history(_state_config(thread_id, field(body, "checkpoint", dict)),
+                                                   limit=limit, filter=field(body, "metadata", dict),
+                                                   before=_state_config(thread_id, before) if before else None):
+        states.append(thread_state(snapshot))
+    return json_response(states)
+
+
+ROUTES = [
+    Route("/threads", create_thread, methods=["POST"]),
+    Route("/threads/search", search_threads, methods=["POST"]),
+    Route("/threads/count", count_threads, methods=["POST"]),
+    Route("/threads/{thread_id}", get_thread, methods=["GET"]),
+    Route("/threads/{thread_id}", patch_thread, methods=["PATCH"]),
+    Route("/threads/{thread_id}", delete_thread, methods=["DELETE"]),
+    Route("/threads/{thread_id}/copy", copy_thread, methods=["POST"]),
+    Route("/threads/{thread_id}/state", get_state, methods=["GET"]),
+    Route("/threads/{thread_id}/state", update_state, methods=["POST"]),
+    Route("/threads/{thread_id}/state/checkpoint", get_state, methods=["POST"]),
+    Route("/threads/{thread_id}/state/{checkpoint_id}", get_state, methods=["GET"]),
+    Route("/threads/{thread_id}/history", history, methods=["GET", "POST"]),
+]

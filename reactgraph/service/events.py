@@ -1,0 +1,78 @@
+"""A run's events in a Redis stream: written by the worker that runs it, read by any API process.
+
+Entry ids are the SSE event ids, so a client that reconnects with `Last-Event-ID` gets exactly the events
+after it, from whichever API process it reaches. An `__end__` entry closes the stream for readers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis.asyncio
+
+from reactgraph.service.keys import ServiceKeys
+
+END = "__end__"
+MAX_EVENTS_PER_RUN = 20_000  # approximate trim: a run streaming more keeps its newest events
+EVENTS_KEPT_S = 3600  # a finished run's events can still be joined for this long
+MAX_EVENT_BYTES = 2 * 1024 * 1024
+READ_OUTAGE_S = 10.0  # a reader waits this long for Redis to come back before it gives up
+_ENTRY_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
+
+
+def entry_id(text: str | None) -> str:
+    """A `Last-Event-ID` as a stream position: none (or "-", as langgraph-api reads it) is the start ("0"); a
+    Redis entry id (`ms-seq` or `ms`) is the position after it; anything else is a ValueError with one line
+    (Redis would refuse it in the middle of the stream)."""
+    text = (text or "").strip()
+    if not text or text == "-":
+        return "0"
+    match = _ENTRY_ID.fullmatch(text)
+    if match is None or any(int(part) >= 2**64 for part in match.groups() if part is not None):
+        raise ValueError(f"Last-Event-ID {text[:60]!r} is not an event id of this stream (an id like "
+                         "'1724342400000-0')")
+    return text
+
+
+async def read_events(client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str, run_id: str,
+                      after: str = "0", *, block_ms: int = 1000, still_going: Any = None
+                      ) -> AsyncIterator[tuple[str, str, str]]:
+    """(entry id, event name, JSON data) after `after`, waiting for more until the `__end__` entry.
+
+    `still_going()` is asked whenever a wait passes with nothing new: False ends the stream (a run that
+    ended without its `__end__`, e.g. whose events expired)."""
+    key = keys.events(thread_id, run_id)
+    outage_since: float | None = None
+    while True:
+        try:
+            answer: Any = await client.xread({key: after}, count=200, block=block_ms)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            # a blip (a restart, a connection the server closed while it sat in the readers' pool) is ridden
+            # out for a while, so a stream or join goes on; a longer outage is the caller's 503
+            outage_since = outage_since or time.monotonic()
+            if time.monotonic() - outage_since > READ_OUTAGE_S:
+                raise
+            await asyncio.sleep(0.2)
+            continue
+        outage_since = None
+        entries = answer[0][1] if answer else []
+        if not entries:
+            if still_going is not None and not await still_going():
+                return
+            continue
+        for raw_id, fields in entries:
+            after = raw_id.decode() if isinstance(raw_id, bytes) else raw_id
+            event = _text(fields.get(b"e", fields.get("e")))
+            if event == END:
+                return
+            yield after, event, _text(fields.get(b"d", fields.get("d")))
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return "" if value is None else str(value)

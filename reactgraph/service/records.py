@@ -1,0 +1,252 @@
+"""Thread and run records in Redis: what the API answers from and what workers update.
+
+Records are JSON objects. Redis content is input from outside like any other: a record is read back with a
+size bound and must be a JSON object with the fields we wrote; anything else is treated as absent (and
+logged), never decoded into objects.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import redis.asyncio
+
+from reactgraph.service.keys import ServiceKeys
+from reactgraph.service.wire import MAX_BODY_BYTES, BadRequest
+
+log = logging.getLogger("reactgraph.service")
+# A record holds what one request sent (a run: its input) and a little more: the bound is above the body limit,
+# so an accepted body always fits, and a record is also checked before it is written (413 rather than a record
+# that would be read back as absent).
+MAX_RECORD_BYTES = MAX_BODY_BYTES + 1024 * 1024
+THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
+RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
+FINAL_RUN_STATUSES = ("error", "success", "timeout", "interrupted")
+LATENCY_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
+
+# Enqueue a run unless `reject` finds the thread busy (a run active or waiting): one atomic step, so two
+# creates on an idle thread cannot both pass a `reject` check. Returns {created, ids ahead of it}.
+_CREATE_RUN = """
+local busy = redis.call('EXISTS', KEYS[4]) == 1 or redis.call('LLEN', KEYS[3]) > 0
+if busy and ARGV[4] == 'reject' then return {0} end
+local ahead = redis.call('LRANGE', KEYS[3], 0, -1)
+local active = redis.call('GET', KEYS[4])
+if active then table.insert(ahead, 1, active) end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+redis.call('RPUSH', KEYS[3], ARGV[2])
+local result = {1}
+for _, id in ipairs(ahead) do table.insert(result, id) end
+return result
+"""
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _decode(raw: str | bytes | None, key: str, required: Sequence[str], strict: bool = False
+            ) -> dict[str, Any] | None:
+    """The record stored at `key`, or None: absent, or (logged) not one we wrote. `strict`: a record that is
+    there but unreadable is an UnreadableRecord instead, for an answer that names it."""
+    if raw is None:
+        return None
+    if len(raw) > MAX_RECORD_BYTES:
+        _unreadable(key, f"{len(raw)} bytes, over the {MAX_RECORD_BYTES}-byte limit", strict)
+        return None
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        record = None
+    if not isinstance(record, dict) or any(not isinstance(record.get(name), str) for name in required):
+        _unreadable(key, "not a record this service wrote", strict)
+        return None
+    return record
+
+
+class UnreadableRecord(BadRequest):
+    """A thread or run record in Redis that cannot be read back (500, one line naming its key)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(500, f"service record {key!r} is unreadable: {reason}")
+
+
+def _unreadable(key: str, reason: str, strict: bool) -> None:
+    log.warning("service record %s is unreadable (%s): ignored", key, reason)
+    if strict:
+        raise UnreadableRecord(key, reason)
+
+
+def encoded(record: dict[str, Any], what: str) -> str:
+    """`record` as the JSON stored for it, or a 413 naming the limit when it would be too large to read back."""
+    text = json.dumps(record, ensure_ascii=False)
+    size = len(text.encode())
+    if size > MAX_RECORD_BYTES:
+        raise BadRequest(413, f"the {what} would be {size} bytes, over the limit of {MAX_RECORD_BYTES} bytes "
+                              "for a stored record")
+    return text
+
+
+class ServiceRecords:
+    """Threads and runs of the service, under one key prefix of one Redis."""
+
+    def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys | None = None) -> None:
+        self.client = client
+        self.keys = keys or ServiceKeys()
+        self._create_run = client.register_script(_CREATE_RUN)
+
+    # -- threads --------------------------------------------------------------------------------------------
+    async def get_thread(self, thread_id: str, *, strict: bool = False) -> dict[str, Any] | None:
+        """The thread's record, None when there is none; `strict`: an UnreadableRecord when it is damaged."""
+        key = self.keys.thread(thread_id)
+        return _decode(await self.client.get(key), key, ("thread_id", "created_at", "status"), strict)
+
+    async def put_thread(self, record: dict[str, Any]) -> None:
+        record["updated_at"] = now_iso()
+        await self.client.set(self.keys.thread(record["thread_id"]), encoded(record, "thread record"))
+        stamp = {record["thread_id"]: time.time() * 1000}
+        await self.client.zadd(self.keys.threads, stamp)
+        await self.client.zadd(self.keys.unswept, stamp)
+
+    async def create_thread(self, thread_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
+        stamp = now_iso()
+        record = {"thread_id": thread_id, "created_at": stamp, "updated_at": stamp, "state_updated_at": stamp,
+                  "metadata": metadata, "status": "idle", "config": {"configurable": {"thread_id": thread_id}},
+                  "interrupts": {}, "error": None}
+        await self.put_thread(record)
+        return record
+
+    async def set_thread_status(self, thread_id: str, status: str, **fields: Any) -> dict[str, Any] | None:
+        record = await self.get_thread(thread_id)
+        if record is None:
+            return None
+        record.update(fields, status=status)
+        await self.put_thread(record)
+        return record
+
+    async def thread_ids(self, *, newest_first: bool = True, limit: int = 1000) -> list[str]:
+        ids: Any = await self.client.zrange(self.keys.threads, 0, limit - 1, desc=newest_first)
+        return [i.decode() if isinstance(i, bytes) else i for i in ids]
+
+    async def delete_thread(self, thread_id: str) -> None:
+        run_ids = await self.run_ids(thread_id, limit=10_000)
+        keys = [self.keys.thread(thread_id), self.keys.runs(thread_id), self.keys.pending(thread_id),
+                self.keys.active(thread_id), self.keys.fence(thread_id)]
+        for run_id in run_ids:
+            keys += [self.keys.run(thread_id, run_id), self.keys.events(thread_id, run_id),
+                     self.keys.cancel(thread_id, run_id)]
+        for start in range(0, len(keys), 500):
+            await self.client.delete(*keys[start:start + 500])
+        await self.client.zrem(self.keys.threads, thread_id)
+        await self.client.zrem(self.keys.unswept, thread_id)
+
+    # -- runs -----------------------------------------------------------------------------------------------
+    async def create_run(self, record: dict[str, Any]) -> tuple[bool, list[str]]:
+        """Store and enqueue `record` on its thread under its multitask strategy: (created, run ids ahead)."""
+        thread_id, run_id = record["thread_id"], record["run_id"]
+        result = await self._create_run(
+            keys=[self.keys.run(thread_id, run_id), self.keys.runs(thread_id), self.keys.pending(thread_id),
+                  self.keys.active(thread_id)],
+            args=[encoded(record, "run record"), run_id, int(time.time() * 1000),
+                  record["multitask_strategy"]])
+        ahead = [i.decode() if isinstance(i, bytes) else str(i) for i in result[1:]]
+        return bool(result[0]), ahead
+
+    async def get_run(self, thread_id: str, run_id: str) -> dict[str, Any] | None:
+        key = self.keys.run(thread_id, run_id)
+        run = _decode(await self.client.get(key), key, ("run_id", "thread_id", "status"))
+        return run if run is None or (run["run_id"], run["thread_id"]) == (run_id, thread_id) else None
+
+    async def put_run(self, record: dict[str, Any]) -> None:
+        record["updated_at"] = now_iso()
+        await self.client.set(self.keys.run(record["thread_id"], record["run_id"]), encoded(record, "run record"))
+
+    async def run_ids(self, thread_id: str, *, limit: int = 10, offset: int = 0) -> list[str]:
+        ids: Any = await self.client.zrange(self.keys.runs(thread_id), offset, offset + limit - 1, desc=True)
+        return [i.decode() if isinstance(i, bytes) else i for i in ids]
+
+    async def list_runs(self, thread_id: str, *, limit: int = 10, offset: int = 0,
+                        status: str | None = None) -> list[dict[str, Any]]:
+        runs = [await self.get_run(thread_id, run_id)
+                for run_id in await self.run_ids(thread_id, limit=limit if status is None else 10_000,
+                                                 offset=offset if status is None else 0)]
+        found = [r for r in runs if r is not None and (status is None or r["status"] == status)]
+        return found if status is None else found[offset:offset + limit]
+
+    async def delete_run(self, thread_id: str, run_id: str) -> None:
+        await self.client.lrem(self.keys.pending(thread_id), 0, run_id)
+        await self.client.zrem(self.keys.runs(thread_id), run_id)
+        await self.client.delete(self.keys.run(thread_id, run_id), self.keys.events(thread_id, run_id),
+                                 self.keys.cancel(thread_id, run_id))
+
+    async def busy(self, thread_id: str) -> bool:
+        """Whether a run is being executed on the thread or waits for its turn there."""
+        active, waiting = await self.client.exists(self.keys.active(thread_id)), \
+            await self.client.llen(self.keys.pending(thread_id))
+        return bool(active or waiting)
+
+    # -- cancellation ---------------------------------------------------------------------------------------
+    async def request_cancel(self, thread_id: str, run_id: str, action: str) -> str:
+        """Ask for a run to stop: "active" (its worker will stop it), "pending" (taken off the queue here), or
+        "done" (it had already ended)."""
+        removed = await self.client.lrem(self.keys.pending(thread_id), 0, run_id)
+        await self.client.set(self.keys.cancel(thread_id, run_id), action, ex=24 * 3600)
+        if removed:
+            return "pending"
+        active = await self.client.get(self.keys.active(thread_id))
+        active = active.decode() if isinstance(active, bytes) else active
+        return "active" if active == run_id else "done"
+
+    async def cancel(self, thread_id: str, run_id: str, action: str) -> str:
+        """`request_cancel`, and a run that had not started ends here: interrupted, or gone for `rollback`."""
+        where = await self.request_cancel(thread_id, run_id, action)
+        if where == "pending":
+            await self.count("cancelled_before_start")
+            if action == "rollback":
+                await self.delete_run(thread_id, run_id)
+            elif (run := await self.get_run(thread_id, run_id)) is not None:
+                run["status"] = "interrupted"
+                await self.put_run(run)
+        return where
+
+    async def cancel_requested(self, thread_id: str, run_id: str) -> str | None:
+        action = await self.client.get(self.keys.cancel(thread_id, run_id))
+        action = action.decode() if isinstance(action, bytes) else action
+        return action if action in ("interrupt", "rollback") else None
+
+    # -- counters for /metrics (global keys: plain increments, one per event) --------------------------------
+    async def count(self, name: str) -> None:
+        await self.client.hincrby(self.keys.counters, name, 1)
+
+    async def count_finished(self, status: str, latency_s: float) -> None:
+        """A started run ended: its status, and its latency (created → ended) in the histogram's bucket."""
+        bucket = next((f"{b:g}" for b in LATENCY_BUCKETS_S if latency_s <= b), "+Inf")
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hincrby(self.keys.counters, f"finished_{status}", 1)
+        pipe.hincrby(self.keys.counters, f"latency_le_{bucket}", 1)
+        pipe.hincrbyfloat(self.keys.counters, "latency_sum", max(0.0, latency_s))
+        await pipe.execute()
+
+    async def counters(self) -> dict[str, float]:
+        raw: Any = await self.client.hgetall(self.keys.counters)
+        found: dict[str, float] = {}
+        for key, value in raw.items():
+            name = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                continue  # Redis content: a field that is not a number is not shown
+            if len(name) <= 64 and number == number and abs(number) != float("inf"):
+                found[name] = number
+        return found

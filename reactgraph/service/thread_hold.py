@@ -1,0 +1,88 @@
+"""What a worker may do to a thread while it holds the thread's session lease, fenced.
+
+Taking the thread bumps its fence counter; every later write of this holder (taking the next run, adding an
+event, ending a run) runs in a script that first checks the counter still has this holder's number. A
+worker that lost its lease without noticing (a long pause, a partition) and woke up after another took over
+is refused there instead of interleaving its writes with the new holder's.
+"""
+
+from __future__ import annotations
+
+import redis.asyncio
+
+from reactgraph.service.events import EVENTS_KEPT_S, MAX_EVENTS_PER_RUN
+from reactgraph.service.keys import ServiceKeys
+
+# KEYS: fence, active, pending. Returns {run id, resumed 0|1} or {} (nothing to do), or -1 (fenced out).
+_NEXT_RUN = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local active = redis.call('GET', KEYS[2])
+if active then return {active, 1} end
+local id = redis.call('LPOP', KEYS[3])
+if not id then return {} end
+redis.call('SET', KEYS[2], id)
+return {id, 0}
+"""
+# KEYS: fence, events. ARGV: fence, event, data, max length.
+_ADD_EVENT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', 'e', ARGV[2], 'd', ARGV[3])
+"""
+# KEYS: fence, active, run, events. ARGV: fence, run id, run json, seconds to keep the events, max length.
+_END_RUN = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
+if ARGV[3] ~= '' then redis.call('SET', KEYS[3], ARGV[3]) end
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'e', '__end__', 'd', '')
+redis.call('EXPIRE', KEYS[4], ARGV[4])
+return 1
+"""
+
+
+class FencedOut(RuntimeError):
+    """Another worker took the thread over: this one must stop writing to it."""
+
+
+class ThreadHold:
+    """One worker's hold on one thread (under its session lease), with the fence number it was given."""
+
+    def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str, fence: str) -> None:
+        self.client, self.keys, self.thread_id, self.fence = client, keys, thread_id, fence
+        self._next = client.register_script(_NEXT_RUN)
+        self._add = client.register_script(_ADD_EVENT)
+        self._end = client.register_script(_END_RUN)
+
+    @classmethod
+    async def take(cls, client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str) -> ThreadHold:
+        """Called with the thread's lease held: a new fence number, so earlier holders are refused from now."""
+        fence = await client.incr(keys.fence(thread_id))
+        return cls(client, keys, thread_id, str(fence))
+
+    async def next_run(self) -> tuple[str, bool] | None:
+        """The run to execute now: (run id, resumed) — the active run left by a holder that died is resumed
+        first — or None when the thread has nothing waiting."""
+        k = self.keys
+        answer = await self._next(keys=[k.fence(self.thread_id), k.active(self.thread_id), k.pending(self.thread_id)],
+                                  args=[self.fence])
+        if answer == -1:
+            raise FencedOut(f"thread {self.thread_id}: another worker holds it now")
+        if not answer:
+            return None
+        run_id = answer[0].decode() if isinstance(answer[0], bytes) else str(answer[0])
+        return run_id, bool(int(answer[1]))
+
+    async def add_event(self, run_id: str, event: str, data: str) -> str:
+        answer = await self._add(keys=[self.keys.fence(self.thread_id), self.keys.events(self.thread_id, run_id)],
+                                 args=[self.fence, event, data, MAX_EVENTS_PER_RUN])
+        if answer == -1:
+            raise FencedOut(f"thread {self.thread_id}: another worker holds it now")
+        return answer.decode() if isinstance(answer, bytes) else str(answer)
+
+    async def end_run(self, run_id: str, run_json: str) -> None:
+        """Store the run's final record, close its event stream and free the thread for its next run."""
+        k = self.keys
+        answer = await self._end(keys=[k.fence(self.thread_id), k.active(self.thread_id), k.run(self.thread_id, run_id),
+                                       k.events(self.thread_id, run_id)],
+                                 args=[self.fence, run_id, run_json, EVENTS_KEPT_S, MAX_EVENTS_PER_RUN])
+        if answer == -1:
+            raise FencedOut(f"thread {self.thread_id}: another worker holds it now")

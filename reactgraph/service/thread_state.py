@@ -1,0 +1,40 @@
+"""A thread's checkpointed state in the Agent Server's shapes: `ThreadState`, checkpoints, thread status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.types import StateSnapshot
+
+from reactgraph.service.wire import plain
+
+
+def checkpoint_of(config: Any) -> dict[str, Any] | None:
+    if not config:
+        return None
+    configurable = config.get("configurable", {})
+    return {"thread_id": configurable.get("thread_id"), "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+            "checkpoint_id": configurable.get("checkpoint_id"), "checkpoint_map": configurable.get("checkpoint_map")}
+
+
+def thread_state(snapshot: StateSnapshot) -> dict[str, Any]:
+    """What `GET /threads/{id}/state` answers (langgraph-sdk's `ThreadState`)."""
+    tasks = [{"id": t.id, "name": t.name, "error": str(t.error) if t.error else None,
+              "interrupts": plain(list(t.interrupts)), "checkpoint": None, "state": None,
+              "result": plain(t.result) if getattr(t, "result", None) is not None else None}
+             for t in snapshot.tasks]
+    checkpoint, parent = checkpoint_of(snapshot.config), checkpoint_of(snapshot.parent_config)
+    return {"values": plain(snapshot.values), "next": list(snapshot.next), "tasks": tasks,
+            "checkpoint": checkpoint, "metadata": plain(snapshot.metadata or {}),
+            "created_at": snapshot.created_at, "parent_checkpoint": parent,
+            "interrupts": plain(list(snapshot.interrupts)),
+            # the Agent Server's older flat fields, still read by some clients
+            "checkpoint_id": (checkpoint or {}).get("checkpoint_id"),
+            "parent_checkpoint_id": (parent or {}).get("checkpoint_id")}
+
+
+def thread_status_after(snapshot: StateSnapshot, run_status: str) -> str:
+    """idle, interrupted (waiting on an interrupt or before a node) or error, once a run has ended."""
+    if run_status == "error":
+        return "error"
+    return "interrupted" if snapshot.next or snapshot.interrupts else "idle"
