@@ -11,7 +11,7 @@ from typing import Any
 
 from reactgraph.evals.metrics import summarize
 from reactgraph.evals.stats import ALPHA
-from reactgraph.nodes.shared.status import RUN_STATUSES
+from reactgraph.nodes.closing.status import RUN_STATUSES
 
 OFFLINE_NOTE = ("Offline numbers measure the graphs' control flow and robustness on a scripted model, "
                 "not a language model's intelligence.")

@@ -15,23 +15,23 @@ if TYPE_CHECKING:
     from reactgraph.memory.session_lease_aio import asession_lease
     from reactgraph.models.loader import ModelConfigError, is_transient_model_error, load_chat_model, parse_spec, redact
     from reactgraph.nodes.reflexion.evaluate import register_checker
-    from reactgraph.nodes.shared.context import Context
-    from reactgraph.nodes.shared.model_retry import model_retry_policy
-    from reactgraph.nodes.shared.state import AgentState, ExecutionStep
+    from reactgraph.nodes.runtime.model_retry import model_retry_policy
+    from reactgraph.nodes.state.agent import AgentState, ExecutionStep
+    from reactgraph.nodes.state.context import Context
 
 _EXPORTS = {
     "build_plan_solve_graph": "reactgraph.graph.plan_solve",
     "build_react_graph": "reactgraph.graph.react",
     "build_reflexion_graph": "reactgraph.graph.reflexion",
-    "Context": "reactgraph.nodes.shared.context",
+    "Context": "reactgraph.nodes.state.context",
     "register_checker": "reactgraph.nodes.reflexion.evaluate",
     "ModelConfigError": "reactgraph.models.loader",
     "load_chat_model": "reactgraph.models.loader",
     "parse_spec": "reactgraph.models.loader",
     "redact": "reactgraph.models.loader",
     "is_transient_model_error": "reactgraph.models.loader",
-    "model_retry_policy": "reactgraph.nodes.shared.model_retry",
-    "AgentState": "reactgraph.nodes.shared.state",
+    "model_retry_policy": "reactgraph.nodes.runtime.model_retry",
+    "AgentState": "reactgraph.nodes.state.agent",
     "check_session_id": "reactgraph.memory.session_id",
     "InvalidSessionId": "reactgraph.memory.session_id",
     "MAX_SESSION_ID": "reactgraph.memory.session_id",
@@ -40,7 +40,7 @@ _EXPORTS = {
     "SessionBusy": "reactgraph.memory.session_lease",
     "SessionLease": "reactgraph.memory.session_lease",
     "SessionLeaseLost": "reactgraph.memory.session_lease",
-    "ExecutionStep": "reactgraph.nodes.shared.state",
+    "ExecutionStep": "reactgraph.nodes.state.agent",
 }
 __all__ = [*_EXPORTS]
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

@@ -16,21 +16,22 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import RetryPolicy
 
-from reactgraph.graph import routing
+from reactgraph.graph.routing import plan_solve as routing
+from reactgraph.graph.routing.tool_round import after_approve
+from reactgraph.nodes.conversation.load_memory import make_load_memory
+from reactgraph.nodes.conversation.save_memory import save_memory
 from reactgraph.nodes.plan_solve.execute_step import make_execute_step
 from reactgraph.nodes.plan_solve.observe import observe_step
 from reactgraph.nodes.plan_solve.plan import make_plan
 from reactgraph.nodes.plan_solve.replan import make_replan
 from reactgraph.nodes.plan_solve.solve import make_solve
 from reactgraph.nodes.plan_solve.state import PlanSolveState
-from reactgraph.nodes.shared.act import make_act
-from reactgraph.nodes.shared.approve import approval_check, make_approve
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.load_memory import make_load_memory
-from reactgraph.nodes.shared.node_driver import edge, plain_node
-from reactgraph.nodes.shared.save_memory import save_memory
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import InputState
+from reactgraph.nodes.runtime.node_driver import edge, plain_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import InputState
+from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.tool_round.act import make_act
+from reactgraph.nodes.tool_round.approve import approval_check, make_approve
 from reactgraph.tools import ToolGateway, default_gateway
 
 # The compiled graph's types: state, context, input, output.
@@ -61,7 +62,7 @@ def build_plan_solve_graph(gateway: ToolGateway | None = None, checkpointer: Bas
     builder.add_conditional_edges("execute_step",
                                   edge(partial(routing.after_execute, approval=approval_check(services))),
                                   ["act", "approve", "execute_step", "replan", "solve"])
-    builder.add_conditional_edges("approve", edge(routing.after_approve), ["act", "observe"])
+    builder.add_conditional_edges("approve", edge(after_approve), ["act", "observe"])
     builder.add_edge("act", "observe")
     builder.add_conditional_edges("observe", edge(routing.after_observe), ["execute_step", "replan", "solve"])
     builder.add_conditional_edges("replan", edge(routing.next_step), ["execute_step", "solve"])

@@ -1,6 +1,6 @@
 """The ReAct graph: load_memory → think → [approve] → act → observe → reflect → think … → finalize → save_memory.
 
-`approve` is visited only when a call of the model's reply needs a person's approval (nodes/shared/approve.py)."""
+`approve` is visited only when a call of the model's reply needs a person's approval (nodes/tool_round/approve.py)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,20 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import RetryPolicy
 
-from reactgraph.graph import routing
+from reactgraph.graph.routing import react as routing
+from reactgraph.graph.routing.tool_round import after_approve
+from reactgraph.nodes.conversation.load_memory import make_load_memory
+from reactgraph.nodes.conversation.save_memory import save_memory
 from reactgraph.nodes.react.finalize import make_finalize
 from reactgraph.nodes.react.reflect import make_reflect
 from reactgraph.nodes.react.think import make_think
-from reactgraph.nodes.shared.act import make_act
-from reactgraph.nodes.shared.approve import approval_check, make_approve
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.load_memory import make_load_memory
-from reactgraph.nodes.shared.node_driver import edge, plain_node
-from reactgraph.nodes.shared.observe import observe
-from reactgraph.nodes.shared.save_memory import save_memory
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import AgentState, InputState
+from reactgraph.nodes.runtime.node_driver import edge, plain_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import AgentState, InputState
+from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.tool_round.act import make_act
+from reactgraph.nodes.tool_round.approve import approval_check, make_approve
+from reactgraph.nodes.tool_round.observe import observe
 from reactgraph.tools import ToolGateway, default_gateway
 
 # The compiled graph's types: state, context, input, output.
@@ -53,7 +54,7 @@ def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseChec
     builder.add_edge("load_memory", "think")
     builder.add_conditional_edges("think", edge(partial(routing.after_think, approval=approval_check(services))),
                                   ["act", "approve", "finalize"])
-    builder.add_conditional_edges("approve", edge(routing.after_approve), ["act", "observe"])
+    builder.add_conditional_edges("approve", edge(after_approve), ["act", "observe"])
     builder.add_edge("act", "observe")
     builder.add_conditional_edges("observe", edge(routing.after_round), ["reflect", "finalize"])
     builder.add_conditional_edges("reflect", edge(routing.after_reflect), ["think", "finalize"])

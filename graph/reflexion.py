@@ -16,16 +16,16 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import RetryPolicy
 
-from reactgraph.graph import routing
 from reactgraph.graph.react import build_react_graph
+from reactgraph.graph.routing import reflexion as routing
 from reactgraph.nodes.reflexion.evaluate import make_evaluate
 from reactgraph.nodes.reflexion.load_lessons import load_lessons
 from reactgraph.nodes.reflexion.self_reflect import make_self_reflect
 from reactgraph.nodes.reflexion.state import ReflexionInput, ReflexionState
 from reactgraph.nodes.reflexion.trial import make_trial
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import edge
-from reactgraph.nodes.shared.services import AgentServices
+from reactgraph.nodes.runtime.node_driver import edge
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.context import Context
 from reactgraph.tools import ToolGateway, default_gateway
 
 # The compiled graph's types: state, context, input, output.

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
 from reactgraph.models.offline.usage import usage_for
-from reactgraph.nodes.shared import budget
+from reactgraph.nodes.runtime import budget
 from reactgraph.tools import ToolGateway
 from reactgraph.tools.builtin import builtin_tools
 from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
@@ -271,7 +271,7 @@ def test_bad_budget_values_are_one_line(field, value, accepted):
 
 
 def test_budgets_arrive_as_a_mapping_from_the_api():
-    from reactgraph.nodes.shared.context import resolve_context
+    from reactgraph.nodes.state.context import resolve_context
 
     context = resolve_context({"max_tool_calls": 2, "max_model_tokens": None, "max_cost_usd": 0.5})
     assert (context.max_tool_calls, context.max_model_tokens, context.max_cost_usd) == (2, None, 0.5)

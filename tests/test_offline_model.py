@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from reactgraph.models.offline import OfflineChatModel
-from reactgraph.nodes.shared.verdict import ReflectionVerdict
+from reactgraph.nodes.state.verdict import ReflectionVerdict
 
 # --- the tool contract (schemas only: the model sees names and parameters) -------------------------------
 

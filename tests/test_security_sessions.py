@@ -32,8 +32,8 @@ from reactgraph.graph import (
 from reactgraph.graph.sessions import history, plan_run, run
 from reactgraph.memory import AsyncRedisSaver, RedisSaver, RedisStore
 from reactgraph.memory.session_id import session_of_label, store_label
+from reactgraph.nodes.conversation.save_memory import qa_namespace
 from reactgraph.nodes.reflexion.state import lessons_namespace
-from reactgraph.nodes.shared.save_memory import qa_namespace
 
 RULES = Context(reflection="rules")
 Q1, Q2 = "北京的天气怎么样？", "上海的天气怎么样？"

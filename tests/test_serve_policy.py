@@ -165,7 +165,7 @@ def test_a_bad_reactgraph_section_is_one_line_at_start(tmp_path, redis_url):
 # -- the policy alone ------------------------------------------------------------------------------------------
 
 def test_policy_limits_mcp_tools_to_the_named_servers():
-    from reactgraph.nodes.shared.context import resolve_context
+    from reactgraph.nodes.state.context import resolve_context
     from reactgraph.tools import ToolGateway, ToolSession
 
     gateway = ToolGateway()

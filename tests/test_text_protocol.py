@@ -15,9 +15,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from cli_env import clean_env
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.models.offline.textproto import as_tool_messages
-from reactgraph.nodes.react.think import prompt_messages
-from reactgraph.nodes.shared.react_markup import answer_without_markup, input_text
-from reactgraph.nodes.shared.text_protocol import (
+from reactgraph.nodes.prompting.react_markup import answer_without_markup, input_text
+from reactgraph.nodes.prompting.text_protocol import (
     STOP,
     answer_text,
     as_text_messages,
@@ -25,6 +24,7 @@ from reactgraph.nodes.shared.text_protocol import (
     parse_reply,
     to_ai_message,
 )
+from reactgraph.nodes.react.think import prompt_messages
 from reactgraph.tools import ToolSession, default_gateway
 from scripted import ScriptedChatModel, call, tool_reply
 

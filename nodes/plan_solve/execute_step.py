@@ -14,17 +14,17 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMe
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes.conversation.transcript import last_human_index, pending_calls, tokens_of
 from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import PlanSolveState, StepOutcome, render_plan, settle, step_records
-from reactgraph.nodes.shared import prompts, text_protocol
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.fallback_log import log_fallback
-from reactgraph.nodes.shared.framing import for_model, with_notes
-from reactgraph.nodes.shared.model_retry import model_failure
-from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import make_step
-from reactgraph.nodes.shared.transcript import last_human_index, pending_calls, tokens_of
+from reactgraph.nodes.prompting import prompts, text_protocol
+from reactgraph.nodes.prompting.framing import for_model, with_notes
+from reactgraph.nodes.runtime.fallback_log import log_fallback
+from reactgraph.nodes.runtime.model_retry import model_failure
+from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import make_step
+from reactgraph.nodes.state.context import Context
 
 
 def plan_notes(state: PlanSolveState) -> list[str]:

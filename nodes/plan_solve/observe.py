@@ -8,8 +8,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.plan_solve.state import STEP_TOOL_ROUNDS, PlanSolveState, observed, settle, step_records
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.observe import observe
+from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.tool_round.observe import observe
 
 
 def observe_step(state: PlanSolveState, runtime: Runtime[Context]) -> dict[str, Any]:

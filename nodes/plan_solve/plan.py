@@ -11,16 +11,16 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
+from reactgraph.nodes.conversation.transcript import current_question, tokens_of
 from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
-from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.budget import fresh_budget
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.fallback_log import log_fallback
-from reactgraph.nodes.shared.framing import for_model, summary_section, with_notes
-from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import make_step
-from reactgraph.nodes.shared.transcript import current_question, tokens_of
+from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
+from reactgraph.nodes.runtime.budget import fresh_budget
+from reactgraph.nodes.runtime.fallback_log import log_fallback
+from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import make_step
+from reactgraph.nodes.state.context import Context
 
 
 def fresh_turn(state: PlanSolveState) -> dict[str, Any]:

@@ -9,16 +9,16 @@ from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes.conversation.transcript import question_text, tokens_of
 from reactgraph.nodes.plan_solve.plan import summary_notes, tool_list
 from reactgraph.nodes.plan_solve.state import PlanSolveState, Replan, remaining, render_plan, render_results
-from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.fallback_log import log_fallback
-from reactgraph.nodes.shared.framing import for_model, with_notes
-from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import make_step
-from reactgraph.nodes.shared.transcript import question_text, tokens_of
+from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes.prompting.framing import for_model, with_notes
+from reactgraph.nodes.runtime.fallback_log import log_fallback
+from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import make_step
+from reactgraph.nodes.state.context import Context
 
 
 def _revised(state: PlanSolveState, replan: Replan, tokens: int, started: float) -> dict[str, Any]:

@@ -7,14 +7,14 @@ import time
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes.closing.closing import budget_close, close_turn, observations_digest, settle
 from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import PlanSolveState, plan_verdict, remaining, render_results
-from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.budget import exhausted
-from reactgraph.nodes.shared.closing import budget_close, close_turn, observations_digest, settle
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.shared.services import AgentServices
+from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes.runtime.budget import exhausted
+from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.context import Context
 
 
 def solve_reason(state: PlanSolveState) -> str:

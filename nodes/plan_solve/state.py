@@ -9,8 +9,8 @@ from typing import Any, Literal, NotRequired
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from reactgraph.nodes.shared.loop_guard import found_nothing, tool_steps
-from reactgraph.nodes.shared.state import AgentState, ExecutionStep, make_step
+from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
+from reactgraph.nodes.tool_round.loop_guard import found_nothing, tool_steps
 
 # Tool rounds one step may use before it is settled from what it observed: enough for a fallback or two,
 # few enough that one broken step cannot eat the whole budget.

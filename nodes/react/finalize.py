@@ -9,15 +9,15 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.budget import exhausted
-from reactgraph.nodes.shared.closing import budget_close, close_turn, conclude, observations_digest, settle
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.shared.react_markup import answer_without_markup
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import AgentState
-from reactgraph.nodes.shared.transcript import pending_calls
+from reactgraph.nodes.closing.closing import budget_close, close_turn, conclude, observations_digest, settle
+from reactgraph.nodes.conversation.transcript import pending_calls
+from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes.prompting.react_markup import answer_without_markup
+from reactgraph.nodes.runtime.budget import exhausted
+from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import AgentState
+from reactgraph.nodes.state.context import Context
 
 
 def stop_reason(state: AgentState, context: Context) -> str:

@@ -9,16 +9,16 @@ from langchain_core.messages import AnyMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.fallback_log import log_fallback
-from reactgraph.nodes.shared.framing import for_model
-from reactgraph.nodes.shared.loop_guard import repeated_calls, rules_verdict
-from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import AgentState, make_step
-from reactgraph.nodes.shared.transcript import tokens_of
-from reactgraph.nodes.shared.verdict import ReflectionVerdict
+from reactgraph.nodes.conversation.transcript import tokens_of
+from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes.prompting.framing import for_model
+from reactgraph.nodes.runtime.fallback_log import log_fallback
+from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import AgentState, make_step
+from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.verdict import ReflectionVerdict
+from reactgraph.nodes.tool_round.loop_guard import repeated_calls, rules_verdict
 
 
 def _settle(state: AgentState, verdict: ReflectionVerdict, tokens: int, started: float,

@@ -14,16 +14,16 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from reactgraph.nodes.shared import prompts, text_protocol
-from reactgraph.nodes.shared.budget import fresh_budget
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.fallback_log import log_fallback
-from reactgraph.nodes.shared.framing import for_model, summary_section, with_notes
-from reactgraph.nodes.shared.model_retry import model_failure
-from reactgraph.nodes.shared.node_driver import Call, Node, dual_node
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import AgentState, ExecutionStep, make_step
-from reactgraph.nodes.shared.transcript import last_human_index, pending_calls, tokens_of
+from reactgraph.nodes.conversation.transcript import last_human_index, pending_calls, tokens_of
+from reactgraph.nodes.prompting import prompts, text_protocol
+from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
+from reactgraph.nodes.runtime.budget import fresh_budget
+from reactgraph.nodes.runtime.fallback_log import log_fallback
+from reactgraph.nodes.runtime.model_retry import model_failure
+from reactgraph.nodes.runtime.node_driver import Call, Node, dual_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
+from reactgraph.nodes.state.context import Context
 
 
 def start_of_turn(state: AgentState) -> dict[str, Any]:

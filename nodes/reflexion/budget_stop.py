@@ -7,10 +7,10 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes.conversation.transcript import question_text
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
-from reactgraph.nodes.shared.budget import add_usage, call_usage, exhausted, wrap_up_note
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.transcript import question_text
+from reactgraph.nodes.runtime.budget import add_usage, call_usage, exhausted, wrap_up_note
+from reactgraph.nodes.state.context import Context
 
 
 def _in_chinese(state: ReflexionState) -> bool:

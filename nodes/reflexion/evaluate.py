@@ -11,16 +11,16 @@ from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes.conversation.transcript import tokens_of
+from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes.prompting.framing import for_model
 from reactgraph.nodes.reflexion.budget_stop import stopped_by_budget
 from reactgraph.nodes.reflexion.state import Evaluation, ReflexionState
-from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.fallback_log import log_fallback
-from reactgraph.nodes.shared.framing import for_model
-from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import ExecutionStep, make_step
-from reactgraph.nodes.shared.transcript import tokens_of
+from reactgraph.nodes.runtime.fallback_log import log_fallback
+from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import ExecutionStep, make_step
+from reactgraph.nodes.state.context import Context
 
 # A checker takes the answer, the run's ExecutionStep records and the task's params (the same shape as
 # evals.checks, so a harness can register its own): True/False, or (passed, reason).

@@ -10,11 +10,11 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Overwrite
 
+from reactgraph.nodes.conversation.question import turn_question
+from reactgraph.nodes.conversation.transcript import question_text
 from reactgraph.nodes.reflexion.evaluate import CHECKERS
 from reactgraph.nodes.reflexion.state import MAX_LESSONS, ReflexionState, lessons_namespace
-from reactgraph.nodes.shared.budget import fresh_budget
-from reactgraph.nodes.shared.question import turn_question
-from reactgraph.nodes.shared.transcript import question_text
+from reactgraph.nodes.runtime.budget import fresh_budget
 
 
 def session_of(config: RunnableConfig | None) -> str:

@@ -10,17 +10,17 @@ from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes.conversation.transcript import question_text, tokens_of
+from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes.prompting.framing import for_model, with_notes
 from reactgraph.nodes.reflexion.budget_stop import stopped_by_budget
 from reactgraph.nodes.reflexion.load_lessons import session_of
 from reactgraph.nodes.reflexion.state import MAX_LESSONS, Lesson, ReflexionState, lessons_namespace
-from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.fallback_log import log_fallback
-from reactgraph.nodes.shared.framing import for_model, with_notes
-from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import make_step
-from reactgraph.nodes.shared.transcript import question_text, tokens_of
+from reactgraph.nodes.runtime.fallback_log import log_fallback
+from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import make_step
+from reactgraph.nodes.state.context import Context
 
 
 def rules_lesson(state: ReflexionState) -> str:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from reactgraph.memory.session_id import store_label
-from reactgraph.nodes.shared.state import AgentState
+from reactgraph.nodes.state.agent import AgentState
 
 # Lessons shown to a trial: the newest few, so the prompt stays bounded when a question is retried often.
 MAX_LESSONS = 5

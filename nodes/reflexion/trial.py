@@ -9,11 +9,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes.conversation.transcript import last_human_index
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
-from reactgraph.nodes.shared.budget import add_usage, exhausted, remaining_context, wrap_up_note
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
-from reactgraph.nodes.shared.transcript import last_human_index
+from reactgraph.nodes.runtime.budget import add_usage, exhausted, remaining_context, wrap_up_note
+from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.state.context import Context
 
 
 def _actor_input(state: ReflexionState) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def ask(
     if as_json:
         sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, mode),
                                     ensure_ascii=False) + "\n")
-    from reactgraph.nodes.shared.status import SUCCESS_STATUSES
+    from reactgraph.nodes.closing.status import SUCCESS_STATUSES
 
     if result.get("status") not in SUCCESS_STATUSES:  # exit 0 only for an answer: answered or partial
         raise typer.Exit(1)

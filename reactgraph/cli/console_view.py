@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from reactgraph.cli.terminal_text import terminal_safe
-from reactgraph.nodes.shared.transcript import pending_calls
+from reactgraph.nodes.conversation.transcript import pending_calls
 
 STATUS_STYLE = {"ok": "green", "answered": "green", "partial": "yellow", "no_answer": "yellow",
                 "limit_reached": "yellow", "budget_exhausted": "yellow", "failed": "red"}

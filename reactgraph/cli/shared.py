@@ -13,7 +13,7 @@ import typer
 
 if TYPE_CHECKING:
     from reactgraph.memory.checkpointer import OpenedCheckpointer
-    from reactgraph.nodes.shared.context import Context
+    from reactgraph.nodes.state.context import Context
     from reactgraph.tools import ToolGateway
 
 
@@ -63,7 +63,7 @@ def session_option(session: str | None) -> str | None:
 
 def question_argument(question: str) -> str:
     """QUESTION checked by the one rule for questions (`check_question`): one line, before anything is loaded."""
-    from reactgraph.nodes.shared.question import EmptyQuestion, check_question
+    from reactgraph.nodes.conversation.question import EmptyQuestion, check_question
 
     try:
         return check_question(question)
@@ -100,7 +100,7 @@ def build_context(model: str | None, max_iterations: int, reflection: Reflection
     """The run's Context from the flags (`budgets`: max_tool_calls / max_model_tokens / max_cost_usd, None for
     no budget); a bad value is one line naming the flag."""
     from reactgraph.models.loader import parse_spec
-    from reactgraph.nodes.shared.context import Context
+    from reactgraph.nodes.state.context import Context
 
     chosen: dict[str, Any] = {"model": model} if model else {}  # else Context's default: $REACTGRAPH_MODEL
     try:
@@ -109,7 +109,7 @@ def build_context(model: str | None, max_iterations: int, reflection: Reflection
                           **chosen, **(budgets or {}))
         parse_spec(context.model)
         if context.max_cost_usd is not None:  # a bad price file is one line now, not an error mid-run
-            from reactgraph.nodes.shared.budget import price_of
+            from reactgraph.nodes.runtime.budget import price_of
 
             price_of(context.model)
     except (ValueError, TypeError) as exc:
@@ -163,7 +163,7 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
     `mcp_startup_cap_s`: no MCP server start or restart waits longer (the service's: below its lease expiry)."""
     import os
 
-    from reactgraph.nodes.shared.context import unknown_tool_names
+    from reactgraph.nodes.state.context import unknown_tool_names
     from reactgraph.tools import ToolRegistrationError, default_gateway
     from reactgraph.tools.plugins import load_tools
 

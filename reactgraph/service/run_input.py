@@ -8,7 +8,7 @@ from typing import Any
 
 from langgraph.types import Command
 
-from reactgraph.nodes.shared.context import Context, InvalidContext, resolve_context
+from reactgraph.nodes.state.context import Context, InvalidContext, resolve_context
 from reactgraph.service.auth import AUTH_KEYS, AuthUser
 from reactgraph.service.records import STRATEGIES
 from reactgraph.service.run_policy import PolicyRefusal, RunPolicy

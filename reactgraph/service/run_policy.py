@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reactgraph.nodes.shared import prompts
+from reactgraph.nodes.prompting import prompts
 
 SECTION = "reactgraph"
 CAPPED = ("max_iterations", "max_tool_calls", "max_model_tokens", "max_cost_usd")

@@ -8,9 +8,9 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.shared.services import AgentServices
+from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.context import Context
 from reactgraph.tools import ToolResult, ToolStatus, observations
 
 

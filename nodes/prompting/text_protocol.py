@@ -19,9 +19,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
-from reactgraph.nodes.shared import prompts
-from reactgraph.nodes.shared import react_markup as markup
-from reactgraph.nodes.shared.transcript import pending_calls
+from reactgraph.nodes.conversation.transcript import pending_calls
+from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes.prompting import react_markup as markup
 from reactgraph.tools import untrusted
 
 STOP = ["Observation:"]

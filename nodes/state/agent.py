@@ -13,8 +13,8 @@ from langgraph.graph.message import add_messages
 # typing_extensions' TypedDict: pydantic (Studio's schemas, the API server) rejects typing's on Python < 3.12.
 from typing_extensions import TypedDict
 
-from reactgraph.nodes.shared.budget import Budget, Usage, add_usage
-from reactgraph.nodes.shared.status import RunStatus
+from reactgraph.nodes.closing.status import RunStatus
+from reactgraph.nodes.runtime.budget import Budget, Usage, add_usage
 
 
 class ExecutionStep(TypedDict):
@@ -77,12 +77,12 @@ class AgentState(TypedDict):
     # Reflexion: lessons from earlier failed attempts at this question, shown in think's system prompt.
     # Supplied with the input (the Reflexion graph's trial passes them); kept until a caller replaces them.
     lessons: NotRequired[list[str]]
-    # What this turn has used (tool calls, model tokens, cost), added up per node; see nodes/shared/budget.py.
+    # What this turn has used (tool calls, model tokens, cost), added up per node; see nodes/runtime/budget.py.
     usage: NotRequired[Annotated[Usage, add_usage]]
     # Which budget ran out ({"kind", "limit", "used"}) when `stop_reason` is "budget".
     budget: NotRequired[Budget | None]
     # The approval step's outcome for the reply it decided on: {"message_id", "approved": [call ids],
-    # "notes": {call id: what a person changed}}; see nodes/shared/approve.py.
+    # "notes": {call id: what a person changed}}; see nodes/tool_round/approve.py.
     approvals: NotRequired[dict[str, Any] | None]
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
-from reactgraph.nodes.shared import prompts
+from reactgraph.nodes.prompting import prompts
 
 if TYPE_CHECKING:  # Context itself must stay importable without langgraph (the CLI's start-up)
     from langgraph.runtime import Runtime
@@ -77,7 +77,7 @@ class Context:
         "Budget: model tokens (prompt + completion, from the provider's usage, else estimated) per question. "
         "Empty means no budget."))] = None
     max_cost_usd: Annotated[float | None, Field(gt=0, le=10_000, description=(
-        "Budget: model cost in USD per question, from the price table (nodes/shared/budget.py, extended by "
+        "Budget: model cost in USD per question, from the price table (nodes/runtime/budget.py, extended by "
         "$REACTGRAPH_PRICES); a model without a price counts 0. Empty means no budget."))] = None
 
     mcp_config: Annotated[str, Field(max_length=4096, description=(

@@ -13,8 +13,8 @@ from langgraph.types import RetryPolicy
 
 from reactgraph.models.loader import load_chat_model
 from reactgraph.models.offline import OfflineChatModel
-from reactgraph.nodes.shared.context import Context, UnknownToolNames, unknown_tool_names
-from reactgraph.nodes.shared.model_retry import model_retry_policy
+from reactgraph.nodes.runtime.model_retry import model_retry_policy
+from reactgraph.nodes.state.context import Context, UnknownToolNames, unknown_tool_names
 from reactgraph.tools import ToolGateway, ToolMeta, ToolSession
 
 

@@ -10,18 +10,19 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.loader import without_tool_use
-from reactgraph.nodes.shared import budget, text_protocol
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.fallback_log import log_fallback
-from reactgraph.nodes.shared.framing import for_model, with_notes
-from reactgraph.nodes.shared.loop_guard import tool_steps
-from reactgraph.nodes.shared.model_retry import model_failure
-from reactgraph.nodes.shared.node_driver import Call
-from reactgraph.nodes.shared.react_markup import answer_without_markup
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import answer_update
-from reactgraph.nodes.shared.status import coverage_of, naming_missing, pick_status
-from reactgraph.nodes.shared.transcript import last_human_index, tokens_of
+from reactgraph.nodes.closing.status import coverage_of, naming_missing, pick_status
+from reactgraph.nodes.conversation.transcript import last_human_index, tokens_of
+from reactgraph.nodes.prompting import text_protocol
+from reactgraph.nodes.prompting.framing import for_model, with_notes
+from reactgraph.nodes.prompting.react_markup import answer_without_markup
+from reactgraph.nodes.runtime import budget
+from reactgraph.nodes.runtime.fallback_log import log_fallback
+from reactgraph.nodes.runtime.model_retry import model_failure
+from reactgraph.nodes.runtime.node_driver import Call
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import answer_update
+from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.tool_round.loop_guard import tool_steps
 
 
 def observations_digest(state: Mapping[str, Any]) -> str:

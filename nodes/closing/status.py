@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from reactgraph.models.offline.coverage import coverage_args
-from reactgraph.nodes.shared.framing import summary_section, with_notes
+from reactgraph.nodes.prompting.framing import summary_section, with_notes
 
 RunStatus = Literal["answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed"]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)

@@ -24,10 +24,10 @@ from langgraph._internal._runnable import RunnableCallable
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, RetryPolicy
 
-from reactgraph.nodes.shared.budget import Usage, add_usage, call_usage
-from reactgraph.nodes.shared.context import Context, resolve_context
-from reactgraph.nodes.shared.fallback_log import describe
-from reactgraph.nodes.shared.model_retry import attempt_of, leave_to_retry
+from reactgraph.nodes.runtime.budget import Usage, add_usage, call_usage
+from reactgraph.nodes.runtime.fallback_log import describe
+from reactgraph.nodes.runtime.model_retry import attempt_of, leave_to_retry
+from reactgraph.nodes.state.context import Context, resolve_context
 from reactgraph.tools.sync_bridge import run_sync
 
 

@@ -9,8 +9,8 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from reactgraph.memory.session_id import store_label
-from reactgraph.nodes.shared.state import AgentState
-from reactgraph.nodes.shared.transcript import current_question
+from reactgraph.nodes.conversation.transcript import current_question
+from reactgraph.nodes.state.agent import AgentState
 
 
 def qa_namespace(session: str) -> tuple[str, ...]:

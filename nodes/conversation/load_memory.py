@@ -6,12 +6,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.memory.session_memory import ConversationSummary, SessionMemory
-from reactgraph.nodes.shared.context import Context
-from reactgraph.nodes.shared.fallback_log import log_fallback
-from reactgraph.nodes.shared.node_driver import Call, Node, Steps, dual_node
-from reactgraph.nodes.shared.question import turn_question
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import AgentState
+from reactgraph.nodes.conversation.question import turn_question
+from reactgraph.nodes.runtime.fallback_log import log_fallback
+from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import AgentState
+from reactgraph.nodes.state.context import Context
 
 
 def make_load_memory(services: AgentServices) -> Node:

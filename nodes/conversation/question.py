@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
-from reactgraph.nodes.shared.transcript import current_question
+from reactgraph.nodes.conversation.transcript import current_question
 
 # Characters that show nothing: spaces and separators of any script, control and format characters (zero-width
 # space, BOM, direction marks). A question made only of these is as empty as "".

@@ -28,12 +28,12 @@ from langgraph.errors import GraphInterrupt
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from reactgraph.nodes.shared import budget
-from reactgraph.nodes.shared.approval_answer import BadAnswer, Decision, read_answer
-from reactgraph.nodes.shared.context import Context, context_of
-from reactgraph.nodes.shared.services import AgentServices
-from reactgraph.nodes.shared.state import AgentState, make_step
-from reactgraph.nodes.shared.transcript import last_ai, latest_tool_messages, pending_calls
+from reactgraph.nodes.conversation.transcript import last_ai, latest_tool_messages, pending_calls
+from reactgraph.nodes.runtime import budget
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.agent import AgentState, make_step
+from reactgraph.nodes.state.context import Context, context_of
+from reactgraph.nodes.tool_round.approval_answer import BadAnswer, Decision, read_answer
 from reactgraph.tools import ToolSession, observations
 from reactgraph.tools.policies.events import emit
 

@@ -20,7 +20,7 @@ from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
 from reactgraph.models.offline.usage import usage_for
-from reactgraph.nodes.shared.context import Context
+from reactgraph.nodes.state.context import Context
 from reactgraph.tools import ToolResult
 
 PRICES_ENV = "REACTGRAPH_PRICES"  # a JSON file {"<provider>:<model>": {"input": usd_per_m, "output": usd_per_m}}

@@ -1,0 +1,46 @@
+"""Where the ReAct graph goes after think, after a tool round and after reflect."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.messages import AIMessage
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from reactgraph.graph.routing.tool_round import ApprovalCheck, act_tasks
+from reactgraph.nodes.conversation.transcript import pending_calls
+from reactgraph.nodes.runtime import budget
+from reactgraph.nodes.state.agent import AgentState
+from reactgraph.nodes.state.context import Context, context_of
+
+
+def after_think(state: AgentState, runtime: Runtime[Context],
+                approval: ApprovalCheck | None = None) -> list[Send] | Literal["approve", "finalize"]:
+    """Each tool call goes to its own act task (run concurrently), by way of approve when a person must approve
+    one of them first; a final answer or failure goes to finalize."""
+    if state.get("status") == "failed":
+        return "finalize"
+    reply = state["messages"][-1]
+    calls = pending_calls(reply) if isinstance(reply, AIMessage) else []
+    context = context_of(runtime)
+    if calls and approval is not None and approval(state, context):
+        return "approve"
+    return act_tasks(state, context, calls) or "finalize"
+
+
+def after_round(state: AgentState, runtime: Runtime[Context]) -> Literal["reflect", "finalize"]:
+    """A round's results to reflect on, unless a budget ran out (reflecting may call the model)."""
+    return "finalize" if budget.exhausted(state.get("usage"), context_of(runtime)) else "reflect"
+
+
+def after_reflect(state: AgentState, runtime: Runtime[Context]) -> Literal["think", "finalize"]:
+    """Back to think, unless the iteration limit is reached, a budget ran out, a call repeated itself, or the
+    verdict says done."""
+    context = context_of(runtime)
+    verdict = state.get("reflection") or {}
+    if state.get("iteration", 0) >= context.max_iterations or budget.exhausted(state.get("usage"), context):
+        return "finalize"
+    if verdict.get("repeated_call") or verdict.get("enough_information"):
+        return "finalize"
+    return "think"

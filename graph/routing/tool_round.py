@@ -1,0 +1,47 @@
+"""Routing of the tool round every paradigm shares: one act task per tool call, within the budgets and the
+approvals a person gave."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from reactgraph.nodes.conversation.transcript import last_ai, latest_tool_messages, pending_calls
+from reactgraph.nodes.runtime import budget
+from reactgraph.nodes.state.agent import AgentState
+from reactgraph.nodes.state.context import Context, context_of
+from reactgraph.nodes.tool_round.act import ToolCallTask
+from reactgraph.nodes.tool_round.approve import approvals_for
+
+# Whether a reply's calls need a person's approval before they run (nodes/tool_round/approve.py `approval_check`).
+ApprovalCheck = Callable[[AgentState, Context], bool]
+
+
+def act_tasks(state: AgentState, context: Context, calls: list[dict]) -> list[Send]:
+    """One act task per tool call; the calls beyond what the budgets allow go as "not run" tasks (each call
+    still gets its answer, so the conversation stays well-formed), the ones that fit run as usual. Calls the
+    approve step answered (rejected) get no task; the ones it let through carry its approval."""
+    answered = {m.tool_call_id for m in latest_tool_messages(state["messages"])}
+    decided = approvals_for(state, last_ai(state["messages"]))
+    approved, notes = set(decided["approved"]), decided["notes"]
+    tasks = []
+    for call, cut in zip(calls, budget.calls_cut(state.get("usage"), context, len(calls)), strict=True):
+        if call["id"] in answered and call["id"]:
+            continue
+        task = ToolCallTask(call=call, not_run=budget.not_run_text(cut)) if cut else ToolCallTask(call=call)
+        if call["id"] in approved:
+            task["approved"] = True
+            if note := notes.get(call["id"]):
+                task["note"] = note
+        tasks.append(Send("act", task))
+    return tasks
+
+
+def after_approve(state: AgentState, runtime: Runtime[Context]) -> list[Send] | Literal["observe"]:
+    """The calls a person let through (and those needing no approval) to act; straight to observe when every
+    call was rejected, so the rejections are recorded and reflected on like any result."""
+    reply = last_ai(state["messages"])
+    return act_tasks(state, context_of(runtime), pending_calls(reply)) or "observe"

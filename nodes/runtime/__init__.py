@@ -1,0 +1,1 @@
+"""How a node runs: the node driver, the services a compiled graph shares, model retries, budgets, fallback logs."""
