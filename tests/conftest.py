@@ -105,6 +105,36 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             module = nodeid.split("::", 1)[0]
             return module if module in ONE_WORKER_MODULES else super()._split_scope(nodeid)
 
+        # xdist's LoadScopeScheduling hangs the whole run once a worker crashes (a test past its timeout ends
+        # its worker): it puts the crashed worker's *finished* units back in the queue, so a worker can be handed
+        # a unit with nothing to run, and the worker that replaces the crashed one gets a single test. A worker
+        # runs a test only when it holds the next one (or is told no more come), so either one waits for ever.
+        def remove_node(self, node):
+            """Requeue only the crashed worker's unfinished tests, without the one it crashed in (reported as
+            failed, as `--dist load` does); None if it had none left."""
+            workload = self.assigned_work.pop(node)
+            unfinished = {scope: unit for scope, unit in workload.items() if not all(unit.values())}
+            if not unfinished:
+                return None
+            crashed = next(nodeid for unit in unfinished.values() for nodeid, done in unit.items() if not done)
+            unfinished[self._split_scope(crashed)][crashed] = True
+            self.workqueue.update({scope: unit for scope, unit in unfinished.items() if not all(unit.values())})
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
+        def _reschedule(self, node) -> None:
+            """As xdist does (one more unit while it holds at most 2 tests), then topped up to 2 tests, and told
+            to finish once the queue is empty, so it never holds one test waiting for a next that never comes."""
+            if node.shutting_down:
+                return
+            if self.workqueue and self._pending_of(self.assigned_work[node]) <= 2:
+                self._assign_work_unit(node)
+            while self.workqueue and self._pending_of(self.assigned_work[node]) < 2:
+                self._assign_work_unit(node)
+            if not self.workqueue:
+                node.shutdown()
+
     return OneWorkerModules(config, log)
 
 
