@@ -124,7 +124,7 @@ def test_a_tool_exception_swallowed_by_the_gateway_is_logged_at_debug_with_its_t
     assert swallowed[0].swallowed == {"tool": "explode", "error_type": "RuntimeError"}
 
 
-def test_a_killed_redis_connection_is_logged_as_a_reconnect(saver, raw, caplog):
+def test_a_killed_redis_connection_is_logged_as_a_reconnect(saver, raw, caplog, redis_url):
     config = {"configurable": {"thread_id": "log-reconnect", "checkpoint_ns": ""}}
     saver.get_tuple(config)  # opens the connection the server is about to drop
     conn = saver._wire._free[-1]  # the one the next command takes (a list used as a stack)
@@ -134,7 +134,7 @@ def test_a_killed_redis_connection_is_logged_as_a_reconnect(saver, raw, caplog):
         assert saver.get_tuple(config) is None  # sent again on a new connection
     reconnects = [r for r in caplog.records if getattr(r, "redis", {}).get("event") == "reconnect"]
     assert len(reconnects) == 1 and reconnects[0].levelno == logging.WARNING
-    assert reconnects[0].redis["url"] == "redis://127.0.0.1:6379/15" and reconnects[0].redis["error"]
+    assert reconnects[0].redis["url"] == redis_url and reconnects[0].redis["error"]
 
 
 @pytest.fixture(autouse=True)

@@ -63,8 +63,9 @@ class PeakConnections:
 class PausableProxy:
     """A loopback TCP proxy to Redis that forwards both ways until `pause()`, and again after `resume()`."""
 
-    def __init__(self, upstream_port: int = 6379) -> None:
-        self.upstream_port, self.flowing, self._closed = upstream_port, threading.Event(), threading.Event()
+    def __init__(self, upstream_port: int = 6379, db: int = 15) -> None:
+        self.upstream_port, self.db = upstream_port, db
+        self.flowing, self._closed = threading.Event(), threading.Event()
         self.flowing.set()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(0.05)
@@ -73,8 +74,9 @@ class PausableProxy:
         self._acceptor = threading.Thread(target=self._accept, daemon=True)
         self._acceptor.start()
 
-    def url(self, db: int = 15) -> str:
-        return f"redis://127.0.0.1:{self.port}/{db}"
+    def url(self) -> str:
+        """The proxy, on the test Redis's database (a test may read behind it on `redis_url`)."""
+        return f"redis://127.0.0.1:{self.port}/{self.db}"
 
     def pause(self) -> None:
         self.flowing.clear()
@@ -121,8 +123,8 @@ class PausableProxy:
 
 @pytest.fixture
 def proxy(redis_url: str) -> Iterator[PausableProxy]:
-    port = redis.connection.parse_url(redis_url).get("port", 6379)
-    made = PausableProxy(port)
+    parsed = redis.connection.parse_url(redis_url)
+    made = PausableProxy(parsed.get("port", 6379), parsed.get("db", 0))
     yield made
     made.close()
 
@@ -202,7 +204,7 @@ def test_a_sync_caller_waits_for_a_busy_connection_then_hears_the_pool_is_busy(p
             thread.join(timeout=10)
         assert not any(t.is_alive() for t in held)  # the calls that held the connections finished normally
         assert saver.get_tuple(config) is None
-    assert str(caught.value).startswith(f"all 2 Redis connections to redis://127.0.0.1:{proxy.port}/15 busy "
+    assert str(caught.value).startswith(f"all 2 Redis connections to {proxy.url()} busy "
                                         "for 0.3 s: raise REACTGRAPH_REDIS_MAX_CONNECTIONS")
     assert "cannot reach" not in str(caught.value) and waited >= 0.3
     assert isinstance(caught.value, CheckpointStoreUnavailable)  # the CLI shows it as one line
@@ -352,7 +354,7 @@ def test_a_server_that_stops_answering_mid_session_is_one_line_within_the_socket
         proxy.resume()
         close()
     assert isinstance(error, CheckpointStoreUnavailable), error
-    assert str(error) == f"Redis at redis://127.0.0.1:{proxy.port}/15 did not answer within 0.4 s"
+    assert str(error) == f"Redis at {proxy.url()} did not answer within 0.4 s"
     assert waited >= 0.4  # one wait, not resent
 
 
@@ -369,11 +371,12 @@ def test_a_server_that_never_answers_is_one_line_from_the_cli(query, environment
 # --- a Redis that will not serve ------------------------------------------------------------------------------
 
 
-def test_a_database_index_the_server_lacks_is_one_line_naming_the_cause(capsys):
-    code = main(["ask", "What is 2+3?", "--store", "redis://127.0.0.1:6379/999"])
+def test_a_database_index_the_server_lacks_is_one_line_naming_the_cause(redis_url, capsys):
+    lacking = redis_url.rsplit("/", 1)[0] + "/999"  # the test Redis, wherever it listens
+    code = main(["ask", "What is 2+3?", "--store", lacking])
     err = capsys.readouterr().err.strip()
     assert code != 0
-    assert err == "error: Redis at redis://127.0.0.1:6379/999: DB index is out of range"
+    assert err == f"error: Redis at {lacking}: DB index is out of range"
 
 
 @pytest.mark.parametrize("variable, value, message", [
