@@ -1,8 +1,11 @@
-"""The `reactgraph` command as a user runs it: a real subprocess, its stdout, stderr and exit code."""
+"""The `reactgraph` command as a user runs it: its stdout, stderr and exit code. A real subprocess where the process
+is the point (the Quick start's run, `python -m`, the version, help and shell completion); the commands' own
+behaviour through the same entry point, `main()`, in this process (`run_cli`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -12,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_env import clean_env
+from cli_env import CLEARED, clean_env
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 
@@ -21,6 +24,23 @@ def reactgraph(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     environment = clean_env()
     environment.update(env or {})
     return subprocess.run([REACTGRAPH, *args], capture_output=True, text=True, timeout=120, env=environment)
+
+
+@pytest.fixture
+def run_cli(cli, monkeypatch: pytest.MonkeyPatch):
+    """`reactgraph ARGS` through `main()` in this process, with the environment `clean_env` gives a subprocess
+    (plus `env`): a CompletedProcess, as `reactgraph()` returns."""
+    for name in [n for n in os.environ if n.startswith(CLEARED) and n != "REACTGRAPH_HOME"]:
+        monkeypatch.delenv(name)
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as patch:
+            for name, value in (env or {}).items():
+                patch.setenv(name, value)
+            code, out, err = cli(*args)
+        return subprocess.CompletedProcess(["reactgraph", *args], code, out, err)
+
+    return run
 
 
 def test_ask_shows_each_step_live_and_the_final_answer():
@@ -33,9 +53,9 @@ def test_ask_shows_each_step_live_and_the_final_answer():
     assert "上海更热" in out.replace("\n", "")
 
 
-def test_ask_json_prints_one_object_and_nothing_else():
+def test_ask_json_prints_one_object_and_nothing_else(run_cli):
     session = f"s-{uuid.uuid4().hex[:10]}"  # a session of its own: the Redis is shared with other runs
-    done = reactgraph("ask", "计算 (15 + 27) * 3 等于多少", "--json", "--session", session)
+    done = run_cli("ask", "计算 (15 + 27) * 3 等于多少", "--json", "--session", session)
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)  # the whole of stdout is one JSON document
     assert {"answer", "status", "session", "steps"} <= payload.keys()
@@ -46,8 +66,8 @@ def test_ask_json_prints_one_object_and_nothing_else():
     assert step["action"] == "calculator"
 
 
-def test_options_reach_the_run():
-    done = reactgraph("ask", "Python 诞生于哪一年？到 2026 年它诞生了多少年？", "--json", "--max-iterations", "1",
+def test_options_reach_the_run(run_cli):
+    done = run_cli("ask", "Python 诞生于哪一年？到 2026 年它诞生了多少年？", "--json", "--max-iterations", "1",
                       "--reflection", "rules")
     payload = json.loads(done.stdout)
     assert payload["status"] == "limit_reached" and payload["iterations"] == 1
@@ -62,21 +82,21 @@ def test_options_reach_the_run():
     (["ask", "q", "--model", "openai:gpt-4o-mini"], {}, "OPENAI_API_KEY is not set"),
     (["ask", "q"], {"REACTGRAPH_MODEL": "llama"}, "unknown model spec 'llama'"),
 ])
-def test_user_errors_are_one_line_on_stderr_with_a_nonzero_exit(args, env, message):
-    done = reactgraph(*args, env=env)
+def test_user_errors_are_one_line_on_stderr_with_a_nonzero_exit(args, env, message, run_cli):
+    done = run_cli(*args, env=env)
     assert done.returncode != 0
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
-def test_tools_lists_every_builtin_tool_with_its_breaker_state():
-    done = reactgraph("tools", "--json")
+def test_tools_lists_every_builtin_tool_with_its_breaker_state(run_cli):
+    done = run_cli("tools", "--json")
     assert done.returncode == 0, done.stderr
     rows = {row["name"]: row for row in json.loads(done.stdout)}
     assert list(rows) == ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
     assert rows["calculator"]["breaker"]["state"] == "closed"
     assert "expression" in rows["calculator"]["schema"]["properties"]
-    table = reactgraph("tools")
+    table = run_cli("tools")
     assert "calculator" in table.stdout and "closed" in table.stdout
 
 
@@ -122,11 +142,11 @@ def test_help_lists_the_choices_of_reflection_and_protocol():
     assert "llm|rules|off" in done.stdout and "tools|text" in done.stdout
 
 
-def test_history_shows_each_checkpoint_id_whole_on_one_line_and_a_copied_id_forks_the_session(tmp_path):
+def test_history_shows_each_checkpoint_id_whole_on_one_line_and_a_copied_id_forks_the_session(tmp_path, run_cli):
     store = f"sqlite:///{tmp_path / 'sessions.db'}"
-    assert reactgraph("ask", "计算 2+3", "--session", "s-hist", "--store", store).returncode == 0
-    rows = json.loads(reactgraph("history", "--session", "s-hist", "--store", store, "--json").stdout)
-    table = reactgraph("history", "--session", "s-hist", "--store", store, "--limit", "4", env={"COLUMNS": "80"})
+    assert run_cli("ask", "计算 2+3", "--session", "s-hist", "--store", store).returncode == 0
+    rows = json.loads(run_cli("history", "--session", "s-hist", "--store", store, "--json").stdout)
+    table = run_cli("history", "--session", "s-hist", "--store", store, "--limit", "4", env={"COLUMNS": "80"})
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
@@ -134,6 +154,6 @@ def test_history_shows_each_checkpoint_id_whole_on_one_line_and_a_copied_id_fork
     shown = [id_ for line in lines for id_ in re.findall(uuid, line)]
     assert shown == [row["checkpoint"] for row in rows[:4]]  # every id whole, on its row's first line
     assert "input" not in table.stdout  # the oldest row shown is named by the node that wrote it
-    forked = reactgraph("ask", "计算 3+4", "--session", "s-hist", "--store", store, "--from", shown[-1])
+    forked = run_cli("ask", "计算 3+4", "--session", "s-hist", "--store", store, "--from", shown[-1])
     assert forked.returncode == 0, forked.stderr
     assert f"forked from {shown[-1]}" in forked.stdout and "7" in forked.stdout
