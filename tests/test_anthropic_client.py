@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from anthropic_server import AnthropicServer, calls, error, slow, text, verdict
-from cli_env import clean_env
+from cli_env import CLEARED, clean_env
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 from reactgraph.models.loader import describe_model_error, without_tool_use
 from reactgraph.tools import ToolSession, default_gateway
@@ -68,6 +68,28 @@ def reactgraph(*args: str, server: AnthropicServer | str, retries: int = 1) -> s
                ANTHROPIC_BASE_URL=server if isinstance(server, str) else server.base_url)
     return subprocess.run([REACTGRAPH, "ask", *args, "--model", MODEL], capture_output=True, text=True,
                           timeout=120, env=env)
+
+
+@pytest.fixture
+def run_cli(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture):
+    """`reactgraph()` through `main()` in this process, with the environment it gives its subprocess, and what
+    reached file descriptors 1 and 2 as its stdout and stderr (for the runs where the process is not the point)."""
+    from reactgraph.cli.app import main
+
+    def run(*args: str, server: AnthropicServer | str, retries: int = 1) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as patch:
+            for name in [n for n in os.environ if n.startswith(CLEARED) and n != "REACTGRAPH_HOME"]:
+                patch.delenv(name)
+            patch.setenv("ANTHROPIC_API_KEY", SECRET)
+            patch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
+            patch.setenv("REACTGRAPH_NODE_RETRIES", "0")
+            patch.setenv("ANTHROPIC_BASE_URL", server if isinstance(server, str) else server.base_url)
+            capfd.readouterr()
+            code = main(["ask", *args, "--model", MODEL])
+            out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["reactgraph", "ask", *args], code, out, err)
+
+    return run
 
 
 def offered(deny=()) -> list[str]:
@@ -341,9 +363,9 @@ def test_a_provider_that_never_answers_times_out(provider):
     assert result["final_answer"] == f"model provider error: no reply from {server.base_url} within 0.3s"
 
 
-def test_the_cli_reports_a_failing_provider_in_one_line_and_exits_1():
+def test_the_cli_reports_a_failing_provider_in_one_line_and_exits_1(run_cli):
     with AnthropicServer(*[error(500, "upstream exploded")] * 2) as server:
-        done = reactgraph("hi", "--json", "--store", "memory", server=server)
+        done = run_cli("hi", "--json", "--store", "memory", server=server)
     assert done.returncode == 1 and done.stderr == ""
     payload = json.loads(done.stdout)
     assert payload["status"] == "failed" and payload["answer"].startswith("model provider error: 500")
@@ -351,8 +373,8 @@ def test_the_cli_reports_a_failing_provider_in_one_line_and_exits_1():
     assert SECRET not in done.stdout
 
 
-def test_a_refused_connection_from_the_cli_is_one_line_and_exit_1():
-    done = reactgraph("hi", "--json", "--store", "memory", server=closed_port_url(), retries=0)
+def test_a_refused_connection_from_the_cli_is_one_line_and_exit_1(run_cli):
+    done = run_cli("hi", "--json", "--store", "memory", server=closed_port_url(), retries=0)
     assert done.returncode == 1 and done.stderr == ""
     payload = json.loads(done.stdout)
     assert payload["status"] == "failed" and "cannot connect to" in payload["answer"]
@@ -409,13 +431,13 @@ def test_the_cli_runs_against_the_provider():
     assert server.requests[2]["tool_choice"] == NO_TOOL_USE
 
 
-def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path):
+def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path, run_cli):
     store = tmp_path / "sessions.db"
     with AnthropicServer(calls(("search", {"query": "LangGraph"})), verdict(True), text("A graph library."),
                          error(401, f"invalid x-api-key: {SECRET}")) as server:
-        done = reactgraph("What is LangGraph?", "--json", "--debug", "--session", "s1",
-                          "--store", f"sqlite:///{store}", server=server)
-        failed = reactgraph("again", "--json", "--session", "s1", "--store", f"sqlite:///{store}", server=server)
+        done = run_cli("What is LangGraph?", "--json", "--debug", "--session", "s1",
+                       "--store", f"sqlite:///{store}", server=server)
+        failed = run_cli("again", "--json", "--session", "s1", "--store", f"sqlite:///{store}", server=server)
     assert done.returncode == 0, done.stderr
     assert server.api_keys() == [SECRET] * 4  # it was used…
     assert failed.returncode == 1

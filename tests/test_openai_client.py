@@ -19,7 +19,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from cli_env import clean_env
+from cli_env import CLEARED, clean_env
 from openai_server import OpenAIServer, calls, error, slow, text, verdict
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 
@@ -60,6 +60,28 @@ def reactgraph(*args: str, server: OpenAIServer | str, retries: int = 1) -> subp
                OPENAI_BASE_URL=server if isinstance(server, str) else server.base_url)
     return subprocess.run([REACTGRAPH, "ask", *args, "--model", MODEL], capture_output=True, text=True,
                           timeout=120, env=env)
+
+
+@pytest.fixture
+def run_cli(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture):
+    """`reactgraph()` through `main()` in this process, with the environment it gives its subprocess, and what
+    reached file descriptors 1 and 2 as its stdout and stderr (for the runs where the process is not the point)."""
+    from reactgraph.cli.app import main
+
+    def run(*args: str, server: OpenAIServer | str, retries: int = 1) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as patch:
+            for name in [n for n in os.environ if n.startswith(CLEARED) and n != "REACTGRAPH_HOME"]:
+                patch.delenv(name)
+            patch.setenv("OPENAI_API_KEY", SECRET)
+            patch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
+            patch.setenv("REACTGRAPH_NODE_RETRIES", "0")
+            patch.setenv("OPENAI_BASE_URL", server if isinstance(server, str) else server.base_url)
+            capfd.readouterr()
+            code = main(["ask", *args, "--model", MODEL])
+            out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["reactgraph", "ask", *args], code, out, err)
+
+    return run
 
 
 def closed_port_url() -> str:
@@ -262,9 +284,9 @@ def test_a_provider_that_never_answers_times_out(provider):
     assert result["final_answer"] == f"model provider error: no reply from {server.base_url} within 0.3s"
 
 
-def test_the_cli_reports_a_failing_provider_in_one_line_and_exits_1():
+def test_the_cli_reports_a_failing_provider_in_one_line_and_exits_1(run_cli):
     with OpenAIServer(*[error(500, "upstream exploded")] * 2) as server:
-        done = reactgraph("hi", "--json", "--store", "memory", server=server)
+        done = run_cli("hi", "--json", "--store", "memory", server=server)
     assert done.returncode == 1 and done.stderr == ""
     payload = json.loads(done.stdout)
     assert payload["status"] == "failed" and payload["answer"].startswith("model provider error: 500")
@@ -299,13 +321,13 @@ def test_the_cli_runs_both_protocols_against_the_provider():
     assert server.requests[0]["stop"] == ["Observation:"] and "tools" not in server.requests[0]
 
 
-def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path):
+def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path, run_cli):
     store = tmp_path / "sessions.db"
     with OpenAIServer(calls(("search", {"query": "LangGraph"})), verdict(True), text("A graph library."),
                       error(401, f"Incorrect API key provided: {SECRET}")) as server:
-        done = reactgraph("What is LangGraph?", "--json", "--debug", "--session", "s1",
-                          "--store", f"sqlite:///{store}", server=server)
-        failed = reactgraph("again", "--json", "--session", "s1", "--store", f"sqlite:///{store}", server=server)
+        done = run_cli("What is LangGraph?", "--json", "--debug", "--session", "s1",
+                       "--store", f"sqlite:///{store}", server=server)
+        failed = run_cli("again", "--json", "--session", "s1", "--store", f"sqlite:///{store}", server=server)
     assert done.returncode == 0, done.stderr
     assert all(h["authorization"] == f"Bearer {SECRET}" for h in server.headers)  # it was used…
     assert failed.returncode == 1 and "Incorrect API key provided: ***" in json.loads(failed.stdout)["answer"]
@@ -325,9 +347,9 @@ def test_the_api_key_stays_out_of_checkpoints_from_the_python_api(provider):
     assert "Noon." in dumped and SECRET not in dumped
 
 
-def test_the_cli_shows_streamed_model_tokens_as_they_arrive():
+def test_the_cli_shows_streamed_model_tokens_as_they_arrive(run_cli):
     with OpenAIServer(text("Forty two is the answer you were looking for.")) as server:
-        done = reactgraph("what is the answer?", "--store", "memory", "--reflection", "off", server=server)
+        done = run_cli("what is the answer?", "--store", "memory", "--reflection", "off", server=server)
     assert done.returncode == 0, done.stderr
     assert server.requests[0].get("stream") is True  # the CLI asked the provider to stream
     streamed = next(line for line in done.stdout.splitlines() if line.startswith("    (think) "))
