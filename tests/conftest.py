@@ -211,6 +211,22 @@ def cli(redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
 
 
 @pytest.fixture
+def refused_start(cli, monkeypatch: pytest.MonkeyPatch):
+    """`cli` for a `reactgraph serve` or `worker` that must refuse to start: should one get as far as serving or
+    working, the run fails at once (with that said) instead of serving in the test's process until its timeout."""
+    import uvicorn
+
+    from reactgraph.service import worker
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("it started serving, where it should have refused to start")
+
+    monkeypatch.setattr(uvicorn, "run", started)
+    monkeypatch.setattr(worker, "serve_worker", started)
+    return cli
+
+
+@pytest.fixture
 def cli_session(redis_url: str):
     """A session under the CLI's default key prefixes, removed with its long-term items afterwards."""
     from reactgraph.memory import RedisStore

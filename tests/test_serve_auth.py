@@ -193,23 +193,21 @@ def test_api_keys_let_in_only_a_listed_key_and_the_caller_is_its_name(redis_url,
     assert "auth: api keys from" in logs and secret not in logs
 
 
-def test_a_bad_api_keys_file_is_one_line_that_shows_no_key(tmp_path):
+def test_a_bad_api_keys_file_is_one_line_that_shows_no_key(tmp_path, refused_start):
     keys = tmp_path / "keys"
     keys.write_text("ops: short-key\n", encoding="utf-8")
-    started = subprocess.run([REACTGRAPH, "serve", "--api-keys", str(keys), "--port", str(free_port())],
-                             capture_output=True, text=True, timeout=60)
-    assert started.returncode != 0
-    assert "line 1" in started.stderr and "short-key" not in started.stderr
+    code, out, err = refused_start("serve", "--api-keys", str(keys), "--port", str(free_port()))
+    assert code != 0
+    assert "line 1" in err and "short-key" not in err + out
 
 
 # -- loopback is the only place without auth ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10"])
-def test_a_non_loopback_host_without_auth_refuses_to_start_with_one_line(host):
-    started = subprocess.run([REACTGRAPH, "serve", "--host", host, "--port", str(free_port())],
-                             capture_output=True, text=True, timeout=60)
-    assert started.returncode != 0
-    lines = [line for line in started.stderr.splitlines() if line.strip()]
+def test_a_non_loopback_host_without_auth_refuses_to_start_with_one_line(host, refused_start):
+    code, _, err = refused_start("serve", "--host", host, "--port", str(free_port()))
+    assert code != 0
+    lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "--api-keys FILE" in lines[0] and "--no-auth" in lines[0] and "auth" in lines[0]
 
 

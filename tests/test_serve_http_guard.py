@@ -336,13 +336,8 @@ def test_a_damaged_thread_is_named_on_get_and_passed_over_by_search(guarded, red
     assert "Traceback" not in stderr_of(guarded)
 
 
-def test_a_misspelt_cors_setting_refuses_to_start_with_one_line(tmp_path):
-    import subprocess
-
-    from cli_env import clean_env
-
+def test_a_misspelt_cors_setting_refuses_to_start_with_one_line(tmp_path, refused_start):
     config = tmp_path / "langgraph.json"
     config.write_text(json.dumps({"http": {"cors": {"allow_origin": ["https://app.example"]}}}))
-    done = subprocess.run([REACTGRAPH, "serve", "--port", str(free_port()), "--config", str(config)],
-                          env=clean_env(), capture_output=True, text=True, timeout=60)
-    assert done.returncode != 0 and "allow_origin" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    code, _, err = refused_start("serve", "--port", str(free_port()), "--config", str(config))
+    assert code != 0 and "allow_origin" in err and "Traceback" not in err, err

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -18,7 +17,7 @@ import httpx
 import pytest
 
 from reactgraph.service.run_policy import BadRunPolicy, PolicyRefusal, RunPolicy, run_policy_from
-from test_serve import REACTGRAPH, Service, human, start_service, stop
+from test_serve import Service, human, start_service, stop
 
 SECRET = "sk-policy-test-secret-4242"
 TOY = Path(__file__).parent / "mcp_servers" / "toy_server.py"
@@ -153,13 +152,12 @@ def test_unknown_checkpoint_and_interrupt_nodes(served):
     assert create(served, interrupt_before=["act"]).status_code == 200
 
 
-def test_a_bad_reactgraph_section_is_one_line_at_start(tmp_path, redis_url):
+def test_a_bad_reactgraph_section_is_one_line_at_start(tmp_path, refused_start):
     config = tmp_path / "langgraph.json"
     config.write_text(json.dumps({"reactgraph": {"modles": ["offline"]}}))
-    done = subprocess.run([REACTGRAPH, "serve", "--config", str(config), "--port", "0"], capture_output=True,
-                          text=True, timeout=30, env={"REDIS_URL": redis_url, "PATH": "/usr/bin:/bin"})
-    assert done.returncode != 0
-    assert "modles" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    code, _, err = refused_start("serve", "--config", str(config), "--port", "0")
+    assert code != 0
+    assert "modles" in err and len(err.strip().splitlines()) == 1, err
 
 
 # -- the policy alone ------------------------------------------------------------------------------------------
