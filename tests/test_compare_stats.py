@@ -195,10 +195,10 @@ def test_compare_with_seeds_reports_intervals_and_pair_verdicts_everywhere(suite
     assert sorted({r["seed"] for r in results}) == [1, 2] and len(results) == 12
 
 
-def test_compare_refuses_zero_seeds_in_one_line(tmp_path):
-    done = reactgraph("compare", "--seeds", "0", "--out", str(tmp_path / "out"))
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.strip() == "error: seeds must be at least 1, not 0"
+def test_compare_refuses_zero_seeds_in_one_line(tmp_path, cli):
+    code, out, err = cli("compare", "--seeds", "0", "--out", str(tmp_path / "out"))
+    assert code == 2 and out == ""
+    assert err.strip() == "error: seeds must be at least 1, not 0"
 
 
 def test_the_report_writes_plots_with_one_summary(suite_file, tmp_path):

@@ -250,7 +250,7 @@ def test_compare_end_to_end_writes_the_outputs_and_prints_the_table(suite_file, 
     (["--tool-failure-rate", "2"], "error: tool failure rate must be between 0 and 1"),
     (["--model", "offline-noisy:7"], "error: noisy offline model"),
 ])
-def test_compare_reports_a_bad_option_in_one_line(tmp_path, args, message):
-    done = reactgraph("compare", "--out", str(tmp_path / "out"), *args)
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith(message) and len(done.stderr.strip().splitlines()) == 1, done.stderr
+def test_compare_reports_a_bad_option_in_one_line(tmp_path, args, message, cli):
+    code, out, err = cli("compare", "--out", str(tmp_path / "out"), *args)
+    assert code == 2 and out == ""
+    assert err.startswith(message) and len(err.strip().splitlines()) == 1, err
