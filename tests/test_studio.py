@@ -368,7 +368,23 @@ def test_studio_copies_and_deletes_threads_in_redis(studio_server, redis_url, uu
         assert copy_id not in saver.thread_ids() and thread_id in saver.thread_ids()
 
 
-def test_reactgraph_studio_serves_the_packaged_config_from_a_directory_without_one(tmp_path, redis_url):
+def _preflight(url: str, origin: str) -> httpx.Response:
+    return httpx.options(f"{url}/threads/search", timeout=10, headers={
+        "Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"})
+
+
+def _listening(url: str) -> bool:
+    try:
+        httpx.get(f"{url}/ok", timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def test_reactgraph_studio_serves_the_packaged_config_only_to_studios_origin_and_sigterm_stops_it(tmp_path,
+                                                                                                redis_url):
+    """One `reactgraph studio` started as a user would, in a directory without a langgraph.json: it serves the
+    packaged config's graphs and answers offline, answers only Studio's origin, and SIGTERM stops all of it."""
     assert not (tmp_path / "langgraph.json").exists()
     server = launch_studio(tmp_path, redis_url, config=None)
     try:
@@ -384,27 +400,7 @@ def test_reactgraph_studio_serves_the_packaged_config_from_a_directory_without_o
             assert f"config: the packaged {studio.PACKAGED_CONFIG} (no langgraph.json in {tmp_path.resolve()})" in logs
             assert "threads: Redis redis://" in logs
             assert (tmp_path / ".langgraph_api").is_dir()  # its files in the working directory, not site-packages
-    finally:
-        assert server.stop() == 0, server.logs()
 
-
-def _preflight(url: str, origin: str) -> httpx.Response:
-    return httpx.options(f"{url}/threads/search", timeout=10, headers={
-        "Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"})
-
-
-def _listening(url: str) -> bool:
-    try:
-        httpx.get(f"{url}/ok", timeout=1)
-    except httpx.HTTPError:
-        return False
-    return True
-
-
-def test_studio_allows_only_studios_origin_and_sigterm_stops_the_whole_server(tmp_path, redis_url):
-    server = launch_studio(tmp_path, redis_url, config=None)
-    try:
-        with server.explained():
             studio_page = _preflight(server.url, studio.STUDIO_ORIGIN)
             assert studio_page.headers.get("access-control-allow-origin") == studio.STUDIO_ORIGIN
             other = _preflight(server.url, "https://evil.example")
