@@ -133,11 +133,13 @@ def test_an_operator_mcp_server_start_never_outlasts_the_lease(redis_url, tmp_pa
 
     from test_serve import REACTGRAPH, service_env
 
-    config, _starts = slow_mcp_config(tmp_path)
+    config, starts = slow_mcp_config(tmp_path)
     env = service_env(redis_url, f"svc-test-{uuid.uuid4().hex[:8]}", tmp_path / "calls.log")  # a 3 s lease
-    started = time.monotonic()
     done = subprocess.run([REACTGRAPH, "worker", "--mcp", str(config)], env=env, capture_output=True, text=True,
                           timeout=60)
+    ended = time.time()
     assert done.returncode == 2, done.stderr
     assert "MCP server 'slow' did not start" in done.stderr and "2 s" in done.stderr, done.stderr
-    assert time.monotonic() - started < START_DELAY_S + 5
+    # Timed from the slow server's own start (it notes it before its 8 s delay), not from the worker's: the
+    # worker's imports are no part of the cap, and on a loaded machine they alone took 15 s.
+    assert ended - starts.stat().st_mtime < START_DELAY_S, "the worker waited out the slow start"
