@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 import socket
 import sys
 import threading
@@ -62,6 +63,14 @@ def _refuse_outbound(event: str, args: tuple) -> None:
 
 
 sys.addaudithook(_refuse_outbound)
+
+
+# A suite started in the background (`python -m pytest &` from a script, as CI runners may) inherits SIGINT
+# ignored, and so would every process its tests start: a test pressing Ctrl-C on `reactgraph ask` or stopping
+# `reactgraph studio` with it would find the process deaf and fail. Python's own SIGINT handler again here, so
+# the processes the tests start (exec resets a handled signal) get the default a terminal gives them.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
