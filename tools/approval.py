@@ -59,7 +59,7 @@ def approval_request(registry: ToolRegistry, call: Mapping[str, Any], session: T
 
 
 class ApprovalGate:
-    """Pipeline step after argument validation: a call that needs approval runs only if it carries one."""
+    """The approval gate: a call that needs a person's approval runs only if it carries one."""
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
         if not call.approved and (reason := approval_reason(call.tool, call.session)):

@@ -50,7 +50,7 @@ def args_digest(args: Any) -> str:
 
 
 class Telemetry:
-    """Outermost policy: stamps latency, logs the call once, and updates the tool's metrics."""
+    """The telemetry step: stamps latency and attempts, logs the call once, and updates the tool's metrics."""
 
     def __init__(self, store: MetricsStore | None = None) -> None:
         self.store: MetricsStore = store or MemoryMetricsStore()

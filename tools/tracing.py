@@ -77,7 +77,7 @@ def _event_attributes(event: dict[str, Any]) -> dict[str, Any]:
 
 
 class ToolTracing:
-    """Outermost pipeline step: one `execute_tool` span per call, a child of the node span that made it, and
+    """The tracing step: one `execute_tool` span per call, a child of the node span that made it, and
     the current span while the call runs (so `trace_headers()` inside it, and the tool's own spans, follow it).
 
     The gateway's events (retry, breaker, timeout, waiting) become span events through the call's sink, at

@@ -1,4 +1,4 @@
-"""Pipeline step 5: a concurrency limit, gateway-wide and optionally per tool (a bulkhead)."""
+"""The concurrency limit (a bulkhead): at most so many calls in flight, gateway-wide and optionally per tool."""
 
 from __future__ import annotations
 

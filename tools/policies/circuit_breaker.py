@@ -1,4 +1,4 @@
-"""Pipeline step 4: a per-tool circuit breaker (CLOSED → OPEN → HALF_OPEN probe → CLOSED).
+"""The circuit breaker: a per-tool breaker (CLOSED → OPEN → HALF_OPEN probe → CLOSED).
 
 Our own small class rather than purgatory or pybreaker: purgatory reads `time.time()` directly (no
 injectable clock) and lets every call through while half-open; pybreaker's async support goes through

@@ -1,4 +1,4 @@
-"""Turns whatever the inner steps produced (a value or an exception) into a model-readable `ToolResult`."""
+"""The normaliser: turns what the inner steps produced (a value or an exception) into a model-readable `ToolResult`."""
 
 from __future__ import annotations
 

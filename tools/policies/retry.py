@@ -1,4 +1,4 @@
-"""Pipeline step 7: retry transient failures with exponential backoff and full jitter."""
+"""The retry: transient failures are tried again with exponential backoff and full jitter."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pipeline step 6: a hard time limit per call, retries included."""
+"""The timeout: a hard time limit per call, retries included."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Pipeline step 3: arguments must satisfy the tool's pydantic model or JSON schema; field errors go to the model."""
+"""The argument-validation guard: arguments must satisfy the tool's pydantic model or JSON schema; field errors
+go back to the model."""
 
 from __future__ import annotations
 
