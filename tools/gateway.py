@@ -11,7 +11,6 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from reactgraph.tools.approval import ApprovalGate, approval_request
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
 from reactgraph.tools.metrics_store import MetricsStore
 from reactgraph.tools.policies.base import CallContext, Handler, chain
@@ -20,14 +19,15 @@ from reactgraph.tools.policies.breaker_store import BreakerStore
 from reactgraph.tools.policies.bulkhead import Bulkhead
 from reactgraph.tools.policies.circuit_breaker import BreakerRecheck, CircuitBreakerPolicy, CircuitBreakers
 from reactgraph.tools.policies.events import EventSink
-from reactgraph.tools.policies.existence import Existence
+from reactgraph.tools.policies.guards.approval import ApprovalGate, approval_request
+from reactgraph.tools.policies.guards.existence import Existence
+from reactgraph.tools.policies.guards.permission import Permission
+from reactgraph.tools.policies.guards.result_limit import ResultLimit
+from reactgraph.tools.policies.guards.validation import ArgumentValidation
 from reactgraph.tools.policies.invoke import Invoke
 from reactgraph.tools.policies.normalise import Normalise
-from reactgraph.tools.policies.permission import Permission
-from reactgraph.tools.policies.result_limit import ResultLimit
 from reactgraph.tools.policies.retry import Retry
 from reactgraph.tools.policies.timeout import Timeout
-from reactgraph.tools.policies.validation import ArgumentValidation
 from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession

@@ -6,7 +6,7 @@ from reactgraph.tools import observations
 from reactgraph.tools.errors import ToolInputError
 from reactgraph.tools.policies.base import CallContext, Handler
 from reactgraph.tools.policies.containment import tool_fault
-from reactgraph.tools.policies.validation import schema_hint
+from reactgraph.tools.policies.guards.validation import schema_hint
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 
