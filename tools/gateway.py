@@ -14,10 +14,6 @@ from langchain_core.tools import BaseTool
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
 from reactgraph.tools.metrics_store import MetricsStore
 from reactgraph.tools.policies.base import CallContext, Handler, chain
-from reactgraph.tools.policies.breaker_state import BreakerConfig
-from reactgraph.tools.policies.breaker_store import BreakerStore
-from reactgraph.tools.policies.bulkhead import Bulkhead
-from reactgraph.tools.policies.circuit_breaker import BreakerRecheck, CircuitBreakerPolicy, CircuitBreakers
 from reactgraph.tools.policies.events import EventSink
 from reactgraph.tools.policies.guards.approval import ApprovalGate, approval_request
 from reactgraph.tools.policies.guards.existence import Existence
@@ -25,9 +21,13 @@ from reactgraph.tools.policies.guards.permission import Permission
 from reactgraph.tools.policies.guards.result_limit import ResultLimit
 from reactgraph.tools.policies.guards.validation import ArgumentValidation
 from reactgraph.tools.policies.invoke import Invoke
-from reactgraph.tools.policies.normalise import Normalise
-from reactgraph.tools.policies.retry import Retry
-from reactgraph.tools.policies.timeout import Timeout
+from reactgraph.tools.policies.resilience.breaker_state import BreakerConfig
+from reactgraph.tools.policies.resilience.breaker_store import BreakerStore
+from reactgraph.tools.policies.resilience.bulkhead import Bulkhead
+from reactgraph.tools.policies.resilience.circuit_breaker import BreakerRecheck, CircuitBreakerPolicy, CircuitBreakers
+from reactgraph.tools.policies.resilience.normalise import Normalise
+from reactgraph.tools.policies.resilience.retry import Retry
+from reactgraph.tools.policies.resilience.timeout import Timeout
 from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession

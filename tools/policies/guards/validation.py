@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from reactgraph.tools import json_schema, observations
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.containment import tool_fault
+from reactgraph.tools.policies.resilience.containment import tool_fault
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 

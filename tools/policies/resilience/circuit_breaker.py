@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 from reactgraph.tools import observations
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.breaker_state import (
+from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.resilience.breaker_state import (
     BreakerConfig,
     BreakerSnapshot,
     BreakerState,
@@ -21,8 +22,7 @@ from reactgraph.tools.policies.breaker_state import (
     on_neutral,
     on_success,
 )
-from reactgraph.tools.policies.breaker_store import BreakerStore, MemoryBreakerStore
-from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.resilience.breaker_store import BreakerStore, MemoryBreakerStore
 from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult, ToolStatus
 
