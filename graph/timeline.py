@@ -18,7 +18,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
-from reactgraph.tools.telemetry import redact  # arguments as logs may show them: secrets masked, long values cut
+# Arguments as logs may show them: secrets masked, long values cut.
+from reactgraph.tools.policies.observability.telemetry import redact
 
 MAX_CHECKPOINTS = 5000  # a session's checkpoints read at most: bounds the time and memory one trace takes
 

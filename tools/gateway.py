@@ -12,15 +12,16 @@ from typing import Any
 from langchain_core.tools import BaseTool
 
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
-from reactgraph.tools.metrics_store import MetricsStore
 from reactgraph.tools.policies.base import CallContext, Handler, chain
-from reactgraph.tools.policies.events import EventSink
 from reactgraph.tools.policies.guards.approval import ApprovalGate, approval_request
 from reactgraph.tools.policies.guards.existence import Existence
 from reactgraph.tools.policies.guards.permission import Permission
 from reactgraph.tools.policies.guards.result_limit import ResultLimit
 from reactgraph.tools.policies.guards.validation import ArgumentValidation
 from reactgraph.tools.policies.invoke import Invoke
+from reactgraph.tools.policies.observability.events import EventSink
+from reactgraph.tools.policies.observability.metrics_store import MetricsStore
+from reactgraph.tools.policies.observability.telemetry import Telemetry
 from reactgraph.tools.policies.resilience.breaker_state import BreakerConfig
 from reactgraph.tools.policies.resilience.breaker_store import BreakerStore
 from reactgraph.tools.policies.resilience.bulkhead import Bulkhead
@@ -31,7 +32,6 @@ from reactgraph.tools.policies.resilience.timeout import Timeout
 from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession
-from reactgraph.tools.telemetry import Telemetry
 from reactgraph.tools.threads import ToolThreads
 from reactgraph.tools.tracing import ToolTracing
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.events import EventSink
+from reactgraph.tools.policies.observability.events import EventSink
+from reactgraph.tools.policies.observability.telemetry import args_digest
 from reactgraph.tools.result import ToolResult, ToolStatus
-from reactgraph.tools.telemetry import args_digest
 
 PROPAGATE_ENV = "REACTGRAPH_OTEL_PROPAGATE"
 _FALSE = {"0", "false", "no", "off"}

@@ -35,7 +35,7 @@ from reactgraph.nodes.state.agent import AgentState, make_step
 from reactgraph.nodes.state.context import Context, context_of
 from reactgraph.nodes.tool_round.approval_answer import BadAnswer, Decision, read_answer
 from reactgraph.tools import ToolSession, observations
-from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.observability.events import emit
 
 MAX_ASKS = 5  # interrupts per reply: edit rounds and answers that were not understood
 APPROVAL = "approval"  # the interrupt value's "type"
@@ -185,5 +185,5 @@ def _compact(args: Any) -> str:
 
 
 def _event(runtime: Runtime[Context], event: str, name: str, call_id: str, **fields: Any) -> None:
-    """An approval event on the `custom` stream, in the gateway events' shape (tools/policies/events.py)."""
+    """An approval event on the `custom` stream, in the gateway events' shape (see `emit`)."""
     emit(runtime.stream_writer, name, call_id, event, **fields)

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.policies.events import EventSink
+from reactgraph.tools.policies.observability.events import EventSink
 from reactgraph.tools.result import ToolResult, ToolStatus
 from reactgraph.tools.session import ToolSession
 

@@ -8,7 +8,7 @@ import weakref
 
 from reactgraph.tools import observations
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.observability.events import emit
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from reactgraph.tools import observations
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.observability.events import emit
 from reactgraph.tools.policies.resilience.breaker_state import (
     BreakerConfig,
     BreakerSnapshot,

@@ -7,7 +7,7 @@ import random
 
 from reactgraph.tools.errors import TransientToolError
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.observability.events import emit
 from reactgraph.tools.result import ToolResult
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.observability.events import emit
 from reactgraph.tools.result import ToolResult
 
 

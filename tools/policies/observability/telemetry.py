@@ -10,9 +10,9 @@ import re
 import time
 from typing import Any
 
-from reactgraph.tools.metrics_store import MemoryMetricsStore, MetricsStore, ToolMetrics
 from reactgraph.tools.policies.base import CallContext, Handler
 from reactgraph.tools.policies.guards.validation import coerce_args
+from reactgraph.tools.policies.observability.metrics_store import MemoryMetricsStore, MetricsStore, ToolMetrics
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 logger = logging.getLogger("reactgraph.tools")  # a child of "reactgraph", which has a NullHandler
