@@ -21,6 +21,7 @@ from reactgraph.tools.policies.guards.validation import ArgumentValidation
 from reactgraph.tools.policies.invoke import Invoke
 from reactgraph.tools.policies.observability.events import EventSink
 from reactgraph.tools.policies.observability.metrics_store import MetricsStore
+from reactgraph.tools.policies.observability.spans import ToolTracing
 from reactgraph.tools.policies.observability.telemetry import Telemetry
 from reactgraph.tools.policies.resilience.breaker_state import BreakerConfig
 from reactgraph.tools.policies.resilience.breaker_store import BreakerStore
@@ -33,7 +34,6 @@ from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession
 from reactgraph.tools.threads import ToolThreads
-from reactgraph.tools.tracing import ToolTracing
 
 log = logging.getLogger("reactgraph.tools.gateway")
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
