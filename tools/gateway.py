@@ -42,7 +42,8 @@ ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id
 class ToolGateway:
     """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
 
-    The pipeline's order is the list `__init__` chains, outermost first; each step's module says what it does.
+    The pipeline's steps live in `reactgraph.tools.policies` (guards, resilience, observability); their order is
+    the list `__init__` chains, outermost first.
     """
 
     def __init__(self, tools: Iterable[ToolMeta | BaseTool | Callable[..., Any]] = (), *,
