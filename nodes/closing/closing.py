@@ -48,7 +48,7 @@ def conclude(state: Mapping[str, Any], node: str, answer: str, reason: str, star
         message = AIMessage(content=named, usage_metadata=message.usage_metadata if message else None,
                             id=message.id if message else None)
     update = settle(state, node, named, status, reason, started, tokens, message)
-    update["coverage"] = {"parts": coverage.parts, "missing": coverage.missing, "by": coverage.by}
+    update["coverage"] = coverage.record()
     return update
 
 

@@ -17,32 +17,14 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Overwrite
-from typing_extensions import TypedDict
 
 from reactgraph.models.offline.usage import usage_for
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.records import Budget, Usage
 from reactgraph.tools import ToolResult
 
 PRICES_ENV = "REACTGRAPH_PRICES"  # a JSON file {"<provider>:<model>": {"input": usd_per_m, "output": usd_per_m}}
 MAX_PRICES_BYTES = 1_000_000
-
-
-class Usage(TypedDict, total=False):
-    """What a turn has used so far; every key adds up across the nodes of the turn."""
-
-    tool_calls: int
-    tool_calls_refused: int  # calls answered "not run" because a budget did not allow them
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float
-
-
-class Budget(TypedDict):
-    """The budget that ran out: which one, its limit, and how much was used."""
-
-    kind: str  # max_tool_calls | max_model_tokens | max_cost_usd
-    limit: float
-    used: float
 
 
 def add_usage(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> Usage:
