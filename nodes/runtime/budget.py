@@ -20,7 +20,7 @@ from langgraph.types import Overwrite
 
 from reactgraph.models.offline.usage import usage_for
 from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.records import Budget, Usage
+from reactgraph.nodes.state.records import Budget, BudgetKind, Usage
 from reactgraph.tools import ToolResult
 
 PRICES_ENV = "REACTGRAPH_PRICES"  # a JSON file {"<provider>:<model>": {"input": usd_per_m, "output": usd_per_m}}
@@ -151,8 +151,9 @@ def exhausted(usage: Mapping[str, Any] | None, context: Context) -> Budget | Non
     Tokens and cost are used up once reached (a further model call would go beyond). The tool-call budget is used
     up once a call had to be refused: a run whose calls fit exactly may still answer without another call."""
     usage = usage or {}
-    used = {"max_model_tokens": tokens_used(usage), "max_cost_usd": round(float(usage.get("cost_usd", 0.0)), 6),
-            "max_tool_calls": int(usage.get("tool_calls", 0))}
+    used: dict[BudgetKind, float] = {"max_model_tokens": tokens_used(usage),
+                                     "max_cost_usd": round(float(usage.get("cost_usd", 0.0)), 6),
+                                     "max_tool_calls": int(usage.get("tool_calls", 0))}
     for kind, spent in used.items():
         limit = getattr(context, kind)
         if limit is None or spent < limit:
