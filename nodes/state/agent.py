@@ -16,7 +16,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from reactgraph.nodes.runtime.budget import add_usage
-from reactgraph.nodes.state.records import Approvals, Budget, CoverageRecord, RunStatus, StopReason, Usage
+from reactgraph.nodes.state.records import Approvals, Budget, CloseReason, CoverageRecord, RunStatus, StopReason, Usage
 from reactgraph.nodes.state.verdict import Verdict
 
 
@@ -49,7 +49,7 @@ def make_step(*, step: int, node: str, status: str, thought: str = "", action: s
     )
 
 
-def answer_update(*, node: str, iteration: int, answer: str, status: str, reason: str, tokens: int,
+def answer_update(*, node: str, iteration: int, answer: str, status: RunStatus, reason: CloseReason, tokens: int,
                   started: float, message: Any = None) -> dict[str, Any]:
     """The state update that settles a turn: the answer, its status, its step record (and the answer message)."""
     step = make_step(step=iteration, node=node, status=status, thought=reason, observation=answer, tokens=tokens,
