@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.models.offline.usage import usage_for
 from reactgraph.nodes.state.context import Context
 from reactgraph.tools import ToolResult
@@ -69,7 +70,7 @@ PRICES: dict[str, tuple[float, float]] = {
 }
 
 
-class InvalidPrices(ValueError):
+class InvalidPrices(ReactGraphError, ValueError):
     """The price file named by $REACTGRAPH_PRICES cannot be read or holds an entry that is not a price."""
 
 
