@@ -16,8 +16,8 @@ FOLDERS = {"reactgraph/cli": "reactgraph.cli", "reactgraph/service": "reactgraph
            "reactgraph/studio": "reactgraph.studio", "graph": "reactgraph.graph", "nodes": "reactgraph.nodes",
            "models": "reactgraph.models", "tools": "reactgraph.tools", "memory": "reactgraph.memory",
            "evals": "reactgraph.evals"}
-# The namespace's own plumbing (version, lazy attributes) sits beneath every layer.
-PLUMBING = ("reactgraph._lazy", "reactgraph._version")
+# The namespace's own plumbing (version, lazy attributes, the error root) sits beneath every layer.
+PLUMBING = ("reactgraph._lazy", "reactgraph._version", "reactgraph.errors")
 
 
 def layer_of(module: str) -> int | None:

@@ -18,6 +18,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Overwrite
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.models.offline.usage import usage_for
 from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.state.records import Budget, BudgetKind, Usage
@@ -51,7 +52,7 @@ PRICES: dict[str, tuple[float, float]] = {
 }
 
 
-class InvalidPrices(ValueError):
+class InvalidPrices(ReactGraphError, ValueError):
     """The price file named by $REACTGRAPH_PRICES cannot be read or holds an entry that is not a price."""
 
 
