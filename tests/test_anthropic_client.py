@@ -3,7 +3,7 @@
 Every test scripts the server's replies, runs the agent (Python API or the `reactgraph` command) with
 `anthropic:test-model`, and checks what the server received: the system prompt, tool definitions, tool_use /
 tool_result blocks, the reflection's forced tool, the closing call's tool_choice, retries. The server refuses
-requests the real API refuses (see tests/anthropic_server.py), so a test also fails when the client sends
+requests the real API refuses (see tests/support/anthropic_server.py), so a test also fails when the client sends
 one. No network and no real LLM.
 """
 
@@ -20,11 +20,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from anthropic_server import AnthropicServer, calls, error, slow, text, verdict
-from cli_env import clean_env
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 from reactgraph.models.loader import describe_model_error, without_tool_use
 from reactgraph.tools import ToolSession, default_gateway
+from support.anthropic_server import AnthropicServer, calls, error, slow, text, verdict
+from support.cli_env import clean_env
 
 anthropic = pytest.importorskip("anthropic")
 pytest.importorskip("langchain_anthropic")

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from reactgraph.cli.logs import JsonFormatter, TextFormatter
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.graph.run_context import run_scope
-from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 WEATHER = "What is the weather in Paris?"
 

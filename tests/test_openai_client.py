@@ -19,9 +19,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from cli_env import clean_env
-from openai_server import OpenAIServer, calls, error, slow, text, verdict
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
+from support.cli_env import clean_env
+from support.openai_server import OpenAIServer, calls, error, slow, text, verdict
 
 BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")

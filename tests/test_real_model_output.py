@@ -2,7 +2,7 @@
 duplicate messages, one clear line for a format correction, the verdict's note instead of its JSON.
 
 Real models are the real langchain-openai client against the local OpenAI-compatible server
-(tests/openai_server.py); the scripted chat model stands in where only the reply's wording matters.
+(tests/support/openai_server.py); the scripted chat model stands in where only the reply's wording matters.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Overwrite
 
-from openai_server import OpenAIServer, calls, text, verdict
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph
 from reactgraph.graph.sessions import plan_run, run
-from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from support.openai_server import OpenAIServer, calls, text, verdict
+from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 MODEL = "openai:test-model"
 

@@ -30,8 +30,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from local_servers import free_port
 from reactgraph.memory import AsyncRedisSaver, CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
+from support.local_servers import free_port
 
 # --- helpers -----------------------------------------------------------------------------------------
 

@@ -28,8 +28,8 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from local_servers import free_port
 from reactgraph.memory import CheckpointStoreUnavailable, InvalidRedisURL, RedisStore
+from support.local_servers import free_port
 
 
 @pytest.fixture

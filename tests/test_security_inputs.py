@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from langgraph.store.sqlite import SqliteStore
 
-from cli_env import clean_env
-from openai_server import EMBEDDING_DIM, OpenAIServer
 from reactgraph.cli.app import main
 from reactgraph.tools.builtin.calculator import calculator_tool
 from reactgraph.tools.errors import ToolInputError
+from support.cli_env import clean_env
+from support.openai_server import EMBEDDING_DIM, OpenAIServer
 
 calculator = calculator_tool()
 NOTES = """# Project Falcon notes

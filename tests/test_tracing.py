@@ -18,13 +18,13 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from flaky_tools import FLAKY, reset
-from local_servers import http_recorder
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.graph.tracing import disable_tracing, enable_tracing, endpoint_from_env, tracing_requested
 from reactgraph.tools import BreakerConfig, ToolGateway, default_gateway
 from reactgraph.tools.builtin.http_get import http_get_tool
 from reactgraph.tools.tracing import trace_headers
+from support.flaky_tools import FLAKY, reset
+from support.local_servers import http_recorder
 
 WEATHER = "北京和上海的天气分别怎么样？哪个城市更热？"
 

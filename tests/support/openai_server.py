@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from scripted_http import ScriptedServer
+from support.scripted_http import ScriptedServer
 
 
 @dataclass
