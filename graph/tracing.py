@@ -15,6 +15,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
+
 DEFAULT_ENDPOINT = "http://localhost:4318/v1/traces"  # the OTLP/HTTP default of the OTel specification
 ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 CONTENT_ENV = "REACTGRAPH_OTEL_CONTENT"
@@ -41,7 +43,7 @@ class _HandlerSwitch:
 _switch = _HandlerSwitch()
 
 
-class TracingUnavailable(RuntimeError):
+class TracingUnavailable(ReactGraphError, RuntimeError):
     """OpenTelemetry (the `otel` extra) is not installed."""
 
 

@@ -22,22 +22,24 @@ from reactgraph.nodes.runtime.node_driver import Call
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import answer_update
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import iteration_of, messages_of, steps_of, usage_of
+from reactgraph.nodes.state.records import CloseReason, RunStatus
 from reactgraph.nodes.tool_round.loop_guard import tool_steps
 
 
 def observations_digest(state: Mapping[str, Any]) -> str:
     """A plain listing of what the tools returned: the last resort when no model can write the answer."""
-    lines = [f"- {s['action']} ({s['status']}): {s['observation'][:300]}" for s in tool_steps(state.get("steps", []))]
+    lines = [f"- {s['action']} ({s['status']}): {s['observation'][:300]}" for s in tool_steps(steps_of(state))]
     return "\n".join(lines) or "- (no tool results)"
 
 
-def settle(state: Mapping[str, Any], node: str, answer: str, status: str, reason: str, started: float,
+def settle(state: Mapping[str, Any], node: str, answer: str, status: RunStatus, reason: CloseReason, started: float,
            tokens: int = 0, message: AIMessage | None = None) -> dict[str, Any]:
-    return answer_update(node=node, iteration=state.get("iteration", 0), answer=answer, status=status,
+    return answer_update(node=node, iteration=iteration_of(state), answer=answer, status=status,
                          reason=reason, tokens=tokens, started=started, message=message)
 
 
-def conclude(state: Mapping[str, Any], node: str, answer: str, reason: str, started: float, *, scripted: bool,
+def conclude(state: Mapping[str, Any], node: str, answer: str, reason: CloseReason, started: float, *, scripted: bool,
              tokens: int = 0, message: AIMessage | None = None) -> dict[str, Any]:
     """Settle a turn that has an answer: check each part of the question against the observations, pick the
     status (see `status.pick_status`) and make sure the answer names what is missing."""
@@ -48,17 +50,17 @@ def conclude(state: Mapping[str, Any], node: str, answer: str, reason: str, star
         message = AIMessage(content=named, usage_metadata=message.usage_metadata if message else None,
                             id=message.id if message else None)
     update = settle(state, node, named, status, reason, started, tokens, message)
-    update["coverage"] = {"parts": coverage.parts, "missing": coverage.missing, "by": coverage.by}
+    update["coverage"] = coverage.record()
     return update
 
 
 def _in_chinese(state: Mapping[str, Any]) -> bool:
-    messages = state.get("messages") or []
+    messages = messages_of(state)
     i = last_human_index(messages)
     return i >= 0 and any("\u4e00" <= ch <= "\u9fff" for ch in str(messages[i].text))
 
 
-def from_reply(state: Mapping[str, Any], node: str, reply: AIMessage, reason: str, started: float,
+def from_reply(state: Mapping[str, Any], node: str, reply: AIMessage, reason: CloseReason, started: float,
                context: Context, scripted: bool = False) -> dict[str, Any]:
     """The closing reply as the answer, its status picked by `conclude`; an empty reply counts as failed."""
     answer = reply.text.strip()
@@ -72,14 +74,14 @@ def from_reply(state: Mapping[str, Any], node: str, reply: AIMessage, reason: st
                     message=AIMessage(content=answer, usage_metadata=reply.usage_metadata, id=reply.id))
 
 
-def _failed(state: Mapping[str, Any], node: str, why: str, reason: str, started: float) -> dict[str, Any]:
+def _failed(state: Mapping[str, Any], node: str, why: str, reason: CloseReason, started: float) -> dict[str, Any]:
     """No model could write the answer: say why, and list what the tools returned."""
     answer = f"I could not write a final answer ({why}). What the tools returned:\n{observations_digest(state)}"
     return settle(state, node, answer, "failed", reason, started, message=AIMessage(content=answer))
 
 
 def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], config: RunnableConfig,
-               *, node: str, system: str, reason: str, started: float,
+               *, node: str, system: str, reason: CloseReason, started: float,
                notes: Sequence[str] = ()) -> Generator[Call, Any, dict[str, Any]]:
     """A node body's closing call: the conversation (with `notes` as its data message) under `system`,
     answered without calling tools."""
@@ -105,7 +107,7 @@ def budget_close(services: AgentServices, state: Mapping[str, Any], runtime: Run
     """Wrap a turn up once a budget ran out: after a tool-call budget one closing call (it calls no tool); after
     a token or cost budget no model call at all, the answer being what was `gathered`. Either way the answer
     ends naming the budget and that what was not looked up is missing; status `budget_exhausted`."""
-    spent = budget.exhausted(state.get("usage"), runtime.context)
+    spent = budget.exhausted(usage_of(state), runtime.context)
     assert spent is not None  # the router sends here only when a budget ran out
     if spent["kind"] == "max_tool_calls":
         update = yield from close_turn(services, state, runtime, config, node=node, system=system, reason="budget",

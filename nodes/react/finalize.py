@@ -18,23 +18,32 @@ from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import (
+    budget_stopped,
+    final_answer_of,
+    has_failed,
+    iteration_of,
+    usage_of,
+    verdict_of,
+)
+from reactgraph.nodes.state.records import FinalizeReason
 
 
-def stop_reason(state: AgentState, context: Context) -> str:
+def stop_reason(state: AgentState, context: Context) -> FinalizeReason:
     """Why the loop stopped without the model's own answer: budget, limit, repeated call, or enough information."""
-    if state.get("stop_reason") == "budget":
+    if budget_stopped(state):
         return "budget"
-    if state.get("iteration", 0) >= context.max_iterations:
+    if iteration_of(state) >= context.max_iterations:
         return "limit"
-    if (state.get("reflection") or {}).get("repeated_call"):
+    if (verdict := verdict_of(state)) and verdict["repeated_call"]:
         return "repeated"
     return "enough"
 
 
 def settled(state: AgentState, started: float, scripted: bool) -> dict[str, Any] | None:
     """The turn's outcome when no model call is needed (the model answered, or the run failed)."""
-    if state.get("status") == "failed":
-        answer = state.get("final_answer") or "The run failed."
+    if has_failed(state):
+        answer = final_answer_of(state) or "The run failed."
         return settle(state, "finalize", answer, "failed", "failure", started)
     reply = state["messages"][-1]
     # ReAct markup (`Thought: … Final Answer: …`, a wrapper fence) is not part of the answer a user reads.
@@ -50,7 +59,7 @@ def make_finalize(services: AgentServices) -> Node:
         started = time.perf_counter()
         if (done := settled(state, started, services.scripted(runtime.context))) is not None:
             return done
-        if exhausted(state.get("usage"), runtime.context) is not None:
+        if exhausted(usage_of(state), runtime.context) is not None:
             return (yield from budget_close(services, state, runtime, config, node="finalize", started=started,
                                             system=prompts.FINALIZE_PROMPT.format(
                                                 reason=prompts.FINALIZE_REASONS["budget"]),

@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from reactgraph.errors import ReactGraphError
+
 if TYPE_CHECKING:
     from reactgraph.memory.checkpointer import OpenedCheckpointer
     from reactgraph.nodes.state.context import Context
     from reactgraph.tools import ToolGateway
 
 
-class UserError(Exception):
+class UserError(ReactGraphError):
     """A problem the user can fix; shown as one line, without a traceback."""
 
 

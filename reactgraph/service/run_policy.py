@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.nodes.prompting import prompts
 
 SECTION = "reactgraph"
@@ -28,7 +29,7 @@ _KEYS = {"models", "allow_system_prompt", "approval", "limits", "mcp"}
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-class PolicyRefusal(ValueError):
+class PolicyRefusal(ReactGraphError, ValueError):
     """A run context the policy refuses: `status` 403 (not permitted) or 422 (malformed), one line naming the field."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -36,7 +37,7 @@ class PolicyRefusal(ValueError):
         self.status = status
 
 
-class BadRunPolicy(ValueError):
+class BadRunPolicy(ReactGraphError, ValueError):
     """A `reactgraph` section or flag the service cannot start with (one line naming the key)."""
 
 
