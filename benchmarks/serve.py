@@ -12,7 +12,7 @@ and the Redis bytes an idle thread keeps with keep-latest retention.
 3. The load of tests/test_serve_load.py at `--load-runs` (1,000): 2 API processes, 3 workers, 50 clients,
    4 runs per thread enqueued over both API processes; lost, duplicated and interleaved counts, and its time.
 5. Auth on vs off: two `reactgraph serve` (1 worker each) at once, one with `--config` naming the example auth
-   file (tests/auth_owner.py: a bearer token per user, every thread action filtered to its owner), one without;
+   file (tests/support/auth_owner.py: a bearer token per user, every thread action filtered to its owner), one without;
    rounds alternate. Runs per second (`--clients` clients, runs.wait on a fresh thread), and the latency of a
    plain request (GET /threads/{id}, one client) p50/p99: the time the handler adds to every call.
 4. `--idle-threads` threads of 4 turns each; then a worker with `--thread-ttl 2s --ttl-strategy keep_latest
@@ -42,7 +42,8 @@ import psutil
 import redis
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the load and its checks are the test suite's (tests/serve_load.py)
+# the load and its checks are the test suite's (tests/support/serve_load.py, imported as `support.serve_load`)
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from serve_harness import (  # noqa: E402
     cpu_s,
     graph_time,
@@ -55,7 +56,7 @@ from serve_harness import (  # noqa: E402
     workers_alive,
 )
 
-from serve_load import check, drive, plan, start_scaled_service  # noqa: E402
+from support.serve_load import check, drive, plan, start_scaled_service  # noqa: E402
 from test_serve import stop, wait_for  # noqa: E402
 
 
@@ -107,10 +108,10 @@ def versus_dev(args: argparse.Namespace, work: Path) -> None:
 
 def auth_overhead(args: argparse.Namespace, work: Path) -> None:
     config = work / "langgraph.json"
-    config.write_text(json.dumps({"auth": {"path": str(ROOT / "tests" / "auth_owner.py") + ":auth"}}))
+    config.write_text(json.dumps({"auth": {"path": str(ROOT / "tests" / "support" / "auth_owner.py") + ":auth"}}))
     options: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
         "auth off": ((), {}),
-        "auth on (tests/auth_owner.py)": (("--config", str(config)), {"Authorization": "Bearer token-alice"})}
+        "auth on (tests/support/auth_owner.py)": (("--config", str(config)), {"Authorization": "Bearer token-alice"})}
     rates: dict[str, list[float]] = {name: [] for name in options}
     latencies: dict[str, list[float]] = {name: [] for name in options}
     requests: dict[str, list[float]] = {name: [] for name in options}

@@ -17,7 +17,7 @@ import psutil
 import redis
 
 from reactgraph.studio import launcher as studio
-from serve_load import human, sdk_client
+from support.serve_load import human, sdk_client
 from test_serve import REACTGRAPH, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

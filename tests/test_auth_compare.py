@@ -1,4 +1,4 @@
-"""The same auth.py (tests/auth_owner.py, a `langgraph_sdk.Auth`) under `langgraph dev` and under `reactgraph
+"""The same auth.py (tests/support/auth_owner.py, a `langgraph_sdk.Auth`) under `langgraph dev` and under `reactgraph
 serve`: the same requests of three users get the same statuses and show the same number of threads.
 
 `langgraph dev` (langgraph-cli[inmem]) runs custom auth offline with no licence: its in-memory runtime ships
@@ -41,7 +41,7 @@ DELIBERATE = {
 @pytest.fixture(scope="module")
 def servers(redis_url: str, tmp_path_factory) -> Iterator[dict[str, str]]:
     work = tmp_path_factory.mktemp("compare")
-    shutil.copy(Path(TESTS) / "auth_owner.py", work / "auth_owner.py")
+    shutil.copy(Path(TESTS) / "support" / "auth_owner.py", work / "auth_owner.py")
     (work / "echo_graph.py").write_text(ECHO_GRAPH, encoding="utf-8")
     (work / "langgraph.json").write_text(json.dumps({
         "dependencies": ["."], "graphs": {"react": "./echo_graph.py:graph"},

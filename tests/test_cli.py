@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_env import clean_env
+from support.cli_env import clean_env
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 

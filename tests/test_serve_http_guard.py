@@ -16,7 +16,7 @@ import httpx
 import pytest
 import redis
 
-from local_servers import free_port
+from support.local_servers import free_port
 from test_serve import REACTGRAPH, Service, human, service_env, stop, wait_for
 
 STREAMS = 8
@@ -339,7 +339,7 @@ def test_a_damaged_thread_is_named_on_get_and_passed_over_by_search(guarded, red
 def test_a_misspelt_cors_setting_refuses_to_start_with_one_line(tmp_path):
     import subprocess
 
-    from cli_env import clean_env
+    from support.cli_env import clean_env
 
     config = tmp_path / "langgraph.json"
     config.write_text(json.dumps({"http": {"cors": {"allow_origin": ["https://app.example"]}}}))

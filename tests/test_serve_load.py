@@ -1,6 +1,6 @@
 """The service under load: 2 API processes (`reactgraph serve --workers 0`) and 3 `reactgraph worker` processes on
 one Redis; 50 langgraph-sdk clients enqueue several runs per thread, spread over both API processes. Nothing may
-be lost, no tool call may run twice, and no two turns of one thread may mix (see tests/serve_load.py).
+be lost, no tool call may run twice, and no two turns of one thread may mix (see tests/support/serve_load.py).
 
 1,000 runs by default, the issue's figure ($REACTGRAPH_LOAD_RUNS to change it); benchmarks/serve.py runs the same
 load and reports its time."""
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from serve_load import check, drive, plan, start_scaled_service
+from support.serve_load import check, drive, plan, start_scaled_service
 from test_serve import stop
 
 RUNS = int(os.environ.get("REACTGRAPH_LOAD_RUNS", "1000"))

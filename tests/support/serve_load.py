@@ -5,7 +5,7 @@ Used by tests/test_serve_load.py (a few hundred runs) and benchmarks/serve.py (t
 gets its questions from one client, created one after another, each on the next API process in turn, so the
 order in which the runs were created is known and several runs wait on the thread at once (the enqueue
 strategy's order is what the answers are checked against). Weather questions name a town of their own, so
-the tool log (tests/service_tools.py) must hold each call exactly once.
+the tool log (tests/support/service_tools.py) must hold each call exactly once.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A stand-in `get_weather` that misbehaves on cue, for tests that run the real CLI in a subprocess.
 
-Loaded with REACTGRAPH_TOOLS=hostile_tools:TOOLS (tests/ on PYTHONPATH). HOSTILE_MODE picks the misbehaviour:
+Loaded with REACTGRAPH_TOOLS=support.hostile_tools:TOOLS (tests/ on PYTHONPATH). HOSTILE_MODE picks the misbehaviour:
 - `hang`: a sync tool that never returns (its thread sleeps for an hour); times out after 0.5 s.
 - `hang_long`: the same hang with a 600 s timeout, so the run is still waiting when the test presses Ctrl-C.
 - `spin`: an async tool that keeps the event loop's thread busy without ever awaiting (600 s timeout).

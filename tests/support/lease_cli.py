@@ -9,15 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli_env import clean_env
+from support.cli_env import clean_env
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
-TESTS = str(Path(__file__).parent)
+TESTS = str(Path(__file__).parent.parent)  # tests/, where `support` is a package
 
 
 def cli_env(redis_url: str, log: Path, **extra: str) -> dict[str, str]:
     env = clean_env()
-    env.update(REDIS_URL=redis_url, LEASE_LOG=str(log), REACTGRAPH_TOOLS="lease_tools:TOOLS",
+    env.update(REDIS_URL=redis_url, LEASE_LOG=str(log), REACTGRAPH_TOOLS="support.lease_tools:TOOLS",
                PYTHONPATH=os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")])), **extra)
     return env
 

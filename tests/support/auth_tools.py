@@ -1,7 +1,7 @@
 """A `get_weather` for the auth tests that records who the graph ran for: the `langgraph_auth_user_id` its
 config carries (LangGraph's `get_config()` inside the tool, as any tool of a user would read it).
 
-Loaded with REACTGRAPH_TOOLS=auth_tools:TOOLS; one line per call in $SERVICE_LOG: `weather CITY user=ID`.
+Loaded with REACTGRAPH_TOOLS=support.auth_tools:TOOLS; one line per call in $SERVICE_LOG: `weather CITY user=ID`.
 """
 
 from __future__ import annotations

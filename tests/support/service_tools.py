@@ -2,7 +2,7 @@
 slow for the cities in $SLOW_CITIES ($SLOW_S seconds, default 60), and for the cities in $BLOCK_CITIES holds its
 event loop's thread for $BLOCK_S seconds (a synchronous sleep: nothing else on that loop runs meanwhile).
 
-Loaded into `reactgraph serve` / `reactgraph worker` with REACTGRAPH_TOOLS=service_tools:TOOLS (tests/ on
+Loaded into `reactgraph serve` / `reactgraph worker` with REACTGRAPH_TOOLS=support.service_tools:TOOLS (tests/ on
 PYTHONPATH); the log is $SERVICE_LOG, one line per start and end of a call, with the process id.
 """
 

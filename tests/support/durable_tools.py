@@ -1,6 +1,6 @@
 """A stand-in `get_weather` for durability tests: it logs each call and can hang or stop Redis on cue.
 
-Loaded into the real CLI with REACTGRAPH_TOOLS=durable_tools:TOOLS (tests/ on PYTHONPATH).
+Loaded into the real CLI with REACTGRAPH_TOOLS=support.durable_tools:TOOLS (tests/ on PYTHONPATH).
 """
 
 from __future__ import annotations
