@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
@@ -18,7 +18,7 @@ from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
-from reactgraph.nodes.runtime.node_driver import Call
+from reactgraph.nodes.runtime.node_driver import Call, Steps
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import answer_update
 from reactgraph.nodes.state.context import Context
@@ -80,7 +80,7 @@ def _failed(state: Mapping[str, Any], node: str, why: str, reason: str, started:
 
 def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], config: RunnableConfig,
                *, node: str, system: str, reason: str, started: float,
-               notes: Sequence[str] = ()) -> Generator[Call, Any, dict[str, Any]]:
+               notes: Sequence[str] = ()) -> Steps:
     """A node body's closing call: the conversation (with `notes` as its data message) under `system`,
     answered without calling tools."""
     context = runtime.context
@@ -92,7 +92,7 @@ def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runti
         history = for_model(history)
         model = without_tool_use(model, services.schemas(context, config))
     try:
-        reply = yield Call(model, [SystemMessage(system), *history])
+        reply = yield from Call(model, [SystemMessage(system), *history])
     except Exception as exc:  # noqa: BLE001 - after the retries: the turn still ends with the records' answer
         log_fallback(node, "answer_from_records", exc)
         return _failed(state, node, model_failure(exc, None, runtime), reason, started)
@@ -101,7 +101,7 @@ def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runti
 
 def budget_close(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], config: RunnableConfig,
                  *, node: str, system: str, started: float, gathered: str,
-                 notes: Sequence[str] = ()) -> Generator[Call, Any, dict[str, Any]]:
+                 notes: Sequence[str] = ()) -> Steps:
     """Wrap a turn up once a budget ran out: after a tool-call budget one closing call (it calls no tool); after
     a token or cost budget no model call at all, the answer being what was `gathered`. Either way the answer
     ends naming the budget and that what was not looked up is missing; status `budget_exhausted`."""

@@ -66,7 +66,7 @@ def make_replan(services: AgentServices) -> Node:
                      prompts.STEP_RESULTS_SECTION.format(results=render_results(state.get("step_results", []))),
                      prompts.REMAINING_SECTION.format(
                          remaining=render_plan(state.get("plan") or [], start=state.get("cursor", 0)))]
-            output = yield Call(reviser, [SystemMessage(system), *for_model(with_notes(state["messages"], notes))])
+            output = yield from Call(reviser, [SystemMessage(system), *for_model(with_notes(state["messages"], notes))])
         except Exception as exc:  # noqa: BLE001 - replanning is advisory: the plan is kept as it is
             log_fallback("replan", "plan_kept", exc)
             return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)
