@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired
 
@@ -44,17 +43,6 @@ def make_step(*, step: int, node: str, status: str, thought: str = "", action: s
         observation=observation, status=status, latency_ms=round(latency_ms, 3), tokens=tokens,
         timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
     )
-
-
-def answer_update(*, node: str, iteration: int, answer: str, status: str, reason: str, tokens: int,
-                  started: float, message: Any = None) -> dict[str, Any]:
-    """The state update that settles a turn: the answer, its status, its step record (and the answer message)."""
-    step = make_step(step=iteration, node=node, status=status, thought=reason, observation=answer, tokens=tokens,
-                     latency_ms=(time.perf_counter() - started) * 1000)
-    update: dict[str, Any] = {"final_answer": answer, "status": status, "steps": [step]}
-    if message is not None:
-        update["messages"] = [message]
-    return update
 
 
 class AgentState(TypedDict):
