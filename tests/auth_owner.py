@@ -1,4 +1,4 @@
-"""The worked example of README "Security model": each user sees and runs only the threads they created.
+"""The worked example of docs/security.md: each user sees and runs only the threads they created.
 
 Written exactly as for LangGraph's server (a `langgraph_sdk.Auth`), so the same file serves `langgraph dev`
 and `reactgraph serve` (tests/test_auth_compare.py holds them to the same answers). Tokens are fixed here for

@@ -30,7 +30,7 @@ ECHO_GRAPH = textwrap.dedent("""
     graph = StateGraph(MessagesState).add_node(answer).add_edge(START, "answer").compile()
 """)
 TOKENS = {"alice": "token-alice", "bob": "token-bob", "carol": "token-carol", "mallory": "token-mallory"}
-# Where the two servers differ on purpose (README "Security model" says why); everything else must be equal.
+# Where the two servers differ on purpose (docs/security.md says why); everything else must be equal.
 DELIBERATE = {
     # langgraph-api answers a copy of a thread it will not show you 409 (as for one that does not exist);
     # reactgraph answers 404 for both, like every other route on such a thread

@@ -12,8 +12,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.tools import ToolGateway
 from reactgraph.tools.errors import TransientToolError
-from reactgraph.tools.policies.breaker_state import BreakerConfig
-from reactgraph.tools.policies.retry import Retry
+from reactgraph.tools.policies.resilience.breaker_state import BreakerConfig
+from reactgraph.tools.policies.resilience.retry import Retry
 from scripted import ScriptedChatModel, call, tool_reply
 
 RULES = Context(reflection="rules")

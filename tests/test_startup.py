@@ -38,7 +38,8 @@ def test_help_and_version_load_no_agent_machinery(args):
     assert modules, "python -X importtime reported nothing"
     assert machinery(modules) == set()
     ours = {name for name in modules if name.startswith("reactgraph.")}
-    assert ours <= {"reactgraph._lazy", "reactgraph._version", "reactgraph.graph", "reactgraph.cli"} | {
+    assert ours <= {"reactgraph._lazy", "reactgraph._version", "reactgraph.errors", "reactgraph.graph",
+                    "reactgraph.cli"} | {
         name for name in ours if name.startswith("reactgraph.cli.")}
 
 

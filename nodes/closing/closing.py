@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.loader import without_tool_use
-from reactgraph.nodes.closing.status import RunStatus, coverage_of, naming_missing, pick_status
+from reactgraph.nodes.closing.status import coverage_of, naming_missing, pick_status
 from reactgraph.nodes.conversation.transcript import last_human_index, tokens_of
 from reactgraph.nodes.prompting import text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
@@ -23,16 +23,18 @@ from reactgraph.nodes.runtime.node_driver import Call, Steps
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import iteration_of, messages_of, steps_of, usage_of
+from reactgraph.nodes.state.records import CloseReason, RunStatus
 from reactgraph.nodes.tool_round.loop_guard import tool_steps
 
 
 def observations_digest(state: Mapping[str, Any]) -> str:
     """A plain listing of what the tools returned: the last resort when no model can write the answer."""
-    lines = [f"- {s['action']} ({s['status']}): {s['observation'][:300]}" for s in tool_steps(state.get("steps", []))]
+    lines = [f"- {s['action']} ({s['status']}): {s['observation'][:300]}" for s in tool_steps(steps_of(state))]
     return "\n".join(lines) or "- (no tool results)"
 
 
-def finish_turn(state: Mapping[str, Any], node: str, answer: str, *, reason: str, started: float,
+def finish_turn(state: Mapping[str, Any], node: str, answer: str, *, reason: CloseReason, started: float,
                 status: RunStatus | None = None, scripted: bool = False, tokens: int = 0,
                 message: AIMessage | None = None) -> dict[str, Any]:
     """The state update that ends a turn: the answer, its status, its step record and the answer message.
@@ -49,18 +51,18 @@ def finish_turn(state: Mapping[str, Any], node: str, answer: str, *, reason: str
             message = AIMessage(content=named, usage_metadata=message.usage_metadata if message else None,
                                 id=message.id if message else None)
         answer = named
-    record = make_step(step=state.get("iteration", 0), node=node, status=status, thought=reason, observation=answer,
+    record = make_step(step=iteration_of(state), node=node, status=status, thought=reason, observation=answer,
                        tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
     update: dict[str, Any] = {"final_answer": answer, "status": status, "steps": [record]}
     if message is not None:
         update["messages"] = [message]
     if coverage is not None:
-        update["coverage"] = {"parts": coverage.parts, "missing": coverage.missing, "by": coverage.by}
+        update["coverage"] = coverage.record()
     return update
 
 
 def _in_chinese(state: Mapping[str, Any]) -> bool:
-    messages = state.get("messages") or []
+    messages = messages_of(state)
     i = last_human_index(messages)
     return i >= 0 and any("\u4e00" <= ch <= "\u9fff" for ch in str(messages[i].text))
 
@@ -73,7 +75,7 @@ def _reply_answer(reply: AIMessage, context: Context) -> str:
     return answer_without_markup(answer)  # in either protocol: a user reads the answer, not the ReAct labels
 
 
-def _failed(state: Mapping[str, Any], node: str, why: str, reason: str, started: float) -> dict[str, Any]:
+def _failed(state: Mapping[str, Any], node: str, why: str, reason: CloseReason, started: float) -> dict[str, Any]:
     """No model could write the answer: say why, and list what the tools returned."""
     answer = f"I could not write a final answer ({why}). What the tools returned:\n{observations_digest(state)}"
     return finish_turn(state, node, answer, reason=reason, started=started, status="failed",
@@ -81,7 +83,7 @@ def _failed(state: Mapping[str, Any], node: str, why: str, reason: str, started:
 
 
 def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], config: RunnableConfig,
-               *, node: str, system: str, reason: str, started: float,
+               *, node: str, system: str, reason: CloseReason, started: float,
                notes: Sequence[str] = ()) -> Steps:
     """A node body's closing call: the conversation (with `notes` as its data message) under `system`,
     answered without calling tools; the reply is the answer (`finish_turn`), an empty or failed one ends the
@@ -113,7 +115,7 @@ def budget_close(services: AgentServices, state: Mapping[str, Any], runtime: Run
     """Wrap a turn up once a budget ran out: after a tool-call budget one closing call (it calls no tool); after
     a token or cost budget no model call at all, the answer being what was `gathered`. Either way the answer
     ends naming the budget and that what was not looked up is missing; status `budget_exhausted`."""
-    spent = budget.exhausted(state.get("usage"), runtime.context)
+    spent = budget.exhausted(usage_of(state), runtime.context)
     assert spent is not None  # the router sends here only when a budget ran out
     if spent["kind"] == "max_tool_calls":
         update = yield from close_turn(services, state, runtime, config, node=node, system=system, reason="budget",

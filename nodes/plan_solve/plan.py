@@ -21,6 +21,7 @@ from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import summary_of
 
 
 def fresh_turn(state: PlanSolveState) -> dict[str, Any]:
@@ -37,7 +38,7 @@ def tool_list(schemas: list[dict[str, Any]]) -> str:
 
 def summary_notes(state: PlanSolveState) -> list[str]:
     """The session summary as a notes section (it goes into the data message, never the system prompt)."""
-    return summary_section(state.get("summary"))
+    return summary_section(summary_of(state))
 
 
 def _settle(state: PlanSolveState, steps: list[dict[str, Any]], status: str, note: str, tokens: int,

@@ -17,15 +17,24 @@ from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import (
+    budget_stopped,
+    final_answer_of,
+    has_failed,
+    iteration_of,
+    usage_of,
+    verdict_of,
+)
+from reactgraph.nodes.state.records import FinalizeReason
 
 
-def stop_reason(state: AgentState, context: Context) -> str:
+def stop_reason(state: AgentState, context: Context) -> FinalizeReason:
     """Why the loop stopped without the model's own answer: budget, limit, repeated call, or enough information."""
-    if state.get("stop_reason") == "budget":
+    if budget_stopped(state):
         return "budget"
-    if state.get("iteration", 0) >= context.max_iterations:
+    if iteration_of(state) >= context.max_iterations:
         return "limit"
-    if (state.get("reflection") or {}).get("repeated_call"):
+    if (verdict := verdict_of(state)) and verdict["repeated_call"]:
         return "repeated"
     return "enough"
 
@@ -44,13 +53,13 @@ def make_finalize(services: AgentServices) -> Node:
 
     def finalize(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
-        if state.get("status") == "failed":
-            return finish_turn(state, "finalize", state.get("final_answer") or "The run failed.", reason="failure",
+        if has_failed(state):
+            return finish_turn(state, "finalize", final_answer_of(state) or "The run failed.", reason="failure",
                                started=started, status="failed")
         if (answer := model_answer(state)) is not None:
             return finish_turn(state, "finalize", answer, reason="model answered", started=started,
                                scripted=services.scripted(runtime.context))
-        if exhausted(state.get("usage"), runtime.context) is not None:
+        if exhausted(usage_of(state), runtime.context) is not None:
             return (yield from budget_close(services, state, runtime, config, node="finalize", started=started,
                                             system=prompts.FINALIZE_PROMPT.format(
                                                 reason=prompts.FINALIZE_REASONS["budget"]),

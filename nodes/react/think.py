@@ -23,6 +23,8 @@ from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import iteration_of, lessons_of, summary_of, turn_id_of, verdict_of
+from reactgraph.nodes.state.verdict import Verdict
 
 
 def start_of_turn(state: AgentState) -> dict[str, Any]:
@@ -30,23 +32,23 @@ def start_of_turn(state: AgentState) -> dict[str, Any]:
     messages = state["messages"]
     i = last_human_index(messages)
     question_id = messages[i].id if i >= 0 else None
-    if question_id is not None and question_id == state.get("turn_id"):
+    if question_id is not None and question_id == turn_id_of(state):
         return {}
     return {"turn_id": question_id, "iteration": 0, "steps": Overwrite([]), "reflection": None,
             "final_answer": None, "status": None, "coverage": None, **fresh_budget()}
 
 
-def notes_sections(state: AgentState, reflection: dict | None) -> list[str]:
+def notes_sections(state: AgentState, reflection: Verdict | None) -> list[str]:
     """What earlier steps wrote after reading tool output: the session summary, the last reflection note, lessons."""
-    sections = summary_section(state.get("summary"))
-    if note := (reflection or {}).get("note"):
+    sections = summary_section(summary_of(state))
+    if reflection and (note := reflection["note"]):
         sections.append(prompts.REFLECTION_NOTE.format(note=note))
-    if lessons := state.get("lessons"):
+    if lessons := lessons_of(state):
         sections.append(prompts.LESSONS_SECTION.format(lessons="\n".join(f"- {lesson}" for lesson in lessons)))
     return sections
 
 
-def prompt_messages(state: AgentState, context: Context, reflection: dict | None,
+def prompt_messages(state: AgentState, context: Context, reflection: Verdict | None,
                     schemas: list[dict[str, Any]] | None = None) -> list[AnyMessage]:
     """System prompt (instructions and protocol only), then the conversation with tool results framed as data
     and the notes from earlier steps (summary, reflection note, lessons) as a data message before the question.
@@ -135,9 +137,9 @@ def make_think(services: AgentServices) -> Node:
     def think(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Decision:
         context = runtime.context
         reset = start_of_turn(state)
-        turn = _Turn(iteration=(0 if reset else state.get("iteration", 0)) + 1, reset=reset)
+        turn = _Turn(iteration=(0 if reset else iteration_of(state)) + 1, reset=reset)
         schemas = services.schemas(context, config)
-        request = prompt_messages(state, context, None if reset else state.get("reflection"), schemas)
+        request = prompt_messages(state, context, None if reset else verdict_of(state), schemas)
         model = services.model(context)
         if context.protocol == "text":  # the tools are described in the prompt, never bound
             decision = _text_decision(model.bind(stop=text_protocol.STOP), request, turn, schemas,

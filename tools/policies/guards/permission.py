@@ -1,4 +1,4 @@
-"""Pipeline step 2: the session must be allowed to use the tool (by name or tag; deny wins)."""
+"""The permission guard: the session must be allowed to use the tool (by name or tag; deny wins)."""
 
 from __future__ import annotations
 

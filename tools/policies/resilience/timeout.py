@@ -1,11 +1,11 @@
-"""Pipeline step 6: a hard time limit per call, retries included."""
+"""The timeout: a hard time limit per call, retries included."""
 
 from __future__ import annotations
 
 import asyncio
 
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.observability.events import emit
 from reactgraph.tools.result import ToolResult
 
 

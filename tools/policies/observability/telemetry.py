@@ -10,9 +10,9 @@ import re
 import time
 from typing import Any
 
-from reactgraph.tools.metrics_store import MemoryMetricsStore, MetricsStore, ToolMetrics
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.validation import _coerce_args
+from reactgraph.tools.policies.guards.validation import coerce_args
+from reactgraph.tools.policies.observability.metrics_store import MemoryMetricsStore, MetricsStore, ToolMetrics
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 logger = logging.getLogger("reactgraph.tools")  # a child of "reactgraph", which has a NullHandler
@@ -50,7 +50,7 @@ def args_digest(args: Any) -> str:
 
 
 class Telemetry:
-    """Outermost policy: stamps latency, logs the call once, and updates the tool's metrics."""
+    """The telemetry step: stamps latency and attempts, logs the call once, and updates the tool's metrics."""
 
     def __init__(self, store: MetricsStore | None = None) -> None:
         self.store: MetricsStore = store or MemoryMetricsStore()
@@ -69,7 +69,7 @@ class Telemetry:
             self.store.record(call.name, result)
         level = logging.INFO if result.status is ToolStatus.OK else logging.WARNING
         if logger.isEnabledFor(level):
-            args = _coerce_args(call.args)  # JSON-string arguments are logged parsed, so their secrets are masked
+            args = coerce_args(call.args)  # JSON-string arguments are logged parsed, so their secrets are masked
             logger.log(level, "tool call %s %s", call.name, result.status.value, extra={"tool_call": {
                            "tool": call.name, "session": call.session.id, "call_id": call.call_id,
                            "args_digest": args_digest(args), "args": redact(args),

@@ -1,4 +1,4 @@
-"""Pipeline step 4: a per-tool circuit breaker (CLOSED → OPEN → HALF_OPEN probe → CLOSED).
+"""The circuit breaker: a per-tool breaker (CLOSED → OPEN → HALF_OPEN probe → CLOSED).
 
 Our own small class rather than purgatory or pybreaker: purgatory reads `time.time()` directly (no
 injectable clock) and lets every call through while half-open; pybreaker's async support goes through
@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 from reactgraph.tools import observations
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.breaker_state import (
+from reactgraph.tools.policies.observability.events import emit
+from reactgraph.tools.policies.resilience.breaker_state import (
     BreakerConfig,
     BreakerSnapshot,
     BreakerState,
@@ -21,8 +22,7 @@ from reactgraph.tools.policies.breaker_state import (
     on_neutral,
     on_success,
 )
-from reactgraph.tools.policies.breaker_store import BreakerStore, MemoryBreakerStore
-from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.resilience.breaker_store import BreakerStore, MemoryBreakerStore
 from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult, ToolStatus
 

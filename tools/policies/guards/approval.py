@@ -19,7 +19,7 @@ from typing import Any
 from reactgraph.tools import observations
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.validation import _coerce_args, check_arguments
+from reactgraph.tools.policies.guards.validation import check_arguments, coerce_args
 from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult, ToolStatus
 from reactgraph.tools.session import ToolSession
@@ -54,12 +54,12 @@ def approval_request(registry: ToolRegistry, call: Mapping[str, Any], session: T
     context = CallContext(name=meta.name, args=call.get("args"), call_id=call_id, session=session, meta=meta)
     if check_arguments(context) is not None:
         return None
-    args = _coerce_args(call.get("args"))
+    args = coerce_args(call.get("args"))
     return {"id": call_id, "name": meta.name, "args": args if isinstance(args, dict) else {}, "reason": reason}
 
 
 class ApprovalGate:
-    """Pipeline step after argument validation: a call that needs approval runs only if it carries one."""
+    """The approval gate: a call that needs a person's approval runs only if it carries one."""
 
     async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
         if not call.approved and (reason := approval_reason(call.tool, call.session)):

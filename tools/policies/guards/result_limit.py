@@ -1,4 +1,4 @@
-"""Pipeline step 2: no result leaves the gateway larger than its limit, so none reaches a graph's state whole."""
+"""The result-limit guard: no result leaves the gateway larger than its limit, so none reaches a graph's state whole."""
 
 from __future__ import annotations
 

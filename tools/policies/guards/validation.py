@@ -1,4 +1,5 @@
-"""Pipeline step 3: arguments must satisfy the tool's pydantic model or JSON schema; field errors go to the model."""
+"""The argument-validation guard: arguments must satisfy the tool's pydantic model or JSON schema; field errors
+go back to the model."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from pydantic import BaseModel, ValidationError
 from reactgraph.tools import json_schema, observations
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.containment import tool_fault
+from reactgraph.tools.policies.resilience.containment import tool_fault
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 
-def _coerce_args(args: object) -> object:
-    # Some providers hand over arguments as a JSON string; accept it, reject anything else that isn't a mapping.
+def coerce_args(args: object) -> object:
+    """A call's arguments as a mapping when they can be one: some providers hand them over as a JSON string.
+
+    The JSON string is parsed (empty: `{}`), None becomes `{}`, anything else is returned as it came, for
+    validation to reject if it is not a mapping.
+    """
     if isinstance(args, str):
         try:
             return json.loads(args) if args.strip() else {}
@@ -61,7 +66,7 @@ def check_arguments(call: CallContext) -> ToolResult | None:
     Synchronous, so the approval check can ask it before a graph pauses: a call that would be refused
     anyway is not put to a person."""
     meta = call.tool
-    args = _coerce_args(call.args)
+    args = coerce_args(call.args)
     if not isinstance(args, dict):
         return call.result(ToolStatus.INVALID_ARGS, observations.invalid_args(
             meta.name, f"arguments must be a JSON object, got {type(args).__name__}", schema_hint(meta)))

@@ -1,4 +1,4 @@
-"""Pipeline step 7: retry transient failures with exponential backoff and full jitter."""
+"""The retry: transient failures are tried again with exponential backoff and full jitter."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 from reactgraph.tools.errors import TransientToolError
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.observability.events import emit
 from reactgraph.tools.result import ToolResult
 
 

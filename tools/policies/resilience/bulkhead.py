@@ -1,4 +1,4 @@
-"""Pipeline step 5: a concurrency limit, gateway-wide and optionally per tool (a bulkhead)."""
+"""The concurrency limit (a bulkhead): at most so many calls in flight, gateway-wide and optionally per tool."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import weakref
 
 from reactgraph.tools import observations
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.observability.events import emit
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 

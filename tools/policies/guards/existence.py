@@ -1,4 +1,4 @@
-"""Pipeline step 1: the named tool must exist and be enabled."""
+"""The existence guard: the named tool must be registered and enabled."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def tool_fault(call: CallContext, exc: BaseException) -> ToolResult:
         # The tool swallowed the cancellation and raised something else: the cancellation still wins.
         raise asyncio.CancelledError(f"cancelled while {call.name} ran") from exc
     cause = exc.cause if isinstance(exc, ToolAborted) else exc
-    # The call's own record (tools/telemetry.py) says it failed; its traceback only at DEBUG, for the tool's author.
+    # The call's own record (the telemetry step's) says it failed; its traceback only at DEBUG, for the tool's author.
     if log.isEnabledFor(logging.DEBUG):
         log.debug("tool %s raised %s (contained as an error result)", call.name, type(cause).__name__,
                   exc_info=cause, extra={"swallowed": {"tool": call.name, "error_type": type(cause).__name__}})

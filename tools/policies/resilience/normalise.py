@@ -1,12 +1,12 @@
-"""Turns whatever the inner steps produced (a value or an exception) into a model-readable `ToolResult`."""
+"""The normaliser: turns what the inner steps produced (a value or an exception) into a model-readable `ToolResult`."""
 
 from __future__ import annotations
 
 from reactgraph.tools import observations
 from reactgraph.tools.errors import ToolInputError
 from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.containment import tool_fault
-from reactgraph.tools.policies.validation import schema_hint
+from reactgraph.tools.policies.guards.validation import schema_hint
+from reactgraph.tools.policies.resilience.containment import tool_fault
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 

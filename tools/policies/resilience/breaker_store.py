@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from reactgraph.tools.policies.breaker_state import BreakerSnapshot, BreakerState
+from reactgraph.tools.policies.resilience.breaker_state import BreakerSnapshot, BreakerState
 
 T = TypeVar("T")
 
