@@ -27,7 +27,7 @@ def make_load_memory(services: AgentServices) -> Node:
         if fold is None:
             return {}
         try:
-            output = yield Call(services.structured(runtime.context, ConversationSummary), fold.prompt())
+            output = yield from Call(services.structured(runtime.context, ConversationSummary), fold.prompt())
             parsed = output.get("parsed")
             if isinstance(parsed, ConversationSummary):
                 summary = parsed.summary

@@ -117,7 +117,7 @@ def make_execute_step(services: AgentServices) -> Node:
                  else services.with_tools(context, schemas))
         request = step_request(state, context, schemas)
         try:
-            reply = yield Call(bound, request)
+            reply = yield from Call(bound, request)
         except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed
             log_fallback("execute_step", "model_error_failed_step", exc)
             return _failed(state, model_failure(exc, model, runtime), started)

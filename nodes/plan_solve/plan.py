@@ -80,7 +80,7 @@ def make_plan(services: AgentServices) -> Node:
                                                 now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
             planner = services.structured(context, Plan)
             history = for_model(with_notes(state["messages"], summary_notes(state)))
-            output = yield Call(planner, [SystemMessage(system), *history])
+            output = yield from Call(planner, [SystemMessage(system), *history])
         except Exception as exc:  # noqa: BLE001 - a plan that cannot be made falls back to one whole-question step
             return _fallback(state, f"planning failed ({type(exc).__name__}: {exc})"[:300], 0, started)
         return _from_output(state, output, started)

@@ -79,7 +79,7 @@ def make_replan(services: AgentServices) -> Node:
                      prompts.STEP_RESULTS_SECTION.format(results=render_results(step_results_of(state))),
                      prompts.REMAINING_SECTION.format(
                          remaining=render_plan(plan_of(state), start=cursor_of(state)))]
-            output = yield Call(reviser, [SystemMessage(system), *for_model(with_notes(state["messages"], notes))])
+            output = yield from Call(reviser, [SystemMessage(system), *for_model(with_notes(state["messages"], notes))])
         except Exception as exc:  # noqa: BLE001 - replanning is advisory: the plan is kept as it is
             log_fallback("replan", "plan_kept", exc)
             return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)

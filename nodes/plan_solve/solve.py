@@ -7,7 +7,7 @@ import time
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.closing.closing import budget_close, close_turn, observations_digest, settle
+from reactgraph.nodes.closing.closing import budget_close, close_turn, finish_turn, observations_digest
 from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import (
     PlanSolveState,
@@ -43,8 +43,8 @@ def make_solve(services: AgentServices) -> Node:
         if (verdict := plan_verdict(state)) is not None:  # the plan named the parts: coverage by the model
             state = {**state, "reflection": verdict}
         if has_failed(state):
-            return settle(state, "solve", final_answer_of(state) or "The run failed.", "failed", "failure",
-                          started)
+            return finish_turn(state, "solve", final_answer_of(state) or "The run failed.", reason="failure",
+                               started=started, status="failed")
         reason = solve_reason(state)
         system = prompts.SOLVE_PROMPT.format(
             reason=prompts.SOLVE_REASONS[reason].format(max_iterations=runtime.context.max_iterations))

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.closing.closing import budget_close, close_turn, conclude, observations_digest, settle
+from reactgraph.nodes.closing.closing import budget_close, close_turn, finish_turn, observations_digest
 from reactgraph.nodes.conversation.transcript import pending_calls
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
@@ -40,15 +39,12 @@ def stop_reason(state: AgentState, context: Context) -> FinalizeReason:
     return "enough"
 
 
-def settled(state: AgentState, started: float, scripted: bool) -> dict[str, Any] | None:
-    """The turn's outcome when no model call is needed (the model answered, or the run failed)."""
-    if has_failed(state):
-        answer = final_answer_of(state) or "The run failed."
-        return settle(state, "finalize", answer, "failed", "failure", started)
+def model_answer(state: AgentState) -> str | None:
+    """The model's own answer: its last reply when that calls no tool, without ReAct markup (`Thought: … Final
+    Answer: …`, a wrapper fence), which is not part of the answer a user reads; None when there is none."""
     reply = state["messages"][-1]
-    # ReAct markup (`Thought: … Final Answer: …`, a wrapper fence) is not part of the answer a user reads.
-    if isinstance(reply, AIMessage) and not pending_calls(reply) and (answer := answer_without_markup(reply.text)):
-        return conclude(state, "finalize", answer, "model answered", started, scripted=scripted)
+    if isinstance(reply, AIMessage) and not pending_calls(reply):
+        return answer_without_markup(reply.text) or None
     return None
 
 
@@ -57,8 +53,12 @@ def make_finalize(services: AgentServices) -> Node:
 
     def finalize(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
-        if (done := settled(state, started, services.scripted(runtime.context))) is not None:
-            return done
+        if has_failed(state):
+            return finish_turn(state, "finalize", final_answer_of(state) or "The run failed.", reason="failure",
+                               started=started, status="failed")
+        if (answer := model_answer(state)) is not None:
+            return finish_turn(state, "finalize", answer, reason="model answered", started=started,
+                               scripted=services.scripted(runtime.context))
         if exhausted(usage_of(state), runtime.context) is not None:
             return (yield from budget_close(services, state, runtime, config, node="finalize", started=started,
                                             system=prompts.FINALIZE_PROMPT.format(

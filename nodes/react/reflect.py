@@ -64,7 +64,7 @@ def make_reflect(services: AgentServices) -> Node:
         judge = services.structured(context, ReflectionVerdict)
         messages: list[AnyMessage] = [SystemMessage(prompts.REFLECT_PROMPT), *for_model(state["messages"])]
         try:
-            output = yield Call(judge, messages)
+            output = yield from Call(judge, messages)
         except Exception as exc:  # noqa: BLE001 - reflection is advisory; the loop goes on without it
             log_fallback("reflect", "reflection_rules", exc)
             verdict = rules_verdict(steps, iteration)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +19,7 @@ from reactgraph.nodes.prompting.framing import for_model, summary_section, with_
 from reactgraph.nodes.runtime.budget import fresh_budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
-from reactgraph.nodes.runtime.node_driver import Call, Node, dual_node
+from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context
@@ -88,8 +87,8 @@ class _Turn:
         return update
 
 
-# A decision is a generator: it yields the model calls to make and receives the replies (see node_driver).
-Decision = Generator[Call, AIMessage, dict[str, Any]]
+# A decision is a node body's part: it yields the model calls to make and receives the replies (see node_driver).
+Decision = Steps
 
 
 def _is_empty(reply: AIMessage) -> bool:
@@ -97,11 +96,11 @@ def _is_empty(reply: AIMessage) -> bool:
 
 
 def _tools_decision(model: Runnable, request: list[AnyMessage], turn: _Turn) -> Decision:
-    reply = yield Call(model, request)
+    reply = yield from Call(model, request)
     if _is_empty(reply):  # one nudge before giving up: some models occasionally return nothing
         # In the leading system message: providers such as Anthropic refuse a second, later system message.
         nudged = SystemMessage(f"{request[0].text}\n{prompts.EMPTY_REPLY_NUDGE}")
-        reply = yield Call(model, [nudged, *request[1:]])
+        reply = yield from Call(model, [nudged, *request[1:]])
     if _is_empty(reply):
         answer = "The model returned an empty reply twice; no answer could be produced."
         turn.steps.append(make_step(step=turn.iteration, node="think", status="empty_reply", observation=answer,
@@ -114,7 +113,7 @@ def _text_decision(model: Runnable, request: list[AnyMessage], turn: _Turn, sche
                    limit: int) -> Decision:
     """Text protocol: parse the reply; a malformed one is sent back with a correction and costs an iteration."""
     while True:
-        reply = yield Call(model, request)
+        reply = yield from Call(model, request)
         raw = str(reply.text)
         parsed = text_protocol.parse_reply(raw)
         if parsed.problem is None:

@@ -124,7 +124,7 @@ def make_evaluate(services: AgentServices) -> Node:
             return _settle(state, by_rules(state, f"no model judgement: {type(exc).__name__}"), 0, started)
         request = [SystemMessage(prompts.EVALUATE_PROMPT), *for_model(trajectory_of(state))]
         try:
-            output = yield Call(judge, request)
+            output = yield from Call(judge, request)
         except Exception as exc:  # noqa: BLE001 - judging is advisory; the rules decide without it
             log_fallback("evaluate", "judgement_rules", exc)
             return _settle(state, by_rules(state, f"model judgement failed: {type(exc).__name__}"), 0, started)

@@ -25,7 +25,7 @@ from reactgraph.nodes.reflexion.state import (
     trial_of,
 )
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Await, Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
@@ -45,10 +45,10 @@ def _remember(state: ReflexionState, runtime: Runtime[Context], config: Runnable
     if (store := runtime.store) is not None:
         # Keyed by question and trial: a resumed run rewrites the same lesson instead of adding a copy. Yielded
         # as the store's async call: under `ainvoke` a synchronous store write would wait on the event loop.
-        yield store.aput(lessons_namespace(session_of(config)), f"{turn_id_of(state)}:{trial}", {
+        yield from Await(store.aput(lessons_namespace(session_of(config)), f"{turn_id_of(state)}:{trial}", {
             "question": question_text(state["messages"]), "lesson": lesson, "trial": trial,
             "answer": final_answer_of(state), "reason": failed_because(state, ""),
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds")})
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds")}))
     record = make_step(step=iteration_of(state), node="self_reflect", status="lesson", thought=how,
                        observation=lesson, tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
     lessons = list(dict.fromkeys([*lessons_of(state), lesson]))  # the same lesson twice adds nothing
@@ -68,7 +68,7 @@ def make_self_reflect(services: AgentServices) -> Node:
             request = [SystemMessage(prompts.SELF_REFLECT_PROMPT),
                        *for_model(with_notes(trajectory_of(state), notes))]
             try:
-                output = yield Call(services.structured(runtime.context, Lesson), request)
+                output = yield from Call(services.structured(runtime.context, Lesson), request)
             except Exception as exc:  # noqa: BLE001 - a lesson from the rules still goes to the next trial
                 log_fallback("self_reflect", "lesson_rules", exc)
                 output = {}

@@ -71,7 +71,7 @@ def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any]) -> Node:
     def trial(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         # The trial may spend what the earlier trials (and their evaluations) left of each budget.
         budgets = remaining_context(usage_of(state), runtime.context)
-        result = yield Call(actor, _actor_input(state), config, {"context": budgets})
+        result = yield from Call(actor, _actor_input(state), config, {"context": budgets})
         return _absorb(state, result, runtime.context)
 
     return dual_node(trial, name="trial")

@@ -5,7 +5,6 @@ Its records and words are in records.py and verdict.py; reading a field with its
 from __future__ import annotations
 
 import operator
-import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired
 
@@ -16,7 +15,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from reactgraph.nodes.runtime.budget import add_usage
-from reactgraph.nodes.state.records import Approvals, Budget, CloseReason, CoverageRecord, RunStatus, StopReason, Usage
+from reactgraph.nodes.state.records import Approvals, Budget, CoverageRecord, RunStatus, StopReason, Usage
 from reactgraph.nodes.state.verdict import Verdict
 
 
@@ -47,17 +46,6 @@ def make_step(*, step: int, node: str, status: str, thought: str = "", action: s
         observation=observation, status=status, latency_ms=round(latency_ms, 3), tokens=tokens,
         timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
     )
-
-
-def answer_update(*, node: str, iteration: int, answer: str, status: RunStatus, reason: CloseReason, tokens: int,
-                  started: float, message: Any = None) -> dict[str, Any]:
-    """The state update that settles a turn: the answer, its status, its step record (and the answer message)."""
-    step = make_step(step=iteration, node=node, status=status, thought=reason, observation=answer, tokens=tokens,
-                     latency_ms=(time.perf_counter() - started) * 1000)
-    update: dict[str, Any] = {"final_answer": answer, "status": status, "steps": [step]}
-    if message is not None:
-        update["messages"] = [message]
-    return update
 
 
 class AgentState(TypedDict):
