@@ -2,7 +2,7 @@
 
 One step is what LangGraph does per super-step: `put`, `put_writes`, then `get_tuple` of the latest. Both
 URLs run in interleaved rounds (order rotated each round) on fresh threads; the table shows medians.
-Nothing here asserts a time. Start a local cluster first, e.g. with tests/redis_cluster.py's
+Nothing here asserts a time. Start a local cluster first, e.g. with tests/support/redis_cluster.py's
 `local_cluster`, or point --cluster-url at one of yours.
 
     python benchmarks/cluster.py --cluster-url redis+cluster://127.0.0.1:7000,127.0.0.1:7001/ \\

@@ -6,7 +6,10 @@ four nodes (think, act, observe, reflect with rules) to create_agent's two (mode
 more (load_memory, finalize, save_memory). Wall time is the figure a user waits for; the process's CPU time
 is printed beside it because on a busy machine wall time also measures how long threads wait for a core.
 
-    python benchmarks/overhead.py [--runs 200] [--sessions 100] [--tracing-runs 100]
+    python benchmarks/overhead.py [--runs 200] [--sessions 100] [--tracing-runs 100] [--first ours|create_agent]
+
+`--first` says which of the two runs first in each interleaved pair (the one that runs second may find the
+other's threads still busy); measure both orders on a shared machine.
 
 With the otel extra it also measures OpenTelemetry tracing: the same offline-model ReAct run (the weather
 question: two tool calls, reflection, final answer) with tracing off and on, runs interleaved. "On" is
@@ -100,15 +103,20 @@ def _per_iteration_ms(times: list[tuple[float, float]], which: int) -> float:
     return statistics.median(t[which] for t in times) * 1000 / TOOL_CALLS
 
 
-def overhead(runs: int) -> dict[str, float]:
+def overhead(runs: int, first: str = "ours") -> dict[str, float]:
     ours_graph, ours_extra = ours(EpisodeModel())
     their_graph, their_extra = theirs(EpisodeModel())
     for n in range(5):  # warm-up: imports, caches, first compilations
         time_episode(ours_graph, ours_extra, f"warm{n}"), time_episode(their_graph, their_extra, f"warm{n}")
-    ours_t, their_t = [], []
+    ours_t: list[tuple[float, float]] = []
+    their_t: list[tuple[float, float]] = []
     for n in range(runs):
-        ours_t.append(time_episode(ours_graph, ours_extra, n))
-        their_t.append(time_episode(their_graph, their_extra, n))
+        if first == "ours":
+            ours_t.append(time_episode(ours_graph, ours_extra, n))
+            their_t.append(time_episode(their_graph, their_extra, n))
+        else:
+            their_t.append(time_episode(their_graph, their_extra, n))
+            ours_t.append(time_episode(ours_graph, ours_extra, n))
     ours_ms, their_ms = _per_iteration_ms(ours_t, 0), _per_iteration_ms(their_t, 0)
     ours_cpu, their_cpu = _per_iteration_ms(ours_t, 1), _per_iteration_ms(their_t, 1)
     return {"ours_ms_per_iteration": ours_ms, "create_agent_ms_per_iteration": their_ms, "ratio": ours_ms / their_ms,
@@ -187,6 +195,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--tracing-runs", type=int, default=100)
     parser.add_argument("--only-tracing", action="store_true", help="Measure tracing only.")
+    parser.add_argument("--first", choices=["ours", "create_agent"], default="ours",
+                        help="Which graph runs first in each interleaved pair (default: ours).")
     args = parser.parse_args()
     if args.tracing_runs:
         t = tracing_overhead(args.tracing_runs)
@@ -200,13 +210,14 @@ def main() -> None:
                   f"ratio {t['cpu_ratio']:.2f}x")
     if args.only_tracing:
         return
-    o = overhead(args.runs)
-    print(f"Overhead per iteration ({args.runs} interleaved 5-tool episodes each, medians):")
+    o = overhead(args.runs, args.first)
+    print(f"Overhead per iteration ({args.runs} interleaved 5-tool episodes each, {args.first} first, medians):")
     print(f"  react-graph (think+act+observe+reflect): {o['ours_ms_per_iteration']:.3f} ms")
     print(f"  langchain create_agent (model+tools):    {o['create_agent_ms_per_iteration']:.3f} ms")
     print(f"  ratio: {o['ratio']:.2f}x   (goal <= 1.2x)")
     print(f"  in process CPU time: {o['ours_cpu_ms_per_iteration']:.3f} ms vs "
           f"{o['create_agent_cpu_ms_per_iteration']:.3f} ms, ratio {o['cpu_ratio']:.2f}x")
+    print(f"  ratios side by side: wall {o['ratio']:.2f}x, CPU {o['cpu_ratio']:.2f}x   ({args.first} first)")
     c = asyncio.run(concurrent_sessions(args.sessions))
     print(f"{c['sessions']} concurrent sessions (ainvoke), model sleeps 50 ms per call, 2 calls each (medians of 3):")
     print(f"  wall {c['wall_s']:.3f} s; the same run with a zero-latency model (CPU floor): {c['cpu_floor_s']:.3f} s")

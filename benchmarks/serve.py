@@ -12,7 +12,7 @@ and the Redis bytes an idle thread keeps with keep-latest retention.
 3. The load of tests/test_serve_load.py at `--load-runs` (1,000): 2 API processes, 3 workers, 50 clients,
    4 runs per thread enqueued over both API processes; lost, duplicated and interleaved counts, and its time.
 5. Auth on vs off: two `reactgraph serve` (1 worker each) at once, one with `--config` naming the example auth
-   file (tests/auth_owner.py: a bearer token per user, every thread action filtered to its owner), one without;
+   file (tests/support/auth_owner.py: a bearer token per user, every thread action filtered to its owner), one without;
    rounds alternate. Runs per second (`--clients` clients, runs.wait on a fresh thread), and the latency of a
    plain request (GET /threads/{id}, one client) p50/p99: the time the handler adds to every call.
 4. `--idle-threads` threads of 4 turns each; then a worker with `--thread-ttl 2s --ttl-strategy keep_latest
@@ -33,121 +33,31 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-import httpx
 import psutil
 import redis
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the load and its checks are the test suite's (tests/serve_load.py)
-from reactgraph.studio import launcher as studio  # noqa: E402
-from serve_load import check, drive, human, plan, sdk_client, start_scaled_service  # noqa: E402
-from test_serve import REACTGRAPH, free_port, stop, wait_for  # noqa: E402
+# the load and its checks are the test suite's (tests/support/serve_load.py, imported as `support.serve_load`)
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from serve_harness import (  # noqa: E402
+    cpu_s,
+    graph_time,
+    one_round,
+    pct,
+    request_latencies,
+    start_dev,
+    start_serve,
+    thread_bytes,
+    workers_alive,
+)
 
-
-def question(n: int) -> str:
-    return f"计算 {n % 97} + {n % 89} 等于多少"
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-async def one_round(url: str, runs: int, clients: int, offset: int, headers: dict[str, str] | None = None
-                    ) -> tuple[float, list[float]]:
-    """(runs per second, latency of each run in s): `clients` clients, each a fresh thread per run, `headers` on
-    every request."""
-    todo, latencies = list(range(offset, offset + runs)), []
-
-    async def client() -> None:
-        sdk = sdk_client(url, headers)
-        while todo:
-            n = todo.pop()
-            thread = await sdk.threads.create()
-            started = time.perf_counter()
-            final = await sdk.runs.wait(thread["thread_id"], "react", input=human(question(n)))
-            latencies.append(time.perf_counter() - started)
-            if str(n % 97 + n % 89) not in str(final.get("final_answer")):
-                raise AssertionError(f"{url}: wrong answer to {question(n)!r}: {final.get('final_answer')!r}")
-
-    started = time.perf_counter()
-    await asyncio.wait_for(asyncio.gather(*(client() for _ in range(clients))), 600)
-    return runs / (time.perf_counter() - started), latencies
-
-
-def graph_time(runs: int) -> list[float]:
-    """The same questions through the graph in this process: what neither server can go below."""
-    from langchain_core.messages import HumanMessage
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from reactgraph.graph import Context, build_react_graph
-
-    graph, times = build_react_graph(checkpointer=InMemorySaver()), []
-
-    async def go() -> None:
-        for n in range(runs):
-            started = time.perf_counter()
-            await graph.ainvoke({"messages": [HumanMessage(question(n))]}, {"configurable": {"thread_id": str(n)}},
-                                context=Context(model="offline"))
-            times.append(time.perf_counter() - started)
-
-    asyncio.run(go())
-    return times[5:]
-
-
-def start_dev(work: Path) -> tuple[str, subprocess.Popen]:
-    """`langgraph dev` on the same graphs, persistence in memory (no checkpointer, no store in its config)."""
-    config = work / "langgraph.json"
-    config.write_text(json.dumps({"dependencies": [str(ROOT)], "graphs": {"react": f"{ROOT}/graph/studio.py:react"},
-                                  "python_version": "3.11"}))
-    port = free_port()
-    env = studio.studio_env({**os.environ, "REACTGRAPH_MODEL": "offline"})
-    env.pop("REDIS_URL", None)
-    with (work / "dev.log").open("w") as log:
-        process = subprocess.Popen(studio.studio_command("127.0.0.1", port, reload=False, config=config), cwd=work,
-                                   env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    wait_for(lambda: _ok(url), 120, "langgraph dev answering /ok")
-    return url, process
-
-
-def _ok(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/ok", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def start_serve(redis_url: str, work: Path, workers: int, *options: str) -> tuple[str, subprocess.Popen]:
-    port = free_port()
-    env = {**os.environ, "REDIS_URL": redis_url, "REACTGRAPH_MODEL": "offline",
-           "REACTGRAPH_SERVICE_PREFIX": f"bench-serve-{os.getpid()}-{port}"}
-    with (work / f"serve-{port}.log").open("w") as log:
-        process = subprocess.Popen([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers), *options],
-                                   env=env,
-                                   stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    wait_for(lambda: _ok(url), 120, "reactgraph serve answering /ok")
-    return url, process
-
-
-def cpu_s(processes: list[Any]) -> float:
-    total = 0.0
-    for process in processes:
-        try:
-            for p in [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]:
-                times = p.cpu_times()
-                total += times.user + times.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
+from support.serve_load import check, drive, plan, start_scaled_service  # noqa: E402
+from test_serve import stop, wait_for  # noqa: E402
 
 
 def versus_dev(args: argparse.Namespace, work: Path) -> None:
@@ -196,26 +106,12 @@ def versus_dev(args: argparse.Namespace, work: Path) -> None:
           f"{pct(latencies['langgraph dev'], 0.5) / pct(latencies['reactgraph serve (1 worker)'], 0.5):.2f}×")
 
 
-def request_latencies(url: str, headers: dict[str, str], n: int) -> list[float]:
-    """GET /threads/{id} of one thread, one client, n times: one request's time with and without auth."""
-    with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
-        thread = client.post("/threads", json={}).json()["thread_id"]
-        for _ in range(20):  # warm: connection, imports
-            client.get(f"/threads/{thread}").raise_for_status()
-        times = []
-        for _ in range(n):
-            started = time.perf_counter()
-            client.get(f"/threads/{thread}").raise_for_status()
-            times.append(time.perf_counter() - started)
-    return times
-
-
 def auth_overhead(args: argparse.Namespace, work: Path) -> None:
     config = work / "langgraph.json"
-    config.write_text(json.dumps({"auth": {"path": str(ROOT / "tests" / "auth_owner.py") + ":auth"}}))
+    config.write_text(json.dumps({"auth": {"path": str(ROOT / "tests" / "support" / "auth_owner.py") + ":auth"}}))
     options: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
         "auth off": ((), {}),
-        "auth on (tests/auth_owner.py)": (("--config", str(config)), {"Authorization": "Bearer token-alice"})}
+        "auth on (tests/support/auth_owner.py)": (("--config", str(config)), {"Authorization": "Bearer token-alice"})}
     rates: dict[str, list[float]] = {name: [] for name in options}
     latencies: dict[str, list[float]] = {name: [] for name in options}
     requests: dict[str, list[float]] = {name: [] for name in options}
@@ -268,7 +164,7 @@ def scaling(args: argparse.Namespace, work: Path) -> None:
     api_cpu, worker_cpu = dict.fromkeys(services, 0.0), dict.fromkeys(services, 0.0)
     clients = max(args.clients, 12)
     try:
-        wait_for(lambda: all(_workers_alive(url) == w for w, (_s, url) in services.items()), 60, "the workers")
+        wait_for(lambda: all(workers_alive(url) == w for w, (_s, url) in services.items()), 60, "the workers")
         for _s, url in services.values():
             asyncio.run(one_round(url, 2 * clients, clients, 20_000))
         for r in range(args.rounds):
@@ -293,15 +189,6 @@ def scaling(args: argparse.Namespace, work: Path) -> None:
         print(f"| {workers} | {rate:.1f} | {rate / base:.2f}× "
               f"| {api_cpu[workers] / done * 1000:.1f} ms | {worker_cpu[workers] / done * 1000:.1f} ms |")
     print(f"cores: {psutil.cpu_count()} (load average before: {os.getloadavg()[0]:.1f})")
-
-
-def _workers_alive(url: str) -> int:
-    try:
-        text = httpx.get(f"{url}/metrics", timeout=5).text
-    except httpx.HTTPError:
-        return -1
-    line = next((li for li in text.splitlines() if li.startswith("reactgraph_workers_alive ")), "x -1")
-    return int(float(line.split()[1]))
 
 
 def load(args: argparse.Namespace, work: Path) -> None:
@@ -333,7 +220,7 @@ def idle_bytes(args: argparse.Namespace, work: Path) -> None:
         threads = plan(4 * args.idle_threads, 4)
         result = asyncio.run(drive(urls, threads, 10, timeout_s=600))
         ids = [t.thread_id for t in result.threads]
-        before, before_cp = _thread_bytes(raw, ids), [u.bytes for u in saver.usage(ids)]
+        before, before_cp = thread_bytes(raw, ids), [u.bytes for u in saver.usage(ids)]
         service.start_worker("--thread-ttl", "2s", "--ttl-strategy", "keep_latest", "--sweep-every", "1s")
 
         def all_pruned() -> bool:
@@ -341,7 +228,7 @@ def idle_bytes(args: argparse.Namespace, work: Path) -> None:
 
         wait_for(all_pruned, 120, "every thread pruned to its latest checkpoint")
         time.sleep(1)
-        after, after_cp = _thread_bytes(raw, ids), [u.bytes for u in saver.usage(ids)]
+        after, after_cp = thread_bytes(raw, ids), [u.bytes for u in saver.usage(ids)]
     finally:
         stop(service)
         saver.close()
@@ -354,18 +241,6 @@ def idle_bytes(args: argparse.Namespace, work: Path) -> None:
     print(f"| before the sweep | {sum(before) / n / 1024:.1f} KiB | {sum(before_cp) / n / 1024:.1f} KiB |")
     print(f"| after the sweep | {sum(after) / n / 1024:.1f} KiB | {sum(after_cp) / n / 1024:.1f} KiB |")
     print(f"**{sum(before) / max(1, sum(after)):.1f}× smaller** per idle thread")
-
-
-def _thread_bytes(raw: redis.Redis, thread_ids: list[str]) -> list[int]:
-    """MEMORY USAGE summed over every key carrying each thread's hash tag (checkpoints, writes, records, events)."""
-    wanted = {f"{{{t}}}": i for i, t in enumerate(thread_ids)}
-    totals = [0] * len(thread_ids)
-    for key in raw.scan_iter(match="*{*}*", count=2000):
-        text = key.decode(errors="replace")
-        tag = text[text.find("{"):text.find("}") + 1]
-        if tag in wanted:
-            totals[wanted[tag]] += raw.memory_usage(key, samples=0) or 0
-    return totals
 
 
 def main() -> None:

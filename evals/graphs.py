@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import reactgraph.graph as graph_api
+from reactgraph.errors import ReactGraphError
 from reactgraph.graph import Context
 
 Builder = Callable[..., Any]  # (gateway, checkpointer=None, store=None, *, model=...) -> compiled graph
 
 
-class UnknownGraphError(ValueError):
+class UnknownGraphError(ReactGraphError, ValueError):
     """A graph name that is not registered, or whose builder this installation does not have."""
 
 

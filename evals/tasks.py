@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
+
 SUITES_DIR = Path(__file__).parent / "suites"
 CRITERIA = ("expected", "expected_any", "pattern", "number", "checker")
 STATUSES = ("answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed")
@@ -33,7 +35,7 @@ KNOWN_FIELDS = {"id", "question", "lang", "tags", "tolerance", "params", "note",
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-class SuiteError(ValueError):
+class SuiteError(ReactGraphError, ValueError):
     """A suite that cannot be used (missing, malformed line, unknown checker); the message is one line."""
 
 

@@ -26,7 +26,7 @@ from reactgraph.nodes.plan_solve.plan import make_plan
 from reactgraph.nodes.plan_solve.replan import make_replan
 from reactgraph.nodes.plan_solve.solve import make_solve
 from reactgraph.nodes.plan_solve.state import PlanSolveState
-from reactgraph.nodes.runtime.node_driver import edge, plain_node
+from reactgraph.nodes.runtime.node_driver import edge
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import InputState
 from reactgraph.nodes.state.context import Context
@@ -49,9 +49,9 @@ def build_plan_solve_graph(gateway: ToolGateway | None = None, checkpointer: Bas
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
     builder.add_node("plan", make_plan(services), retry_policy=retry)
     builder.add_node("execute_step", make_execute_step(services), retry_policy=retry)
-    builder.add_node("approve", plain_node(make_approve(services), name="approve"))  # no retry: it only asks
+    builder.add_node("approve", make_approve(services))  # no retry: it only asks
     builder.add_node("act", make_act(services))  # the gateway retries tool calls itself
-    builder.add_node("observe", plain_node(observe_step, name="observe"))
+    builder.add_node("observe", observe_step)
     builder.add_node("replan", make_replan(services), retry_policy=retry)
     builder.add_node("solve", make_solve(services), retry_policy=retry)
     builder.add_node("save_memory", save_memory)

@@ -20,7 +20,7 @@ from reactgraph.nodes.conversation.save_memory import save_memory
 from reactgraph.nodes.react.finalize import make_finalize
 from reactgraph.nodes.react.reflect import make_reflect
 from reactgraph.nodes.react.think import make_think
-from reactgraph.nodes.runtime.node_driver import edge, plain_node
+from reactgraph.nodes.runtime.node_driver import edge
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState, InputState
 from reactgraph.nodes.state.context import Context
@@ -43,9 +43,9 @@ def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseChec
     builder = StateGraph(AgentState, context_schema=Context, input_schema=InputState)
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
     builder.add_node("think", make_think(services), retry_policy=retry)
-    builder.add_node("approve", plain_node(make_approve(services), name="approve"))  # no retry: it only asks
+    builder.add_node("approve", make_approve(services))  # no retry: it only asks
     builder.add_node("act", make_act(services))  # the gateway retries tool calls itself
-    builder.add_node("observe", plain_node(observe))
+    builder.add_node("observe", observe)
     builder.add_node("reflect", make_reflect(services), retry_policy=retry)
     builder.add_node("finalize", make_finalize(services), retry_policy=retry)
     builder.add_node("save_memory", save_memory)

@@ -18,12 +18,13 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
-from reactgraph.tools.telemetry import redact  # arguments as logs may show them: secrets masked, long values cut
+from reactgraph.errors import ReactGraphError
+from reactgraph.tools.policies.observability.telemetry import redact  # arguments as logs show them (masked, cut)
 
 MAX_CHECKPOINTS = 5000  # a session's checkpoints read at most: bounds the time and memory one trace takes
 
 
-class TraceError(LookupError):
+class TraceError(ReactGraphError, LookupError):
     """No such session in the store, or no such turn in it; the message is the one line to show."""
 
 

@@ -3,8 +3,8 @@
 Spans of the run, its nodes and its model calls come from our LangChain callback handler (`run_spans.RunSpans`,
 GenAI semantic conventions), which every LangChain callback manager of the process picks up through
 langchain-core's configure hook while tracing is on. Tool-call spans come from the gateway's own `ToolTracing`
-step (reactgraph.tools.tracing). Importing this module loads nothing else (the CLI reads `tracing_requested`
-before any agent machinery is loaded).
+step (reactgraph.tools.policies.observability.spans), switched through reactgraph.tools.tracing. Importing this
+module loads nothing else (the CLI reads `tracing_requested` before any agent machinery is loaded).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import os
 import threading
 from collections.abc import Mapping
 from typing import Any
+
+from reactgraph.errors import ReactGraphError
 
 DEFAULT_ENDPOINT = "http://localhost:4318/v1/traces"  # the OTLP/HTTP default of the OTel specification
 ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -41,7 +43,7 @@ class _HandlerSwitch:
 _switch = _HandlerSwitch()
 
 
-class TracingUnavailable(RuntimeError):
+class TracingUnavailable(ReactGraphError, RuntimeError):
     """OpenTelemetry (the `otel` extra) is not installed."""
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reactgraph.errors import ReactGraphError
+
 # Each backend is imported in its own branch: `--store memory` never loads redis-py (~0.2 s with its
 # OpenTelemetry hooks), and the Redis path never loads SQLite.
 from reactgraph.memory.redis_checkpoint.errors import redact
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
-class CheckpointerConfigError(ValueError):
+class CheckpointerConfigError(ReactGraphError, ValueError):
     """The checkpointer URL names nothing we can open; the message lists what is accepted."""
 
 

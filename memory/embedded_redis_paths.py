@@ -12,13 +12,15 @@ import stat
 import sys
 from pathlib import Path
 
+from reactgraph.errors import ReactGraphError
+
 # sun_path holds 108 bytes on Linux and 104 on macOS (BSDs too), the terminating NUL included
 MAX_SOCKET_PATH = 107 if sys.platform.startswith("linux") else 103
 # a runtime directory longer than this would not leave room for our own directory and socket name
 _MAX_RUNTIME_DIR = 48
 
 
-class EmbeddedRedisError(RuntimeError):
+class EmbeddedRedisError(ReactGraphError, RuntimeError):
     """The embedded Redis cannot be used here or could not be started; the message says why and what to do."""
 
 

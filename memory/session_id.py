@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from reactgraph.errors import ReactGraphError
+
 MAX_SESSION_ID = 256  # characters; keys and store labels stay well under Redis's limits
 
 # Categories that break one-line output or cannot be stored: controls, surrogates, line/paragraph separators.
@@ -24,7 +26,7 @@ _LABEL_ESCAPES = {"%": "%25", ".": "%2E"}
 _LABEL_UNESCAPE = re.compile("%(25|2E)")
 
 
-class InvalidSessionId(ValueError):
+class InvalidSessionId(ReactGraphError, ValueError):
     """A session id that cannot be used; the message is one line naming the cause."""
 
 

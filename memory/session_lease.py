@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.memory.session_id import check_session_id
 
 TTL_ENV = "REACTGRAPH_SESSION_LEASE_TTL"
@@ -31,7 +32,7 @@ MAX_TTL_S = 3600.0
 DEFAULT_WAIT_S = 300.0  # how long a second turn waits for the first before giving up
 
 
-class SessionBusy(RuntimeError):
+class SessionBusy(ReactGraphError, RuntimeError):
     """Another turn holds the session and did not finish within the wait; the message is one line."""
 
     def __init__(self, message: str, session: str, holder: LeaseHolder | None) -> None:
@@ -39,7 +40,7 @@ class SessionBusy(RuntimeError):
         self.session, self.holder = session, holder
 
 
-class SessionLeaseLost(RuntimeError):
+class SessionLeaseLost(ReactGraphError, RuntimeError):
     """The lease ran out while this turn still ran (renewals failed): another turn may have started."""
 
 

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 from langchain_core.language_models import BaseChatModel
 from pydantic import SecretStr
 
+from reactgraph.errors import ReactGraphError
+
 SPEC_HELP = "use 'offline', 'openai:<model>' (e.g. openai:gpt-4o-mini) or 'anthropic:<model>'"
 DEFAULT_RETRIES = 3
 DEFAULT_TIMEOUT_S = 60.0
@@ -19,7 +21,7 @@ SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 NONSTANDARD_STATUS = {529: "Overloaded"}  # Anthropic's "API temporarily overloaded" (retried like a 5xx)
 
 
-class ModelConfigError(ValueError):
+class ModelConfigError(ReactGraphError, ValueError):
     """The model spec or its environment is unusable; the message is one line a user can act on."""
 
 

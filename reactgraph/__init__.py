@@ -32,6 +32,7 @@ if not (_HERE / "graph").is_dir() and (_HERE.parent / "graph" / "react.py").is_f
 
 if TYPE_CHECKING:
     from reactgraph._version import __version__
+    from reactgraph.errors import ReactGraphError
     from reactgraph.graph import (
         AgentState,
         Context,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "__version__": "reactgraph._version",
+    "ReactGraphError": "reactgraph.errors",
     "AgentState": "reactgraph.graph", "Context": "reactgraph.graph", "ExecutionStep": "reactgraph.graph",
     "build_plan_solve_graph": "reactgraph.graph", "build_react_graph": "reactgraph.graph",
     "build_reflexion_graph": "reactgraph.graph",

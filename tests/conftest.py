@@ -270,7 +270,7 @@ def saver(redis_url: str, redis_prefix: str):
 @pytest.fixture
 def own_redis(tmp_path):
     """A private redis-server that a test may stop and start again (its data kept on disk): call it to start."""
-    from local_servers import private_redis
+    from support.local_servers import private_redis
 
     start, processes = private_redis(tmp_path / "redis-data")
     yield start

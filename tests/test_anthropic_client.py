@@ -3,7 +3,7 @@
 Every test scripts the server's replies, runs the agent (Python API or the `reactgraph` command) with
 `anthropic:test-model`, and checks what the server received: the system prompt, tool definitions, tool_use /
 tool_result blocks, the reflection's forced tool, the closing call's tool_choice, retries. The server refuses
-requests the real API refuses (see tests/anthropic_server.py), so a test also fails when the client sends
+requests the real API refuses (see tests/support/provider_anthropic.py), so a test also fails when the client sends
 one. No network and no real LLM.
 """
 
@@ -20,11 +20,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from anthropic_server import AnthropicServer, calls, error, slow, text, verdict
-from cli_env import CLEARED, clean_env
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 from reactgraph.models.loader import describe_model_error, without_tool_use
 from reactgraph.tools import ToolSession, default_gateway
+from support.cli_env import CLEARED, clean_env
+from support.provider_server import ProviderServer, calls, error, slow, text, verdict
 
 anthropic = pytest.importorskip("anthropic")
 pytest.importorskip("langchain_anthropic")
@@ -40,11 +40,11 @@ NO_TOOL_USE = {"type": "none"}
 def provider(monkeypatch):
     """Points `anthropic:` models at a server; one retry and a short timeout keep failing tests fast."""
 
-    def use(server: AnthropicServer | str, retries: int = 1, timeout: float = 10,
+    def use(server: ProviderServer | str, retries: int = 1, timeout: float = 10,
             node_retries: int = 0) -> None:
         for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", "ANTHROPIC_")) and n != "REACTGRAPH_HOME"]:
             monkeypatch.delenv(name)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server if isinstance(server, str) else server.base_url)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server if isinstance(server, str) else server.anthropic_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
         monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
         monkeypatch.setenv("REACTGRAPH_MODEL_TIMEOUT", str(timeout))
@@ -62,10 +62,10 @@ def ask(question: str, checkpointer=None, **context):
                         context=Context(model=MODEL, **context))
 
 
-def reactgraph(*args: str, server: AnthropicServer | str, retries: int = 1) -> subprocess.CompletedProcess:
+def reactgraph(*args: str, server: ProviderServer | str, retries: int = 1) -> subprocess.CompletedProcess:
     env = clean_env()
     env.update(ANTHROPIC_API_KEY=SECRET, REACTGRAPH_MODEL_RETRIES=str(retries), REACTGRAPH_NODE_RETRIES="0",
-               ANTHROPIC_BASE_URL=server if isinstance(server, str) else server.base_url)
+               ANTHROPIC_BASE_URL=server if isinstance(server, str) else server.anthropic_url)
     return subprocess.run([REACTGRAPH, "ask", *args, "--model", MODEL], capture_output=True, text=True,
                           timeout=120, env=env)
 
@@ -76,14 +76,14 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture):
     reached file descriptors 1 and 2 as its stdout and stderr (for the runs where the process is not the point)."""
     from reactgraph.cli.app import main
 
-    def run(*args: str, server: AnthropicServer | str, retries: int = 1) -> subprocess.CompletedProcess:
+    def run(*args: str, server: ProviderServer | str, retries: int = 1) -> subprocess.CompletedProcess:
         with monkeypatch.context() as patch:
             for name in [n for n in os.environ if n.startswith(CLEARED) and n != "REACTGRAPH_HOME"]:
                 patch.delenv(name)
             patch.setenv("ANTHROPIC_API_KEY", SECRET)
             patch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
             patch.setenv("REACTGRAPH_NODE_RETRIES", "0")
-            patch.setenv("ANTHROPIC_BASE_URL", server if isinstance(server, str) else server.base_url)
+            patch.setenv("ANTHROPIC_BASE_URL", server if isinstance(server, str) else server.anthropic_url)
             capfd.readouterr()
             code = main(["ask", *args, "--model", MODEL])
             out, err = capfd.readouterr()
@@ -113,7 +113,7 @@ def closed_port_url() -> str:
 # --- tool calling ------------------------------------------------------------------------------------------
 
 def test_parallel_tool_use_reflection_and_the_answer_travel_through_the_real_client(provider):
-    with AnthropicServer(calls(("get_weather", {"city": "北京"}), ("get_weather", {"city": "上海"}),
+    with ProviderServer(calls(("get_weather", {"city": "北京"}), ("get_weather", {"city": "上海"}),
                                content="Need both cities."),
                          verdict(True, note="Both temperatures are known."),
                          text("上海更热：12°C，北京 3°C。")) as server:
@@ -155,7 +155,7 @@ def test_parallel_tool_use_reflection_and_the_answer_travel_through_the_real_cli
 
 
 def test_tool_results_go_back_to_the_model_under_the_right_tool_use_ids(provider):
-    with AnthropicServer(calls(("calculator", {"expression": "(15+27)*3"}), content="Compute it."),
+    with ProviderServer(calls(("calculator", {"expression": "(15+27)*3"}), content="Compute it."),
                          verdict(False, note="Check the result."), text("126")) as server:
         provider(server)
         result = ask("(15+27)*3?")
@@ -174,7 +174,7 @@ def test_tool_results_go_back_to_the_model_under_the_right_tool_use_ids(provider
 
 
 def test_invalid_tool_input_is_returned_as_an_error_tool_result(provider):
-    with AnthropicServer(calls(("calculator", {"expr": "2+2"}), content="Add."),
+    with ProviderServer(calls(("calculator", {"expr": "2+2"}), content="Add."),
                          calls(("calculator", {"expression": "2+2"})), text("4")) as server:
         provider(server)
         result = ask("2+2?", reflection="rules")
@@ -187,7 +187,7 @@ def test_invalid_tool_input_is_returned_as_an_error_tool_result(provider):
 
 
 def test_denied_tools_are_not_offered_to_the_provider(provider):
-    with AnthropicServer(text("Hello.")) as server:
+    with ProviderServer(text("Hello.")) as server:
         provider(server)
         ask("hi", denied_tools=["network", "search"])
     names = server.tool_names(0)
@@ -199,7 +199,7 @@ def test_denied_tools_are_not_offered_to_the_provider(provider):
 
 def test_the_server_refuses_tool_history_without_tools_like_the_real_api(provider):
     """The rule finalize has to respect, shown on the bare client: tools defined + tool_choice none passes."""
-    with AnthropicServer(text("Noon.")) as server:  # a refused request uses no scripted reply
+    with ProviderServer(text("Noon.")) as server:  # a refused request uses no scripted reply
         provider(server, retries=0)
         model = load_chat_model(MODEL)
         history = [HumanMessage("time?"),
@@ -212,14 +212,14 @@ def test_the_server_refuses_tool_history_without_tools_like_the_real_api(provide
         reply = without_tool_use(model, [schema]).invoke(history)
     assert isinstance(refused.value, anthropic.BadRequestError)
     assert describe_model_error(refused.value, model) == (
-        f"model provider error: 400 Bad Request from {server.base_url}: Requests which include `tool_use` or "
+        f"model provider error: 400 Bad Request from {server.anthropic_url}: Requests which include `tool_use` or "
         "`tool_result` blocks must define tools.")
     assert reply.content == "Noon." and server.requests[1]["tool_choice"] == NO_TOOL_USE
     assert server.rejections == ["Requests which include `tool_use` or `tool_result` blocks must define tools."]
 
 
 def test_at_the_iteration_limit_finalize_answers_with_tools_defined_but_not_callable(provider):
-    with AnthropicServer(calls(("search", {"query": "LangGraph"}), content="Look it up."),
+    with ProviderServer(calls(("search", {"query": "LangGraph"}), content="Look it up."),
                          verdict(False, note="More detail needed."),
                          calls(("search", {"query": "LangGraph"}), content="Will be ignored: tool_choice none.")
                          ) as server:
@@ -234,7 +234,7 @@ def test_at_the_iteration_limit_finalize_answers_with_tools_defined_but_not_call
 
 def test_a_repeated_call_ends_with_a_closing_call_the_api_accepts(provider):
     same = calls(("calculator", {"expression": "6*7"}))
-    with AnthropicServer(same, same, text("42")) as server:
+    with ProviderServer(same, same, text("42")) as server:
         provider(server)
         result = ask("6*7?", reflection="rules")
     assert server.rejections == []
@@ -246,7 +246,7 @@ def test_a_repeated_call_ends_with_a_closing_call_the_api_accepts(provider):
 
 
 def test_a_later_question_on_the_same_thread_sends_the_earlier_tool_rounds_validly(provider):
-    with AnthropicServer(calls(("get_time", {})), verdict(True), text("Noon."),
+    with ProviderServer(calls(("get_time", {})), verdict(True), text("Noon."),
                          calls(("calculator", {"expression": "1+1"})), verdict(True), text("2")) as server:
         provider(server)
         saver = InMemorySaver()
@@ -260,7 +260,7 @@ def test_a_later_question_on_the_same_thread_sends_the_earlier_tool_rounds_valid
 # --- the text protocol -------------------------------------------------------------------------------------
 
 def test_text_protocol_sends_stop_sequences_no_tools_and_observations_as_text(provider):
-    with AnthropicServer(text('Thought: Add them.\nAction: calculator\nAction Input: {"expression": "2+3"}\n'
+    with ProviderServer(text('Thought: Add them.\nAction: calculator\nAction Input: {"expression": "2+3"}\n'
                               "Observation: 7 (made up)"),
                          text("Thought: I can answer now.\nFinal Answer: 2 + 3 = 5")) as server:
         provider(server)
@@ -281,7 +281,7 @@ def test_text_protocol_sends_stop_sequences_no_tools_and_observations_as_text(pr
 # --- streaming ---------------------------------------------------------------------------------------------
 
 async def test_stream_mode_messages_yields_the_providers_tokens(provider):
-    with AnthropicServer(calls(("get_time", {"timezone": "Tokyo"}), content="Check the clock."),
+    with ProviderServer(calls(("get_time", {"timezone": "Tokyo"}), content="Check the clock."),
                          verdict(True, note="Time known."), text("It is late evening in Tokyo.")) as server:
         provider(server)
         graph = build_react_graph()
@@ -311,7 +311,7 @@ def _texts(chunk) -> list[str]:
 
 @pytest.mark.parametrize("status", [429, 529])
 def test_a_rate_limit_or_overload_is_retried_and_the_run_goes_on(provider, status):
-    with AnthropicServer(error(status, "slow down"), text("Fine.")) as server:
+    with ProviderServer(error(status, "slow down"), text("Fine.")) as server:
         provider(server, retries=2)
         result = ask("hi")
     assert (result["status"], result["final_answer"]) == ("answered", "Fine.") and len(server.requests) == 2
@@ -320,17 +320,17 @@ def test_a_rate_limit_or_overload_is_retried_and_the_run_goes_on(provider, statu
 
 @pytest.mark.parametrize(("status", "phrase"), [(500, "Internal Server Error"), (529, "Overloaded")])
 def test_a_persistent_server_error_fails_the_run_with_one_line(provider, status, phrase):
-    with AnthropicServer(*[error(status, "upstream exploded")] * 3) as server:
+    with ProviderServer(*[error(status, "upstream exploded")] * 3) as server:
         provider(server, retries=2)
         result = ask("hi")
     assert result["status"] == "failed" and len(server.requests) == 3
-    assert result["final_answer"] == (f"model provider error: {status} {phrase} from {server.base_url}: "
+    assert result["final_answer"] == (f"model provider error: {status} {phrase} from {server.anthropic_url}: "
                                       "upstream exploded (after 2 retries)")
     assert [(s["node"], s["status"]) for s in result["steps"]] == [("think", "model_error"), ("finalize", "failed")]
 
 
 def test_an_outage_longer_than_the_clients_retries_is_survived_by_the_nodes_retry_policy(provider):
-    with AnthropicServer(*[error(529, "overloaded")] * 3, text("Fine.")) as server:
+    with ProviderServer(*[error(529, "overloaded")] * 3, text("Fine.")) as server:
         provider(server, retries=1, node_retries=1)
         result = ask("hi")
     assert (result["status"], result["final_answer"]) == ("answered", "Fine.") and len(server.requests) == 4
@@ -339,11 +339,11 @@ def test_an_outage_longer_than_the_clients_retries_is_survived_by_the_nodes_retr
 
 
 def test_an_outage_longer_than_every_retry_fails_with_one_line_that_counts_them(provider):
-    with AnthropicServer(*[error(500, "upstream exploded")] * 4) as server:
+    with ProviderServer(*[error(500, "upstream exploded")] * 4) as server:
         provider(server, retries=1, node_retries=1)
         result = ask("hi")
     assert result["status"] == "failed" and len(server.requests) == 4
-    assert result["final_answer"] == (f"model provider error: 500 Internal Server Error from {server.base_url}: "
+    assert result["final_answer"] == (f"model provider error: 500 Internal Server Error from {server.anthropic_url}: "
                                       "upstream exploded (after 1 retry) (gave up after 2 attempts)")
 
 
@@ -356,15 +356,15 @@ def test_a_refused_connection_fails_the_run_instead_of_crashing(provider):
 
 
 def test_a_provider_that_never_answers_times_out(provider):
-    with AnthropicServer(slow(3)) as server:
+    with ProviderServer(slow(3)) as server:
         provider(server, retries=0, timeout=0.3)
         result = ask("hi")
     assert result["status"] == "failed"
-    assert result["final_answer"] == f"model provider error: no reply from {server.base_url} within 0.3s"
+    assert result["final_answer"] == f"model provider error: no reply from {server.anthropic_url} within 0.3s"
 
 
 def test_the_cli_reports_a_failing_provider_in_one_line_and_exits_1(run_cli):
-    with AnthropicServer(*[error(500, "upstream exploded")] * 2) as server:
+    with ProviderServer(*[error(500, "upstream exploded")] * 2) as server:
         done = run_cli("hi", "--json", "--store", "memory", server=server)
     assert done.returncode == 1 and done.stderr == ""
     payload = json.loads(done.stdout)
@@ -421,7 +421,7 @@ def test_other_models_still_get_no_tools_for_the_closing_call(monkeypatch):
 # --- the command line, end to end and the API key ------------------------------------------------------------
 
 def test_the_cli_runs_against_the_provider():
-    with AnthropicServer(calls(("calculator", {"expression": "6*7"})), verdict(True), text("42")) as server:
+    with ProviderServer(calls(("calculator", {"expression": "6*7"})), verdict(True), text("42")) as server:
         done = reactgraph("6*7?", "--json", "--store", "memory", server=server)
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
@@ -433,7 +433,7 @@ def test_the_cli_runs_against_the_provider():
 
 def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path, run_cli):
     store = tmp_path / "sessions.db"
-    with AnthropicServer(calls(("search", {"query": "LangGraph"})), verdict(True), text("A graph library."),
+    with ProviderServer(calls(("search", {"query": "LangGraph"})), verdict(True), text("A graph library."),
                          error(401, f"invalid x-api-key: {SECRET}")) as server:
         done = run_cli("What is LangGraph?", "--json", "--debug", "--session", "s1",
                        "--store", f"sqlite:///{store}", server=server)
@@ -441,8 +441,8 @@ def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path, run_c
     assert done.returncode == 0, done.stderr
     assert server.api_keys() == [SECRET] * 4  # it was used…
     assert failed.returncode == 1
-    assert json.loads(failed.stdout)["answer"] == (f"model provider error: 401 Unauthorized from {server.base_url}: "
-                                                   "invalid x-api-key: ***")
+    assert json.loads(failed.stdout)["answer"] == (
+        f"model provider error: 401 Unauthorized from {server.anthropic_url}: invalid x-api-key: ***")
     saved = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert saved and b"A graph library." in saved  # …and the state really was saved
     for shown in (done.stdout, done.stderr, failed.stdout, failed.stderr):
@@ -452,7 +452,7 @@ def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path, run_c
 
 def test_the_api_key_stays_out_of_checkpoints_from_the_python_api(provider):
     saver = InMemorySaver()
-    with AnthropicServer(calls(("get_time", {})), verdict(True), text("Noon.")) as server:
+    with ProviderServer(calls(("get_time", {})), verdict(True), text("Noon.")) as server:
         provider(server)
         ask("time?", checkpointer=saver)
     dumped = repr(saver.storage) + repr(saver.writes) + repr(saver.blobs)

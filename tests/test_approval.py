@@ -23,7 +23,7 @@ from reactgraph.nodes.state.context import Context, InvalidContext
 from reactgraph.nodes.tool_round.approve import MAX_ASKS
 from reactgraph.tools import ToolGateway, ToolRegistrationError, ToolSession, ToolStatus, default_gateway
 from reactgraph.tools.builtin import http_get_tool
-from tests.scripted import ScriptedChatModel, call, tool_reply
+from support.scripted import ScriptedChatModel, call, tool_reply
 
 RULES = Context(reflection="rules")
 

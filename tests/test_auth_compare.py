@@ -1,4 +1,4 @@
-"""The same auth.py (tests/auth_owner.py, a `langgraph_sdk.Auth`) under `langgraph dev` and under `reactgraph
+"""The same auth.py (tests/support/auth_owner.py, a `langgraph_sdk.Auth`) under `langgraph dev` and under `reactgraph
 serve`: the same requests of three users get the same statuses and show the same number of threads.
 
 `langgraph dev` (langgraph-cli[inmem]) runs custom auth offline with no licence: its in-memory runtime ships
@@ -30,7 +30,7 @@ ECHO_GRAPH = textwrap.dedent("""
     graph = StateGraph(MessagesState).add_node(answer).add_edge(START, "answer").compile()
 """)
 TOKENS = {"alice": "token-alice", "bob": "token-bob", "carol": "token-carol", "mallory": "token-mallory"}
-# Where the two servers differ on purpose (README "Security model" says why); everything else must be equal.
+# Where the two servers differ on purpose (docs/security.md says why); everything else must be equal.
 DELIBERATE = {
     # langgraph-api answers a copy of a thread it will not show you 409 (as for one that does not exist);
     # reactgraph answers 404 for both, like every other route on such a thread
@@ -41,7 +41,7 @@ DELIBERATE = {
 @pytest.fixture(scope="module")
 def servers(redis_url: str, tmp_path_factory) -> Iterator[dict[str, str]]:
     work = tmp_path_factory.mktemp("compare")
-    shutil.copy(Path(TESTS) / "auth_owner.py", work / "auth_owner.py")
+    shutil.copy(Path(TESTS) / "support" / "auth_owner.py", work / "auth_owner.py")
     (work / "echo_graph.py").write_text(ECHO_GRAPH, encoding="utf-8")
     (work / "langgraph.json").write_text(json.dumps({
         "dependencies": ["."], "graphs": {"react": "./echo_graph.py:graph"},

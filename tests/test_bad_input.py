@@ -22,8 +22,8 @@ from reactgraph.nodes.state.context import InvalidContext, UnknownToolNames, res
 from reactgraph.tools import default_gateway
 from reactgraph.tools.errors import ToolError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.policies.breaker_state import BreakerConfig
-from scripted import ScriptedChatModel, notes_gateway
+from reactgraph.tools.policies.resilience.breaker_state import BreakerConfig
+from support.scripted import ScriptedChatModel, notes_gateway
 
 BUILDERS = [build_react_graph, build_plan_solve_graph, build_reflexion_graph]
 EMPTY = ["", "   ", "\t\n", "\u3000\u200b\ufeff"]  # ideographic space, zero-width space, BOM: nothing visible

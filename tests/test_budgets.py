@@ -16,7 +16,7 @@ from reactgraph.models.offline.usage import usage_for
 from reactgraph.nodes.runtime import budget
 from reactgraph.tools import ToolGateway
 from reactgraph.tools.builtin import builtin_tools
-from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 COMPOUND = "北京和上海的气温分别是多少？然后计算 3*7"
 NOTE = "Stopped early: the {what} is used up"

@@ -516,8 +516,12 @@ async def test_http_get_connects_to_the_address_it_checked(monkeypatch: pytest.M
     """A second DNS answer (rebinding to 127.0.0.1) cannot be used: the request goes to the checked IP."""
     answers = {"docs.python.org": "151.101.0.223", "intranet.python.org": "10.0.0.5"}
 
-    async def resolve(host: str, port: int) -> list[Any]:
-        return [ipaddress.ip_address(answers[host])]
+    resolver = socket.getaddrinfo
+
+    def getaddrinfo(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:  # DNS, at the socket layer
+        if host not in answers:
+            return resolver(host, port, *args, **kwargs)
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (answers[host], port))]
 
     sent: list[httpx.Request] = []
 
@@ -525,7 +529,7 @@ async def test_http_get_connects_to_the_address_it_checked(monkeypatch: pytest.M
         sent.append(request)
         return httpx.Response(200, text="ok", headers={"content-type": "text/plain"})
 
-    monkeypatch.setattr("reactgraph.tools.builtin.http_get._resolve", resolve)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     tool = http_get_tool(["python.org"], transport=httpx.MockTransport(respond))
     result = await tool.run(url="https://docs.python.org/3/")
     assert result["url"] == "https://docs.python.org/3/" and result["body"] == "ok"

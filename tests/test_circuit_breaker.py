@@ -18,8 +18,8 @@ from reactgraph.tools import (
     ToolSession,
     ToolStatus,
 )
-from reactgraph.tools.policies.breaker_state import admit, on_failure, on_neutral, on_success
-from waits import until
+from reactgraph.tools.policies.resilience.breaker_state import admit, on_failure, on_neutral, on_success
+from support.waits import until
 
 CONFIG = BreakerConfig(failure_threshold=2, cooldown_s=30)
 CLOSED = BreakerSnapshot()

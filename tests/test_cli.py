@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_env import CLEARED, clean_env
+from support.cli_env import CLEARED, clean_env
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 

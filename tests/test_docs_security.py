@@ -1,5 +1,5 @@
-"""The worked auth example that the README's "Security model" and docs/security.md show is the file the auth
-tests run (tests/auth_owner.py, under both `reactgraph serve` and `langgraph dev`): the same code, comments and
+"""The worked auth example that docs/security.md shows is the file the auth
+tests run (tests/support/auth_owner.py, under both `reactgraph serve` and `langgraph dev`): the same code, comments and
 docstrings aside, so the page cannot drift from what was tested."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
-EXAMPLE = Path(__file__).parent / "auth_owner.py"
+EXAMPLE = Path(__file__).parent / "support" / "auth_owner.py"
 
 
 def _code(source: str) -> str:
@@ -32,6 +32,6 @@ def _auth_block(page: Path) -> str:
     return found[0]
 
 
-@pytest.mark.parametrize("page", ["README.md", "docs/security.md"])
+@pytest.mark.parametrize("page", ["docs/security.md"])
 def test_the_pages_auth_example_is_the_tested_file(page):
     assert _code(_auth_block(ROOT / page)) == _code(EXAMPLE.read_text(encoding="utf-8"))

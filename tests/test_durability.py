@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_env import clean_env
 from reactgraph.memory import RedisSaver
+from support.cli_env import clean_env
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 TESTS = str(Path(__file__).parent)
@@ -26,7 +26,7 @@ LEASE_TTL_S = "3"
 
 def cli_env(redis_url: str, log: Path, **extra: str) -> dict[str, str]:
     env = clean_env()
-    env.update(REDIS_URL=redis_url, DURABLE_LOG=str(log), REACTGRAPH_TOOLS="durable_tools:TOOLS",
+    env.update(REDIS_URL=redis_url, DURABLE_LOG=str(log), REACTGRAPH_TOOLS="support.durable_tools:TOOLS",
                PYTHONPATH=os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")])),
                REACTGRAPH_SESSION_LEASE_TTL=LEASE_TTL_S, **extra)
     return env

@@ -12,9 +12,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.tools import ToolGateway
 from reactgraph.tools.errors import TransientToolError
-from reactgraph.tools.policies.breaker_state import BreakerConfig
-from reactgraph.tools.policies.retry import Retry
-from scripted import ScriptedChatModel, call, tool_reply
+from reactgraph.tools.policies.resilience.breaker_state import BreakerConfig
+from reactgraph.tools.policies.resilience.retry import Retry
+from support.scripted import ScriptedChatModel, call, tool_reply
 
 RULES = Context(reflection="rules")
 MODES = ["updates", "custom"]
@@ -146,10 +146,10 @@ WEATHER = "北京和上海的天气分别怎么样？"
 
 
 def test_the_cli_step_view_shows_retries_as_dim_lines_and_json_is_unchanged(cli, cli_session):
-    import flaky_tools
+    from support import flaky_tools
 
     flaky_tools.reset()
-    code, out, err = cli("ask", WEATHER, "--tools", "flaky_tools:FLAKY", "--session", cli_session)
+    code, out, err = cli("ask", WEATHER, "--tools", "support.flaky_tools:FLAKY", "--session", cli_session)
     assert code == 0, err
     lines = out.splitlines()
     retries = [line.strip() for line in lines if "retry" in line and "↻" in line]
@@ -160,12 +160,13 @@ def test_the_cli_step_view_shows_retries_as_dim_lines_and_json_is_unchanged(cli,
     assert first_retry < next(i for i, line in enumerate(lines) if "Observation" in line)
 
     flaky_tools.reset()
-    code, out, err = cli("ask", WEATHER, "--tools", "flaky_tools:FLAKY", "--session", cli_session + "-j", "--json")
+    code, out, err = cli("ask", WEATHER, "--tools", "support.flaky_tools:FLAKY", "--session", cli_session + "-j",
+                         "--json")
     assert code == 0, err
     assert "↻" not in out and json.loads(out)["status"]
 
 
 def test_the_cli_step_view_shows_the_breaker_opening(cli, cli_session):
-    code, out, err = cli("ask", WEATHER, "--tools", "flaky_tools:DOWN", "--session", cli_session)
+    code, out, err = cli("ask", WEATHER, "--tools", "support.flaky_tools:DOWN", "--session", cli_session)
     assert code == 1, err  # no weather at all: the run ends as no_answer
     assert "⚠ breaker for get_weather open (2 failures)" in [line.strip() for line in out.splitlines()]

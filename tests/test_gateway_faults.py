@@ -18,7 +18,7 @@ from reactgraph.tools import (
     ToolStatus,
     TransientToolError,
 )
-from reactgraph.tools.policies.retry import Retry
+from reactgraph.tools.policies.resilience.retry import Retry
 
 SLACK_S = 1.0  # the machine is shared and noisy: bound times generously, never tightly
 

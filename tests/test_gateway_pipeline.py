@@ -23,7 +23,7 @@ from reactgraph.tools import (
     ToolSession,
     ToolStatus,
 )
-from waits import until
+from support.waits import until
 
 
 class WeatherParams(BaseModel):

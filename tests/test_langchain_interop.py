@@ -21,7 +21,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from reactgraph.tools import BreakerConfig, ToolGateway, ToolMeta, default_gateway
-from tests.scripted import ScriptedChatModel, call
+from support.scripted import ScriptedChatModel, call
 
 
 def interop_gateway() -> ToolGateway:

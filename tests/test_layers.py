@@ -1,6 +1,6 @@
 """The architecture as a test: every import inside the product goes to its own layer or one below it.
 
-    reactgraph.cli → reactgraph.evals → reactgraph.graph → nodes → models → tools → memory
+    the shell (reactgraph.cli, .service, .studio) → evals → graph → nodes → models → tools → memory
 """
 
 from __future__ import annotations
@@ -9,13 +9,15 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Highest layer first; a module belongs to the first (most specific) prefix it matches.
-LAYERS = ["reactgraph.cli", "reactgraph.evals", "reactgraph.graph", "reactgraph.nodes", "reactgraph.models",
-          "reactgraph.tools", "reactgraph.memory"]
-FOLDERS = {"graph": "reactgraph.graph", "nodes": "reactgraph.nodes", "models": "reactgraph.models",
-           "tools": "reactgraph.tools", "memory": "reactgraph.memory", "evals": "reactgraph.evals"}
-# The namespace's own plumbing (version, lazy attributes) sits beneath every layer.
-PLUMBING = ("reactgraph._lazy", "reactgraph._version")
+# Highest layer first; each layer is one or more packages, none inside another.
+LAYERS = [("reactgraph.cli", "reactgraph.service", "reactgraph.studio"), ("reactgraph.evals",), ("reactgraph.graph",),
+          ("reactgraph.nodes",), ("reactgraph.models",), ("reactgraph.tools",), ("reactgraph.memory",)]
+FOLDERS = {"reactgraph/cli": "reactgraph.cli", "reactgraph/service": "reactgraph.service",
+           "reactgraph/studio": "reactgraph.studio", "graph": "reactgraph.graph", "nodes": "reactgraph.nodes",
+           "models": "reactgraph.models", "tools": "reactgraph.tools", "memory": "reactgraph.memory",
+           "evals": "reactgraph.evals"}
+# The namespace's own plumbing (version, lazy attributes, the error root) sits beneath every layer.
+PLUMBING = ("reactgraph._lazy", "reactgraph._version", "reactgraph.errors")
 
 
 def layer_of(module: str) -> int | None:
@@ -47,6 +49,13 @@ def imported_modules(path: Path, module: str):
                 yield node.module
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("reactgraph."):
             yield node.value  # lazy-export tables name the modules they import later
+
+
+def test_every_product_module_has_a_layer():
+    modules = dict(product_modules())
+    assert {"reactgraph.cli.app", "reactgraph.service.app", "reactgraph.studio.launcher", "reactgraph.graph.react",
+            "reactgraph.memory.checkpointer"} <= set(modules)
+    assert [module for module in modules if layer_of(module) is None] == []
 
 
 def test_every_import_goes_to_its_own_layer_or_below():

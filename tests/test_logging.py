@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -12,7 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from reactgraph.cli.logs import JsonFormatter, TextFormatter
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.graph.run_context import run_scope
-from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 WEATHER = "What is the weather in Paris?"
 
@@ -124,14 +125,17 @@ def test_a_tool_exception_swallowed_by_the_gateway_is_logged_at_debug_with_its_t
     assert swallowed[0].swallowed == {"tool": "explode", "error_type": "RuntimeError"}
 
 
-def test_a_killed_redis_connection_is_logged_as_a_reconnect(saver, raw, caplog, redis_url):
+def test_a_killed_redis_connection_is_logged_as_a_reconnect(redis_url, redis_prefix, raw, caplog):
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
     config = {"configurable": {"thread_id": "log-reconnect", "checkpoint_ns": ""}}
-    saver.get_tuple(config)  # opens the connection the server is about to drop
-    conn = saver._wire._free[-1]  # the one the next command takes (a list used as a stack)
-    conn.send_command("CLIENT", "ID")
-    raw.client_kill_filter(_id=conn.read_response())
-    with caplog.at_level(logging.WARNING, logger="reactgraph.memory"):
-        assert saver.get_tuple(config) is None  # sent again on a new connection
+    name = f"log-reconnect-{uuid.uuid4().hex[:12]}"  # the saver's connections say who they are (CLIENT SETNAME)
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix, client_name=name) as saver:
+        saver.get_tuple(config)  # opens the connection the server is about to drop
+        (conn,) = [c for c in raw.client_list() if c["name"] == name]
+        raw.client_kill_filter(_id=conn["id"])
+        with caplog.at_level(logging.WARNING, logger="reactgraph.memory"):
+            assert saver.get_tuple(config) is None  # sent again on a new connection
     reconnects = [r for r in caplog.records if getattr(r, "redis", {}).get("event") == "reconnect"]
     assert len(reconnects) == 1 and reconnects[0].levelno == logging.WARNING
     assert reconnects[0].redis["url"] == redis_url and reconnects[0].redis["error"]

@@ -29,7 +29,7 @@ from reactgraph.tools import BreakerConfig, ToolGateway, ToolRegistrationError, 
 from reactgraph.tools.mcp.config import McpConfigError, read_config
 from reactgraph.tools.mcp.server import McpServer, McpStartError
 from reactgraph.tools.mcp.tools import register
-from scripted import ScriptedChatModel, call, tool_reply
+from support.scripted import ScriptedChatModel, call, tool_reply
 
 SERVER = Path(__file__).parent / "mcp_servers" / "toy_server.py"
 TOY_TOOLS = {"echo", "add", "fail", "slow", "crash", "picture", "trace_context"}

@@ -20,7 +20,7 @@ from reactgraph.graph import (
     model_retry_policy,
 )
 from reactgraph.tools import ToolGateway
-from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 FAST = model_retry_policy(retries=2, delay_s=0)  # three attempts, no pause: the suite stays fast
 RULES = Context(reflection="rules")

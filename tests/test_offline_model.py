@@ -561,7 +561,8 @@ def test_usage_and_response_metadata_on_every_message():
 
 def test_model_is_labelled_as_scripted():
     model = OfflineChatModel()
-    assert model._llm_type == "offline-scripted" and model.model_name == "offline-scripted"
+    # asdict's `_type` is the model type LangChain reports (its `_llm_type`)
+    assert model.asdict()["_type"] == "offline-scripted" and model.model_name == "offline-scripted"
     assert "not" in OfflineChatModel.__doc__.lower() and "scripted" in OfflineChatModel.__doc__.lower()
 
 

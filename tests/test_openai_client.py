@@ -19,9 +19,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from cli_env import CLEARED, clean_env
-from openai_server import OpenAIServer, calls, error, slow, text, verdict
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
+from support.cli_env import CLEARED, clean_env
+from support.provider_server import ProviderServer, calls, error, slow, text, verdict
 
 BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
@@ -33,10 +33,10 @@ MODEL = "openai:test-model"
 def provider(monkeypatch):
     """Points `openai:` models at a server; one retry and a short timeout keep failing tests fast."""
 
-    def use(server: OpenAIServer | str, retries: int = 1, timeout: float = 10, node_retries: int = 0) -> None:
+    def use(server: ProviderServer | str, retries: int = 1, timeout: float = 10, node_retries: int = 0) -> None:
         for name in [n for n in os.environ if n.startswith("REACTGRAPH_")]:
             monkeypatch.delenv(name)
-        monkeypatch.setenv("OPENAI_BASE_URL", server if isinstance(server, str) else server.base_url)
+        monkeypatch.setenv("OPENAI_BASE_URL", server if isinstance(server, str) else server.openai_url)
         monkeypatch.setenv("OPENAI_API_KEY", SECRET)
         monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
         monkeypatch.setenv("REACTGRAPH_MODEL_TIMEOUT", str(timeout))
@@ -54,10 +54,10 @@ def ask(question: str, checkpointer=None, **context):
                         context=Context(model=MODEL, **context))
 
 
-def reactgraph(*args: str, server: OpenAIServer | str, retries: int = 1) -> subprocess.CompletedProcess:
+def reactgraph(*args: str, server: ProviderServer | str, retries: int = 1) -> subprocess.CompletedProcess:
     env = clean_env()
     env.update(OPENAI_API_KEY=SECRET, REACTGRAPH_MODEL_RETRIES=str(retries), REACTGRAPH_NODE_RETRIES="0",
-               OPENAI_BASE_URL=server if isinstance(server, str) else server.base_url)
+               OPENAI_BASE_URL=server if isinstance(server, str) else server.openai_url)
     return subprocess.run([REACTGRAPH, "ask", *args, "--model", MODEL], capture_output=True, text=True,
                           timeout=120, env=env)
 
@@ -68,14 +68,14 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture):
     reached file descriptors 1 and 2 as its stdout and stderr (for the runs where the process is not the point)."""
     from reactgraph.cli.app import main
 
-    def run(*args: str, server: OpenAIServer | str, retries: int = 1) -> subprocess.CompletedProcess:
+    def run(*args: str, server: ProviderServer | str, retries: int = 1) -> subprocess.CompletedProcess:
         with monkeypatch.context() as patch:
             for name in [n for n in os.environ if n.startswith(CLEARED) and n != "REACTGRAPH_HOME"]:
                 patch.delenv(name)
             patch.setenv("OPENAI_API_KEY", SECRET)
             patch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
             patch.setenv("REACTGRAPH_NODE_RETRIES", "0")
-            patch.setenv("OPENAI_BASE_URL", server if isinstance(server, str) else server.base_url)
+            patch.setenv("OPENAI_BASE_URL", server if isinstance(server, str) else server.openai_url)
             capfd.readouterr()
             code = main(["ask", *args, "--model", MODEL])
             out, err = capfd.readouterr()
@@ -94,7 +94,7 @@ def closed_port_url() -> str:
 # --- tool calling ------------------------------------------------------------------------------------------
 
 def test_parallel_tool_calls_reflection_and_the_answer_travel_through_the_real_client(provider):
-    with OpenAIServer(calls(("get_weather", {"city": "北京"}), ("get_weather", {"city": "上海"}),
+    with ProviderServer(calls(("get_weather", {"city": "北京"}), ("get_weather", {"city": "上海"}),
                             content="Need both cities."),
                       verdict(True, note="Both temperatures are known."),
                       text("上海更热：12°C，北京 3°C。")) as server:
@@ -123,7 +123,7 @@ def test_parallel_tool_calls_reflection_and_the_answer_travel_through_the_real_c
 
 
 def test_tool_results_go_back_to_the_model_under_the_right_call_ids(provider):
-    with OpenAIServer(calls(("calculator", {"expression": "(15+27)*3"}), content="Compute it."),
+    with ProviderServer(calls(("calculator", {"expression": "(15+27)*3"}), content="Compute it."),
                       verdict(False, note="Check the result."), text("126")) as server:
         provider(server)
         result = ask("(15+27)*3?")
@@ -141,7 +141,7 @@ def test_tool_results_go_back_to_the_model_under_the_right_call_ids(provider):
 
 
 def test_malformed_tool_arguments_become_an_observation_the_model_can_fix(provider):
-    with OpenAIServer(calls(("calculator", '{"expression": "2+'), content="Add."),
+    with ProviderServer(calls(("calculator", '{"expression": "2+'), content="Add."),
                       calls(("calculator", {"expression": "2+2"})), text("4")) as server:
         provider(server)
         result = ask("2+2?", reflection="rules")
@@ -152,7 +152,7 @@ def test_malformed_tool_arguments_become_an_observation_the_model_can_fix(provid
 
 
 def test_denied_tools_are_not_offered_to_the_provider(provider):
-    with OpenAIServer(text("Hello.")) as server:
+    with ProviderServer(text("Hello.")) as server:
         provider(server)
         ask("hi", denied_tools=["network", "search"])
     assert server.tool_names(0) == ["calculator", "get_time", "get_weather", "rag_search"]
@@ -161,7 +161,7 @@ def test_denied_tools_are_not_offered_to_the_provider(provider):
 # --- the text protocol -------------------------------------------------------------------------------------
 
 def test_text_protocol_sends_stop_words_no_tools_and_observations_as_text(provider):
-    with OpenAIServer(text('Thought: Add them.\nAction: calculator\nAction Input: {"expression": "2+3"}\n'
+    with ProviderServer(text('Thought: Add them.\nAction: calculator\nAction Input: {"expression": "2+3"}\n'
                            "Observation: 7 (made up)"),
                       text("Thought: I can answer now.\nFinal Answer: 2 + 3 = 5")) as server:
         provider(server)
@@ -180,7 +180,7 @@ def test_text_protocol_sends_stop_words_no_tools_and_observations_as_text(provid
 
 
 def test_text_protocol_copes_with_a_server_that_ignores_stop_and_with_chatter(provider):
-    with OpenAIServer(text("Sure! Let me think about it."),
+    with ProviderServer(text("Sure! Let me think about it."),
                       text("Thought: search\nAction: search\nAction Input: LangGraph\nObservation: invented\n"
                            "Final Answer: invented", ignore_stop=True),
                       text("Final Answer: LangGraph builds agents as graphs.")) as server:
@@ -197,7 +197,7 @@ def test_text_protocol_copes_with_a_server_that_ignores_stop_and_with_chatter(pr
 # --- streaming ---------------------------------------------------------------------------------------------
 
 async def test_stream_mode_messages_yields_the_providers_tokens_and_counts_them(provider):
-    with OpenAIServer(calls(("get_time", {"timezone": "Tokyo"}), content="Check the clock."),
+    with ProviderServer(calls(("get_time", {"timezone": "Tokyo"}), content="Check the clock."),
                       verdict(True, note="Time known."), text("It is late evening in Tokyo.")) as server:
         provider(server)
         graph = build_react_graph(checkpointer=InMemorySaver())
@@ -224,7 +224,7 @@ async def test_stream_mode_messages_yields_the_providers_tokens_and_counts_them(
 
 
 def test_a_server_that_rejects_stream_options_can_be_told_not_to_get_them(provider, monkeypatch):
-    with OpenAIServer(text("Fine.")) as server:
+    with ProviderServer(text("Fine.")) as server:
         provider(server)
         monkeypatch.setenv("REACTGRAPH_STREAM_USAGE", "0")
         graph = build_react_graph()
@@ -236,35 +236,35 @@ def test_a_server_that_rejects_stream_options_can_be_told_not_to_get_them(provid
 # --- provider failures -------------------------------------------------------------------------------------
 
 def test_a_rate_limit_is_retried_and_the_run_goes_on(provider):
-    with OpenAIServer(error(429, "slow down"), text("Fine.")) as server:
+    with ProviderServer(error(429, "slow down"), text("Fine.")) as server:
         provider(server, retries=2)
         result = ask("hi")
     assert (result["status"], result["final_answer"]) == ("answered", "Fine.") and len(server.requests) == 2
 
 
 def test_a_persistent_server_error_fails_the_run_with_one_line(provider):
-    with OpenAIServer(*[error(500, "upstream exploded")] * 3) as server:
+    with ProviderServer(*[error(500, "upstream exploded")] * 3) as server:
         provider(server, retries=2)
         result = ask("hi")
     assert result["status"] == "failed" and len(server.requests) == 3
-    assert result["final_answer"] == (f"model provider error: 500 Internal Server Error from {server.base_url}: "
+    assert result["final_answer"] == (f"model provider error: 500 Internal Server Error from {server.openai_url}: "
                                       "upstream exploded (after 2 retries)")
     assert [(s["node"], s["status"]) for s in result["steps"]] == [("think", "model_error"), ("finalize", "failed")]
 
 
 def test_an_outage_longer_than_the_clients_retries_is_survived_by_the_nodes_retry_policy(provider):
-    with OpenAIServer(*[error(503, "overloaded")] * 3, text("Fine.")) as server:
+    with ProviderServer(*[error(503, "overloaded")] * 3, text("Fine.")) as server:
         provider(server, retries=1, node_retries=1)
         result = ask("hi")
     assert (result["status"], result["final_answer"]) == ("answered", "Fine.") and len(server.requests) == 4
 
 
 def test_an_outage_longer_than_every_retry_fails_with_one_line_that_counts_them(provider):
-    with OpenAIServer(*[error(500, "upstream exploded")] * 4) as server:
+    with ProviderServer(*[error(500, "upstream exploded")] * 4) as server:
         provider(server, retries=1, node_retries=1)
         result = ask("hi")
     assert result["status"] == "failed" and len(server.requests) == 4
-    assert result["final_answer"] == (f"model provider error: 500 Internal Server Error from {server.base_url}: "
+    assert result["final_answer"] == (f"model provider error: 500 Internal Server Error from {server.openai_url}: "
                                       "upstream exploded (after 1 retry) (gave up after 2 attempts)")
 
 
@@ -277,15 +277,15 @@ def test_a_refused_connection_fails_the_run_instead_of_crashing(provider):
 
 
 def test_a_provider_that_never_answers_times_out(provider):
-    with OpenAIServer(slow(3)) as server:
+    with ProviderServer(slow(3)) as server:
         provider(server, retries=0, timeout=0.3)
         result = ask("hi")
     assert result["status"] == "failed"
-    assert result["final_answer"] == f"model provider error: no reply from {server.base_url} within 0.3s"
+    assert result["final_answer"] == f"model provider error: no reply from {server.openai_url} within 0.3s"
 
 
 def test_the_cli_reports_a_failing_provider_in_one_line_and_exits_1(run_cli):
-    with OpenAIServer(*[error(500, "upstream exploded")] * 2) as server:
+    with ProviderServer(*[error(500, "upstream exploded")] * 2) as server:
         done = run_cli("hi", "--json", "--store", "memory", server=server)
     assert done.returncode == 1 and done.stderr == ""
     payload = json.loads(done.stdout)
@@ -309,11 +309,11 @@ def test_bad_retry_settings_and_missing_providers_are_one_line_config_errors(mon
 # --- the command line, end to end ----------------------------------------------------------------------------
 
 def test_the_cli_runs_both_protocols_against_the_provider():
-    with OpenAIServer(calls(("calculator", {"expression": "6*7"})), text("42")) as server:
+    with ProviderServer(calls(("calculator", {"expression": "6*7"})), text("42")) as server:
         done = reactgraph("6*7?", "--json", "--store", "memory", "--reflection", "rules", server=server)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["answer"] == "42" and server.tool_names(0) == BUILTIN_TOOLS
-    with OpenAIServer(text('Thought: multiply\nAction: calculator\nAction Input: "6*7"'),
+    with ProviderServer(text('Thought: multiply\nAction: calculator\nAction Input: "6*7"'),
                       text("Final Answer: 42")) as server:
         done = reactgraph("6*7?", "--protocol", "text", "--store", "memory", server=server)
     assert done.returncode == 0, done.stderr
@@ -323,7 +323,7 @@ def test_the_cli_runs_both_protocols_against_the_provider():
 
 def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path, run_cli):
     store = tmp_path / "sessions.db"
-    with OpenAIServer(calls(("search", {"query": "LangGraph"})), verdict(True), text("A graph library."),
+    with ProviderServer(calls(("search", {"query": "LangGraph"})), verdict(True), text("A graph library."),
                       error(401, f"Incorrect API key provided: {SECRET}")) as server:
         done = run_cli("What is LangGraph?", "--json", "--debug", "--session", "s1",
                        "--store", f"sqlite:///{store}", server=server)
@@ -340,7 +340,7 @@ def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path, run_c
 
 def test_the_api_key_stays_out_of_checkpoints_from_the_python_api(provider):
     saver = InMemorySaver()
-    with OpenAIServer(calls(("get_time", {})), verdict(True), text("Noon.")) as server:
+    with ProviderServer(calls(("get_time", {})), verdict(True), text("Noon.")) as server:
         provider(server)
         ask("time?", checkpointer=saver)
     dumped = repr(saver.storage) + repr(saver.writes) + repr(saver.blobs)
@@ -348,7 +348,7 @@ def test_the_api_key_stays_out_of_checkpoints_from_the_python_api(provider):
 
 
 def test_the_cli_shows_streamed_model_tokens_as_they_arrive(run_cli):
-    with OpenAIServer(text("Forty two is the answer you were looking for.")) as server:
+    with ProviderServer(text("Forty two is the answer you were looking for.")) as server:
         done = run_cli("what is the answer?", "--store", "memory", "--reflection", "off", server=server)
     assert done.returncode == 0, done.stderr
     assert server.requests[0].get("stream") is True  # the CLI asked the provider to stream
@@ -358,7 +358,7 @@ def test_the_cli_shows_streamed_model_tokens_as_they_arrive(run_cli):
 
 
 def test_a_streamed_cli_run_shows_the_verdicts_note_counts_tokens_and_writes_nothing_on_stderr():
-    with OpenAIServer(calls(("calculator", {"expression": "6*7"}), content="Multiply."),
+    with ProviderServer(calls(("calculator", {"expression": "6*7"}), content="Multiply."),
                       verdict(True, note="The product is known."), text("6*7 = 42")) as server:
         done = reactgraph("6*7?", "--store", "memory", server=server)
     assert done.returncode == 0 and done.stderr == ""  # no library warning mid-line

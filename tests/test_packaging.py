@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cli_env import clean_env
-from local_servers import free_port
+from support.cli_env import clean_env
+from support.local_servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("graph", "nodes", "models", "tools", "memory", "evals")

@@ -11,7 +11,7 @@ from reactgraph.graph.routing.plan_solve import after_settled
 from reactgraph.nodes.plan_solve.state import STEP_TOOL_ROUNDS
 from reactgraph.tools import ToolError, ToolGateway
 from reactgraph.tools.builtin import builtin_tools
-from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 PYTHON_QUESTION = ("Python 诞生于哪一年？到 2026 年它已经诞生了多少年？如果一个程序员从它诞生那年开始每天写 10 行代码，"
                    "到现在一共写了多少行代码（按每年 365 天计算）？")

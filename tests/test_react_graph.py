@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.graph import Context, build_react_graph, model_retry_policy
 from reactgraph.tools import ToolGateway
-from scripted import ScriptedChatModel, call, notes_gateway, prompt_notes, tool_reply
+from support.scripted import ScriptedChatModel, call, notes_gateway, prompt_notes, tool_reply
 
 RULES = Context(reflection="rules")
 

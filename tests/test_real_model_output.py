@@ -2,7 +2,7 @@
 duplicate messages, one clear line for a format correction, the verdict's note instead of its JSON.
 
 Real models are the real langchain-openai client against the local OpenAI-compatible server
-(tests/openai_server.py); the scripted chat model stands in where only the reply's wording matters.
+(tests/support/provider_server.py); the scripted chat model stands in where only the reply's wording matters.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Overwrite
 
-from openai_server import OpenAIServer, calls, text, verdict
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph
 from reactgraph.graph.sessions import plan_run, run
-from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from support.provider_server import ProviderServer, calls, text, verdict
+from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 MODEL = "openai:test-model"
 
@@ -29,8 +29,8 @@ MODEL = "openai:test-model"
 def provider(monkeypatch):
     """Points `openai:` models at a server, with no retries (a scripted reply is never worth a second try)."""
 
-    def use(server: OpenAIServer) -> None:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    def use(server: ProviderServer) -> None:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-output")
         monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", "0")
         monkeypatch.setenv("REACTGRAPH_NODE_RETRIES", "0")
@@ -101,7 +101,7 @@ def test_the_updates_stream_carries_values_only_and_each_message_once(redis_url)
 
 
 def test_a_streamed_real_model_run_shows_each_message_once_and_no_structured_json(provider):
-    with OpenAIServer(calls(("calculator", {"expression": "6*7"}), content="Multiply."),
+    with ProviderServer(calls(("calculator", {"expression": "6*7"}), content="Multiply."),
                       verdict(True, note="The product is known."), text("6*7 = 42")) as server:
         provider(server)
         graph = build_react_graph(checkpointer=InMemorySaver())
@@ -122,7 +122,7 @@ def test_a_streamed_real_model_run_shows_each_message_once_and_no_structured_jso
 
 
 def test_the_messages_stream_has_the_closing_answer_once(provider):
-    with OpenAIServer(calls(("get_time", {"timezone": "Tokyo"})), verdict(True, note="Known."),
+    with ProviderServer(calls(("get_time", {"timezone": "Tokyo"})), verdict(True, note="Known."),
                       text("Evening in Tokyo.")) as server:
         provider(server)
         parts = list(build_react_graph().stream({"messages": [HumanMessage("Tokyo time?")]},
@@ -138,7 +138,7 @@ def test_the_messages_stream_has_the_closing_answer_once(provider):
 # --- the CLI ------------------------------------------------------------------------------------------------------
 
 def test_the_cli_labels_a_format_correction_in_one_line(cli, provider):
-    with OpenAIServer(text("Sure! Let me think about it.\nIt is probably four."), text("Final Answer: 4")) as server:
+    with ProviderServer(text("Sure! Let me think about it.\nIt is probably four."), text("Final Answer: 4")) as server:
         provider(server)
         code, out, err = cli("ask", "2+2?", "--model", MODEL, "--protocol", "text", "--reflection", "off",
                              "--store", "memory")
@@ -150,7 +150,7 @@ def test_the_cli_labels_a_format_correction_in_one_line(cli, provider):
 
 
 def test_the_cli_shows_an_answer_in_markup_without_it(cli, provider):
-    with OpenAIServer(text("Thought: I can answer directly.\nFinal Answer: Forty-two.")) as server:
+    with ProviderServer(text("Thought: I can answer directly.\nFinal Answer: Forty-two.")) as server:
         provider(server)
         code, out, err = cli("ask", "answer?", "--model", MODEL, "--reflection", "off", "--store", "memory",
                              "--json")

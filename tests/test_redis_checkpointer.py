@@ -30,8 +30,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from local_servers import free_port
 from reactgraph.memory import AsyncRedisSaver, CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
+from support.local_servers import free_port
+from support.redis_traffic import counting_connection_class
 
 # --- helpers -----------------------------------------------------------------------------------------
 
@@ -483,7 +484,7 @@ def test_a_put_that_fails_half_way_leaves_the_previous_checkpoint_current(redis_
                           generate_metadata(step=0), {"a": 1})
         # Sabotage the checkpoint hash so the script fails after it has written the blobs.
         client = redis.Redis.from_url(redis_url)
-        key = f"{saver._base(config['configurable']['thread_id'])}cp:"
+        (key,) = client.scan_iter(match=f"{redis_prefix}*cp:")  # the thread's checkpoint records (namespace "")
         saved = client.dump(key)
         client.delete(key)
         client.set(key, "not a hash")
@@ -500,17 +501,6 @@ def test_a_put_that_fails_half_way_leaves_the_previous_checkpoint_current(redis_
 
 
 # --- one round trip per write ----------------------------------------------------------------------------
-
-
-def counting_connection_class():
-    class CountingConnection(redis.Connection):
-        sends = 0
-
-        def send_packed_command(self, command, check_health=True):
-            type(self).sends += 1
-            return super().send_packed_command(command, check_health)
-
-    return CountingConnection
 
 
 def test_put_put_writes_and_get_tuple_are_one_round_trip_each(private_redis):

@@ -18,13 +18,13 @@ from typing import Annotated, TypedDict
 import pytest
 from langgraph.graph import END, START, StateGraph
 
-from cli_env import clean_env
 from reactgraph.memory import AsyncRedisSaver, InvalidRedisURL, RedisSaver, RedisStore
 from reactgraph.memory.checkpointer import open_checkpointer
 from reactgraph.memory.redis_checkpoint.layout import thread_of
 from reactgraph.memory.session_lease import SessionBusy, session_lease
 from reactgraph.memory.session_lease_aio import asession_lease
-from redis_cluster import LocalCluster, local_cluster
+from support.cli_env import clean_env
+from support.redis_cluster import LocalCluster, local_cluster
 from test_redis_checkpointer import assert_full_conformance, run_conformance
 from test_serve import REACTGRAPH, human, start_service, stop
 

@@ -13,7 +13,7 @@ from reactgraph.models.offline import OfflineChatModel
 from reactgraph.nodes.reflexion.state import lessons_namespace
 from reactgraph.tools import ToolError, ToolGateway
 from reactgraph.tools.builtin import builtin_tools
-from scripted import ScriptedChatModel, call, prompt_notes
+from support.scripted import ScriptedChatModel, call, prompt_notes
 
 QUIET = Context(reflection="off")
 

@@ -18,14 +18,14 @@ import pytest
 import redis
 from langchain_core.messages import AIMessage, HumanMessage
 
-from cli_env import clean_env
 from reactgraph.cli.app import main
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.memory import RedisSaver
 from reactgraph.tools import BreakerConfig, ToolError, ToolGateway, ToolStatus
-from scripted import ScriptedChatModel, tool_reply
-from scripted import call as tool_call
-from waits import until
+from support.cli_env import clean_env
+from support.scripted import ScriptedChatModel, tool_reply
+from support.scripted import call as tool_call
+from support.waits import until
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 TESTS = str(Path(__file__).parent)
@@ -229,7 +229,7 @@ async def test_cancelling_a_call_of_a_hanging_sync_tool_leaves_its_thread_counte
 
 def run_cli_until_tool_starts(mode: str, tmp_path: Path) -> tuple[subprocess.Popen, str]:
     log = tmp_path / "tool.log"
-    env = clean_env(HOSTILE_MODE=mode, HOSTILE_LOG=str(log), REACTGRAPH_TOOLS="hostile_tools:TOOLS",
+    env = clean_env(HOSTILE_MODE=mode, HOSTILE_LOG=str(log), REACTGRAPH_TOOLS="support.hostile_tools:TOOLS",
                     PYTHONPATH=os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])))
     process = subprocess.Popen([REACTGRAPH, "ask", WEATHER_QUESTION, "--store", "memory", "--json"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -259,7 +259,7 @@ def test_a_users_ctrl_c_stops_the_cli_while_a_tool_hangs(mode, tmp_path):
 
 def test_a_hanging_sync_tool_does_not_keep_the_cli_from_exiting_after_its_answer(tmp_path):
     log = tmp_path / "tool.log"
-    env = clean_env(HOSTILE_MODE="hang", HOSTILE_LOG=str(log), REACTGRAPH_TOOLS="hostile_tools:TOOLS",
+    env = clean_env(HOSTILE_MODE="hang", HOSTILE_LOG=str(log), REACTGRAPH_TOOLS="support.hostile_tools:TOOLS",
                     PYTHONPATH=os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])))
     # The tool's thread sleeps for an hour; the bound here is a minute, so the process must exit without it.
     done = subprocess.run([REACTGRAPH, "ask", WEATHER_QUESTION, "--store", "memory", "--json"], env=env,

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from langgraph.store.sqlite import SqliteStore
 
-from cli_env import clean_env
-from openai_server import EMBEDDING_DIM, OpenAIServer
 from reactgraph.cli.app import main
 from reactgraph.tools.builtin.calculator import calculator_tool
 from reactgraph.tools.errors import ToolInputError
+from support.cli_env import clean_env
+from support.provider_openai import EMBEDDING_DIM
+from support.provider_server import ProviderServer
 
 calculator = calculator_tool()
 NOTES = """# Project Falcon notes
@@ -147,8 +148,8 @@ def test_the_openai_embedder_works_with_a_local_server_and_downloads_nothing(tmp
     notes.parent.mkdir()
     notes.write_text(NOTES, encoding="utf-8")
     index = str(tmp_path / "index")
-    with OpenAIServer() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    with ProviderServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
         assert main(["ingest", str(notes), "--index", index, "--json"]) == 0, capsys.readouterr().err
         assert json.loads(capsys.readouterr().out)["files"][0]["status"] == "added"
         assert main(["ask", "According to the documents, when is the launch date of Project Falcon?",

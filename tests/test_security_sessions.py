@@ -17,7 +17,6 @@ import redis
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from lease_cli import ask, cli_env, finished, start
 from reactgraph.cli.app import main
 from reactgraph.graph import (
     Context,
@@ -34,6 +33,7 @@ from reactgraph.memory import AsyncRedisSaver, RedisSaver, RedisStore
 from reactgraph.memory.session_id import session_of_label, store_label
 from reactgraph.nodes.conversation.save_memory import qa_namespace
 from reactgraph.nodes.reflexion.state import lessons_namespace
+from support.lease_cli import ask, cli_env, finished, start
 
 RULES = Context(reflection="rules")
 Q1, Q2 = "北京的天气怎么样？", "上海的天气怎么样？"

@@ -19,8 +19,8 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
-from cli_env import clean_env
-from local_servers import free_port
+from support.cli_env import clean_env
+from support.local_servers import free_port
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 TESTS = str(Path(__file__).parent)
@@ -30,7 +30,7 @@ WEATHER = "北京和上海的天气分别怎么样？哪个城市更热？"
 
 def service_env(redis_url: str, prefix: str, log: Path, **extra: str) -> dict[str, str]:
     env = clean_env()
-    env.update(REDIS_URL=redis_url, REACTGRAPH_SERVICE_PREFIX=prefix, REACTGRAPH_TOOLS="service_tools:TOOLS",
+    env.update(REDIS_URL=redis_url, REACTGRAPH_SERVICE_PREFIX=prefix, REACTGRAPH_TOOLS="support.service_tools:TOOLS",
                SERVICE_LOG=str(log), REACTGRAPH_SESSION_LEASE_TTL="3",
                PYTHONPATH=os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")])))
     env.update(extra)  # a test's own settings win (e.g. a longer lease)

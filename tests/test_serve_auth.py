@@ -1,5 +1,5 @@
 """`reactgraph serve` with auth, driven over loopback by langgraph-sdk clients of three users: the auth file of
-tests/auth_owner.py (a `langgraph_sdk.Auth`, as for LangGraph's server) and the `--api-keys` mode; and the
+tests/support/auth_owner.py (a `langgraph_sdk.Auth`, as for LangGraph's server) and the `--api-keys` mode; and the
 rule that only loopback may be served without auth."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import PermissionDeniedError
 
-from local_servers import free_port
+from support.local_servers import free_port
 from test_serve import REACTGRAPH, TESTS, Service, human, service_env, stop
 
 WEATHER = "北京的天气怎么样？"
@@ -38,7 +38,8 @@ def status_of(call) -> int:
 
 def auth_config(tmp: Path) -> Path:
     config = tmp / "langgraph.json"
-    config.write_text(json.dumps({"auth": {"path": str(Path(TESTS) / "auth_owner.py") + ":auth"}}), encoding="utf-8")
+    owner = Path(TESTS) / "support" / "auth_owner.py"
+    config.write_text(json.dumps({"auth": {"path": f"{owner}:auth"}}), encoding="utf-8")
     return config
 
 
@@ -55,7 +56,7 @@ def start_with(redis_url: str, tmp: Path, *options: str, workers: int = 1, **ext
 @pytest.fixture(scope="module")
 def served(redis_url: str, tmp_path_factory) -> Iterator[Service]:
     tmp = tmp_path_factory.mktemp("auth")
-    service = start_with(redis_url, tmp, "--config", str(auth_config(tmp)), REACTGRAPH_TOOLS="auth_tools:TOOLS")
+    service = start_with(redis_url, tmp, "--config", str(auth_config(tmp)), REACTGRAPH_TOOLS="support.auth_tools:TOOLS")
     yield service
     stop(service)
 

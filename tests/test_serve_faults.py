@@ -12,7 +12,7 @@ import pytest
 import redis
 from langgraph_sdk.errors import NotFoundError
 
-from local_servers import http_recorder
+from support.local_servers import http_recorder
 from test_durability import saved_tool_results
 from test_serve import WEATHER, human, start_service, stop, wait_for
 from test_serve_nonblocking import session_items

@@ -16,7 +16,7 @@ import httpx
 import pytest
 import redis
 
-from local_servers import free_port
+from support.local_servers import free_port
 from test_serve import REACTGRAPH, Service, human, service_env, stop, wait_for
 
 STREAMS = 8

@@ -1,6 +1,6 @@
 """The service under load: 2 API processes (`reactgraph serve --workers 0`) and 3 `reactgraph worker` processes on
 one Redis; 50 langgraph-sdk clients enqueue several runs per thread, spread over both API processes. Nothing may
-be lost, no tool call may run twice, and no two turns of one thread may mix (see tests/serve_load.py).
+be lost, no tool call may run twice, and no two turns of one thread may mix (see tests/support/serve_load.py).
 
 300 runs by default: the same 50 clients, 4 runs per thread and 5 processes as the issue's 1,000, a third of the
 CPU (~25 s of the suite's CPU instead of ~70 s, most of it in the workers). REACTGRAPH_LOAD_RUNS=1000 runs the issue's
@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from serve_load import check, drive, plan, start_scaled_service
+from support.serve_load import check, drive, plan, start_scaled_service
 from test_serve import stop
 
 RUNS = int(os.environ.get("REACTGRAPH_LOAD_RUNS", "300"))

@@ -9,9 +9,9 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from cli_env import clean_env
 from reactgraph.cli.server import server_app
 from reactgraph.memory.embedded_redis import ensure_running, stop
+from support.cli_env import clean_env
 
 # Runs the real `reactgraph` entry point with the `server` group registered as reactgraph/cli/app.py registers it
 # (added here only if app.py does not yet), so the subprocess sees what a user's shell would.

@@ -14,7 +14,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from reactgraph.tools import BreakerConfig, RedisBreakerStore, ToolGateway, as_tool_meta
-from reactgraph.tools.metrics_store import MemoryMetricsStore, RedisMetricsStore
+from reactgraph.tools.policies.observability.metrics_store import MemoryMetricsStore, RedisMetricsStore
 from reactgraph.tools.result import ToolResult, ToolStatus
 
 # Tool names of this process's own, so other tests' calls on the shared default keys never mix in.

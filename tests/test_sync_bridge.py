@@ -10,18 +10,36 @@ import time
 
 import pytest
 
-from reactgraph.tools import sync_bridge
 from reactgraph.tools.sync_bridge import run_sync
 
+HELPER = "reactgraph-sync-bridge"  # the thread that drives the loop on for coroutines their caller left running
 
-def settled(within_s: float = 5.0) -> bool:
-    """Nothing in flight and nobody driving the loop; a helper thread may take a moment to see that."""
-    deadline = time.monotonic() + within_s
-    while sync_bridge._in_flight or sync_bridge._driven:
+
+def no_helper(deadline: float) -> bool:
+    """No helper thread drives the loop (one may take a moment to see that nothing is left to run)."""
+    while any(thread.name == HELPER for thread in threading.enumerate()):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.001)
     return True
+
+
+def settled(within_s: float = 5.0) -> bool:
+    """Nothing in flight and nobody driving the loop, as a caller sees it: no helper thread, and a lone call from
+    a new thread runs on that thread (nobody else drives the loop) and leaves no helper behind (nothing else was
+    in flight)."""
+    deadline = time.monotonic() + within_s
+    if not no_helper(deadline):
+        return False
+
+    async def where() -> str:
+        return threading.current_thread().name
+
+    ran_on: list[str] = []
+    probe = threading.Thread(target=lambda: ran_on.append(run_sync(where())), name="settled-probe", daemon=True)
+    probe.start()
+    probe.join(max(deadline - time.monotonic(), 0.1))  # a call left waiting on a loop nobody runs: not settled
+    return ran_on == ["settled-probe"] and no_helper(deadline)
 
 
 def test_a_lone_call_runs_on_the_callers_own_thread():

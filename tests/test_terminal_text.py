@@ -15,7 +15,8 @@ HOSTILE = "晴 \x1b]0;pwned\x07\x1b[2J"
 
 def test_ask_prints_a_tools_escape_sequences_as_visible_text(cli, cli_session, monkeypatch):
     monkeypatch.setenv("HOSTILE_LOG", "/dev/null")
-    code, out, err = cli("ask", "北京的天气怎么样？", "--tools", "hostile_tools:ESCAPING", "--session", cli_session)
+    code, out, err = cli("ask", "北京的天气怎么样？", "--tools", "support.hostile_tools:ESCAPING",
+                         "--session", cli_session)
     assert code == 0, err
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
     assert "\\x1b]0;pwned\\x07\\x1b[2J" in out and "\\u202e" in out  # shown, so the user sees what was sent

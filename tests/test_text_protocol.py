@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from cli_env import clean_env
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.models.offline.textproto import as_tool_messages
 from reactgraph.nodes.prompting.react_markup import answer_without_markup, input_text
@@ -26,7 +25,8 @@ from reactgraph.nodes.prompting.text_protocol import (
 )
 from reactgraph.nodes.react.think import prompt_messages
 from reactgraph.tools import ToolSession, default_gateway
-from scripted import ScriptedChatModel, call, tool_reply
+from support.cli_env import clean_env
+from support.scripted import ScriptedChatModel, call, tool_reply
 
 SCHEMAS = default_gateway().schemas(ToolSession.of("t"))
 TEXT = Context(protocol="text", reflection="rules")

@@ -18,13 +18,13 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from flaky_tools import FLAKY, reset
-from local_servers import http_recorder
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.graph.tracing import disable_tracing, enable_tracing, endpoint_from_env, tracing_requested
 from reactgraph.tools import BreakerConfig, ToolGateway, default_gateway
 from reactgraph.tools.builtin.http_get import http_get_tool
 from reactgraph.tools.tracing import trace_headers
+from support.flaky_tools import FLAKY, reset
+from support.local_servers import http_recorder
 
 WEATHER = "北京和上海的天气分别怎么样？哪个城市更热？"
 
@@ -53,6 +53,17 @@ def spans() -> Iterator[InMemorySpanExporter]:
         yield exporter
     finally:
         disable_tracing()
+
+
+def run_spans_handler() -> Any:
+    """Our span-making callback handler, as every LangChain callback manager gets it while tracing is on
+    (through langchain-core's configure hook)."""
+    from langchain_core.callbacks.manager import CallbackManager
+
+    from reactgraph.graph.run_spans import RunSpans
+
+    (handler,) = [h for h in CallbackManager.configure().handlers if isinstance(h, RunSpans)]
+    return handler
 
 
 def tree(exporter: InMemorySpanExporter) -> tuple[list[Any], dict[int, Any], dict[int | None, list[Any]]]:
@@ -116,9 +127,7 @@ def test_one_trace_per_run_with_node_model_and_tool_spans(spans, mode):
         assert attrs["reactgraph.tool.breaker_state"] == "closed" and attrs["reactgraph.tool.latency_ms"] >= 0
         assert len(attrs["reactgraph.tool.args_digest"]) == 12
     assert len({s.parent.span_id for s in tools}) == 2
-    from reactgraph.graph import tracing
-
-    handler = tracing._state["handler"]  # every span ended: nothing left open
+    handler = run_spans_handler()  # every span ended: nothing left open
     assert not handler.open and not handler.skipped
     # Content capture is off by default: no prompt, answer or argument value in any attribute.
     for span in finished:
@@ -166,8 +175,6 @@ def test_content_is_recorded_only_when_asked_and_a_run_continues_its_callers_tra
 
 
 def test_a_failing_model_call_is_an_error_span_and_the_handler_keeps_nothing(spans):
-    from reactgraph.graph import tracing
-
     graph = build_react_graph(default_gateway(), checkpointer=InMemorySaver(), model=_Broken())
     result = graph.invoke({"messages": [HumanMessage("q")]}, config={"configurable": {"thread_id": "broken"}},
                           context=Context(reflection="off"))
@@ -177,7 +184,7 @@ def test_a_failing_model_call_is_an_error_span_and_the_handler_keeps_nothing(spa
     assert model and all(s.status.status_code.name == "ERROR" and s.attributes["error.type"] == "RuntimeError"
                          and by_id[s.parent.span_id].name == "execute_task think" for s in model)
     assert named(finished, "invoke_agent react")[0].status.status_code.name == "UNSET"
-    handler = tracing._state["handler"]
+    handler = run_spans_handler()
     assert not handler.open and not handler.skipped
 
 

@@ -1,7 +1,9 @@
 """Exceptions a tool raises to tell the gateway how to treat its failure."""
 
+from reactgraph.errors import ReactGraphError
 
-class ToolError(Exception):
+
+class ToolError(ReactGraphError):
     """A tool failed in a way the model should read verbatim (e.g. "no weather data for Atlantis")."""
 
 
@@ -9,7 +11,7 @@ class TransientToolError(ToolError):
     """A failure that may succeed on retry (network blip, 503); only these are retried."""
 
 
-class ToolRegistrationError(ValueError):
+class ToolRegistrationError(ReactGraphError, ValueError):
     """A tool definition cannot be registered (duplicate name, bad schema)."""
 
 

@@ -11,29 +11,29 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from reactgraph.tools.approval import ApprovalGate, approval_request
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
-from reactgraph.tools.metrics_store import MetricsStore
 from reactgraph.tools.policies.base import CallContext, Handler, chain
-from reactgraph.tools.policies.breaker_state import BreakerConfig
-from reactgraph.tools.policies.breaker_store import BreakerStore
-from reactgraph.tools.policies.bulkhead import Bulkhead
-from reactgraph.tools.policies.circuit_breaker import BreakerRecheck, CircuitBreakerPolicy, CircuitBreakers
-from reactgraph.tools.policies.events import EventSink
-from reactgraph.tools.policies.existence import Existence
+from reactgraph.tools.policies.guards.approval import ApprovalGate, approval_request
+from reactgraph.tools.policies.guards.existence import Existence
+from reactgraph.tools.policies.guards.permission import Permission
+from reactgraph.tools.policies.guards.result_limit import ResultLimit
+from reactgraph.tools.policies.guards.validation import ArgumentValidation
 from reactgraph.tools.policies.invoke import Invoke
-from reactgraph.tools.policies.normalise import Normalise
-from reactgraph.tools.policies.permission import Permission
-from reactgraph.tools.policies.result_limit import ResultLimit
-from reactgraph.tools.policies.retry import Retry
-from reactgraph.tools.policies.timeout import Timeout
-from reactgraph.tools.policies.validation import ArgumentValidation
+from reactgraph.tools.policies.observability.events import EventSink
+from reactgraph.tools.policies.observability.metrics_store import MetricsStore
+from reactgraph.tools.policies.observability.spans import ToolTracing
+from reactgraph.tools.policies.observability.telemetry import Telemetry
+from reactgraph.tools.policies.resilience.breaker_state import BreakerConfig
+from reactgraph.tools.policies.resilience.breaker_store import BreakerStore
+from reactgraph.tools.policies.resilience.bulkhead import Bulkhead
+from reactgraph.tools.policies.resilience.circuit_breaker import BreakerRecheck, CircuitBreakerPolicy, CircuitBreakers
+from reactgraph.tools.policies.resilience.normalise import Normalise
+from reactgraph.tools.policies.resilience.retry import Retry
+from reactgraph.tools.policies.resilience.timeout import Timeout
 from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession
-from reactgraph.tools.telemetry import Telemetry
 from reactgraph.tools.threads import ToolThreads
-from reactgraph.tools.tracing import ToolTracing
 
 log = logging.getLogger("reactgraph.tools.gateway")
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
@@ -42,10 +42,8 @@ ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id
 class ToolGateway:
     """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
 
-    Pipeline, outermost first: tracing → telemetry → result limit → existence → permission → argument validation
-    → approval (a call of a tool that asks for approval runs only with `approved=True`) → circuit breaker
-    → concurrency limit → breaker re-check → normalise (exceptions become results)
-    → timeout → retry → the tool (sync tools on the gateway's own daemon threads, `threads`).
+    The pipeline's steps live in `reactgraph.tools.policies` (guards, resilience, observability); their order is
+    the list `__init__` chains, outermost first.
     """
 
     def __init__(self, tools: Iterable[ToolMeta | BaseTool | Callable[..., Any]] = (), *,
@@ -66,21 +64,22 @@ class ToolGateway:
         # The longest an MCP server's start (or restart) may take; the service sets it below the session lease's
         # expiry, so a start never outlives the lease of the run that waits for it. None: the configs' own.
         self.mcp_startup_cap_s: float | None = None
+        # The pipeline, outermost first: each step sees the call before the ones below it, and its result after.
         self._pipeline: Handler = chain([
             ToolTracing(),  # a span per call while tracing is on (reactgraph.graph.tracing); else a pass
-            self.telemetry,
-            ResultLimit(max_result_chars),
-            Existence(self.registry),
-            Permission(self.registry),
-            ArgumentValidation(),
-            ApprovalGate(),
-            CircuitBreakerPolicy(self.breakers, self.registry),
-            self.bulkhead,
-            BreakerRecheck(self.breakers, self.registry),
-            Normalise(),
-            Timeout(),
-            retry or Retry(),
-        ], Invoke(self.threads))
+            self.telemetry,  # latency, one log record, the tool's metrics
+            ResultLimit(max_result_chars),  # no result leaves larger than its limit
+            Existence(self.registry),  # the tool is registered and enabled (resolves `call.tool`)
+            Permission(self.registry),  # the session may use it
+            ArgumentValidation(),  # the arguments fit its schema (sets `call.arguments`)
+            ApprovalGate(),  # a tool that asks for approval runs only with `approved=True`
+            CircuitBreakerPolicy(self.breakers, self.registry),  # its circuit is not open
+            self.bulkhead,  # a concurrency slot, waited for up to max_wait_s
+            BreakerRecheck(self.breakers, self.registry),  # a call that waited asks the breaker again
+            Normalise(),  # below here a tool may raise anything; above, every outcome is a ToolResult
+            Timeout(),  # the tool's timeout_s bounds the call, retries included
+            retry or Retry(),  # transient failures tried again while time remains
+        ], Invoke(self.threads))  # the tool itself (sync tools on the gateway's own daemon threads, `threads`)
         for item in tools:
             self.register(item)
 

@@ -18,8 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
 
-class ToolAborted(Exception):
+
+class ToolAborted(ReactGraphError):
     """What a sync tool raised, when it cannot travel to the event loop as itself.
 
     A BaseException that is no Exception (SystemExit, KeyboardInterrupt, CancelledError, …) raised on the loop

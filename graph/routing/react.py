@@ -13,13 +13,14 @@ from reactgraph.nodes.conversation.transcript import pending_calls
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.state.agent import AgentState
 from reactgraph.nodes.state.context import Context, context_of
+from reactgraph.nodes.state.fields import has_failed, iteration_of, usage_of, verdict_of
 
 
 def after_think(state: AgentState, runtime: Runtime[Context],
                 approval: ApprovalCheck | None = None) -> list[Send] | Literal["approve", "finalize"]:
     """Each tool call goes to its own act task (run concurrently), by way of approve when a person must approve
     one of them first; a final answer or failure goes to finalize."""
-    if state.get("status") == "failed":
+    if has_failed(state):
         return "finalize"
     reply = state["messages"][-1]
     calls = pending_calls(reply) if isinstance(reply, AIMessage) else []
@@ -31,16 +32,16 @@ def after_think(state: AgentState, runtime: Runtime[Context],
 
 def after_round(state: AgentState, runtime: Runtime[Context]) -> Literal["reflect", "finalize"]:
     """A round's results to reflect on, unless a budget ran out (reflecting may call the model)."""
-    return "finalize" if budget.exhausted(state.get("usage"), context_of(runtime)) else "reflect"
+    return "finalize" if budget.exhausted(usage_of(state), context_of(runtime)) else "reflect"
 
 
 def after_reflect(state: AgentState, runtime: Runtime[Context]) -> Literal["think", "finalize"]:
     """Back to think, unless the iteration limit is reached, a budget ran out, a call repeated itself, or the
     verdict says done."""
     context = context_of(runtime)
-    verdict = state.get("reflection") or {}
-    if state.get("iteration", 0) >= context.max_iterations or budget.exhausted(state.get("usage"), context):
+    verdict = verdict_of(state)
+    if iteration_of(state) >= context.max_iterations or budget.exhausted(usage_of(state), context):
         return "finalize"
-    if verdict.get("repeated_call") or verdict.get("enough_information"):
+    if verdict is not None and (verdict["repeated_call"] or verdict["enough_information"]):
         return "finalize"
     return "think"

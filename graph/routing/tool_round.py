@@ -13,6 +13,7 @@ from reactgraph.nodes.conversation.transcript import last_ai, latest_tool_messag
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.state.agent import AgentState
 from reactgraph.nodes.state.context import Context, context_of
+from reactgraph.nodes.state.fields import usage_of
 from reactgraph.nodes.tool_round.act import ToolCallTask
 from reactgraph.nodes.tool_round.approve import approvals_for
 
@@ -28,7 +29,7 @@ def act_tasks(state: AgentState, context: Context, calls: list[dict]) -> list[Se
     decided = approvals_for(state, last_ai(state["messages"]))
     approved, notes = set(decided["approved"]), decided["notes"]
     tasks = []
-    for call, cut in zip(calls, budget.calls_cut(state.get("usage"), context, len(calls)), strict=True):
+    for call, cut in zip(calls, budget.calls_cut(usage_of(state), context, len(calls)), strict=True):
         if call["id"] in answered and call["id"]:
             continue
         task = ToolCallTask(call=call, not_run=budget.not_run_text(cut)) if cut else ToolCallTask(call=call)

@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from reactgraph.memory.redis_checkpoint import layout, scripts
+from reactgraph.memory.redis_checkpoint.prune import keep_latest_plan
 from reactgraph.memory.redis_checkpoint.reading import Source, UnreadableCheckpoint, read_reply
 from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer
 from reactgraph.memory.redis_checkpoint.wire import Command
@@ -251,46 +252,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         if strategy == "delete":
             yield [self._delete_thread_command(t) for t in thread_ids]
             return
-        bases = [self._base(t) for t in thread_ids]
-        ns_sets = yield [("SMEMBERS", base + "ns") for base in bases]
-        targets = [(base, ns.decode()) for base, nss in zip(bases, ns_sets, strict=True) for ns in nss]
-        if not targets:
-            return
-        newest = yield [("ZREVRANGEBYLEX", base + "c:" + ns, "+", "-", "LIMIT", 0, keep) for base, ns in targets]
-        kept = [(base, ns, [i.decode() for i in ids]) for (base, ns), ids in zip(targets, newest, strict=True) if ids]
-        if not kept:
-            return
-        records = yield [("HMGET", base + "cp:" + ns, *ids) for base, ns, ids in kept]
-        commands = []
-        for (base, ns, ids), recs in zip(kept, records, strict=True):
-            args: list[Any] = []
-            for cid, record in zip(ids, recs, strict=True):
-                if record is None:
-                    continue
-                metadata = self._prunable_metadata(base, ns, cid, record)
-                if metadata is None:  # a kept checkpoint we cannot read: leave the namespace as it is
-                    args = []
-                    break
-                # DeltaChannels not snapshotted at a kept checkpoint are rebuilt from ancestors' writes;
-                # the script keeps those ancestors (see BaseCheckpointSaver.prune).
-                delta = sorted((metadata.get("counters_since_delta_snapshot") or {}).keys())
-                args += [cid, len(delta), *delta]
-            if args:
-                commands.append((scripts.PRUNE, 1, base + "ns", base, ns, args[0], *args))
-        if commands:
-            yield commands
-
-    def _prunable_metadata(self, base: str, ns: str, cid: str, record: bytes | None) -> dict[str, Any] | None:
-        if record is None:
-            return None
-        try:
-            metadata = self.serde.loads_typed(layout.unpack_typed(record))[1]
-        except Exception as exc:  # noqa: BLE001 - untrusted bytes fail in many ways; the namespace is left as is
-            metadata = exc
-        if isinstance(metadata, dict):
-            return metadata
-        log.warning("not pruning %scp:%s: its kept checkpoint %s is unreadable (%s)", base, ns, cid, metadata)
-        return None
+        yield from keep_latest_plan(self.serde, [self._base(t) for t in thread_ids], keep)
 
     def _delete_for_runs_plan(self, run_ids: Sequence[str]) -> Plan:
         run_ids = [str(r) for r in run_ids]

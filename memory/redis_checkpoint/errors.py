@@ -7,20 +7,22 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from reactgraph.errors import ReactGraphError
+
 _SCHEMES = ("redis", "rediss", "unix")
 # redis-py words its connect errors as "Error 111 connecting to host:port. Connection refused."
 _CONNECT_REASON = re.compile(r"^Error [-\w]+ (?:connecting to|while writing to socket\.?) ?\S*?\.? (.+?)\.?$")
 
 
-class InvalidRedisURL(ValueError):
+class InvalidRedisURL(ReactGraphError, ValueError):
     """The Redis URL cannot be parsed; the message names it with any password hidden."""
 
 
-class InvalidRedisSetting(ValueError):
+class InvalidRedisSetting(ReactGraphError, ValueError):
     """A connection setting (an option or its environment variable) is not a usable number."""
 
 
-class CheckpointStoreUnavailable(ConnectionError):
+class CheckpointStoreUnavailable(ReactGraphError, ConnectionError):
     """Redis did not answer, or refused us; the message names the URL (no password) and the reason."""
 
 

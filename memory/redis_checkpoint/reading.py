@@ -18,6 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.memory.redis_checkpoint import layout
 from reactgraph.memory.redis_checkpoint.serde import RefusedPayload
 
@@ -25,7 +26,7 @@ log = logging.getLogger("reactgraph.memory.redis_checkpoint")
 _RECORD_KEYS = ("v", "id", "ts", "channel_versions", "versions_seen")
 
 
-class UnreadableCheckpoint(ValueError):
+class UnreadableCheckpoint(ReactGraphError, ValueError):
     """A stored checkpoint that cannot be read back; `checkpoint_id`, `key`, `field` and `reason` say which and why.
 
     `kind` is the part at fault (layout.KINDS): "cp:" record, "v:" channel list, "b:" blob, "w:" pending write, or
@@ -40,7 +41,7 @@ class UnreadableCheckpoint(ValueError):
         super().__init__(f"checkpoint {checkpoint_id} of thread {thread_id!r} is unreadable: {reason} ({where})")
 
 
-class _Fault(Exception):
+class _Fault(ReactGraphError):
     def __init__(self, kind: str, field: str | None, reason: str) -> None:
         super().__init__(reason)
         self.kind, self.field, self.reason = kind, field, reason

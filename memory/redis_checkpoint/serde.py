@@ -18,6 +18,8 @@ import ormsgpack
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from reactgraph.errors import ReactGraphError
+
 # The encodings `JsonPlusSerializer.dumps_typed` writes without a pickle fallback: react-graph never writes
 # "json" (LangChain's constructor JSON, revived by importing) nor "pickle".
 ENCODINGS = frozenset({"null", "bytes", "bytearray", "msgpack"})
@@ -32,7 +34,7 @@ _OPTIONS = ormsgpack.OPT_NON_STR_KEYS
 TypeName = tuple[str, ...]
 
 
-class RefusedPayload(ValueError):
+class RefusedPayload(ReactGraphError, ValueError):
     """A stored value that is not one react-graph decodes; nothing in it was imported, built or called."""
 
 

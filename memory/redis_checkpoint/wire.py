@@ -36,9 +36,8 @@ from reactgraph.memory.redis_checkpoint.errors import (
     unavailable,
 )
 from reactgraph.memory.redis_checkpoint.limits import LoopSlots, PoolLimits, ThreadSlots, answer_wait
-from reactgraph.memory.redis_checkpoint.scripts import Script
+from reactgraph.memory.redis_checkpoint.resp import Command, missing_scripts, pack, raise_first_error
 
-Command = tuple[Any, ...]  # ("CMD", *args) or (Script, numkeys, *keys_and_args)
 log = logging.getLogger("reactgraph.memory.redis")
 _DOWN = (redis.ConnectionError, redis.TimeoutError, OSError)
 
@@ -53,42 +52,6 @@ def _log_down(url: str, exc: BaseException, event: str) -> None:
                 "unavailable": "connection dropped ({}); giving up"}.get(event, "cannot connect ({})")
         log.log(level, "redis %s: %s", shown, what.format(error),
                 extra={"redis": {"event": event, "url": shown, "error": error}})
-
-
-def _encode(command: Command) -> Command:
-    head = command[0]
-    return ("EVALSHA", head.sha, *command[1:]) if isinstance(head, Script) else command
-
-
-def _resp(command: Command, out: list[bytes]) -> None:
-    """RESP-encode one command; 10x cheaper than redis-py's general packer for our str/bytes/int args."""
-    out.append(b"*%d\r\n" % len(command))
-    for arg in command:
-        if isinstance(arg, str):
-            arg = arg.encode()
-        elif isinstance(arg, int):
-            arg = b"%d" % arg
-        out.append(b"$%d\r\n" % len(arg))
-        out.append(arg)
-        out.append(b"\r\n")
-
-
-def _pack(commands: list[Command]) -> list[bytes]:
-    out: list[bytes] = []
-    for command in commands:
-        _resp(_encode(command), out)
-    return [b"".join(out)]
-
-
-def _missing_scripts(replies: list[Any]) -> list[int]:
-    return [i for i, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
-
-
-def _raise_first_error(replies: list[Any]) -> list[Any]:
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies
 
 
 def check_client(client: Any) -> None:
@@ -145,10 +108,10 @@ class SyncWire:
         conn = self._acquire()
         try:
             replies = self._round_trip(conn, commands)
-            missing = _missing_scripts(replies)
+            missing = missing_scripts(replies)
             if missing:
                 for script in {commands[i][0] for i in missing}:
-                    _raise_first_error(self._round_trip(conn, [("SCRIPT", "LOAD", script.source)]))
+                    raise_first_error(self._round_trip(conn, [("SCRIPT", "LOAD", script.source)]))
                 for i, reply in zip(missing, self._round_trip(conn, [commands[i] for i in missing]), strict=True):
                     replies[i] = reply
         except BaseException:
@@ -157,7 +120,7 @@ class SyncWire:
         finally:
             self._free.append(conn)
             self._slots.give()
-        return _raise_first_error(replies)
+        return raise_first_error(replies)
 
     async def acall(self, command: Command) -> Any:
         return (await self.abatch([command]))[0]
@@ -171,7 +134,7 @@ class SyncWire:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self.batch, commands)
 
     def _round_trip(self, conn: Any, commands: list[Command]) -> list[Any]:
-        packed = _pack(commands)
+        packed = pack(commands)
         for attempt in (1, 2):
             try:
                 conn.send_packed_command(packed, check_health=False)
@@ -246,10 +209,10 @@ class AsyncWire:
         conn, slots = await self._acquire()
         try:
             replies = await self._round_trip(conn, commands)
-            missing = _missing_scripts(replies)
+            missing = missing_scripts(replies)
             if missing:
                 for script in {commands[i][0] for i in missing}:
-                    _raise_first_error(await self._round_trip(conn, [("SCRIPT", "LOAD", script.source)]))
+                    raise_first_error(await self._round_trip(conn, [("SCRIPT", "LOAD", script.source)]))
                 for i, reply in zip(missing, await self._round_trip(conn, [commands[i] for i in missing]), strict=True):
                     replies[i] = reply
         except BaseException:
@@ -258,10 +221,10 @@ class AsyncWire:
         finally:
             self._free.append(conn)
             slots.give()
-        return _raise_first_error(replies)
+        return raise_first_error(replies)
 
     async def _round_trip(self, conn: Any, commands: list[Command]) -> list[Any]:
-        packed = _pack(commands)
+        packed = pack(commands)
         for attempt in (1, 2):
             try:
                 await conn.send_packed_command(packed, check_health=False)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.memory.redis_store import layout
 
 log = logging.getLogger("reactgraph.memory.redis_store")
 
 
-class UnreadableItem(ValueError):
+class UnreadableItem(ReactGraphError, ValueError):
     """A stored item that is not what RedisStore writes (a JSON object after its header); names the key."""
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from reactgraph.errors import ReactGraphError
+
 MAX_FILE_BYTES = 20 * 1024 * 1024
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".mdx", ".txt", ".text", ".rst", ".org", ".adoc"})
 DOCUMENT_SUFFIXES = TEXT_SUFFIXES | {".pdf"}
@@ -12,7 +14,7 @@ MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
 _SNIFF_BYTES = 8192
 
 
-class DocumentRejected(Exception):
+class DocumentRejected(ReactGraphError):
     """A file that will not be ingested; the message says why in one line."""
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.memory.vector_store.chunking import split_document
 from reactgraph.memory.vector_store.embedders import (
     Embedder,
@@ -28,11 +29,11 @@ RERANK_POOL = 10
 RERANK_WEIGHT = 0.3
 
 
-class EmbedderMismatch(ValueError):
+class EmbedderMismatch(ReactGraphError, ValueError):
     """The index was built with another embedder: its vectors and the query's would not be comparable."""
 
 
-class IndexCorrupt(ValueError):
+class IndexCorrupt(ReactGraphError, ValueError):
     """The index directory exists but cannot be read."""
 
 

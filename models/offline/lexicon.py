@@ -7,7 +7,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from reactgraph.tools.builtin.calculator import superscripts_as_powers
+from reactgraph.tools.builtin.calculator_notation import superscripts_as_powers
 
 # "中文名|English name|IANA time zone|extra aliases..." — ~100 Chinese and world cities.
 _CITY_ROWS = """

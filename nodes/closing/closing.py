@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
@@ -18,71 +19,75 @@ from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
-from reactgraph.nodes.runtime.node_driver import Call
+from reactgraph.nodes.runtime.node_driver import Call, Steps
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import answer_update
+from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import iteration_of, messages_of, steps_of, usage_of
+from reactgraph.nodes.state.records import CloseReason, RunStatus
 from reactgraph.nodes.tool_round.loop_guard import tool_steps
 
 
 def observations_digest(state: Mapping[str, Any]) -> str:
     """A plain listing of what the tools returned: the last resort when no model can write the answer."""
-    lines = [f"- {s['action']} ({s['status']}): {s['observation'][:300]}" for s in tool_steps(state.get("steps", []))]
+    lines = [f"- {s['action']} ({s['status']}): {s['observation'][:300]}" for s in tool_steps(steps_of(state))]
     return "\n".join(lines) or "- (no tool results)"
 
 
-def settle(state: Mapping[str, Any], node: str, answer: str, status: str, reason: str, started: float,
-           tokens: int = 0, message: AIMessage | None = None) -> dict[str, Any]:
-    return answer_update(node=node, iteration=state.get("iteration", 0), answer=answer, status=status,
-                         reason=reason, tokens=tokens, started=started, message=message)
+def finish_turn(state: Mapping[str, Any], node: str, answer: str, *, reason: CloseReason, started: float,
+                status: RunStatus | None = None, scripted: bool = False, tokens: int = 0,
+                message: AIMessage | None = None) -> dict[str, Any]:
+    """The state update that ends a turn: the answer, its status, its step record and the answer message.
 
-
-def conclude(state: Mapping[str, Any], node: str, answer: str, reason: str, started: float, *, scripted: bool,
-             tokens: int = 0, message: AIMessage | None = None) -> dict[str, Any]:
-    """Settle a turn that has an answer: check each part of the question against the observations, pick the
-    status (see `status.pick_status`) and make sure the answer names what is missing."""
-    coverage = coverage_of(state, scripted=scripted)
-    status = pick_status(state, reason, coverage)
-    named = naming_missing(answer, status, coverage.missing, _in_chinese(state))
-    if named != answer:
-        message = AIMessage(content=named, usage_metadata=message.usage_metadata if message else None,
-                            id=message.id if message else None)
-    update = settle(state, node, named, status, reason, started, tokens, message)
-    update["coverage"] = {"parts": coverage.parts, "missing": coverage.missing, "by": coverage.by}
+    With a `status` given (a failure, a budget wrap-up) the answer stands as it is. Without one the answer is
+    checked: each part of the question against the observations (`status.coverage_of`), the status picked from
+    that (`status.pick_status`), and a line naming what is missing added when the answer does not say so."""
+    coverage = None
+    if status is None:
+        coverage = coverage_of(state, scripted=scripted)
+        status = pick_status(state, reason, coverage)
+        named = naming_missing(answer, status, coverage.missing, _in_chinese(state))
+        if named != answer:
+            message = AIMessage(content=named, usage_metadata=message.usage_metadata if message else None,
+                                id=message.id if message else None)
+        answer = named
+    record = make_step(step=iteration_of(state), node=node, status=status, thought=reason, observation=answer,
+                       tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
+    update: dict[str, Any] = {"final_answer": answer, "status": status, "steps": [record]}
+    if message is not None:
+        update["messages"] = [message]
+    if coverage is not None:
+        update["coverage"] = coverage.record()
     return update
 
 
 def _in_chinese(state: Mapping[str, Any]) -> bool:
-    messages = state.get("messages") or []
+    messages = messages_of(state)
     i = last_human_index(messages)
     return i >= 0 and any("\u4e00" <= ch <= "\u9fff" for ch in str(messages[i].text))
 
 
-def from_reply(state: Mapping[str, Any], node: str, reply: AIMessage, reason: str, started: float,
-               context: Context, scripted: bool = False) -> dict[str, Any]:
-    """The closing reply as the answer, its status picked by `conclude`; an empty reply counts as failed."""
+def _reply_answer(reply: AIMessage, context: Context) -> str:
+    """The closing reply's text as an answer a user reads: without "Final Answer:" or other ReAct labels."""
     answer = reply.text.strip()
     if context.protocol == "text":  # the model may still write "Final Answer: …"
         answer = text_protocol.answer_text(answer)
-    answer = answer_without_markup(answer)  # in either protocol: a user reads the answer, not the ReAct labels
-    if not answer:
-        return _failed(state, node, "The model call failed: ValueError: empty reply", reason, started)
-    # The reply's id stays: a `messages` stream has already shown this reply, token by token, under that id.
-    return conclude(state, node, answer, reason, started, scripted=scripted, tokens=tokens_of(reply),
-                    message=AIMessage(content=answer, usage_metadata=reply.usage_metadata, id=reply.id))
+    return answer_without_markup(answer)  # in either protocol: a user reads the answer, not the ReAct labels
 
 
-def _failed(state: Mapping[str, Any], node: str, why: str, reason: str, started: float) -> dict[str, Any]:
+def _failed(state: Mapping[str, Any], node: str, why: str, reason: CloseReason, started: float) -> dict[str, Any]:
     """No model could write the answer: say why, and list what the tools returned."""
     answer = f"I could not write a final answer ({why}). What the tools returned:\n{observations_digest(state)}"
-    return settle(state, node, answer, "failed", reason, started, message=AIMessage(content=answer))
+    return finish_turn(state, node, answer, reason=reason, started=started, status="failed",
+                       message=AIMessage(content=answer))
 
 
 def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], config: RunnableConfig,
-               *, node: str, system: str, reason: str, started: float,
-               notes: Sequence[str] = ()) -> Generator[Call, Any, dict[str, Any]]:
+               *, node: str, system: str, reason: CloseReason, started: float,
+               notes: Sequence[str] = ()) -> Steps:
     """A node body's closing call: the conversation (with `notes` as its data message) under `system`,
-    answered without calling tools."""
+    answered without calling tools; the reply is the answer (`finish_turn`), an empty or failed one ends the
+    turn failed with what the tools returned."""
     context = runtime.context
     model: Any = services.model(context)
     history: list[AnyMessage] = with_notes(state["messages"], notes)
@@ -92,27 +97,32 @@ def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runti
         history = for_model(history)
         model = without_tool_use(model, services.schemas(context, config))
     try:
-        reply = yield Call(model, [SystemMessage(system), *history])
+        reply = yield from Call(model, [SystemMessage(system), *history])
     except Exception as exc:  # noqa: BLE001 - after the retries: the turn still ends with the records' answer
         log_fallback(node, "answer_from_records", exc)
         return _failed(state, node, model_failure(exc, None, runtime), reason, started)
-    return from_reply(state, node, reply, reason, started, context, services.scripted(context))
+    if not (answer := _reply_answer(reply, context)):
+        return _failed(state, node, "The model call failed: ValueError: empty reply", reason, started)
+    # The reply's id stays: a `messages` stream has already shown this reply, token by token, under that id.
+    return finish_turn(state, node, answer, reason=reason, started=started, scripted=services.scripted(context),
+                       tokens=tokens_of(reply),
+                       message=AIMessage(content=answer, usage_metadata=reply.usage_metadata, id=reply.id))
 
 
 def budget_close(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], config: RunnableConfig,
                  *, node: str, system: str, started: float, gathered: str,
-                 notes: Sequence[str] = ()) -> Generator[Call, Any, dict[str, Any]]:
+                 notes: Sequence[str] = ()) -> Steps:
     """Wrap a turn up once a budget ran out: after a tool-call budget one closing call (it calls no tool); after
     a token or cost budget no model call at all, the answer being what was `gathered`. Either way the answer
     ends naming the budget and that what was not looked up is missing; status `budget_exhausted`."""
-    spent = budget.exhausted(state.get("usage"), runtime.context)
+    spent = budget.exhausted(usage_of(state), runtime.context)
     assert spent is not None  # the router sends here only when a budget ran out
     if spent["kind"] == "max_tool_calls":
         update = yield from close_turn(services, state, runtime, config, node=node, system=system, reason="budget",
                                        started=started, notes=notes)
     else:
-        update = settle(state, node, f"What was gathered before the budget ran out:\n{gathered}", "budget_exhausted",
-                        "budget", started, message=AIMessage(content=""))
+        update = finish_turn(state, node, f"What was gathered before the budget ran out:\n{gathered}", reason="budget",
+                             started=started, status="budget_exhausted", message=AIMessage(content=""))
     answer = f"{update['final_answer']}\n\n{budget.wrap_up_note(spent, _in_chinese(state))}"
     message = next(iter(update.get("messages") or []), None) or AIMessage(content="")
     update["steps"][0]["observation"] = answer

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 from reactgraph.models.offline.coverage import coverage_args
 from reactgraph.nodes.prompting.framing import summary_section, with_notes
+from reactgraph.nodes.state.fields import has_failed, messages_of, stop_reason_of, summary_of, verdict_of
+from reactgraph.nodes.state.records import CloseReason, CoverageJudge, CoverageRecord, RunStatus
 
-RunStatus = Literal["answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed"]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 # The statuses a caller may rely on as an answer (CLI exit code 0); every other one is a failure to answer.
 SUCCESS_STATUSES: frozenset[str] = frozenset({"answered", "partial"})
@@ -26,7 +27,11 @@ class Coverage:
 
     parts: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    by: str = "rules"  # model (the reflection verdict or the plan said) | rules (the scripted decomposition)
+    by: CoverageJudge = "rules"  # model (the reflection verdict or the plan said) | rules (the scripted decomposition)
+
+    def record(self) -> CoverageRecord:
+        """The check as the state holds it (the `coverage` field)."""
+        return CoverageRecord(parts=self.parts, missing=self.missing, by=self.by)
 
 
 def coverage_of(state: Mapping[str, Any], *, scripted: bool) -> Coverage:
@@ -34,22 +39,22 @@ def coverage_of(state: Mapping[str, Any], *, scripted: bool) -> Coverage:
 
     The rules count a part missing when its tools were tried and found nothing; for the scripted model, which
     knows nothing beyond its tools, also when it was never looked up."""
-    verdict = state.get("reflection") or {}
-    parts = [str(p) for p in verdict.get("parts") or [] if str(p).strip()]
-    if parts:
-        missing = [str(m) for m in verdict.get("missing") or [] if str(m).strip()]
+    verdict = verdict_of(state)
+    parts = [str(p) for p in (verdict["parts"] if verdict else []) if str(p).strip()]
+    if verdict and parts:
+        missing = [str(m) for m in verdict["missing"] if str(m).strip()]
         return Coverage(parts, missing, "model")
     # the messages as the model read them: facts folded into the running summary count as remembered
-    messages = with_notes(state.get("messages") or [], summary_section(state.get("summary")))
+    messages = with_notes(messages_of(state), summary_section(summary_of(state)))
     rule_parts, rule_missing = coverage_args(messages, untried_missing=scripted)
     return Coverage(rule_parts, rule_missing, "rules")
 
 
-def pick_status(state: Mapping[str, Any], reason: str, coverage: Coverage) -> RunStatus:
+def pick_status(state: Mapping[str, Any], reason: CloseReason, coverage: Coverage) -> RunStatus:
     """The turn's status: a failure, then an early stop (budget, limit, repeat), then how much was answered."""
-    if state.get("status") == "failed" or reason == "failure":
+    if has_failed(state) or reason == "failure":
         return "failed"
-    stopped = _STOPPED.get(str(state.get("stop_reason") or "")) or _STOPPED.get(reason)
+    stopped = _STOPPED.get(stop_reason_of(state) or "") or _STOPPED.get(reason)
     if stopped is not None:
         return stopped
     if coverage.parts and coverage.missing:

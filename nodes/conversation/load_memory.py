@@ -12,6 +12,7 @@ from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import summary_of
 
 
 def make_load_memory(services: AgentServices) -> Node:
@@ -22,11 +23,11 @@ def make_load_memory(services: AgentServices) -> Node:
         # before the summary's or any other model call.
         turn_question(state["messages"])
         fold = SessionMemory(keep_last=runtime.context.memory_window).fold(state["messages"],
-                                                                           state.get("summary", ""))
+                                                                           summary_of(state))
         if fold is None:
             return {}
         try:
-            output = yield Call(services.structured(runtime.context, ConversationSummary), fold.prompt())
+            output = yield from Call(services.structured(runtime.context, ConversationSummary), fold.prompt())
             parsed = output.get("parsed")
             if isinstance(parsed, ConversationSummary):
                 summary = parsed.summary

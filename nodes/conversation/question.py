@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.nodes.conversation.transcript import current_question
 
 # Characters that show nothing: spaces and separators of any script, control and format characters (zero-width
@@ -17,7 +18,7 @@ from reactgraph.nodes.conversation.transcript import current_question
 _INVISIBLE = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
 
 
-class EmptyQuestion(ValueError):
+class EmptyQuestion(ReactGraphError, ValueError):
     """A question with no visible text: refused before anything runs or is saved."""
 
 

@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 from reactgraph.memory.session_id import store_label
 from reactgraph.nodes.conversation.transcript import current_question
 from reactgraph.nodes.state.agent import AgentState
+from reactgraph.nodes.state.fields import final_answer_of, iteration_of, status_of
 
 
 def qa_namespace(session: str) -> tuple[str, ...]:
@@ -26,7 +27,7 @@ def save_memory(state: AgentState, runtime: Runtime[Any]) -> dict[str, Any]:
         return {}
     session = str((get_config().get("configurable") or {}).get("thread_id") or "default")
     store.put(qa_namespace(session), str(question.id), {
-        "question": str(question.text), "answer": state.get("final_answer") or "", "status": state.get("status"),
-        "iterations": state.get("iteration", 0), "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "question": str(question.text), "answer": final_answer_of(state), "status": status_of(state),
+        "iterations": iteration_of(state), "time": datetime.now(UTC).isoformat(timespec="seconds"),
     })
     return {}

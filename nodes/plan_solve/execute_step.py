@@ -16,7 +16,17 @@ from langgraph.runtime import Runtime
 
 from reactgraph.nodes.conversation.transcript import last_human_index, pending_calls, tokens_of
 from reactgraph.nodes.plan_solve.plan import summary_notes
-from reactgraph.nodes.plan_solve.state import PlanSolveState, StepOutcome, render_plan, settle, step_records
+from reactgraph.nodes.plan_solve.state import (
+    PlanSolveState,
+    StepOutcome,
+    avoid_tools_of,
+    cursor_of,
+    render_plan,
+    settle,
+    step_records,
+    step_results_of,
+    step_rounds_of,
+)
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
 from reactgraph.nodes.runtime.fallback_log import log_fallback
@@ -25,15 +35,16 @@ from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import iteration_of
 
 
 def plan_notes(state: PlanSolveState) -> list[str]:
     """The summary and the plan with its current step, as notes sections: the plan's goals were written after
     reading tool output (by replan, or by plan from a summary), so they are data, never the system prompt."""
-    plan, cursor = state["plan"], state.get("cursor", 0)
+    plan, cursor = state["plan"], cursor_of(state)
     step = plan[cursor]
     return [*summary_notes(state), prompts.PLAN_SECTION.format(
-        plan=render_plan(plan, state.get("step_results", [])), number=cursor + 1, total=len(plan),
+        plan=render_plan(plan, step_results_of(state)), number=cursor + 1, total=len(plan),
         goal=step["goal"], hint=prompts.STEP_TOOL_HINT.format(tool=step["tool"]) if step.get("tool") else "")]
 
 
@@ -65,7 +76,7 @@ def _text_reply(reply: AIMessage, schemas: list[dict[str, Any]]) -> tuple[AIMess
 
 def _iteration(state: PlanSolveState) -> int:
     # A step begun is one iteration, however many tool rounds it takes (see STEP_TOOL_ROUNDS).
-    return state.get("iteration", 0) + (1 if state.get("step_rounds", 0) == 0 else 0)
+    return iteration_of(state) + (1 if step_rounds_of(state) == 0 else 0)
 
 
 def _settled(state: PlanSolveState, reply: AIMessage, schemas: list[dict[str, Any]], protocol: str,
@@ -76,7 +87,7 @@ def _settled(state: PlanSolveState, reply: AIMessage, schemas: list[dict[str, An
     if protocol == "text":
         reply, usable = _text_reply(reply, schemas)
     if pending_calls(reply):
-        return {"messages": [reply], "iteration": iteration, "step_rounds": state.get("step_rounds", 0) + 1}
+        return {"messages": [reply], "iteration": iteration, "step_rounds": step_rounds_of(state) + 1}
     current: PlanSolveState = {**state, "iteration": iteration}
     result = reply.text.strip()
     records = step_records(current)
@@ -88,7 +99,7 @@ def _settled(state: PlanSolveState, reply: AIMessage, schemas: list[dict[str, An
 def _failed(state: PlanSolveState, reason: str, started: float) -> dict[str, Any]:
     iteration = _iteration(state)
     record = make_step(step=iteration, node="execute_step", status="model_error", observation=reason,
-                       thought=state["plan"][state.get("cursor", 0)]["goal"],
+                       thought=state["plan"][cursor_of(state)]["goal"],
                        latency_ms=(time.perf_counter() - started) * 1000)
     return {"iteration": iteration, "status": "failed", "final_answer": reason, "steps": [record], "step_rounds": 0}
 
@@ -99,14 +110,14 @@ def make_execute_step(services: AgentServices) -> Node:
     def execute_step(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         context = runtime.context
-        avoid = set(state.get("avoid_tools") or ())
+        avoid = set(avoid_tools_of(state))
         schemas = [s for s in services.schemas(context, config) if s["function"]["name"] not in avoid]
         model = services.model(context)
         bound = (model.bind(stop=text_protocol.STOP) if context.protocol == "text"
                  else services.with_tools(context, schemas))
         request = step_request(state, context, schemas)
         try:
-            reply = yield Call(bound, request)
+            reply = yield from Call(bound, request)
         except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed
             log_fallback("execute_step", "model_error_failed_step", exc)
             return _failed(state, model_failure(exc, model, runtime), started)

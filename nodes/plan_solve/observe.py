@@ -7,7 +7,14 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.plan_solve.state import STEP_TOOL_ROUNDS, PlanSolveState, observed, settle, step_records
+from reactgraph.nodes.plan_solve.state import (
+    STEP_TOOL_ROUNDS,
+    PlanSolveState,
+    observed,
+    settle,
+    step_records,
+    step_rounds_of,
+)
 from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.tool_round.observe import observe
 
@@ -16,7 +23,7 @@ def observe_step(state: PlanSolveState, runtime: Runtime[Context]) -> dict[str, 
     """Record this round's tool results; at the step's round limit, close it with what it observed."""
     started = time.perf_counter()
     update = observe(state, runtime)
-    if state.get("step_rounds", 0) < STEP_TOOL_ROUNDS:
+    if step_rounds_of(state) < STEP_TOOL_ROUNDS:
         return update  # the model gets another round to finish the step (or to try a fallback)
     records = [*step_records(state), *update["steps"]]
     closing = settle(state, result=observed(records), records=records, started=started)

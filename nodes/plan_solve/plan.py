@@ -21,6 +21,7 @@ from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import summary_of
 
 
 def fresh_turn(state: PlanSolveState) -> dict[str, Any]:
@@ -37,7 +38,7 @@ def tool_list(schemas: list[dict[str, Any]]) -> str:
 
 def summary_notes(state: PlanSolveState) -> list[str]:
     """The session summary as a notes section (it goes into the data message, never the system prompt)."""
-    return summary_section(state.get("summary"))
+    return summary_section(summary_of(state))
 
 
 def _settle(state: PlanSolveState, steps: list[dict[str, Any]], status: str, note: str, tokens: int,
@@ -79,7 +80,7 @@ def make_plan(services: AgentServices) -> Node:
                                                 now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
             planner = services.structured(context, Plan)
             history = for_model(with_notes(state["messages"], summary_notes(state)))
-            output = yield Call(planner, [SystemMessage(system), *history])
+            output = yield from Call(planner, [SystemMessage(system), *history])
         except Exception as exc:  # noqa: BLE001 - a plan that cannot be made falls back to one whole-question step
             return _fallback(state, f"planning failed ({type(exc).__name__}: {exc})"[:300], 0, started)
         return _from_output(state, output, started)

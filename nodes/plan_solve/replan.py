@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
@@ -11,7 +11,19 @@ from langgraph.runtime import Runtime
 
 from reactgraph.nodes.conversation.transcript import question_text, tokens_of
 from reactgraph.nodes.plan_solve.plan import summary_notes, tool_list
-from reactgraph.nodes.plan_solve.state import PlanSolveState, Replan, remaining, render_plan, render_results
+from reactgraph.nodes.plan_solve.state import (
+    PlanSolveState,
+    PlanStepRecord,
+    Replan,
+    avoid_tools_of,
+    cursor_of,
+    plan_of,
+    remaining,
+    render_plan,
+    render_results,
+    replans_of,
+    step_results_of,
+)
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.framing import for_model, with_notes
 from reactgraph.nodes.runtime.fallback_log import log_fallback
@@ -19,28 +31,29 @@ from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import iteration_of
 
 
 def _revised(state: PlanSolveState, replan: Replan, tokens: int, started: float) -> dict[str, Any]:
-    done = list(state.get("plan") or [])[:state.get("cursor", 0)]
-    steps = [s.model_dump() for s in replan.steps if s.goal.strip()]
-    avoid = sorted({*state.get("avoid_tools", []), *(t for t in replan.avoid_tools if t)})
+    done = plan_of(state)[:cursor_of(state)]
+    steps = [cast(PlanStepRecord, s.model_dump()) for s in replan.steps if s.goal.strip()]
+    avoid = sorted({*avoid_tools_of(state), *(t for t in replan.avoid_tools if t)})
     note = replan.reason or f"{len(steps)} step(s) remain"
     if avoid:
         note += f" (avoiding: {', '.join(avoid)})"
-    record = make_step(step=state.get("iteration", 0), node="replan", status="replan", thought=note,
+    record = make_step(step=iteration_of(state), node="replan", status="replan", thought=note,
                        observation=render_plan([*done, *steps], start=len(done)), tokens=tokens,
                        latency_ms=(time.perf_counter() - started) * 1000)
-    return {"plan": [*done, *steps], "avoid_tools": avoid, "replans": state.get("replans", 0) + 1,
+    return {"plan": [*done, *steps], "avoid_tools": avoid, "replans": replans_of(state) + 1,
             "steps": [record]}
 
 
 def _kept(state: PlanSolveState, why: str, tokens: int, started: float) -> dict[str, Any]:
     # Replanning is advisory: when it cannot be had, the plan goes on as it was.
-    record = make_step(step=state.get("iteration", 0), node="replan", status="replan_failed",
+    record = make_step(step=iteration_of(state), node="replan", status="replan_failed",
                        thought=f"{why}; the plan is unchanged", observation=render_plan(remaining(state)),
                        tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
-    return {"replans": state.get("replans", 0) + 1, "steps": [record]}
+    return {"replans": replans_of(state) + 1, "steps": [record]}
 
 
 def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) -> dict[str, Any]:
@@ -63,10 +76,10 @@ def make_replan(services: AgentServices) -> Node:
             reviser = services.structured(context, Replan)
             # The plan and its results are model-written after reading tool output: notes, not the system prompt.
             notes = [*summary_notes(state),
-                     prompts.STEP_RESULTS_SECTION.format(results=render_results(state.get("step_results", []))),
+                     prompts.STEP_RESULTS_SECTION.format(results=render_results(step_results_of(state))),
                      prompts.REMAINING_SECTION.format(
-                         remaining=render_plan(state.get("plan") or [], start=state.get("cursor", 0)))]
-            output = yield Call(reviser, [SystemMessage(system), *for_model(with_notes(state["messages"], notes))])
+                         remaining=render_plan(plan_of(state), start=cursor_of(state)))]
+            output = yield from Call(reviser, [SystemMessage(system), *for_model(with_notes(state["messages"], notes))])
         except Exception as exc:  # noqa: BLE001 - replanning is advisory: the plan is kept as it is
             log_fallback("replan", "plan_kept", exc)
             return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)

@@ -7,23 +7,32 @@ import time
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.closing.closing import budget_close, close_turn, observations_digest, settle
+from reactgraph.nodes.closing.closing import budget_close, close_turn, finish_turn, observations_digest
 from reactgraph.nodes.plan_solve.plan import summary_notes
-from reactgraph.nodes.plan_solve.state import PlanSolveState, plan_verdict, remaining, render_results
+from reactgraph.nodes.plan_solve.state import (
+    PlanSolveState,
+    plan_of,
+    plan_verdict,
+    remaining,
+    render_results,
+    step_results_of,
+)
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.runtime.budget import exhausted
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import budget_stopped, final_answer_of, has_failed, usage_of
+from reactgraph.nodes.state.records import SolveReason
 
 
-def solve_reason(state: PlanSolveState) -> str:
+def solve_reason(state: PlanSolveState) -> SolveReason:
     """Why solving now: the plan is done, it was empty, or a budget or the limit stopped it."""
-    if state.get("stop_reason") == "budget":
+    if budget_stopped(state):
         return "budget"
     if remaining(state):
         return "limit"
-    return "done" if state.get("plan") else "empty"
+    return "done" if plan_of(state) else "empty"
 
 
 def make_solve(services: AgentServices) -> Node:
@@ -33,16 +42,16 @@ def make_solve(services: AgentServices) -> Node:
         started = time.perf_counter()
         if (verdict := plan_verdict(state)) is not None:  # the plan named the parts: coverage by the model
             state = {**state, "reflection": verdict}
-        if state.get("status") == "failed":
-            return settle(state, "solve", state.get("final_answer") or "The run failed.", "failed", "failure",
-                          started)
+        if has_failed(state):
+            return finish_turn(state, "solve", final_answer_of(state) or "The run failed.", reason="failure",
+                               started=started, status="failed")
         reason = solve_reason(state)
         system = prompts.SOLVE_PROMPT.format(
             reason=prompts.SOLVE_REASONS[reason].format(max_iterations=runtime.context.max_iterations))
         notes = [*summary_notes(state),
-                 prompts.STEP_RESULTS_SECTION.format(results=render_results(state.get("step_results", [])))]
-        if exhausted(state.get("usage"), runtime.context) is not None:
-            gathered = (f"{render_results(state.get('step_results', []))}\n{observations_digest(state)}"
+                 prompts.STEP_RESULTS_SECTION.format(results=render_results(step_results_of(state)))]
+        if exhausted(usage_of(state), runtime.context) is not None:
+            gathered = (f"{render_results(step_results_of(state))}\n{observations_digest(state)}"
                         f"\nSteps not finished: {'; '.join(s['goal'] for s in remaining(state)) or '(none)'}")
             return (yield from budget_close(services, state, runtime, config, node="solve", started=started,
                                             system=prompts.SOLVE_PROMPT.format(reason=prompts.SOLVE_REASONS["budget"]),

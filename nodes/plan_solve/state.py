@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NotRequired
 
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
+from reactgraph.nodes.state.fields import iteration_of, steps_of
+from reactgraph.nodes.state.verdict import Verdict, parts_verdict
 from reactgraph.nodes.tool_round.loop_guard import found_nothing, tool_steps
 
 # Tool rounds one step may use before it is settled from what it observed: enough for a fallback or two,
@@ -50,6 +52,14 @@ class Replan(BaseModel):
     reason: str = Field(default="", description="One sentence: what changed and why.")
 
 
+class PlanStepRecord(TypedDict):
+    """A `PlanStep` as the state holds it (the plan's fallback step names no part)."""
+
+    goal: str
+    tool: str | None
+    part: NotRequired[str | None]
+
+
 class StepResult(TypedDict):
     """A settled plan step: what it was for, how it went, and what it found."""
 
@@ -63,7 +73,7 @@ class StepResult(TypedDict):
 class PlanSolveState(AgentState):
     """ReAct's state plus the plan being carried out. `iteration` counts plan steps begun (see README)."""
 
-    plan: NotRequired[list[dict[str, Any]]]  # PlanStep dicts: the steps carried out, then the remaining ones
+    plan: NotRequired[list[PlanStepRecord]]  # the steps carried out, then the remaining ones
     cursor: NotRequired[int]  # index in `plan` of the step being carried out, or of the next one
     step_rounds: NotRequired[int]  # tool rounds of the current step so far; 0 when no step is under way
     step_results: NotRequired[list[StepResult]]
@@ -72,12 +82,42 @@ class PlanSolveState(AgentState):
     plan_parts: NotRequired[list[str]]  # the question's parts as the plan named them (empty: the rules judge)
 
 
-def remaining(state: PlanSolveState) -> list[dict[str, Any]]:
+# Reading Plan-and-Solve's own fields, each with its default (the agent state's fields: nodes/state/fields.py).
+
+def plan_of(state: Mapping[str, Any]) -> list[PlanStepRecord]:
+    return list(state.get("plan") or [])
+
+
+def cursor_of(state: Mapping[str, Any]) -> int:
+    return state.get("cursor") or 0
+
+
+def step_rounds_of(state: Mapping[str, Any]) -> int:
+    return state.get("step_rounds") or 0
+
+
+def step_results_of(state: Mapping[str, Any]) -> list[StepResult]:
+    return state.get("step_results") or []
+
+
+def avoid_tools_of(state: Mapping[str, Any]) -> list[str]:
+    return state.get("avoid_tools") or []
+
+
+def replans_of(state: Mapping[str, Any]) -> int:
+    return state.get("replans") or 0
+
+
+def plan_parts_of(state: Mapping[str, Any]) -> list[str]:
+    return state.get("plan_parts") or []
+
+
+def remaining(state: PlanSolveState) -> list[PlanStepRecord]:
     """The plan's steps not yet begun (or the one under way)."""
-    return list(state.get("plan") or [])[state.get("cursor", 0):]
+    return plan_of(state)[cursor_of(state):]
 
 
-def render_plan(plan: Sequence[dict[str, Any]], results: Sequence[StepResult] = (), start: int = 0) -> str:
+def render_plan(plan: Sequence[Mapping[str, Any]], results: Sequence[StepResult] = (), start: int = 0) -> str:
     """A numbered listing; settled steps show their outcome."""
     outcome = {r["index"]: r["status"] for r in results}
     lines = []
@@ -117,42 +157,42 @@ def settle(state: PlanSolveState, *, result: str, records: Sequence[ExecutionSte
 
     `records` are all of this step's tool records (earlier rounds' and, if just observed, this round's).
     """
-    cursor = state.get("cursor", 0)
+    cursor = cursor_of(state)
     step = state["plan"][cursor]
     status = status or outcome(records)
     settled = StepResult(index=cursor, goal=step["goal"], tool=step.get("tool"), status=status, result=result)
-    record = make_step(step=state.get("iteration", 0), node="execute_step", status=status, thought=step["goal"],
+    record = make_step(step=iteration_of(state), node="execute_step", status=status, thought=step["goal"],
                        observation=result, tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
-    return {"step_results": [*state.get("step_results", []), settled], "cursor": cursor + 1, "step_rounds": 0,
+    return {"step_results": [*step_results_of(state), settled], "cursor": cursor + 1, "step_rounds": 0,
             "steps": [record]}
 
 
 def step_records(state: PlanSolveState) -> list[ExecutionStep]:
     """Tool records of the step under way (records carry the plan step's number as `step`)."""
-    return tool_steps(state.get("steps", []), state.get("iteration", 0))
+    return tool_steps(steps_of(state), iteration_of(state))
 
 
 def _key(text: object) -> str:
     return " ".join(str(text or "").split()).casefold()
 
 
-def plan_verdict(state: PlanSolveState) -> dict[str, list[str]] | None:
+def plan_verdict(state: PlanSolveState) -> Verdict | None:
     """The plan's account of the question's parts, in the reflection verdict's terms (`parts`, `missing`), for
     `status.coverage_of`; None when the plan named no parts (the rules judge then).
 
     A part is missing when the steps for it were all carried out without a usable result (failed, found nothing)
     or never carried out (a limit or budget stopped the plan); a part no step names is the model's own knowledge.
     When no step names a part, a plan all of whose steps failed leaves every part missing."""
-    parts = [str(p).strip() for p in state.get("plan_parts") or [] if str(p).strip()]
+    parts = [str(p).strip() for p in plan_parts_of(state) if str(p).strip()]
     if not parts:
         return None
-    plan, results = list(state.get("plan") or []), state.get("step_results") or []
+    plan, results = plan_of(state), step_results_of(state)
     worked = {r["index"] for r in results if r["status"] != "failed"}
     if not any(step.get("part") for step in plan):
-        return {"parts": parts, "missing": parts if results and not worked else []}
+        return parts_verdict(parts=parts, missing=parts if results and not worked else [])
     missing = []
     for part in parts:
         mine = [i for i, step in enumerate(plan) if _key(step.get("part")) == _key(part)]
         if mine and not worked.intersection(mine):
             missing.append(part)
-    return {"parts": parts, "missing": missing}
+    return parts_verdict(parts=parts, missing=missing)

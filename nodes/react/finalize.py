@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.closing.closing import budget_close, close_turn, conclude, observations_digest, settle
+from reactgraph.nodes.closing.closing import budget_close, close_turn, finish_turn, observations_digest
 from reactgraph.nodes.conversation.transcript import pending_calls
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
@@ -18,28 +17,34 @@ from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import (
+    budget_stopped,
+    final_answer_of,
+    has_failed,
+    iteration_of,
+    usage_of,
+    verdict_of,
+)
+from reactgraph.nodes.state.records import FinalizeReason
 
 
-def stop_reason(state: AgentState, context: Context) -> str:
+def stop_reason(state: AgentState, context: Context) -> FinalizeReason:
     """Why the loop stopped without the model's own answer: budget, limit, repeated call, or enough information."""
-    if state.get("stop_reason") == "budget":
+    if budget_stopped(state):
         return "budget"
-    if state.get("iteration", 0) >= context.max_iterations:
+    if iteration_of(state) >= context.max_iterations:
         return "limit"
-    if (state.get("reflection") or {}).get("repeated_call"):
+    if (verdict := verdict_of(state)) and verdict["repeated_call"]:
         return "repeated"
     return "enough"
 
 
-def settled(state: AgentState, started: float, scripted: bool) -> dict[str, Any] | None:
-    """The turn's outcome when no model call is needed (the model answered, or the run failed)."""
-    if state.get("status") == "failed":
-        answer = state.get("final_answer") or "The run failed."
-        return settle(state, "finalize", answer, "failed", "failure", started)
+def model_answer(state: AgentState) -> str | None:
+    """The model's own answer: its last reply when that calls no tool, without ReAct markup (`Thought: … Final
+    Answer: …`, a wrapper fence), which is not part of the answer a user reads; None when there is none."""
     reply = state["messages"][-1]
-    # ReAct markup (`Thought: … Final Answer: …`, a wrapper fence) is not part of the answer a user reads.
-    if isinstance(reply, AIMessage) and not pending_calls(reply) and (answer := answer_without_markup(reply.text)):
-        return conclude(state, "finalize", answer, "model answered", started, scripted=scripted)
+    if isinstance(reply, AIMessage) and not pending_calls(reply):
+        return answer_without_markup(reply.text) or None
     return None
 
 
@@ -48,9 +53,13 @@ def make_finalize(services: AgentServices) -> Node:
 
     def finalize(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
-        if (done := settled(state, started, services.scripted(runtime.context))) is not None:
-            return done
-        if exhausted(state.get("usage"), runtime.context) is not None:
+        if has_failed(state):
+            return finish_turn(state, "finalize", final_answer_of(state) or "The run failed.", reason="failure",
+                               started=started, status="failed")
+        if (answer := model_answer(state)) is not None:
+            return finish_turn(state, "finalize", answer, reason="model answered", started=started,
+                               scripted=services.scripted(runtime.context))
+        if exhausted(usage_of(state), runtime.context) is not None:
             return (yield from budget_close(services, state, runtime, config, node="finalize", started=started,
                                             system=prompts.FINALIZE_PROMPT.format(
                                                 reason=prompts.FINALIZE_REASONS["budget"]),

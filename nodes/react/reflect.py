@@ -17,21 +17,22 @@ from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState, make_step
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import iteration_of, steps_of
 from reactgraph.nodes.state.verdict import ReflectionVerdict
 from reactgraph.nodes.tool_round.loop_guard import repeated_calls, rules_verdict
 
 
 def _settle(state: AgentState, verdict: ReflectionVerdict, tokens: int, started: float,
             by_rules: bool = False) -> dict[str, Any]:
-    iteration = state.get("iteration", 0)
+    iteration = iteration_of(state)
     # The loop guard is authoritative: a model may miss a repeat, but a repeat must always stop the loop
     # (a verdict from the rules has looked for repeats already).
-    if not by_rules and repeated_calls(state.get("steps", []), iteration):
+    if not by_rules and repeated_calls(steps_of(state), iteration):
         verdict = verdict.model_copy(update={"repeated_call": True})
     step = make_step(step=iteration, node="reflect", status="reflection", thought=verdict.note,
                      observation=verdict.model_dump_json(), tokens=tokens,
                      latency_ms=(time.perf_counter() - started) * 1000)
-    return {"reflection": verdict.model_dump(), "steps": [step]}
+    return {"reflection": verdict.record(), "steps": [step]}
 
 
 def _from_model_output(output: dict[str, Any], state: AgentState) -> tuple[ReflectionVerdict, int]:
@@ -40,7 +41,7 @@ def _from_model_output(output: dict[str, Any], state: AgentState) -> tuple[Refle
     parsed = output.get("parsed")
     if isinstance(parsed, ReflectionVerdict):
         return parsed, tokens
-    fallback = rules_verdict(state.get("steps", []), state.get("iteration", 0))
+    fallback = rules_verdict(steps_of(state), iteration_of(state))
     reason = output.get("parsing_error") or "no structured output"
     log_fallback("reflect", "reflection_rules", reason)
     return fallback.model_copy(update={"note": f"{fallback.note} (model reflection unusable: "
@@ -56,14 +57,14 @@ def make_reflect(services: AgentServices) -> Node:
         context = runtime.context
         if context.reflection == "off":
             return {"reflection": None}
-        steps, iteration = state.get("steps", []), state.get("iteration", 0)
+        steps, iteration = steps_of(state), iteration_of(state)
         # A text-protocol model may offer no structured output, so its `llm` reflection uses the rules.
         if context.reflection != "llm" or context.protocol == "text":
             return _settle(state, rules_verdict(steps, iteration), 0, started, by_rules=True)
         judge = services.structured(context, ReflectionVerdict)
         messages: list[AnyMessage] = [SystemMessage(prompts.REFLECT_PROMPT), *for_model(state["messages"])]
         try:
-            output = yield Call(judge, messages)
+            output = yield from Call(judge, messages)
         except Exception as exc:  # noqa: BLE001 - reflection is advisory; the loop goes on without it
             log_fallback("reflect", "reflection_rules", exc)
             verdict = rules_verdict(steps, iteration)

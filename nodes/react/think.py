@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,10 +19,12 @@ from reactgraph.nodes.prompting.framing import for_model, summary_section, with_
 from reactgraph.nodes.runtime.budget import fresh_budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
-from reactgraph.nodes.runtime.node_driver import Call, Node, dual_node
+from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import iteration_of, lessons_of, summary_of, turn_id_of, verdict_of
+from reactgraph.nodes.state.verdict import Verdict
 
 
 def start_of_turn(state: AgentState) -> dict[str, Any]:
@@ -31,23 +32,23 @@ def start_of_turn(state: AgentState) -> dict[str, Any]:
     messages = state["messages"]
     i = last_human_index(messages)
     question_id = messages[i].id if i >= 0 else None
-    if question_id is not None and question_id == state.get("turn_id"):
+    if question_id is not None and question_id == turn_id_of(state):
         return {}
     return {"turn_id": question_id, "iteration": 0, "steps": Overwrite([]), "reflection": None,
             "final_answer": None, "status": None, "coverage": None, **fresh_budget()}
 
 
-def notes_sections(state: AgentState, reflection: dict | None) -> list[str]:
+def notes_sections(state: AgentState, reflection: Verdict | None) -> list[str]:
     """What earlier steps wrote after reading tool output: the session summary, the last reflection note, lessons."""
-    sections = summary_section(state.get("summary"))
-    if note := (reflection or {}).get("note"):
+    sections = summary_section(summary_of(state))
+    if reflection and (note := reflection["note"]):
         sections.append(prompts.REFLECTION_NOTE.format(note=note))
-    if lessons := state.get("lessons"):
+    if lessons := lessons_of(state):
         sections.append(prompts.LESSONS_SECTION.format(lessons="\n".join(f"- {lesson}" for lesson in lessons)))
     return sections
 
 
-def prompt_messages(state: AgentState, context: Context, reflection: dict | None,
+def prompt_messages(state: AgentState, context: Context, reflection: Verdict | None,
                     schemas: list[dict[str, Any]] | None = None) -> list[AnyMessage]:
     """System prompt (instructions and protocol only), then the conversation with tool results framed as data
     and the notes from earlier steps (summary, reflection note, lessons) as a data message before the question.
@@ -86,8 +87,8 @@ class _Turn:
         return update
 
 
-# A decision is a generator: it yields the model calls to make and receives the replies (see node_driver).
-Decision = Generator[Call, AIMessage, dict[str, Any]]
+# A decision is a node body's part: it yields the model calls to make and receives the replies (see node_driver).
+Decision = Steps
 
 
 def _is_empty(reply: AIMessage) -> bool:
@@ -95,11 +96,11 @@ def _is_empty(reply: AIMessage) -> bool:
 
 
 def _tools_decision(model: Runnable, request: list[AnyMessage], turn: _Turn) -> Decision:
-    reply = yield Call(model, request)
+    reply = yield from Call(model, request)
     if _is_empty(reply):  # one nudge before giving up: some models occasionally return nothing
         # In the leading system message: providers such as Anthropic refuse a second, later system message.
         nudged = SystemMessage(f"{request[0].text}\n{prompts.EMPTY_REPLY_NUDGE}")
-        reply = yield Call(model, [nudged, *request[1:]])
+        reply = yield from Call(model, [nudged, *request[1:]])
     if _is_empty(reply):
         answer = "The model returned an empty reply twice; no answer could be produced."
         turn.steps.append(make_step(step=turn.iteration, node="think", status="empty_reply", observation=answer,
@@ -112,7 +113,7 @@ def _text_decision(model: Runnable, request: list[AnyMessage], turn: _Turn, sche
                    limit: int) -> Decision:
     """Text protocol: parse the reply; a malformed one is sent back with a correction and costs an iteration."""
     while True:
-        reply = yield Call(model, request)
+        reply = yield from Call(model, request)
         raw = str(reply.text)
         parsed = text_protocol.parse_reply(raw)
         if parsed.problem is None:
@@ -136,9 +137,9 @@ def make_think(services: AgentServices) -> Node:
     def think(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Decision:
         context = runtime.context
         reset = start_of_turn(state)
-        turn = _Turn(iteration=(0 if reset else state.get("iteration", 0)) + 1, reset=reset)
+        turn = _Turn(iteration=(0 if reset else iteration_of(state)) + 1, reset=reset)
         schemas = services.schemas(context, config)
-        request = prompt_messages(state, context, None if reset else state.get("reflection"), schemas)
+        request = prompt_messages(state, context, None if reset else verdict_of(state), schemas)
         model = services.model(context)
         if context.protocol == "text":  # the tools are described in the prompt, never bound
             decision = _text_decision(model.bind(stop=text_protocol.STOP), request, turn, schemas,

@@ -11,6 +11,7 @@ from reactgraph.nodes.conversation.transcript import question_text
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
 from reactgraph.nodes.runtime.budget import add_usage, call_usage, exhausted, wrap_up_note
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import final_answer_of, turn_id_of, usage_of
 
 
 def _in_chinese(state: ReflexionState) -> bool:
@@ -24,12 +25,12 @@ def stopped_by_budget(state: ReflexionState, runtime: Runtime[Context], update: 
     `budget_exhausted`, `stop_reason`/`budget` set. Unchanged when every budget still has room.
 
     The node driver adds this call's usage to the update afterwards; it is counted here too, only to decide."""
-    usage = add_usage(state.get("usage"), call_usage(request, output, runtime.context.model))
+    usage = add_usage(usage_of(state), call_usage(request, output, runtime.context.model))
     spent = exhausted(usage, runtime.context)
     if spent is None:
         return update
-    answer = f"{state.get('final_answer') or ''}\n\n{wrap_up_note(spent, _in_chinese(state))}".strip()
+    answer = f"{final_answer_of(state)}\n\n{wrap_up_note(spent, _in_chinese(state))}".strip()
     steps = [{**step, "observation": f"{step['observation']}\n{wrap_up_note(spent, _in_chinese(state))}"}
              for step in update.get("steps", [])]
     return {**update, "steps": steps, "final_answer": answer, "status": "budget_exhausted", "stop_reason": "budget",
-            "budget": spent, "messages": [AIMessage(answer, id=answer_id(state.get("turn_id")))]}
+            "budget": spent, "messages": [AIMessage(answer, id=answer_id(turn_id_of(state)))]}

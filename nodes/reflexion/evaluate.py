@@ -15,12 +15,20 @@ from reactgraph.nodes.conversation.transcript import tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.framing import for_model
 from reactgraph.nodes.reflexion.budget_stop import stopped_by_budget
-from reactgraph.nodes.reflexion.state import Evaluation, ReflexionState
+from reactgraph.nodes.reflexion.state import (
+    Evaluation,
+    EvaluationRecord,
+    ReflexionState,
+    criteria_of,
+    trajectory_of,
+    trial_of,
+)
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import final_answer_of, has_failed, iteration_of, status_of, steps_of
 
 # A checker takes the answer, the run's ExecutionStep records and the task's params (the same shape as
 # evals.checks, so a harness can register its own): True/False, or (passed, reason).
@@ -49,12 +57,12 @@ def normalise(text: str) -> str:
     return re.sub(r"(?<=\d)[,，](?=\d{3}\b)", "", text or "").casefold()
 
 
-def by_criteria(state: ReflexionState) -> dict[str, Any] | None:
+def by_criteria(state: ReflexionState) -> EvaluationRecord | None:
     """The verdict of the task's own check, or None when the question came without one."""
-    criteria = state.get("criteria") or {}
-    answer = state.get("final_answer") or ""
+    criteria = criteria_of(state)
+    answer = final_answer_of(state)
     if name := criteria.get("checker"):
-        verdict = CHECKERS[name](answer, state.get("steps", []), **(criteria.get("params") or {}))
+        verdict = CHECKERS[name](answer, steps_of(state), **(criteria.get("params") or {}))
         passed, reason = verdict if isinstance(verdict, tuple) else (bool(verdict), "")
         return {"passed": bool(passed), "reason": reason or f"checker {name} {'passed' if passed else 'failed'}",
                 "by": "checker"}
@@ -67,16 +75,16 @@ def by_criteria(state: ReflexionState) -> dict[str, Any] | None:
     return None
 
 
-def by_rules(state: ReflexionState, why: str = "") -> dict[str, Any]:
+def by_rules(state: ReflexionState, why: str = "") -> EvaluationRecord:
     """No model judgement to be had: an attempt that answered (not at the limit, not failed) passes."""
-    status = state.get("status") or "none"
+    status = status_of(state) or "none"
     reason = f"the attempt ended with status {status}" + (f" ({why})" if why else "")
     return {"passed": status == "answered", "reason": reason, "by": "rules"}
 
 
-def _settle(state: ReflexionState, verdict: dict[str, Any], tokens: int, started: float) -> dict[str, Any]:
-    record = make_step(step=state.get("iteration", 0), node="evaluate", status="passed" if verdict["passed"] else
-                       "failed", thought=f"trial {state.get('trial', 0)} · judged by {verdict['by']}",
+def _settle(state: ReflexionState, verdict: EvaluationRecord, tokens: int, started: float) -> dict[str, Any]:
+    record = make_step(step=iteration_of(state), node="evaluate", status="passed" if verdict["passed"] else
+                       "failed", thought=f"trial {trial_of(state)} · judged by {verdict['by']}",
                        observation=verdict["reason"], tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
     return {"evaluation": verdict, "steps": [record]}
 
@@ -84,16 +92,16 @@ def _settle(state: ReflexionState, verdict: dict[str, Any], tokens: int, started
 def _from_output(state: ReflexionState, output: dict[str, Any], started: float) -> dict[str, Any]:
     parsed = output.get("parsed")
     if isinstance(parsed, Evaluation):
-        verdict = {"passed": parsed.passed, "reason": parsed.reason, "by": "model"}
+        verdict = EvaluationRecord(passed=parsed.passed, reason=parsed.reason, by="model")
     else:
         verdict = by_rules(state, f"model judgement unusable: {str(output.get('parsing_error') or '')[:120]}")
     return _settle(state, verdict, tokens_of(output.get("raw")), started)
 
 
-def without_model(state: ReflexionState, context: Context) -> dict[str, Any] | None:
+def without_model(state: ReflexionState, context: Context) -> EvaluationRecord | None:
     """The verdict when no model judgement is needed or to be had, else None."""
-    if state.get("status") == "failed":
-        reason = f"the attempt failed: {(state.get('final_answer') or '')[:200]}"
+    if has_failed(state):
+        reason = f"the attempt failed: {final_answer_of(state)[:200]}"
         return {"passed": False, "reason": reason, "by": "status"}
     if (verdict := by_criteria(state)) is not None:
         return verdict
@@ -114,9 +122,9 @@ def make_evaluate(services: AgentServices) -> Node:
         except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output
             log_fallback("evaluate", "judgement_rules", exc)
             return _settle(state, by_rules(state, f"no model judgement: {type(exc).__name__}"), 0, started)
-        request = [SystemMessage(prompts.EVALUATE_PROMPT), *for_model(state.get("trajectory", []))]
+        request = [SystemMessage(prompts.EVALUATE_PROMPT), *for_model(trajectory_of(state))]
         try:
-            output = yield Call(judge, request)
+            output = yield from Call(judge, request)
         except Exception as exc:  # noqa: BLE001 - judging is advisory; the rules decide without it
             log_fallback("evaluate", "judgement_rules", exc)
             return _settle(state, by_rules(state, f"model judgement failed: {type(exc).__name__}"), 0, started)

@@ -13,7 +13,7 @@ from langgraph.types import Overwrite
 from reactgraph.nodes.conversation.question import turn_question
 from reactgraph.nodes.conversation.transcript import question_text
 from reactgraph.nodes.reflexion.evaluate import CHECKERS
-from reactgraph.nodes.reflexion.state import MAX_LESSONS, ReflexionState, lessons_namespace
+from reactgraph.nodes.reflexion.state import MAX_LESSONS, ReflexionState, input_criteria, lessons_namespace
 from reactgraph.nodes.runtime.budget import fresh_budget
 
 
@@ -32,11 +32,11 @@ def recalled_lessons(store: BaseStore | None, question: str, session: str) -> li
 
 def load_lessons(state: ReflexionState, runtime: Runtime[Any]) -> dict[str, Any]:
     """Reset the per-question fields; every run of the graph starts its trials afresh."""
-    checker = state.get("checker")
-    if checker and checker not in CHECKERS:  # a bad input is refused before any model or tool is called
+    criteria = input_criteria(state)
+    # a bad input is refused before any model or tool is called
+    if (checker := criteria["checker"]) and checker not in CHECKERS:
         raise ValueError(f"unknown checker {checker!r}; registered: {', '.join(sorted(CHECKERS)) or 'none'}")
     question = turn_question(state["messages"])  # an empty question (a bare invoke, Studio) runs no trial
-    criteria = {"expected": state.get("expected"), "checker": checker, "params": state.get("checker_params") or {}}
     lessons = recalled_lessons(runtime.store, question_text(state["messages"]), session_of(get_config()))
     return {"turn_id": question.id if question else None, "iteration": 0, "steps": Overwrite([]), "reflection": None,
             "final_answer": None, "status": None, "coverage": None, "trial": 0, "evaluation": None, "trajectory": [],

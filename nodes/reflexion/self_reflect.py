@@ -15,35 +15,43 @@ from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.framing import for_model, with_notes
 from reactgraph.nodes.reflexion.budget_stop import stopped_by_budget
 from reactgraph.nodes.reflexion.load_lessons import session_of
-from reactgraph.nodes.reflexion.state import MAX_LESSONS, Lesson, ReflexionState, lessons_namespace
+from reactgraph.nodes.reflexion.state import (
+    MAX_LESSONS,
+    Lesson,
+    ReflexionState,
+    failed_because,
+    lessons_namespace,
+    trajectory_of,
+    trial_of,
+)
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Await, Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import final_answer_of, iteration_of, lessons_of, turn_id_of
 
 
 def rules_lesson(state: ReflexionState) -> str:
     """A lesson from the evaluation alone, when the model cannot write one."""
-    reason = (state.get("evaluation") or {}).get("reason") or "it did not pass the check"
-    return (f"Attempt {state.get('trial', 0)} did not pass ({reason}). Check every part of the question against "
+    reason = failed_because(state, "it did not pass the check")
+    return (f"Attempt {trial_of(state)} did not pass ({reason}). Check every part of the question against "
             f"the tool results, and try another tool or query for the parts that are missing.")
 
 
 def _remember(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig, lesson: str, how: str,
               tokens: int, started: float) -> Steps:
-    trial = state.get("trial", 0)
-    evaluation = state.get("evaluation") or {}
+    trial = trial_of(state)
     if (store := runtime.store) is not None:
         # Keyed by question and trial: a resumed run rewrites the same lesson instead of adding a copy. Yielded
         # as the store's async call: under `ainvoke` a synchronous store write would wait on the event loop.
-        yield store.aput(lessons_namespace(session_of(config)), f"{state.get('turn_id')}:{trial}", {
+        yield from Await(store.aput(lessons_namespace(session_of(config)), f"{turn_id_of(state)}:{trial}", {
             "question": question_text(state["messages"]), "lesson": lesson, "trial": trial,
-            "answer": state.get("final_answer") or "", "reason": evaluation.get("reason", ""),
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds")})
-    record = make_step(step=state.get("iteration", 0), node="self_reflect", status="lesson", thought=how,
+            "answer": final_answer_of(state), "reason": failed_because(state, ""),
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds")}))
+    record = make_step(step=iteration_of(state), node="self_reflect", status="lesson", thought=how,
                        observation=lesson, tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
-    lessons = list(dict.fromkeys([*(state.get("lessons") or []), lesson]))  # the same lesson twice adds nothing
+    lessons = list(dict.fromkeys([*lessons_of(state), lesson]))  # the same lesson twice adds nothing
     return {"lessons": lessons[-MAX_LESSONS:], "steps": [record]}
 
 
@@ -55,12 +63,12 @@ def make_self_reflect(services: AgentServices) -> Node:
         output: Any = None
         request: list[Any] = []
         if runtime.context.protocol != "text":  # a text-only model may offer no structured output
-            reason = (state.get("evaluation") or {}).get("reason") or "no reason given"
+            reason = failed_because(state, "no reason given")
             notes = [prompts.FAILED_CHECK_SECTION.format(reason=reason)]
             request = [SystemMessage(prompts.SELF_REFLECT_PROMPT),
-                       *for_model(with_notes(state.get("trajectory", []), notes))]
+                       *for_model(with_notes(trajectory_of(state), notes))]
             try:
-                output = yield Call(services.structured(runtime.context, Lesson), request)
+                output = yield from Call(services.structured(runtime.context, Lesson), request)
             except Exception as exc:  # noqa: BLE001 - a lesson from the rules still goes to the next trial
                 log_fallback("self_reflect", "lesson_rules", exc)
                 output = {}

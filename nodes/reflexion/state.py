@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NotRequired
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -41,6 +42,26 @@ class ReflexionInput(TypedDict):
     checker_params: NotRequired[dict[str, Any] | None]
 
 
+# Who judged a trial: the task's checker or expected text, the model, the rules, or the trial's failed status.
+JudgedBy = Literal["checker", "expected", "model", "rules", "status"]
+
+
+class EvaluationRecord(TypedDict):
+    """The judgement of the last trial as the state holds it (the `evaluation` field)."""
+
+    passed: bool
+    reason: str
+    by: JudgedBy
+
+
+class Criteria(TypedDict):
+    """How this question's answer is checked, captured from the input (see `ReflexionInput`)."""
+
+    expected: str | list[str] | None
+    checker: str | None
+    params: dict[str, Any]
+
+
 class ReflexionState(AgentState):
     """The session, plus this question's trials. `iteration` and `steps` add up over the trials."""
 
@@ -49,10 +70,44 @@ class ReflexionState(AgentState):
     checker_params: NotRequired[dict[str, Any] | None]
     # The input's checking criteria, captured for this turn (the input fields are cleared so the next
     # question on the thread is not checked against them).
-    criteria: NotRequired[dict[str, Any]]
+    criteria: NotRequired[Criteria]
     trial: NotRequired[int]  # trials run so far for this question
-    evaluation: NotRequired[dict[str, Any] | None]  # the last trial's: passed, reason, by (expected | checker | model)
+    evaluation: NotRequired[EvaluationRecord | None]  # the last trial's judgement
     trajectory: NotRequired[list[AnyMessage]]  # the last trial's messages, from the question on
+
+
+# Reading Reflexion's own fields, each with its default (the agent state's fields: nodes/state/fields.py).
+
+def trial_of(state: Mapping[str, Any]) -> int:
+    """Trials run so far for this question."""
+    return state.get("trial") or 0
+
+
+def evaluation_of(state: Mapping[str, Any]) -> EvaluationRecord | None:
+    """The last trial's judgement, or None (no trial judged yet)."""
+    return state.get("evaluation") or None
+
+
+def failed_because(state: Mapping[str, Any], default: str) -> str:
+    """Why the last trial did not pass, as its judgement said (`default` when it said nothing)."""
+    evaluation = evaluation_of(state)
+    return (evaluation["reason"] if evaluation else "") or default
+
+
+def trajectory_of(state: Mapping[str, Any]) -> list[AnyMessage]:
+    """The last trial's messages, from the question on."""
+    return state.get("trajectory") or []
+
+
+def criteria_of(state: Mapping[str, Any]) -> Criteria:
+    """The checking criteria captured for this question (none: the model judges)."""
+    return state.get("criteria") or Criteria(expected=None, checker=None, params={})
+
+
+def input_criteria(state: Mapping[str, Any]) -> Criteria:
+    """The checking criteria the input brought (`expected`, `checker`, `checker_params`)."""
+    return Criteria(expected=state.get("expected"), checker=state.get("checker"),
+                    params=state.get("checker_params") or {})
 
 
 def lessons_namespace(session: str) -> tuple[str, ...]:

@@ -10,30 +10,41 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.conversation.transcript import last_human_index
-from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
+from reactgraph.nodes.reflexion.state import ReflexionState, answer_id, trial_of
 from reactgraph.nodes.runtime.budget import add_usage, exhausted, remaining_context, wrap_up_note
 from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import (
+    budget_stopped,
+    final_answer_of,
+    iteration_of,
+    lessons_of,
+    messages_of,
+    status_of,
+    steps_of,
+    turn_id_of,
+    usage_of,
+)
 
 
 def _actor_input(state: ReflexionState) -> dict[str, Any]:
     # The conversation without an earlier trial's answer: each trial starts from the question, not a transcript.
-    previous = answer_id(state.get("turn_id"))
-    return {"messages": [m for m in state["messages"] if m.id != previous], "lessons": list(state.get("lessons") or [])}
+    previous = answer_id(turn_id_of(state))
+    return {"messages": [m for m in state["messages"] if m.id != previous], "lessons": lessons_of(state)}
 
 
 def _absorb(state: ReflexionState, result: dict[str, Any], context: Context) -> dict[str, Any]:
     """The trial's outcome in the run's terms: iterations and records add up; the answer replaces the last one."""
-    offset = state.get("iteration", 0)
-    messages = result.get("messages") or []
+    offset = iteration_of(state)
+    messages = messages_of(result)
     spent = _spent(state, result, context)
-    answer = _in_run_terms(result.get("final_answer") or "", result.get("budget"), spent.get("budget"))
-    return {"trial": state.get("trial", 0) + 1, "iteration": offset + result.get("iteration", 0),
-            "steps": [{**step, "step": step["step"] + offset} for step in result.get("steps", [])],
-            "final_answer": answer, "status": result.get("status"), "reflection": result.get("reflection"),
+    answer = _in_run_terms(final_answer_of(result), result.get("budget"), spent.get("budget"))
+    return {"trial": trial_of(state) + 1, "iteration": offset + iteration_of(result),
+            "steps": [{**step, "step": step["step"] + offset} for step in steps_of(result)],
+            "final_answer": answer, "status": status_of(result), "reflection": result.get("reflection"),
             "coverage": result.get("coverage"),
             "trajectory": messages[max(last_human_index(messages), 0):],
-            "messages": [AIMessage(answer, id=answer_id(state.get("turn_id")))], **spent}
+            "messages": [AIMessage(answer, id=answer_id(turn_id_of(state)))], **spent}
 
 
 def _in_run_terms(answer: str, trial_budget: Any, run_budget: Any) -> str:
@@ -47,10 +58,10 @@ def _in_run_terms(answer: str, trial_budget: Any, run_budget: Any) -> str:
 
 def _spent(state: ReflexionState, result: dict[str, Any], context: Context) -> dict[str, Any]:
     """The trial's usage, added to the run's; a budget the trial ran out of is reported against the run's limit."""
-    usage = result.get("usage") or {}
-    if result.get("stop_reason") != "budget":
+    usage = usage_of(result)
+    if not budget_stopped(result):
         return {"usage": usage}
-    spent = exhausted(add_usage(state.get("usage"), usage), context)
+    spent = exhausted(add_usage(usage_of(state), usage), context)
     return {"usage": usage, "stop_reason": "budget", "budget": spent or result.get("budget")}
 
 
@@ -59,8 +70,8 @@ def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any]) -> Node:
 
     def trial(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         # The trial may spend what the earlier trials (and their evaluations) left of each budget.
-        budgets = remaining_context(state.get("usage"), runtime.context)
-        result = yield Call(actor, _actor_input(state), config, {"context": budgets})
+        budgets = remaining_context(usage_of(state), runtime.context)
+        result = yield from Call(actor, _actor_input(state), config, {"context": budgets})
         return _absorb(state, result, runtime.context)
 
     return dual_node(trial, name="trial")

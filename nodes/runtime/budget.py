@@ -17,32 +17,15 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Overwrite
-from typing_extensions import TypedDict
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.models.offline.usage import usage_for
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.records import Budget, BudgetKind, Usage
 from reactgraph.tools import ToolResult
 
 PRICES_ENV = "REACTGRAPH_PRICES"  # a JSON file {"<provider>:<model>": {"input": usd_per_m, "output": usd_per_m}}
 MAX_PRICES_BYTES = 1_000_000
-
-
-class Usage(TypedDict, total=False):
-    """What a turn has used so far; every key adds up across the nodes of the turn."""
-
-    tool_calls: int
-    tool_calls_refused: int  # calls answered "not run" because a budget did not allow them
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float
-
-
-class Budget(TypedDict):
-    """The budget that ran out: which one, its limit, and how much was used."""
-
-    kind: str  # max_tool_calls | max_model_tokens | max_cost_usd
-    limit: float
-    used: float
 
 
 def add_usage(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> Usage:
@@ -69,7 +52,7 @@ PRICES: dict[str, tuple[float, float]] = {
 }
 
 
-class InvalidPrices(ValueError):
+class InvalidPrices(ReactGraphError, ValueError):
     """The price file named by $REACTGRAPH_PRICES cannot be read or holds an entry that is not a price."""
 
 
@@ -169,8 +152,9 @@ def exhausted(usage: Mapping[str, Any] | None, context: Context) -> Budget | Non
     Tokens and cost are used up once reached (a further model call would go beyond). The tool-call budget is used
     up once a call had to be refused: a run whose calls fit exactly may still answer without another call."""
     usage = usage or {}
-    used = {"max_model_tokens": tokens_used(usage), "max_cost_usd": round(float(usage.get("cost_usd", 0.0)), 6),
-            "max_tool_calls": int(usage.get("tool_calls", 0))}
+    used: dict[BudgetKind, float] = {"max_model_tokens": tokens_used(usage),
+                                     "max_cost_usd": round(float(usage.get("cost_usd", 0.0)), 6),
+                                     "max_tool_calls": int(usage.get("tool_calls", 0))}
     for kind, spent in used.items():
         limit = getattr(context, kind)
         if limit is None or spent < limit:

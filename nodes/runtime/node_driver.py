@@ -1,10 +1,15 @@
 """One body for a node's sync and async runs: the body is a generator that yields the calls it needs made.
 
-A body is `body(state, runtime, config)`; it yields a `Call` (a runnable to invoke: a chat model, a
-structured-output chain, a subgraph) or a coroutine (the tool gateway's async API), and is sent the result.
-A failed call is thrown into the body at its `yield`, so failures are handled with an ordinary try/except.
-Only the driver differs between the graph's `invoke` (sync calls, coroutines on the sync bridge) and its
-`ainvoke` (awaited), so no node is written twice.
+A body is `body(state, runtime, config)`. It asks for a call with `result = yield from Call(runnable, input)`
+(a chat model, a structured-output chain, a subgraph: `runnable.invoke`, or `ainvoke` under the graph's
+`ainvoke`) or `result = yield from Await(coroutine)` (the tool gateway's async API: awaited, or run on the
+sync bridge under `invoke`); `result` has the type the runnable or coroutine returns. A failed call is thrown
+into the body at its `yield from`, so failures are handled with an ordinary try/except. Only the driver
+differs between `invoke` and `ainvoke`, so no node is written twice.
+
+The body returns its state update. What its calls used (model tokens and cost, tool calls; budget.call_usage)
+is counted by the driver, which returns it beside the update (`drive`, `adrive`); the node then writes the
+update `charged` with it, so every node's usage reaches the `usage` channel the same way.
 
 A transient model error is not thrown into the body while the node's `RetryPolicy` has attempts left:
 the driver raises it and LangGraph runs the node again (see model_retry).
@@ -12,16 +17,15 @@ the driver raises it and LangGraph runs the node again (see model_retry).
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable, Generator
-from typing import Any, NamedTuple
+from collections.abc import Callable, Coroutine, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
-from langchain_core.runnables import RunnableConfig
-
-# The sync+async node runnable LangGraph itself builds from plain functions, and LangChain's `create_agent`
-# uses for its nodes; `trace=False` because the node's run is already traced by LangGraph.
-from langgraph._internal._runnable import RunnableCallable
-from langgraph.runtime import Runtime
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables.config import set_config_context
+from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Overwrite, RetryPolicy
 
 from reactgraph.nodes.runtime.budget import Usage, add_usage, call_usage
@@ -30,45 +34,58 @@ from reactgraph.nodes.runtime.model_retry import attempt_of, leave_to_retry
 from reactgraph.nodes.state.context import Context, resolve_context
 from reactgraph.tools.sync_bridge import run_sync
 
-
-class Call(NamedTuple):
-    """A call a node body asks for: `runnable.invoke(input, config, **kwargs)` (or `ainvoke`)."""
-
-    runnable: Any
-    input: Any
-    config: RunnableConfig | None = None
-    kwargs: dict[str, Any] = {}  # noqa: RUF012 - never mutated; a NamedTuple default
-
-
+T = TypeVar("T")
 logger = logging.getLogger("reactgraph.nodes")
 
-# What a body is: it yields `Call`s or coroutines, is sent their results, and returns the node's state update.
-Steps = Generator[Any, Any, dict[str, Any]]
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """A runnable call a body asks for: `runnable.invoke(input, config, **kwargs)` (or `ainvoke`).
+    `yield from` it: the value is the call's result."""
+
+    runnable: Runnable[Any, T]
+    input: Any
+    config: RunnableConfig | None = None
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __iter__(self) -> Generator[Request, Any, T]:
+        return (yield self)
+
+
+@dataclass(frozen=True, slots=True)
+class Await(Generic[T]):
+    """A coroutine a body asks to have awaited (on the sync bridge under `invoke`). `yield from` it: the value is
+    the coroutine's."""
+
+    coroutine: Coroutine[Any, Any, T]
+
+    def __iter__(self) -> Generator[Request, Any, T]:
+        return (yield self)
+
+
+Request = Call[Any] | Await[Any]
+Update = dict[str, Any]
+# What a body is: it yields requests, is sent their results, and returns the node's state update.
+Steps = Generator[Request, Any, Update]
 Body = Callable[[Any, Runtime[Context], RunnableConfig], Steps]
-Node = RunnableCallable  # what `dual_node` and `plain_node` return: a node to give `StateGraph.add_node`
 
 
-def _with_context(runtime: Runtime[Context]) -> Runtime[Context]:
-    """The runtime with a resolved `Context` (None or a mapping becomes one), so bodies read it directly."""
+def _runtime() -> Runtime[Context]:
+    """The run's runtime (LangGraph's public accessor), with a resolved `Context` (None or a mapping becomes one)."""
+    runtime: Runtime[Context] = get_runtime()
     if isinstance(runtime.context, Context):
         return runtime
     return runtime.override(context=resolve_context(runtime.context))
 
 
-def _call(request: Any) -> Any:
-    if isinstance(request, Call):
-        return request.runnable.invoke(request.input, request.config, **request.kwargs)
-    return run_sync(request)
+def _counted(usage: Usage, request: Request, result: Any, runtime: Runtime[Context]) -> Usage:
+    """`usage` plus what this call used (a model reply's tokens and cost, a tool call); see budget.call_usage."""
+    spent = call_usage(request.input if isinstance(request, Call) else None, result, runtime.context.model)
+    return add_usage(usage, spent) if spent else usage
 
 
-async def _acall(request: Any) -> Any:
-    if isinstance(request, Call):
-        return await request.runnable.ainvoke(request.input, request.config, **request.kwargs)
-    return await request
-
-
-def _answer(steps: Generator[Any, Any, Any], result: Any, failure: Exception | None, retry: RetryPolicy | None,
-            runtime: Runtime[Context], name: str = "?") -> Any:
+def _answer(steps: Steps, result: Any, failure: Exception | None, retry: RetryPolicy | None,
+            runtime: Runtime[Context], name: str) -> Request:
     """Hand a call's outcome to the body: its result is sent in, its failure thrown in at the `yield` (or
     raised for LangGraph's RetryPolicy while attempts are left); returns the body's next request."""
     if failure is None:
@@ -90,16 +107,51 @@ def _log_retry(node: str, failure: Exception, runtime: Runtime[Context], retry: 
                                         "error": describe(failure)}})
 
 
-def _counted(usage: Usage, request: Any, result: Any, runtime: Runtime[Context]) -> Usage:
-    """`usage` plus what this call used (a model reply's tokens and cost, a tool call); see budget.call_usage."""
-    spent = call_usage(request.input if isinstance(request, Call) else None, result, runtime.context.model)
-    return add_usage(usage, spent) if spent else usage
+def drive(steps: Steps, runtime: Runtime[Context], retry: RetryPolicy | None, name: str) -> tuple[Update, Usage]:
+    """Run a body with sync calls: its update, and what its calls used."""
+    usage = Usage()
+    try:
+        request = next(steps)
+        while True:
+            result, failure = None, None
+            try:
+                if isinstance(request, Call):
+                    result = request.runnable.invoke(request.input, request.config, **request.kwargs)
+                else:
+                    result = run_sync(request.coroutine)
+                usage = _counted(usage, request, result, runtime)
+            except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
+                failure = exc
+            request = _answer(steps, result, failure, retry, runtime, name)
+    except StopIteration as done:
+        return done.value, usage
 
 
-def with_usage(update: Any, usage: Usage) -> Any:
+async def adrive(steps: Steps, runtime: Runtime[Context], retry: RetryPolicy | None,
+                 name: str) -> tuple[Update, Usage]:
+    """Run a body with awaited calls: its update, and what its calls used."""
+    usage = Usage()
+    try:
+        request = next(steps)
+        while True:
+            result, failure = None, None
+            try:
+                if isinstance(request, Call):
+                    result = await request.runnable.ainvoke(request.input, request.config, **request.kwargs)
+                else:
+                    result = await request.coroutine
+                usage = _counted(usage, request, result, runtime)
+            except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
+                failure = exc
+            request = _answer(steps, result, failure, retry, runtime, name)
+    except StopIteration as done:
+        return done.value, usage
+
+
+def charged(update: Update, usage: Usage) -> Update:
     """The node's update with what its calls used added to the `usage` channel (inside a turn's reset, which
     replaces the channel with `Overwrite`, the node's own usage is kept)."""
-    if not usage or not isinstance(update, dict):
+    if not usage:
         return update
     current = update.get("usage")
     if isinstance(current, Overwrite):
@@ -107,57 +159,52 @@ def with_usage(update: Any, usage: Usage) -> Any:
     return {**update, "usage": add_usage(current, usage)}
 
 
+class Node(Runnable[Any, Update]):
+    """A node to give `StateGraph.add_node`: `body` driven by sync calls under `invoke`, by awaits under `ainvoke`.
+    Untraced itself: LangGraph traces the node's run."""
+
+    def __init__(self, body: Body, *, name: str, retry: RetryPolicy | None = None) -> None:
+        self.body, self.name, self.retry = body, name, retry
+        self.node_name = name
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
+        config = config if config is not None else ensure_config()
+        runtime = _runtime()
+        update, usage = drive(self.body(input, runtime, config), runtime, self.retry, self.node_name)
+        return charged(update, usage)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
+        config = config if config is not None else ensure_config()
+        runtime = _runtime()
+        update, usage = await adrive(self.body(input, runtime, config), runtime, self.retry, self.node_name)
+        return charged(update, usage)
+
+
 def dual_node(body: Body, *, name: str, retry: RetryPolicy | None = None) -> Node:
-    """The node LangGraph runs: `body` driven by sync calls under `invoke` and by awaits under `ainvoke`."""
-
-    def node(state: Any, runtime: Runtime[Context], config: RunnableConfig) -> Any:
-        runtime = _with_context(runtime)
-        steps, usage = body(state, runtime, config), Usage()
-        try:
-            request = next(steps)
-            while True:
-                result, failure = None, None
-                try:
-                    result = _call(request)
-                    usage = _counted(usage, request, result, runtime)
-                except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
-                    failure = exc
-                request = _answer(steps, result, failure, retry, runtime, name)
-        except StopIteration as done:
-            return with_usage(done.value, usage)
-
-    async def anode(state: Any, runtime: Runtime[Context], config: RunnableConfig) -> Any:
-        runtime = _with_context(runtime)
-        steps, usage = body(state, runtime, config), Usage()
-        try:
-            request = next(steps)
-            while True:
-                result, failure = None, None
-                try:
-                    result = await _acall(request)
-                    usage = _counted(usage, request, result, runtime)
-                except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
-                    failure = exc
-                request = _answer(steps, result, failure, retry, runtime, name)
-        except StopIteration as done:
-            return with_usage(done.value, usage)
-
-    return RunnableCallable(node, anode, name=name, trace=False)
+    """The node LangGraph runs for `body` (see `Node`)."""
+    return Node(body, name=name, retry=retry)
 
 
-def plain_node(fn: Callable[..., Any], *, name: str | None = None) -> Node:
-    """A node without calls to make (CPU only): the same function under `invoke` and `ainvoke`, where a plain
-    function would be sent to a worker thread."""
+class Route(Runnable[Any, Any]):
+    """A routing function for `add_conditional_edges`, run without a trace span of its own (LangGraph traces a
+    plain function's every call; a route is a pure function of the state, and the node before it is traced).
+    It is passed `runtime` when it takes a parameter of that name."""
 
-    async def afn(*args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
+    def __init__(self, route: Callable[..., Any]) -> None:
+        self.route = route
+        self.name = getattr(route, "__name__", None) or getattr(getattr(route, "func", None), "__name__", None)
+        self._runtime = "runtime" in inspect.signature(route).parameters
 
-    return RunnableCallable(fn, afn, name=name or fn.__name__, trace=False)
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if self._runtime:  # LangGraph runs a route outside its node's config context: set it to read the runtime
+            with set_config_context(config or ensure_config()) as context:
+                kwargs["runtime"] = context.run(_runtime)
+        return self.route(input, **kwargs)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return self.invoke(input, config, **kwargs)
 
 
-
-def edge(route: Callable[..., Any]) -> Node:
-    """A routing function for `add_conditional_edges`, run without a trace span of its own (LangGraph traces
-    a plain function's every call; a route is a pure function of the state, and the node before it is traced)."""
-    name = getattr(route, "__name__", None) or getattr(getattr(route, "func", None), "__name__", None)  # partial
-    return RunnableCallable(route, name=name, trace=False)
+def edge(route: Callable[..., Any]) -> Route:
+    """`route` as a conditional edge (see `Route`)."""
+    return Route(route)

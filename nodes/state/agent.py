@@ -1,9 +1,10 @@
-"""The agent's state: the conversation, the typed step records and the loop's bookkeeping."""
+"""The agent's state: the conversation, the typed step records and the loop's bookkeeping.
+
+Its records and words are in records.py and verdict.py; reading a field with its default is in fields.py."""
 
 from __future__ import annotations
 
 import operator
-import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired
 
@@ -13,8 +14,9 @@ from langgraph.graph.message import add_messages
 # typing_extensions' TypedDict: pydantic (Studio's schemas, the API server) rejects typing's on Python < 3.12.
 from typing_extensions import TypedDict
 
-from reactgraph.nodes.closing.status import RunStatus
-from reactgraph.nodes.runtime.budget import Budget, Usage, add_usage
+from reactgraph.nodes.runtime.budget import add_usage
+from reactgraph.nodes.state.records import Approvals, Budget, CoverageRecord, RunStatus, StopReason, Usage
+from reactgraph.nodes.state.verdict import Verdict
 
 
 class ExecutionStep(TypedDict):
@@ -46,17 +48,6 @@ def make_step(*, step: int, node: str, status: str, thought: str = "", action: s
     )
 
 
-def answer_update(*, node: str, iteration: int, answer: str, status: str, reason: str, tokens: int,
-                  started: float, message: Any = None) -> dict[str, Any]:
-    """The state update that settles a turn: the answer, its status, its step record (and the answer message)."""
-    step = make_step(step=iteration, node=node, status=status, thought=reason, observation=answer, tokens=tokens,
-                     latency_ms=(time.perf_counter() - started) * 1000)
-    update: dict[str, Any] = {"final_answer": answer, "status": status, "steps": [step]}
-    if message is not None:
-        update["messages"] = [message]
-    return update
-
-
 class AgentState(TypedDict):
     """State of one session (thread). Per-turn fields are reset when a new question arrives."""
 
@@ -67,23 +58,23 @@ class AgentState(TypedDict):
     turn_id: NotRequired[str | None]
     iteration: NotRequired[int]
     steps: NotRequired[Annotated[list[ExecutionStep], operator.add]]
-    reflection: NotRequired[dict[str, Any] | None]
+    # The latest reflection verdict (nodes/state/verdict.py); None when reflection is off or none yet this turn.
+    reflection: NotRequired[Verdict | None]
     final_answer: NotRequired[str | None]
     status: NotRequired[RunStatus | None]
     # Why a loop stopped early, when a check (the budgets) stopped it: "budget" ends the turn budget_exhausted.
-    stop_reason: NotRequired[str | None]
+    stop_reason: NotRequired[StopReason | None]
     # The closing step's check: the question's parts, those left unanswered, and who said so (model | rules).
-    coverage: NotRequired[dict[str, Any] | None]
+    coverage: NotRequired[CoverageRecord | None]
     # Reflexion: lessons from earlier failed attempts at this question, shown in think's system prompt.
     # Supplied with the input (the Reflexion graph's trial passes them); kept until a caller replaces them.
     lessons: NotRequired[list[str]]
     # What this turn has used (tool calls, model tokens, cost), added up per node; see nodes/runtime/budget.py.
     usage: NotRequired[Annotated[Usage, add_usage]]
-    # Which budget ran out ({"kind", "limit", "used"}) when `stop_reason` is "budget".
+    # Which budget ran out when `stop_reason` is "budget".
     budget: NotRequired[Budget | None]
-    # The approval step's outcome for the reply it decided on: {"message_id", "approved": [call ids],
-    # "notes": {call id: what a person changed}}; see nodes/tool_round/approve.py.
-    approvals: NotRequired[dict[str, Any] | None]
+    # The approval step's outcome for the reply it decided on; see nodes/tool_round/approve.py.
+    approvals: NotRequired[Approvals | None]
 
 
 class InputState(TypedDict):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.nodes.prompting import prompts
 
 if TYPE_CHECKING:  # Context itself must stay importable without langgraph (the CLI's start-up)
@@ -26,7 +27,7 @@ ToolLabel = Annotated[str, Field(min_length=1, max_length=100)]  # a tool's name
 ApprovalSetting = Literal["always", "never"]
 
 
-class InvalidContext(ValueError):
+class InvalidContext(ReactGraphError, ValueError):
     """A Context field with a value it does not accept; the message names each field, value and what is accepted."""
 
 
@@ -171,7 +172,7 @@ def context_of(runtime: Runtime[Context]) -> Context:
     return resolve_context(runtime.context)
 
 
-class UnknownToolNames(UserWarning):
+class UnknownToolNames(ReactGraphError, UserWarning):
     """allowed_tools / denied_tools / approval name something that is neither a tool nor a tag of the gateway."""
 
 

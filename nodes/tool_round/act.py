@@ -8,7 +8,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Await, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.context import Context
 from reactgraph.tools import ToolResult, ToolStatus, observations
@@ -65,8 +65,9 @@ def make_act(services: AgentServices) -> Node:
         # The gateway is async: awaited under ainvoke, run on the sync bridge under invoke (see node_driver).
         # Gateway events go to LangGraph's `custom` stream (its writer is a no-op when that is not streamed); the
         # writer is taken here, in the node's context, never looked up on the bridge's loop thread.
-        result = yield services.gateway.execute(call, services.session(runtime.context, config),
-                                                events=runtime.stream_writer, approved=task.get("approved", False))
+        result = yield from Await(services.gateway.execute(call, services.session(runtime.context, config),
+                                                           events=runtime.stream_writer,
+                                                           approved=task.get("approved", False)))
         if note := task.get("note"):
             result.content = f"{note}\n{result.content}"
         return {"messages": [to_message(result)]}

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from reactgraph.errors import ReactGraphError
+
 MAX_REASON_CHARS = 1000  # a reason goes into the model's next prompt
 MAX_NAME_CHARS = 100
 
@@ -30,7 +32,7 @@ class Decision:
     reason: str = ""  # reject: why, shown to the model
 
 
-class BadAnswer(ValueError):
+class BadAnswer(ReactGraphError, ValueError):
     """An answer that is not one of the accepted shapes; the message says what was wrong and what is accepted."""
 
 

@@ -33,9 +33,11 @@ from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState, make_step
 from reactgraph.nodes.state.context import Context, context_of
+from reactgraph.nodes.state.fields import approvals_of, iteration_of, usage_of
+from reactgraph.nodes.state.records import Approvals
 from reactgraph.nodes.tool_round.approval_answer import BadAnswer, Decision, read_answer
 from reactgraph.tools import ToolSession, observations
-from reactgraph.tools.policies.events import emit
+from reactgraph.tools.policies.observability.events import emit
 
 MAX_ASKS = 5  # interrupts per reply: edit rounds and answers that were not understood
 APPROVAL = "approval"  # the interrupt value's "type"
@@ -48,16 +50,16 @@ def calls_to_run(state: AgentState, context: Context) -> tuple[AIMessage | None,
     reply = last_ai(messages)
     calls = pending_calls(reply)
     answered = {m.tool_call_id for m in latest_tool_messages(messages)}
-    cuts = budget.calls_cut(state.get("usage"), context, len(calls))
+    cuts = budget.calls_cut(usage_of(state), context, len(calls))
     return reply, [call for call, cut in zip(calls, cuts, strict=True)
                    if cut is None and "parse_error" not in call and call["id"] not in answered]
 
 
-def approvals_for(state: AgentState, reply: AIMessage | None) -> dict[str, Any]:
-    """The approval outcome recorded for this reply (`{"approved": [...], "notes": {...}}`), or an empty one."""
-    recorded = state.get("approvals") or {}
-    if reply is None or recorded.get("message_id") != reply.id:
-        return {"approved": [], "notes": {}}
+def approvals_for(state: AgentState, reply: AIMessage | None) -> Approvals:
+    """The approval outcome recorded for this reply, or an empty one (nothing approved, no notes)."""
+    recorded = approvals_of(state)
+    if reply is None or recorded is None or recorded.get("message_id") != reply.id:
+        return Approvals(message_id=reply.id if reply is not None else None, approved=[], notes={})
     return recorded
 
 
@@ -139,7 +141,7 @@ def _apply(decisions: dict[str, Decision], requests: list[dict[str, Any]], curre
 def _update(state: AgentState, reply: AIMessage | None, current: dict[str, dict[str, Any]],
             decided: dict[str, Decision], approved: set[str],
             runtime: Runtime[Context]) -> dict[str, Any]:
-    iteration = state.get("iteration", 0)
+    iteration = iteration_of(state)
     original = {call["id"]: call for call in pending_calls(reply) if "parse_error" not in call}
     messages: list[Any] = []
     steps, notes = [], {}
@@ -166,9 +168,8 @@ def _update(state: AgentState, reply: AIMessage | None, current: dict[str, dict[
             {**c, **({"name": current[c["id"]]["name"], "args": current[c["id"]]["args"]} if c["id"] in current
                      else {})} for c in reply.tool_calls]}))
     return {"messages": messages, "steps": steps,
-            "approvals": {"message_id": reply.id if reply is not None else None,
-                          "approved": sorted(approved),
-                          "notes": notes}}
+            "approvals": Approvals(message_id=reply.id if reply is not None else None, approved=sorted(approved),
+                                   notes=notes)}
 
 
 def _describe(status: str, asked: dict[str, Any], decision: Decision) -> str:
@@ -185,5 +186,5 @@ def _compact(args: Any) -> str:
 
 
 def _event(runtime: Runtime[Context], event: str, name: str, call_id: str, **fields: Any) -> None:
-    """An approval event on the `custom` stream, in the gateway events' shape (tools/policies/events.py)."""
+    """An approval event on the `custom` stream, in the gateway events' shape (see `emit`)."""
     emit(runtime.stream_writer, name, call_id, event, **fields)

@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 from reactgraph.nodes.conversation.transcript import last_ai, latest_tool_messages, pending_calls, tokens_of
 from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context, context_of
+from reactgraph.nodes.state.fields import iteration_of
 
 
 def truncate(text: str, budget: int) -> str:
@@ -31,7 +32,7 @@ def observe(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     messages = state["messages"]
     reply = last_ai(messages)
     calls = {c["id"]: c for c in pending_calls(reply)}
-    iteration = state.get("iteration", 0)
+    iteration = iteration_of(state)
     thought = reply.text.strip() if reply is not None else ""
     steps: list[ExecutionStep] = []
     shortened: list[ToolMessage] = []

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from reactgraph.cli.terminal_text import terminal_safe
+from reactgraph.errors import ReactGraphError
 
 APPROVE_HELP = ("Answer approval requests without asking: all | none | TOOL (names or tags whose calls are "
                 "approved; the others are rejected); repeatable. Default: ask at a terminal, else reject.")
@@ -22,7 +23,7 @@ NO_TERMINAL = "no one could approve it: not run at a terminal (use --approve all
 MAX_PROMPTS = 5  # wrong keys or bad JSON before a call is rejected: a closed stdin must not loop forever
 
 
-class ApprovalSpecError(ValueError):
+class ApprovalSpecError(ReactGraphError, ValueError):
     """`--approve` values that mix all/none with tool names."""
 
 

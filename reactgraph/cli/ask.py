@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,25 +56,33 @@ INDEX_HELP = ("Knowledge-base index rag_search reads (see `reactgraph ingest`; d
               "else the bundled knowledge base).")
 
 
+# The options of `ask` whose declarations take more than a line.
+QuestionArgument = Annotated[str, typer.Argument(metavar="QUESTION", help="The question to answer.")]
+SessionOption = Annotated[str | None, typer.Option(metavar="ID", help="Session (thread) id; a new one if omitted.")]
+ModelOption = Annotated[str | None, typer.Option(metavar="SPEC", help="offline | openai:<model> | anthropic:<model> "
+                                                                      "(default: $REACTGRAPH_MODEL or offline).")]
+AllowOption = Annotated[list[str], typer.Option(metavar="TOOL",
+                                                help="Allow only these tools (names or tags); repeatable.")]
+DenyOption = Annotated[list[str], typer.Option(metavar="TOOL", help="Deny these tools (names or tags); repeatable.")]
+FromOption = Annotated[str | None, typer.Option("--from", metavar="CHECKPOINT",
+                                                help="Fork the session from this checkpoint "
+                                                     "(see `reactgraph history`).")]
+ApproveOption = Annotated[list[str], typer.Option("--approve", metavar="all|none|TOOL", help=APPROVE_HELP)]
+
+
 def ask(
-    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question to answer.")],
-    session: Annotated[str | None, typer.Option(metavar="ID",
-                                                help="Session (thread) id; a new one if omitted.")] = None,
-    model: Annotated[str | None, typer.Option(metavar="SPEC", help="offline | openai:<model> | anthropic:<model> "
-                                                   "(default: $REACTGRAPH_MODEL or offline).")] = None,
+    question: QuestionArgument,
+    session: SessionOption = None,
+    model: ModelOption = None,
     max_iterations: Annotated[int, typer.Option(help="Think→act rounds before answering from what was gathered.")] = 5,
     max_tool_calls: MaxToolCalls = None,
     max_tokens: MaxTokens = None,
     max_cost: MaxCost = None,
     reflection: Annotated[Reflection, typer.Option(help=REFLECTION_HELP)] = Reflection.llm,
     protocol: Annotated[Protocol, typer.Option(help=PROTOCOL_HELP)] = Protocol.tools,
-    allow: Annotated[list[str], typer.Option(metavar="TOOL",
-                                             help="Allow only these tools (names or tags); repeatable.")] = [],  # noqa: B006
-    deny: Annotated[list[str], typer.Option(metavar="TOOL",
-                                            help="Deny these tools (names or tags); repeatable.")] = [],  # noqa: B006
-    from_checkpoint: Annotated[str | None, typer.Option("--from", metavar="CHECKPOINT",
-                                                        help="Fork the session from this checkpoint "
-                                                             "(see `reactgraph history`).")] = None,
+    allow: AllowOption = [],  # noqa: B006
+    deny: DenyOption = [],  # noqa: B006
+    from_checkpoint: FromOption = None,
     store: Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP)] = None,
     ttl: TtlOption = None,
     tools: Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)] = [],  # noqa: B006
@@ -83,8 +92,7 @@ def ask(
     no_wait: Annotated[bool, typer.Option("--no-wait", help="If the session is busy, exit 75 at once.")] = False,
     require_approval: RequireApproval = [],  # noqa: B006
     skip_approval: SkipApproval = [],  # noqa: B006
-    approve: Annotated[list[str], typer.Option("--approve", metavar="all|none|TOOL",
-                                               help=APPROVE_HELP)] = [],  # noqa: B006
+    approve: ApproveOption = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and tool-call logs.")] = False,
     otel: OtelOption = False,
@@ -96,8 +104,6 @@ def ask(
     time per session: a second ask on it waits (--wait) or, with --no-wait, exits 75. Calls of tools that
     need approval (http_get, MCP tools) are put to you at a terminal, or answered by --approve.
     """
-    from reactgraph.models.loader import load_chat_model
-
     question = question_argument(question)
     session = session_option(session)
     context = build_context(model, max_iterations, reflection, protocol, allow, deny,
@@ -105,13 +111,36 @@ def ask(
                              **approval_flags(require_approval, skip_approval)})
     if from_checkpoint and not session:
         raise UserError("--from needs --session: a checkpoint belongs to a session")
-    session = session or uuid.uuid4().hex[:12]
     check_index(index)
-    # Loading the model and opening the store first turns bad config into one line before anything runs.
+    options = AskOptions(from_checkpoint, store, ttl, tools, mcp, index, 0.0 if no_wait else wait, approve, as_json,
+                         otel)
+    _answer(question, session or uuid.uuid4().hex[:12], context, options)
+
+
+@dataclass(frozen=True)
+class AskOptions:
+    """The options of `ask` past its context: where the turn starts, its store and tools, how it is answered."""
+
+    from_checkpoint: str | None
+    store: str | None
+    ttl: str | None
+    tools: list[str]
+    mcp: Path | None
+    index: Path | None
+    wait_s: float
+    approve: list[str]
+    as_json: bool
+    otel: bool
+
+
+def _answer(question: str, session: str, context: Any, options: AskOptions) -> None:
+    """Load the model and open the store (bad config: one line before anything runs), then run the turn."""
+    from reactgraph.models.loader import load_chat_model
+
     chat_model = load_chat_model(context.model, context.temperature)
-    opened = open_store(store, parse_ttl(ttl))
+    opened = open_store(options.store, parse_ttl(options.ttl))
     out = None
-    if not as_json:
+    if not options.as_json:
         from reactgraph.cli.terminal_text import SafeConsole
         out = SafeConsole(soft_wrap=False)
         out.print(f"[dim]model: {model_label(context.model)} · store: {opened.description} · "
@@ -122,22 +151,27 @@ def ask(
 
     # Metrics go to the store's Redis; breakers stay this process's: a one-shot command sharing them would let
     # failures of unrelated runs refuse its calls (a worker service passes RedisBreakerStore itself).
-    gateway = gateway_with(tools, index, context, mcp, shared_url=opened.redis_url, share_breakers=False)
-    approver = _approver(approve, gateway, interactive=not as_json and sys.stdin.isatty())
+    gateway = gateway_with(options.tools, options.index, context, options.mcp, shared_url=opened.redis_url,
+                           share_breakers=False)
+    approver = _approver(options.approve, gateway, interactive=not options.as_json and sys.stdin.isatty())
     graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model)
     try:
-        with traced(otel), unreadable_as_user_error(session):
-            result, elapsed, mode = _turn(graph, question, session, from_checkpoint, context, out,
-                                          0.0 if no_wait else wait, approver)
+        with traced(options.otel), unreadable_as_user_error(session):
+            result, elapsed, mode = _turn(graph, question, session, options.from_checkpoint, context, out,
+                                          options.wait_s, approver)
     finally:
         gateway.close()  # the MCP servers' sessions (stdio servers' processes end with them)
         close_shared_stores(gateway)  # the calls' metrics reach Redis before this process ends
+    _report(result, session, context.model, elapsed, mode, as_json=options.as_json)
+
+
+def _report(result: dict, session: str, model: str, elapsed: float, mode: str, *, as_json: bool) -> None:
+    """The --json object (the steps were printed live otherwise); exit 1 unless the turn gave an answer."""
     if not result.get("status"):  # never an exit 0 with "answer": null: the store did not give the turn back
         raise UserError(f"the run on session {session!r} left no answer in the store; "
                         f"see `reactgraph history --session {session}`")
     if as_json:
-        sys.stdout.write(json.dumps(_json_payload(result, session, context.model, elapsed, mode),
-                                    ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(_json_payload(result, session, model, elapsed, mode), ensure_ascii=False) + "\n")
     from reactgraph.nodes.closing.status import SUCCESS_STATUSES
 
     if result.get("status") not in SUCCESS_STATUSES:  # exit 0 only for an answer: answered or partial

@@ -28,20 +28,27 @@ DEFAULT_GRAPHS = "react,plan_solve,reflexion"
 OUT_DIR = Path("eval-results")
 
 
+# The options of `compare` whose declarations take more than a line.
+GraphsOption = Annotated[str | None, typer.Option(help=f"Comma-separated graphs (default: those of {DEFAULT_GRAPHS} "
+                                                       "this installation has; also plan_solve_replan).")]
+ModelOption = Annotated[str | None, typer.Option(metavar="SPEC",
+                                                 help="offline | offline-noisy:<p> | openai:<model> | "
+                                                      "anthropic:<model> (default: $REACTGRAPH_MODEL or offline).")]
+SeedsOption = Annotated[int, typer.Option(help="Repeat the whole run over N seeds: seed, seed+1, …; the intervals "
+                                               "and paired tests then bootstrap / test over tasks.")]
+TagOption = Annotated[list[str], typer.Option("--tag", metavar="TAG", help="Only tasks with this tag; repeatable.")]
+
+
 def compare(
-    graphs: Annotated[str | None, typer.Option(help=f"Comma-separated graphs (default: those of {DEFAULT_GRAPHS} "
-                                                    "this installation has; also plan_solve_replan).")] = None,
+    graphs: GraphsOption = None,
     suite: Annotated[str, typer.Option(help="A bundled suite name (default) or a path to a .jsonl file.")] = "default",
-    model: Annotated[str | None, typer.Option(metavar="SPEC",
-                                              help="offline | offline-noisy:<p> | openai:<model> | anthropic:<model> "
-                                                   "(default: $REACTGRAPH_MODEL or offline).")] = None,
+    model: ModelOption = None,
     repeat: Annotated[int, typer.Option(help="Runs per task and graph.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed for fault injection and the noisy model's mistakes.")] = 0,
-    seeds: Annotated[int, typer.Option(help="Repeat the whole run over N seeds: seed, seed+1, …; the intervals "
-                                            "and paired tests then bootstrap / test over tasks.")] = 1,
+    seeds: SeedsOption = 1,
     tool_failure_rate: Annotated[float, typer.Option(help="Probability that one tool attempt fails (0–1).")] = 0.0,
     tool_latency_ms: Annotated[float, typer.Option(help="Mean extra latency per tool attempt (exponential).")] = 0.0,
-    tag: Annotated[list[str], typer.Option("--tag", metavar="TAG", help="Only tasks with this tag; repeatable.")] = [],  # noqa: B006
+    tag: TagOption = [],  # noqa: B006
     limit: Annotated[int | None, typer.Option(help="Only the first N (selected) tasks.")] = None,
     max_iterations: Annotated[int, typer.Option(help="Iteration limit of every run.")] = 5,
     max_tool_calls: MaxToolCalls = None,
@@ -66,7 +73,6 @@ def compare(
         resolve_graphs,
         select,
     )
-    from reactgraph.evals.report import write_report
     from reactgraph.models.loader import load_chat_model
 
     err = SafeConsole(stderr=True, soft_wrap=True)
@@ -87,13 +93,26 @@ def compare(
     except (SuiteError, UnknownGraphError, ValueError, TypeError) as exc:
         raise UserError(str(exc)) from exc
     chat_model = load_chat_model(config.model)  # a bad spec or a missing key: one line, before any run
-    if plots and importlib.util.find_spec("matplotlib") is None:
-        err.print("note: matplotlib is not installed (pip install 'react-graph[evals]'): writing no plots")
-        plots = False
+    plots = plots and _can_plot(err)
 
     with traced(otel):  # each run of each graph is its own trace
         records = _run_with_progress(tasks, config, [e.name for e in entries], chat_model, out, err)
-    written = write_report(records, out, {**config.describe(), "suite": suite}, plots=plots)
+    _write(records, out, {**config.describe(), "suite": suite}, plots, err)
+
+
+def _can_plot(err: Any) -> bool:
+    """matplotlib is there; else a note on stderr, before any run, that no plots will be written."""
+    if importlib.util.find_spec("matplotlib") is None:
+        err.print("note: matplotlib is not installed (pip install 'react-graph[evals]'): writing no plots")
+        return False
+    return True
+
+
+def _write(records: list[dict], out: Path, described: dict[str, Any], plots: bool, err: Any) -> None:
+    """The report: the markdown table on stdout, the files it wrote named on stderr."""
+    from reactgraph.evals.report import write_report
+
+    written = write_report(records, out, described, plots=plots)
     sys.stdout.write(written["markdown"])
     files = [written["results"], written["summary"], written["summary_json"], *written["plots"]]
     err.print(f"wrote {', '.join(str(p) for p in files)}", highlight=False)

@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from reactgraph.errors import ReactGraphError
+
 if TYPE_CHECKING:
     from reactgraph.memory.checkpointer import OpenedCheckpointer
     from reactgraph.nodes.state.context import Context
     from reactgraph.tools import ToolGateway
 
 
-class UserError(Exception):
+class UserError(ReactGraphError):
     """A problem the user can fix; shown as one line, without a traceback."""
 
 
@@ -170,8 +172,8 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
     mcp_config = str(mcp) if mcp is not None else os.environ.get("REACTGRAPH_MCP", "").strip()
     stores: dict[str, Any] = {}
     if shared_url:
-        from reactgraph.tools.metrics_store import RedisMetricsStore
-        from reactgraph.tools.policies.breaker_store import RedisBreakerStore
+        from reactgraph.tools.policies.observability.metrics_store import RedisMetricsStore
+        from reactgraph.tools.policies.resilience.breaker_store import RedisBreakerStore
 
         stores = {"metrics_store": RedisMetricsStore.from_url(shared_url)}
         if share_breakers:
@@ -192,8 +194,8 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
 def close_shared_stores(gateway: ToolGateway, *, breakers: bool = True) -> None:
     """Before the process ends: the calls' metrics written (up to 2 s), the shared stores' clients closed
     (`breakers=False`: the breakers' asyncio client was closed already, on the loop its calls ran on)."""
-    from reactgraph.tools.metrics_store import RedisMetricsStore
-    from reactgraph.tools.policies.breaker_store import RedisBreakerStore
+    from reactgraph.tools.policies.observability.metrics_store import RedisMetricsStore
+    from reactgraph.tools.policies.resilience.breaker_store import RedisBreakerStore
     from reactgraph.tools.sync_bridge import run_sync
 
     metrics, breaker_store, close_breakers = gateway.telemetry.store, gateway.breakers.store, breakers

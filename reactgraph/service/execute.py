@@ -15,6 +15,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.service.assistants import Assistants
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.records import ServiceRecords, now_iso
@@ -28,7 +29,7 @@ CANCEL_POLL_S = 0.2
 STOP_WAIT_S = 5.0  # for the stream's tasks to end once the run is over (they do at once unless one is stuck)
 
 
-class Cancelled(Exception):
+class Cancelled(ReactGraphError):
     def __init__(self, action: str) -> None:
         super().__init__(action)
         self.action = action

@@ -22,6 +22,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.service.server_config import BadServerConfig, LanggraphConfig
 from reactgraph.service.wire import MAX_BODY_BYTES
 
@@ -248,7 +249,7 @@ class RequestCheck:
                 return b"".join(chunks)
 
 
-class _TooLarge(Exception):
+class _TooLarge(ReactGraphError):
     pass
 
 

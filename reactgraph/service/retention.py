@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.graph.sessions import adrop_session_items
 from reactgraph.memory.redis_checkpoint import AsyncRedisSaver
 from reactgraph.service.records import ServiceRecords
@@ -25,7 +26,7 @@ log = logging.getLogger("reactgraph.service")
 STRATEGIES = ("delete", "keep_latest")
 
 
-class BadRetention(ValueError):
+class BadRetention(ReactGraphError, ValueError):
     """Retention settings that cannot be used; the message names the setting and what is accepted."""
 
 

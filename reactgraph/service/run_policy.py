@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.nodes.prompting import prompts
 
 SECTION = "reactgraph"
@@ -28,7 +29,7 @@ _KEYS = {"models", "allow_system_prompt", "approval", "limits", "mcp"}
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-class PolicyRefusal(ValueError):
+class PolicyRefusal(ReactGraphError, ValueError):
     """A run context the policy refuses: `status` 403 (not permitted) or 422 (malformed), one line naming the field."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -36,7 +37,7 @@ class PolicyRefusal(ValueError):
         self.status = status
 
 
-class BadRunPolicy(ValueError):
+class BadRunPolicy(ReactGraphError, ValueError):
     """A `reactgraph` section or flag the service cannot start with (one line naming the key)."""
 
 
@@ -102,7 +103,7 @@ class RunPolicy:
     def _approval(self, asked: Any, gateway: Any) -> dict[str, str] | None:
         """The operator's overrides plus the client's, which may only add asking: a client's 'never' for a tool
         that asks under the operator's settings is refused."""
-        from reactgraph.tools.approval import approval_reason
+        from reactgraph.tools.policies.guards.approval import approval_reason
         from reactgraph.tools.session import ToolSession
 
         if asked is None:

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
 
-class BadServerConfig(ValueError):
+
+class BadServerConfig(ReactGraphError, ValueError):
     """A langgraph.json (or flag) the service cannot start with; the message names the file and the setting."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import redis.asyncio
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.service.events import EVENTS_KEPT_S, MAX_EVENTS_PER_RUN
 from reactgraph.service.keys import ServiceKeys
 
@@ -39,7 +40,7 @@ return 1
 """
 
 
-class FencedOut(RuntimeError):
+class FencedOut(ReactGraphError, RuntimeError):
     """Another worker took the thread over: this one must stop writing to it."""
 
 

@@ -20,13 +20,15 @@ from typing import Any
 from langgraph.types import Interrupt
 from pydantic import BaseModel
 
+from reactgraph.errors import ReactGraphError
+
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a request body larger than this is refused with 413
 # Deeper JSON is refused (422): LangGraph state is a few levels deep, and each level costs the C decoder and
 # encoder a frame of the interpreter's stack (a run input 900 deep could be stored but not read back).
 MAX_JSON_DEPTH = 64
 
 
-class BadRequest(ValueError):
+class BadRequest(ReactGraphError, ValueError):
     """A request the API refuses: `status` and one line that names the cause."""
 
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
@@ -92,7 +94,7 @@ def strict_json(raw: str | bytes, what: str) -> Any:
     return value
 
 
-class _NotFinite(ValueError):
+class _NotFinite(ReactGraphError, ValueError):
     pass
 
 

@@ -22,6 +22,8 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from reactgraph.errors import ReactGraphError
+
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 CONFIG_FILE = PROJECT_DIR / "langgraph.json"  # a source checkout's, beside pyproject.toml (absent when installed)
 PACKAGED_CONFIG = Path(__file__).resolve().with_name("langgraph.json")  # shipped in the wheel
@@ -179,7 +181,7 @@ def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: b
             process.wait()
 
 
-class _StopAsked(Exception):
+class _StopAsked(ReactGraphError):
     """SIGTERM or SIGHUP reached `reactgraph studio`: stop the server as Ctrl+C does."""
 
 

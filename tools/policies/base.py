@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.policies.events import EventSink
+from reactgraph.tools.policies.observability.events import EventSink
 from reactgraph.tools.result import ToolResult, ToolStatus
 from reactgraph.tools.session import ToolSession
 
@@ -43,7 +43,7 @@ class CallContext:
 
     @property
     def tool(self) -> ToolMeta:
-        """The called tool, for every step after `Existence` (the first), which resolves it."""
+        """The called tool, for every step that runs after `Existence`, which resolves it."""
         if self.meta is None:
             raise LookupError(f"call {self.call_id!r}: a step ran before Existence resolved {self.name!r}")
         return self.meta

@@ -1,4 +1,4 @@
-"""The innermost step: run the tool itself, async on the loop or sync on one of the gateway's threads."""
+"""The invocation: runs the tool itself, async on the loop or sync on one of the gateway's threads."""
 
 from __future__ import annotations
 

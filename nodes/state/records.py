@@ -1,0 +1,62 @@
+"""The state's vocabulary: the records a checkpoint holds and the words (statuses, reasons) its fields take.
+
+Records are TypedDicts, so at run time they are plain dicts of str, int, float, bool and lists: the checkpoint
+serialisers (JSON, msgpack; the Redis saver's allow-list) store and load them unchanged, and checkpoints
+written before these types existed read back as the same records.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from typing_extensions import TypedDict
+
+# How a turn ended (the `status` field; nodes/closing/status.py picks it).
+RunStatus = Literal["answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed"]
+# Why a loop stopped early (the `stop_reason` field; the budget checks set "budget"); each maps to a status.
+StopReason = Literal["budget", "limit", "repeated"]
+# Why a closing node wrote the answer now: an early stop, the loop's or plan's own end, the model's own answer,
+# or a failed run. ReAct's finalize words the first four in its prompt (`prompts.FINALIZE_REASONS`),
+# Plan-and-Solve's solve "budget", "limit", "done" and "empty" (`prompts.SOLVE_REASONS`).
+FinalizeReason = Literal["budget", "limit", "repeated", "enough"]
+SolveReason = Literal["budget", "limit", "done", "empty"]
+CloseReason = Literal[FinalizeReason, SolveReason, "model answered", "failure"]
+# Which budget ran out.
+BudgetKind = Literal["max_tool_calls", "max_model_tokens", "max_cost_usd"]
+# Who named the question's parts in a coverage check: the model (the reflection verdict or the plan) or the rules.
+CoverageJudge = Literal["model", "rules"]
+
+
+class Usage(TypedDict, total=False):
+    """What a turn has used so far; every key adds up across the nodes of the turn (nodes/runtime/budget.py)."""
+
+    tool_calls: int
+    tool_calls_refused: int  # calls answered "not run" because a budget did not allow them
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
+class Budget(TypedDict):
+    """The budget that ran out: which one, its limit, and how much was used."""
+
+    kind: BudgetKind
+    limit: float
+    used: float
+
+
+class CoverageRecord(TypedDict):
+    """The closing step's check (the `coverage` field): the question's parts, those left unanswered, who said so."""
+
+    parts: list[str]
+    missing: list[str]
+    by: CoverageJudge
+
+
+class Approvals(TypedDict):
+    """The approval step's outcome for the reply it decided on (the `approvals` field; nodes/tool_round/approve.py):
+    the calls let through, and what a person changed in each edited call."""
+
+    message_id: str | None  # the reply's id: the outcome holds for that reply only
+    approved: list[str]  # call ids
+    notes: dict[str, str]  # call id → what a person changed

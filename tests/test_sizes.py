@@ -1,0 +1,36 @@
+"""The size rule as a test: no product module over 300 lines, no function over 60 (its `def` line to its last)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ("graph", "nodes", "models", "tools", "memory", "evals", "reactgraph", "benchmarks")
+MAX_MODULE_LINES = 300
+MAX_FUNCTION_LINES = 60
+
+
+def product_files():
+    for folder in PRODUCT:
+        yield from sorted((ROOT / folder).rglob("*.py"))
+
+
+def test_no_module_is_over_300_lines():
+    over = {}
+    for path in product_files():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_MODULE_LINES:
+            over[str(path.relative_to(ROOT))] = lines
+    assert over == {}
+
+
+def test_no_function_is_over_60_lines():
+    over = {}
+    for path in product_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    over[f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"] = length
+    assert over == {}
