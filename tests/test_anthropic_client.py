@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 from reactgraph.models.loader import describe_model_error, without_tool_use
 from reactgraph.tools import ToolSession, default_gateway
-from support.cli_env import CLEARED, clean_env
+from support.cli_env import clean_env, run_in_process
 from support.provider_server import ProviderServer, calls, error, slow, text, verdict
 
 anthropic = pytest.importorskip("anthropic")
@@ -72,22 +72,13 @@ def reactgraph(*args: str, server: ProviderServer | str, retries: int = 1) -> su
 
 @pytest.fixture
 def run_cli(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture):
-    """`reactgraph()` through `main()` in this process, with the environment it gives its subprocess, and what
-    reached file descriptors 1 and 2 as its stdout and stderr (for the runs where the process is not the point)."""
-    from reactgraph.cli.app import main
+    """`reactgraph ask ARGS --model MODEL` in this process (support.cli_env.run_in_process) against `server`."""
 
     def run(*args: str, server: ProviderServer | str, retries: int = 1) -> subprocess.CompletedProcess:
-        with monkeypatch.context() as patch:
-            for name in [n for n in os.environ if n.startswith(CLEARED) and n != "REACTGRAPH_HOME"]:
-                patch.delenv(name)
-            patch.setenv("ANTHROPIC_API_KEY", SECRET)
-            patch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
-            patch.setenv("REACTGRAPH_NODE_RETRIES", "0")
-            patch.setenv("ANTHROPIC_BASE_URL", server if isinstance(server, str) else server.anthropic_url)
-            capfd.readouterr()
-            code = main(["ask", *args, "--model", MODEL])
-            out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(["reactgraph", "ask", *args], code, out, err)
+        base_url = server if isinstance(server, str) else server.anthropic_url
+        return run_in_process(monkeypatch, capfd, ["ask", *args, "--model", MODEL], ANTHROPIC_API_KEY=SECRET,
+                              REACTGRAPH_MODEL_RETRIES=str(retries), REACTGRAPH_NODE_RETRIES="0",
+                              ANTHROPIC_BASE_URL=base_url)
 
     return run
 

@@ -12,3 +12,22 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(CLEARED) or k == "REACTGRAPH_HOME"}
     env.update(extra)
     return env
+
+
+def run_in_process(monkeypatch, capfd, argv: list[str], **env: str):
+    """`reactgraph ARGV` through `main()` in this process, with the environment `clean_env(**env)` gives its
+    subprocess, and what reached file descriptors 1 and 2 as its stdout and stderr: for the runs where the
+    process is not the point. A `CompletedProcess`, as `subprocess.run` returns for the runs where it is."""
+    import subprocess
+
+    from reactgraph.cli.app import main
+
+    with monkeypatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith(CLEARED) and n != "REACTGRAPH_HOME"]:
+            patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        capfd.readouterr()
+        code = main(argv)
+        out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["reactgraph", *argv], code, out, err)
