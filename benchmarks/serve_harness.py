@@ -17,7 +17,7 @@ import psutil
 import redis
 
 from reactgraph.studio import launcher as studio
-from support.serve_load import human, sdk_client
+from support.serve_load import answers_ok, human, sdk_client
 from test_serve import REACTGRAPH, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,15 +86,8 @@ def start_dev(work: Path) -> tuple[str, subprocess.Popen]:
         process = subprocess.Popen(studio.studio_command("127.0.0.1", port, reload=False, config=config), cwd=work,
                                    env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    wait_for(lambda: _ok(url), 120, "langgraph dev answering /ok")
+    wait_for(lambda: answers_ok(url), 120, "langgraph dev answering /ok")
     return url, process
-
-
-def _ok(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/ok", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def start_serve(redis_url: str, work: Path, workers: int, *options: str) -> tuple[str, subprocess.Popen]:
@@ -106,7 +99,7 @@ def start_serve(redis_url: str, work: Path, workers: int, *options: str) -> tupl
                                    env=env,
                                    stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    wait_for(lambda: _ok(url), 120, "reactgraph serve answering /ok")
+    wait_for(lambda: answers_ok(url), 120, "reactgraph serve answering /ok")
     return url, process
 
 

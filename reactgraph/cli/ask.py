@@ -22,15 +22,15 @@ from reactgraph.cli.history import check_newest, unreadable_as_user_error
 from reactgraph.cli.otel_option import OtelOption, traced
 from reactgraph.cli.shared import (
     MCP_HELP,
-    PROTOCOL_HELP,
-    REFLECTION_HELP,
     STORE_HELP,
     TOOLS_HELP,
     MaxCost,
     MaxTokens,
     MaxToolCalls,
     Protocol,
+    ProtocolOption,
     Reflection,
+    ReflectionOption,
     RequireApproval,
     SkipApproval,
     TtlOption,
@@ -78,8 +78,8 @@ def ask(
     max_tool_calls: MaxToolCalls = None,
     max_tokens: MaxTokens = None,
     max_cost: MaxCost = None,
-    reflection: Annotated[Reflection, typer.Option(help=REFLECTION_HELP)] = Reflection.llm,
-    protocol: Annotated[Protocol, typer.Option(help=PROTOCOL_HELP)] = Protocol.tools,
+    reflection: ReflectionOption = Reflection.llm,
+    protocol: ProtocolOption = Protocol.tools,
     allow: AllowOption = [],  # noqa: B006
     deny: DenyOption = [],  # noqa: B006
     from_checkpoint: FromOption = None,

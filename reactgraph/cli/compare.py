@@ -12,13 +12,13 @@ import typer
 
 from reactgraph.cli.otel_option import OtelOption, traced
 from reactgraph.cli.shared import (
-    PROTOCOL_HELP,
-    REFLECTION_HELP,
     MaxCost,
     MaxTokens,
     MaxToolCalls,
     Protocol,
+    ProtocolOption,
     Reflection,
+    ReflectionOption,
     UserError,
     budget_flags,
     build_context,
@@ -54,8 +54,8 @@ def compare(
     max_tool_calls: MaxToolCalls = None,
     max_tokens: MaxTokens = None,
     max_cost: MaxCost = None,
-    reflection: Annotated[Reflection, typer.Option(help=REFLECTION_HELP)] = Reflection.llm,
-    protocol: Annotated[Protocol, typer.Option(help=PROTOCOL_HELP)] = Protocol.tools,
+    reflection: ReflectionOption = Reflection.llm,
+    protocol: ProtocolOption = Protocol.tools,
     out: Annotated[Path, typer.Option(help="Directory for results.jsonl, summary.md/json and plots.")] = OUT_DIR,
     plots: Annotated[bool, typer.Option(help="Write PNG plots (needs matplotlib).")] = True,
     otel: OtelOption = False,

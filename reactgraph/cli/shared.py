@@ -46,6 +46,9 @@ STORE_HELP = ("Where sessions are kept: redis://host:port/db, rediss://…, unix
               "sqlite:///relative.db or sqlite:////absolute.db (default: $REDIS_URL, else the embedded Redis).")
 REFLECTION_HELP = "After each observation: ask the model (llm), apply fixed rules (rules), or skip it (off)."
 PROTOCOL_HELP = "Tool calls as the provider's tool-calling API (tools) or as text in the reply (text)."
+# The `--reflection` and `--protocol` options of `ask` and `compare`.
+ReflectionOption = Annotated[Reflection, typer.Option(help=REFLECTION_HELP)]
+ProtocolOption = Annotated[Protocol, typer.Option(help=PROTOCOL_HELP)]
 TTL_HELP = ("Keep a session (checkpoints and store items) this long after its last use, e.g. 3600, 30m, 12h, 7d "
             "(default: $REACTGRAPH_TTL, else until pruned; Redis stores only).")
 TtlOption = Annotated[str | None, typer.Option("--ttl", metavar="DURATION", envvar="REACTGRAPH_TTL", help=TTL_HELP)]

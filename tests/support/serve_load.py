@@ -90,13 +90,14 @@ def start_scaled_service(redis_url: str, tmp: Any, *, apis: int, workers: int, c
         port = free_port()
         spawn("serve", "--port", str(port), "--workers", "0")
         urls.append(f"http://127.0.0.1:{port}")
-        wait_for(lambda url=urls[-1]: _answers(url), 60, f"the API process at {urls[-1]}")
+        wait_for(lambda url=urls[-1]: answers_ok(url), 60, f"the API process at {urls[-1]}")
     for _ in range(workers):
         spawn("worker", "--concurrency", str(concurrency))
     return service, urls
 
 
-def _answers(url: str) -> bool:
+def answers_ok(url: str) -> bool:
+    """Whether a server at `url` answers GET /ok with 200 (within a second)."""
     try:
         return httpx.get(f"{url}/ok", timeout=1).status_code == 200
     except httpx.HTTPError:
