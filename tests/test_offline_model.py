@@ -547,7 +547,7 @@ def test_structured_output_include_raw():
 
 
 def test_usage_and_response_metadata_on_every_message():
-    from reactgraph.models.offline.usage import estimate_tokens
+    from reactgraph.models.token_estimate import estimate_tokens
 
     assert estimate_tokens("北京abcd") == 3
     r = run("北京和上海的天气分别怎么样？哪个城市更热？")

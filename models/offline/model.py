@@ -14,6 +14,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from reactgraph.models.token_estimate import usage_for
+
 from .answer import final_answer
 from .conversation import Turn, read_turn
 from .data_blocks import unframed
@@ -22,7 +24,6 @@ from .planner import BUILTIN_TOOLS, make_plan
 from .recall import recall_reply
 from .structured import responder_for, schema_name
 from .textproto import as_tool_messages, is_text_protocol, render_action, render_final, text_tools
-from .usage import usage_for
 
 MODEL_NAME = "offline-scripted"
 

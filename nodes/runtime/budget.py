@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Overwrite
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.models.offline.usage import usage_for
+from reactgraph.models.token_estimate import usage_for
 from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.state.records import Budget, BudgetKind, Usage
 from reactgraph.tools import ToolResult

@@ -1,21 +1,24 @@
-"""Token-usage estimates for the scripted model: CJK characters count one token each, other text ~4 chars/token."""
+"""The one token estimate, for any model that reports no usage (and for the scripted model, which has none to
+report): CJK characters count one token each, other text ~4 characters per token. Model-neutral, so it sits in
+the models layer where both the budgets (nodes) and the offline model can use it."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
 
-from .lexicon import count_cjk
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def estimate_tokens(text: str) -> int:
     """Rough token count: 1 per CJK character plus ceil(other characters / 4)."""
-    cjk = count_cjk(text)  # one regex pass: a per-character test showed up in every model call's cost
+    cjk = len(_CJK.findall(text))  # one regex pass: a per-character test showed up in every model call's cost
     other = len(text) - cjk
     return cjk + math.ceil(other / 4)
 
