@@ -89,6 +89,7 @@ def no_outbound_traffic():
 # with pytest 9.2 it is silently ignored: pytest-dev/pytest-xdist#1386.)
 ONE_WORKER_MODULES = ("tests/test_studio.py", "tests/test_packaging.py", "tests/test_mcp.py", "tests/test_serve.py",
                       "tests/test_redis_cluster.py")  # test_redis_cluster starts a three-node Redis Cluster once
+REAL_MODEL_TIER = "tests/real_model/"
 # The longest tests (10-30 s each) start first, so no worker is left with one of them while the others idle.
 LONGEST_FIRST = ("tests/test_gateway_fuzz.py", "tests/test_notebooks.py", "tests/test_serve_load.py")
 
@@ -112,6 +113,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     class OneWorkerModules(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
+            if module.startswith(REAL_MODEL_TIER):  # one llama-server for the tier, not one per worker
+                return REAL_MODEL_TIER
             return module if module in ONE_WORKER_MODULES else super()._split_scope(nodeid)
 
         # xdist's LoadScopeScheduling hangs the whole run once a worker crashes (a test past its timeout ends

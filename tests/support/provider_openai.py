@@ -106,10 +106,10 @@ def answer(handler: Any, server: Any, body: dict[str, Any], reply: Any) -> None:
     if not reply.ignore_stop and content is not None:
         content = _cut_at_stop(content, body.get("stop"))
     tool_calls = [(name, _arguments(args)) for name, args in reply.tool_calls]
-    usage = _usage(body, content, tool_calls)
+    usage = reply.usage or _usage(body, content, tool_calls)
     n = len(server.requests)
     base = {"id": f"chatcmpl-{n}", "created": int(time.time()), "model": body.get("model", "?")}
-    finish = "tool_calls" if tool_calls else "stop"
+    finish = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
     if not body.get("stream"):
         server.usage_sent.append(usage)
         handler.send_json(200, {**base, "object": "chat.completion", "usage": usage,

@@ -12,7 +12,8 @@ under them) can be exercised end to end without a network:
 
 The script is one queue whichever shape asks: text, tool calls (several in one reply, or with malformed
 arguments), structured output, stop words, errors in the provider's JSON shape with retry hints, delays. A reply
-may also be a callable of the request body. When the script runs out, every call gets a 500.
+may also be a callable of the request body. When the script runs out, `then` answers (a callable of the request
+body: a cassette's replay, support/cassettes.py), else every call gets a 500.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     ignore_stop: bool = False  # some servers do not honour stop words; the client must cope
+    # as a recorded server said them (OpenAI shape; support/cassettes.py): why it stopped ("length": cut at the
+    # token limit) and the usage it reported; unset, "stop"/"tool_calls" and a count from the text
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
 
 
 def text(content: str, *, ignore_stop: bool = False) -> Reply:
@@ -84,8 +89,9 @@ Responder = Callable[[dict[str, Any]], Reply]
 class ProviderServer:
     """`with ProviderServer(reply, ...) as server:` — serves the replies in order, to either shape."""
 
-    def __init__(self, *replies: Reply | Responder) -> None:
+    def __init__(self, *replies: Reply | Responder, then: Responder | None = None) -> None:
         self.script: deque[Reply | Responder] = deque(replies)
+        self.then = then
         self.requests: list[dict[str, Any]] = []  # chat bodies (both shapes, refused ones too), in order
         self.headers: list[dict[str, str]] = []  # their headers, lower-cased names
         self.rejections: list[str] = []  # Anthropic requests the real API would refuse: why (its message)
@@ -130,7 +136,8 @@ class ProviderServer:
             self.headers.append(headers)
             if refusal is not None:
                 return refusal
-            item = self.script.popleft() if self.script else error(500, "script exhausted", 0)
+            item = (self.script.popleft() if self.script else self.then if self.then
+                    else error(500, "script exhausted", 0))
         return item(body) if callable(item) else item
 
     # --- reading what the client sent ---------------------------------------------------------------------

@@ -1,0 +1,104 @@
+"""Runs against a real small model (or its cassettes), and what such a run may be held to: the real-model tier
+(tests/real_model/), the cassette tests (tests/test_cassettes.py), the recorder and benchmarks/real_model.py.
+
+Only behaviour is checked, never whether a 135M-parameter model is right: the run ends with one of the statuses,
+its requests are bounded, its tokens are counted, and its status is one the evidence supports — `answered` needs a
+final answer, not one the server cut at its token limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+STATUSES = ("answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed")
+GRAPHS = ("react", "plan_solve", "reflexion")
+PROTOCOLS = ("tools", "text")
+MAX_ITERATIONS = 2
+# Requests a run may make at most with MAX_ITERATIONS rounds: per round a think (or a plan step) and a
+# reflection, a retry of each after a failure (the issue: a timeout retried at most once), and around them a plan,
+# a closing answer and its self-check, a summary. Reflexion runs up to two trials of that.
+REQUEST_BOUND = {"react": 4 * MAX_ITERATIONS + 6, "plan_solve": 4 * MAX_ITERATIONS + 8,
+                 "reflexion": 2 * (4 * MAX_ITERATIONS + 6) + 2}
+# The longest a run may take on two shared cores: its requests, each a reply of at most the server's 256 tokens
+# (a few seconds each), well inside it. A bound on waiting, not a measure of speed (benchmarks/real_model.py is).
+RUN_CEILING_S = 150.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One question put to one graph in one protocol."""
+
+    name: str
+    graph: str
+    protocol: str
+    question: str
+    context: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"graph": self.graph, "protocol": self.protocol, "question": self.question, "context": self.context}
+
+    @classmethod
+    def from_json(cls, name: str, data: dict[str, Any]) -> Scenario:
+        graph, protocol = data.get("graph"), data.get("protocol")
+        if graph not in GRAPHS or protocol not in PROTOCOLS or not isinstance(data.get("question"), str):
+            raise ValueError(f"{name}: not a scenario: {data!r:.200}")
+        return cls(name, graph, protocol, data["question"], dict(data.get("context") or {}))
+
+
+ARITHMETIC = "What is 17 * 23?"
+WEATHER = "What is the weather in Paris today?"
+# Few questions, two rounds each: the tier's wall time stays a few minutes on two cores.
+SCENARIOS = (
+    Scenario("react-tools", "react", "tools", ARITHMETIC),
+    Scenario("react-text", "react", "text", ARITHMETIC),
+    Scenario("plan_solve-tools", "plan_solve", "tools", WEATHER),
+    Scenario("plan_solve-text", "plan_solve", "text", WEATHER),
+    Scenario("reflexion-tools", "reflexion", "tools", ARITHMETIC),
+    Scenario("reflexion-text", "reflexion", "text", WEATHER),
+)
+
+
+def build(graph: str) -> Any:
+    from reactgraph.graph import build_plan_solve_graph, build_react_graph, build_reflexion_graph
+
+    return {"react": build_react_graph, "plan_solve": build_plan_solve_graph,
+            "reflexion": build_reflexion_graph}[graph]()
+
+
+def run(scenario: Scenario, model: str) -> dict[str, Any]:
+    """The scenario through the Python API (a compiled graph, no checkpointer): the final state."""
+    from reactgraph.graph import Context
+
+    context = Context(model=model, protocol=scenario.protocol,
+                      max_iterations=MAX_ITERATIONS, **scenario.context)
+    return build(scenario.graph).invoke({"messages": [HumanMessage(scenario.question)]}, context=context)
+
+
+def tokens(usage: dict[str, Any] | None) -> tuple[int, int]:
+    """(prompt, completion) tokens of a run's usage."""
+    usage = usage or {}
+    return int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+
+
+def problems(status: str, final_answer: str, usage: dict[str, Any] | None, requests: int, bound: int,
+             truncated: list[str]) -> list[str]:
+    """What in a run's outcome the evidence does not support (empty: nothing). `truncated` holds the content of
+    each reply the server cut at its token limit."""
+    found = []
+    if status not in STATUSES:
+        found.append(f"status {status!r} is not one of {STATUSES}")
+    prompt, completion = tokens(usage)
+    if prompt <= 0 or completion <= 0:
+        found.append(f"tokens not counted: usage {usage!r}")
+    if not 0 < requests <= bound:
+        found.append(f"{requests} model requests, bound {bound}")
+    answer = (final_answer or "").strip()
+    if status == "answered" and not answer:
+        found.append("answered with an empty answer")
+    head = answer[:60]
+    if status == "answered" and head and any(head in cut for cut in truncated):
+        found.append(f"answered with a reply cut at the token limit: {answer[:120]!r}")
+    return found

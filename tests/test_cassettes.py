@@ -1,0 +1,74 @@
+"""A real small model's replies, replayed: each cassette (tests/data/cassettes/, recorded from SmolLM2-135M-Instruct
+on llama-server by tests/real_model/record_cassettes.py) is served again by the local OpenAI-compatible test
+server, and the run it belonged to — the same graph, protocol and question — must end with a status its evidence
+supports, bounded requests and its tokens counted: real-model output (cut at the token limit, junk, no tool call,
+malformed tool calls) checked in every suite run, in seconds. Whether the answer is right is never checked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support.cassettes import all_cassettes, load
+from support.cli_env import run_in_process
+from support.llama_server import MODEL_NAME
+from support.provider_server import ProviderServer
+from support.real_model_runs import MAX_ITERATIONS, REQUEST_BOUND, Scenario, problems, run
+
+MODEL = f"openai:{MODEL_NAME}"
+CASSETTES = all_cassettes()
+
+
+@pytest.fixture
+def replayed(monkeypatch):
+    """A provider server replaying one cassette, with `openai:` models pointed at it."""
+    def start(cassette) -> ProviderServer:
+        server = ProviderServer(then=cassette)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "not-needed")
+        monkeypatch.delenv("REACTGRAPH_STREAM_USAGE", raising=False)
+        return server
+
+    return start
+
+
+@pytest.mark.parametrize("path", CASSETTES, ids=[p.stem for p in CASSETTES])
+def test_a_recorded_real_model_run_replays_to_a_status_its_evidence_supports(path, replayed):
+    cassette = load(path)
+    scenario = Scenario.from_json(cassette.name, cassette.scenario)
+    with replayed(cassette) as server:
+        result = run(scenario, MODEL)
+    assert problems(result.get("status", ""), result.get("final_answer") or "", result.get("usage"),
+                    len(server.requests), REQUEST_BOUND[scenario.graph], cassette.truncated()) == []
+
+
+def test_ask_json_on_a_recorded_real_model_run_prints_its_status_and_usage(replayed, monkeypatch, capfd, redis_url):
+    cassette = load(next(p for p in CASSETTES if p.stem == "react-tools"))
+    scenario = Scenario.from_json(cassette.name, cassette.scenario)
+    with replayed(cassette) as server:
+        done = run_in_process(monkeypatch, capfd, ["ask", "--json", "--store", redis_url, "--max-iterations",
+                                                   str(MAX_ITERATIONS), scenario.question],
+                              REACTGRAPH_MODEL=MODEL, OPENAI_BASE_URL=server.openai_url, OPENAI_API_KEY="not-needed")
+    output = json.loads(done.stdout)
+    assert done.returncode == (0 if output["status"] in ("answered", "partial") else 1)
+    assert problems(output["status"], output.get("answer") or "", output.get("usage"), len(server.requests),
+                    REQUEST_BOUND["react"], cassette.truncated()) == []
+
+
+def test_a_cassette_that_is_not_what_the_recorder_writes_is_refused(tmp_path):
+    from support.cassettes import BadCassette
+
+    exchange = {"request": {"kind": "tools"}, "reply": {"content": "x", "tool_calls": [["calculator", "{"]],
+                                                        "finish_reason": "length"}}
+    good = {"scenario": {"graph": "react", "protocol": "tools", "question": "?"}, "exchanges": [exchange]}
+    for bad in ({**good, "exchanges": []},
+                {**good, "exchanges": [{**exchange, "request": {"kind": "shell"}}]},
+                {**good, "exchanges": [{**exchange, "reply": {"content": "x" * 9000}}]},
+                {**good, "exchanges": [{**exchange, "reply": {"finish_reason": "rm -rf"}}]},
+                {**good, "exchanges": [{**exchange, "reply": {"usage": {"prompt_tokens": "many"}}}]}):
+        (tmp_path / "bad.json").write_text(json.dumps(bad))
+        with pytest.raises(BadCassette):
+            load(tmp_path / "bad.json")
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    assert load(tmp_path / "good.json").replies[0].tool_calls == [("calculator", "{")]
