@@ -11,7 +11,7 @@ each configuration in turn (rounds alternate), and for each configuration this p
 
 Nothing here asserts a time; whether the tiny model answers right is not measured.
 
-    python benchmarks/real_model.py [--rounds 1] [--max-iterations 3] [--threads 2]
+    python benchmarks/real_model.py [--rounds 1] [--tasks 2] [--max-iterations 3] [--threads 1]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from langchain_core.messages import HumanMessage  # noqa: E402
 from prepare import prepare  # noqa: E402
 
 from reactgraph.graph import Context  # noqa: E402
-from support.llama_server import MODEL_NAME, llama_server  # noqa: E402
+from support.llama_server import MODEL_NAME, THREADS, llama_server  # noqa: E402
 from support.real_model_runs import build  # noqa: E402
 from support.recording_proxy import RecordingProxy  # noqa: E402
 
@@ -103,7 +103,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=1, help="times each task goes to each configuration")
     parser.add_argument("--max-iterations", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2, help="llama-server's threads")
+    parser.add_argument("--threads", type=int, default=THREADS, help="llama-server's threads")
+    parser.add_argument("--tasks", type=int, default=len(TASKS), help="how many of the tasks to put")
     args = parser.parse_args()
     prepare()
     graphs = {name: build(name) for name in {g for g, _ in CONFIGS}}
@@ -111,7 +112,7 @@ def main() -> None:
     with llama_server(args.threads) as url, RecordingProxy(url) as proxy:
         os.environ.update(OPENAI_BASE_URL=proxy.openai_url, OPENAI_API_KEY="not-needed")
         for round_number in range(args.rounds):
-            for question in TASKS:
+            for question in TASKS[:args.tasks]:
                 for graph, protocol in CONFIGS:  # alternating: the machine's load falls on every configuration
                     one_run(proxy, graphs[graph], protocol, question, args.max_iterations, results[graph, protocol])
                     print(f"round {round_number + 1} · {graph}/{protocol} · {question[:30]}… "

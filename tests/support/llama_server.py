@@ -5,8 +5,8 @@ tests/real_model/prepare.py fills: for the real-model tier, the cassette recorde
         ...
 
 The server generates at most `MAX_REPLY_TOKENS` per reply unless a request asks for fewer (a degenerate reply is
-cut there with `finish_reason: "length"`), in a context of `CONTEXT_TOKENS`, on two threads, deterministic at
-temperature 0. Its log goes to a file beside the cache, read back when it fails to start.
+cut there with `finish_reason: "length"`), in a context of `CONTEXT_TOKENS`, deterministic at
+temperature 0, on `THREADS` threads. Its log goes to a file beside the cache, read back when it fails to start.
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ MODEL = CACHE / "SmolLM2-135M-Instruct.gguf"
 TEMPLATE = CACHE / "qwen2.5-tools.jinja"
 MODEL_NAME = "smollm2-135m-instruct"
 CONTEXT_TOKENS = 4096
-MAX_REPLY_TOKENS = 256
+MAX_REPLY_TOKENS = 128
 STARTUP_TIMEOUT_S = 60.0
+# One thread unless told: on a machine whose cores other jobs share, llama.cpp's threads wait on each other (two
+# threads generated 0.7-1.5 tokens/s where one made 7-10, load ≈ 9 on 2 cores, 2026-12-02).
+THREADS = int(os.environ.get("REACTGRAPH_REAL_MODEL_THREADS") or 1)
 
 
 def missing() -> list[Path]:
@@ -45,7 +48,7 @@ def _healthy(url: str) -> bool:
 
 
 @contextmanager
-def llama_server(threads: int = 2) -> Iterator[str]:
+def llama_server(threads: int = THREADS) -> Iterator[str]:
     """Start the server on a free loopback port, wait (bounded) until /health says the model is loaded, yield its
     base URL; stop it on the way out."""
     if missing():

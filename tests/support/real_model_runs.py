@@ -22,8 +22,8 @@ MAX_ITERATIONS = 2
 # a closing answer and its self-check, a summary. Reflexion runs up to two trials of that.
 REQUEST_BOUND = {"react": 4 * MAX_ITERATIONS + 6, "plan_solve": 4 * MAX_ITERATIONS + 8,
                  "reflexion": 2 * (4 * MAX_ITERATIONS + 6) + 2}
-# The longest a run may take on two shared cores: its requests, each a reply of at most the server's 256 tokens
-# (a few seconds each), well inside it. A bound on waiting, not a measure of speed (benchmarks/real_model.py is).
+# The longest a run may take on two shared cores: its requests, each a reply of at most the server's 128 tokens,
+# well inside it. A bound on waiting, not a measure of speed (benchmarks/real_model.py is).
 RUN_CEILING_S = 150.0
 
 
@@ -50,7 +50,8 @@ class Scenario:
 
 ARITHMETIC = "What is 17 * 23?"
 WEATHER = "What is the weather in Paris today?"
-# Few questions, two rounds each: the tier's wall time stays a few minutes on two cores.
+# Every graph in every protocol: the cassettes record each; the tier runs TIER_SCENARIOS of them through the Python
+# API (and the rest of the combinations through the CLI and the service), so its wall time stays a few minutes.
 SCENARIOS = (
     Scenario("react-tools", "react", "tools", ARITHMETIC),
     Scenario("react-text", "react", "text", ARITHMETIC),
@@ -59,6 +60,7 @@ SCENARIOS = (
     Scenario("reflexion-tools", "reflexion", "tools", ARITHMETIC),
     Scenario("reflexion-text", "reflexion", "text", WEATHER),
 )
+TIER_SCENARIOS = tuple(s for s in SCENARIOS if s.name in ("react-tools", "plan_solve-text", "reflexion-tools"))
 
 
 def build(graph: str) -> Any:
@@ -83,13 +85,24 @@ def tokens(usage: dict[str, Any] | None) -> tuple[int, int]:
     return int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
 
 
-def problems(status: str, final_answer: str, usage: dict[str, Any] | None, requests: int, bound: int,
-             truncated: list[str]) -> list[str]:
+def outcome(output: dict[str, Any]) -> dict[str, Any]:
+    """What `problems` reads from a run's output: the final state (Python API, service) or `ask --json`'s object."""
+    return {"status": output.get("status") or "", "final_answer": output.get("final_answer", output.get("answer")),
+            "usage": output.get("usage"), "coverage": output.get("coverage")}
+
+
+def problems(run_output: dict[str, Any], requests: int, bound: int, truncated: list[str]) -> list[str]:
     """What in a run's outcome the evidence does not support (empty: nothing). `truncated` holds the content of
     each reply the server cut at its token limit."""
+    status, final_answer, usage, coverage = outcome(run_output).values()
     found = []
     if status not in STATUSES:
         found.append(f"status {status!r} is not one of {STATUSES}")
+    # every output says who gave the coverage account: the model, or nobody ("unchecked")
+    if not isinstance(coverage, dict) or coverage.get("by") not in ("model", "unchecked"):
+        found.append(f"no coverage account (coverage.by): {coverage!r}")
+    elif status == "answered" and coverage.get("missing"):
+        found.append(f"answered with parts missing: {coverage.get('missing')!r}")
     prompt, completion = tokens(usage)
     if prompt <= 0 or completion <= 0:
         found.append(f"tokens not counted: usage {usage!r}")
