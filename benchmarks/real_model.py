@@ -7,7 +7,8 @@ each configuration in turn (rounds alternate), and for each configuration this p
 - requests per run (mean and max) and wall time per run (median and max);
 - prompt tokens per request, by request number within the run (mean over the runs), as the server counted them:
   how the conversation grows from one iteration to the next (the text protocol's growth with a weak model);
-- completion tokens per request, the replies cut at the token limit, and the statuses the runs ended with.
+- completion tokens per request, the replies cut at the token limit, the requests the client gave up on (its
+  timeout; their prompts are not in the growth line), and the statuses the runs ended with.
 
 Nothing here asserts a time; whether the tiny model answers right is not measured.
 
@@ -49,6 +50,7 @@ class Runs:
     prompt_by_request: list[list[int]] = field(default_factory=list)  # per run: prompt tokens of each request
     completion: list[int] = field(default_factory=list)
     cut: int = 0
+    abandoned: int = 0  # requests the client gave up on (its timeout) before the server answered
     statuses: Counter = field(default_factory=Counter)
 
 
@@ -69,6 +71,7 @@ def one_run(proxy: RecordingProxy, graph, protocol: str, question: str, max_iter
     into.prompt_by_request.append([int((r.get("usage") or {}).get("prompt_tokens") or 0) for r in replies])
     into.completion += [int((r.get("usage") or {}).get("completion_tokens") or 0) for r in replies]
     into.cut += sum(r.get("finish_reason") == "length" for r in replies)
+    into.abandoned += sum(not e.complete for e in exchanges)
     into.statuses[status] += 1
 
 
@@ -84,14 +87,14 @@ def report(results: dict[tuple[str, str], Runs], max_iterations: int) -> None:
     print(f"\nSmolLM2-135M-Instruct on llama-server, max_iterations={max_iterations}, "
           f"{len(next(iter(results.values())).walls)} runs per configuration\n")
     print("| graph | protocol | requests/run mean (max) | wall/run median (max) | completion tokens/request "
-          "mean (max) | cut at limit | statuses |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          "mean (max) | cut at limit | given up (timeout) | statuses |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for (graph, protocol), runs in results.items():
         statuses = ", ".join(f"{s} {n}" for s, n in runs.statuses.most_common())
         completion = f"{statistics.mean(runs.completion):,.0f} ({max(runs.completion)})" if runs.completion else "-"
         print(f"| {graph} | {protocol} | {statistics.mean(runs.requests):.1f} ({max(runs.requests)}) "
               f"| {statistics.median(runs.walls):.1f} s ({max(runs.walls):.1f} s) | {completion} "
-              f"| {runs.cut} of {sum(runs.requests)} | {statuses} |")
+              f"| {runs.cut} of {sum(runs.requests)} | {runs.abandoned} | {statuses} |")
     print("\nPrompt tokens by request number within a run (mean over the runs):\n")
     print("| graph | protocol | prompt tokens: request 1 → 2 → … |")
     print("| --- | --- | --- |")

@@ -29,6 +29,7 @@ MAX_FILE_BYTES = 200_000
 MAX_EXCHANGES = 40
 MAX_TEXT_CHARS = 8_000
 KINDS = ("plain", "tools", "structured", "forced")
+USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 class BadCassette(ValueError):
@@ -80,15 +81,15 @@ def _reply(raw: Any) -> Reply:
             raise BadCassette("a tool call must be [name, arguments]")
         tool_calls.append((_text(call[0], "tool name") or "", _text(call[1], "tool arguments") or ""))
     usage = raw.get("usage")
-    if usage is not None and not (isinstance(usage, dict) and all(
-            isinstance(k, str) and type(v) is int and 0 <= v < 10**7 for k, v in usage.items())):
-        raise BadCassette("usage: an object of token counts expected")
+    if usage is not None:  # the counts a client reads; the rest (llama-server's prompt_tokens_details) is left out
+        usage = {k: v for k, v in usage.items() if k in USAGE_COUNTS} if isinstance(usage, dict) else None
+        if usage is None or not all(type(v) is int and 0 <= v < 10**7 for v in usage.values()):
+            raise BadCassette("usage: an object of token counts expected")
     finish = _text(raw.get("finish_reason"), "finish_reason")
     if finish not in (None, "stop", "length", "tool_calls"):
         raise BadCassette(f"finish_reason {finish!r} is not one a server sends")
     return Reply(content=_text(raw.get("content"), "content"), tool_calls=tool_calls, finish_reason=finish,
-                 usage=usage and {k: v for k, v in usage.items()
-                                  if k in ("prompt_tokens", "completion_tokens", "total_tokens")})
+                 usage=usage or None)
 
 
 @dataclass
