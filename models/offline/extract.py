@@ -30,6 +30,11 @@ _NAME_STOP = {"Inc", "Corp", "Corporation", "Company", "Ltd", "LLC", "The", "CEO
 _LIFESPAN = re.compile(rf"\s*[－–—~-]\s*(?:\d|{'|'.join(_MONTH_NAMES)})")
 
 
+def mentions_role(hit: dict[str, Any], role: str) -> bool:
+    """Whether a hit names the role ("" asks for none): a name beside no role word is not the role's holder."""
+    return not role or bool(re.search(ROLES[role], _text(hit), re.I))
+
+
 def role_of(text: str) -> str:
     """Which role a question asks about (ceo, founder, creator, president, chairman); "" if none."""
     for role, words in ROLES.items():
@@ -126,6 +131,11 @@ def _mentions(text: str, names: tuple[str, ...]) -> bool:
 _VERB_GROUPS = (r"成立|创立|创办|创建|founded|established|co-founded",
                 r"发布|推出|问世|首次|面世|上线|上市|首发|released|launched|introduced|debuted|came out|first",
                 r"创造|创建|发明|开发|created|invented|developed")
+
+
+def is_founding(verb: str) -> bool:
+    """Whether the verb founds something ("founded", "成立"): what is founded is an organisation, not a person."""
+    return _verb_words(verb) == _VERB_GROUPS[0]
 
 
 def _verb_words(verb: str) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from .chain import Chain, find_chain
 from .derive import FOLLOW_ON, derived
-from .extract import looks_like_person
+from .extract import is_founding, looks_like_person
 from .frames import (
     COLD,
     COMPARE,
@@ -97,7 +97,8 @@ def _chain_tasks(chain: Chain) -> list[Task]:
     dep = ("who",) if chain.who_query and not chain.subject else ()
     counts = chain.age or chain.elapsed or chain.rate is not None
     needs_now = counts and chain.target_year is None
-    person = bool(dep) or looks_like_person(english_entity(chain.subject) or chain.subject)
+    person = bool(dep) or (looks_like_person(english_entity(chain.subject) or chain.subject)
+                           and not is_founding(chain.verb))
     verb = chain.verb
     if not person and verb.lower() in ("出生", "born"):
         verb = "诞生" if has_cjk(verb) else "released"  # "Python 今年多少岁": a thing is released, not born
