@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-                "October", "November", "December")
+from .vocabulary import word_list
+
+_MONTH_NAMES: tuple[str, ...] = tuple(word_list("month_names"))
 _MONTHS = {m.lower(): i + 1 for i, m in enumerate(_MONTH_NAMES)}
 _MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
 _MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
@@ -25,8 +26,7 @@ ROLES: dict[str, str] = {
 }
 ROLE_WORDS = "|".join(ROLES.values())
 _PREDECESSOR = r"(?:接替|接任|继任|前任|取代|succeed(?:ed|ing|s)?|replac(?:ed|ing|es)|former|late|after)\s*$"
-_NAME_STOP = {"Inc", "Corp", "Corporation", "Company", "Ltd", "LLC", "The", "CEO", "In", "On", "At", "As", "By",
-              "He", "She", "It", "His", "Her", "Its", "And", "Or", "Of", "For", "From", "Since", "After"}
+_NAME_STOP = frozenset(word_list("not_name_words"))
 _LIFESPAN = re.compile(rf"\s*[－–—~-]\s*(?:\d|{'|'.join(_MONTH_NAMES)})")
 
 
