@@ -211,7 +211,8 @@ def test_the_gazetteer_is_read_from_the_models_data_file():
     model = OfflineChatModel().bind_tools(ALL_TOOLS)
     for row in json.loads(data.read_text(encoding="utf-8"))["cities"]:
         for name in (row["en"], row["zh"], *row["aliases"]):
-            reply = model.invoke([HumanMessage(f"what time is it in {name}?" if name.isascii() else f"{name}现在几点？")])
+            question = f"what time is it in {name}?" if name.isascii() else f"{name}现在几点？"
+            reply = model.invoke([HumanMessage(question)])
             assert [(c["name"], c["args"]) for c in reply.tool_calls] == [("get_time", {"timezone": row["tz"]})], name
 
 

@@ -106,7 +106,10 @@ def attempts(task: Task, plan: Plan, lang: str) -> list[Call]:
         query = p["query"]
         core = core_entity(query) or query
         role = role_query(p.get("clause", ""), english_entity(core) or core) if p.get("name_wanted") else ""
-        return _unique([_search(q) for q in (query, english_query(query), role, core) if q]
+        english = english_query(query)
+        if sorted(english.lower().split()) == sorted(role.lower().split()):
+            english = ""  # the same words as the role query, in another order: not another way to ask
+        return _unique([_search(q) for q in (query, english, role, core) if q]
                        + [Call("search", {"query": core, "top_k": 5})])
     if task.kind == "now":
         return [Call("get_time", {}), Call("get_time", {"timezone": "UTC"})]
