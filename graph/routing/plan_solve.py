@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from reactgraph.graph.routing.tool_round import ApprovalCheck, act_tasks
+from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_tasks
 from reactgraph.nodes.conversation.transcript import pending_calls
 from reactgraph.nodes.plan_solve.state import REPLAN_AFTER, PlanSolveState, remaining, step_results_of, step_rounds_of
 from reactgraph.nodes.runtime import budget
@@ -37,8 +37,8 @@ def after_settled(state: PlanSolveState, context: Context) -> Onward:
     return _next_step(state, context)
 
 
-def after_execute(state: PlanSolveState, runtime: Runtime[Context],
-                  approval: ApprovalCheck | None = None) -> list[Send] | Onward | Literal["approve"]:
+def after_execute(state: PlanSolveState, runtime: Runtime[Context], approval: ApprovalCheck | None = None,
+                  reads_state: ReadsState | None = None) -> list[Send] | Onward | Literal["approve"]:
     """Each tool call of the step's round to its own act task (by way of approve when a person must approve one
     first); a closed step onwards."""
     if has_failed(state):
@@ -47,7 +47,7 @@ def after_execute(state: PlanSolveState, runtime: Runtime[Context],
     if step_rounds_of(state) > 0 and isinstance(reply, AIMessage):
         if approval is not None and pending_calls(reply) and approval(state, context_of(runtime)):
             return "approve"
-        return act_tasks(state, context_of(runtime), pending_calls(reply))
+        return act_tasks(state, context_of(runtime), pending_calls(reply), reads_state)
     return after_settled(state, context_of(runtime))
 
 
