@@ -115,6 +115,14 @@ def test_a_plan_reply_in_the_wrong_format_is_corrected_without_its_junk():
     assert request_chars(model.requests[1]) - request_chars(model.requests[0]) < 700
 
 
+def test_a_model_error_after_a_malformed_reply_still_reports_the_malformed_one():
+    model = ScriptedChatModel.of(junk(0), ValueError("the provider broke"))
+    result = ask(build_react_graph(model=model), "2+3?")
+    assert result["status"] == "failed"
+    assert [(s["node"], s["status"], s["step"]) for s in result["steps"]] == [
+        ("think", "format_error", 1), ("think", "model_error", 2), ("finalize", "failed", 2)]
+
+
 # --- one format-error budget for both paradigms ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("budget", [0, BUDGET])

@@ -69,11 +69,13 @@ def format_errors(state: Mapping[str, Any]) -> int:
 
 
 def read_reply(model: Runnable, request: Sequence[AnyMessage], parse: Callable[[str], P],
-               correction: Callable[[str], str], *, node: str, allowed: int) -> Generator[Request, Any, Attempts[P]]:
-    """Call `model` until `parse` finds no problem or `allowed` corrections are spent; returns `Attempts`.
+               correction: Callable[[str], str], *, node: str, allowed: int,
+               attempts: Attempts[P] | None = None) -> Generator[Request, Any, Attempts[P]]:
+    """Call `model` until `parse` finds no problem or `allowed` corrections are spent; returns `Attempts` (filled
+    in as they happen into `attempts` when given: a caller keeps the unusable replies of a call that then fails).
 
     A node body's part (see node_driver): `attempts = yield from read_reply(...)`."""
-    attempts: Attempts[P] = Attempts()
+    attempts = attempts if attempts is not None else Attempts()
     asked: list[AnyMessage] = list(request)
     while True:
         started = time.perf_counter()

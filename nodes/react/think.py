@@ -15,7 +15,8 @@ from langgraph.types import Overwrite
 from reactgraph.nodes.conversation.transcript import last_human_index, pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
-from reactgraph.nodes.prompting.text_replies import format_errors, read_reply
+from reactgraph.nodes.prompting.text_protocol import ReactReply
+from reactgraph.nodes.prompting.text_replies import Attempts, format_errors, read_reply
 from reactgraph.nodes.runtime.budget import fresh_budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
@@ -117,11 +118,14 @@ def _text_decision(model: Runnable, request: list[AnyMessage], turn: _Turn, sche
     by_budget = max(context.max_format_errors - spent, 0)
     allowed = min(by_budget, context.max_iterations - turn.iteration)
     first = turn.iteration
-    attempts = yield from read_reply(model, request, text_protocol.parse_reply,
-                                     lambda problem: text_protocol.format_correction(problem, schemas),
-                                     node="think", allowed=allowed)
-    turn.steps += attempts.records("think", lambda i: first + i)
-    turn.iteration = first + min(len(attempts.errors), allowed)
+    attempts: Attempts[ReactReply] = Attempts()
+    try:
+        yield from read_reply(model, request, text_protocol.parse_reply,
+                              lambda problem: text_protocol.format_correction(problem, schemas),
+                              node="think", allowed=allowed, attempts=attempts)
+    finally:  # a model error after unusable replies still reports them, with what they cost
+        turn.steps += attempts.records("think", lambda i: first + i)
+        turn.iteration = first + min(len(attempts.errors), allowed)
     if attempts.parsed is None:
         return turn.update(**({"stop_reason": "format"} if by_budget <= allowed else {}))
     return turn.update(messages=[text_protocol.to_ai_message(attempts.parsed, attempts.text, schemas, attempts.reply)])
