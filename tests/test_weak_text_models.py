@@ -7,9 +7,12 @@ OpenAI-compatible server where the request's shape matters (tests/support/provid
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph
+from reactgraph.nodes.plan_solve.text_plan import parse_plan
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.repetition import without_repetition
 from support.provider_server import ProviderServer, text
@@ -66,6 +69,17 @@ def test_a_looping_reply_keeps_its_first_occurrence(reply, cut):
 ])
 def test_a_reply_without_a_loop_is_unchanged(reply):
     assert without_repetition(reply) == reply
+
+
+UNITS = st.sampled_from(["It is 4.", " ", "\n", "4", "and then", "Thought:", "```", "上海更热。", "Plan:", "1. a"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(UNITS, st.text(max_size=8)), max_size=60).map("".join))
+def test_cutting_loops_never_lengthens_a_reply_and_a_cut_reply_has_none_left(reply):
+    cut = without_repetition(reply)
+    assert len(cut) <= len(reply) and without_repetition(cut) == cut
+    parse_plan(reply)  # nor does any reply break the plan reader
 
 
 def test_loops_are_cut_before_a_reply_is_parsed_stored_or_shown():
@@ -157,6 +171,30 @@ def test_the_budget_is_the_run_s_not_each_step_s():
 
 
 # --- plans in text, never json_schema --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("reply", "steps"), [
+    ("Plan:\n1. Weather in Beijing (tool: get_weather)\n2. Compare them (tool: none)",
+     [("Weather in Beijing", "get_weather"), ("Compare them", None)]),
+    ("**Plan:**\n1) **Goal:** Find X [tool: search]\n2) Compute Y — tool: calculator",
+     [("Find X", "search"), ("Compute Y", "calculator")]),
+    ("```\nPlan:\nStep 1: get the weather (Tool: get_weather)\n- compare them\n```",
+     [("get the weather", "get_weather"), ("compare them", None)]),
+    ("Plan: 1. Compute (15+27)*3 (tool: calculator)", [("Compute (15+27)*3", "calculator")]),
+    ("Plan:\n" + "\n".join(f"{i}. Find X (tool: search)" for i in range(1, 40)), [("Find X", "search")]),
+    ("Plan: none", []),
+])
+def test_a_numbered_plan_is_read_leniently(reply, steps):
+    plan = parse_plan(reply)
+    assert plan.problem is None and [(s.goal, s.tool) for s in plan.steps] == steps
+
+
+def test_a_plan_reply_reads_its_parts_reason_and_tools_to_avoid_and_prose_is_no_plan():
+    plan = parse_plan("Reason: search failed\nAvoid tools: search, http_get\nParts: the weather; the time\n"
+                      "Plan:\n1. Ask the time (tool: get_time)")
+    assert (plan.reason, plan.avoid_tools, plan.parts) == ("search failed", ["search", "http_get"],
+                                                           ["the weather", "the time"])
+    assert "numbered plan" in (parse_plan("I would first look it up, then answer.").problem or "")
+
 
 def test_plan_solve_asks_a_text_model_for_a_numbered_plan_and_never_for_json_schema(provider):
     with ProviderServer(text("Parts: the sum\nPlan:\n1. Add 2 and 3 (tool: calculator)"),

@@ -77,4 +77,17 @@ def parse_plan(text: str) -> TextPlan:
             steps.append(step)
     if not steps and not declared_empty:
         return TextPlan(problem="the reply has no numbered plan ('1. <goal> (tool: <name>)') and no 'Plan: none'")
-    return TextPlan(steps=steps, parts=parts, avoid_tools=avoid, reason=reason)
+    return TextPlan(steps=_distinct(steps), parts=parts, avoid_tools=avoid, reason=reason)
+
+
+def _distinct(steps: list[PlanStep]) -> list[PlanStep]:
+    """The steps with a repeat of an earlier one dropped: a looping model numbers the same step again and again,
+    which the line-level loop cut cannot see (each copy has its own number)."""
+    seen: set[tuple[str, str | None]] = set()
+    kept = []
+    for step in steps:
+        key = (" ".join(step.goal.split()).casefold(), step.tool)
+        if key not in seen:
+            seen.add(key)
+            kept.append(step)
+    return kept
