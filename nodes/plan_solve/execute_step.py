@@ -29,6 +29,7 @@ from reactgraph.nodes.plan_solve.state import (
 )
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
+from reactgraph.nodes.prompting.repetition import reply_without_repetition
 from reactgraph.nodes.prompting.text_protocol import ReactReply
 from reactgraph.nodes.prompting.text_replies import Attempts, format_errors, read_reply
 from reactgraph.nodes.runtime.fallback_log import log_fallback
@@ -125,7 +126,7 @@ def make_execute_step(services: AgentServices) -> Node:
                     lambda problem: text_protocol.format_correction(problem, schemas), node="execute_step",
                     allowed=max(context.max_format_errors - format_errors(state), 0))
                 return _text_settled(state, attempts, schemas, started)
-            reply = yield from Call(bound, request)
+            reply = reply_without_repetition((yield from Call(bound, request)))
         except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed
             log_fallback("execute_step", "model_error_failed_step", exc)
             return _failed(state, model_failure(exc, model, runtime), started)

@@ -181,7 +181,7 @@ Plan:
 2. <...>
 To stop and answer now, write "Plan: none" instead of the list. Write nothing after the plan."""
 
-TEXT_PLAN_CORRECTION = """Invalid format: {problem}. Reply with a numbered plan:
+TEXT_PLAN_CORRECTION = """Invalid format: {problem}. Reply in exactly this form:
 Plan:
 1. <goal> (tool: <one of: {tools}; or none>)
 or, if no tool can help: Plan: none"""

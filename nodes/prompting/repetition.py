@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from langchain_core.messages import AIMessage
+
 LOOP_COUNT = 3  # occurrences that make a loop
 MIN_RUN_WORDS = 6  # a repeated run shorter than this ("no, no, no") is emphasis, not a loop
 MAX_PERIOD_WORDS = 40  # the longest repeated phrase looked for, in words
@@ -80,3 +82,10 @@ def without_repetition(text: str) -> str:
         cut_lines.append("".join(_collapse_runs(_WORD.findall(line))))
     cut = "\n".join(cut_lines)
     return text if cut == text else cut.strip()
+
+
+def reply_without_repetition(reply: AIMessage) -> AIMessage:
+    """A tools-protocol reply with the loops of its text cut (same id: a stream has shown it under that id)."""
+    if not isinstance(reply.content, str) or (cut := without_repetition(reply.content)) == reply.content:
+        return reply
+    return reply.model_copy(update={"content": cut})

@@ -15,6 +15,7 @@ from langgraph.types import Overwrite
 from reactgraph.nodes.conversation.transcript import last_human_index, pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
+from reactgraph.nodes.prompting.repetition import reply_without_repetition
 from reactgraph.nodes.prompting.text_protocol import ReactReply
 from reactgraph.nodes.prompting.text_replies import Attempts, format_errors, read_reply
 from reactgraph.nodes.runtime.budget import fresh_budget
@@ -102,6 +103,7 @@ def _tools_decision(model: Runnable, request: list[AnyMessage], turn: _Turn) -> 
         # In the leading system message: providers such as Anthropic refuse a second, later system message.
         nudged = SystemMessage(f"{request[0].text}\n{prompts.EMPTY_REPLY_NUDGE}")
         reply = yield from Call(model, [nudged, *request[1:]])
+    reply = reply_without_repetition(reply)  # a looping reply never reaches the conversation
     if _is_empty(reply):
         answer = "The model returned an empty reply twice; no answer could be produced."
         turn.steps.append(make_step(step=turn.iteration, node="think", status="empty_reply", observation=answer,
