@@ -170,6 +170,14 @@ def test_the_budget_is_the_run_s_not_each_step_s():
     assert [r["status"] for r in result["step_results"]] == ["done", "failed"]
 
 
+def test_a_step_that_spends_the_budget_goes_to_solve_without_a_replan():
+    model = ScriptedChatModel.of(AIMessage("Plan:\n1. Add 2 and 3 (tool: calculator)"),
+                                 *[junk(n) for n in range(3)], AIMessage("Unfinished."))
+    result = ask(build_plan_solve_graph(model=model), "2+3?", Context(protocol="text", replan=True))
+    assert [s["node"] for s in result["steps"]] == ["plan", *["execute_step"] * 4, "solve"]
+    assert result["status"] == "limit_reached" and len(model.requests) == 5
+
+
 # --- plans in text, never json_schema --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("reply", "steps"), [

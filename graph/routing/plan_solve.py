@@ -35,7 +35,8 @@ def _next_step(state: PlanSolveState, context: Context) -> Literal["execute_step
 def after_settled(state: PlanSolveState, context: Context) -> Onward:
     """A step was just closed: replan after a failed or surprising one (when enabled), else carry on."""
     results = step_results_of(state)
-    if context.replan and not has_failed(state) and results and results[-1]["status"] in REPLAN_AFTER:
+    stopped = has_failed(state) or stop_reason_of(state) == "format"  # no replan call after the budget ran out
+    if context.replan and not stopped and results and results[-1]["status"] in REPLAN_AFTER:
         return "replan"
     return _next_step(state, context)
 
