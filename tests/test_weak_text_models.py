@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
-from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph
+from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
 from reactgraph.nodes.plan_solve.text_plan import parse_plan
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.repetition import without_repetition
@@ -156,6 +156,13 @@ def test_react_and_plan_solve_give_a_junk_reply_the_same_number_of_attempts(budg
     assert "execute_step" not in {s["node"] for s in plan_solve["steps"]}  # the budget ended the run's steps
     assert "format" in react_model.requests[-1]["messages"][0].content  # the closing prompt says why
     assert "format" in plan_model.requests[-1]["messages"][0].content
+
+
+def test_reflexion_tries_no_further_trial_once_the_budget_is_spent():
+    model = ScriptedChatModel.of(*[junk(n) for n in range(BUDGET + 1)], AIMessage("I could not work it out."))
+    result = ask(build_reflexion_graph(model=model), "2+3?", Context(protocol="text"))
+    assert result["status"] == "limit_reached" and len(model.requests) == BUDGET + 2
+    assert [s["status"] for s in result["steps"]].count("format_error") == BUDGET + 1
 
 
 def test_the_budget_is_the_run_s_not_each_step_s():
