@@ -31,7 +31,7 @@ from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
 from reactgraph.nodes.prompting.repetition import reply_without_repetition
 from reactgraph.nodes.prompting.text_protocol import ReactReply
-from reactgraph.nodes.prompting.text_replies import Attempts, format_errors, read_reply
+from reactgraph.nodes.prompting.text_replies import Attempts, corrections_left, read_reply
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
 from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
@@ -124,7 +124,7 @@ def make_execute_step(services: AgentServices) -> Node:
                 attempts = yield from read_reply(
                     bound, request, text_protocol.parse_reply,
                     lambda problem: text_protocol.format_correction(problem, schemas), node="execute_step",
-                    allowed=max(context.max_format_errors - format_errors(state), 0))
+                    allowed=corrections_left(state, context.max_format_errors))
                 return _text_settled(state, attempts, schemas, started)
             reply = reply_without_repetition((yield from Call(bound, request)))
         except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed

@@ -27,7 +27,7 @@ from reactgraph.nodes.plan_solve.state import (
 from reactgraph.nodes.plan_solve.text_plan import parse_plan
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
-from reactgraph.nodes.prompting.text_replies import format_errors, read_reply
+from reactgraph.nodes.prompting.text_replies import corrections_left, read_reply
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
@@ -74,7 +74,7 @@ def _text_replan(model: Runnable, state: PlanSolveState, context: Context, reque
                *text_protocol.as_text_messages(request[1:])]
     attempts = yield from read_reply(model, request, parse_plan,
                                      lambda problem: prompts.TEXT_PLAN_CORRECTION.format(problem=problem, tools=tools),
-                                     node="replan", allowed=max(context.max_format_errors - format_errors(state), 0))
+                                     node="replan", allowed=corrections_left(state, context.max_format_errors))
     errors = attempts.records("replan", lambda i: iteration_of(state))
     if (parsed := attempts.parsed) is None:
         update = _kept(state, f"revision unusable ({attempts.errors[-1].problem}; format-error budget spent)", 0,

@@ -68,6 +68,11 @@ def format_errors(state: Mapping[str, Any]) -> int:
     return sum(1 for step in steps_of(state) if step["status"] == FORMAT_ERROR)
 
 
+def corrections_left(state: Mapping[str, Any], max_format_errors: int) -> int:
+    """How many more unusable replies this turn may have corrected (`max_format_errors` less those so far)."""
+    return max(max_format_errors - format_errors(state), 0)
+
+
 def read_reply(model: Runnable, request: Sequence[AnyMessage], parse: Callable[[str], P],
                correction: Callable[[str], str], *, node: str, allowed: int,
                attempts: Attempts[P] | None = None) -> Generator[Request, Any, Attempts[P]]:

@@ -11,7 +11,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.conversation.transcript import last_human_index
-from reactgraph.nodes.prompting.text_replies import format_errors
+from reactgraph.nodes.prompting.text_replies import corrections_left
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id, trial_of
 from reactgraph.nodes.runtime.budget import add_usage, exhausted, remaining_context, wrap_up_note
 from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
@@ -77,7 +77,7 @@ def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any]) -> Node:
         # The trial may spend what the earlier trials (and their evaluations) left of each budget.
         budgets = remaining_context(usage_of(state), runtime.context)
         # The format-error budget is the run's too, as in the other graphs: what earlier trials left of it.
-        budgets = replace(budgets, max_format_errors=max(budgets.max_format_errors - format_errors(state), 0))
+        budgets = replace(budgets, max_format_errors=corrections_left(state, budgets.max_format_errors))
         result = yield from Call(actor, _actor_input(state), config, {"context": budgets})
         return _absorb(state, result, runtime.context)
 
