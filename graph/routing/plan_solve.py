@@ -13,18 +13,21 @@ from reactgraph.nodes.conversation.transcript import pending_calls
 from reactgraph.nodes.plan_solve.state import REPLAN_AFTER, PlanSolveState, remaining, step_results_of, step_rounds_of
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.state.context import Context, context_of
-from reactgraph.nodes.state.fields import has_failed, iteration_of, usage_of
+from reactgraph.nodes.state.fields import has_failed, iteration_of, stop_reason_of, usage_of
 
 Onward = Literal["execute_step", "replan", "solve"]
 
 
 def next_step(state: PlanSolveState, runtime: Runtime[Context]) -> Literal["execute_step", "solve"]:
-    """The next plan step, unless the plan is done, the run failed, or the step limit is reached."""
+    """The next plan step, unless the plan is done, the run failed, or the step limit, a budget or the format-error
+    budget is reached."""
     return _next_step(state, context_of(runtime))
 
 
 def _next_step(state: PlanSolveState, context: Context) -> Literal["execute_step", "solve"]:
     if has_failed(state) or not remaining(state) or budget.exhausted(usage_of(state), context):
+        return "solve"
+    if stop_reason_of(state) == "format":  # the format-error budget is spent: answer from what was gathered
         return "solve"
     return "execute_step" if iteration_of(state) < context.max_iterations else "solve"
 
@@ -32,7 +35,8 @@ def _next_step(state: PlanSolveState, context: Context) -> Literal["execute_step
 def after_settled(state: PlanSolveState, context: Context) -> Onward:
     """A step was just closed: replan after a failed or surprising one (when enabled), else carry on."""
     results = step_results_of(state)
-    if context.replan and not has_failed(state) and results and results[-1]["status"] in REPLAN_AFTER:
+    stopped = has_failed(state) or stop_reason_of(state) == "format"  # no replan call after the budget ran out
+    if context.replan and not stopped and results and results[-1]["status"] in REPLAN_AFTER:
         return "replan"
     return _next_step(state, context)
 
