@@ -9,7 +9,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.closing.closing import budget_close, close_turn, finish_turn, observations_digest
-from reactgraph.nodes.conversation.transcript import pending_calls
+from reactgraph.nodes.conversation.transcript import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.runtime.budget import exhausted
@@ -57,8 +57,9 @@ def make_finalize(services: AgentServices) -> Node:
             return finish_turn(state, "finalize", final_answer_of(state) or "The run failed.", reason="failure",
                                started=started, status="failed")
         if (answer := model_answer(state)) is not None:
+            # The model's tokens are counted where its answer is recorded, as observe does for a tool round.
             return finish_turn(state, "finalize", answer, reason="model answered", started=started,
-                               scripted=services.scripted(runtime.context))
+                               scripted=services.scripted(runtime.context), tokens=tokens_of(state["messages"][-1]))
         if exhausted(usage_of(state), runtime.context) is not None:
             return (yield from budget_close(services, state, runtime, config, node="finalize", started=started,
                                             system=prompts.FINALIZE_PROMPT.format(
