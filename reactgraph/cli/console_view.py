@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
+from reactgraph.cli.shared import usage_totals
 from reactgraph.cli.terminal_text import terminal_safe
 from reactgraph.nodes.conversation.transcript import pending_calls
 
@@ -131,8 +132,7 @@ class StepPrinter:
             self.console.print()
             self._streaming = False
         status = result.get("status") or "failed"
-        steps = result.get("steps", [])
-        tokens = sum(s.get("tokens", 0) for s in steps)
+        tokens = usage_totals(result)["total_tokens"]
         title = (f"Final answer · {status} · {result.get('iteration', 0)} iteration(s) · {elapsed_s:.2f} s · "
                  f"~{tokens} tokens")
         self.console.print(Panel(Text(terminal_safe(result.get("final_answer") or "(no answer)")), title=title,
