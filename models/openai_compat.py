@@ -18,7 +18,7 @@ is marked `x-should-retry: false`, so the SDK does not send the same bad request
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from langchain_openai import ChatOpenAI
@@ -53,7 +53,7 @@ class CompatibleChatOpenAI(ChatOpenAI):
             return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
         return structured_output(self, schema, include_raw=include_raw,
                                  build=lambda method: super(CompatibleChatOpenAI, self).with_structured_output(
-                                     schema, include_raw=True, method=method, **kwargs))
+                                     schema, include_raw=True, method=cast(Any, method), **kwargs))
 
     def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
         payload = super()._get_request_payload(input_, stop=stop, **kwargs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import cast
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
@@ -57,9 +58,10 @@ def make_finalize(services: AgentServices) -> Node:
             return finish_turn(state, "finalize", final_answer_of(state) or "The run failed.", reason="failure",
                                started=started, status="failed")
         if (answer := model_answer(state)) is not None:
+            reply = cast(AIMessage, state["messages"][-1])  # model_answer found the model's own reply there
             # The model's tokens are counted where its answer is recorded, as observe does for a tool round.
             return finish_turn(state, "finalize", answer, reason="model answered", started=started,
-                               scripted=services.scripted(runtime.context), tokens=tokens_of(state["messages"][-1]))
+                               scripted=services.scripted(runtime.context), tokens=tokens_of(reply))
         if exhausted(usage_of(state), runtime.context) is not None:
             return (yield from budget_close(services, state, runtime, config, node="finalize", started=started,
                                             system=prompts.FINALIZE_PROMPT.format(
