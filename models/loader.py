@@ -18,8 +18,8 @@ from reactgraph.errors import ReactGraphError
 
 SPEC_HELP = "use 'offline', 'openai:<model>' (e.g. openai:gpt-4o-mini) or 'anthropic:<model>'"
 DEFAULT_RETRIES = 3
-# A local model on a CPU (llama.cpp serving a small model on 2 cores) writes ~10-50 tokens/s after reading a
-# prompt of a few thousand tokens: a reply of the default 1024 tokens takes up to ~2 minutes.
+# A local model on a CPU (SmolLM2-135M on llama-server, 2 cores: ~55 tokens/s after a short prompt, ~8 after one
+# of 4-5k tokens) needs up to ~2 minutes for a reply of the default 1024 tokens (Context.max_output_tokens).
 DEFAULT_TIMEOUT_S = 120.0
 EMPTY_STREAM = "No generations found in stream"  # langchain-core's error for a stream that closed with no data
 SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
