@@ -148,6 +148,20 @@ def test_an_empty_stream_is_retried_once(provider):
     assert "No generations found in stream" in result["final_answer"]
 
 
+@pytest.mark.parametrize("build", [build_plan_solve_graph, build_reflexion_graph])
+def test_every_graph_ends_budget_exhausted_when_the_model_time_is_used_up(provider, build):
+    def slowly(body: dict) -> Reply:
+        reply = answering(body)
+        reply.delay_s = 0.6
+        return reply
+
+    with ProviderServer(*[slowly] * 10) as server:
+        provider(server)
+        result = run(build(), max_model_seconds=0.5)
+    assert result["status"] == "budget_exhausted" and result["budget"]["kind"] == "max_model_seconds"
+    assert len(server.requests) <= 2 and "model-time budget of 0.5s" in result["final_answer"]
+
+
 def test_the_model_time_budget_ends_the_run_budget_exhausted_with_what_was_gathered(provider):
     looking = slow(1.0, calls(("calculator", {"expression": "6*7"})))
     with ProviderServer(*[looking] * 6) as server:
@@ -200,3 +214,13 @@ def test_the_offline_model_honours_max_tokens(monkeypatch):
     assert len(cut["final_answer"]) < len(full["final_answer"])
     replies = [m for m in cut["messages"] if m.type == "ai"]
     assert any(m.response_metadata.get("finish_reason") == "length" for m in replies)
+
+
+def test_a_text_protocol_reply_in_the_wrong_format_counts_its_tokens(provider):
+    with ProviderServer(text("Sure! Let me think about it."), text("Final Answer: 42.")) as server:
+        provider(server)
+        result = run(build_react_graph(), protocol="text", reflection="off")
+    malformed = result["steps"][0]
+    assert malformed["status"] == "format_error" and malformed["tokens"] == server.usage_sent[0]["total_tokens"] > 0
+    assert result["usage"]["input_tokens"] + result["usage"]["output_tokens"] == sum(
+        u["total_tokens"] for u in server.usage_sent)
