@@ -49,8 +49,8 @@ from reactgraph.cli.shared import (
     question_argument,
     session_option,
     store_errors,
-    usage_totals,
 )
+from reactgraph.cli.usage import usage_totals
 
 BUSY_EXIT = 75  # EX_TEMPFAIL: the session is busy with another turn; the same command later will run
 WAIT_HELP = "Seconds to wait for another turn on the same session to finish before giving up (exit 75)."

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from reactgraph.cli.shared import usage_totals
 from reactgraph.cli.terminal_text import terminal_safe
+from reactgraph.cli.usage import usage_totals
 from reactgraph.nodes.conversation.transcript import pending_calls
 
 STATUS_STYLE = {"ok": "green", "answered": "green", "partial": "yellow", "no_answer": "yellow",
