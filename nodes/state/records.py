@@ -23,7 +23,7 @@ FinalizeReason = Literal["budget", "limit", "repeated", "enough", "format"]
 SolveReason = Literal["budget", "limit", "done", "empty", "format"]
 CloseReason = Literal[FinalizeReason, SolveReason, "model answered", "failure"]
 # Which budget ran out.
-BudgetKind = Literal["max_tool_calls", "max_model_tokens", "max_cost_usd"]
+BudgetKind = Literal["max_tool_calls", "max_model_tokens", "max_cost_usd", "max_model_seconds"]
 # Who named the question's parts in a coverage check: the model (the reflection verdict or the plan) or the rules.
 CoverageJudge = Literal["model", "rules"]
 
@@ -36,6 +36,7 @@ class Usage(TypedDict, total=False):
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    model_seconds: float  # time spent waiting for model calls, failed ones included
 
 
 class Budget(TypedDict):

@@ -10,6 +10,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from reactgraph.cli.terminal_text import terminal_safe
+from reactgraph.cli.usage import usage_totals
 from reactgraph.nodes.conversation.transcript import pending_calls
 
 STATUS_STYLE = {"ok": "green", "answered": "green", "partial": "yellow", "no_answer": "yellow",
@@ -137,8 +138,7 @@ class StepPrinter:
             self.console.print()
             self._streaming = False
         status = result.get("status") or "failed"
-        steps = result.get("steps", [])
-        tokens = sum(s.get("tokens", 0) for s in steps)
+        tokens = usage_totals(result)["total_tokens"]
         title = (f"Final answer · {status} · {result.get('iteration', 0)} iteration(s) · {elapsed_s:.2f} s · "
                  f"~{tokens} tokens")
         self.console.print(Panel(Text(terminal_safe(result.get("final_answer") or "(no answer)")), title=title,
