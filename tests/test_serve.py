@@ -195,6 +195,9 @@ def test_a_streamed_run_sends_metadata_then_each_node_update_and_the_answer(serv
     assert parts[0].event == "metadata" and parts[0].data["run_id"]
     nodes = [next(iter(p.data)) for p in parts if p.event == "updates"]
     assert nodes[:3] == ["load_memory", "think", "act"] and "finalize" in nodes
+    # think's reset of the step records (LangGraph's Overwrite) reaches clients as the plain list it sets
+    think = next(p.data["think"] for p in parts if p.event == "updates" and "think" in p.data)
+    assert isinstance(think["steps"], list) and "__overwrite__" not in json.dumps(think)
     final = [p.data for p in parts if p.event == "values"][-1]
     assert final["status"] == "answered" and "上海" in final["final_answer"]
     (run,) = client.runs.list(thread["thread_id"])
@@ -225,6 +228,7 @@ def test_wait_answers_with_the_final_values_and_join_waits_for_a_background_run(
     final = client.runs.wait(thread["thread_id"], "react",
                              input=human("计算 10 * 7 等于多少"))
     assert final["status"] == "answered" and "70" in final["final_answer"]
+    assert final["usage"]["input_tokens"] > 0 and final["usage"]["output_tokens"] > 0  # the run's output counts
     run = client.runs.create(thread["thread_id"], "plan_solve",
                              input=human("计算 6 * 7 等于多少"))
     assert run["status"] == "pending"

@@ -16,6 +16,7 @@ from reactgraph.nodes.conversation.transcript import last_human_index, tokens_of
 from reactgraph.nodes.prompting import text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
+from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
@@ -68,8 +69,9 @@ def _in_chinese(state: Mapping[str, Any]) -> bool:
 
 
 def _reply_answer(reply: AIMessage, context: Context) -> str:
-    """The closing reply's text as an answer a user reads: without "Final Answer:" or other ReAct labels."""
-    answer = reply.text.strip()
+    """The closing reply's text as an answer a user reads: its loops cut, without "Final Answer:" or other ReAct
+    labels."""
+    answer = without_repetition(reply.text).strip()
     if context.protocol == "text":  # the model may still write "Final Answer: …"
         answer = text_protocol.answer_text(answer)
     return answer_without_markup(answer)  # in either protocol: a user reads the answer, not the ReAct labels

@@ -16,7 +16,7 @@ RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 SUCCESS_STATUSES: frozenset[str] = frozenset({"answered", "partial"})
 # Why a loop stopped early → the status it ends with (`stop_reason` "budget" is set by the budget checks).
 _STOPPED: dict[str, RunStatus] = {"budget": "budget_exhausted", "limit": "limit_reached",
-                                  "repeated": "limit_reached"}
+                                  "repeated": "limit_reached", "format": "limit_reached"}
 _MISSING_MARKERS = ("还缺少", "missing:", "无法由离线脚本模型回答", "cannot be answered by the scripted",
                     "无法离线回答", "cannot answer this offline")
 

@@ -48,6 +48,11 @@ class Context:
         "prompt, for models without tool calling)."))] = "tools"
     max_iterations: Annotated[int, Field(ge=1, le=50, description=(
         "Think→act rounds allowed per question; at the limit the agent answers from what it gathered."))] = 5
+    # One budget for every graph, so that the paradigms compare on equal terms (see nodes/prompting/text_replies.py).
+    max_format_errors: Annotated[int, Field(ge=0, le=20, description=(
+        "Text protocol: replies in the wrong format (no Action or Final Answer, no numbered plan) a run may have "
+        "corrected, each answered with a short format note and asked again; the next one ends the run's steps "
+        "and it answers from what it gathered (status limit_reached). The same in every graph."))] = 2
     reflection: Annotated[ReflectionMode, Field(description=(
         "Self-check after each round: 'llm' (structured verdict from the model), 'rules' (deterministic "
         "checks, no model call) or 'off'."))] = "llm"
@@ -64,6 +69,11 @@ class Context:
     memory_window: Annotated[int, Field(ge=2, le=1000, description=(
         "Messages kept verbatim in the prompt; older ones are folded into a running summary."))] = 8
     temperature: Annotated[float, Field(ge=0.0, le=2.0, description="Sampling temperature of the model.")] = 0.0
+    # One field for every reply's length: plans, reflections and summaries get a fixed share of it
+    # (nodes/runtime/services.py), so a degenerate model stops early everywhere without a field per purpose.
+    max_output_tokens: Annotated[int, Field(ge=16, le=100_000, description=(
+        "Most tokens one model reply may have (sent as max_tokens); plans, reflections and summaries get half. "
+        "A reply cut there is marked truncated."))] = 1024
     system_prompt: Annotated[str, Field(max_length=20_000, description=(
         "System prompt of the think step."))] = prompts.SYSTEM_PROMPT
     # Plan-and-Solve only; off by default so the classic static plan stays measurable against replanning.
@@ -80,6 +90,10 @@ class Context:
     max_cost_usd: Annotated[float | None, Field(gt=0, le=10_000, description=(
         "Budget: model cost in USD per question, from the price table (nodes/runtime/budget.py, extended by "
         "$REACTGRAPH_PRICES); a model without a price counts 0. Empty means no budget."))] = None
+
+    max_model_seconds: Annotated[float | None, Field(gt=0, le=86_400, description=(
+        "Budget: seconds spent waiting for model replies per question (failed calls included). Empty means no "
+        "budget."))] = None
 
     mcp_config: Annotated[str, Field(max_length=4096, description=(
         "Path of an MCP config file ({\"mcpServers\": {name: {...}}}, as for `--mcp`) whose servers' tools this "
