@@ -54,6 +54,17 @@ def test_ask_json_on_a_recorded_real_model_run_prints_its_status_and_usage(repla
     assert problems(output, len(server.requests), REQUEST_BOUND["react"], cassette.truncated()) == []
 
 
+def test_the_cassettes_hold_the_replies_that_real_models_give_and_scripts_do_not():
+    """Re-recorded cassettes must still meet the product with what the issue saw: replies cut at the token limit,
+    and no tool call where tools were offered."""
+    loaded = [load(path) for path in CASSETTES]
+    replies = [(kind, reply) for c in loaded for kind, reply in zip(c.kinds, c.replies, strict=True)]
+    assert {c.scenario["graph"] for c in loaded} == {"react", "plan_solve", "reflexion"}
+    assert {c.scenario["protocol"] for c in loaded} == {"tools", "text"}
+    assert any(reply.finish_reason == "length" for _, reply in replies)
+    assert any(kind == "tools" and reply.status == 200 and not reply.tool_calls for kind, reply in replies)
+
+
 def test_a_cassette_that_is_not_what_the_recorder_writes_is_refused(tmp_path):
     from support.cassettes import BadCassette
 
