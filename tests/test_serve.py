@@ -434,6 +434,17 @@ def test_what_the_sdk_knows_and_we_do_not_serve_is_a_501_naming_it_and_an_unknow
     assert unknown.json() == {"detail": "Not Found: POST /no/such/route is not a route of reactgraph serve"}
 
 
+def test_a_thread_search_returns_only_the_selected_fields(served):
+    client = served.client()
+    thread = client.threads.create(metadata={"team": "select-test"})
+    (found,) = client.threads.search(metadata={"team": "select-test"}, select=["thread_id", "status"])
+    assert found == {"thread_id": thread["thread_id"], "status": "idle"}
+    (whole,) = client.threads.search(metadata={"team": "select-test"})
+    assert {"thread_id", "metadata", "values", "created_at"} <= whole.keys()
+    refused = httpx.post(f"{served.url}/threads/search", json={"select": ["thread_id", "password"]})
+    assert refused.status_code == 422 and "'password'" in refused.json()["detail"]
+
+
 def test_unknown_runs_and_threads_are_404s(served):
     client = served.client()
     with pytest.raises(NotFoundError):
