@@ -8,7 +8,13 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.closing.closing import budget_close, close_turn, finish_turn, observations_digest
+from reactgraph.nodes.closing.closing import (
+    budget_close,
+    close_turn,
+    finish_turn,
+    observations_digest,
+    settle_answer,
+)
 from reactgraph.nodes.conversation.transcript import pending_calls
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
@@ -57,8 +63,8 @@ def make_finalize(services: AgentServices) -> Node:
             return finish_turn(state, "finalize", final_answer_of(state) or "The run failed.", reason="failure",
                                started=started, status="failed")
         if (answer := model_answer(state)) is not None:
-            return finish_turn(state, "finalize", answer, reason="model answered", started=started,
-                               scripted=services.scripted(runtime.context))
+            return (yield from settle_answer(services, state, runtime, answer, node="finalize",
+                                             reason="model answered", started=started, reply=state["messages"][-1]))
         if exhausted(usage_of(state), runtime.context) is not None:
             return (yield from budget_close(services, state, runtime, config, node="finalize", started=started,
                                             system=prompts.FINALIZE_PROMPT.format(

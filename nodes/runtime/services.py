@@ -12,7 +12,6 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.types import RetryPolicy
 
 from reactgraph.models.loader import load_chat_model
-from reactgraph.models.offline import OfflineChatModel
 from reactgraph.nodes.runtime.model_retry import model_retry_policy
 from reactgraph.nodes.state.context import Context, UnknownToolNames, unknown_tool_names
 from reactgraph.tools import ToolGateway, ToolMeta, ToolSession
@@ -39,10 +38,6 @@ class AgentServices:
         if key not in self._models:
             self._models[key] = load_chat_model(*key)
         return self._models[key]
-
-    def scripted(self, context: Context) -> bool:
-        """Whether the model is the scripted offline one, which knows nothing beyond what its tools return."""
-        return isinstance(self.model(context), OfflineChatModel)
 
     def model_name(self, context: Context) -> str:
         model = self.model(context)
