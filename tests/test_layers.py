@@ -90,7 +90,7 @@ def test_no_product_module_but_the_loader_imports_the_offline_model():
     """The offline model is a model like any other: statuses, coverage, token counts and prompts never ask for it."""
     found = []
     for module, path in product_modules():
-        if module == MODEL_LOADER or module == OFFLINE_MODEL or module.startswith(OFFLINE_MODEL + "."):
+        if module in (MODEL_LOADER, OFFLINE_MODEL) or module.startswith(OFFLINE_MODEL + "."):
             continue
         found += [f"{module} imports {target}" for target in imported_modules(path, module)
                   if target == OFFLINE_MODEL or target.startswith(OFFLINE_MODEL + ".")]
