@@ -6,7 +6,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
@@ -60,7 +60,7 @@ def finish_turn(state: Mapping[str, Any], node: str, answer: str, *, reason: Clo
 
 
 def settle_answer(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], answer: str, *,
-                  node: str, reason: CloseReason, started: float, reply: AIMessage | None, given: bool = True,
+                  node: str, reason: CloseReason, started: float, reply: BaseMessage | None, given: bool = True,
                   tokens: int = 0, message: AIMessage | None = None) -> Steps:
     """End a turn with the model's answer, its status from the evidence: the reply (`given` in the protocol,
     cut off or not), what the run's tools and steps did, and, where that allows `answered`, the coverage
