@@ -100,6 +100,19 @@ def test_tools_lists_every_builtin_tool_with_its_breaker_state(run_cli):
     assert "calculator" in table.stdout and "closed" in table.stdout
 
 
+def test_the_tools_table_fits_80_columns_one_line_per_tool_and_wide_shows_every_column(run_cli):
+    narrow = run_cli("tools", env={"COLUMNS": "80"}).stdout.splitlines()
+    assert max(map(len, narrow)) <= 80
+    header = next(line for line in narrow if line.startswith("tool"))
+    assert header.split() == ["tool", "parameters", "breaker", "calls", "description"]
+    assert [line.split()[0] for line in narrow if line.split() and line.split()[0] in (
+        "calculator", "get_time", "get_weather", "search", "rag_search", "http_get")] == [
+        "calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]  # one line each
+    wide = run_cli("tools", "--wide", env={"COLUMNS": "80"}).stdout.splitlines()
+    assert next(line for line in wide if line.startswith("tool")).split() == [
+        "tool", "parameters", "timeout", "tags", "stuck", "breaker", "calls", "description"]
+
+
 def test_version_names_the_installed_release():
     done = reactgraph("--version")
     assert done.returncode == 0 and done.stderr == ""

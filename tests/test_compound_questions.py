@@ -56,6 +56,10 @@ CASES = [
     ("计算 25 + 17，然后乘以 4", ["42", "168"], "answered"),
     ("What is the weather in Paris and what is the weather on Mars?", ["5°C", "Missing", "Mars"], "partial"),
     ("计算 45 * 2，再告诉我 Zorblax 星球的人口是多少", ["90", "还缺少", "Zorblax"], "partial"),
+    # the sum is a part the offline model does not understand: both parts it does, and that clause named missing
+    ("what is 12 squared and then add the temperature in Beijing", ["144", "3°C", '"then add the temperature in '
+                                                                     'Beijing" cannot be answered'], "partial"),
+    ("计算 12 的平方，然后加上北京的气温", ["144", "3°C", "「加上北京的气温」"], "partial"),
 ]
 
 
@@ -67,6 +71,12 @@ def test_every_part_of_a_compound_question_is_answered_or_named_missing(graphs, 
         answer = result["final_answer"]
         assert [s for s in expected if s not in answer] == [], (question, answer)
         assert result["status"] == status, (question, result["status"], answer)
+
+
+def test_a_clause_that_maps_to_no_understood_part_is_a_missing_part_of_the_models_coverage(graphs):
+    result = ask(graphs["react"], "react", "what is 12 squared and then add the temperature in Beijing")
+    assert result["coverage"]["missing"] == ["then add the temperature in Beijing"]
+    assert len(result["coverage"]["parts"]) == 3  # the square, the weather and the unmapped clause
 
 
 def test_the_difference_is_computed_by_the_calculator_from_both_weather_results(graphs):

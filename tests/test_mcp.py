@@ -71,10 +71,9 @@ def gateway(files: Path) -> Iterator[ToolGateway]:
     gateway.close()
 
 
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    """The toy server over streamable HTTP, served by uvicorn on a thread of this process (no second interpreter
-    to start: `mcp` is imported here already)."""
+def _served(app_of: str, path: str) -> Iterator[str]:
+    """The toy server's `app_of` ASGI app served by uvicorn on a thread of this process (no second interpreter
+    to start: `mcp` is imported here already); yields its URL."""
     import uvicorn
 
     from mcp_servers.toy_server import build
@@ -82,16 +81,22 @@ def http_url() -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build(port).streamable_http_app(), host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(getattr(build(port), app_of)(), host="127.0.0.1", port=port,
                                            log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, name="toy-mcp-http", daemon=True)
+    thread = threading.Thread(target=server.run, name=f"toy-mcp-{app_of}", daemon=True)
     thread.start()
     try:
-        assert wait_for(lambda: server.started, 20), "the HTTP MCP server did not start"
-        yield f"http://127.0.0.1:{port}/mcp"
+        assert wait_for(lambda: server.started, 20), f"the MCP server ({app_of}) did not start"
+        yield f"http://127.0.0.1:{port}{path}"
     finally:
         server.should_exit = True
         thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    """The toy server over streamable HTTP."""
+    yield from _served("streamable_http_app", "/mcp")
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +151,14 @@ def test_tags_mcp_and_mcp_server_work_in_allow_and_deny(gateway):
     ({"mcpServers": {"a": {"command": "x", "approval": "sometimes"}}}, "MCP server 'a': 'approval' must be"),
     ({"mcpServers": {"a b": {"command": "x"}}}, "MCP server name 'a b'"),
     ({"mcpServers": {"a": {"args": []}}}, "MCP server 'a': 'command' is required"),
-    ({"servers": {}}, "MCP config: unknown key(s) 'servers'"),
+    ({"server": {}}, "MCP config: unknown key(s) 'server'"),
+    ({"servers": {}, "mcpServers": {}}, "MCP config: give the servers under 'mcpServers' or 'servers', exactly one"),
+    ({"servers": {}, "inputs": [{"id": "key", "type": "promptString"}]}, "MCP config: VS Code 'inputs'"),
+    ({"mcpServers": {"a": {"type": "websocket", "url": "ws://h"}}}, "MCP server 'a': 'type' must be one of"),
+    ({"mcpServers": {"a": {"type": "sse", "transport": "stdio", "url": "http://h"}}},
+     "MCP server 'a': 'type' and 'transport' disagree"),
+    ({"mcpServers": {"a": {"type": "http", "command": "x"}}}, "MCP server 'a': unknown key(s) 'command' for "),
+    ({"mcpServers": {"a": {"command": "x", "envFile": "/no/such.env"}}}, "MCP server 'a': 'envFile'"),
     ("{not json", "MCP config the JSON text: not valid JSON"),
     ("/no/such/mcp.json", "MCP config '/no/such/mcp.json': cannot read it"),
 ])
@@ -162,6 +174,43 @@ def test_the_config_shapes_inferred_transport_and_disabled_servers():
         "s": {"command": "srv", "args": ["-v"], "env": {"K": "v"}, "cwd": "/tmp", "enabled": False}}}))
     assert [(s.name, s.transport, s.enabled, s.approval) for s in servers] == [
         ("h", "streamable_http", True, "always"), ("s", "stdio", False, "always")]
+
+
+def test_the_shapes_claude_code_vs_code_cursor_and_the_adapters_write(tmp_path):
+    """Claude Code's `.mcp.json` (`type`), VS Code's `mcp.json` (`servers`, `envFile`), Cursor's (bare `url`),
+    langchain-mcp-adapters' `transport` spellings: each read as the transport it names."""
+    claude_code = {"mcpServers": {"local": {"type": "stdio", "command": "srv", "args": []},
+                                  "remote": {"type": "http", "url": "https://h/mcp", "headers": {"A": "${KEY}"}},
+                                  "legacy": {"type": "sse", "url": "https://h/sse"}}}
+    (tmp_path / ".env").write_text("# the server's secrets\nexport TOKEN='t0k'\nLEVEL=debug\n")
+    (tmp_path / "mcp.json").write_text(json.dumps({"inputs": [], "servers": {
+        "vs": {"type": "stdio", "command": "srv", "envFile": ".env", "env": {"LEVEL": "info"}}}}))
+    cursor = {"mcpServers": {"c": {"url": "https://h/mcp"}}}
+    adapters = {"mcpServers": {"a": {"transport": "streamable-http", "url": "https://h/mcp"},
+                               "b": {"transport": "streamable_http", "url": "https://h/mcp"}}}
+    shapes = [s for config in (claude_code, str(tmp_path / "mcp.json"), cursor, adapters)
+              for s in read_config(config)[0]]
+    assert [(s.name, s.transport) for s in shapes] == [
+        ("local", "stdio"), ("remote", "streamable_http"), ("legacy", "sse"), ("vs", "stdio"),
+        ("c", "streamable_http"), ("a", "streamable_http"), ("b", "streamable_http")]
+    assert shapes[3].env == {"TOKEN": "t0k", "LEVEL": "info"}  # env wins over envFile, as in VS Code
+
+
+def test_variables_in_the_command_args_and_env_are_expanded_as_claude_code_and_vs_code_write_them(monkeypatch):
+    from reactgraph.tools.mcp.transports import expand
+
+    monkeypatch.setenv("MCP_HOME", "/srv/mcp")
+    monkeypatch.delenv("MCP_UNSET", raising=False)
+    assert expand("${MCP_HOME}/bin") == "/srv/mcp/bin" and expand("${env:MCP_HOME}") == "/srv/mcp"
+    assert expand("${MCP_UNSET:-8080}") == "8080" and expand("${MCP_UNSET}") == "${MCP_UNSET}"
+    monkeypatch.setenv("MCP_PYTHON", sys.executable)
+    gateway = ToolGateway()
+    try:  # the command itself names a variable: the server starts
+        gateway.add_mcp_servers({"mcpServers": {"v": {"type": "stdio", "command": "${MCP_PYTHON}",
+                                                      "args": [str(SERVER), "stdio"], "approval": "never"}}})
+        assert "echo" in {m.name for m in gateway.tools()}
+    finally:
+        gateway.close()
 
 
 def _fake_server(name: str, *tools: str, prefix: str = "") -> McpServer:
@@ -259,7 +308,10 @@ def test_calls_from_sync_invoke_and_async_ainvoke_through_langchain_tools(gatewa
 @pytest.mark.parametrize(("settings", "cause"), [
     ({"command": "/no/such/mcp-server"}, "No such file"),
     ({"command": sys.executable, "args": ["-c", "import sys; print('bad token', file=sys.stderr); sys.exit(3)"]},
-     "its last output: bad token"),
+     "exited with status 3; its last output: bad token"),
+    ({"command": "/bin/false"}, "the server closed the connection (/bin/false); exited with status 1"),
+    ({"command": sys.executable, "args": ["-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]},
+     "was killed by SIGKILL"),
     ({"command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"], "startup_timeout_s": 0.5},
      "no answer within 0.5 s"),
     ({"url": "http://127.0.0.1:9/mcp", "startup_timeout_s": 5}, "did not start"),
@@ -290,6 +342,18 @@ async def test_the_http_server_with_a_prefix_from_sync_and_async_code(http_gatew
         await other.aclose()
     closed = await other.execute(call("web_echo", text="hi"), approved=True)
     assert closed.status == "error" and "MCP server 'web' was closed" in closed.content
+
+
+def test_an_sse_server_as_claude_code_configures_it():
+    """The SSE transport (deprecated by MCP in 2025, still what many hosted servers speak), `type: "sse"`."""
+    for url in _served("sse_app", "/sse"):
+        gateway = ToolGateway()
+        try:
+            gateway.add_mcp_servers({"mcpServers": {"old": {"type": "sse", "url": url, "approval": "never"}}})
+            result = asyncio.run(gateway.execute(call("add", a=2, b=3)))
+            assert (result.status, result.content) == ("ok", "5")
+        finally:
+            gateway.close()
 
 
 # -- the graphs ----------------------------------------------------------------------------------------------

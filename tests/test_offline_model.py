@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+import reactgraph.models.offline
 from reactgraph.models.offline import OfflineChatModel
 from reactgraph.nodes.state.verdict import ReflectionVerdict
 
@@ -202,6 +204,16 @@ def test_time_in_a_city_passes_its_timezone(question, tz, clock):
     r = run(question)
     assert r.rounds == [[("get_time", {"timezone": tz})]]
     assert clock in r.answer
+
+
+def test_the_gazetteer_is_read_from_the_models_data_file():
+    data = Path(reactgraph.models.offline.__file__).parent / "data" / "cities.json"
+    model = OfflineChatModel().bind_tools(ALL_TOOLS)
+    for row in json.loads(data.read_text(encoding="utf-8"))["cities"]:
+        for name in (row["en"], row["zh"], *row["aliases"]):
+            question = f"what time is it in {name}?" if name.isascii() else f"{name}现在几点？"
+            reply = model.invoke([HumanMessage(question)])
+            assert [(c["name"], c["args"]) for c in reply.tool_calls] == [("get_time", {"timezone": row["tz"]})], name
 
 
 def test_time_in_two_cities_is_two_parallel_calls():

@@ -55,6 +55,15 @@ NOTES = """# Project Falcon notes
 
 猎鹰项目的预算上限是 48 万元，超出部分需要财务总监批准。每周三下午开进度会。
 """
+HANDBOOK = """# Quillfeather Labs employee handbook
+
+Quillfeather Labs was founded by Mara Oyelaran in 2019. The company builds tools for bookbinders and small
+printing houses.
+
+## Working hours
+
+Core hours are from 10:00 to 15:00; everyone chooses when to start and end their day around them.
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -284,3 +293,28 @@ def test_ingest_delete_removes_a_file_from_the_index(tmp_path, reactgraph):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["files"][0]["status"] == "deleted"
     assert len(VectorStore.open(index)) == 0
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("who founded Quillfeather Labs?", "Mara Oyelaran"),
+    ("Quillfeather Labs 的创始人是谁？", "Mara Oyelaran"),
+    ("When was Quillfeather Labs founded?", "2019"),
+])
+def test_a_search_that_finds_nothing_about_a_named_thing_tries_a_newly_ingested_document(tmp_path, question,
+                                                                                         expected, reactgraph):
+    ingested = reactgraph("ingest", str(write(tmp_path / "docs", "handbook.md", HANDBOOK)))  # the default index
+    assert ingested.returncode == 0, ingested.stderr
+
+    done = reactgraph("ask", question, "--json", "--store", "memory")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [s["action"] for s in result["steps"] if s["node"] == "act"] == ["search", "rag_search"]
+    assert result["status"] == "answered" and expected in result["answer"] and "handbook.md" in result["answer"]
+
+
+def test_a_document_that_names_no_holder_of_the_role_asked_about_does_not_answer_it(tmp_path, reactgraph):
+    assert reactgraph("ingest", str(write(tmp_path / "docs", "handbook.md", HANDBOOK))).returncode == 0
+    done = reactgraph("ask", "Who is the CEO of Quillfeather Labs?", "--json", "--store", "memory")
+    result = json.loads(done.stdout)
+    assert "rag_search" in [s["action"] for s in result["steps"] if s["node"] == "act"]
+    assert result["status"] == "no_answer" and "Mara Oyelaran" not in result["answer"]

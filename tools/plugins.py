@@ -8,8 +8,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from reactgraph.tools.errors import ToolRegistrationError
+from reactgraph.tools.meta import ToolMeta
 
 ENV_VAR = "REACTGRAPH_TOOLS"
+RETRIEVER_ENV_VAR = "REACTGRAPH_RETRIEVER"
 
 
 def load_tools(specs: str | Iterable[str] | None = None) -> list[Any]:
@@ -20,12 +22,34 @@ def load_tools(specs: str | Iterable[str] | None = None) -> list[Any]:
         specs = [s.strip() for s in specs.split(",")]
     loaded: list[Any] = []
     for spec in filter(None, specs):
-        module_name, _, attribute = spec.partition(":")
-        if not module_name or not attribute:
-            raise ToolRegistrationError(f"tool spec {spec!r} must look like 'module:attribute'")
-        try:
-            value = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as exc:
-            raise ToolRegistrationError(f"cannot load tools from {spec!r}: {exc}") from exc
+        value = _imported(spec, "tools")
         loaded.extend(value if isinstance(value, (list, tuple)) else [value])
     return loaded
+
+
+def load_retriever(spec: str | None = None) -> ToolMeta | None:
+    """`rag_search` answered by the LangChain retriever or vector store at `module:attribute` (or returned by a
+    function there, called with no arguments); None reads $REACTGRAPH_RETRIEVER, and neither means our index."""
+    spec = (spec if spec is not None else os.environ.get(RETRIEVER_ENV_VAR, "")).strip()
+    if not spec:
+        return None
+    from reactgraph.tools.builtin.rag import rag_search_tool
+    from reactgraph.tools.builtin.rag_retriever import is_searchable
+
+    value = _imported(spec, "a retriever")
+    if callable(value) and not is_searchable(value):
+        value = value()
+    if not is_searchable(value):
+        raise ToolRegistrationError(f"retriever {spec!r} is a {type(value).__name__}, not a LangChain "
+                                    "BaseRetriever or VectorStore")
+    return rag_search_tool(retriever=value)
+
+
+def _imported(spec: str, what: str) -> Any:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ToolRegistrationError(f"{what} spec {spec!r} must look like 'module:attribute'")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ToolRegistrationError(f"cannot load {what} from {spec!r}: {exc}") from exc

@@ -9,12 +9,11 @@ import unicodedata
 import zlib
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 EMBEDDER_ENV = "REACTGRAPH_EMBEDDER"
-REQUEST_TIMEOUT_S = 60.0
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _WORD = re.compile(r"[a-z0-9]+(?:[-_.'][a-z0-9]+)*")
 # Function words carry no topic; dropping them keeps short queries from matching on "the" or "的".
@@ -58,7 +57,8 @@ def describe(sig: dict[str, Any], other: dict[str, Any] | None = None) -> str:
     return f"{sig.get('name')}(dim={sig.get('dim')})"
 
 
-def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (all-zero rows stay zero), as float32."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
@@ -137,41 +137,7 @@ class HashingEmbedder:
         matrix = np.zeros((len(texts), self.dim), dtype=np.float64)
         for row, text in zip(matrix, texts, strict=True):
             self._vector(text, row)
-        return _unit_rows(matrix)
-
-
-class OpenAIEmbedder:
-    """OpenAI (or OpenAI-compatible, via OPENAI_BASE_URL) embeddings through langchain-openai.
-
-    Texts are sent as they are (`check_embedding_ctx_length=False`): otherwise langchain-openai first counts
-    tokens with tiktoken, which downloads its tables from the internet, even for a local server (and most
-    OpenAI-compatible servers do not take token arrays). Nothing is lost: chunks (400 characters) and
-    queries (1,000) are far below any embedding model's context.
-    """
-
-    relevance_floor = 0.25  # a common cut-off for text-embedding-3 cosines; not measured here (no network)
-    _DIMS: ClassVar[dict[str, int]] = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
-                                       "text-embedding-ada-002": 1536}
-
-    def __init__(self, model: str = "text-embedding-3-small", dim: int | None = None) -> None:
-        try:
-            from langchain_openai import OpenAIEmbeddings
-        except ImportError as exc:
-            raise ValueError("openai embeddings need langchain-openai: pip install 'react-graph[openai]'") from exc
-        self.model = model
-        self.name = f"openai:{model}"
-        # a bounded wait (the client's default is 10 minutes) and its own retries for transient failures
-        self._client = OpenAIEmbeddings(model=model, check_embedding_ctx_length=False, timeout=REQUEST_TIMEOUT_S,
-                                        max_retries=2)
-        self.dim = dim or self._DIMS.get(model) or len(self._client.embed_query("dimension probe"))
-
-    def params(self) -> dict[str, Any]:
-        return {"model": self.model}
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return _unit_rows(np.asarray(self._client.embed_documents(list(texts)), dtype=np.float64))
+        return unit_rows(matrix)
 
 
 def embedder_from_spec(spec: str | None = None) -> Embedder:
@@ -184,5 +150,7 @@ def embedder_from_spec(spec: str | None = None) -> Embedder:
         except ValueError as exc:
             raise ValueError(f"bad embedder spec {spec!r}: {exc}") from exc
     if kind == "openai":
+        from reactgraph.memory.vector_store.langchain_embedder import OpenAIEmbedder
+
         return OpenAIEmbedder(arg or "text-embedding-3-small")
     raise ValueError(f"unknown embedder {spec!r}: use hashing, hashing:<dim> or openai:<model>")

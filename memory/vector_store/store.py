@@ -183,7 +183,9 @@ class VectorStore:
         """
         if not self.chunks or not query.strip():
             return []
-        vector = self.embedder.embed([query])
+        # an embedder that embeds queries their own way (LangChain's `embed_query`) is asked that way
+        embed_query = getattr(self.embedder, "embed_query", None)
+        vector = embed_query(query) if embed_query else self.embedder.embed([query])
         if not np.any(vector):
             return []
         keys = getattr(self.embedder, "lexical_keys", None)

@@ -10,10 +10,9 @@ from .arith import format_number
 from .describe import join, label, missing_reason, spaced, subject_name, verb_en, verb_zh, who_phrase
 from .extract import DateFact, current_date, find_person, role_of
 from .planner import Plan, TaskState
+from .vocabulary import word_list
 
-_WEEKDAYS_ZH = {"monday": "星期一", "tuesday": "星期二", "wednesday": "星期三", "thursday": "星期四",
-                "friday": "星期五", "saturday": "星期六", "sunday": "星期日"}
-
+_WEEKDAYS_ZH: dict[str, str] = word_list("weekdays_zh")
 
 def cannot_answer(lang: str) -> str:
     """The honest reply to a question no built-in tool can help with."""

@@ -8,12 +8,12 @@ from reactgraph.tools.builtin.calculator import evaluate_python
 from reactgraph.tools.errors import ToolInputError
 
 from .lexicon import normalize
+from .vocabulary import word_list
 
 _NUM = r"\d+(?:\.\d+)?"
-_CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
-              "八": 8, "九": 9}
-_CN_UNITS = {"十": 10, "百": 100, "千": 1000}
-_CN_BIG = {"万": 10_000, "亿": 100_000_000}
+_CN_DIGITS: dict[str, int] = word_list("chinese_digits")
+_CN_UNITS: dict[str, int] = word_list("chinese_units")
+_CN_BIG: dict[str, int] = word_list("chinese_big_units")
 _CN_NUMERAL = "[零〇一二两三四五六七八九十百千万亿]+"
 _CN_OPERATORS = r"加上|加|减去|减|乘以|乘上|乘|除以|的平方根|的平方|的立方|次方|次幂|的"
 

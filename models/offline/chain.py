@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .frames import clean_query, subject_of
+from .vocabulary import word_list
 
 ROLE = re.compile(r"CEO|首席执行官|执行长|总裁|董事长|创始人|创办人|掌门人|负责人|\b(?:founder|co-founder|"
                   r"chief executive|president|chairman)\b", re.I)
@@ -31,7 +32,7 @@ _EN_RATE_PRE = re.compile(r"\b(?:every|each|per)\s+(day|week|month|year)\b[^.?!]
 _CUES = re.compile(rf"{ORIGIN_VERB.pattern}|{WHEN.pattern}|{AGE.pattern}|{ELAPSED.pattern}|{NOW.pattern}|"
                    r"于|是|在|到|已经|已|了|那年|开始|从|如果|一共|总共|\d{4}\s*年?|\b(?:was|were|is|has|have|it|"
                    r"been|first|ago|since|by|until|as of|old)\b", re.I)
-_PERIODS = {"天": "day", "日": "day", "周": "week", "星期": "week", "月": "month", "年": "year"}
+_PERIODS: dict[str, str] = word_list("periods")
 
 
 @dataclass

@@ -9,11 +9,9 @@ from .conversation import Call
 from .planner import Plan, TaskState
 from .question import Task
 from .rag import describe as describe_rag_call
+from .vocabulary import word_list
 
-_ZH_VERB_EN = {"诞生": "first released", "发布": "released", "问世": "released", "推出": "launched",
-               "创建": "founded", "创立": "founded", "创办": "founded", "成立": "founded", "出生": "born",
-               "发明": "invented", "上市": "listed", "首发": "first released", "面世": "released"}
-
+_ZH_VERB_EN: dict[str, str] = word_list("verbs_zh_en")
 
 def verb_en(verb: str) -> str:
     return _ZH_VERB_EN.get(verb, verb.lower() if verb.isascii() else "created")

@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-                "October", "November", "December")
+from .vocabulary import word_list
+
+_MONTH_NAMES: tuple[str, ...] = tuple(word_list("month_names"))
 _MONTHS = {m.lower(): i + 1 for i, m in enumerate(_MONTH_NAMES)}
 _MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
 _MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
@@ -25,9 +26,13 @@ ROLES: dict[str, str] = {
 }
 ROLE_WORDS = "|".join(ROLES.values())
 _PREDECESSOR = r"(?:接替|接任|继任|前任|取代|succeed(?:ed|ing|s)?|replac(?:ed|ing|es)|former|late|after)\s*$"
-_NAME_STOP = {"Inc", "Corp", "Corporation", "Company", "Ltd", "LLC", "The", "CEO", "In", "On", "At", "As", "By",
-              "He", "She", "It", "His", "Her", "Its", "And", "Or", "Of", "For", "From", "Since", "After"}
+_NAME_STOP = frozenset(word_list("not_name_words"))
 _LIFESPAN = re.compile(rf"\s*[－–—~-]\s*(?:\d|{'|'.join(_MONTH_NAMES)})")
+
+
+def mentions_role(hit: dict[str, Any], role: str) -> bool:
+    """Whether a hit names the role ("" asks for none): a name beside no role word is not the role's holder."""
+    return not role or bool(re.search(ROLES[role], _text(hit), re.I))
 
 
 def role_of(text: str) -> str:
@@ -126,6 +131,11 @@ def _mentions(text: str, names: tuple[str, ...]) -> bool:
 _VERB_GROUPS = (r"成立|创立|创办|创建|founded|established|co-founded",
                 r"发布|推出|问世|首次|面世|上线|上市|首发|released|launched|introduced|debuted|came out|first",
                 r"创造|创建|发明|开发|created|invented|developed")
+
+
+def is_founding(verb: str) -> bool:
+    """Whether the verb founds something ("founded", "成立"): what is founded is an organisation, not a person."""
+    return _verb_words(verb) == _VERB_GROUPS[0]
 
 
 def _verb_words(verb: str) -> str | None:

@@ -15,6 +15,7 @@ from .lexicon import (
     latin_terms,
     lookup_city,
 )
+from .vocabulary import word_list
 
 WEATHER = re.compile(r"天气|气温|温度|多少度|几度|下雨|下雪|冷不冷|热不热|晴|阴天|\bweather\b|\btemperatures?\b|"
                      r"\bforecast\b|\braining\b|\bsnowing\b|\bhumid(?:ity)?\b", re.I)
@@ -41,16 +42,8 @@ WHO_DID = re.compile(r"谁(?!是)[^?？]{0,3}?(?:创|发明|开发|写|设计|�
                      r"\bwho\s+(?!is\b|are\b|was\b|were\b)[a-z]+", re.I)
 SMALL_TALK = re.compile(r"^(?:你好|您好|嗨|哈喽|谢谢|多谢|再见|hi|hello|hey|thanks|thank you|bye|ok|好的)\W*$", re.I)
 
-_ZH_FILLER = ("请问", "请你", "请", "帮我", "帮忙", "给我", "麻烦", "告诉我", "你知道", "知道", "能否", "能不能",
-              "可以", "介绍一下", "介绍下", "介绍", "讲讲", "说说", "解释一下", "解释", "查一下", "查一查", "查询",
-              "搜索一下", "搜索", "搜一下", "一下", "是什么", "什么是", "是谁", "谁是", "叫什么名字", "叫什么",
-              "什么", "有哪些", "有什么", "哪些", "哪个", "哪家", "哪位", "怎么样", "如何", "为什么", "多少", "吗",
-              "呢", "吧", "啊", "呀", "的", "了", "是", "谁", "名字")
-_EN_STOP = {"what", "what's", "whats", "who", "who's", "whom", "whose", "which", "when", "where", "why", "how",
-            "is", "are", "was", "were", "be", "the", "a", "an", "of", "about", "me", "tell", "please", "can",
-            "could", "you", "do", "does", "did", "explain", "describe", "give", "some", "info", "information",
-            "on", "for", "to", "i", "want", "know", "would", "like", "it", "its", "search", "find", "look", "up",
-            "define", "name", "called", "there"}
+_ZH_FILLER: tuple[str, ...] = tuple(word_list("fillers_zh"))  # longest first where one contains another
+_EN_STOP = frozenset(word_list("stop_words_en"))
 _PLACE_FILLER = re.compile(r"^(?:请问|请|帮我|查一下|查询|查查|告诉我|看看|想知道|你知道|今天|明天|现在|目前|当前|"
                            r"这几天|最近)+|(?:的|今天|明天|现在|目前|当前|这几天|最近|分别|都|市)+$")
 _SPLIT = re.compile(r"\s*(?:和|与|跟|及|以及|、|,|/|&|\band\b|\bor\b|\bvs\.?|\bversus\b)\s*", re.I)

@@ -22,6 +22,7 @@ from .extract import (
     find_date,
     find_person,
     hits,
+    mentions_role,
     role_of,
     snippet_temperature,
 )
@@ -105,7 +106,10 @@ def attempts(task: Task, plan: Plan, lang: str) -> list[Call]:
         query = p["query"]
         core = core_entity(query) or query
         role = role_query(p.get("clause", ""), english_entity(core) or core) if p.get("name_wanted") else ""
-        return _unique([_search(q) for q in (query, english_query(query), role, core) if q]
+        english = english_query(query)
+        if sorted(english.lower().split()) == sorted(role.lower().split()):
+            english = ""  # the same words as the role query, in another order: not another way to ask
+        return _unique([_search(q) for q in (query, english, role, core) if q]
                        + [Call("search", {"query": core, "top_k": 5})])
     if task.kind == "now":
         return [Call("get_time", {}), Call("get_time", {"timezone": "UTC"})]
@@ -145,7 +149,12 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
     `names` are the ways the subject of an origin task is written (a date must be about them).
     """
     if observation.call.name == rag.TOOL:
-        return rag.accept(task, observation, lang)
+        passages, why = rag.accept(task, observation, lang)
+        if why or task.params.get("documents"):
+            return passages, why
+        # A fallback to the documents: the passages must say who holds the role asked about, or when.
+        return _read_hits(task, [h for h in passages if mentions_role(h, _asked_role(task))], lang, names,
+                          "文档中没有找到相关内容" if lang == "zh" else "nothing relevant in the documents")
     if not observation.ok:
         return None, failure_reason(observation.content, lang, observation.status, observation.attempts)
     data, nothing = observation.data, ("没有找到相关结果" if lang == "zh" else "nothing relevant was found")
@@ -166,6 +175,21 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
     if not results:
         message = data.get("message") if isinstance(data, dict) else ""
         return None, str(message or nothing).rstrip("。. ")
+    return _read_hits(task, results, lang, names, nothing)
+
+
+def _asked_role(task: Task) -> str:
+    """The role a who-question asks about ("" for other questions, which need no role word)."""
+    if task.kind == "who":
+        return role_of(task.params["query"])
+    return role_of(task.params.get("clause", "")) if task.params.get("name_wanted") else ""
+
+
+def _read_hits(task: Task, results: list[dict[str, Any]], lang: str, names: tuple[str, ...],
+               nothing: str) -> tuple[Any, str]:
+    """The value a task needs from search hits: a city's weather, a person, a date, or the passages."""
+    if not results:
+        return None, nothing
     if task.kind == "weather":
         for hit in results:
             text = f"{hit.get('title', '')} {hit.get('snippet', '')}"

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .chain import Chain, find_chain
-from .derive import FOLLOW_ON, derived
-from .extract import looks_like_person
+from .derive import DIFF, FOLLOW_ON, MORE, RATIO, derived
+from .extract import is_founding, looks_like_person
 from .frames import (
     COLD,
     COMPARE,
@@ -26,6 +26,7 @@ from .frames import (
     weather_cities,
 )
 from .lexicon import PRONOUNS, URL_RE, english_entity, find_cities, has_cjk, language_of, latin_terms, normalize
+from .vocabulary import word_list
 
 
 @dataclass
@@ -71,6 +72,12 @@ _JOINER = re.compile(r"[?？!！。；;\n]+|(?<![\d\x00])\.(?:\s+|$)"
                      r"|(?:然后|并且|另外|同时)(?=\S)", re.I)
 
 
+# "…, then add the temperature in Beijing": a word that combines results; a clause holding one is understood only
+# when a calculation or a derived part (difference, ratio, scaling, comparison) came out of it.
+_OPERATION = re.compile("|".join([*map(re.escape, word_list("result_operations")["zh"]),
+                                  rf"\b(?:{'|'.join(map(re.escape, word_list('result_operations')['en']))})\b"]), re.I)
+
+
 def split_clauses(text: str) -> list[str]:
     """Sentences of a question; URLs are kept whole although they contain "?" and "."."""
     urls = URL_RE.findall(text)
@@ -97,7 +104,8 @@ def _chain_tasks(chain: Chain) -> list[Task]:
     dep = ("who",) if chain.who_query and not chain.subject else ()
     counts = chain.age or chain.elapsed or chain.rate is not None
     needs_now = counts and chain.target_year is None
-    person = bool(dep) or looks_like_person(english_entity(chain.subject) or chain.subject)
+    person = bool(dep) or (looks_like_person(english_entity(chain.subject) or chain.subject)
+                           and not is_founding(chain.verb))
     verb = chain.verb
     if not person and verb.lower() in ("出生", "born"):
         verb = "诞生" if has_cjk(verb) else "released"  # "Python 今年多少岁": a thing is released, not born
@@ -160,23 +168,40 @@ def decompose(text: str, history: Sequence[str] = ()) -> Question:
         add(task)
 
     entity = chain.subject if chain else ""
+    framed: list[int] = []  # clauses the weather, time and arithmetic frames (or a follow-on scaling) read
+    calculated: set[int] = set()
     for index, clause in enumerate(clauses):
         if index in consumed or URL_RE.search(clause):
             continue
         if FOLLOW_ON.search(clause) and index > 0:
+            framed.append(index)
             continue  # it scales the result before it: a derived task (see derive)
-        if not _frame_tasks(question, clauses, index, tasks, add):
+        before = len(tasks)
+        if _frame_tasks(question, clauses, index, tasks, add):
+            framed.append(index)
+            calculated.update(index for task in list(tasks.values())[before:] if task.kind == "calc")
+        else:
             entity = _other_task(question, clause, history, entity, add)
 
     question.tasks = list(tasks.values())
-    question.tasks += derived(clauses, question.tasks,
-                              lambda key, kind, params, needs: Task(key, kind, params, needs=needs))
+    extra = derived(clauses, question.tasks, lambda key, kind, params, needs: Task(key, kind, params, needs=needs))
+    question.tasks += extra
+    question.unhandled += [clauses[i] for i in framed
+                           if i not in calculated and _unmapped_operation(clauses[i], bool(extra))]
     weather = [t for t in question.tasks if t.kind == "weather"]
     if question.compare is None and len(weather) >= 2 and COMPARE.search(norm):
         question.compare = "cold" if COLD.search(norm) else "hot"
     if len(weather) < 2:
         question.compare = None
     return question
+
+
+def _unmapped_operation(clause: str, derived_parts: bool) -> bool:
+    """The clause combines results ("then add …", "…乘以 3") in a way no calculation or derived part took up:
+    answering its other parts alone would leave it unanswered."""
+    if not _OPERATION.search(clause) and not FOLLOW_ON.search(clause):
+        return False
+    return not (derived_parts and any(cue.search(clause) for cue in (DIFF, RATIO, MORE, FOLLOW_ON)))
 
 
 def _frame_tasks(question: Question, clauses: list[str], index: int, tasks: dict[str, Task], add: Any) -> bool:

@@ -2,8 +2,9 @@
 
 "根据知识库，…" / "according to the documents, …" / "in my notes, …" makes the whole question one document
 lookup: rag_search with the question (minus the cue), then the knowledge-base `search` if the documents have
-nothing. An ordinary fact question that `search` cannot answer tries rag_search next, when it is bound; a
-passage found that way must mention the question's key words, since a nearest neighbour always exists.
+nothing. Any question about a named thing that `search` cannot answer (a fact, who holds a role, when something
+began) tries rag_search next, when it is bound; a passage found that way must mention the searched key words,
+since a nearest neighbour always exists, and must hold the name or date asked for.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from .frames import clean_query
 from .question import Question, Task
 
 TOOL = "rag_search"
+# The kinds of task answered from search results: the documents are their fallback.
+SEARCHED_KINDS = frozenset({"fact", "who", "origin"})
 DOCUMENT_CUE = re.compile(
     r"(?:根据|依据|按照|基于|参考|查一?下|查查|从|在)(?:我的|本地的?|已导入的)?(?:知识库|文档|资料库|笔记)(?:里|中|里面)?"
     r"(?:的内容|的资料)?(?:来)?(?:回答|说)?|(?:知识库|我的文档|我的笔记|我的资料)(?:里|中|里面)(?:的内容)?|"
@@ -63,15 +66,16 @@ def documents_question(question: Question) -> Question:
 
 def route(task: Task, candidates: list[Call], turn: Turn, tools: Collection[str] | None) -> list[Call]:
     """The attempts of a task with rag_search placed: first for a document question, else right after the
-    first search (so a fact missing from the knowledge base is looked up in the documents before rephrasing)."""
-    if task.kind != "fact":
+    first search (so a fact, a name or a date missing from the knowledge base is looked up in the documents
+    before rephrasing)."""
+    if task.kind not in SEARCHED_KINDS or not candidates:
         return candidates
     documents = task.params.get("documents")
-    call = Call(TOOL, {"query": documents or task.params["query"]})
+    call = Call(TOOL, {"query": documents or candidates[0].args.get("query") or task.params.get("query", "")})
     if documents:
         return [call, *candidates]
     available = turn.find(call) is not None if tools is None else TOOL in tools
-    if not available or task.params.get("name_wanted") or not candidates:
+    if not available or candidates[0].name != "search":
         return candidates
     return [candidates[0], call, *candidates[1:]]
 
@@ -90,7 +94,10 @@ def _grounded(hit: dict[str, Any], words: set[str]) -> bool:
 
 
 def accept(task: Task, observation: Observation, lang: str) -> tuple[Any, str]:
-    """(passages, "") when a rag_search observation answers the task, else (None, why it did not)."""
+    """(passages, "") when a rag_search observation answers the task, else (None, why it did not).
+
+    Passages found as a fallback are those that mention the searched words; the caller still reads the name or
+    the date it needs out of them."""
     if not observation.ok:
         return None, failure_reason(observation.content, lang, observation.status, observation.attempts)
     data = observation.data
@@ -99,14 +106,15 @@ def accept(task: Task, observation: Observation, lang: str) -> tuple[Any, str]:
     if not results:
         message = data.get("message") if isinstance(data, dict) else ""
         return None, str(message or nothing).rstrip("。. ")
-    words = _key_words(task.params["query"])
+    query = str(task.params.get("query") or observation.call.args.get("query", ""))
+    words = _key_words(query)
     if not task.params.get("documents"):
         results = [hit for hit in results if _grounded(hit, words)]
         return (results, "") if results else (None, nothing)
     # A document question takes the nearest passages, unless none shares the question's words or language and
     # none scores strongly: then the nearest neighbour (always there) is a guess, said so instead of quoted.
     trusted = [hit for hit in results if _grounded(hit, words) or _strong(hit)
-               or (_same_script(hit, task.params["query"]) and _score(hit) >= _SAME_LANGUAGE_SCORE)]
+               or (_same_script(hit, query) and _score(hit) >= _SAME_LANGUAGE_SCORE)]
     if not trusted:
         return None, ("文档中最接近的段落与问题的语言或用词不符，无法确定答案" if lang == "zh"
                       else "the closest passages in the documents do not match the question's words or language; "

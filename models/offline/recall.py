@@ -19,6 +19,7 @@ from reactgraph.memory.session_memory import summary_from_messages
 
 from .lexicon import language_of, normalize
 from .question import split_clauses
+from .vocabulary import word_list
 
 _VALUE = r"([^\s，,。.!！?？;；、:：]{1,20})"
 _EN_VALUE = r"([A-Za-z][\w'-]*(?: [A-Z][\w'-]*)?)"
@@ -61,11 +62,7 @@ class Fact:
 
 
 # So "what is my favourite city?" finds "我最喜欢的城市是杭州", and "color" finds "colour".
-_SAME_TOPIC = {"城市": "city", "颜色": "colour", "color": "colour", "食物": "food", "菜": "food", "水果": "fruit",
-               "运动": "sport", "动物": "animal", "电影": "movie", "film": "movie", "书": "book", "歌": "song",
-               "国家": "country", "季节": "season", "饮料": "drink", "编程语言": "programming language",
-               "语言": "language"}
-
+_SAME_TOPIC: dict[str, str] = word_list("same_topic")
 
 def _topic(text: str) -> str:
     topic = text.strip().lower()

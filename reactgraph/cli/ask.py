@@ -22,6 +22,7 @@ from reactgraph.cli.history import check_newest, unreadable_as_user_error
 from reactgraph.cli.otel_option import OtelOption, traced
 from reactgraph.cli.shared import (
     MCP_HELP,
+    RETRIEVER_HELP,
     STORE_HELP,
     TOOLS_HELP,
     MaxCost,
@@ -88,6 +89,7 @@ def ask(
     tools: Annotated[list[str], typer.Option("--tools", metavar="MODULE:ATTR", help=TOOLS_HELP)] = [],  # noqa: B006
     mcp: Annotated[Path | None, typer.Option("--mcp", metavar="FILE", help=MCP_HELP)] = None,
     index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
+    retriever: Annotated[str | None, typer.Option("--retriever", metavar="MODULE:ATTR", help=RETRIEVER_HELP)] = None,
     wait: Annotated[float, typer.Option("--wait", metavar="SECONDS", min=0, help=WAIT_HELP)] = 300.0,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="If the session is busy, exit 75 at once.")] = False,
     require_approval: RequireApproval = [],  # noqa: B006
@@ -113,7 +115,7 @@ def ask(
         raise UserError("--from needs --session: a checkpoint belongs to a session")
     check_index(index)
     options = AskOptions(from_checkpoint, store, ttl, tools, mcp, index, 0.0 if no_wait else wait, approve, as_json,
-                         otel)
+                         otel, retriever)
     _answer(question, session or uuid.uuid4().hex[:12], context, options)
 
 
@@ -131,6 +133,7 @@ class AskOptions:
     approve: list[str]
     as_json: bool
     otel: bool
+    retriever: str | None = None
 
 
 def _answer(question: str, session: str, context: Any, options: AskOptions) -> None:
@@ -152,7 +155,7 @@ def _answer(question: str, session: str, context: Any, options: AskOptions) -> N
     # Metrics go to the store's Redis; breakers stay this process's: a one-shot command sharing them would let
     # failures of unrelated runs refuse its calls (a worker service passes RedisBreakerStore itself).
     gateway = gateway_with(options.tools, options.index, context, options.mcp, shared_url=opened.redis_url,
-                           share_breakers=False)
+                           share_breakers=False, retriever=options.retriever)
     approver = _approver(options.approve, gateway, interactive=not options.as_json and sys.stdin.isatty())
     graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model)
     try:

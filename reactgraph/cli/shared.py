@@ -38,6 +38,8 @@ class Protocol(StrEnum):
     text = "text"
 
 
+RETRIEVER_HELP = ("rag_search from a LangChain retriever or vector store (or a function returning one) as "
+                  "module:attribute, instead of the --index (default: $REACTGRAPH_RETRIEVER).")
 TOOLS_HELP = ("Extra tools as module:attribute (repeatable; default: $REACTGRAPH_TOOLS); they replace "
               "built-ins of the same name.")
 MCP_HELP = ("MCP servers whose tools the agent may use: a JSON file {\"mcpServers\": {name: {command, args, env, "
@@ -160,8 +162,10 @@ def budget_flags(max_tool_calls: int | None, max_tokens: int | None, max_cost: f
 
 def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None,
                  mcp: Path | None = None, shared_url: str | None = None,
-                 share_breakers: bool = True, mcp_startup_cap_s: float | None = None) -> ToolGateway:
-    """The built-in tools plus --tools and the tools of the --mcp servers ($REACTGRAPH_MCP), started now; with
+                 share_breakers: bool = True, mcp_startup_cap_s: float | None = None,
+                 retriever: str | None = None) -> ToolGateway:
+    """The built-in tools plus --tools and the tools of the --mcp servers ($REACTGRAPH_MCP), started now, with
+    `rag_search` on the --retriever ($REACTGRAPH_RETRIEVER) when one is named; with
     `context`, its --allow/--deny names checked against them (one line listing the known tools and tags: a
     mistyped --deny would otherwise deny nothing, silently). With `shared_url` (the store's Redis) call metrics
     live there, shared by every process, and so do breaker states unless `share_breakers` is False.
@@ -170,7 +174,7 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
 
     from reactgraph.nodes.state.context import unknown_tool_names
     from reactgraph.tools import ToolRegistrationError, default_gateway
-    from reactgraph.tools.plugins import load_tools
+    from reactgraph.tools.plugins import load_retriever, load_tools
 
     mcp_config = str(mcp) if mcp is not None else os.environ.get("REACTGRAPH_MCP", "").strip()
     stores: dict[str, Any] = {}
@@ -182,7 +186,8 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
         if share_breakers:
             stores["breaker_store"] = RedisBreakerStore.from_url(shared_url)
     try:
-        gateway = default_gateway(extra_tools=load_tools(tool_specs or None), rag_index=rag_index, **stores)
+        extra_tools = [*load_tools(tool_specs or None), *filter(None, [load_retriever(retriever)])]
+        gateway = default_gateway(extra_tools=extra_tools, rag_index=rag_index, **stores)
         gateway.mcp_startup_cap_s = mcp_startup_cap_s
         if mcp_config:
             gateway.add_mcp_servers(mcp_config)

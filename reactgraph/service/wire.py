@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Any
 
-from langgraph.types import Interrupt
+from langgraph.types import Interrupt, Overwrite
 from pydantic import BaseModel
 
 from reactgraph.errors import ReactGraphError
@@ -46,6 +46,8 @@ def plain(value: Any) -> Any:
         return [plain(v) for v in value]
     if isinstance(value, Interrupt):
         return {"value": plain(value.value), "id": value.id}
+    if isinstance(value, Overwrite):  # a node's instruction to its channel (replace, not add): clients see the value
+        return plain(value.value)
     if isinstance(value, BaseModel):  # messages included: the same dict langgraph-api sends
         return plain(value.model_dump())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -7,10 +7,15 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.embeddings import Embeddings
+
 from reactgraph.tools.errors import ToolError, ToolInputError
 from reactgraph.tools.meta import ToolMeta
 
 if TYPE_CHECKING:  # FAISS, numpy and the splitter load on the first search, not with the gateway
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.vectorstores import VectorStore as LangChainVectorStore
+
     from reactgraph.memory.vector_store import Embedder, VectorStore
 
 INDEX_ENV = "REACTGRAPH_INDEX"
@@ -19,6 +24,18 @@ KB_DIR = Path(__file__).with_name("data") / "kb"
 MAX_QUERY_CHARS = 1_000
 MAX_TOP_K = 10
 MAX_SNIPPET_CHARS = 600
+# What the model reads about the tool, the same whichever store answers (our index or a LangChain retriever).
+RAG_SEARCH_DOC = """Search the user's ingested documents (the local knowledge base) and return cited passages.
+
+Use it for questions about the user's own documents or notes ("according to the documents",
+"根据知识库"), and when `search` has nothing on a topic. Each result gives the source file, chunk id,
+similarity score and the passage text; quote the passage and name its source. "found": false
+means no document matches: say so instead of guessing.
+
+Args:
+    query: The question or a few keywords, in Chinese or English, e.g. "断路器 连续失败 几次 打开".
+    top_k: How many passages to return, 1 to 10.
+"""
 
 
 def reactgraph_home() -> Path:
@@ -89,11 +106,7 @@ _STORES = _OpenStores()
 
 def search_documents(query: str, top_k: int, directory: Path, embedder: Embedder) -> dict[str, Any]:
     """The tool's answer: the best chunks above the embedder's relevance floor, each with its source."""
-    if not query.strip():
-        raise ToolInputError("query is empty; ask a question or give a few keywords")
-    if len(query) > MAX_QUERY_CHARS:
-        raise ToolInputError(f"query is too long (limit {MAX_QUERY_CHARS} characters)")
-    top_k = min(max(top_k, 1), MAX_TOP_K)
+    query, top_k = _checked_query(query, top_k)
     from reactgraph.memory.vector_store import EmbedderMismatch, IndexCorrupt
 
     try:
@@ -122,26 +135,25 @@ def search_documents(query: str, top_k: int, directory: Path, embedder: Embedder
     return answer
 
 
-def rag_search_tool(index: str | Path | None = None, embedder: Embedder | None = None) -> ToolMeta:
+def rag_search_tool(index: str | Path | None = None, embedder: Embedder | Embeddings | None = None, *,
+                    retriever: BaseRetriever | LangChainVectorStore | None = None) -> ToolMeta:
     """The `rag_search` tool over `index` (default: $REACTGRAPH_INDEX, else the bundled knowledge base).
 
-    The embedder defaults to $REACTGRAPH_EMBEDDER (offline hashing when unset), read when first needed.
+    The embedder defaults to $REACTGRAPH_EMBEDDER (offline hashing when unset), read when first needed; a
+    LangChain `Embeddings` may be given instead (`LangChainEmbedder` wraps it). With a LangChain `retriever` (any
+    `BaseRetriever`, or a `VectorStore`, searched with relevance scores) the tool answers from it instead of our
+    index, in the same answer shape.
     """
+    if retriever is not None:
+        return _retriever_tool(retriever)
     directory = resolve_index(index)
+    if isinstance(embedder, Embeddings):
+        from reactgraph.memory.vector_store.langchain_embedder import LangChainEmbedder
+
+        embedder = LangChainEmbedder(embedder)
     chosen: list[Embedder] = [embedder] if embedder else []
 
     def rag_search(query: str, top_k: int = 4) -> dict[str, Any]:
-        """Search the user's ingested documents (the local knowledge base) and return cited passages.
-
-        Use it for questions about the user's own documents or notes ("according to the documents",
-        "根据知识库"), and when `search` has nothing on a topic. Each result gives the source file, chunk id,
-        similarity score and the passage text; quote the passage and name its source. "found": false
-        means no document matches: say so instead of guessing.
-
-        Args:
-            query: The question or a few keywords, in Chinese or English, e.g. "断路器 连续失败 几次 打开".
-            top_k: How many passages to return, 1 to 10.
-        """
         if not chosen:
             from reactgraph.memory.vector_store import embedder_from_spec
 
@@ -151,5 +163,29 @@ def rag_search_tool(index: str | Path | None = None, embedder: Embedder | None =
                 raise ToolError(str(exc)) from exc
         return search_documents(query, top_k, directory, chosen[0])
 
+    rag_search.__doc__ = RAG_SEARCH_DOC
     return ToolMeta.from_function(rag_search, timeout_s=15.0, tags=("knowledge", "documents"), max_attempts=1,
                                   extra={"index": str(directory)})
+
+
+def _retriever_tool(retriever: BaseRetriever | LangChainVectorStore) -> ToolMeta:
+    from reactgraph.tools.builtin.rag_retriever import is_searchable, search_retriever
+
+    if not is_searchable(retriever):
+        raise TypeError(f"retriever must be a LangChain BaseRetriever or VectorStore, not {type(retriever).__name__}")
+
+    def rag_search(query: str, top_k: int = 4) -> dict[str, Any]:
+        query, top_k = _checked_query(query, top_k)
+        return search_retriever(retriever, query, top_k)
+
+    rag_search.__doc__ = RAG_SEARCH_DOC
+    return ToolMeta.from_function(rag_search, timeout_s=15.0, tags=("knowledge", "documents"), max_attempts=1,
+                                  extra={"retriever": type(retriever).__name__})
+
+
+def _checked_query(query: str, top_k: int) -> tuple[str, int]:
+    if not query.strip():
+        raise ToolInputError("query is empty; ask a question or give a few keywords")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ToolInputError(f"query is too long (limit {MAX_QUERY_CHARS} characters)")
+    return query, min(max(top_k, 1), MAX_TOP_K)

@@ -1,7 +1,11 @@
-"""MCP server configuration in the common `{"mcpServers": {name: {...}}}` shape, checked strictly.
+"""MCP server configuration as the common clients write it, checked strictly.
 
-A mistyped key would otherwise be ignored silently (a server started without its `env`, a tool exposed without
-its `prefix`), so every key, type and name is checked and a problem is one line naming the server and the key.
+The shapes read: `{"mcpServers": {name: {...}}}` (Claude Desktop, Claude Code's `.mcp.json`, Cursor) and
+`{"servers": {name: {...}}}` (VS Code's `mcp.json`); a server's transport is its `type` or `transport`
+(`stdio`; `http`, `streamable_http` or `streamable-http`; `sse`), else inferred: `url` → streamable HTTP,
+`command` → stdio. A mistyped key would otherwise be ignored silently (a server started without its `env`, a tool
+exposed without its `prefix`), so every key, type and name is checked and a problem is one line naming the server
+and the key.
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ from reactgraph.tools.errors import ToolRegistrationError
 ENV_VAR = "REACTGRAPH_MCP"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a server's name goes into tags and tool-name prefixes
 _PREFIX = re.compile(r"^[A-Za-z0-9_-]{0,64}$")
-_COMMON = {"transport", "prefix", "approval", "timeout_s", "enabled", "startup_timeout_s"}
-_STDIO = _COMMON | {"command", "args", "env", "cwd"}
+_COMMON = {"type", "transport", "prefix", "approval", "timeout_s", "enabled", "startup_timeout_s"}
+_STDIO = _COMMON | {"command", "args", "env", "envFile", "cwd"}
 _HTTP = _COMMON | {"url", "headers"}
-_TRANSPORTS = ("stdio", "streamable_http")
+Transport = Literal["stdio", "streamable_http", "sse"]
+# Each spelling the common clients and langchain-mcp-adapters use → the transport it names.
+_TRANSPORTS: dict[str, Transport] = {"stdio": "stdio", "http": "streamable_http", "streamable_http": "streamable_http",
+                                     "streamable-http": "streamable_http", "sse": "sse"}
+_TOP_KEYS = ("mcpServers", "servers")  # servers: VS Code's spelling
 
 
 class McpConfigError(ToolRegistrationError):
@@ -34,7 +42,7 @@ class McpServerConfig:
     """One server: how to reach it, and how its tools are registered."""
 
     name: str
-    transport: Literal["stdio", "streamable_http"]
+    transport: Transport
     command: str = ""
     args: tuple[str, ...] = ()
     env: dict[str, str] | None = None
@@ -49,7 +57,7 @@ class McpServerConfig:
     source: str = ""  # where the config came from (a file's resolved path, else "config"), for messages
 
     def describe(self) -> str:
-        return self.url if self.transport == "streamable_http" else " ".join((self.command, *self.args))
+        return " ".join((self.command, *self.args)) if self.transport == "stdio" else self.url
 
 
 def scope_of(path: str | os.PathLike[str]) -> str:
@@ -74,12 +82,24 @@ def read_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> tuple[lis
         config = _parse_json(config, "the JSON text")
     if not isinstance(config, Mapping):
         raise McpConfigError(f"MCP config: expected an object with 'mcpServers', got {type(config).__name__}")
-    if extra := sorted(set(map(str, config)) - {"mcpServers"}):
-        raise McpConfigError(f"MCP config: unknown key(s) {', '.join(map(repr, extra))}; expected only 'mcpServers'")
-    servers = config.get("mcpServers")
+    return [server(name, settings, source) for name, settings in _servers_of(config).items()], source
+
+
+def _servers_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The name → settings object of a config in either top-level spelling (one of them, not both)."""
+    keys = [key for key in _TOP_KEYS if key in config]
+    if extra := sorted(set(map(str, config)) - {*_TOP_KEYS, "inputs"}):
+        raise McpConfigError(f"MCP config: unknown key(s) {', '.join(map(repr, extra))}; expected 'mcpServers' "
+                             "(or VS Code's 'servers')")
+    if config.get("inputs"):  # VS Code asks the user for these when a server starts; nobody is there to ask
+        raise McpConfigError("MCP config: VS Code 'inputs' (values prompted for at start) are not supported; "
+                             "put the values in the server's 'env' or in environment variables (${VAR})")
+    if len(keys) != 1:
+        raise McpConfigError("MCP config: give the servers under 'mcpServers' or 'servers', exactly one of them")
+    servers = config[keys[0]]
     if not isinstance(servers, Mapping):
-        raise McpConfigError("MCP config: 'mcpServers' must be an object of server name → settings")
-    return [server(name, settings, source) for name, settings in servers.items()], source
+        raise McpConfigError(f"MCP config: {keys[0]!r} must be an object of server name → settings")
+    return servers
 
 
 def _parse_json(text: str, where: str) -> Any:
@@ -98,10 +118,7 @@ def server(name: object, settings: object, source: str = "config") -> McpServerC
         raise McpConfigError(f"{where}: settings must be an object, got {type(settings).__name__}")
     if "command" in settings and "url" in settings:
         raise McpConfigError(f"{where}: give either 'command' (stdio) or 'url' (streamable HTTP), not both")
-    transport = settings.get("transport", "streamable_http" if "url" in settings else "stdio")
-    if transport not in _TRANSPORTS:
-        raise McpConfigError(f"{where}: 'transport' must be one of {', '.join(map(repr, _TRANSPORTS))}, "
-                             f"not {transport!r}")
+    transport = _transport(where, settings)
     allowed = _STDIO if transport == "stdio" else _HTTP
     if unknown := sorted(str(key) for key in settings if key not in allowed):
         raise McpConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))} for {transport}; "
@@ -120,14 +137,58 @@ def server(name: object, settings: object, source: str = "config") -> McpServerC
         command = get.text("command", "")
         if not command:
             raise McpConfigError(f"{where}: 'command' is required (or give 'url' for a streamable HTTP server)")
-        env = get.strings("env", None)
+        env = _env_of(where, get, source)
         return McpServerConfig(name=name, transport="stdio", command=command, args=tuple(get.list("args")),
                                env=env, cwd=get.text("cwd", "") or None, source=source, **options)
     url = get.text("url", "")
-    if not url.startswith(("http://", "https://")):
+    if not url.startswith(("http://", "https://", "${")):  # "${VAR}": the URL comes from the environment
         raise McpConfigError(f"{where}: 'url' must be an http:// or https:// URL, not {url!r}")
-    return McpServerConfig(name=name, transport="streamable_http", url=url, headers=get.strings("headers", {}) or {},
+    return McpServerConfig(name=name, transport=transport, url=url, headers=get.strings("headers", {}) or {},
                            source=source, **options)
+
+
+def _transport(where: str, settings: Mapping[str, Any]) -> Transport:
+    """The server's transport: `type` (Claude Code, VS Code, Cursor) or `transport` (langchain-mcp-adapters)."""
+    given = {key: settings[key] for key in ("type", "transport") if key in settings}
+    if len(set(map(str, given.values()))) > 1:
+        raise McpConfigError(f"{where}: 'type' and 'transport' disagree ({given['type']!r}, {given['transport']!r})")
+    if not given:
+        return "streamable_http" if "url" in settings else "stdio"
+    key, value = next(iter(given.items()))
+    if not isinstance(value, str) or value not in _TRANSPORTS:
+        raise McpConfigError(f"{where}: {key!r} must be one of {', '.join(map(repr, _TRANSPORTS))}, not {value!r}")
+    return _TRANSPORTS[value]
+
+
+def _env_of(where: str, get: _Getter, source: str) -> dict[str, str] | None:
+    """The server's `env`, over the variables of its `envFile` (VS Code; relative to the config file)."""
+    env = get.strings("env", None)
+    env_file = get.text("envFile", "")
+    if not env_file:
+        return env
+    path = Path(env_file).expanduser()
+    if not path.is_absolute() and source != "config":
+        path = Path(source).parent / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise McpConfigError(f"{where}: 'envFile' {env_file!r}: cannot read it ({exc.strerror or exc})") from None
+    return {**_dotenv(text), **(env or {})}
+
+
+def _dotenv(text: str) -> dict[str, str]:
+    """`KEY=value` lines (comments, blank lines and `export ` skipped; one pair of outer quotes removed)."""
+    pairs: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip().removeprefix("export ").strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        pairs[key.strip()] = value
+    return pairs
 
 
 class _Getter:

@@ -8,30 +8,28 @@ ends; calls are other tasks on the same loop sending requests on that session, c
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
-import re
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import anyio
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
-from mcp import ClientSession, McpError, StdioServerParameters, types
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession, McpError, types
 
 from reactgraph.tools.errors import ToolError, ToolRegistrationError
 from reactgraph.tools.mcp.config import McpServerConfig
+from reactgraph.tools.mcp.transports import TRACE_KEYS, open_transport, stderr_report
 
 log = logging.getLogger(__name__)
+# anyio's words for a stream whose other end went away (a stdio server that exited): no message of their own
+_STREAM_ENDED = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream)
 _CALL_ID = "reactgraph-mcp-call"  # the adapter's tools answer a tool-call input with a ToolMessage, status included
 _STOP_GRACE_S = 5.0  # closing a session: stdio servers get their stdin closed, then 2 s (mcp's) before SIGTERM
-_BRACED = re.compile(r"\$\{([^}]+)\}")
 _servers: set[McpServer] = set()  # every open server of the process, closed at exit (loop.py)
-TRACE_KEYS = ("traceparent", "tracestate")  # W3C trace context, in `params._meta` as MCP's SEP-414 puts it
 # The calling tool span's trace context, for the call running in this task (set by `McpServer.call`).
 _trace_context: ContextVar[dict[str, str] | None] = ContextVar("reactgraph_mcp_trace_context", default=None)
 
@@ -212,78 +210,29 @@ class McpServer:
 
     @asynccontextmanager
     async def _open(self, on_end: Callable[[], None]) -> AsyncIterator[_Session]:
-        config = self.config
-        if config.transport == "stdio":
-            if self._stderr is None:  # the server's log, kept out of the terminal; its last line explains a failure
-                self._stderr = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by aclose
-            params = StdioServerParameters(command=config.command, args=list(config.args), cwd=config.cwd,
-                                           env=None if config.env is None else _expand(config.env))
-            async with stdio_client(params, errlog=self._stderr) as (read, write), \
-                    _Session(read, write, on_end=on_end) as session:
-                yield session
-            return
-        from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-
-        async with create_mcp_http_client(headers=_expand(config.headers)) as client:
-            client.event_hooks["request"].append(_trace_headers_from_meta)
-            async with streamable_http_client(config.url, http_client=client) as (read, write, _), \
-                    _Session(read, write, on_end=on_end) as session:
-                yield session
+        if self.config.transport == "stdio" and self._stderr is None:
+            # the server's log, kept out of the terminal; its last lines explain a failure
+            self._stderr = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by aclose
+        async with open_transport(self.config, self._stderr) as (read, write), \
+                _Session(read, write, on_end=on_end) as session:
+            yield session
 
     def _why(self, exc: BaseException) -> str:
         cause = _cause(exc)
         if isinstance(exc, asyncio.CancelledError):
             cause = "cancelled"
-        last = _last_line(self._stderr)
-        return f"{cause} ({self.config.describe()})" + (f"; its last output: {last}" if last else "")
-
-
-async def _trace_headers_from_meta(request: Any) -> None:
-    """Copy a request's trace context from its JSON-RPC `params._meta` to W3C headers of its HTTP POST.
-
-    The transport posts from the session's own task, where the calling task's context is not current; the
-    message itself carries the call's trace context, so each POST gets its own call's. Our own outgoing body,
-    read only when it names a traceparent.
-    """
-    if request.method != "POST" or b'"traceparent"' not in (body := request.content):
-        return
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return
-    meta = (message.get("params") or {}).get("_meta") if isinstance(message, dict) else None
-    if isinstance(meta, dict):
-        for key in TRACE_KEYS:
-            if isinstance(value := meta.get(key), str):
-                request.headers[key] = value
-
-
-def _expand(values: dict[str, str]) -> dict[str, str]:
-    """`${VAR}` in values from the environment (as langchain-mcp-adapters does; bare `$VAR` is left alone)."""
-    return {key: _BRACED.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value) for key, value in values.items()}
+        report = stderr_report(self._stderr)
+        return f"{cause} ({self.config.describe()})" + (f"; {report}" if report else "")
 
 
 def _cause(exc: BaseException) -> str:
     """The innermost, first failure of an anyio exception group, as one line."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    if isinstance(exc, McpError) and exc.error.code == types.CONNECTION_CLOSED:
+    if (isinstance(exc, McpError) and exc.error.code == types.CONNECTION_CLOSED) or isinstance(exc, _STREAM_ENDED):
         return "the server closed the connection"
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 200 else text[:199] + "…"
-
-
-def _last_line(stream: Any) -> str:
-    if stream is None:
-        return ""
-    try:
-        stream.flush()
-        stream.seek(0)
-        lines = [line.strip() for line in stream.read()[-4000:].splitlines() if line.strip()]
-        stream.seek(0, os.SEEK_END)
-    except (OSError, ValueError):
-        return ""
-    return lines[-1][:200] if lines else ""
 
 
 async def close_all() -> None:
