@@ -354,7 +354,8 @@ def test_the_cli_shows_streamed_model_tokens_as_they_arrive(run_cli):
 
 def test_a_streamed_cli_run_shows_the_verdicts_note_counts_tokens_and_writes_nothing_on_stderr():
     with ProviderServer(calls(("calculator", {"expression": "6*7"}), content="Multiply."),
-                      verdict(True, note="The product is known."), text("6*7 = 42")) as server:
+                      verdict(True, note="The product is known."), text("6*7 = 42"),
+                      closing_check(["6*7"])) as server:  # the verdict named no parts: the self-check does
         done = reactgraph("6*7?", "--store", "memory", server=server)
     assert done.returncode == 0 and done.stderr == ""  # no library warning mid-line
     assert server.requests[0]["stream_options"] == {"include_usage": True}
