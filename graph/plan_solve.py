@@ -7,6 +7,7 @@ through the same gateway, `act` and `observe` as ReAct and leave the same `Execu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 from langchain_core.language_models import BaseChatModel
@@ -32,18 +33,21 @@ from reactgraph.nodes.state.agent import InputState
 from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.tool_round.act import make_act
 from reactgraph.nodes.tool_round.approve import approval_check, make_approve
-from reactgraph.tools import ToolGateway, default_gateway
+from reactgraph.tools import ToolGateway, gateway_for
+from reactgraph.tools.meta import AnyTool
 
 # The compiled graph's types: state, context, input, output.
 PlanSolveGraph = CompiledStateGraph[PlanSolveState, Context, InputState, PlanSolveState]
 
 
-def build_plan_solve_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
-                           store: BaseStore | None = None, *, model: BaseChatModel | None = None,
-                           model_retry: RetryPolicy | None = None, name: str = "plan_solve") -> PlanSolveGraph:
+def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
+                           checkpointer: BaseCheckpointSaver | None = None, store: BaseStore | None = None, *,
+                           model: BaseChatModel | None = None, model_retry: RetryPolicy | None = None,
+                           tools: Sequence[AnyTool] | None = None, name: str = "plan_solve") -> PlanSolveGraph:
     """Compile the Plan-and-Solve agent. `model` overrides `Context.model`; `Context.replan` turns replanning on;
-    `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`)."""
-    services = AgentServices(gateway or default_gateway(), model, model_retry)
+    `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`). The tools:
+    a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`)."""
+    services = AgentServices(gateway_for(gateway, tools), model, model_retry)
     retry = services.retry
     builder = StateGraph(PlanSolveState, context_schema=Context, input_schema=InputState)
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
@@ -60,9 +64,11 @@ def build_plan_solve_graph(gateway: ToolGateway | None = None, checkpointer: Bas
     builder.add_edge("load_memory", "plan")
     builder.add_conditional_edges("plan", edge(routing.next_step), ["execute_step", "solve"])
     builder.add_conditional_edges("execute_step",
-                                  edge(partial(routing.after_execute, approval=approval_check(services))),
+                                  edge(partial(routing.after_execute, approval=approval_check(services),
+                                                       reads_state=services.gateway.reads_state)),
                                   ["act", "approve", "execute_step", "replan", "solve"])
-    builder.add_conditional_edges("approve", edge(after_approve), ["act", "observe"])
+    builder.add_conditional_edges("approve", edge(partial(after_approve, reads_state=services.gateway.reads_state)),
+                                  ["act", "observe"])
     builder.add_edge("act", "observe")
     builder.add_conditional_edges("observe", edge(routing.after_observe), ["execute_step", "replan", "solve"])
     builder.add_conditional_edges("replan", edge(routing.next_step), ["execute_step", "solve"])

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 from langchain_core.language_models import BaseChatModel
@@ -27,18 +28,21 @@ from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.tool_round.act import make_act
 from reactgraph.nodes.tool_round.approve import approval_check, make_approve
 from reactgraph.nodes.tool_round.observe import observe
-from reactgraph.tools import ToolGateway, default_gateway
+from reactgraph.tools import ToolGateway, gateway_for
+from reactgraph.tools.meta import AnyTool
 
 # The compiled graph's types: state, context, input, output.
 ReactGraph = CompiledStateGraph[AgentState, Context, InputState, AgentState]
 
 
-def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
-                      store: BaseStore | None = None, *, model: BaseChatModel | None = None,
-                      model_retry: RetryPolicy | None = None, name: str = "react") -> ReactGraph:
+def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
+                      checkpointer: BaseCheckpointSaver | None = None, store: BaseStore | None = None, *,
+                      model: BaseChatModel | None = None, model_retry: RetryPolicy | None = None,
+                      tools: Sequence[AnyTool] | None = None, name: str = "react") -> ReactGraph:
     """Compile the ReAct agent. `model` overrides `Context.model` (e.g. a scripted chat model in tests);
-    `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`)."""
-    services = AgentServices(gateway or default_gateway(), model, model_retry)
+    `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`). The tools:
+    a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`)."""
+    services = AgentServices(gateway_for(gateway, tools), model, model_retry)
     retry = services.retry
     builder = StateGraph(AgentState, context_schema=Context, input_schema=InputState)
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
@@ -52,9 +56,11 @@ def build_react_graph(gateway: ToolGateway | None = None, checkpointer: BaseChec
 
     builder.add_edge(START, "load_memory")
     builder.add_edge("load_memory", "think")
-    builder.add_conditional_edges("think", edge(partial(routing.after_think, approval=approval_check(services))),
+    builder.add_conditional_edges("think", edge(partial(routing.after_think, approval=approval_check(services),
+                                                       reads_state=services.gateway.reads_state)),
                                   ["act", "approve", "finalize"])
-    builder.add_conditional_edges("approve", edge(after_approve), ["act", "observe"])
+    builder.add_conditional_edges("approve", edge(partial(after_approve, reads_state=services.gateway.reads_state)),
+                                  ["act", "observe"])
     builder.add_edge("act", "observe")
     builder.add_conditional_edges("observe", edge(routing.after_round), ["reflect", "finalize"])
     builder.add_conditional_edges("reflect", edge(routing.after_reflect), ["think", "finalize"])

@@ -7,6 +7,7 @@ last trial's; `evaluation` says whether it passed and why.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 from langchain_core.language_models import BaseChatModel
@@ -26,20 +27,24 @@ from reactgraph.nodes.reflexion.trial import make_trial
 from reactgraph.nodes.runtime.node_driver import edge
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.context import Context
-from reactgraph.tools import ToolGateway, default_gateway
+from reactgraph.tools import ToolGateway, gateway_for
+from reactgraph.tools.meta import AnyTool
 
 # The compiled graph's types: state, context, input, output.
 ReflexionGraph = CompiledStateGraph[ReflexionState, Context, ReflexionInput, ReflexionState]
 
 
-def build_reflexion_graph(gateway: ToolGateway | None = None, checkpointer: BaseCheckpointSaver | None = None,
-                          store: BaseStore | None = None, *, model: BaseChatModel | None = None, max_trials: int = 3,
-                          model_retry: RetryPolicy | None = None, name: str = "reflexion") -> ReflexionGraph:
+def build_reflexion_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
+                          checkpointer: BaseCheckpointSaver | None = None, store: BaseStore | None = None, *,
+                          model: BaseChatModel | None = None, max_trials: int = 3,
+                          model_retry: RetryPolicy | None = None, tools: Sequence[AnyTool] | None = None,
+                          name: str = "reflexion") -> ReflexionGraph:
     """Compile the Reflexion agent: at most `max_trials` ReAct attempts, each failed one followed by a lesson.
-    `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`)."""
+    `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`). The tools:
+    a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`)."""
     if not isinstance(max_trials, int) or max_trials < 1:
         raise ValueError(f"max_trials must be an integer >= 1, not {max_trials!r}")
-    services = AgentServices(gateway or default_gateway(), model, model_retry)
+    services = AgentServices(gateway_for(gateway, tools), model, model_retry)
     # Compiled without checkpointer or store: run inside `trial`, it uses this graph's, on the same thread.
     actor = build_react_graph(services.gateway, model=model, model_retry=services.retry, name="actor")
     builder = StateGraph(ReflexionState, context_schema=Context, input_schema=ReflexionInput)

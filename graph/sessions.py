@@ -22,7 +22,8 @@ from reactgraph.nodes.state.context import Context
 
 AnyGraph = CompiledStateGraph[Any, Any, Any, Any]  # any of the compiled graphs
 UpdateSink = Callable[[str, dict[str, Any]], None]
-TokenSink = Callable[[str, str], None]
+# (node, text, reply id): a streamed model token; a new reply id means a new model call (another attempt).
+TokenSink = Callable[[str, str, str], None]
 EventSink = Callable[[dict[str, Any]], None]  # the gateway's events (retry, breaker, timeout, waiting)
 # Asked when the run pauses for approval: given the interrupt's value ({"type": "approval", "calls": [...]}),
 # returns the answer to resume with (see nodes/tool_round/approval_answer.py).
@@ -66,8 +67,9 @@ def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink 
         on_token: TokenSink | None = None, *, wait_s: float = DEFAULT_WAIT_S,
         on_wait: WaitNotice | None = None, on_event: EventSink | None = None,
         approver: Approver | None = None) -> dict:
-    """Stream the run node by node (to `on_update`), model tokens as they arrive (to `on_token`, only
-    from providers that stream) and gateway events (to `on_event`), then return the session's final state values.
+    """Stream the run node by node (to `on_update`), model tokens as they arrive (to `on_token`, with the id
+    of the reply they belong to; only from providers that stream) and gateway events (to `on_event`), then return
+    the session's final state values.
 
     When the run pauses for approval, `approver` is asked and the run resumed with its answer, under the same
     lease; without one (or after MAX_APPROVAL_ROUNDS) the session stays paused: its values have no status,
@@ -116,7 +118,7 @@ def _stream(graph: AnyGraph, plan: RunPlan, context: Context, lease: SessionLeas
             chunk, metadata = payload
             # Only chunks are streamed tokens; a whole message is a non-streaming model's reply, shown as a step.
             if on_token and isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str) and chunk.content:
-                on_token(metadata.get("langgraph_node", ""), chunk.content)
+                on_token(metadata.get("langgraph_node", ""), chunk.content, chunk.id or "")
             continue
         if mode == "custom":  # only the gateway's own events; anything else a node might write is not ours to show
             if on_event and isinstance(payload, dict) and payload.get("type") == "gateway":

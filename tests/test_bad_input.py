@@ -259,7 +259,7 @@ def test_a_failed_call_is_explained_by_its_real_cause_in_the_answers_language(be
                         protocol)
     assert zh in answer_zh and en in answer_en
     assert not any(word in answer_zh + answer_en for word in CIRCUIT_WORDS)
-    if behaviour == "transient" and protocol == "tools":  # the result's artifact says how often it was tried
+    if behaviour == "transient" and protocol == "tools":  # the gateway says how often it was tried
         assert "2 次尝试都失败" in answer_zh and "2 attempts failed" in answer_en
 
 

@@ -110,7 +110,7 @@ def test_a_streamed_real_model_run_shows_each_message_once_and_no_structured_jso
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = run(graph, plan_run(graph, "6*7?", "s-stream"), Context(model=MODEL),
-                         lambda node, u: updates.append((node, u)), lambda node, t: tokens.append((node, t)))
+                         lambda node, u: updates.append((node, u)), lambda node, t, reply: tokens.append((node, t)))
     assert [str(w.message) for w in caught] == []
     assert result["final_answer"] == "6*7 = 42"
     assert {node for node, _ in tokens} == {"think", "finalize"}  # never the reflection's JSON

@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.models.offline.textproto import as_tool_messages
+from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup, input_text
 from reactgraph.nodes.prompting.text_protocol import (
     STOP,
@@ -289,7 +290,8 @@ def test_malformed_replies_are_corrected_and_count_toward_the_limit():
     assert [(s["node"], s["status"]) for s in result["steps"]] == [("think", "format_error"), ("finalize", "answered")]
     correction = model.requests[1]["messages"][-1].content
     assert correction.startswith("Observation: Invalid format") and "Final Answer:" in correction
-    assert model.requests[1]["messages"][-2].content == "I think it's 5."
+    # the unusable reply itself is not sent back: a fixed stand-in takes its place
+    assert model.requests[1]["messages"][-2].content == prompts.TEXT_REPLY_STAND_IN
 
 
 def test_a_model_that_never_follows_the_format_stops_at_the_limit_and_still_answers():

@@ -35,7 +35,7 @@ _EXPORTS = {
     "ToolStatus": "reactgraph.tools.result",
     "ToolSession": "reactgraph.tools.session",
 }
-__all__ = [*_EXPORTS, "default_gateway"]
+__all__ = [*_EXPORTS, "default_gateway", "gateway_for"]
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 # A library must not print on its own: applications (our CLI included) decide where records go.
@@ -57,3 +57,20 @@ def default_gateway(*, extra_tools=(), **options):
     extras = {meta.name: meta for meta in map(as_tool_meta, extra_tools)}
     builtins = [extras.pop(meta.name, meta) for meta in builtin_tools(**tool_options)]
     return ToolGateway([*builtins, *extras.values()], **options)
+
+
+def gateway_for(gateway=None, tools=None):
+    """The gateway a graph builder runs on: `gateway` as given; `tools=[...]` as LangChain's `create_agent` takes
+    them (LangChain tools, typed functions or `ToolMeta`: only those, on a gateway of their own, with its
+    policies); a list passed where the gateway goes is taken as those tools; neither means `default_gateway()`."""
+    from reactgraph.tools.gateway import ToolGateway
+
+    if isinstance(gateway, list | tuple):
+        gateway, tools = None, [*gateway, *(tools or ())]
+    if gateway is not None and tools is not None:
+        raise TypeError("give either a gateway or tools=[...], not both (gateway.register adds tools to a gateway)")
+    if gateway is not None and not isinstance(gateway, ToolGateway):
+        raise TypeError(f"gateway must be a ToolGateway or a list of tools, not {type(gateway).__name__}")
+    if tools is not None:
+        return ToolGateway(tools)
+    return gateway or default_gateway()

@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from reactgraph.tools.injection import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
 from reactgraph.tools.policies.base import CallContext, Handler, chain
 from reactgraph.tools.policies.guards.approval import ApprovalGate, approval_request
@@ -155,16 +156,25 @@ class ToolGateway:
     # -- running calls ----------------------------------------------------------------------------------------
 
     async def execute(self, call: ToolCall, session: ToolSession | None = None, *,
-                      events: EventSink | None = None, approved: bool = False) -> ToolResult:
+                      events: EventSink | None = None, approved: bool = False,
+                      injection: ToolInjection | None = None) -> ToolResult:
         """Run one tool call through the pipeline and return its normalised result.
 
         `events` receives the call's gateway events (retry, breaker, timeout, waiting) as small dicts.
         `approved`: a person approved this call (see `approval_request`); without it, a call of a tool that
-        asks for approval is answered `needs_approval` and not run.
+        asks for approval is answered `needs_approval` and not run. `injection`: the graph's state, store,
+        context and config, for LangChain tools with injected arguments (the graphs' act node passes it).
         """
         name, args, call_id = _unpack(call)
         return await self._pipeline(CallContext(name=name, args=args, call_id=call_id,
-                                                session=session or ToolSession(), sink=events, approved=approved))
+                                                session=session or ToolSession(), sink=events, approved=approved,
+                                                injection=injection))
+
+    def reads_state(self, name: str) -> bool:
+        """Whether the tool `name` asks for the graph state (`InjectedState`, `ToolRuntime`): its act task then
+        carries the state."""
+        meta = self.registry.get(name)
+        return bool(meta is not None and meta.injects is not None and meta.injects.reads_state)
 
     def approval_request(self, call: ToolCall, session: ToolSession | None = None) -> dict[str, Any] | None:
         """`{"id", "name", "args", "reason"}` when this call needs a person's approval before it runs, else None

@@ -13,7 +13,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
 from reactgraph.tools.errors import ToolError, ToolRegistrationError
+from reactgraph.tools.injection import InjectedArgs, injected_args
 from reactgraph.tools.json_schema import compile_schema
+from reactgraph.tools.result import ToolOutput
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,8 @@ class ToolMeta:
     approval: Literal["always", "never"] = "never"
     # A JSON schema for the arguments (instead of `params_model`): sent to the model unchanged, enforced by jsonschema.
     json_schema: dict[str, Any] | None = None
+    # A LangChain tool's parameters the runtime fills in (call id, state, store, ToolRuntime); not in the schema.
+    injects: InjectedArgs | None = None
     # Derived once: the compiled JSON-schema validator (checking a schema per call would cost more than the call).
     validator: Any = field(init=False, repr=False, compare=False, default=None)
     # Derived once: asking inspect on every call shows up in the gateway's per-call overhead.
@@ -105,18 +109,29 @@ class ToolMeta:
 
         A dict `args_schema` (StructuredTool with a JSON schema, MCP adapters, our own `as_langchain_tools()`)
         is kept as a JSON schema: its root-model wrapper from `get_input_schema()` would hide the parameters.
+        Injected parameters (`InjectedToolCallId`, `InjectedState`, `InjectedStore`, `ToolRuntime`) stay out of
+        the model's schema (LangChain's `tool_call_schema`) and are filled in by the gateway (`injection.py`).
+        A `content_and_artifact` tool's artifact comes back beside its content (`ToolOutput`).
         """
+        injects = injected_args(tool)
+        id_parameter = injects.call_id if injects else None
+
         async def run(**kwargs: Any) -> Any:
+            # LangChain fills an InjectedToolCallId parameter from the tool call's own id
+            call_id = kwargs.pop(id_parameter, None) if id_parameter else None
             return in_band_outcome(tool.name, await tool.ainvoke(
-                {"type": "tool_call", "name": tool.name, "args": kwargs, "id": _GATEWAY_CALL_ID}))
+                {"type": "tool_call", "name": tool.name, "args": kwargs, "id": call_id or _GATEWAY_CALL_ID}))
 
         description = tool.description or tool.name
         if isinstance(tool.args_schema, dict):
             return cls.from_json_schema(tool.name, description, tool.args_schema, run, **options)
-        return cls(name=tool.name, description=description,
-                   params_model=_pydantic_model(tool.get_input_schema(), tool), run=run, **options)
+        schema = tool.tool_call_schema if injects else tool.get_input_schema()
+        return cls(name=tool.name, description=description, params_model=_pydantic_model(schema, tool), run=run,
+                   injects=injects, **options)
 
 
+# What may be registered as a tool: a `ToolMeta`, a LangChain tool, or a typed function.
+AnyTool = ToolMeta | BaseTool | Callable[..., Any]
 _GATEWAY_CALL_ID = "reactgraph-gateway"  # LangChain answers a tool-call input with a ToolMessage, status included
 
 
@@ -134,7 +149,7 @@ def in_band_outcome(name: str, message: Any) -> Any:
     if message.status == "error":
         text = message.text.removeprefix(f"Tool {name} failed: ")  # a gateway's own wording, not said twice
         raise InBandToolError(text or f"{name} reported an error")
-    return message.content
+    return message.content if message.artifact is None else ToolOutput(message.content, message.artifact)
 
 
 def _pydantic_model(schema: object, source: object) -> type[BaseModel]:
@@ -144,7 +159,7 @@ def _pydantic_model(schema: object, source: object) -> type[BaseModel]:
     raise ToolRegistrationError(f"cannot register {source!r}: its argument schema is not a pydantic v2 model")
 
 
-def as_tool_meta(tool: ToolMeta | BaseTool | Callable[..., Any], **options: Any) -> ToolMeta:
+def as_tool_meta(tool: AnyTool, **options: Any) -> ToolMeta:
     """A `ToolMeta` from any accepted form: a `ToolMeta`, a LangChain tool, or a typed function."""
     if isinstance(tool, ToolMeta):
         return tool

@@ -30,6 +30,15 @@ class ToolStatus(StrEnum):
 _FAILURES = frozenset({ToolStatus.ERROR, ToolStatus.TIMEOUT})
 
 
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a tool returned in two parts (LangChain's `content_and_artifact`): `content` for the model, `artifact`
+    for the program (raw data, ids, a dataframe), kept on the ToolMessage and never shown to the model."""
+
+    content: Any
+    artifact: Any
+
+
 @dataclass(slots=True)
 class ToolResult:
     """The normalised outcome of one call: `content` is what the model reads next."""
@@ -44,6 +53,8 @@ class ToolResult:
     value: Any = None
     # Machine-readable facts behind `content` (e.g. field errors, retry time) for logs and tests.
     detail: dict[str, Any] = field(default_factory=dict)
+    # The tool's artifact (`ToolOutput`), for the ToolMessage: not for the model, nor for logs.
+    artifact: Any = None
 
     @property
     def ok(self) -> bool:
@@ -53,4 +64,5 @@ class ToolResult:
         data = asdict(self)
         data["status"] = self.status.value
         data.pop("value")
+        data.pop("artifact")
         return data

@@ -8,23 +8,26 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from reactgraph.graph.routing.tool_round import ApprovalCheck, act_tasks
+from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_tasks
 from reactgraph.nodes.conversation.transcript import pending_calls
 from reactgraph.nodes.plan_solve.state import REPLAN_AFTER, PlanSolveState, remaining, step_results_of, step_rounds_of
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.state.context import Context, context_of
-from reactgraph.nodes.state.fields import has_failed, iteration_of, usage_of
+from reactgraph.nodes.state.fields import has_failed, iteration_of, stop_reason_of, usage_of
 
 Onward = Literal["execute_step", "replan", "solve"]
 
 
 def next_step(state: PlanSolveState, runtime: Runtime[Context]) -> Literal["execute_step", "solve"]:
-    """The next plan step, unless the plan is done, the run failed, or the step limit is reached."""
+    """The next plan step, unless the plan is done, the run failed, or the step limit, a budget or the format-error
+    budget is reached."""
     return _next_step(state, context_of(runtime))
 
 
 def _next_step(state: PlanSolveState, context: Context) -> Literal["execute_step", "solve"]:
     if has_failed(state) or not remaining(state) or budget.exhausted(usage_of(state), context):
+        return "solve"
+    if stop_reason_of(state) == "format":  # the format-error budget is spent: answer from what was gathered
         return "solve"
     return "execute_step" if iteration_of(state) < context.max_iterations else "solve"
 
@@ -32,13 +35,14 @@ def _next_step(state: PlanSolveState, context: Context) -> Literal["execute_step
 def after_settled(state: PlanSolveState, context: Context) -> Onward:
     """A step was just closed: replan after a failed or surprising one (when enabled), else carry on."""
     results = step_results_of(state)
-    if context.replan and not has_failed(state) and results and results[-1]["status"] in REPLAN_AFTER:
+    stopped = has_failed(state) or stop_reason_of(state) == "format"  # no replan call after the budget ran out
+    if context.replan and not stopped and results and results[-1]["status"] in REPLAN_AFTER:
         return "replan"
     return _next_step(state, context)
 
 
-def after_execute(state: PlanSolveState, runtime: Runtime[Context],
-                  approval: ApprovalCheck | None = None) -> list[Send] | Onward | Literal["approve"]:
+def after_execute(state: PlanSolveState, runtime: Runtime[Context], approval: ApprovalCheck | None = None,
+                  reads_state: ReadsState | None = None) -> list[Send] | Onward | Literal["approve"]:
     """Each tool call of the step's round to its own act task (by way of approve when a person must approve one
     first); a closed step onwards."""
     if has_failed(state):
@@ -47,7 +51,7 @@ def after_execute(state: PlanSolveState, runtime: Runtime[Context],
     if step_rounds_of(state) > 0 and isinstance(reply, AIMessage):
         if approval is not None and pending_calls(reply) and approval(state, context_of(runtime)):
             return "approve"
-        return act_tasks(state, context_of(runtime), pending_calls(reply))
+        return act_tasks(state, context_of(runtime), pending_calls(reply), reads_state)
     return after_settled(state, context_of(runtime))
 
 

@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from reactgraph.graph.routing.tool_round import ApprovalCheck, act_tasks
+from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_tasks
 from reactgraph.nodes.conversation.transcript import pending_calls
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.state.agent import AgentState
@@ -16,8 +16,8 @@ from reactgraph.nodes.state.context import Context, context_of
 from reactgraph.nodes.state.fields import has_failed, iteration_of, usage_of, verdict_of
 
 
-def after_think(state: AgentState, runtime: Runtime[Context],
-                approval: ApprovalCheck | None = None) -> list[Send] | Literal["approve", "finalize"]:
+def after_think(state: AgentState, runtime: Runtime[Context], approval: ApprovalCheck | None = None,
+                reads_state: ReadsState | None = None) -> list[Send] | Literal["approve", "finalize"]:
     """Each tool call goes to its own act task (run concurrently), by way of approve when a person must approve
     one of them first; a final answer or failure goes to finalize."""
     if has_failed(state):
@@ -27,7 +27,7 @@ def after_think(state: AgentState, runtime: Runtime[Context],
     context = context_of(runtime)
     if calls and approval is not None and approval(state, context):
         return "approve"
-    return act_tasks(state, context, calls) or "finalize"
+    return act_tasks(state, context, calls, reads_state) or "finalize"
 
 
 def after_round(state: AgentState, runtime: Runtime[Context]) -> Literal["reflect", "finalize"]:

@@ -8,12 +8,13 @@ from langgraph.runtime import Runtime
 from reactgraph.nodes.reflexion.state import ReflexionState, evaluation_of, trial_of
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.state.context import Context, context_of
-from reactgraph.nodes.state.fields import budget_stopped, usage_of
+from reactgraph.nodes.state.fields import budget_stopped, stop_reason_of, usage_of
 
 
 def after_trial(state: ReflexionState) -> str:
-    """A trial that ran out of budget ends the run (END: evaluating it would call the model); else evaluate."""
-    return END if budget_stopped(state) else "evaluate"
+    """A trial that ran out of budget or of the format-error budget ends the run (END: evaluating it would call the
+    model); else evaluate."""
+    return END if budget_stopped(state) or stop_reason_of(state) == "format" else "evaluate"
 
 
 def after_evaluate(state: ReflexionState, runtime: Runtime[Context]) -> str:

@@ -19,12 +19,16 @@ from reactgraph.nodes.tool_round.approve import approvals_for
 
 # Whether a reply's calls need a person's approval before they run (nodes/tool_round/approve.py `approval_check`).
 ApprovalCheck = Callable[[AgentState, Context], bool]
+# Whether a tool asks for the graph state (InjectedState, ToolRuntime): `ToolGateway.reads_state`.
+ReadsState = Callable[[str], bool]
 
 
-def act_tasks(state: AgentState, context: Context, calls: list[dict]) -> list[Send]:
+def act_tasks(state: AgentState, context: Context, calls: list[dict],
+              reads_state: ReadsState | None = None) -> list[Send]:
     """One act task per tool call; the calls beyond what the budgets allow go as "not run" tasks (each call
     still gets its answer, so the conversation stays well-formed), the ones that fit run as usual. Calls the
-    approve step answered (rejected) get no task; the ones it let through carry its approval."""
+    approve step answered (rejected) get no task; the ones it let through carry its approval. A call of a tool
+    that reads the state carries it (as LangGraph's ToolNode gets it: a task has no other view of the state)."""
     answered = {m.tool_call_id for m in latest_tool_messages(state["messages"])}
     decided = approvals_for(state, last_ai(state["messages"]))
     approved, notes = set(decided["approved"]), decided["notes"]
@@ -37,12 +41,15 @@ def act_tasks(state: AgentState, context: Context, calls: list[dict]) -> list[Se
             task["approved"] = True
             if note := notes.get(call["id"]):
                 task["note"] = note
+        if reads_state is not None and not cut and reads_state(call["name"]):
+            task["state"] = dict(state)
         tasks.append(Send("act", task))
     return tasks
 
 
-def after_approve(state: AgentState, runtime: Runtime[Context]) -> list[Send] | Literal["observe"]:
+def after_approve(state: AgentState, runtime: Runtime[Context],
+                  reads_state: ReadsState | None = None) -> list[Send] | Literal["observe"]:
     """The calls a person let through (and those needing no approval) to act; straight to observe when every
     call was rejected, so the rejections are recorded and reflected on like any result."""
     reply = last_ai(state["messages"])
-    return act_tasks(state, context_of(runtime), pending_calls(reply)) or "observe"
+    return act_tasks(state, context_of(runtime), pending_calls(reply), reads_state) or "observe"

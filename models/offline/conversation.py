@@ -42,8 +42,9 @@ class Observation:
     ok: bool
     content: str
     data: Any = None  # the parsed JSON of an ok result
-    # The gateway's ToolStatus and attempts, when the result carries them (the act node's artifact); the
-    # text protocol's observations do not, and their failure is read from the text (`faults.failure_reason`).
+    # The gateway's ToolStatus and attempts, when the result carries them (the act node's
+    # `response_metadata["gateway"]`); the text protocol's observations do not, and their failure is read from the
+    # text (`faults.failure_reason`).
     status: str = ""
     attempts: int = 0
 
@@ -101,10 +102,12 @@ def _parse(content: str) -> Any:
 
 
 def _outcome(result: ToolMessage) -> tuple[str, int]:
-    """(status, attempts) from the result's artifact, allow-listed and bounded ("" and 0 when absent)."""
-    artifact = result.artifact if isinstance(result.artifact, dict) else {}
-    status = artifact.get("status")
-    attempts = artifact.get("attempts")
+    """(status, attempts) from the gateway's facts on the result, allow-listed and bounded ("" and 0 when
+    absent)."""
+    facts = (result.response_metadata or {}).get("gateway")
+    facts = facts if isinstance(facts, dict) else {}
+    status = facts.get("status")
+    attempts = facts.get("attempts")
     return (status if isinstance(status, str) and len(status) <= 32 else "",
             attempts if isinstance(attempts, int) and 0 <= attempts <= 1000 else 0)
 

@@ -23,7 +23,15 @@ from .describe import thought
 from .planner import BUILTIN_TOOLS, make_plan
 from .recall import recall_reply
 from .structured import responder_for, schema_name
-from .textproto import as_tool_messages, is_text_protocol, render_action, render_final, text_tools
+from .textproto import (
+    as_tool_messages,
+    is_text_protocol,
+    plan_request,
+    render_action,
+    render_final,
+    render_plan,
+    text_tools,
+)
 
 MODEL_NAME = "offline-scripted"
 
@@ -98,6 +106,8 @@ class OfflineChatModel(BaseChatModel):
         normalized = as_tool_messages(unframed(messages))
         if forced is not None:
             reply = self._structured(normalized, forced)
+        elif (planned := plan_request(messages)) is not None:  # a text protocol plan: the same plan, as a list
+            reply = AIMessage(content=render_plan(self._structured(normalized, planned).tool_calls[0]["args"]))
         elif is_text_protocol(stop):
             reply = self._text_step(normalized, set(tool_names) if tools else text_tools(messages))
         else:

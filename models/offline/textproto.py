@@ -20,6 +20,9 @@ _ACTION = re.compile(r"Action\s*[:：]\s*(?P<name>[\w.-]+)\s*\n\s*Action Input\s
                      r"(?=\n\s*Observation\s*[:：]|\n\s*Thought\s*[:：]|\Z)", re.S)
 _OBSERVATION = re.compile(r"^\s*Observation\s*[:：]\s*", re.S)
 _LABELLED = re.compile(r"^\s*(?:Question|Observation)\s*[:：]", re.M)
+# How the product asks a text-only model for a plan (nodes/prompting/prompts.py, TEXT_PLAN_FORMAT and
+# TEXT_REPLAN_FORMAT): read from the prompt, as any model reads it.
+_PLAN_REQUEST = re.compile(r"^Write the (?P<revised>revised )?plan as text, a numbered list", re.M)
 _ERROR = re.compile(r"timed out|failed|invalid arguments|unknown tool|unavailable|circuit open|denied|"
                     r"not permitted|is disabled|is busy|rate limit|^error\b", re.I)
 
@@ -100,6 +103,24 @@ def as_tool_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     textual = any((isinstance(m, AIMessage) and _ACTION.search(m.text))
                   or (isinstance(m, HumanMessage) and _LABELLED.search(m.text)) for m in messages)
     return to_tool_messages(messages) if textual and not has_calls else list(messages)
+
+
+def plan_request(messages: Sequence[BaseMessage]) -> str | None:
+    """"Plan" or "Replan" when the system prompt asks for a plan written as a numbered list, else None."""
+    prompt = "\n".join(m.text for m in messages if isinstance(m, SystemMessage))
+    match = _PLAN_REQUEST.search(prompt)
+    return None if match is None else "Replan" if match.group("revised") else "Plan"
+
+
+def render_plan(args: dict) -> str:
+    """A Plan's or Replan's arguments in the numbered-list format the prompt asks for."""
+    lines = []
+    if "avoid_tools" in args:
+        lines += [f"Reason: {args.get('reason') or ''}", f"Avoid tools: {', '.join(args['avoid_tools']) or 'none'}"]
+    steps = args.get("steps") or []
+    lines.append("Plan:" if steps else "Plan: none")
+    lines += [f"{i}. {step['goal']} (tool: {step.get('tool') or 'none'})" for i, step in enumerate(steps, 1)]
+    return "\n".join(lines)
 
 
 def render_action(thought: str, name: str, args: dict) -> str:

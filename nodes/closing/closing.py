@@ -26,6 +26,7 @@ from reactgraph.nodes.conversation.transcript import last_human_index, tokens_of
 from reactgraph.nodes.prompting import react_markup, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
+from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
@@ -87,10 +88,10 @@ def _in_chinese(state: Mapping[str, Any]) -> bool:
 
 
 def _reply_answer(reply: AIMessage, context: Context) -> tuple[str, bool]:
-    """The closing reply's text as an answer a user reads (without "Final Answer:" or other ReAct labels), and
-    whether it is one: in the text protocol a reply in step form (a Thought, an Action) without a Final Answer
-    gave none, its Thought standing in; a plain reply is the answer the closing prompt asked for."""
-    answer, given = reply.text.strip(), True
+    """The closing reply's text as an answer a user reads (its loops cut, without "Final Answer:" or other ReAct
+    labels), and whether it is one: in the text protocol a reply in step form (a Thought, an Action) without a
+    Final Answer gave none, its Thought standing in; a plain reply is the answer the closing prompt asked for."""
+    answer, given = without_repetition(reply.text).strip(), True
     if context.protocol == "text":  # the model may still write "Final Answer: …"
         given = bool(text_protocol.parse_reply(answer).final_answer) or not react_markup.LABEL.search(answer)
         answer = text_protocol.answer_text(answer)

@@ -21,7 +21,7 @@ RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 SUCCESS_STATUSES: frozenset[str] = frozenset({"answered", "partial"})
 # Why a loop stopped early → the status it ends with (`stop_reason` "budget" is set by the budget checks).
 _STOPPED: dict[str, RunStatus] = {"budget": "budget_exhausted", "limit": "limit_reached",
-                                  "repeated": "limit_reached"}
+                                  "repeated": "limit_reached", "format": "limit_reached"}
 # The line each evidence-settled ending adds to the answer (English, Chinese): what the status rests on.
 _EVIDENCE_LINES: dict[str, tuple[str, str]] = {
     "truncated": ("(The answer was cut off at the model's output limit.)", "（回答在模型的输出上限处被截断。）"),

@@ -29,6 +29,9 @@ from reactgraph.nodes.plan_solve.state import (
 )
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
+from reactgraph.nodes.prompting.repetition import reply_without_repetition
+from reactgraph.nodes.prompting.text_protocol import ReactReply
+from reactgraph.nodes.prompting.text_replies import Attempts, corrections_left, read_reply
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
 from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
@@ -64,28 +67,14 @@ def step_request(state: PlanSolveState, context: Context, schemas: list[dict[str
     return [SystemMessage(system), *history]
 
 
-def _text_reply(reply: AIMessage, schemas: list[dict[str, Any]]) -> tuple[AIMessage, bool]:
-    """A text-protocol reply as an ordinary message (tool calls or the step's result); False if unusable."""
-    raw = str(reply.text)
-    parsed = text_protocol.parse_reply(raw)
-    if parsed.problem is not None:  # no correction round here: the step fails and replan (if on) revisits it
-        log_fallback("execute_step", "unusable_reply", parsed.problem)
-        return AIMessage(f"(unusable reply: {parsed.problem}) {raw[:500]}".strip()), False
-    return text_protocol.to_ai_message(parsed, raw, schemas, reply), True
-
-
 def _iteration(state: PlanSolveState) -> int:
     # A step begun is one iteration, however many tool rounds it takes (see STEP_TOOL_ROUNDS).
     return iteration_of(state) + (1 if step_rounds_of(state) == 0 else 0)
 
 
-def _settled(state: PlanSolveState, reply: AIMessage, schemas: list[dict[str, Any]], protocol: str,
-             started: float) -> dict[str, Any]:
+def _settled(state: PlanSolveState, reply: AIMessage, started: float, usable: bool = True) -> dict[str, Any]:
     """A reply with tool calls goes to act; one without closes the step, its text being the step's result."""
     iteration = _iteration(state)
-    usable = True
-    if protocol == "text":
-        reply, usable = _text_reply(reply, schemas)
     if pending_calls(reply):
         return {"messages": [reply], "iteration": iteration, "step_rounds": step_rounds_of(state) + 1}
     current: PlanSolveState = {**state, "iteration": iteration}
@@ -94,6 +83,20 @@ def _settled(state: PlanSolveState, reply: AIMessage, schemas: list[dict[str, An
     status: StepOutcome | None = "failed" if not usable or not (result or records) else None
     return {**settle(current, result=result or "(the model returned an empty reply)", records=records,
                      tokens=tokens_of(reply), started=started, status=status), "iteration": iteration}
+
+
+def _text_settled(state: PlanSolveState, attempts: Attempts[ReactReply], schemas: list[dict[str, Any]],
+                  started: float) -> dict[str, Any]:
+    """A text-protocol step: the usable reply as an ordinary message (tool calls or the step's result); when the
+    format-error budget ran out first, the step fails and the run goes on to solve (the `format` stop)."""
+    errors = attempts.records("execute_step", lambda i: _iteration(state))
+    if attempts.parsed is None:
+        log_fallback("execute_step", "unusable_reply", attempts.errors[-1].problem)
+        update = _settled(state, AIMessage(f"(unusable reply: {attempts.errors[-1].problem})"), started, False)
+        return {**update, "steps": [*errors, *update["steps"]], "stop_reason": "format"}
+    update = _settled(state, text_protocol.to_ai_message(attempts.parsed, attempts.text, schemas, attempts.reply),
+                      started)
+    return {**update, "steps": [*errors, *update.get("steps", [])]} if errors else update
 
 
 def _failed(state: PlanSolveState, reason: str, started: float) -> dict[str, Any]:
@@ -117,10 +120,16 @@ def make_execute_step(services: AgentServices) -> Node:
                  else services.with_tools(context, schemas))
         request = step_request(state, context, schemas)
         try:
-            reply = yield from Call(bound, request)
+            if context.protocol == "text":  # a malformed reply gets the format-error budget ReAct's think gets
+                attempts = yield from read_reply(
+                    bound, request, text_protocol.parse_reply,
+                    lambda problem: text_protocol.format_correction(problem, schemas), node="execute_step",
+                    allowed=corrections_left(state, context.max_format_errors))
+                return _text_settled(state, attempts, schemas, started)
+            reply = reply_without_repetition((yield from Call(bound, request)))
         except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed
             log_fallback("execute_step", "model_error_failed_step", exc)
             return _failed(state, model_failure(exc, model, runtime), started)
-        return _settled(state, reply, schemas, context.protocol, started)
+        return _settled(state, reply, started)
 
     return dual_node(execute_step, name="execute_step", retry=services.retry)

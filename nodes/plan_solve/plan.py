@@ -1,25 +1,29 @@
-"""`plan`: one structured model call that breaks the question into ordered steps, each with a tool hint."""
+"""`plan`: one model call that breaks the question into ordered steps, each with a tool hint: structured output,
+or a numbered list in the text protocol."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.messages import SystemMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from reactgraph.nodes.conversation.transcript import current_question, tokens_of
 from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
-from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes.plan_solve.text_plan import parse_plan
+from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
+from reactgraph.nodes.prompting.text_replies import read_reply
 from reactgraph.nodes.runtime.budget import fresh_budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import make_step
+from reactgraph.nodes.state.agent import ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.state.fields import summary_of
 
@@ -42,11 +46,12 @@ def summary_notes(state: PlanSolveState) -> list[str]:
 
 
 def _settle(state: PlanSolveState, steps: list[dict[str, Any]], status: str, note: str, tokens: int,
-            started: float, parts: list[str] | None = None) -> dict[str, Any]:
+            started: float, parts: list[str] | None = None,
+            errors: Sequence[ExecutionStep] = ()) -> dict[str, Any]:
     record = make_step(step=0, node="plan", status=status, thought=note, observation=render_plan(steps),
                        tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
     # Overwrite: the previous turn's records go, as ReAct's think resets them at the start of a turn.
-    return {**fresh_turn(state), "plan": steps, "plan_parts": parts or [], "steps": Overwrite([record])}
+    return {**fresh_turn(state), "plan": steps, "plan_parts": parts or [], "steps": Overwrite([*errors, record])}
 
 
 def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) -> dict[str, Any]:
@@ -60,24 +65,48 @@ def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) 
     return _fallback(state, f"plan unusable ({reason})", tokens, started)
 
 
-def _fallback(state: PlanSolveState, why: str, tokens: int, started: float) -> dict[str, Any]:
+def _fallback(state: PlanSolveState, why: str, tokens: int, started: float,
+              errors: Sequence[ExecutionStep] = ()) -> dict[str, Any]:
     # One step that is the whole question: Plan-and-Solve degrades to a single tool-using round, not a crash.
     log_fallback("plan", "plan_one_step", why)
     question = current_question(state["messages"])
     steps = [{"goal": question.text.strip(), "tool": None}] if question is not None else []
-    return _settle(state, steps, "plan_fallback", f"{why}; planned the whole question as one step", tokens, started)
+    return _settle(state, steps, "plan_fallback", f"{why}; planned the whole question as one step", tokens, started,
+                   errors=errors)
+
+
+def _text_plan(model: Runnable, state: PlanSolveState, context: Context, system: str, tools: str,
+               started: float) -> Steps:
+    """Text protocol: the plan as a numbered list (text_plan), within the format-error budget; when the budget
+    runs out first the plan falls back to the whole question and the run goes on to solve (the `format` stop)."""
+    history = text_protocol.as_text_messages(with_notes(state["messages"], summary_notes(state)))
+    request = [SystemMessage(f"{system}\n\n{prompts.TEXT_PLAN_FORMAT.format(tools=tools)}"), *history]
+    # The first model call of the turn: no earlier format error counts against it.
+    attempts = yield from read_reply(model, request, parse_plan,
+                                     lambda problem: prompts.TEXT_PLAN_CORRECTION.format(problem=problem, tools=tools),
+                                     node="plan", allowed=context.max_format_errors)
+    errors = attempts.records("plan", lambda i: 0)
+    if attempts.parsed is None:
+        why = f"plan unusable ({attempts.errors[-1].problem}; format-error budget spent)"
+        return {**_fallback(state, why, 0, started, errors), "stop_reason": "format"}
+    steps = [s.model_dump() for s in attempts.parsed.steps]
+    return _settle(state, steps, "plan", f"{len(steps)} step(s)", tokens_of(attempts.reply), started,
+                   attempts.parsed.parts, errors)
 
 
 def make_plan(services: AgentServices) -> Node:
-    """The plan node: one structured call; a plan that cannot be made is the whole question as one step."""
+    """The plan node: one structured call (a numbered list in the text protocol); a plan that cannot be made is the
+    whole question as one step."""
 
     def plan(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         context = runtime.context
         try:
-            system = prompts.PLAN_PROMPT.format(tools=tool_list(services.schemas(context, config)),
-                                                max_steps=context.max_iterations,
+            tools = tool_list(services.schemas(context, config))
+            system = prompts.PLAN_PROMPT.format(tools=tools, max_steps=context.max_iterations,
                                                 now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
+            if context.protocol == "text":  # never json_schema: a text-only model writes its plan as a list
+                return (yield from _text_plan(services.model(context), state, context, system, tools, started))
             planner = services.structured(context, Plan)
             history = for_model(with_notes(state["messages"], summary_notes(state)))
             output = yield from Call(planner, [SystemMessage(system), *history])

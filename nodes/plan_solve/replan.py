@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from langchain_core.messages import SystemMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.messages import AnyMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.conversation.transcript import question_text, tokens_of
@@ -24,8 +24,10 @@ from reactgraph.nodes.plan_solve.state import (
     replans_of,
     step_results_of,
 )
-from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes.plan_solve.text_plan import parse_plan
+from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
+from reactgraph.nodes.prompting.text_replies import corrections_left, read_reply
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
@@ -64,22 +66,46 @@ def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) 
                  tokens, started)
 
 
+def _text_replan(model: Runnable, state: PlanSolveState, context: Context, request: list[AnyMessage], tools: str,
+                 started: float) -> Steps:
+    """Text protocol: the revision as a numbered list (text_plan), within what is left of the format-error budget;
+    when it runs out the plan is kept and the run goes on to solve (the `format` stop)."""
+    request = [SystemMessage(f"{request[0].text}\n\n{prompts.TEXT_REPLAN_FORMAT.format(tools=tools)}"),
+               *text_protocol.as_text_messages(request[1:])]
+    attempts = yield from read_reply(model, request, parse_plan,
+                                     lambda problem: prompts.TEXT_PLAN_CORRECTION.format(problem=problem, tools=tools),
+                                     node="replan", allowed=corrections_left(state, context.max_format_errors))
+    errors = attempts.records("replan", lambda i: iteration_of(state))
+    if (parsed := attempts.parsed) is None:
+        update = _kept(state, f"revision unusable ({attempts.errors[-1].problem}; format-error budget spent)", 0,
+                       started)
+        return {**update, "steps": [*errors, *update["steps"]], "stop_reason": "format"}
+    revision = Replan(steps=parsed.steps, avoid_tools=parsed.avoid_tools, reason=parsed.reason)
+    update = _revised(state, revision, tokens_of(attempts.reply), started)
+    return {**update, "steps": [*errors, *update["steps"]]}
+
+
 def make_replan(services: AgentServices) -> Node:
-    """The replan node: one structured call revising the remaining steps; advisory, so a failure keeps the plan."""
+    """The replan node: one structured call (a numbered list in the text protocol) revising the remaining steps;
+    advisory, so a failure keeps the plan."""
 
     def replan(state: PlanSolveState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
         context = runtime.context
         try:
-            system = prompts.REPLAN_PROMPT.format(question=question_text(state["messages"]),
-                                                  tools=tool_list(services.schemas(context, config)))
-            reviser = services.structured(context, Replan)
+            tools = tool_list(services.schemas(context, config))
+            system = prompts.REPLAN_PROMPT.format(question=question_text(state["messages"]), tools=tools)
             # The plan and its results are model-written after reading tool output: notes, not the system prompt.
             notes = [*summary_notes(state),
                      prompts.STEP_RESULTS_SECTION.format(results=render_results(step_results_of(state))),
                      prompts.REMAINING_SECTION.format(
                          remaining=render_plan(plan_of(state), start=cursor_of(state)))]
-            output = yield from Call(reviser, [SystemMessage(system), *for_model(with_notes(state["messages"], notes))])
+            history = with_notes(state["messages"], notes)
+            if context.protocol == "text":  # never json_schema: a text-only model writes the revision as a list
+                return (yield from _text_replan(services.model(context), state, context,
+                                                [SystemMessage(system), *history], tools, started))
+            reviser = services.structured(context, Replan)
+            output = yield from Call(reviser, [SystemMessage(system), *for_model(history)])
         except Exception as exc:  # noqa: BLE001 - replanning is advisory: the plan is kept as it is
             log_fallback("replan", "plan_kept", exc)
             return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)

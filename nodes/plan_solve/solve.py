@@ -22,14 +22,16 @@ from reactgraph.nodes.runtime.budget import exhausted
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import budget_stopped, final_answer_of, has_failed, usage_of
+from reactgraph.nodes.state.fields import budget_stopped, final_answer_of, has_failed, stop_reason_of, usage_of
 from reactgraph.nodes.state.records import SolveReason
 
 
 def solve_reason(state: PlanSolveState) -> SolveReason:
-    """Why solving now: the plan is done, it was empty, or a budget or the limit stopped it."""
+    """Why solving now: the plan is done, it was empty, or a budget, the format-error budget or the limit stopped it."""
     if budget_stopped(state):
         return "budget"
+    if stop_reason_of(state) == "format":
+        return "format"
     if remaining(state):
         return "limit"
     return "done" if plan_of(state) else "empty"

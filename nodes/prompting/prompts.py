@@ -37,6 +37,8 @@ FINALIZE_REASONS: dict[FinalizeReason, str] = {
     "enough": "The observations are sufficient to answer.",
     "budget": "The run's tool-call budget is used up: nothing more can be looked up. Answer from what was "
               "gathered and say plainly which parts of the question could not be looked up.",
+    "format": "Replies kept breaking the required format, so no more steps are taken. Answer from what was "
+              "gathered and say plainly what is still unknown.",
 }
 
 CLOSING_CHECK_PROMPT = """Check the final answer (the last assistant message) to the user's question (the last
@@ -125,6 +127,10 @@ or
 Thought: <one sentence>
 Final Answer: <the answer>"""
 
+# What the request shows in place of a reply the parser could not use: the junk itself (up to a whole token limit
+# of it) would make every later request longer and slower, and teach the model its own mistake.
+TEXT_REPLY_STAND_IN = "(my previous reply did not follow the format and is left out)"
+
 # --- Plan-and-Solve ---------------------------------------------------------------------------------------
 
 PLAN_PROMPT = """Plan before acting. Break the user's question into a short ordered list of steps that together
@@ -165,6 +171,28 @@ tools that failed and should not be offered again in this run. Tools: {tools}.
 
 REMAINING_SECTION = "Remaining steps of the current plan:\n{remaining}"
 
+# Plans in the text protocol: written as a numbered list the product parses (nodes/plan_solve/text_plan.py),
+# never asked for as `json_schema`, which a text-only model's server may not offer.
+TEXT_PLAN_FORMAT = """Write the plan as text, a numbered list, in exactly this format:
+Parts: every distinct thing the question asks for, separated by "; "
+Plan:
+1. <the first step's goal> (tool: <one of: {tools}; or none>)
+2. <the next step's goal> (tool: <...>)
+If no tool can help, write "Plan: none" instead of the list. Write nothing after the plan."""
+
+TEXT_REPLAN_FORMAT = """Write the revised plan as text, a numbered list, in exactly this format:
+Reason: one sentence: what changed and why
+Avoid tools: the tools that failed and should not be offered again, separated by ", " (or none)
+Plan:
+1. <the next step's goal> (tool: <one of: {tools}; or none>)
+2. <...>
+To stop and answer now, write "Plan: none" instead of the list. Write nothing after the plan."""
+
+TEXT_PLAN_CORRECTION = """Invalid format: {problem}. Reply in exactly this form:
+Plan:
+1. <goal> (tool: <one of: {tools}; or none>)
+or, if no tool can help: Plan: none"""
+
 SOLVE_PROMPT = """Write the final answer to the user's question now, without calling tools.
 The question was answered by a plan, carried out step by step; the step results are in the notes.
 {reason}
@@ -178,6 +206,8 @@ SOLVE_REASONS: dict[SolveReason, str] = {
     "empty": "No step was needed (or none could be planned).",
     "budget": "The run's tool-call budget was used up before the plan was finished: nothing more can be "
               "looked up. Say plainly which parts of the question could not be looked up.",
+    "format": "Replies kept breaking the required format, so the plan was not carried out further. Say plainly "
+              "which parts of the question are still unknown.",
 }
 
 # --- Reflexion ----------------------------------------------------------------------------------------------

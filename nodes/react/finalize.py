@@ -18,6 +18,7 @@ from reactgraph.nodes.closing.closing import (
 from reactgraph.nodes.conversation.transcript import pending_calls
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
+from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.runtime.budget import exhausted
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
@@ -28,6 +29,7 @@ from reactgraph.nodes.state.fields import (
     final_answer_of,
     has_failed,
     iteration_of,
+    stop_reason_of,
     usage_of,
     verdict_of,
 )
@@ -35,9 +37,12 @@ from reactgraph.nodes.state.records import FinalizeReason
 
 
 def stop_reason(state: AgentState, context: Context) -> FinalizeReason:
-    """Why the loop stopped without the model's own answer: budget, limit, repeated call, or enough information."""
+    """Why the loop stopped without the model's own answer: budget, format errors, limit, repeated call, or enough
+    information."""
     if budget_stopped(state):
         return "budget"
+    if stop_reason_of(state) == "format":
+        return "format"
     if iteration_of(state) >= context.max_iterations:
         return "limit"
     if (verdict := verdict_of(state)) and verdict["repeated_call"]:
@@ -46,11 +51,12 @@ def stop_reason(state: AgentState, context: Context) -> FinalizeReason:
 
 
 def model_answer(state: AgentState) -> str | None:
-    """The model's own answer: its last reply when that calls no tool, without ReAct markup (`Thought: … Final
-    Answer: …`, a wrapper fence), which is not part of the answer a user reads; None when there is none."""
+    """The model's own answer: its last reply when that calls no tool, its loops cut, without ReAct markup
+    (`Thought: … Final Answer: …`, a wrapper fence), which is not part of the answer a user reads; None when there
+    is none."""
     reply = state["messages"][-1]
     if isinstance(reply, AIMessage) and not pending_calls(reply):
-        return answer_without_markup(reply.text) or None
+        return answer_without_markup(without_repetition(reply.text)) or None
     return None
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
@@ -16,6 +15,9 @@ from langgraph.types import Overwrite
 from reactgraph.nodes.conversation.transcript import last_human_index, pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
+from reactgraph.nodes.prompting.repetition import reply_without_repetition
+from reactgraph.nodes.prompting.text_protocol import ReactReply
+from reactgraph.nodes.prompting.text_replies import Attempts, format_errors, read_reply
 from reactgraph.nodes.runtime.budget import fresh_budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
@@ -101,6 +103,7 @@ def _tools_decision(model: Runnable, request: list[AnyMessage], turn: _Turn) -> 
         # In the leading system message: providers such as Anthropic refuse a second, later system message.
         nudged = SystemMessage(f"{request[0].text}\n{prompts.EMPTY_REPLY_NUDGE}")
         reply = yield from Call(model, [nudged, *request[1:]])
+    reply = reply_without_repetition(reply)  # a looping reply never reaches the conversation
     if _is_empty(reply):
         answer = "The model returned an empty reply twice; no answer could be produced."
         turn.steps.append(make_step(step=turn.iteration, node="think", status="empty_reply", observation=answer,
@@ -110,24 +113,24 @@ def _tools_decision(model: Runnable, request: list[AnyMessage], turn: _Turn) -> 
 
 
 def _text_decision(model: Runnable, request: list[AnyMessage], turn: _Turn, schemas: list[dict[str, Any]],
-                   limit: int) -> Decision:
-    """Text protocol: parse the reply; a malformed one is sent back with a correction and costs an iteration."""
-    while True:
-        reply = yield from Call(model, request)
-        raw = str(reply.text)
-        parsed = text_protocol.parse_reply(raw)
-        if parsed.problem is None:
-            return turn.update(messages=[text_protocol.to_ai_message(parsed, raw, schemas, reply)])
-        correction = text_protocol.format_correction(parsed.problem, schemas)
-        log_fallback("think", "format_correction", parsed.problem, level=logging.INFO)
-        turn.steps.append(make_step(step=turn.iteration, node="think", status="format_error", thought=raw[:2000],
-                                    observation=correction, tokens=tokens_of(reply), latency_ms=turn.ms()))
-        if turn.iteration >= limit:
-            # No message is added: finalize sees the limit and answers from what was observed.
-            return turn.update()
-        turn.iteration += 1
-        turn.started = time.perf_counter()
-        request = [*request, AIMessage(raw), HumanMessage(f"Observation: {correction}")]
+                   spent: int, context: Context) -> Decision:
+    """Text protocol: parse the reply; a malformed one is answered with a format note (text_replies) and costs an
+    iteration. Past the iteration limit or the format-error budget no message is added: finalize answers from
+    what was observed (the budget's end is the `format` stop)."""
+    by_budget = max(context.max_format_errors - spent, 0)
+    allowed = min(by_budget, context.max_iterations - turn.iteration)
+    first = turn.iteration
+    attempts: Attempts[ReactReply] = Attempts()
+    try:
+        yield from read_reply(model, request, text_protocol.parse_reply,
+                              lambda problem: text_protocol.format_correction(problem, schemas),
+                              node="think", allowed=allowed, attempts=attempts)
+    finally:  # a model error after unusable replies still reports them, with what they cost
+        turn.steps += attempts.records("think", lambda i: first + i)
+        turn.iteration = first + min(len(attempts.errors), allowed)
+    if attempts.parsed is None:
+        return turn.update(**({"stop_reason": "format"} if by_budget <= allowed else {}))
+    return turn.update(messages=[text_protocol.to_ai_message(attempts.parsed, attempts.text, schemas, attempts.reply)])
 
 
 def make_think(services: AgentServices) -> Node:
@@ -142,8 +145,8 @@ def make_think(services: AgentServices) -> Node:
         request = prompt_messages(state, context, None if reset else verdict_of(state), schemas)
         model = services.model(context)
         if context.protocol == "text":  # the tools are described in the prompt, never bound
-            decision = _text_decision(model.bind(stop=text_protocol.STOP), request, turn, schemas,
-                                      context.max_iterations)
+            spent = 0 if reset else format_errors(state)  # the turn's unusable replies so far
+            decision = _text_decision(model.bind(stop=text_protocol.STOP), request, turn, schemas, spent, context)
         else:
             decision = _tools_decision(services.with_tools(context, schemas), request, turn)
         try:

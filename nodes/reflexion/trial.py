@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -10,6 +11,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.conversation.transcript import last_human_index
+from reactgraph.nodes.prompting.text_replies import corrections_left
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id, trial_of
 from reactgraph.nodes.runtime.budget import add_usage, exhausted, remaining_context, wrap_up_note
 from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
@@ -22,6 +24,7 @@ from reactgraph.nodes.state.fields import (
     messages_of,
     status_of,
     steps_of,
+    stop_reason_of,
     turn_id_of,
     usage_of,
 )
@@ -59,6 +62,8 @@ def _in_run_terms(answer: str, trial_budget: Any, run_budget: Any) -> str:
 def _spent(state: ReflexionState, result: dict[str, Any], context: Context) -> dict[str, Any]:
     """The trial's usage, added to the run's; a budget the trial ran out of is reported against the run's limit."""
     usage = usage_of(result)
+    if stop_reason_of(result) == "format":  # the run's format-error budget is spent: no further trial
+        return {"usage": usage, "stop_reason": "format"}
     if not budget_stopped(result):
         return {"usage": usage}
     spent = exhausted(add_usage(usage_of(state), usage), context)
@@ -71,6 +76,8 @@ def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any]) -> Node:
     def trial(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         # The trial may spend what the earlier trials (and their evaluations) left of each budget.
         budgets = remaining_context(usage_of(state), runtime.context)
+        # The format-error budget is the run's too, as in the other graphs: what earlier trials left of it.
+        budgets = replace(budgets, max_format_errors=corrections_left(state, budgets.max_format_errors))
         result = yield from Call(actor, _actor_input(state), config, {"context": budgets})
         return _absorb(state, result, runtime.context)
 

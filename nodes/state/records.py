@@ -13,13 +13,14 @@ from typing_extensions import TypedDict
 
 # How a turn ended (the `status` field; nodes/closing/status.py picks it).
 RunStatus = Literal["answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed"]
-# Why a loop stopped early (the `stop_reason` field; the budget checks set "budget"); each maps to a status.
-StopReason = Literal["budget", "limit", "repeated"]
+# Why a loop stopped early (the `stop_reason` field; the budget checks set "budget", a text-protocol reply past the
+# format-error budget "format"); each maps to a status.
+StopReason = Literal["budget", "limit", "repeated", "format"]
 # Why a closing node wrote the answer now: an early stop, the loop's or plan's own end, the model's own answer,
-# or a failed run. ReAct's finalize words the first four in its prompt (`prompts.FINALIZE_REASONS`),
-# Plan-and-Solve's solve "budget", "limit", "done" and "empty" (`prompts.SOLVE_REASONS`).
-FinalizeReason = Literal["budget", "limit", "repeated", "enough"]
-SolveReason = Literal["budget", "limit", "done", "empty"]
+# or a failed run. ReAct's finalize words its five in its prompt (`prompts.FINALIZE_REASONS`), Plan-and-Solve's
+# solve "budget", "limit", "done", "empty" and "format" (`prompts.SOLVE_REASONS`).
+FinalizeReason = Literal["budget", "limit", "repeated", "enough", "format"]
+SolveReason = Literal["budget", "limit", "done", "empty", "format"]
 CloseReason = Literal[FinalizeReason, SolveReason, "model answered", "failure"]
 # Which budget ran out.
 BudgetKind = Literal["max_tool_calls", "max_model_tokens", "max_cost_usd"]

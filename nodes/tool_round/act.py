@@ -11,7 +11,9 @@ from langgraph.runtime import Runtime
 from reactgraph.nodes.runtime.node_driver import Await, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.tool_round.gateway_facts import gateway_facts
 from reactgraph.tools import ToolResult, ToolStatus, observations
+from reactgraph.tools.injection import ToolInjection
 
 
 def unparsable_result(call: dict[str, Any]) -> ToolResult:
@@ -23,10 +25,9 @@ def unparsable_result(call: dict[str, Any]) -> ToolResult:
 def to_message(result: ToolResult) -> ToolMessage:
     return ToolMessage(
         content=result.content, tool_call_id=result.call_id, name=result.name,
-        status="success" if result.ok else "error",
+        status="success" if result.ok else "error", artifact=result.artifact,  # the tool's own (content_and_artifact)
         # Kept beside the text so observe can build step records without re-parsing the observation.
-        artifact={"status": result.status.value, "latency_ms": round(result.latency_ms, 3),
-                  "attempts": result.attempts},
+        response_metadata=gateway_facts(result.status.value, round(result.latency_ms, 3), result.attempts),
     )
 
 
@@ -40,12 +41,14 @@ class ToolCallTask(TypedDict):
     approved: NotRequired[bool]
     # What a person changed in the call, put before its result so the model does not retry its own version.
     note: NotRequired[str]
+    # The graph state, for a tool that asks for it (InjectedState, ToolRuntime); only then, it is not small.
+    state: NotRequired[dict[str, Any]]
 
 
 def not_run_message(call: dict[str, Any], why: str) -> ToolMessage:
     """The answer to a call a budget did not allow (status "not_run": no tool was called)."""
     return ToolMessage(content=why, tool_call_id=call["id"], name=call["name"], status="error",
-                       artifact={"status": "not_run", "latency_ms": 0.0, "attempts": 0})
+                       response_metadata=gateway_facts("not_run", 0.0, 0))
 
 
 def make_act(services: AgentServices) -> Node:
@@ -65,9 +68,11 @@ def make_act(services: AgentServices) -> Node:
         # The gateway is async: awaited under ainvoke, run on the sync bridge under invoke (see node_driver).
         # Gateway events go to LangGraph's `custom` stream (its writer is a no-op when that is not streamed); the
         # writer is taken here, in the node's context, never looked up on the bridge's loop thread.
+        injection = ToolInjection(state=task.get("state"), context=runtime.context, config=config,
+                                  store=runtime.store, stream_writer=runtime.stream_writer)
         result = yield from Await(services.gateway.execute(call, services.session(runtime.context, config),
                                                            events=runtime.stream_writer,
-                                                           approved=task.get("approved", False)))
+                                                           approved=task.get("approved", False), injection=injection))
         if note := task.get("note"):
             result.content = f"{note}\n{result.content}"
         return {"messages": [to_message(result)]}

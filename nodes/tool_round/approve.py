@@ -36,6 +36,7 @@ from reactgraph.nodes.state.context import Context, context_of
 from reactgraph.nodes.state.fields import approvals_of, iteration_of, usage_of
 from reactgraph.nodes.state.records import Approvals
 from reactgraph.nodes.tool_round.approval_answer import BadAnswer, Decision, read_answer
+from reactgraph.nodes.tool_round.gateway_facts import gateway_facts
 from reactgraph.tools import ToolSession, observations
 from reactgraph.tools.policies.observability.events import emit
 
@@ -154,7 +155,7 @@ def _update(state: AgentState, reply: AIMessage | None, current: dict[str, dict[
             reason = decision.reason if decision.kind == "reject" else "not approved"
             messages.append(ToolMessage(observations.rejected(asked["name"], reason), tool_call_id=call_id,
                                         name=asked["name"], status="error",
-                                        artifact={"status": "rejected", "latency_ms": 0.0, "attempts": 0}))
+                                        response_metadata=gateway_facts("rejected", 0.0, 0)))
         elif edited:
             notes[call_id] = (f"[A person edited this call before it ran; the model had asked for "
                               f"{asked['name']}({_compact(asked.get('args'))}).]")

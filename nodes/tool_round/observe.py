@@ -11,6 +11,7 @@ from reactgraph.nodes.conversation.transcript import last_ai, latest_tool_messag
 from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context, context_of
 from reactgraph.nodes.state.fields import iteration_of
+from reactgraph.nodes.tool_round.gateway_facts import facts_of
 
 
 def truncate(text: str, budget: int) -> str:
@@ -41,7 +42,7 @@ def observe(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
         shown = truncate(text, budget)
         if shown != text:
             shortened.append(message.model_copy(update={"content": shown}))  # same id: add_messages replaces it
-        facts = message.artifact if isinstance(message.artifact, dict) else {}
+        facts = facts_of(message)
         steps.append(make_step(
             step=iteration, node="act", thought=thought, action=message.name,
             action_input=_as_input(calls.get(message.tool_call_id, {}).get("args")), observation=shown,

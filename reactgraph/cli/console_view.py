@@ -58,13 +58,19 @@ class StepPrinter:
     def __init__(self, console: Console) -> None:
         self.console = console
         self._streaming = False
+        self._reply = ""  # the id of the reply being streamed
 
-    def token(self, node: str, text: str) -> None:
-        """A streamed model token, printed as it arrives; the step line that follows starts on a new line."""
+    def token(self, node: str, text: str, reply: str = "") -> None:
+        """A streamed model token, printed as it arrives. Each reply (each attempt: a node may ask again after a
+        reply in the wrong format) streams on one line of its own, its line breaks shown as spaces, and the step
+        line that follows starts on a new one."""
+        if self._streaming and reply != self._reply:
+            self.console.print()
+            self._streaming = False
         if not self._streaming:
             self.console.print(Text(f"    ({node}) ", style="dim"), end="")
-            self._streaming = True
-        self.console.print(Text(terminal_safe(text), style="dim"), end="", soft_wrap=True)
+            self._streaming, self._reply = True, reply
+        self.console.print(Text(terminal_safe(text.replace("\n", " ")), style="dim"), end="", soft_wrap=True)
 
     def line(self, text: Text) -> None:
         if self._streaming:

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from reactgraph.tools.injection import ToolInjection
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.policies.observability.events import EventSink
 from reactgraph.tools.result import ToolResult, ToolStatus
@@ -39,6 +40,8 @@ class CallContext:
     sink: EventSink | None = None
     # A person approved this call (the graphs' approval step); a tool that asks for approval runs only then.
     approved: bool = False
+    # What the running graph offers tools that ask for injected arguments (state, store, ToolRuntime).
+    injection: ToolInjection | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -55,10 +58,11 @@ class CallContext:
             raise LookupError(f"call {self.call_id!r}: a step ran before ArgumentValidation checked {self.name!r}")
         return self.params
 
-    def result(self, status: ToolStatus, content: str, *, value: Any = None, **detail: Any) -> ToolResult:
+    def result(self, status: ToolStatus, content: str, *, value: Any = None, artifact: Any = None,
+               **detail: Any) -> ToolResult:
         """A result for this call; latency is stamped by the telemetry policy on the way out."""
         return ToolResult(name=self.name, call_id=self.call_id, status=status, content=content,
-                          attempts=self.attempts, value=value, detail={**self.detail, **detail})
+                          attempts=self.attempts, value=value, detail={**self.detail, **detail}, artifact=artifact)
 
 
 Handler = Callable[[CallContext], Awaitable[ToolResult]]

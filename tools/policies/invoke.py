@@ -8,7 +8,7 @@ from typing import Any
 
 from reactgraph.tools import observations
 from reactgraph.tools.policies.base import CallContext
-from reactgraph.tools.result import ToolResult, ToolStatus
+from reactgraph.tools.result import ToolOutput, ToolResult, ToolStatus
 from reactgraph.tools.threads import ToolThreads
 
 
@@ -25,8 +25,13 @@ class Invoke:
     async def __call__(self, call: CallContext) -> ToolResult:
         kwargs = dict(call.arguments)  # field name → validated value, nested models kept as models
         tool = call.tool
+        if tool.injects is not None:  # what the runtime supplies, added after every check of what the model sent
+            kwargs.update(tool.injects.values(call.call_id, call.injection, []))
         if tool.is_async:
             value = await tool.run(**kwargs)
+            if isinstance(value, ToolOutput):
+                return call.result(ToolStatus.OK, observations.render_value(value.content), value=value.content,
+                                   artifact=value.artifact)
             return call.result(ToolStatus.OK, observations.render_value(value), value=value)
         stuck = self.threads.refusal(call.name)
         if stuck is not None:
