@@ -146,7 +146,7 @@ def test_a_plan_whose_every_step_failed_without_a_tool_is_never_answered():
 
 
 def test_a_text_protocol_closing_reply_without_a_final_answer_gives_none():
-    plan = AIMessage("", tool_calls=[call("Plan", "p1", steps=[{"goal": "look x up", "tool": "lookup"}])])
+    plan = AIMessage("1. look x up")  # the text protocol's plan: a numbered list
     action = 'Action: lookup\nAction Input: {"topic": "x"}'
     model = ScriptedChatModel.of(plan, AIMessage(f"Thought: look\n{action}"), AIMessage("Final Answer: notes on x"),
                                  AIMessage(f"Thought: I should look again.\n{action}"))  # the closing reply
