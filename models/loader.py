@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http
+import json
 import os
 import re
 import sys
@@ -10,13 +11,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable
 from pydantic import SecretStr
 
 from reactgraph.errors import ReactGraphError
 
 SPEC_HELP = "use 'offline', 'openai:<model>' (e.g. openai:gpt-4o-mini) or 'anthropic:<model>'"
 DEFAULT_RETRIES = 3
-DEFAULT_TIMEOUT_S = 60.0
+# A local model on a CPU (SmolLM2-135M on llama-server, 2 cores: ~55 tokens/s after a short prompt, ~8 after one
+# of 4-5k tokens) needs up to ~2 minutes for a reply of the default 1024 tokens (Context.max_output_tokens).
+DEFAULT_TIMEOUT_S = 120.0
+EMPTY_STREAM = "No generations found in stream"  # langchain-core's error for a stream that closed with no data
 SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 NONSTANDARD_STATUS = {529: "Overloaded"}  # Anthropic's "API temporarily overloaded" (retried like a 5xx)
 
@@ -80,16 +85,19 @@ def _credentials(env_prefix: str, provider: str) -> tuple[str, str | None]:
 
 def _openai(name: str, temperature: float, retries: int, timeout: float) -> BaseChatModel:
     try:
-        from langchain_openai import ChatOpenAI
+        from reactgraph.models.openai_compat import CompatibleChatOpenAI, provider_clients, tool_choice_setting
+        from reactgraph.models.structured_output import strategies
     except ImportError as exc:
         raise ModelConfigError("openai models need langchain-openai: pip install 'react-graph[openai]'") from exc
+    tool_choice, _ = tool_choice_setting(), strategies()  # a bad setting is one line now, not an error mid-run
     api_key, base_url = _credentials("OPENAI", "OpenAI")
     # langchain-openai asks for usage in the stream (`stream_options.include_usage`) only when no base URL is
     # set; without it a streamed run counts ~0 tokens. Compatible servers (vLLM, Ollama, LiteLLM) send the
     # usage chunk too; REACTGRAPH_STREAM_USAGE=0 turns the request off for one that rejects the option.
     stream_usage = os.environ.get("REACTGRAPH_STREAM_USAGE", "1").strip().lower() not in ("0", "false", "no", "off")
-    return ChatOpenAI(model=name, temperature=temperature, base_url=base_url, api_key=SecretStr(api_key),
-                      max_retries=retries, timeout=timeout, stream_usage=stream_usage)
+    return CompatibleChatOpenAI(model=name, temperature=temperature, base_url=base_url, api_key=SecretStr(api_key),
+                                max_retries=retries, timeout=timeout, stream_usage=stream_usage,
+                                default_tool_choice=tool_choice, **provider_clients())
 
 
 def _anthropic(name: str, temperature: float, retries: int, timeout: float) -> BaseChatModel:
@@ -116,6 +124,16 @@ def without_tool_use(model: BaseChatModel, tools: list[dict[str, Any]]) -> Any:
     if tools and anthropic is not None and isinstance(model, anthropic.ChatAnthropic):
         return model.bind_tools(tools, tool_choice={"type": "none"})
     return model
+
+
+def structured_runnable(model: Any, schema: type, *, plain_json: bool = False) -> Runnable:
+    """`model`'s structured output as `schema`, raw reply included. `plain_json`: a model that speaks the text
+    protocol may offer no tool calling or JSON schema, so an OpenAI-compatible one is asked for JSON in the text."""
+    compat = sys.modules.get("reactgraph.models.openai_compat")  # loaded if the model is one of its chat models
+    if plain_json and compat is not None and isinstance(model, compat.CompatibleChatOpenAI):
+        from reactgraph.models.structured_output import plain_json as json_in_text
+        return json_in_text(model, schema)
+    return model.with_structured_output(schema, include_raw=True)
 
 
 # --- failures --------------------------------------------------------------------------------------------
@@ -168,15 +186,54 @@ def _is_provider_error(exc: BaseException, status: int | None) -> bool:
         return False
 
 
-def is_transient_model_error(exc: BaseException) -> bool:
-    """Worth another attempt later: 408/409/429, 5xx (Anthropic's 529), a timeout or a connection that failed.
+_BAD_REQUEST = re.compile(
+    r"invalid|validat|bad request|not supported|unsupported|must be|is required|missing (field|param)|"
+    r"unknown (field|param|argument)|unrecognized|not allowed|not permitted|extra (fields|inputs)|"
+    r"exceeds? (the )?(context|maximum|max|available)|"
+    r"too (long|large|many)|context (length|size|window)|malformed|failed to parse|parse error", re.IGNORECASE)
 
-    The provider SDKs retry exactly these before raising; a bad key (401) or a bad request (400) is final.
+
+def says_request_is_bad(body: Any) -> bool:
+    """Whether an error body (the JSON error object, or its text) says the request itself is bad: some servers
+    answer a request they cannot validate with a 500, which the same request would get again."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        body = json.dumps(error) if isinstance(error, dict) else str(error)
+    text = str(body or "")
+    return "invalid_request" in text or bool(_BAD_REQUEST.search(text))
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower()
+
+
+def _is_empty_stream(exc: BaseException) -> bool:
+    return isinstance(exc, ValueError) and EMPTY_STREAM in str(exc)
+
+
+def is_transient_model_error(exc: BaseException) -> bool:
+    """Worth another attempt later: 408/409/429, 5xx (Anthropic's 529) unless its body says the request is bad,
+    a timeout, a connection that failed, or a stream that closed with no data.
+
+    A bad key (401) or a bad request (400, or a 500 that says so) is final.
     """
     status = _status(exc)
     if status is not None:
-        return status in (408, 409, 429) or status >= 500
+        # Only a plain 500 can be a validation error in disguise; 502/503/504/529 say the server is unavailable.
+        return status in (408, 409, 429) or (status >= 500 and not (status == 500 and says_request_is_bad(
+            getattr(exc, "body", None) or str(exc))))
+    if _is_empty_stream(exc):
+        return True
     return _is_provider_error(exc, None) or isinstance(exc, (TimeoutError, ConnectionError))
+
+
+def node_retries_for(exc: BaseException, temperature: float) -> int | None:
+    """At most this many re-runs of a node for `exc` (None: as many as the retry policy allows). A stream that
+    closed empty is worth one more try; so is a timeout at temperature 0, where the same request would most
+    likely take as long again."""
+    if _is_empty_stream(exc) or (temperature == 0 and _is_timeout(exc)):
+        return 1
+    return None
 
 
 def secrets() -> list[str]:
@@ -220,6 +277,9 @@ def describe_model_error(exc: BaseException, model: Any = None) -> str:
         reason = _root_cause(exc)
         line = f"model provider error: cannot connect to {where}" + (f" ({reason[:120]})" if reason else "")
     retries = getattr(model, "max_retries", None)
+    compat = sys.modules.get("reactgraph.models.openai_compat")
+    if compat is not None and isinstance(model, compat.CompatibleChatOpenAI) and _is_timeout(exc):
+        retries = 0  # its SDK does not retry a timeout (see openai_compat)
     if isinstance(retries, int) and retries and is_transient_model_error(exc):
         line += f" (after {retries} {'retry' if retries == 1 else 'retries'})"
     return redact(" ".join(line.split()), model)

@@ -54,7 +54,8 @@ def nodes_of(result) -> list[tuple[str, str]]:
 
 
 def test_a_model_that_fails_twice_with_transient_errors_then_answers_answers(gateway):
-    model = ScriptedChatModel.of(ProviderError(503, "overloaded"), TimeoutError("read timed out"),
+    # The timeout first: at temperature 0 a timeout is worth one more run of the node, not a third
+    model = ScriptedChatModel.of(TimeoutError("read timed out"), ProviderError(503, "overloaded"),
                                  AIMessage("The answer."))
     result = ask(build_react_graph(gateway, model=model, model_retry=FAST))
     assert (result["status"], result["final_answer"]) == ("answered", "The answer.")
@@ -93,8 +94,9 @@ def test_a_closing_call_that_keeps_failing_still_answers_from_the_records(gatewa
     model = ScriptedChatModel.of(tool_reply("look", call("lookup", topic="x")), *[TimeoutError("no reply")] * 3)
     result = ask(build_react_graph(gateway, model=model, model_retry=FAST), context=Context(reflection="rules",
                                                                                             max_iterations=1))
-    assert result["status"] == "failed" and len(model.requests) == 4
-    assert "gave up after 3 attempts" in result["final_answer"] and "notes on x" in result["final_answer"]
+    # the tool round, then the closing call twice: at temperature 0 a timeout is retried once, not twice
+    assert result["status"] == "failed" and len(model.requests) == 3
+    assert "gave up after 2 attempts" in result["final_answer"] and "notes on x" in result["final_answer"]
 
 
 def test_plan_and_solve_steps_survive_an_outage(gateway):

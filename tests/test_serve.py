@@ -228,6 +228,7 @@ def test_wait_answers_with_the_final_values_and_join_waits_for_a_background_run(
     final = client.runs.wait(thread["thread_id"], "react",
                              input=human("计算 10 * 7 等于多少"))
     assert final["status"] == "answered" and "70" in final["final_answer"]
+    assert final["usage"]["input_tokens"] > 0 and final["usage"]["output_tokens"] > 0  # the run's output counts
     run = client.runs.create(thread["thread_id"], "plan_solve",
                              input=human("计算 6 * 7 等于多少"))
     assert run["status"] == "pending"

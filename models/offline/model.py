@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -14,7 +15,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from reactgraph.models.token_estimate import usage_for
+from reactgraph.models.token_estimate import estimate_tokens, usage_for
 
 from .answer import final_answer
 from .conversation import Turn, read_turn
@@ -62,6 +63,22 @@ def _call_ids(turn: Turn, count: int) -> list[str]:
     return [f"call_{n}_{k}" for k in range(count)]
 
 
+def _cut_to(reply: AIMessage, limit: int | None) -> bool:
+    """Cut the reply's text to `limit` estimated tokens (tool calls stay whole); whether it was cut."""
+    text = reply.content if isinstance(reply.content, str) else ""
+    if not limit or estimate_tokens(text) <= limit:
+        return False
+    words = re.findall(r"\s*\S+", text)
+    kept, used = [], 0
+    for word in words:
+        used += estimate_tokens(word)
+        if used > limit:
+            break
+        kept.append(word)
+    reply.content = "".join(kept)
+    return True
+
+
 class OfflineChatModel(BaseChatModel):
     """Scripted offline chat model — deterministic rules, NOT a language model.
 
@@ -75,6 +92,7 @@ class OfflineChatModel(BaseChatModel):
     """
 
     model_name: str = MODEL_NAME
+    max_tokens: int | None = None  # a reply longer than this is cut there, finish_reason "length", as a server does
 
     @property
     def _llm_type(self) -> str:
@@ -112,10 +130,11 @@ class OfflineChatModel(BaseChatModel):
             reply = self._text_step(normalized, set(tool_names) if tools else text_tools(messages))
         else:
             reply = self._tool_step(normalized, set(tool_names) if tools else None)
+        cut = _cut_to(reply, kwargs.get("max_tokens") or self.max_tokens)
         reply.usage_metadata = usage_for(messages, reply, tools)
-        reply.response_metadata = {"model_name": self.model_name}
         # Where providers put them, so that tracing instrumentations read model name and finish reason
-        finish = "tool_calls" if reply.tool_calls else "stop"
+        finish = "length" if cut else "tool_calls" if reply.tool_calls else "stop"
+        reply.response_metadata = {"model_name": self.model_name, "finish_reason": finish}
         return ChatResult(generations=[ChatGeneration(message=reply, generation_info={"finish_reason": finish})],
                           llm_output={"model_name": self.model_name})
 

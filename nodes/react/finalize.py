@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import cast
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
@@ -15,7 +16,7 @@ from reactgraph.nodes.closing.closing import (
     observations_digest,
     settle_answer,
 )
-from reactgraph.nodes.conversation.transcript import pending_calls
+from reactgraph.nodes.conversation.transcript import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.prompting.repetition import without_repetition
@@ -69,8 +70,11 @@ def make_finalize(services: AgentServices) -> Node:
             return finish_turn(state, "finalize", final_answer_of(state) or "The run failed.", reason="failure",
                                started=started, status="failed")
         if (answer := model_answer(state)) is not None:
+            reply = cast(AIMessage, state["messages"][-1])  # model_answer found the model's own reply there
+            # The model's tokens are counted where its answer is recorded, as observe does for a tool round.
             return (yield from settle_answer(services, state, runtime, answer, node="finalize",
-                                             reason="model answered", started=started, reply=state["messages"][-1]))
+                                             reason="model answered", started=started, reply=reply,
+                                             tokens=tokens_of(reply)))
         if exhausted(usage_of(state), runtime.context) is not None:
             return (yield from budget_close(services, state, runtime, config, node="finalize", started=started,
                                             system=prompts.FINALIZE_PROMPT.format(

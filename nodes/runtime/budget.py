@@ -114,6 +114,17 @@ def _reply_of(result: Any) -> AIMessage | None:
     return raw if isinstance(raw, AIMessage) else None
 
 
+def _reported(reply: AIMessage, request_input: Any) -> dict[str, Any]:
+    """The reply's token usage: the provider's where it reported one, else the one estimate over prompt and reply,
+    written onto the reply so that its step records it too (a reply's `usage_metadata` is what steps count)."""
+    metadata: dict[str, Any] = dict(reply.usage_metadata or {})
+    if metadata.get("total_tokens"):
+        return metadata
+    prompt = [m for m in request_input if isinstance(m, BaseMessage)] if isinstance(request_input, list) else []
+    reply.usage_metadata = usage_for(prompt, reply)
+    return dict(reply.usage_metadata)
+
+
 def call_usage(request_input: Any, result: Any, model: str) -> Usage:
     """The usage of one call a node made: a tool call, or a model call's tokens (its reply's `usage_metadata`,
     else the project's estimate over prompt and reply) and their cost. A subgraph's result counts nothing here:
@@ -123,14 +134,9 @@ def call_usage(request_input: Any, result: Any, model: str) -> Usage:
     reply = _reply_of(result)
     if reply is None:
         return Usage()
-    metadata: dict[str, Any] = dict(reply.usage_metadata or {})
-    if metadata.get("total_tokens"):
-        tokens_in, tokens_out = int(metadata.get("input_tokens") or 0), int(metadata.get("output_tokens") or 0)
-        tokens_in = tokens_in or max(int(metadata["total_tokens"]) - tokens_out, 0)
-    else:
-        prompt = [m for m in request_input if isinstance(m, BaseMessage)] if isinstance(request_input, list) else []
-        estimate = usage_for(prompt, reply)
-        tokens_in, tokens_out = estimate["input_tokens"], estimate["output_tokens"]
+    metadata = _reported(reply, request_input)
+    tokens_in, tokens_out = int(metadata.get("input_tokens") or 0), int(metadata.get("output_tokens") or 0)
+    tokens_in = tokens_in or max(int(metadata.get("total_tokens") or 0) - tokens_out, 0)
     price = price_of(model) or (0.0, 0.0)
     cost = (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000
     return Usage(input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=round(cost, 9))
@@ -154,7 +160,8 @@ def exhausted(usage: Mapping[str, Any] | None, context: Context) -> Budget | Non
     usage = usage or {}
     used: dict[BudgetKind, float] = {"max_model_tokens": tokens_used(usage),
                                      "max_cost_usd": round(float(usage.get("cost_usd", 0.0)), 6),
-                                     "max_tool_calls": int(usage.get("tool_calls", 0))}
+                                     "max_tool_calls": int(usage.get("tool_calls", 0)),
+                                     "max_model_seconds": round(float(usage.get("model_seconds", 0.0)), 3)}
     for kind, spent in used.items():
         limit = getattr(context, kind)
         if limit is None or spent < limit:
@@ -189,13 +196,15 @@ def remaining_context(usage: Mapping[str, Any] | None, context: Context) -> Cont
         changes["max_model_tokens"] = max(context.max_model_tokens - tokens_used(usage), 1)
     if context.max_cost_usd is not None:
         changes["max_cost_usd"] = max(context.max_cost_usd - float(usage.get("cost_usd", 0.0)), 1e-9)
+    if context.max_model_seconds is not None:
+        changes["max_model_seconds"] = max(context.max_model_seconds - float(usage.get("model_seconds", 0.0)), 1e-3)
     return replace(context, **changes) if changes else context
 
 
 _WHAT = {"max_tool_calls": "tool-call budget of {limit:g}", "max_model_tokens": "model-token budget of {limit:g}",
-         "max_cost_usd": "cost budget of ${limit:g}"}
+         "max_cost_usd": "cost budget of ${limit:g}", "max_model_seconds": "model-time budget of {limit:g}s"}
 _WHAT_ZH = {"max_tool_calls": "工具调用预算（{limit:g} 次）", "max_model_tokens": "模型 token 预算（{limit:g}）",
-            "max_cost_usd": "费用预算（${limit:g}）"}
+            "max_cost_usd": "费用预算（${limit:g}）", "max_model_seconds": "模型时间预算（{limit:g} 秒）"}
 
 
 def describe(budget: Mapping[str, Any], lang_zh: bool = False) -> str:

@@ -5,7 +5,9 @@ Two layers, outermost last: the provider SDK retries a call a few times within s
 again after a longer pause (REACTGRAPH_NODE_RETRIES times, the first after REACTGRAPH_NODE_RETRY_DELAY
 seconds, doubling up to a minute). While it waits the run is unfinished, so a process that dies meanwhile
 leaves a checkpoint the run resumes from. On the last attempt the error goes to the node's own handling:
-the run ends `failed` with one line, as it did without retries.
+the run ends `failed` with one line, as it did without retries. Some errors get fewer re-runs whatever the
+policy says (loader.node_retries_for): a timeout at temperature 0 and a stream that closed empty get one. A
+timeout is not retried by the SDK at all (models/openai_compat.py), so it is sent at most twice.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.types import RetryPolicy
 
-from reactgraph.models.loader import describe_model_error, env_number, is_transient_model_error
+from reactgraph.models.loader import describe_model_error, env_number, is_transient_model_error, node_retries_for
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -61,7 +63,11 @@ def leave_to_retry(policy: RetryPolicy | None, runtime: Runtime[Any], exc: Excep
     """
     if policy is None or runtime.execution_info is None:
         return False
-    return attempt_of(runtime) < policy.max_attempts and _matches(policy, exc)
+    attempts = policy.max_attempts
+    temperature = getattr(runtime.context, "temperature", 0.0)
+    if (retries := node_retries_for(exc, temperature)) is not None:
+        attempts = min(attempts, retries + 1)
+    return attempt_of(runtime) < attempts and _matches(policy, exc)
 
 
 def model_failure(exc: BaseException, model: Any, runtime: Runtime[Any]) -> str:

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.runnables.config import set_config_context
+from langgraph.pregel import Pregel
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Overwrite, RetryPolicy
 
@@ -78,9 +80,13 @@ def _runtime() -> Runtime[Context]:
     return runtime.override(context=resolve_context(runtime.context))
 
 
-def _counted(usage: Usage, request: Request, result: Any, runtime: Runtime[Context]) -> Usage:
-    """`usage` plus what this call used (a model reply's tokens and cost, a tool call); see budget.call_usage."""
+def _counted(usage: Usage, request: Request, result: Any, runtime: Runtime[Context], started: float) -> Usage:
+    """`usage` plus what this call used (a model reply's tokens and cost, a tool call; see budget.call_usage) and,
+    for a model call, the seconds it took (a failed one too: a timeout spends the model-time budget). A subgraph
+    (a Reflexion trial) is no model call: its own nodes count their calls."""
     spent = call_usage(request.input if isinstance(request, Call) else None, result, runtime.context.model)
+    if isinstance(request, Call) and not isinstance(request.runnable, Pregel):
+        spent = Usage(**spent, model_seconds=round(time.perf_counter() - started, 6))
     return add_usage(usage, spent) if spent else usage
 
 
@@ -113,15 +119,15 @@ def drive(steps: Steps, runtime: Runtime[Context], retry: RetryPolicy | None, na
     try:
         request = next(steps)
         while True:
-            result, failure = None, None
+            result, failure, started = None, None, time.perf_counter()
             try:
                 if isinstance(request, Call):
                     result = request.runnable.invoke(request.input, request.config, **request.kwargs)
                 else:
                     result = run_sync(request.coroutine)
-                usage = _counted(usage, request, result, runtime)
             except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
                 failure = exc
+            usage = _counted(usage, request, result, runtime, started)
             request = _answer(steps, result, failure, retry, runtime, name)
     except StopIteration as done:
         return done.value, usage
@@ -134,15 +140,15 @@ async def adrive(steps: Steps, runtime: Runtime[Context], retry: RetryPolicy | N
     try:
         request = next(steps)
         while True:
-            result, failure = None, None
+            result, failure, started = None, None, time.perf_counter()
             try:
                 if isinstance(request, Call):
                     result = await request.runnable.ainvoke(request.input, request.config, **request.kwargs)
                 else:
                     result = await request.coroutine
-                usage = _counted(usage, request, result, runtime)
             except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
                 failure = exc
+            usage = _counted(usage, request, result, runtime, started)
             request = _answer(steps, result, failure, retry, runtime, name)
     except StopIteration as done:
         return done.value, usage

@@ -4,17 +4,19 @@ of the nodes that call a model, and what is derived from those once rather than 
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.types import RetryPolicy
 
-from reactgraph.models.loader import load_chat_model
+from reactgraph.models.loader import load_chat_model, structured_runnable
 from reactgraph.nodes.runtime.model_retry import model_retry_policy
 from reactgraph.nodes.state.context import Context, UnknownToolNames, unknown_tool_names
 from reactgraph.tools import ToolGateway, ToolMeta, ToolSession
+
+STRUCTURED_SHARE = 2  # plans, reflections, lessons and summaries: at most half a reply's tokens
 
 
 class AgentServices:
@@ -31,13 +33,27 @@ class AgentServices:
         self._schemas: dict[int, tuple[ToolMeta, dict[str, Any]]] = {}
         self._derived: dict[tuple[Any, ...], tuple[Any, Runnable]] = {}
 
-    def model(self, context: Context) -> BaseChatModel:
+    def _loaded(self, context: Context) -> BaseChatModel:
         if self.fixed_model is not None:
             return self.fixed_model
         key = (context.model, context.temperature)
         if key not in self._models:
             self._models[key] = load_chat_model(*key)
         return self._models[key]
+
+    def _bounded(self, context: Context, limit: int) -> BaseChatModel:
+        """The model with replies of at most `limit` tokens (`max_tokens` on every request). A model without that
+        setting (a test's scripted model) is used as it is."""
+        model = self._loaded(context)
+        if "max_tokens" not in type(model).model_fields:
+            return model
+        bounded = self._derive(("bounded", id(model), limit), model,
+                               lambda: model.model_copy(update={"max_tokens": limit}))
+        return cast(BaseChatModel, bounded)
+
+    def model(self, context: Context) -> BaseChatModel:
+        """The run's model, its replies bounded by `Context.max_output_tokens`."""
+        return self._bounded(context, context.max_output_tokens)
 
     def model_name(self, context: Context) -> str:
         model = self.model(context)
@@ -82,10 +98,13 @@ class AgentServices:
                             lambda: model.bind_tools(schemas))
 
     def structured(self, context: Context, schema: type) -> Runnable:
-        """The model's structured output as `schema`, raw reply included (`{"raw", "parsed", "parsing_error"}`)."""
-        model = self.model(context)
-        return self._derive(("structured", id(model), schema), model,
-                            lambda: _unstreamed(model).with_structured_output(schema, include_raw=True)
+        """The model's structured output as `schema`, raw reply included (`{"raw", "parsed", "parsing_error"}`).
+        Plans, reflections, lessons and summaries are short: their replies get a share of max_output_tokens. In
+        the text protocol the model is asked for JSON in its text (it may offer no tool calling or JSON schema)."""
+        model = self._bounded(context, max(16, context.max_output_tokens // STRUCTURED_SHARE))
+        plain = context.protocol == "text"
+        return self._derive(("structured", id(model), schema, plain), model,
+                            lambda: structured_runnable(_unstreamed(model), schema, plain_json=plain)
                             .with_config(tags=[TAG_NOSTREAM]))  # nor is the whole reply a `messages` event
 
 

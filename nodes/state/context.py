@@ -73,6 +73,11 @@ class Context:
     memory_window: Annotated[int, Field(ge=2, le=1000, description=(
         "Messages kept verbatim in the prompt; older ones are folded into a running summary."))] = 8
     temperature: Annotated[float, Field(ge=0.0, le=2.0, description="Sampling temperature of the model.")] = 0.0
+    # One field for every reply's length: plans, reflections and summaries get a fixed share of it
+    # (nodes/runtime/services.py), so a degenerate model stops early everywhere without a field per purpose.
+    max_output_tokens: Annotated[int, Field(ge=16, le=100_000, description=(
+        "Most tokens one model reply may have (sent as max_tokens); plans, reflections and summaries get half. "
+        "A reply cut there is marked truncated."))] = 1024
     system_prompt: Annotated[str, Field(max_length=20_000, description=(
         "System prompt of the think step."))] = prompts.SYSTEM_PROMPT
     # Plan-and-Solve only; off by default so the classic static plan stays measurable against replanning.
@@ -89,6 +94,10 @@ class Context:
     max_cost_usd: Annotated[float | None, Field(gt=0, le=10_000, description=(
         "Budget: model cost in USD per question, from the price table (nodes/runtime/budget.py, extended by "
         "$REACTGRAPH_PRICES); a model without a price counts 0. Empty means no budget."))] = None
+
+    max_model_seconds: Annotated[float | None, Field(gt=0, le=86_400, description=(
+        "Budget: seconds spent waiting for model replies per question (failed calls included). Empty means no "
+        "budget."))] = None
 
     mcp_config: Annotated[str, Field(max_length=4096, description=(
         "Path of an MCP config file ({\"mcpServers\": {name: {...}}}, as for `--mcp`) whose servers' tools this "

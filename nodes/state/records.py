@@ -23,7 +23,7 @@ FinalizeReason = Literal["budget", "limit", "repeated", "enough", "format"]
 SolveReason = Literal["budget", "limit", "done", "empty", "format"]
 CloseReason = Literal[FinalizeReason, SolveReason, "model answered", "failure"]
 # Which budget ran out.
-BudgetKind = Literal["max_tool_calls", "max_model_tokens", "max_cost_usd"]
+BudgetKind = Literal["max_tool_calls", "max_model_tokens", "max_cost_usd", "max_model_seconds"]
 # Who gave the coverage account: the model (its reflection verdict, its plan, or the closing self-check), or
 # nobody ("unchecked": the check was off, or the model's check failed or could not be read).
 CoverageJudge = Literal["model", "unchecked"]
@@ -37,6 +37,7 @@ class Usage(TypedDict, total=False):
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    model_seconds: float  # time spent waiting for model calls, failed ones included
 
 
 class Budget(TypedDict):

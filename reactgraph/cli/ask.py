@@ -50,6 +50,7 @@ from reactgraph.cli.shared import (
     session_option,
     store_errors,
 )
+from reactgraph.cli.usage import usage_totals
 
 BUSY_EXIT = 75  # EX_TEMPFAIL: the session is busy with another turn; the same command later will run
 WAIT_HELP = "Seconds to wait for another turn on the same session to finish before giving up (exit 75)."
@@ -234,7 +235,8 @@ def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: 
     """What `--json` prints: the one object documented in the README."""
     return {"answer": result.get("final_answer"), "status": result.get("status"), "coverage": result.get("coverage"),
             "session": session, "model": model, "iterations": result.get("iteration", 0),
-            "elapsed_s": round(elapsed, 3), "resumed": mode == "resume", "steps": result.get("steps", [])}
+            "elapsed_s": round(elapsed, 3), "resumed": mode == "resume", "usage": usage_totals(result),
+            "steps": result.get("steps", [])}
 
 
 def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | None,

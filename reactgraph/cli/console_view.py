@@ -10,6 +10,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from reactgraph.cli.terminal_text import terminal_safe
+from reactgraph.cli.usage import usage_totals
 from reactgraph.nodes.conversation.transcript import pending_calls
 
 STATUS_STYLE = {"ok": "green", "answered": "green", "partial": "yellow", "no_answer": "yellow",
@@ -137,8 +138,7 @@ class StepPrinter:
             self.console.print()
             self._streaming = False
         status = result.get("status") or "failed"
-        steps = result.get("steps", [])
-        tokens = sum(s.get("tokens", 0) for s in steps)
+        tokens = usage_totals(result)["total_tokens"]
         # A status no model's account of the question's parts backs says so (statuses.md: coverage "unchecked").
         unchecked = " · coverage unchecked" if (result.get("coverage") or {}).get("by") == "unchecked" else ""
         title = (f"Final answer · {status}{unchecked} · {result.get('iteration', 0)} iteration(s) · "

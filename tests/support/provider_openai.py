@@ -62,6 +62,14 @@ def _cut_at_stop(content: str, stop: Any) -> str:
     return content[:min(cuts)] if cuts else content
 
 
+def _cut_at_limit(content: str | None, limit: Any) -> tuple[str | None, bool]:
+    """The content within `limit` tokens (a word a token), and whether it was cut."""
+    words = re.findall(r"\s*\S+", content or "")
+    if not isinstance(limit, int) or len(words) <= limit:
+        return content, False
+    return "".join(words[:limit]), True
+
+
 def _arguments(args: dict[str, Any] | str) -> str:
     return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
 
@@ -102,14 +110,18 @@ def answer(handler: Any, server: Any, body: dict[str, Any], reply: Any) -> None:
         return
     if reply.structured is not None:
         reply = replace(reply, content=json.dumps(reply.structured, ensure_ascii=False))
+    if reply.empty and body.get("stream"):
+        handler.send_events(["data: [DONE]\n\n"])
+        return
     content = reply.content
     if not reply.ignore_stop and content is not None:
         content = _cut_at_stop(content, body.get("stop"))
+    content, cut = _cut_at_limit(content, body.get("max_tokens") or body.get("max_completion_tokens"))
     tool_calls = [(name, _arguments(args)) for name, args in reply.tool_calls]
     usage = _usage(body, content, tool_calls)
     n = len(server.requests)
     base = {"id": f"chatcmpl-{n}", "created": int(time.time()), "model": body.get("model", "?")}
-    finish = "length" if reply.cut_off else "tool_calls" if tool_calls else "stop"
+    finish = "length" if cut or reply.cut_off else "tool_calls" if tool_calls else "stop"
     if not body.get("stream"):
         server.usage_sent.append(usage)
         handler.send_json(200, {**base, "object": "chat.completion", "usage": usage,

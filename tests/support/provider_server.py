@@ -11,8 +11,10 @@ under them) can be exercised end to end without a network:
   in `server.rejections`. See provider_anthropic.py.
 
 The script is one queue whichever shape asks: text, tool calls (several in one reply, or with malformed
-arguments), structured output, stop words, errors in the provider's JSON shape with retry hints, delays. A reply
-may also be a callable of the request body. When the script runs out, every call gets a 500.
+arguments), structured output, stop words, errors in the provider's JSON shape with retry hints, delays, an empty
+stream. A reply may also be a callable of the request body. When the script runs out, every call gets a 500. The
+OpenAI shape honours `max_tokens` (a word a token: longer content is cut, finish_reason "length") and sends the
+usage (in a last chunk when the stream asks for it).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     ignore_stop: bool = False  # some servers do not honour stop words; the client must cope
+    empty: bool = False  # a streamed reply that closes with no data (llama.cpp under load)
     cut_off: bool = False  # stopped at the output-token limit (OpenAI: finish_reason "length"; Anthropic: "max_tokens")
 
 
@@ -70,6 +73,11 @@ def structured(value: dict[str, Any]) -> Reply:
 def error(status: int, message: str = "scripted failure", retry_after_ms: int = 10) -> Reply:
     # A short retry hint keeps the client's backoff (and so the tests) fast.
     return Reply(status=status, error=message, headers={"retry-after-ms": str(retry_after_ms)})
+
+
+def empty_stream() -> Reply:
+    """A stream that ends at once: `data: [DONE]` and nothing before it."""
+    return Reply(empty=True)
 
 
 def slow(seconds: float, reply: Reply | None = None) -> Reply:
