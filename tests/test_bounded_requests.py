@@ -94,14 +94,14 @@ def test_a_server_without_json_schema_gets_function_calling_from_then_on(provide
     assert kinds[2] == {"type": "function", "function": {"name": "ReflectionVerdict"}}
 
 
-def test_a_text_protocol_plan_asks_for_json_in_the_text_not_a_json_schema(provider):
-    plan = json.dumps(SAMPLES["Plan"])
+def test_a_text_protocol_plan_is_asked_for_as_a_numbered_list_not_a_json_schema(provider):
+    plan = "Parts: 6 * 7\nPlan:\n1. Compute 6 * 7 (tool: calculator)"
     with ProviderServer(text(plan), text("Final Answer: 6 * 7 = 42."), text("6 * 7 = 42.")) as server:
         provider(server)
         result = run(build_plan_solve_graph(), protocol="text")
     assert result["steps"][0]["status"] == "plan" and "42" in result["final_answer"]
     assert "response_format" not in server.requests[0] and "tools" not in server.requests[0]
-    assert "JSON" in server.requests[0]["messages"][-1]["content"]
+    assert "a numbered list" in json.dumps(server.requests[0]["messages"])
 
 
 # --- failures that cost a bounded number of requests ------------------------------------------------------
