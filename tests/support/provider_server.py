@@ -46,10 +46,16 @@ class Reply:
     delay_s: float = 0.0
     ignore_stop: bool = False  # some servers do not honour stop words; the client must cope
     empty: bool = False  # a streamed reply that closes with no data (llama.cpp under load)
+    cut_off: bool = False  # stopped at the output-token limit (OpenAI: finish_reason "length"; Anthropic: "max_tokens")
 
 
 def text(content: str, *, ignore_stop: bool = False) -> Reply:
     return Reply(content=content, ignore_stop=ignore_stop)
+
+
+def cut_off(content: str) -> Reply:
+    """Text that stopped at the output-token limit, as the provider reports it."""
+    return Reply(content=content, cut_off=True)
 
 
 def calls(*named: tuple[str, dict[str, Any] | str], content: str = "") -> Reply:
@@ -84,6 +90,11 @@ def verdict(enough: bool = False, *, note: str = "", tool_error: bool = False) -
     """A reflection verdict (reactgraph's ReflectionVerdict) as structured output."""
     return structured({"enough_information": enough, "tool_error": tool_error, "need_other_tool": False,
                        "repeated_call": False, "note": note})
+
+
+def closing_check(parts: list[str], missing: list[str] | None = None) -> Reply:
+    """A closing self-check (reactgraph's ClosingCheck) as structured output."""
+    return structured({"parts": parts, "missing": list(missing or [])})
 
 
 Responder = Callable[[dict[str, Any]], Reply]
