@@ -82,7 +82,8 @@ def echo(text: str) -> str:
 def ours(model: EpisodeModel):
     gateway = ToolGateway([echo])
     graph = build_react_graph(gateway, checkpointer=InMemorySaver(), model=model)
-    context = Context(reflection="rules", max_iterations=TOOL_CALLS + 1)
+    # No closing self-check: create_agent makes none, and the comparison is of the same model calls.
+    context = Context(reflection="rules", closing_check=False, max_iterations=TOOL_CALLS + 1)
     return graph, {"context": context}
 
 
@@ -127,7 +128,7 @@ def overhead(runs: int, first: str = "ours") -> dict[str, float]:
 async def _sessions_wall(sessions: int, delay_s: float) -> float:
     model = EpisodeModel(delay_s=delay_s, tool_calls_per_episode=1)
     graph = build_react_graph(ToolGateway([echo]), checkpointer=InMemorySaver(), model=model)
-    context = Context(reflection="rules")
+    context = Context(reflection="rules", closing_check=False)  # two model calls per session, as create_agent's
     started = time.perf_counter()
     await asyncio.gather(*(graph.ainvoke({"messages": [HumanMessage("go")]}, context=context,
                                          config={"configurable": {"thread_id": f"s{i}"}}) for i in range(sessions)))

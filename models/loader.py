@@ -16,7 +16,8 @@ from pydantic import SecretStr
 
 from reactgraph.errors import ReactGraphError
 
-SPEC_HELP = "use 'offline', 'openai:<model>' (e.g. openai:gpt-4o-mini) or 'anthropic:<model>'"
+SPEC_HELP = ("use 'offline', 'openai:<model>' (e.g. openai:gpt-4o-mini), 'anthropic:<model>' or 'test' "
+             "(calls the tools from their schemas, no key: 'test:<tool>,<tool>' picks them)")
 DEFAULT_RETRIES = 3
 # A local model on a CPU (SmolLM2-135M on llama-server, 2 cores: ~55 tokens/s after a short prompt, ~8 after one
 # of 4-5k tokens) needs up to ~2 minutes for a reply of the default 1024 tokens (Context.max_output_tokens).
@@ -35,6 +36,8 @@ def parse_spec(spec: str) -> tuple[str, str]:
     spec = (spec or "").strip()
     if spec == "offline" or spec.startswith(("offline-noisy:", "offline:noisy=")):  # noisy: offline/noisy.py
         return "offline", "offline-scripted" if spec == "offline" else spec
+    if spec == "test" or spec.startswith("test:"):  # models/schema_test_model.py
+        return "test", spec
     provider, sep, name = spec.partition(":")
     if not sep or provider not in ("openai", "anthropic") or not name.strip():
         raise ModelConfigError(f"unknown model spec {spec!r}: {SPEC_HELP}")
@@ -62,6 +65,9 @@ def load_chat_model(spec: str, temperature: float = 0.0, *, retries: int | None 
     if provider == "offline":
         from reactgraph.models.offline.noisy import offline_model
         return offline_model(spec)
+    if provider == "test":
+        from reactgraph.models.schema_test_model import test_model
+        return test_model(spec)
     # The provider SDKs retry 408/409/429/5xx, timeouts and refused connections with exponential backoff
     # (honouring Retry-After); `retries` bounds that, `timeout` bounds each attempt.
     retries = env_number("REACTGRAPH_MODEL_RETRIES", DEFAULT_RETRIES, int) if retries is None else retries

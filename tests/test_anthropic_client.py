@@ -24,7 +24,7 @@ from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_
 from reactgraph.models.loader import describe_model_error, without_tool_use
 from reactgraph.tools import ToolSession, default_gateway
 from support.cli_env import clean_env, run_in_process
-from support.provider_server import ProviderServer, calls, error, slow, text, verdict
+from support.provider_server import ProviderServer, calls, closing_check, error, slow, text, verdict
 
 anthropic = pytest.importorskip("anthropic")
 pytest.importorskip("langchain_anthropic")
@@ -56,6 +56,9 @@ def provider(monkeypatch):
 
 
 def ask(question: str, checkpointer=None, **context):
+    """A ReAct run on the server's script; without the closing self-check unless asked (`closing_check=True`):
+    these tests script the calls they are about."""
+    context.setdefault("closing_check", False)
     graph = build_react_graph(checkpointer=checkpointer)
     config = {"configurable": {"thread_id": "t1"}}
     return graph.invoke({"messages": [HumanMessage(question)]}, config=config,
@@ -277,7 +280,8 @@ async def test_stream_mode_messages_yields_the_providers_tokens(provider):
         provider(server)
         graph = build_react_graph()
         chunks = [(chunk, meta["langgraph_node"]) async for chunk, meta in graph.astream(
-            {"messages": [HumanMessage("Tokyo time?")]}, context=Context(model=MODEL), stream_mode="messages")]
+            {"messages": [HumanMessage("Tokyo time?")]}, context=Context(model=MODEL, closing_check=False),
+            stream_mode="messages")]
     assert server.rejections == [] and len(server.requests) == 3
     think, reflect, finalize = server.requests
     # the structured verdict is one plain request: its tokens are JSON, nothing to show (nodes/runtime/services.py)
@@ -425,12 +429,13 @@ def test_the_cli_runs_against_the_provider():
 def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path, run_cli):
     store = tmp_path / "sessions.db"
     with ProviderServer(calls(("search", {"query": "LangGraph"})), verdict(True), text("A graph library."),
+                      closing_check(["what LangGraph is"]),
                          error(401, f"invalid x-api-key: {SECRET}")) as server:
         done = run_cli("What is LangGraph?", "--json", "--debug", "--session", "s1",
                        "--store", f"sqlite:///{store}", server=server)
         failed = run_cli("again", "--json", "--session", "s1", "--store", f"sqlite:///{store}", server=server)
     assert done.returncode == 0, done.stderr
-    assert server.api_keys() == [SECRET] * 4  # it was used…
+    assert server.api_keys() == [SECRET] * 5  # it was used…
     assert failed.returncode == 1
     assert json.loads(failed.stdout)["answer"] == (
         f"model provider error: 401 Unauthorized from {server.anthropic_url}: invalid x-api-key: ***")

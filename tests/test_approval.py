@@ -269,9 +269,12 @@ def test_context_approval_turns_asking_off_or_on_for_a_run(ran):
     graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=ScriptedChatModel.of(
         tool_reply("Delete.", call("delete_file", "c1", path="/a")), AIMessage("Done."),
         tool_reply("Look.", call("lookup", "c2", topic="y")), AIMessage("Done.")))
-    result, _ = start(graph, "do it", "t1", Context(reflection="rules", approval={"delete_file": "never"}))
+    # No closing self-check: the script holds the two runs' replies only.
+    result, _ = start(graph, "do it", "t1", Context(reflection="rules", closing_check=False,
+                                                    approval={"delete_file": "never"}))
     assert "__interrupt__" not in result and ran == ["delete:/a"]
-    result, _ = start(graph, "look", "t2", Context(reflection="rules", approval={"lookup": "always"}))
+    result, _ = start(graph, "look", "t2", Context(reflection="rules", closing_check=False,
+                                                   approval={"lookup": "always"}))
     assert paused_on(result)["calls"][0]["name"] == "lookup"
 
 

@@ -362,7 +362,8 @@ def _lesson(total: int) -> AIMessage:
 def test_a_budget_used_up_by_reflexions_evaluation_ends_the_run_budget_exhausted(question):
     model = ScriptedChatModel.of(_with_usage(AIMessage("x is a letter."), 20), _judged(False, 200),
                                  AIMessage("never asked"))
-    result = ask(build_reflexion_graph(notes_gateway(), model=model), question, Context(max_model_tokens=100))
+    result = ask(build_reflexion_graph(notes_gateway(), model=model), question,
+                 Context(max_model_tokens=100, closing_check=False))  # the trial's one call is its answer
     assert len(model.requests) == 2  # the trial, its evaluation; no lesson, no second trial
     assert result["status"] == "budget_exhausted" and result["stop_reason"] == "budget"
     assert result["budget"] == {"kind": "max_model_tokens", "limit": 100, "used": 220}
@@ -375,7 +376,8 @@ def test_a_budget_used_up_by_reflexions_evaluation_ends_the_run_budget_exhausted
 def test_a_budget_used_up_by_reflexions_lesson_ends_the_run_before_another_trial():
     model = ScriptedChatModel.of(_with_usage(AIMessage("x is a letter."), 20), _judged(False, 20), _lesson(200),
                                  AIMessage("never asked"))
-    result = ask(build_reflexion_graph(notes_gateway(), model=model), "what is x?", Context(max_model_tokens=100))
+    result = ask(build_reflexion_graph(notes_gateway(), model=model), "what is x?",
+                 Context(max_model_tokens=100, closing_check=False))  # the trial's one call is its answer
     assert len(model.requests) == 3 and result["trial"] == 1
     assert result["status"] == "budget_exhausted" and result["budget"]["kind"] == "max_model_tokens"
     assert result["lessons"] == ["Look part 2 up too."]  # the lesson it paid for is kept

@@ -61,7 +61,7 @@ def test_the_cassettes_hold_the_replies_that_real_models_give_and_scripts_do_not
     replies = [(kind, reply) for c in loaded for kind, reply in zip(c.kinds, c.replies, strict=True)]
     assert {c.scenario["graph"] for c in loaded} == {"react", "plan_solve", "reflexion"}
     assert {c.scenario["protocol"] for c in loaded} == {"tools", "text"}
-    assert any(reply.finish_reason == "length" for _, reply in replies)
+    assert any(reply.cut_off for _, reply in replies)
     assert any(kind == "tools" and reply.status == 200 and not reply.tool_calls for kind, reply in replies)
 
 

@@ -79,3 +79,21 @@ def test_no_module_imports_the_old_top_level_names():
             if target.split(".")[0] in old:
                 found.append(f"{module} imports {target}")
     assert found == []
+
+
+OFFLINE_MODEL = "reactgraph.models.offline"
+# The one product module that may know the scripted model: the loader builds it for the spec "offline".
+MODEL_LOADER = "reactgraph.models.loader"
+
+
+def test_no_product_module_but_the_loader_imports_the_offline_model():
+    """The offline model is a model like any other: statuses, coverage, token counts and prompts never ask for it."""
+    found = []
+    for module, path in product_modules():
+        if module in (MODEL_LOADER, OFFLINE_MODEL) or module.startswith(OFFLINE_MODEL + "."):
+            continue
+        found += [f"{module} imports {target}" for target in imported_modules(path, module)
+                  if target == OFFLINE_MODEL or target.startswith(OFFLINE_MODEL + ".")]
+    assert found == []
+    loader = dict(product_modules())[MODEL_LOADER]
+    assert any(target.startswith(OFFLINE_MODEL) for target in imported_modules(loader, MODEL_LOADER))

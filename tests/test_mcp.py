@@ -363,7 +363,7 @@ def test_the_react_graph_answers_through_an_mcp_tool(gateway):
     model = ScriptedChatModel.of(tool_reply("add them", call("add", a=40, b=2)), AIMessage("It is 42."))
     graph = build_react_graph(gateway, model=model)
     result = graph.invoke({"messages": [HumanMessage("40 + 2?")]}, config={"configurable": {"thread_id": "m"}},
-                          context=Context(reflection="off", approval={"mcp": "never"}))
+                          context=Context(reflection="off", closing_check=False, approval={"mcp": "never"}))
     assert result["final_answer"] == "It is 42."
     assert [(s["action"], s["status"], s["observation"]) for s in result["steps"] if s["node"] == "act"] == [
         ("add", "ok", "42")]
@@ -383,7 +383,7 @@ def test_an_mcp_call_carries_the_runs_trace_context_with_the_tool_span_as_parent
 
     def seen(thread: str) -> dict[str, Any]:
         result = graph.invoke({"messages": [HumanMessage("q")]}, config={"configurable": {"thread_id": thread}},
-                              context=Context(reflection="off", approval={"mcp": "never"}))
+                              context=Context(reflection="off", closing_check=False, approval={"mcp": "never"}))
         (observation,) = [s["observation"] for s in result["steps"] if s["node"] == "act"]
         return json.loads(observation)
 
@@ -415,9 +415,10 @@ async def test_a_context_mcp_config_adds_tools_only_for_runs_that_name_it(http_c
     graph = build_react_graph(gateway, model=model)
     try:
         named = await graph.ainvoke({"messages": [HumanMessage("q")]}, config={"configurable": {"thread_id": "a"}},
-                                    context=Context(reflection="off", mcp_config=str(http_config)))
+                                    context=Context(reflection="off", closing_check=False,
+                                                    mcp_config=str(http_config)))
         unnamed = await graph.ainvoke({"messages": [HumanMessage("q")]}, config={"configurable": {"thread_id": "b"}},
-                                      context=Context(reflection="off"))
+                                      context=Context(reflection="off", closing_check=False))
     finally:
         await gateway.aclose()
     offered = [{t["function"]["name"] for t in r["tools"] or []} for r in model.requests]

@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 from support.cli_env import clean_env, run_in_process
-from support.provider_server import ProviderServer, calls, error, slow, text, verdict
+from support.provider_server import ProviderServer, calls, closing_check, error, slow, text, verdict
 
 BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
@@ -48,6 +48,9 @@ def provider(monkeypatch):
 
 
 def ask(question: str, checkpointer=None, **context):
+    """A ReAct run on the server's script; without the closing self-check unless asked (`closing_check=True`):
+    these tests script the calls they are about."""
+    context.setdefault("closing_check", False)
     graph = build_react_graph(checkpointer=checkpointer)
     config = {"configurable": {"thread_id": "t1"}}
     return graph.invoke({"messages": [HumanMessage(question)]}, config=config,
@@ -196,7 +199,7 @@ async def test_stream_mode_messages_yields_the_providers_tokens_and_counts_them(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             chunks = [(chunk, meta["langgraph_node"]) async for chunk, meta in graph.astream(
-                {"messages": [HumanMessage("Tokyo time?")]}, config, context=Context(model=MODEL),
+                {"messages": [HumanMessage("Tokyo time?")]}, config, context=Context(model=MODEL, closing_check=False),
                 stream_mode="messages")]
         result = (await graph.aget_state(config)).values
     assert [str(w.message) for w in caught] == []  # no pydantic serializer warning, nor any other
@@ -315,6 +318,7 @@ def test_the_cli_runs_both_protocols_against_the_provider():
 def test_the_api_key_never_appears_in_output_logs_or_saved_state(tmp_path, run_cli):
     store = tmp_path / "sessions.db"
     with ProviderServer(calls(("search", {"query": "LangGraph"})), verdict(True), text("A graph library."),
+                      closing_check(["what LangGraph is"]),
                       error(401, f"Incorrect API key provided: {SECRET}")) as server:
         done = run_cli("What is LangGraph?", "--json", "--debug", "--session", "s1",
                        "--store", f"sqlite:///{store}", server=server)
@@ -350,7 +354,8 @@ def test_the_cli_shows_streamed_model_tokens_as_they_arrive(run_cli):
 
 def test_a_streamed_cli_run_shows_the_verdicts_note_counts_tokens_and_writes_nothing_on_stderr():
     with ProviderServer(calls(("calculator", {"expression": "6*7"}), content="Multiply."),
-                      verdict(True, note="The product is known."), text("6*7 = 42")) as server:
+                      verdict(True, note="The product is known."), text("6*7 = 42"),
+                      closing_check(["6*7"])) as server:  # the verdict named no parts: the self-check does
         done = reactgraph("6*7?", "--store", "memory", server=server)
     assert done.returncode == 0 and done.stderr == ""  # no library warning mid-line
     assert server.requests[0]["stream_options"] == {"include_usage": True}

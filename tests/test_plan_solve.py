@@ -172,7 +172,8 @@ def test_a_step_that_keeps_calling_tools_is_closed_after_its_round_limit(gateway
     result = ask(build_plan_solve_graph(gateway, model=model), "q")
     assert tools_used(result) == ["lookup"] * STEP_TOOL_ROUNDS and result["iteration"] == 1
     assert result["step_results"][0]["status"] == "done" and "notes on t2" in result["step_results"][0]["result"]
-    assert len(model.requests) == 1 + STEP_TOOL_ROUNDS + 1  # plan, the rounds, solve: no extra closing call
+    # plan, the rounds, solve, the closing self-check (the plan named no parts): no extra call to close the step
+    assert len(model.requests) == 1 + STEP_TOOL_ROUNDS + 2
 
 
 def test_an_unusable_plan_falls_back_to_one_whole_question_step(gateway):

@@ -15,7 +15,7 @@ from reactgraph.tools import ToolError, ToolGateway
 from reactgraph.tools.builtin import builtin_tools
 from support.scripted import ScriptedChatModel, call, prompt_notes
 
-QUIET = Context(reflection="off")
+QUIET = Context(reflection="off", closing_check=False)  # a trial's only model call is think's
 
 
 class RecordingOfflineModel(OfflineChatModel):
@@ -70,7 +70,7 @@ def test_a_failed_trial_writes_a_lesson_that_the_next_trial_sees_and_passes_with
         return AIMessage("The answer is 126." if wise else "The answer is 42.")
 
     model = ScriptedChatModel.of(
-        AIMessage("The answer is 42."),  # trial 1: think answers at once (reflection off: no other call)
+        AIMessage("The answer is 42."),  # trial 1: think answers at once (QUIET: no other call)
         AIMessage("", tool_calls=[call("Lesson", "l1", lesson="Remember to multiply the sum by 3.")]),
         second_attempt)
     store = InMemoryStore()

@@ -415,6 +415,36 @@ def test_a_bad_request_gets_its_status_and_one_line_naming_the_cause(served, pat
     assert words in detail and "\n" not in detail
 
 
+def test_what_the_sdk_knows_and_we_do_not_serve_is_a_501_naming_it_and_an_unknown_route_a_404_naming_it(served):
+    from langgraph_sdk.errors import APIStatusError
+
+    client = served.client()
+    calls = {"assistants.create": lambda: client.assistants.create("react"),
+             "runs.wait without a thread": lambda: client.runs.wait(None, "react", input={"messages": []}),
+             "store.put_item": lambda: client.store.put_item(["notes"], "k", {"v": 1}),
+             "crons.create": lambda: client.crons.create("react", schedule="* * * * *")}
+    for name, call in calls.items():
+        with pytest.raises((APIStatusError, httpx.HTTPStatusError)) as caught:  # the sdk raises either
+            call()
+        assert caught.value.response.status_code == 501, name
+        detail = caught.value.response.json()["detail"]
+        assert "is not served by reactgraph serve" in detail and "\n" not in detail, detail
+    unknown = httpx.post(f"{served.url}/no/such/route", json={})
+    assert unknown.status_code == 404
+    assert unknown.json() == {"detail": "Not Found: POST /no/such/route is not a route of reactgraph serve"}
+
+
+def test_a_thread_search_returns_only_the_selected_fields(served):
+    client = served.client()
+    thread = client.threads.create(metadata={"team": "select-test"})
+    (found,) = client.threads.search(metadata={"team": "select-test"}, select=["thread_id", "status"])
+    assert found == {"thread_id": thread["thread_id"], "status": "idle"}
+    (whole,) = client.threads.search(metadata={"team": "select-test"})
+    assert {"thread_id", "metadata", "values", "created_at"} <= whole.keys()
+    refused = httpx.post(f"{served.url}/threads/search", json={"select": ["thread_id", "password"]})
+    assert refused.status_code == 422 and "'password'" in refused.json()["detail"]
+
+
 def test_unknown_runs_and_threads_are_404s(served):
     client = served.client()
     with pytest.raises(NotFoundError):

@@ -89,8 +89,10 @@ def test_a_remembered_name_and_a_forgotten_city_end_partial():
     history = [HumanMessage("我叫小明"), AIMessage("好的，我记住了：你叫小明。")]
     result = graph.invoke({"messages": [*history, HumanMessage("我叫什么名字？我最喜欢的城市是哪个？")]},
                           context=Context())
-    assert result["status"] == "partial"
-    assert "小明" in result["final_answer"] and "还缺少：你最喜欢的城市" in result["final_answer"]
+    assert result["status"] == "partial" and result["coverage"]["missing"] == ["你最喜欢的城市"]
+    # The answer names the missing part itself, so no "还缺少" line is added to it.
+    assert "小明" in result["final_answer"] and "你最喜欢的城市" in result["final_answer"]
+    assert "还缺少" not in result["final_answer"]
 
 
 @pytest.mark.parametrize("statement", ["我叫小明，我最喜欢的城市是杭州。", "My name is Ann."])
@@ -210,9 +212,10 @@ def test_a_plan_whose_every_part_found_nothing_ends_no_answer():
     graph = build_plan_solve_graph(notes_gateway(found=lambda topic: False), model=model)
     result = graph.invoke({"messages": [HumanMessage("zzq 是什么？")]}, context=Context())
     assert result["status"] == "no_answer" and result["coverage"]["missing"] == ["zzq"]
-    assert result["final_answer"].endswith("还缺少：zzq。")
+    # The answer names zzq itself (no "还缺少" line); the line says what the status rests on.
+    assert result["final_answer"] == "不知道 zzq 是什么。\n（计划的每一步都失败了。）"
 
 
-def test_a_plan_without_parts_leaves_coverage_to_the_rules(graphs):
+def test_a_plan_without_parts_leaves_coverage_to_the_closing_check(graphs):
     result = ask(graphs, "plan_solve", PARTIAL)  # the scripted offline model names no parts in its plan
-    assert result["plan_parts"] == [] and result["coverage"]["by"] == "rules" and result["status"] == "partial"
+    assert result["plan_parts"] == [] and result["coverage"]["by"] == "model" and result["status"] == "partial"

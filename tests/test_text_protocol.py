@@ -276,7 +276,8 @@ def test_a_text_model_gets_a_stop_word_no_bound_tools_and_observations_as_text()
                                  AIMessage("Thought: done\nFinal Answer: 5"))
     result = ask(build_react_graph(model=model), "2+3?")
     assert (result["status"], result["final_answer"]) == ("answered", "5")
-    first, second = model.requests
+    first, second, check = model.requests  # then the closing self-check (its script is empty: unchecked)
+    assert check["tools"][0].__name__ == "ClosingCheck" and result["coverage"]["by"] == "unchecked"
     assert first["tools"] is None and "Action Input" in first["messages"][0].content
     assert second["messages"][-1].content.startswith("Observation: ") and '"result":5' in second["messages"][-1].content
     assert [m.type for m in second["messages"]] == ["system", "human", "ai", "human"]
@@ -305,7 +306,8 @@ def test_a_model_that_never_follows_the_format_stops_at_the_limit_and_still_answ
 def test_llm_reflection_in_the_text_protocol_uses_the_rules():
     model = ScriptedChatModel.of(AIMessage('Action: calculator\nAction Input: "2+3"'), AIMessage("Final Answer: 5"))
     result = ask(build_react_graph(model=model), "2+3?", Context(protocol="text", reflection="llm"))
-    assert len(model.requests) == 2 and result["steps"][1]["node"] == "reflect"
+    # the Action, the Final Answer, the closing self-check (the rules' verdict names no parts): no reflection call
+    assert len(model.requests) == 3 and result["steps"][1]["node"] == "reflect"
     assert result["final_answer"] == "5"
 
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.tools import BaseTool, InjectedToolCallId
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +71,7 @@ class InjectedArgs:
             from langgraph.prebuilt import ToolRuntime
 
             values[self.runtime] = ToolRuntime(
-                state=state, context=injection.context, config=dict(injection.config or {}),
+                state=state, context=injection.context, config=cast("RunnableConfig", dict(injection.config or {})),
                 stream_writer=injection.stream_writer or _no_stream, tool_call_id=call_id, store=injection.store,
                 tools=tools)
         return values

@@ -14,11 +14,10 @@ from .recall import recall_coverage
 from .textproto import as_tool_messages
 
 
-def plan_coverage(plan: Plan, untried_missing: bool = True) -> tuple[list[str], list[str]]:
+def plan_coverage(plan: Plan) -> tuple[list[str], list[str]]:
     """(parts, missing): a label per reported sub-task and per clause no tool can answer; missing ⊆ parts.
 
-    With `untried_missing=False` only parts whose tools were tried and found nothing count as missing: a real
-    model may answer the others from its own knowledge."""
+    A part not done is missing, looked up or not: the scripted model knows nothing beyond its tools."""
     lang = plan.question.lang
     parts: list[str] = []
     missing: list[str] = []
@@ -27,20 +26,19 @@ def plan_coverage(plan: Plan, untried_missing: bool = True) -> tuple[list[str], 
             continue
         name = label(state, plan, lang)
         parts.append(name)
-        if state.status != "done" and (untried_missing or state.failures):
+        if state.status != "done":
             missing.append(name)
     for clause in plan.question.unhandled:
         parts.append(clause)
-        if untried_missing:
-            missing.append(clause)
+        missing.append(clause)
     return parts, missing
 
 
-def coverage_args(messages: Sequence[BaseMessage], untried_missing: bool = True) -> tuple[list[str], list[str]]:
+def coverage_args(messages: Sequence[BaseMessage]) -> tuple[list[str], list[str]]:
     """The (parts, missing) of the current turn's question, judged against this turn's observations."""
     normalized = as_tool_messages(unframed(list(messages)))
     recalled = recall_coverage(normalized)
     if recalled is not None:  # a question about what the user said earlier: answered from memory, or not
         return recalled
     turn = read_turn(normalized)
-    return plan_coverage(make_plan(turn, BUILTIN_TOOLS), untried_missing)
+    return plan_coverage(make_plan(turn, BUILTIN_TOOLS))

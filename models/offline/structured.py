@@ -1,5 +1,5 @@
 """Structured output of the scripted model: one responder per schema name (ReflectionVerdict,
-ConversationSummary, Plan and Replan, Evaluation and Lesson)."""
+ConversationSummary, Plan and Replan, Evaluation and Lesson, ClosingCheck)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from reactgraph.memory.session_memory import fallback_summary, read_summary_prompt
 
+from .coverage import coverage_args
 from .judge import evaluation_args, lesson_args
 from .plan import plan_args, replan_args
 from .reflection import reflection_args
@@ -23,6 +24,13 @@ def summary_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
     return {"summary": fallback_summary(*read_summary_prompt(messages))}
 
 
+def closing_check_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    """A ClosingCheck: the parts of its own decomposition, and those this turn's observations leave unanswered
+    (it knows nothing beyond its tools, so a part never looked up is missing too)."""
+    parts, missing = coverage_args(messages)
+    return {"parts": parts, "missing": missing}
+
+
 RESPONDERS: dict[str, Responder] = {
     "ReflectionVerdict": reflection_args,
     "ConversationSummary": summary_args,
@@ -30,6 +38,7 @@ RESPONDERS: dict[str, Responder] = {
     "Replan": replan_args,
     "Evaluation": evaluation_args,
     "Lesson": lesson_args,
+    "ClosingCheck": closing_check_args,
 }
 
 

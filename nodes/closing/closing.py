@@ -6,14 +6,24 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.loader import without_tool_use
-from reactgraph.nodes.closing.status import coverage_of, naming_missing, pick_status
+from reactgraph.nodes.closing.check import coverage_account
+from reactgraph.nodes.closing.status import (
+    UNCHECKED,
+    Coverage,
+    Evidence,
+    annotated,
+    by_coverage,
+    cut_off,
+    settled_by_evidence,
+    verdict_coverage,
+)
 from reactgraph.nodes.conversation.transcript import last_human_index, tokens_of
-from reactgraph.nodes.prompting import text_protocol
+from reactgraph.nodes.prompting import react_markup, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.prompting.repetition import without_repetition
@@ -36,22 +46,10 @@ def observations_digest(state: Mapping[str, Any]) -> str:
 
 
 def finish_turn(state: Mapping[str, Any], node: str, answer: str, *, reason: CloseReason, started: float,
-                status: RunStatus | None = None, scripted: bool = False, tokens: int = 0,
-                message: AIMessage | None = None) -> dict[str, Any]:
-    """The state update that ends a turn: the answer, its status, its step record and the answer message.
-
-    With a `status` given (a failure, a budget wrap-up) the answer stands as it is. Without one the answer is
-    checked: each part of the question against the observations (`status.coverage_of`), the status picked from
-    that (`status.pick_status`), and a line naming what is missing added when the answer does not say so."""
-    coverage = None
-    if status is None:
-        coverage = coverage_of(state, scripted=scripted)
-        status = pick_status(state, reason, coverage)
-        named = naming_missing(answer, status, coverage.missing, _in_chinese(state))
-        if named != answer:
-            message = AIMessage(content=named, usage_metadata=message.usage_metadata if message else None,
-                                id=message.id if message else None)
-        answer = named
+                status: RunStatus, tokens: int = 0, message: AIMessage | None = None,
+                coverage: Coverage | None = None) -> dict[str, Any]:
+    """The state update that ends a turn: the answer, its status, its step record and the answer message (and
+    the coverage account, when one was taken: `settle_answer`)."""
     record = make_step(step=iteration_of(state), node=node, status=status, thought=reason, observation=answer,
                        tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
     update: dict[str, Any] = {"final_answer": answer, "status": status, "steps": [record]}
@@ -62,19 +60,42 @@ def finish_turn(state: Mapping[str, Any], node: str, answer: str, *, reason: Clo
     return update
 
 
+def settle_answer(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], answer: str, *,
+                  node: str, reason: CloseReason, started: float, reply: BaseMessage | None, given: bool = True,
+                  tokens: int = 0, message: AIMessage | None = None) -> Steps:
+    """End a turn with the model's answer, its status from the evidence: the reply (`given` in the protocol,
+    cut off or not), what the run's tools and steps did, and, where that allows `answered`, the coverage
+    account (`check.coverage_account`: the verdict's, or one self-check call). The answer gains a line saying
+    what its status rests on (a cut-off, the missing parts) unless it says so itself (`status.annotated`)."""
+    evidence = Evidence(given=given, truncated=cut_off(reply))
+    if (settled := settled_by_evidence(state, reason, evidence)) is not None:
+        (status, why), coverage = settled, verdict_coverage(state) or UNCHECKED  # the account changes nothing
+    else:
+        coverage, spent = yield from coverage_account(services, state, runtime, node=node, answer=answer)
+        status, why, tokens = by_coverage(coverage), "", tokens + spent
+    named = annotated(answer, status, coverage, why, _in_chinese(state))
+    if named != answer:
+        message = AIMessage(content=named, usage_metadata=message.usage_metadata if message else None,
+                            id=message.id if message else None)
+    return finish_turn(state, node, named, reason=reason, started=started, status=status, tokens=tokens,
+                       message=message, coverage=coverage)
+
+
 def _in_chinese(state: Mapping[str, Any]) -> bool:
     messages = messages_of(state)
     i = last_human_index(messages)
     return i >= 0 and any("\u4e00" <= ch <= "\u9fff" for ch in str(messages[i].text))
 
 
-def _reply_answer(reply: AIMessage, context: Context) -> str:
-    """The closing reply's text as an answer a user reads: its loops cut, without "Final Answer:" or other ReAct
-    labels."""
-    answer = without_repetition(reply.text).strip()
+def _reply_answer(reply: AIMessage, context: Context) -> tuple[str, bool]:
+    """The closing reply's text as an answer a user reads (its loops cut, without "Final Answer:" or other ReAct
+    labels), and whether it is one: in the text protocol a reply in step form (a Thought, an Action) without a
+    Final Answer gave none, its Thought standing in; a plain reply is the answer the closing prompt asked for."""
+    answer, given = without_repetition(reply.text).strip(), True
     if context.protocol == "text":  # the model may still write "Final Answer: …"
+        given = bool(text_protocol.parse_reply(answer).final_answer) or not react_markup.LABEL.search(answer)
         answer = text_protocol.answer_text(answer)
-    return answer_without_markup(answer)  # in either protocol: a user reads the answer, not the ReAct labels
+    return answer_without_markup(answer), given  # in either protocol: a user reads the answer, not the labels
 
 
 def _failed(state: Mapping[str, Any], node: str, why: str, reason: CloseReason, started: float) -> dict[str, Any]:
@@ -88,7 +109,7 @@ def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runti
                *, node: str, system: str, reason: CloseReason, started: float,
                notes: Sequence[str] = ()) -> Steps:
     """A node body's closing call: the conversation (with `notes` as its data message) under `system`,
-    answered without calling tools; the reply is the answer (`finish_turn`), an empty or failed one ends the
+    answered without calling tools; the reply is the answer (`settle_answer`), an empty or failed one ends the
     turn failed with what the tools returned."""
     context = runtime.context
     model: Any = services.model(context)
@@ -103,12 +124,14 @@ def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runti
     except Exception as exc:  # noqa: BLE001 - after the retries: the turn still ends with the records' answer
         log_fallback(node, "answer_from_records", exc)
         return _failed(state, node, model_failure(exc, None, runtime), reason, started)
-    if not (answer := _reply_answer(reply, context)):
+    answer, given = _reply_answer(reply, context)
+    if not answer:
         return _failed(state, node, "The model call failed: ValueError: empty reply", reason, started)
     # The reply's id stays: a `messages` stream has already shown this reply, token by token, under that id.
-    return finish_turn(state, node, answer, reason=reason, started=started, scripted=services.scripted(context),
-                       tokens=tokens_of(reply),
-                       message=AIMessage(content=answer, usage_metadata=reply.usage_metadata, id=reply.id))
+    return (yield from settle_answer(services, state, runtime, answer, node=node, reason=reason, started=started,
+                                     reply=reply, given=given, tokens=tokens_of(reply),
+                                     message=AIMessage(content=answer, usage_metadata=reply.usage_metadata,
+                                                       id=reply.id)))
 
 
 def budget_close(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], config: RunnableConfig,

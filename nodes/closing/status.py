@@ -1,4 +1,8 @@
-"""A run's status, defined once, and the one function every graph's closing node picks it with."""
+"""A run's status, defined once, and the functions every graph's closing node picks it with.
+
+The status comes from the run's evidence, the same for every model: a failure or an early stop first, then
+what the closing reply shows (cut off at the output limit, no final answer in the protocol), then whether
+anything the run tried worked, and last the model's own account of the question's parts (`Coverage`)."""
 
 from __future__ import annotations
 
@@ -6,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-from reactgraph.models.offline.coverage import coverage_args
-from reactgraph.nodes.prompting.framing import summary_section, with_notes
-from reactgraph.nodes.state.fields import has_failed, messages_of, stop_reason_of, summary_of, verdict_of
+from langchain_core.messages import BaseMessage
+
+from reactgraph.nodes.state.agent import ExecutionStep
+from reactgraph.nodes.state.fields import has_failed, steps_of, stop_reason_of, verdict_of
 from reactgraph.nodes.state.records import CloseReason, CoverageJudge, CoverageRecord, RunStatus
 
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
@@ -17,57 +22,117 @@ SUCCESS_STATUSES: frozenset[str] = frozenset({"answered", "partial"})
 # Why a loop stopped early → the status it ends with (`stop_reason` "budget" is set by the budget checks).
 _STOPPED: dict[str, RunStatus] = {"budget": "budget_exhausted", "limit": "limit_reached",
                                   "repeated": "limit_reached", "format": "limit_reached"}
-_MISSING_MARKERS = ("还缺少", "missing:", "无法由离线脚本模型回答", "cannot be answered by the scripted",
-                    "无法离线回答", "cannot answer this offline")
+# The line each evidence-settled ending adds to the answer (English, Chinese): what the status rests on.
+_EVIDENCE_LINES: dict[str, tuple[str, str]] = {
+    "truncated": ("(The answer was cut off at the model's output limit.)", "（回答在模型的输出上限处被截断。）"),
+    "not_given": ("(The model gave no final answer.)", "（模型没有给出最终答案。）"),
+    "tools_failed": ("(Every tool call failed: no tool result backs this answer.)",
+                     "（所有工具调用都失败了：这个回答没有任何工具结果支持。）"),
+    "steps_failed": ("(Every step of the plan failed.)", "（计划的每一步都失败了。）"),
+}
 
 
 @dataclass(frozen=True)
 class Coverage:
-    """The parts of the question and those the observations (or the model's own knowledge) leave unanswered."""
+    """The parts of the question and those the answer leaves unanswered, and who gave that account."""
 
     parts: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    by: CoverageJudge = "rules"  # model (the reflection verdict or the plan said) | rules (the scripted decomposition)
+    by: CoverageJudge = "unchecked"  # model (its verdict, its plan, its closing self-check) | unchecked (none)
 
     def record(self) -> CoverageRecord:
-        """The check as the state holds it (the `coverage` field)."""
+        """The account as the state holds it (the `coverage` field)."""
         return CoverageRecord(parts=self.parts, missing=self.missing, by=self.by)
 
 
-def coverage_of(state: Mapping[str, Any], *, scripted: bool) -> Coverage:
-    """The model's own account (the latest verdict's `parts`/`missing`), else the rules' over the observations.
+UNCHECKED = Coverage()
 
-    The rules count a part missing when its tools were tried and found nothing; for the scripted model, which
-    knows nothing beyond its tools, also when it was never looked up."""
+
+def _texts(items: Sequence[Any]) -> list[str]:
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def model_account(parts: Sequence[Any], missing: Sequence[Any]) -> Coverage:
+    """The model's account (a verdict's or a self-check's `parts`/`missing`), blank entries dropped."""
+    return Coverage(_texts(parts), _texts(missing), "model")
+
+
+def verdict_coverage(state: Mapping[str, Any]) -> Coverage | None:
+    """The account the latest verdict already gives (the model's reflection, or its plan); None without parts."""
     verdict = verdict_of(state)
-    parts = [str(p) for p in (verdict["parts"] if verdict else []) if str(p).strip()]
-    if verdict and parts:
-        missing = [str(m) for m in verdict["missing"] if str(m).strip()]
-        return Coverage(parts, missing, "model")
-    # the messages as the model read them: facts folded into the running summary count as remembered
-    messages = with_notes(messages_of(state), summary_section(summary_of(state)))
-    rule_parts, rule_missing = coverage_args(messages, untried_missing=scripted)
-    return Coverage(rule_parts, rule_missing, "rules")
+    if verdict is None or not _texts(verdict["parts"]):
+        return None
+    return model_account(verdict["parts"], verdict["missing"])
 
 
-def pick_status(state: Mapping[str, Any], reason: CloseReason, coverage: Coverage) -> RunStatus:
-    """The turn's status: a failure, then an early stop (budget, limit, repeat), then how much was answered."""
+@dataclass(frozen=True)
+class Evidence:
+    """What the closing reply shows: a final answer given in the protocol, and whether it was cut off."""
+
+    given: bool = True
+    truncated: bool = False
+
+
+def cut_off(reply: BaseMessage | None) -> bool:
+    """The reply stopped at the output-token limit (OpenAI `finish_reason` "length", Anthropic `stop_reason`
+    "max_tokens"), as the provider reported it."""
+    metadata = getattr(reply, "response_metadata", None) or {}
+    return metadata.get("finish_reason") == "length" or metadata.get("stop_reason") == "max_tokens"
+
+
+def nothing_worked(steps: Sequence[ExecutionStep]) -> str | None:
+    """Why nothing the run tried worked: every tool call failed ("tools_failed"; a call that found nothing did
+    not fail, nor did one a person rejected: that is a decision, not a failure), or every plan step
+    ("steps_failed"); None when something worked or nothing was tried."""
+    calls = [s for s in steps if s["node"] == "act" and s["status"] != "rejected"]
+    if calls and all(s["status"] != "ok" for s in calls):
+        return "tools_failed"
+    plan_steps = [s for s in steps if s["node"] == "execute_step"]
+    if plan_steps and all(s["status"] in ("failed", "model_error") for s in plan_steps):
+        return "steps_failed"
+    return None
+
+
+def settled_by_evidence(state: Mapping[str, Any], reason: CloseReason,
+                        evidence: Evidence) -> tuple[RunStatus, str] | None:
+    """The status the run's evidence settles without a coverage account, with the key of the line that says so
+    ("" for none); None when the account decides. A failure, then an early stop (budget, limit, repeat), then a
+    reply cut off at the output limit (a limit too), then no final answer, or nothing the run tried worked."""
     if has_failed(state) or reason == "failure":
-        return "failed"
+        return "failed", ""
     stopped = _STOPPED.get(stop_reason_of(state) or "") or _STOPPED.get(reason)
     if stopped is not None:
-        return stopped
+        return stopped, ""
+    if evidence.truncated:
+        return "limit_reached", "truncated"
+    if not evidence.given:
+        return "no_answer", "not_given"
+    if why := nothing_worked(steps_of(state)):
+        return "no_answer", why
+    return None
+
+
+def by_coverage(coverage: Coverage) -> RunStatus:
+    """How much of the question the account says is answered: all, some (partial) or none (no_answer)."""
     if coverage.parts and coverage.missing:
         return "no_answer" if set(coverage.parts) <= set(coverage.missing) else "partial"
     return "answered"
 
 
-def naming_missing(answer: str, status: str, missing: Sequence[str], lang_zh: bool) -> str:
-    """The answer, with a line naming the missing parts unless it already says what is missing."""
-    if status not in ("partial", "no_answer") or not missing:
-        return answer
-    lowered = answer.lower()
-    if any(marker in lowered for marker in _MISSING_MARKERS):
-        return answer
-    line = ("还缺少：" + "；".join(missing) + "。") if lang_zh else ("Missing: " + "; ".join(missing) + ".")
-    return f"{answer}\n{line}" if answer else line
+def pick_status(state: Mapping[str, Any], reason: CloseReason, coverage: Coverage,
+                evidence: Evidence = Evidence()) -> RunStatus:
+    """The turn's status: what the evidence settles, else how much of the question the account says is answered."""
+    settled = settled_by_evidence(state, reason, evidence)
+    return settled[0] if settled is not None else by_coverage(coverage)
+
+
+def annotated(answer: str, status: str, coverage: Coverage, why: str, lang_zh: bool) -> str:
+    """The answer with what its status rests on: the evidence line (`why`), and for partial / no_answer a line
+    naming the missing parts unless the answer already names each of them."""
+    lines = [answer] if answer else []
+    if why in _EVIDENCE_LINES:
+        lines.append(_EVIDENCE_LINES[why][1 if lang_zh else 0])
+    missing, lowered = coverage.missing, answer.casefold()
+    if status in ("partial", "no_answer") and any(part.casefold() not in lowered for part in missing):
+        lines.append(("还缺少：" + "；".join(missing) + "。") if lang_zh else ("Missing: " + "; ".join(missing) + "."))
+    return "\n".join(lines)

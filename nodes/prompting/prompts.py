@@ -41,6 +41,13 @@ FINALIZE_REASONS: dict[FinalizeReason, str] = {
               "gathered and say plainly what is still unknown.",
 }
 
+CLOSING_CHECK_PROMPT = """Check the final answer (the last assistant message) to the user's question (the last
+user message) against the tool results and the conversation above. Be strict and honest:
+- parts: every distinct thing the question asks for, one short phrase each (a compound question has several).
+- missing: the parts, copied from parts, that the final answer does not actually answer: it skips them, says
+  they are unknown, or says a tool failed or found nothing for them.
+""" + DATA_RULE
+
 EMPTY_REPLY_NUDGE = ("Your previous reply was empty. Either call a tool or write the final answer.")
 
 SUMMARY_LINE = "Conversation summary: {summary}"

@@ -9,7 +9,13 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.closing.closing import budget_close, close_turn, finish_turn, observations_digest
+from reactgraph.nodes.closing.closing import (
+    budget_close,
+    close_turn,
+    finish_turn,
+    observations_digest,
+    settle_answer,
+)
 from reactgraph.nodes.conversation.transcript import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
@@ -66,8 +72,9 @@ def make_finalize(services: AgentServices) -> Node:
         if (answer := model_answer(state)) is not None:
             reply = cast(AIMessage, state["messages"][-1])  # model_answer found the model's own reply there
             # The model's tokens are counted where its answer is recorded, as observe does for a tool round.
-            return finish_turn(state, "finalize", answer, reason="model answered", started=started,
-                               scripted=services.scripted(runtime.context), tokens=tokens_of(reply))
+            return (yield from settle_answer(services, state, runtime, answer, node="finalize",
+                                             reason="model answered", started=started, reply=reply,
+                                             tokens=tokens_of(reply)))
         if exhausted(usage_of(state), runtime.context) is not None:
             return (yield from budget_close(services, state, runtime, config, node="finalize", started=started,
                                             system=prompts.FINALIZE_PROMPT.format(

@@ -12,7 +12,6 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.types import RetryPolicy
 
 from reactgraph.models.loader import load_chat_model, structured_runnable
-from reactgraph.models.offline import OfflineChatModel
 from reactgraph.nodes.runtime.model_retry import model_retry_policy
 from reactgraph.nodes.state.context import Context, UnknownToolNames, unknown_tool_names
 from reactgraph.tools import ToolGateway, ToolMeta, ToolSession
@@ -55,10 +54,6 @@ class AgentServices:
     def model(self, context: Context) -> BaseChatModel:
         """The run's model, its replies bounded by `Context.max_output_tokens`."""
         return self._bounded(context, context.max_output_tokens)
-
-    def scripted(self, context: Context) -> bool:
-        """Whether the model is the scripted offline one, which knows nothing beyond what its tools return."""
-        return isinstance(self.model(context), OfflineChatModel)
 
     def model_name(self, context: Context) -> str:
         model = self.model(context)

@@ -56,6 +56,10 @@ class Context:
     reflection: Annotated[ReflectionMode, Field(description=(
         "Self-check after each round: 'llm' (structured verdict from the model), 'rules' (deterministic "
         "checks, no model call) or 'off'."))] = "llm"
+    closing_check: Annotated[bool, Field(description=(
+        "Close each answer with one self-check call: the model names the question's parts and those its answer "
+        "leaves unanswered (status partial / no_answer). Skipped when a reflection verdict already named the "
+        "parts. Off: no extra call, and the coverage is marked 'unchecked'."))] = True
     allowed_tools: Annotated[list[ToolLabel] | None, Field(max_length=100, description=(
         "Tool names or tags this run may use; empty/None allows every enabled tool."))] = None
     denied_tools: Annotated[tuple[ToolLabel, ...], Field(max_length=100, description=(

@@ -24,8 +24,9 @@ SolveReason = Literal["budget", "limit", "done", "empty", "format"]
 CloseReason = Literal[FinalizeReason, SolveReason, "model answered", "failure"]
 # Which budget ran out.
 BudgetKind = Literal["max_tool_calls", "max_model_tokens", "max_cost_usd", "max_model_seconds"]
-# Who named the question's parts in a coverage check: the model (the reflection verdict or the plan) or the rules.
-CoverageJudge = Literal["model", "rules"]
+# Who gave the coverage account: the model (its reflection verdict, its plan, or the closing self-check), or
+# nobody ("unchecked": the check was off, or the model's check failed or could not be read).
+CoverageJudge = Literal["model", "unchecked"]
 
 
 class Usage(TypedDict, total=False):

@@ -47,6 +47,16 @@ class ReflectionVerdict(BaseModel):
         return cast(Verdict, self.model_dump())
 
 
+class ClosingCheck(BaseModel):
+    """Closing self-check: the question's parts, and those the final answer leaves unanswered."""
+
+    parts: list[str] = Field(description=(
+        "Every distinct thing the question asks for, one short phrase each (a compound question has several)."))
+    missing: list[str] = Field(default_factory=list, description=(
+        "The parts (copied from `parts`) that the final answer does not answer from the observations or from "
+        "what the user said."))
+
+
 def parts_verdict(*, parts: list[str] | None = None, missing: list[str] | None = None) -> Verdict:
     """A verdict that only names the question's parts (e.g. the plan's account of them); every flag False."""
     return Verdict(enough_information=False, tool_error=False, need_other_tool=False, repeated_call=False,

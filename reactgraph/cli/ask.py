@@ -233,9 +233,10 @@ def _hold_session(turn: ExitStack, graph: Any, session: str, wait_s: float) -> N
 
 def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: str) -> dict[str, Any]:
     """What `--json` prints: the one object documented in the README."""
-    return {"answer": result.get("final_answer"), "status": result.get("status"), "session": session,
-            "model": model, "iterations": result.get("iteration", 0), "elapsed_s": round(elapsed, 3),
-            "resumed": mode == "resume", "usage": usage_totals(result), "steps": result.get("steps", [])}
+    return {"answer": result.get("final_answer"), "status": result.get("status"), "coverage": result.get("coverage"),
+            "session": session, "model": model, "iterations": result.get("iteration", 0),
+            "elapsed_s": round(elapsed, 3), "resumed": mode == "resume", "usage": usage_totals(result),
+            "steps": result.get("steps", [])}
 
 
 def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | None,

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from reactgraph.service import api_runs, api_threads, health
+from reactgraph.service import api_runs, api_threads, health, not_served
 from reactgraph.service.api_common import (
     Service,
     assistant_of,
@@ -161,6 +161,7 @@ ROUTES = [
     Route("/assistants/{assistant_id}/subgraphs", get_subgraphs, methods=["GET"]),
     *api_threads.ROUTES,
     *api_runs.ROUTES,
+    *not_served.ROUTES,  # last: a served route on the same path and method wins
 ]
 
 
@@ -194,10 +195,12 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
         reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
         return error_response(503, f"cannot reach Redis: {reason}")
 
-    async def http_error(_request: Request, exc: Exception) -> Response:
-        # an unknown route or method in the Agent Server's error shape, not Starlette's bare text
+    async def http_error(request: Request, exc: Exception) -> Response:
+        # an unknown route or method in the Agent Server's error shape, not Starlette's bare text, naming it
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        if status in (404, 405) and detail in ("Not Found", "Method Not Allowed"):
+            detail = f"{detail}: {request.method} {request.url.path} is not a route of reactgraph serve"
         response = error_response(status, str(detail))
         response.headers.update((exc.headers or {}) if isinstance(exc, HTTPException) else {})
         return response

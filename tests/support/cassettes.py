@@ -88,7 +88,7 @@ def _reply(raw: Any) -> Reply:
     finish = _text(raw.get("finish_reason"), "finish_reason")
     if finish not in (None, "stop", "length", "tool_calls"):
         raise BadCassette(f"finish_reason {finish!r} is not one a server sends")
-    return Reply(content=_text(raw.get("content"), "content"), tool_calls=tool_calls, finish_reason=finish,
+    return Reply(content=_text(raw.get("content"), "content"), tool_calls=tool_calls, cut_off=finish == "length",
                  usage=usage or None)
 
 
@@ -117,7 +117,7 @@ class Cassette:
 
     def truncated(self) -> list[str]:
         """The content of each served reply the server cut at its token limit."""
-        return [r.content or "" for r in self.served if r.finish_reason == "length"]
+        return [r.content or "" for r in self.served if r.cut_off]
 
 
 def load(path: Path) -> Cassette:

@@ -190,7 +190,7 @@ def answer(handler: Any, server: Any, body: dict[str, Any], reply: Any) -> None:
         reply = replace(reply, content=content)
     n = len(server.requests)
     blocks = _content(reply, body, n)
-    stop_reason = ("tool_use" if any(b["type"] == "tool_use" for b in blocks)
+    stop_reason = ("max_tokens" if reply.cut_off else "tool_use" if any(b["type"] == "tool_use" for b in blocks)
                    else "stop_sequence" if stop_sequence else "end_turn")
     message = {"id": f"msg_test_{n}", "type": "message", "role": "assistant",
                "model": body.get("model", "?"), "content": blocks, "stop_reason": stop_reason,

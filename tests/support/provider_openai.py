@@ -121,7 +121,7 @@ def answer(handler: Any, server: Any, body: dict[str, Any], reply: Any) -> None:
     usage = reply.usage or _usage(body, content, tool_calls)
     n = len(server.requests)
     base = {"id": f"chatcmpl-{n}", "created": int(time.time()), "model": body.get("model", "?")}
-    finish = "length" if cut else reply.finish_reason or ("tool_calls" if tool_calls else "stop")
+    finish = "length" if cut or reply.cut_off else "tool_calls" if tool_calls else "stop"
     if not body.get("stream"):
         server.usage_sent.append(usage)
         handler.send_json(200, {**base, "object": "chat.completion", "usage": usage,

@@ -47,14 +47,17 @@ class Reply:
     delay_s: float = 0.0
     ignore_stop: bool = False  # some servers do not honour stop words; the client must cope
     empty: bool = False  # a streamed reply that closes with no data (llama.cpp under load)
-    # as a recorded server said them (OpenAI shape; support/cassettes.py): why it stopped ("length": cut at the
-    # token limit) and the usage it reported; unset, "stop"/"tool_calls" and a count from the text
-    finish_reason: str | None = None
-    usage: dict[str, int] | None = None
+    cut_off: bool = False  # stopped at the output-token limit (OpenAI: finish_reason "length"; Anthropic: "max_tokens")
+    usage: dict[str, int] | None = None  # as a recorded server reported it (support/cassettes.py); unset: counted
 
 
 def text(content: str, *, ignore_stop: bool = False) -> Reply:
     return Reply(content=content, ignore_stop=ignore_stop)
+
+
+def cut_off(content: str) -> Reply:
+    """Text that stopped at the output-token limit, as the provider reports it."""
+    return Reply(content=content, cut_off=True)
 
 
 def calls(*named: tuple[str, dict[str, Any] | str], content: str = "") -> Reply:
@@ -89,6 +92,11 @@ def verdict(enough: bool = False, *, note: str = "", tool_error: bool = False) -
     """A reflection verdict (reactgraph's ReflectionVerdict) as structured output."""
     return structured({"enough_information": enough, "tool_error": tool_error, "need_other_tool": False,
                        "repeated_call": False, "note": note})
+
+
+def closing_check(parts: list[str], missing: list[str] | None = None) -> Reply:
+    """A closing self-check (reactgraph's ClosingCheck) as structured output."""
+    return structured({"parts": parts, "missing": list(missing or [])})
 
 
 Responder = Callable[[dict[str, Any]], Reply]

@@ -14,6 +14,7 @@ from reactgraph.tools.mcp import loop
 from reactgraph.tools.mcp.config import McpServerConfig, read_config
 from reactgraph.tools.mcp.server import McpServer
 from reactgraph.tools.meta import ToolMeta, in_band_outcome
+from reactgraph.tools.result import ToolOutput
 from reactgraph.tools.tracing import trace_headers
 
 if TYPE_CHECKING:
@@ -81,7 +82,9 @@ def tool_meta(server: McpServer, tool: BaseTool, scope: str = "") -> ToolMeta:
     async def run(**arguments: Any) -> str:
         # Read here, where the gateway's tool span is current: the call itself runs on the MCP loop's thread.
         message = await loop.run(server.call(mcp_name, arguments, trace_context=trace_headers()))
-        return render_content(in_band_outcome(name, message))
+        outcome = in_band_outcome(name, message)
+        # the adapter's artifact (images, structured content) is the server's data, unbounded: not kept in the state
+        return render_content(outcome.content if isinstance(outcome, ToolOutput) else outcome)
 
     schema = tool.args_schema if isinstance(tool.args_schema, dict) else {"type": "object", "properties": {}}
     tags = ("mcp", f"mcp:{config.name}", *((scope,) if scope else ()))

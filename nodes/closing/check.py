@@ -1,0 +1,76 @@
+"""The coverage account of a closing answer: the model's own, from its latest verdict when that named the
+question's parts, else from one closing self-check call (structured output: the parts, and those the answer
+leaves unanswered). With the check off, or a check that fails or cannot be read, the account is `unchecked`."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langgraph.runtime import Runtime
+
+from reactgraph.nodes.closing.status import UNCHECKED, Coverage, model_account, verdict_coverage
+from reactgraph.nodes.conversation.transcript import pending_calls, tokens_of
+from reactgraph.nodes.prompting import prompts, text_protocol
+from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
+from reactgraph.nodes.runtime.fallback_log import log_fallback
+from reactgraph.nodes.runtime.node_driver import Call, Request
+from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.state.fields import messages_of, summary_of
+from reactgraph.nodes.state.verdict import ClosingCheck
+
+
+def check_request(state: Mapping[str, Any], answer: str, context: Context) -> list[AnyMessage]:
+    """The check prompt, then the conversation as the model read it (facts folded into the running summary
+    count as remembered) ending with the answer under check."""
+    messages = list(messages_of(state))
+    if messages and isinstance(messages[-1], AIMessage) and not pending_calls(messages[-1]):
+        messages = messages[:-1]  # the reply that gave the answer: the answer as given stands in for it
+    history = with_notes([*messages, AIMessage(answer)], summary_section(summary_of(state)))
+    history = text_protocol.as_text_messages(history) if context.protocol == "text" else for_model(history)
+    return [SystemMessage(prompts.CLOSING_CHECK_PROMPT), *history]
+
+
+def _advisory(judge: Runnable) -> Runnable:
+    """The check's call with a failure as its output (`parsing_error`): the check is advisory, so a transient
+    error must not have LangGraph run the closing node (and its answer's call) again."""
+
+    def check(messages: list[AnyMessage], config: RunnableConfig) -> dict[str, Any]:
+        try:
+            return judge.invoke(messages, config)
+        except Exception as exc:  # noqa: BLE001 - no account rather than no answer
+            return {"raw": None, "parsed": None, "parsing_error": exc}
+
+    async def acheck(messages: list[AnyMessage], config: RunnableConfig) -> dict[str, Any]:
+        try:
+            return await judge.ainvoke(messages, config)
+        except Exception as exc:  # noqa: BLE001 - no account rather than no answer
+            return {"raw": None, "parsed": None, "parsing_error": exc}
+
+    return RunnableLambda(check, afunc=acheck, name="closing_check")
+
+
+def coverage_account(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], *, node: str,
+                     answer: str) -> Generator[Request, Any, tuple[Coverage, int]]:
+    """(`Coverage`, tokens the check used): the latest verdict's account, else the closing self-check's (one
+    model call, when `Context.closing_check` is on), else `unchecked`."""
+    if (coverage := verdict_coverage(state)) is not None:
+        return coverage, 0
+    context = runtime.context
+    if not context.closing_check:
+        return UNCHECKED, 0
+    try:
+        judge = _advisory(services.structured(context, ClosingCheck))
+    except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output: no account
+        log_fallback(node, "coverage_unchecked", exc)
+        return UNCHECKED, 0
+    output = yield from Call(judge, check_request(state, answer, context))
+    parsed = output.get("parsed")
+    tokens = tokens_of(output.get("raw"))
+    if not isinstance(parsed, ClosingCheck):
+        log_fallback(node, "coverage_unchecked", output.get("parsing_error") or "no structured output")
+        return UNCHECKED, tokens
+    return model_account(parsed.parts, parsed.missing), tokens

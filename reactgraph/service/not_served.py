@@ -1,0 +1,52 @@
+"""The Agent Server routes the SDKs know that `reactgraph serve` does not serve: each answers 501 with one line
+naming what it is, so a program written for `langgraph dev` fails where it can see why instead of on a 404 it
+would take for a missing thread or assistant. (Taken from langgraph-sdk's client, Python and JS.)"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from reactgraph.service.api_common import error_response
+
+_STATELESS = "stateless runs (runs without a thread: create one with POST /threads and run on it)"
+_CRONS = "cron jobs (the /info flags say crons: false)"
+_STORE = "the /store endpoints (the graphs' long-term store is reached from inside runs only)"
+_ASSISTANTS = "changing assistants (the assistants are the served graphs, one per graph: see GET /assistants/search)"
+
+NOT_SERVED: list[tuple[str, str, str]] = [
+    ("POST", "/assistants", _ASSISTANTS),
+    ("PATCH", "/assistants/{assistant_id}", _ASSISTANTS),
+    ("DELETE", "/assistants/{assistant_id}", _ASSISTANTS),
+    ("POST", "/assistants/{assistant_id}/versions", "assistant versions"),
+    ("POST", "/assistants/{assistant_id}/latest", "assistant versions"),
+    ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}", "one subgraph by namespace (GET …/subgraphs has all)"),
+    ("POST", "/runs", _STATELESS),
+    ("POST", "/runs/stream", _STATELESS),
+    ("POST", "/runs/wait", _STATELESS),
+    ("POST", "/runs/batch", _STATELESS),
+    ("POST", "/runs/cancel", "cancelling many runs at once (cancel each: POST /threads/{id}/runs/{run_id}/cancel)"),
+    ("POST", "/runs/crons", _CRONS),
+    ("POST", "/runs/crons/search", _CRONS),
+    ("POST", "/runs/crons/count", _CRONS),
+    ("PATCH", "/runs/crons/{cron_id}", _CRONS),
+    ("DELETE", "/runs/crons/{cron_id}", _CRONS),
+    ("POST", "/threads/{thread_id}/runs/crons", _CRONS),
+    ("PUT", "/store/items", _STORE),
+    ("GET", "/store/items", _STORE),
+    ("DELETE", "/store/items", _STORE),
+    ("POST", "/store/items/search", _STORE),
+    ("POST", "/store/namespaces", _STORE),
+    ("POST", "/threads/prune", "pruning threads (retention expires them: `reactgraph serve --retention`)"),
+    ("GET", "/threads/{thread_id}/stream", "a thread's stream (join a run's: GET /threads/{id}/runs/{run_id}/stream)"),
+]
+
+
+def _not_served(method: str, path: str, what: str) -> Route:
+    async def answer(_request: Request) -> Response:
+        return error_response(501, f"{method} {path}: {what} is not served by reactgraph serve")
+    return Route(path, answer, methods=[method])
+
+
+ROUTES = [_not_served(method, path, what) for method, path, what in NOT_SERVED]
