@@ -37,15 +37,6 @@ def request_chars(request: dict) -> int:
     return sum(len(str(m.content)) for m in request["messages"])
 
 
-@pytest.fixture
-def provider(monkeypatch):
-    def use(server: ProviderServer) -> None:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-weak")
-        monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", "0")
-        monkeypatch.setenv("REACTGRAPH_NODE_RETRIES", "0")
-
-    return use
 
 
 # --- loops ---------------------------------------------------------------------------------------------------
