@@ -96,24 +96,31 @@ class FirstAccepted(Runnable[Any, Any]):
         while True:
             try:
                 return self._runnable(position).invoke(input, config, **kwargs)
-            except Exception as exc:
-                if (cut := truncated(exc)) is not None:
-                    return cut
-                if position + 1 >= len(self.names) or not refused(exc):
-                    raise
-                position = self.chosen = position + 1
+            except Exception as exc:  # noqa: BLE001 - `_after` re-raises what is not a refusal or a cut reply
+                position, reply = self._after(position, exc)
+                if reply is not None:
+                    return reply
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         position = self.chosen
         while True:
             try:
                 return await self._runnable(position).ainvoke(input, config, **kwargs)
-            except Exception as exc:
-                if (cut := truncated(exc)) is not None:
-                    return cut
-                if position + 1 >= len(self.names) or not refused(exc):
-                    raise
-                position = self.chosen = position + 1
+            except Exception as exc:  # noqa: BLE001 - `_after` re-raises what is not a refusal or a cut reply
+                position, reply = self._after(position, exc)
+                if reply is not None:
+                    return reply
+
+    def _after(self, position: int, exc: Exception) -> tuple[int, Any]:
+        """After strategy `position` failed with `exc`: (position, the cut reply) when the reply was only cut at
+        the token limit, else (the next strategy's position, None) when the server refused this one; re-raises
+        anything else, and a refusal of the last strategy."""
+        if (cut := truncated(exc)) is not None:
+            return position, cut
+        if position + 1 >= len(self.names) or not refused(exc):
+            raise exc
+        self.chosen = position + 1
+        return self.chosen, None
 
 
 def structured_output(model: Any, schema: type, *, include_raw: bool, build: Build) -> Runnable:

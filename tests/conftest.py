@@ -280,3 +280,32 @@ def own_redis(tmp_path):
     for process in processes:
         process.kill()
         process.wait()
+
+
+# The model specs `provider` points at the local provider server, by the API shape the server speaks.
+PROVIDER_SHAPES = {"openai": ("openai:test-model", "OPENAI"), "anthropic": ("anthropic:test-model", "ANTHROPIC")}
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch):
+    """`provider(server, shape="openai", retries=0, timeout=10, node_retries=0)`: this test's models talk to the
+    local provider server (tests/support/provider_server.py) in that API shape, with no other REACTGRAPH_/OPENAI_/
+    ANTHROPIC_ setting in the way; the client's and the nodes' retries as given (none by default: every request
+    is one the graph made). Returns the model spec to use."""
+
+    def use(server: object, shape: str = "openai", retries: int = 0, timeout: float = 10,
+            node_retries: int = 0) -> str:
+        for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", "OPENAI_", "ANTHROPIC_"))
+                     and n not in ("REACTGRAPH_HOME", "REACTGRAPH_TEST_NEIGHBOURS")]:
+            monkeypatch.delenv(name)
+        model, prefix = PROVIDER_SHAPES[shape]
+        url = getattr(server, "openai_url" if shape == "openai" else "anthropic_url")
+        monkeypatch.setenv(f"{prefix}_BASE_URL", url)
+        monkeypatch.setenv(f"{prefix}_API_KEY", "sk-test")
+        monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
+        monkeypatch.setenv("REACTGRAPH_MODEL_TIMEOUT", str(timeout))
+        monkeypatch.setenv("REACTGRAPH_NODE_RETRIES", str(node_retries))
+        monkeypatch.setenv("REACTGRAPH_NODE_RETRY_DELAY", "0.01")
+        return model
+
+    return use

@@ -8,7 +8,6 @@ content, which structured-output strategy), how many requests a failure cost, an
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -26,21 +25,6 @@ SAMPLES = {"ReflectionVerdict": VERDICT, "Plan": {"steps": [{"goal": "Compute 6 
            "Evaluation": {"passed": True, "reason": "It answers."}, "Lesson": {"lesson": "Compute first."}}
 
 
-@pytest.fixture
-def provider(monkeypatch):
-    """Points `openai:` models at a server: the client's retries, its timeout and the nodes' retries as given."""
-
-    def use(server: ProviderServer, retries: int = 0, timeout: float = 10, node_retries: int = 0) -> None:
-        for name in [n for n in os.environ if n.startswith("REACTGRAPH_")]:
-            monkeypatch.delenv(name)
-        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
-        monkeypatch.setenv("REACTGRAPH_MODEL_TIMEOUT", str(timeout))
-        monkeypatch.setenv("REACTGRAPH_NODE_RETRIES", str(node_retries))
-        monkeypatch.setenv("REACTGRAPH_NODE_RETRY_DELAY", "0.01")
-
-    return use
 
 
 def answering(body: dict) -> Reply:

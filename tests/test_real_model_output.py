@@ -25,18 +25,6 @@ from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 MODEL = "openai:test-model"
 
 
-@pytest.fixture
-def provider(monkeypatch):
-    """Points `openai:` models at a server, with no retries (a scripted reply is never worth a second try)."""
-
-    def use(server: ProviderServer) -> None:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-output")
-        monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", "0")
-        monkeypatch.setenv("REACTGRAPH_NODE_RETRIES", "0")
-        monkeypatch.delenv("REACTGRAPH_STREAM_USAGE", raising=False)
-
-    return use
 
 
 def _sentinels(value: Any, depth: int = 0) -> list[Any]:

@@ -9,7 +9,6 @@ scripted chat models."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -21,26 +20,10 @@ from support.cli_env import run_in_process
 from support.provider_server import ProviderServer, closing_check, cut_off, text
 from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
-SHAPES = {"openai": ("openai:test-model", "OPENAI"), "anthropic": ("anthropic:test-model", "ANTHROPIC")}
+SHAPES = ("openai", "anthropic")  # the API shapes the provider server speaks (conftest `provider`)
 OFF = Context(reflection="off")
 
 
-@pytest.fixture
-def provider(monkeypatch):
-    """Points the shape's models at `server` (no retries: every request is one the graph made); the model spec."""
-
-    def use(server: ProviderServer, shape: str = "openai") -> str:
-        for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", "OPENAI_", "ANTHROPIC_"))
-                     and n != "REACTGRAPH_HOME"]:
-            monkeypatch.delenv(name)
-        model, prefix = SHAPES[shape]
-        monkeypatch.setenv(f"{prefix}_BASE_URL", server.openai_url if shape == "openai" else server.anthropic_url)
-        monkeypatch.setenv(f"{prefix}_API_KEY", "sk-test")
-        monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", "0")
-        monkeypatch.setenv("REACTGRAPH_NODE_RETRIES", "0")
-        return model
-
-    return use
 
 
 def ask(graph, question: str, context: Context) -> dict:
@@ -102,7 +85,7 @@ def test_a_junk_self_check_is_unchecked_in_every_output_and_nothing_crashes(prov
                         text("not json either")) as server:
         env = {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test", "REACTGRAPH_MODEL_RETRIES": "0",
                "REACTGRAPH_NODE_RETRIES": "0"}
-        argv = ["ask", "Capital of France?", "--reflection", "off", "--store", "memory", "--model", SHAPES["openai"][0]]
+        argv = ["ask", "Capital of France?", "--reflection", "off", "--store", "memory", "--model", "openai:test-model"]
         done = run_in_process(monkeypatch, capfd, [*argv, "--json"], **env)
         shown = run_in_process(monkeypatch, capfd, argv, **env)
     payload = json.loads(done.stdout)

@@ -27,6 +27,7 @@ from reactgraph.service.api_common import (
 from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.records import THREAD_STATUSES, new_id
+from reactgraph.service.thread_select import selected_fields
 from reactgraph.service.thread_state import thread_state
 from reactgraph.service.wire import BadRequest, dumps, field, plain
 
@@ -171,7 +172,7 @@ async def search_threads(request: Request) -> Response:
     if sort_by not in ("thread_id", "status", "created_at", "updated_at", "state_updated_at"):
         raise BadRequest(422, f"'sort_by' cannot be {sort_by!r}")
     found.sort(key=lambda r: str(r.get(sort_by) or ""), reverse=field(body, "sort_order", str, "desc") != "asc")
-    select = _selected(body)
+    select = selected_fields(body)
     page: list[dict[str, Any]] = []
     for record in found[offset:]:
         if len(page) == limit:
@@ -184,23 +185,6 @@ async def search_threads(request: Request) -> Response:
                 continue
         page.append(record if select is None else {key: value for key, value in record.items() if key in select})
     return json_response(page)
-
-
-# The fields of a thread a search may `select` (the Agent Server's ThreadSelectField); the whole record by default.
-THREAD_FIELDS = ("thread_id", "created_at", "updated_at", "state_updated_at", "metadata", "config", "context",
-                 "status", "values", "interrupts")
-
-
-def _selected(body: dict[str, Any]) -> frozenset[str] | None:
-    select = body.get("select")
-    if select is None:
-        return None
-    if not isinstance(select, list) or not all(isinstance(name, str) for name in select):
-        raise BadRequest(422, "'select' must be a list of thread field names")
-    if unknown := sorted(set(select) - set(THREAD_FIELDS)):
-        raise BadRequest(422, f"'select' cannot name {', '.join(map(repr, unknown))}; the fields are "
-                              f"{', '.join(THREAD_FIELDS)}")
-    return frozenset(select)
 
 
 @handler
