@@ -4,9 +4,10 @@ tests/real_model/prepare.py fills: for the real-model tier, the cassette recorde
     with llama_server() as base_url:     # http://127.0.0.1:<port>; the OpenAI API is under /v1
         ...
 
-The server generates at most `MAX_REPLY_TOKENS` per reply unless a request asks for fewer (a degenerate reply is
-cut there with `finish_reason: "length"`), in a context of `CONTEXT_TOKENS`, deterministic at
-temperature 0, on `THREADS` threads. Its log goes to a file beside the cache, read back when it fails to start.
+The server generates at most `MAX_REPLY_TOKENS` per reply to a request that names no `max_tokens` (a request's own
+limit replaces it; a degenerate reply is cut there with `finish_reason: "length"`), in a context of
+`CONTEXT_TOKENS`, deterministic at temperature 0, on `THREADS` threads. Its log goes to a file beside the cache,
+read back when it fails to start.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ MAX_ITERATIONS = 2
 # a closing answer and its self-check, a summary. Reflexion runs up to two trials of that.
 REQUEST_BOUND = {"react": 4 * MAX_ITERATIONS + 6, "plan_solve": 4 * MAX_ITERATIONS + 8,
                  "reflexion": 2 * (4 * MAX_ITERATIONS + 6) + 2}
-# The longest a run may take on two shared cores: its requests, each a reply of at most the server's 128 tokens,
-# well inside it. A bound on waiting, not a measure of speed (benchmarks/real_model.py is).
+# The longest a run may take on two shared cores: its requests, each a reply bounded by the product's max_tokens
+# (else the server's 128), well inside it. A bound on waiting, not a measure of speed (benchmarks/real_model.py is).
 RUN_CEILING_S = 150.0
 
 
