@@ -12,14 +12,13 @@ import pytest
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
-from langchain_tests.integration_tests import ToolsIntegrationTests
-from langchain_tests.unit_tests import ToolsUnitTests
 from langgraph.prebuilt import InjectedState, InjectedStore
 from langgraph.store.memory import InMemoryStore
 
 from reactgraph.graph import build_plan_solve_graph, build_react_graph
 from reactgraph.tools import ToolGateway
 from support.scripted import ScriptedChatModel, call, tool_reply
+from support.standard_tool_suites import standard_tool_suites
 
 
 @tool
@@ -140,31 +139,9 @@ def _exported() -> dict[str, BaseTool]:
     return {t.name: t for t in ToolGateway(INJECTED).as_langchain_tools()}
 
 
-class _Standard:
-    name = ""
-
-    @property
-    def tool_constructor(self) -> BaseTool:
-        return _exported()[self.name]
-
-    @property
-    def tool_invoke_params_example(self) -> dict[str, Any]:
-        return dict(_EXAMPLES[self.name])
-
-
-class _Succeeds(_Standard):
-    def test_the_example_call_succeeds(self, tool: BaseTool) -> None:
-        message = tool.invoke({"name": tool.name, "args": self.tool_invoke_params_example, "id": "x",
-                               "type": "tool_call"})
-        assert message.status == "success", message.text
-
-
-for _name in _EXAMPLES:
-    _title = "".join(part.title() for part in _name.split("_"))
-    globals()[f"Test{_title}Unit"] = type(f"Test{_title}Unit", (_Standard, ToolsUnitTests), {"name": _name})
-    if _name != "count_messages":  # it reads the graph state, which a call from outside a graph has not
-        globals()[f"Test{_title}Integration"] = type(f"Test{_title}Integration", (_Succeeds, ToolsIntegrationTests),
-                                                     {"name": _name})
+# count_messages reads the graph state, which a call from outside a graph has not: unit tests only
+standard_tool_suites(globals(), _exported, {name: (lambda args=args: dict(args)) for name, args in _EXAMPLES.items()},
+                     unit_only=["count_messages"])
 
 
 def test_a_state_reading_tool_called_outside_a_graph_is_refused_in_one_line_not_counted_as_a_failure():

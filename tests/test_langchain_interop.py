@@ -15,13 +15,12 @@ from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
-from langchain_tests.integration_tests import ToolsIntegrationTests
-from langchain_tests.unit_tests import ToolsUnitTests
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from reactgraph.tools import BreakerConfig, ToolGateway, ToolMeta, default_gateway
 from support.scripted import ScriptedChatModel, call
+from support.standard_tool_suites import standard_tool_suites
 
 
 def interop_gateway() -> ToolGateway:
@@ -234,27 +233,4 @@ def _standard_tools() -> dict[str, BaseTool]:
     return {tool.name: tool for tool in gateway.as_langchain_tools()}
 
 
-class _Standard:
-    name = ""
-
-    @property
-    def tool_constructor(self) -> BaseTool:
-        return _standard_tools()[self.name]
-
-    @property
-    def tool_invoke_params_example(self) -> dict[str, Any]:
-        return _EXAMPLES[self.name]()
-
-
-class _Succeeds(_Standard):
-    def test_the_example_call_succeeds(self, tool: BaseTool) -> None:
-        message = tool.invoke({"name": tool.name, "args": self.tool_invoke_params_example, "id": "x",
-                               "type": "tool_call"})
-        assert message.status == "success", message.text
-
-
-for _name in _EXAMPLES:
-    _title = "".join(part.title() for part in _name.split("_"))
-    globals()[f"Test{_title}Unit"] = type(f"Test{_title}Unit", (_Standard, ToolsUnitTests), {"name": _name})
-    globals()[f"Test{_title}Integration"] = type(f"Test{_title}Integration", (_Succeeds, ToolsIntegrationTests),
-                                                 {"name": _name})
+standard_tool_suites(globals(), _standard_tools, _EXAMPLES)
