@@ -108,7 +108,9 @@ def _openai(name: str, temperature: float, retries: int, timeout: float) -> Base
 
 def _anthropic(name: str, temperature: float, retries: int, timeout: float) -> BaseChatModel:
     try:
-        from langchain_anthropic import ChatAnthropic
+        import langchain_anthropic  # noqa: F401 - the extra itself, asked first: the next module may be loaded already
+
+        from reactgraph.models.bounded_anthropic import BoundedChatAnthropic
     except ImportError as exc:
         raise ModelConfigError("anthropic models need langchain-anthropic: pip install langchain-anthropic") from exc
     api_key, base_url = _credentials("ANTHROPIC", "Anthropic")
@@ -116,7 +118,7 @@ def _anthropic(name: str, temperature: float, retries: int, timeout: float) -> B
                                "max_retries": retries, "timeout": timeout}
     if base_url:  # unset: ChatAnthropic's own default (or ANTHROPIC_API_URL)
         options["base_url"] = base_url
-    return ChatAnthropic(**options)
+    return BoundedChatAnthropic(**options)
 
 
 def without_tool_use(model: BaseChatModel, tools: list[dict[str, Any]]) -> Any:
@@ -283,9 +285,8 @@ def describe_model_error(exc: BaseException, model: Any = None) -> str:
         reason = _root_cause(exc)
         line = f"model provider error: cannot connect to {where}" + (f" ({reason[:120]})" if reason else "")
     retries = getattr(model, "max_retries", None)
-    compat = sys.modules.get("reactgraph.models.openai_compat")
-    if compat is not None and isinstance(model, compat.CompatibleChatOpenAI) and _is_timeout(exc):
-        retries = 0  # its SDK does not retry a timeout (see openai_compat)
+    if _is_timeout(exc) and getattr(model, "timeouts_final", False):
+        retries = 0  # on the bounded transports its SDK does not retry a timeout (models/bounded_transport.py)
     if isinstance(retries, int) and retries and is_transient_model_error(exc):
         line += f" (after {retries} {'retry' if retries == 1 else 'retries'})"
     return redact(" ".join(line.split()), model)

@@ -10,21 +10,20 @@ wild (llama.cpp's llama-server, llama-cpp-python, vLLM, Ollama, LiteLLM):
 - structured output starts with `json_schema` and falls back to function calling, then to plain JSON in the
   reply, when the server refuses a strategy (models/structured_output.py).
 
-`provider_clients` wrap the HTTP transport under the OpenAI SDK: a timeout is final for the SDK (the node's
-retry policy decides whether the request is worth one more wait), and a 5xx whose body says the request is bad
-is marked `x-should-retry: false`, so the SDK does not send the same bad request again.
+`provider_clients` put the bounded transports (models/bounded_transport.py) under the OpenAI SDK.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import httpx
 from langchain_openai import ChatOpenAI
 from openai import APITimeoutError
 
-from reactgraph.models.loader import ModelConfigError, says_request_is_bad
+from reactgraph.models.bounded_transport import bounded_clients
+from reactgraph.models.loader import ModelConfigError
 from reactgraph.models.structured_output import structured_output
 
 TOOL_CHOICES = ("auto", "required", "none", "unset")
@@ -40,6 +39,8 @@ def tool_choice_setting() -> str | None:
 
 class CompatibleChatOpenAI(ChatOpenAI):
     """ChatOpenAI whose requests every OpenAI-compatible server accepts (see the module's docstring)."""
+
+    timeouts_final: ClassVar[bool] = True  # its SDK does not retry a timeout (the loader's error line says so)
 
     default_tool_choice: str | None = "auto"
 
@@ -65,47 +66,7 @@ class CompatibleChatOpenAI(ChatOpenAI):
         return payload
 
 
-def _mark_bad_request(response: httpx.Response) -> httpx.Response:
-    if response.status_code == 500 and says_request_is_bad(response.content.decode(errors="replace")[:4000]):
-        response.headers["x-should-retry"] = "false"
-    return response
-
-
-class _SyncTransport(httpx.BaseTransport):
-    def __init__(self) -> None:
-        self.inner = httpx.HTTPTransport()
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        try:
-            response = self.inner.handle_request(request)
-        except httpx.TimeoutException as exc:  # an OpenAIError: the SDK raises it as it is, without a retry
-            raise APITimeoutError(request=request) from exc  # type: ignore[arg-type]
-        if response.status_code == 500:
-            response.read()
-        return _mark_bad_request(response)
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class _AsyncTransport(httpx.AsyncBaseTransport):
-    def __init__(self) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        try:
-            response = await self.inner.handle_async_request(request)
-        except httpx.TimeoutException as exc:
-            raise APITimeoutError(request=request) from exc  # type: ignore[arg-type]
-        if response.status_code == 500:
-            await response.aread()
-        return _mark_bad_request(response)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 def provider_clients() -> dict[str, Any]:
     """The `http_client` / `http_async_client` options of a `CompatibleChatOpenAI` (see the module's docstring)."""
-    return {"http_client": httpx.Client(transport=_SyncTransport()),
-            "http_async_client": httpx.AsyncClient(transport=_AsyncTransport())}
+    sync_client, async_client = bounded_clients(httpx, lambda request: APITimeoutError(request=request))
+    return {"http_client": sync_client, "http_async_client": async_client}

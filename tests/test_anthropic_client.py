@@ -342,6 +342,19 @@ def test_an_outage_longer_than_every_retry_fails_with_one_line_that_counts_them(
                                       "upstream exploded (after 1 retry) (gave up after 2 attempts)")
 
 
+def test_a_timeout_at_temperature_0_is_sent_twice_at_most_and_a_bad_request_500_once(provider):
+    """Anthropic's SDK retries timeouts and 5xx itself; under the bounded transports a timeout is final for it
+    (the node sends it once more) and a 500 that says the request is bad is not sent again."""
+    with ProviderServer(*[slow(3)] * 8) as server:
+        provider(server, retries=3, timeout=0.3, node_retries=3)
+        result = ask("hi")
+    assert result["status"] == "failed" and len(server.requests) == 2
+    with ProviderServer(*[error(500, "Invalid request: 'messages' must be a non-empty list")] * 8) as server:
+        provider(server, retries=3, node_retries=3)
+        result = ask("hi")
+    assert result["status"] == "failed" and len(server.requests) == 1
+
+
 def test_a_refused_connection_fails_the_run_instead_of_crashing(provider):
     url = closed_port_url()
     provider(url, retries=0)
