@@ -26,7 +26,7 @@ def bounded_clients(http: ModuleType, timeout_error: Callable[[Any], Exception],
     """A (Client, AsyncClient) pair of the HTTP package `http` (httpx or httpx2) on the bounded transports;
     `timeout_error(request)` is the SDK's own timeout error; `options` go to both clients (timeout, base_url)."""
 
-    class SyncTransport(http.BaseTransport):  # type: ignore[name-defined,misc]
+    class SyncTransport(http.BaseTransport):  # type: ignore[name-defined]
         def __init__(self) -> None:
             self.inner = http.HTTPTransport()
 
@@ -42,7 +42,7 @@ def bounded_clients(http: ModuleType, timeout_error: Callable[[Any], Exception],
         def close(self) -> None:
             self.inner.close()
 
-    class AsyncTransport(http.AsyncBaseTransport):  # type: ignore[name-defined,misc]
+    class AsyncTransport(http.AsyncBaseTransport):  # type: ignore[name-defined]
         def __init__(self) -> None:
             self.inner = http.AsyncHTTPTransport()
 
