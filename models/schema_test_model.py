@@ -23,41 +23,57 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field
 
+# A schema is the tool's (an MCP server's: untrusted): what it asks for is built within these bounds.
 MAX_DEPTH = 6  # nested objects are built this deep at most; deeper ones are {}
+MAX_ITEMS = 10  # an array's minItems, at most
+MAX_CHARS = 100  # a string's minLength, at most
 MAX_ANSWER_CHARS = 2_000
 
 
 def example_value(schema: Any, depth: int = 0) -> Any:
-    """The simplest value `schema` accepts: its default, example, first enum value or const, else by type."""
+    """The simplest value `schema` accepts: its default, example, first enum value or const, else by type. Any
+    part of the schema that is not what JSON Schema says it is (a malformed server's) counts as absent."""
     if not isinstance(schema, dict) or depth > MAX_DEPTH:
         return None
     for key in ("default", "const"):
         if key in schema:
             return schema[key]
-    if schema.get("examples"):
-        return schema["examples"][0]
-    if schema.get("enum"):
-        return schema["enum"][0]
+    for key in ("examples", "enum"):
+        if isinstance(choices := schema.get(key), list) and choices:
+            return choices[0]
     for key in ("anyOf", "oneOf", "allOf"):
-        if schema.get(key):
-            return example_value(next((s for s in schema[key] if s.get("type") != "null"), schema[key][0]), depth)
+        if isinstance(options := schema.get(key), list) and options:
+            chosen = next((o for o in options if isinstance(o, dict) and o.get("type") != "null"), options[0])
+            return example_value(chosen, depth + 1)
     kind = schema.get("type", "object" if "properties" in schema else "string")
     kind = next((k for k in kind if k != "null"), "null") if isinstance(kind, list) else kind
     if kind == "object":
-        required = schema.get("required", [])
-        return {name: example_value(sub, depth + 1) for name, sub in (schema.get("properties") or {}).items()
-                if name in required}
+        properties = schema.get("properties")
+        required = schema.get("required")
+        if not isinstance(properties, dict) or not isinstance(required, list):
+            return {}
+        return {name: example_value(sub, depth + 1) for name, sub in properties.items() if name in required}
     if kind == "array":
-        return [example_value(schema.get("items", {}), depth + 1) for _ in range(int(schema.get("minItems", 0)))]
+        count = _bounded(schema, "minItems", MAX_ITEMS)
+        return [example_value(schema.get("items", {}), depth + 1) for _ in range(count)]
     if kind in ("integer", "number"):
-        low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
-        value = max(low + (1 if "exclusiveMinimum" in schema else 0), 0) if low is not None else 0
+        low = _number(schema.get("minimum", schema.get("exclusiveMinimum", 0)))
+        value = max(low + (1 if "exclusiveMinimum" in schema else 0), 0)
         return int(value) if kind == "integer" else float(value)
     if kind == "boolean":
         return False
     if kind == "null":
         return None
-    return "a" * max(int(schema.get("minLength", 1)), 1)
+    return "a" * max(_bounded(schema, "minLength", MAX_CHARS), 1)
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e15 else 0
+
+
+def _bounded(schema: dict[str, Any], key: str, limit: int) -> int:
+    value = schema.get(key, 0)
+    return min(max(int(value), 0), limit) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
 class SchemaTestModel(BaseChatModel):

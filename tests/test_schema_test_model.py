@@ -61,3 +61,16 @@ def test_an_unknown_spec_names_the_test_model():
         assert "'test'" in str(exc)
     else:
         raise AssertionError("tset was accepted")
+
+
+def test_a_hostile_schema_is_built_within_bounds():
+    from reactgraph.models.schema_test_model import example_value
+
+    value = example_value({"type": "object", "required": ["a", "s", "deep"], "properties": {
+        "a": {"type": "array", "minItems": 10**9, "items": {"type": "string", "minLength": 10**9}},
+        "s": {"type": "string", "minLength": "many"},
+        "deep": {"$ref": "#", "type": "object", "required": ["x"], "properties": {"x": {"type": "object"}}}}})
+    assert len(value["a"]) == 10 and all(len(item) == 100 for item in value["a"]) and value["s"] == "a"
+    malformed = [{"enum": {"a": 1}}, {"anyOf": "x"}, {"type": "object", "properties": [1], "required": "p"},
+                 {"type": "integer", "minimum": "ten"}, {"type": "number", "minimum": 1e300}, {"oneOf": [1, 2]}]
+    assert [example_value(schema) for schema in malformed] == ["a", "a", {}, 0, 0.0, None]
