@@ -10,6 +10,7 @@ and the key.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -177,18 +178,12 @@ def _env_of(where: str, get: _Getter, source: str) -> dict[str, str] | None:
 
 
 def _dotenv(text: str) -> dict[str, str]:
-    """`KEY=value` lines (comments, blank lines and `export ` skipped; one pair of outer quotes removed)."""
-    pairs: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip().removeprefix("export ").strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        pairs[key.strip()] = value
-    return pairs
+    """The variables of an env file, read by python-dotenv as VS Code's files are written (`export`, quotes,
+    comments); not interpolated here: `${VAR}` in values is expanded with the rest when the server starts."""
+    from dotenv import dotenv_values
+
+    return {key: value for key, value in dotenv_values(stream=io.StringIO(text), interpolate=False).items()
+            if value is not None}
 
 
 class _Getter:
