@@ -154,3 +154,11 @@ def test_reflexion_keeps_its_trials_status_even_when_the_judge_passes_it():
     graph = build_reflexion_graph(notes_gateway(broken=True), model=model, max_trials=1)
     result = ask(graph, "the count?", OFF)
     assert result["evaluation"]["passed"] and result["status"] == "no_answer"
+
+
+def test_a_models_coverage_account_is_bounded():
+    from reactgraph.nodes.closing.status import model_account
+
+    account = model_account(["x" * 5000, *[f"part {n}\n" for n in range(500)]], ["y" * 5000])
+    assert len(account.parts) == 20 and len(account.parts[0]) == 200 and account.parts[1] == "part 0"
+    assert len(account.missing[0]) == 200

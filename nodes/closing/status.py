@@ -48,8 +48,16 @@ class Coverage:
 UNCHECKED = Coverage()
 
 
+# A model's account is its output (untrusted): it reaches the state, every output and the answer's Missing line
+# within these bounds.
+MAX_PARTS = 20
+MAX_PART_CHARS = 200
+
+
 def _texts(items: Sequence[Any]) -> list[str]:
-    return [str(item).strip() for item in items if str(item).strip()]
+    texts = (" ".join(str(item).split()) for item in list(items)[:MAX_PARTS * 2])
+    return [text if len(text) <= MAX_PART_CHARS else text[:MAX_PART_CHARS - 1] + "…" for text in texts if text][
+        :MAX_PARTS]
 
 
 def model_account(parts: Sequence[Any], missing: Sequence[Any]) -> Coverage:
