@@ -4,6 +4,7 @@ behaviour through the same entry point, `main()`, in this process (`run_cli`).""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -111,6 +112,18 @@ def test_the_tools_table_fits_80_columns_one_line_per_tool_and_wide_shows_every_
     wide = run_cli("tools", "--wide", env={"COLUMNS": "80"}).stdout.splitlines()
     assert next(line for line in wide if line.startswith("tool")).split() == [
         "tool", "parameters", "timeout", "tags", "stuck", "breaker", "calls", "description"]
+    # with call metrics from other processes (shared in Redis) the narrow table still fits
+    from rich.console import Console
+
+    from reactgraph.cli.tool_list import tools_table
+
+    rows = json.loads(run_cli("tools", "--json").stdout)
+    for row in rows:
+        row["metrics"] = {"calls": 12345, "failures": 678, "p95_ms": 12345.0}
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(tools_table(rows, wide=False, width=80))
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= 80 and "description" in next(line for line in lines if line.startswith("tool"))
 
 
 def test_version_names_the_installed_release():

@@ -72,7 +72,7 @@ def tools_table(rows: list[dict], *, wide: bool, width: int) -> Table:
                   caption=None if wide else "more columns: --wide; everything: --json")
     for header, column_width in zip(headers, widths, strict=True):
         table.add_column(header, no_wrap=True, min_width=column_width)
-    table.add_column("description", no_wrap=True, overflow="ellipsis",
+    table.add_column("description", no_wrap=True, overflow="ellipsis", min_width=len("description"),
                      max_width=max(_DESCRIPTION_WIDE if wide else 16, width - sum(widths) - _GAP * len(widths) - 1))
     for row, line in zip(rows, lines, strict=True):
         table.add_row(*line, _first_sentence(row["description"]))
@@ -85,7 +85,7 @@ def _cells(row: dict, servers: bool, wide: bool) -> list[str]:
     cells = [row["name"], *((row["server"] or "",) if servers else ()), params]
     if wide:
         cells += [f"{row['timeout_s']:g}s", ",".join(row["tags"]), str(row["stuck_threads"])]
-    return [*cells, row["breaker"]["state"], _calls(row["metrics"] or {})]
+    return [*cells, row["breaker"]["state"], _calls(row["metrics"] or {}, wide)]
 
 
 def _first_sentence(description: str) -> str:
@@ -94,12 +94,12 @@ def _first_sentence(description: str) -> str:
     return line[:end + 1] if end > 0 else line
 
 
-def _calls(metrics: dict) -> str:
-    """`25 (1 failed), p95 79 ms`: what the table has room for; --json has the rest."""
+def _calls(metrics: dict, wide: bool) -> str:
+    """`25 (1 failed), p95 79 ms` (wide) or `25 (1 failed)`: what the table has room for; --json has the rest."""
     if not metrics:
         return "-"
     failed = f" ({metrics['failures']} failed)" if metrics["failures"] else ""
-    return f"{metrics['calls']}{failed}, p95 {metrics['p95_ms']:.0f} ms"
+    return f"{metrics['calls']}{failed}, p95 {metrics['p95_ms']:.0f} ms" if wide else f"{metrics['calls']}{failed}"
 
 
 async def _status(tools: list[str], store: str | None, mcp: Path | None) -> list[dict]:
