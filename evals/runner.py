@@ -23,6 +23,7 @@ from reactgraph.evals.graphs import GraphEntry, resolve_graphs
 from reactgraph.evals.metrics import UsageMeter, failure_mode, step_counts
 from reactgraph.evals.tasks import Task, check
 from reactgraph.graph import load_chat_model, parse_spec, redact
+from reactgraph.nodes.tool_round.hitl import answer_with, is_approval_request, requested_calls
 
 
 @dataclass(frozen=True)
@@ -125,11 +126,11 @@ def _invoke_approving(graph: Any, graph_input: Any, context: Any, config: dict[s
     (no one is there to ask); `tool_statuses` still shows what ran."""
     result = graph.invoke(graph_input, context=context, config=config)
     for _ in range(MAX_APPROVALS):
-        pauses = [p for p in result.get("__interrupt__") or () if isinstance(p.value, dict)
-                  and p.value.get("type") == "approval"]
+        pauses = [p.value for p in result.get("__interrupt__") or () if is_approval_request(p.value)]
         if not pauses:
             break
-        result = graph.invoke(Command(resume={"decision": "approve"}), context=context, config=config)
+        approve = answer_with(pauses[0], [{"type": "approve"}] * len(requested_calls(pauses[0])))
+        result = graph.invoke(Command(resume=approve), context=context, config=config)
     return result
 
 

@@ -19,14 +19,15 @@ from reactgraph.memory.session_lease import DEFAULT_WAIT_S, SessionLease, WaitNo
 from reactgraph.nodes.conversation.question import check_question
 from reactgraph.nodes.conversation.transcript import current_question
 from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.tool_round.hitl import is_approval_request
 
 AnyGraph = CompiledStateGraph[Any, Any, Any, Any]  # any of the compiled graphs
 UpdateSink = Callable[[str, dict[str, Any]], None]
 # (node, text, reply id): a streamed model token; a new reply id means a new model call (another attempt).
 TokenSink = Callable[[str, str, str], None]
 EventSink = Callable[[dict[str, Any]], None]  # the gateway's events (retry, breaker, timeout, waiting)
-# Asked when the run pauses for approval: given the interrupt's value ({"type": "approval", "calls": [...]}),
-# returns the answer to resume with (see nodes/tool_round/approval_answer.py).
+# Asked when the run pauses for approval: given the interrupt's value (LangChain's HITL request, batched or per
+# call: nodes/tool_round/hitl.py), returns the answer to resume with (`answer_with` builds it).
 Approver = Callable[[dict[str, Any]], Any]
 MAX_APPROVAL_ROUNDS = 100  # pauses answered within one turn (each model reply asking may pause once or twice)
 
@@ -96,7 +97,7 @@ def pending_approval(graph: AnyGraph, session: str) -> dict[str, Any] | None:
     """The approval request the session's run is paused on (the interrupt's value), or None."""
     snapshot = graph.get_state({"configurable": {"thread_id": session}})
     for pause in snapshot.interrupts:
-        if isinstance(pause.value, dict) and pause.value.get("type") == "approval":
+        if is_approval_request(pause.value):
             return pause.value
     return None
 

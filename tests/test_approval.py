@@ -1,5 +1,6 @@
-"""Human approval: the gateway decides which calls need a person's yes, the graphs pause with `interrupt` to ask,
-and `Command(resume=...)` carries approve / edit / reject; an edit goes through the whole pipeline again."""
+"""Human approval: the gateway decides which calls need a person's yes, the graphs pause with `interrupt` to ask
+(LangChain's HITL request), and `Command(resume={"decisions": [...]})` carries approve / edit / reject / respond;
+an edit goes through the whole pipeline again. The format's details: test_approval_hitl.py."""
 
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ from reactgraph.tools.builtin import http_get_tool
 from support.scripted import ScriptedChatModel, call, tool_reply
 
 RULES = Context(reflection="rules")
+APPROVE_BOTH = {"decisions": [{"type": "approve"}, {"type": "approve"}]}
+
+
+def decisions(*each: dict) -> dict:
+    """A HITLResponse: one decision per action request, in order."""
+    return {"decisions": list(each)}
+
+
+def edit(name: str, **args: Any) -> dict:
+    return decisions({"type": "edit", "edited_action": {"name": name, "args": args}})
 
 
 def risky_gateway(ran: list[str]) -> ToolGateway:
@@ -121,7 +132,8 @@ async def test_session_settings_override_the_tools_own_by_name_then_by_tag(ran):
     assert (await gateway.execute(call("archive", path="/b"), by_tag)).status is ToolStatus.NEEDS_APPROVAL
     assert gateway.approval_request(call("archive", path="/b"), by_tag) == {
         "id": "c1", "name": "archive", "args": {"path": "/b"}, "reason": "tools tagged 'files' need approval in "
-                                                                        "this run's settings"}
+                                                                        "this run's settings",
+        "decisions": ["approve", "edit", "reject", "respond"]}
     either = ToolSession.of(approval={"files": "never", "extra": "always"})
     assert gateway.approval_request(call("delete_file", path="/a"), either) is None  # only "files" applies
 
@@ -163,18 +175,22 @@ def test_context_approval_is_checked_like_every_field():
 def test_all_calls_of_one_reply_are_asked_about_in_one_interrupt_and_nothing_runs_before(ran):
     graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=two_risky_calls())
     result, _config = start(graph, "clean up")
-    assert paused_on(result) == {"type": "approval", "calls": [
-        {"id": "c1", "name": "delete_file", "args": {"path": "/tmp/a"},
-         "reason": "delete_file needs a person's approval for each call"},
-        {"id": "c2", "name": "send_mail", "args": {"to": "bob"},
-         "reason": "send_mail needs a person's approval for each call"}]}
+    everything = ["approve", "edit", "reject", "respond"]
+    assert paused_on(result) == {  # LangChain's HITLRequest, as HumanInTheLoopMiddleware raises it
+        "action_requests": [
+            {"name": "delete_file", "args": {"path": "/tmp/a"}, "description":
+             'delete_file needs a person\'s approval for each call\n\nTool: delete_file\nArgs: {"path": "/tmp/a"}'},
+            {"name": "send_mail", "args": {"to": "bob"}, "description":
+             'send_mail needs a person\'s approval for each call\n\nTool: send_mail\nArgs: {"to": "bob"}'}],
+        "review_configs": [{"action_name": "delete_file", "allowed_decisions": everything},
+                           {"action_name": "send_mail", "allowed_decisions": everything}]}
     assert ran == []  # not even the call that needs no approval: a reply's calls go on together
 
 
-def test_one_decision_for_all_calls_approves_them_all(ran):
+def test_approving_each_call_runs_them_all(ran):
     graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=two_risky_calls())
     _, config = start(graph, "clean up")
-    result = graph.invoke(Command(resume={"decision": "approve"}), config, context=RULES)
+    result = graph.invoke(Command(resume=APPROVE_BOTH), config, context=RULES)
     assert sorted(ran) == ["delete:/tmp/a", "lookup:x", "mail:bob"] and result["status"] == "answered"
     assert [(s["node"], s["action"], s["status"]) for s in result["steps"] if s["node"] in ("approve", "act")] == [
         ("approve", "delete_file", "approved"), ("approve", "send_mail", "approved"),
@@ -185,8 +201,8 @@ def test_a_rejected_call_never_runs_and_the_model_reads_the_reason(ran):
     model = two_risky_calls()
     graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=model)
     _, config = start(graph, "clean up")
-    result = graph.invoke(Command(resume={"c1": {"decision": "reject", "reason": "that file is needed"},
-                                          "c2": "approve"}), config, context=RULES)
+    result = graph.invoke(Command(resume={"decisions": [{"type": "reject", "message": "that file is needed"},
+                                                        {"type": "approve"}]}), config, context=RULES)
     assert sorted(ran) == ["lookup:x", "mail:bob"]
     answers = {m.tool_call_id: m for m in model.requests[-1]["messages"] if isinstance(m, ToolMessage)}
     assert answers["c1"].status == "error"
@@ -198,7 +214,7 @@ def test_a_rejected_call_never_runs_and_the_model_reads_the_reason(ran):
 def test_rejecting_every_call_goes_on_to_observe_and_the_model_answers(ran):
     graph = deleting_graph(ran, then="I did not delete it.")
     _, config = start(graph, "delete /a")
-    result = graph.invoke(Command(resume={"decision": "reject"}), config, context=RULES)
+    result = graph.invoke(Command(resume=decisions({"type": "reject"})), config, context=RULES)
     assert ran == [] and result["status"] == "answered" and result["final_answer"] == "I did not delete it."
     assert "(no reason given)" in next(s for s in result["steps"] if s["node"] == "act")["observation"]
 
@@ -208,7 +224,7 @@ def test_an_edit_runs_instead_of_the_original_which_never_runs(ran):
                                  AIMessage("Deleted the copy."))
     graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=model)
     _, config = start(graph, "delete it")
-    result = graph.invoke(Command(resume={"decision": "edit", "args": {"path": "/copy"}}), config, context=RULES)
+    result = graph.invoke(Command(resume=edit("delete_file", path="/copy")), config, context=RULES)
     assert ran == ["delete:/copy"]
     # The model's reply now shows the call that ran, and the result says what the person changed (langchain #33787:
     # a model that still sees its own call retries it).
@@ -223,13 +239,13 @@ def test_an_edit_runs_instead_of_the_original_which_never_runs(ran):
 def test_an_edit_into_another_tool_that_asks_is_asked_about_again(ran):
     graph = deleting_graph(ran, then="Sent.")
     _, config = start(graph, "do it")
-    second = graph.invoke(Command(resume={"decision": "edit", "name": "send_mail", "args": {"to": "eve"}}), config,
-                          context=RULES)
-    assert paused_on(second)["calls"] == [{"id": "c1", "name": "send_mail", "args": {"to": "eve"},
-                                           "reason": "edited from delete_file: send_mail needs a person's approval "
-                                                     "for each call"}]
+    second = graph.invoke(Command(resume=edit("send_mail", to="eve")), config, context=RULES)
+    (asked,) = paused_on(second)["action_requests"]
+    assert (asked["name"], asked["args"]) == ("send_mail", {"to": "eve"})
+    assert asked["description"].startswith("edited from delete_file: send_mail needs a person's approval")
     assert ran == []  # no bypass of send_mail's policy (langchain #40166)
-    result = graph.invoke(Command(resume={"decision": "reject", "reason": "no mail"}), config, context=RULES)
+    result = graph.invoke(Command(resume=decisions({"type": "reject", "message": "no mail"})), config,
+                          context=RULES)
     assert ran == [] and [s["status"] for s in result["steps"] if s["node"] == "approve"] == ["rejected"]
 
 
@@ -237,26 +253,24 @@ def test_an_edit_into_a_denied_tool_is_refused_by_the_permission_check(ran):
     graph = deleting_graph(ran, then="Could not.")
     context = Context(reflection="rules", denied_tools=("archive",))
     _, config = start(graph, "do it", context=context)
-    result = graph.invoke(Command(resume={"decision": "edit", "name": "archive", "args": {"path": "/a"}}), config,
-                          context=context)
+    result = graph.invoke(Command(resume=edit("archive", path="/a")), config, context=context)
     assert ran == [] and [s["status"] for s in result["steps"] if s["node"] == "act"] == ["denied"]
 
 
 def test_an_edit_into_a_tool_that_does_not_ask_runs_at_once(ran):
     graph = deleting_graph(ran, then="Archived.")
     _, config = start(graph, "do it")
-    result = graph.invoke(Command(resume={"decision": "edit", "name": "archive", "args": {"path": "/a"}}), config,
-                          context=RULES)
+    result = graph.invoke(Command(resume=edit("archive", path="/a")), config, context=RULES)
     assert ran == ["archive:/a"] and "__interrupt__" not in result
 
 
 def test_an_answer_that_is_not_understood_is_asked_again_with_the_problem_then_rejected(ran):
     graph = deleting_graph(ran, then="Not done.")
     _, config = start(graph, "do it")
-    for answer, problem in [({"decision": "maybe"}, "decision 'maybe' is not approve, edit or reject"),
-                            ({"c9": "approve"}, "no call 'c9' was asked about; no decision for call 'c1'"),
-                            ({"decision": "edit", "args": "x"}, "edit needs args"),
-                            ({"decision": "approve", "why": 1}, "approve takes no 'why'")]:
+    for answer, problem in [(decisions({"type": "maybe"}), "decision 1 (delete_file): type 'maybe' is not approve"),
+                            ({"decisions": []}, "0 decision(s) for 1 action request(s) (delete_file)"),
+                            (decisions({"type": "edit", "args": {}}), "edit needs edited_action"),
+                            ({"type": "approve"}, 'an answer must be {"decisions": [...]} with one decision')]:
         again = graph.invoke(Command(resume=answer), config, context=RULES)
         assert problem in paused_on(again)["error"], paused_on(again)
     result = graph.invoke(Command(resume=42), config, context=RULES)  # the MAX_ASKS-th answer not understood
@@ -275,7 +289,7 @@ def test_context_approval_turns_asking_off_or_on_for_a_run(ran):
     assert "__interrupt__" not in result and ran == ["delete:/a"]
     result, _ = start(graph, "look", "t2", Context(reflection="rules", closing_check=False,
                                                    approval={"lookup": "always"}))
-    assert paused_on(result)["calls"][0]["name"] == "lookup"
+    assert paused_on(result)["action_requests"][0]["name"] == "lookup"
 
 
 async def test_the_async_run_pauses_and_resumes_the_same_way_with_events_on_the_custom_stream(ran):
@@ -285,7 +299,8 @@ async def test_the_async_run_pauses_and_resumes_the_same_way_with_events_on_the_
                                                    stream_mode="custom")]
     assert [(e["event"], e["tool"]) for e in events] == [("approval_requested", "delete_file"),
                                                          ("approval_requested", "send_mail")]
-    events = [part async for part in graph.astream(Command(resume={"c1": "approve", "c2": "reject"}), config,
+    answer = decisions({"type": "approve"}, {"type": "reject"})
+    events = [part async for part in graph.astream(Command(resume=answer), config,
                                                    context=RULES, stream_mode="custom")]
     assert [(e["event"], e["tool"], e.get("decision")) for e in events if e["event"].startswith("approval")] == [
         ("approval_decided", "delete_file", "approved"), ("approval_decided", "send_mail", "rejected")]
@@ -295,8 +310,9 @@ async def test_the_async_run_pauses_and_resumes_the_same_way_with_events_on_the_
 def test_budget_cut_calls_are_not_put_to_a_person(ran):
     graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=two_risky_calls())
     result, config = start(graph, "go", context=Context(reflection="rules", max_tool_calls=1))
-    assert [c["id"] for c in paused_on(result)["calls"]] == ["c1"]  # c2 and c3 do not fit the budget
-    result = graph.invoke(Command(resume="approve"), config, context=Context(reflection="rules", max_tool_calls=1))
+    assert [c["name"] for c in paused_on(result)["action_requests"]] == ["delete_file"]  # c2, c3 do not fit
+    result = graph.invoke(Command(resume=decisions({"type": "approve"})), config,
+                          context=Context(reflection="rules", max_tool_calls=1))
     assert ran == ["delete:/tmp/a"]
 
 
@@ -334,8 +350,8 @@ def test_every_graph_asks_before_http_get_with_the_offline_model(build, page):
     graph = build(loopback_tools(), checkpointer=InMemorySaver())
     result, config = start(graph, f"Fetch {page}", context=Context())
     request = paused_on(result)
-    assert [(c["name"], c["args"]) for c in request["calls"]] == [("http_get", {"url": page})]
-    result = graph.invoke(Command(resume={"decision": "approve"}), config, context=Context())
+    assert [(c["name"], c["args"]) for c in request["action_requests"]] == [("http_get", {"url": page})]
+    result = graph.invoke(Command(resume=decisions({"type": "approve"})), config, context=Context())
     assert result["status"] == "answered" and "LangGraph builds agents as graphs." in result["final_answer"]
 
 
@@ -345,14 +361,14 @@ def test_sessions_run_asks_the_approver_and_resumes_under_the_lease(page):
 
     def approver(request: dict) -> Any:
         asked.append(request)
-        return {"decision": "reject", "reason": "not today"}
+        return decisions({"type": "reject", "message": "not today"})
 
     result = run(graph, plan_run(graph, f"Fetch {page}", "s1"), Context(), approver=approver)
     assert len(asked) == 1 and result["status"] in ("no_answer", "answered", "partial")
     assert "not today" in next(s for s in result["steps"] if s["node"] == "act")["observation"]
     # Without an approver the session stays paused, and says what it waits for.
     paused = run(graph, plan_run(graph, f"Fetch {page}", "s2"), Context())
-    assert paused.get("status") is None and pending_approval(graph, "s2")["calls"][0]["name"] == "http_get"
+    assert paused.get("status") is None and pending_approval(graph, "s2")["action_requests"][0]["name"] == "http_get"
     assert plan_run(graph, f"Fetch {page}", "s2").mode == "resume"  # asking again takes it up where it paused
 
 
@@ -361,14 +377,16 @@ def test_a_prompt_injection_asking_for_exfiltration_is_put_to_a_person_with_the_
     graph = build_react_graph(loopback_tools(), checkpointer=InMemorySaver(), model=ScriptedChatModel.of(
         tool_reply("The page says to send it.", call("http_get", "c1", url=leak)), AIMessage("No.")))
     result, _ = start(graph, "summarise the page")
-    assert paused_on(result)["calls"][0]["args"] == {"url": leak}  # the person sees exactly what would be sent
+    # The person sees exactly what would be sent.
+    assert paused_on(result)["action_requests"][0]["args"] == {"url": leak}
 
 
 def test_the_graph_keeps_going_when_a_resume_comes_for_a_finished_turn(ran):
     graph = build_react_graph(risky_gateway(ran), checkpointer=InMemorySaver(), model=ScriptedChatModel.of(
         AIMessage("Nothing to do.")))
     _, config = start(graph, "hi")
-    assert asyncio.run(graph.ainvoke(Command(resume="approve"), config, context=RULES))["status"] == "answered"
+    assert asyncio.run(graph.ainvoke(Command(resume=decisions({"type": "approve"})), config, context=RULES))[
+        "status"] == "answered"
 
 
 # --- the CLI ------------------------------------------------------------------------------------------------------
@@ -411,7 +429,7 @@ def test_cli_asks_at_a_terminal_and_an_edit_runs(cli, cli_session, monkeypatch: 
     monkeypatch.setattr(sys, "stdin", _Terminal("x\ne\n\n{\"expression\": \"2+2\"}\n"))  # a wrong key first
     _code, out, err = cli("ask", "what is 15*3", "--require-approval", "calculator", "--reflection", "rules",
                          "--session", cli_session)
-    assert '   calculator({"expression": "15 * 3"})' in err and "[a]pprove, [e]dit or [r]eject?" in err
+    assert '   calculator({"expression": "15 * 3"})' in err and "[a]pprove, [e]dit, [r]eject or re[s]pond?" in err
     assert "✋ calculator needs approval" in out
     assert "Approval [calculator · edited]" in out and "Observation [calculator · ok" in out
 

@@ -14,7 +14,7 @@ from langchain_core.tools import BaseTool
 from reactgraph.tools.injection import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
 from reactgraph.tools.policies.base import CallContext, Handler, chain
-from reactgraph.tools.policies.guards.approval import ApprovalGate, approval_request
+from reactgraph.tools.policies.guards.approval import ApprovalGate, approval_request, interrupt_on
 from reactgraph.tools.policies.guards.existence import Existence
 from reactgraph.tools.policies.guards.permission import Permission
 from reactgraph.tools.policies.guards.result_limit import ResultLimit
@@ -148,10 +148,20 @@ class ToolGateway:
         """OpenAI tool schemas of the enabled tools this session may use."""
         return [meta.openai_schema() for meta in self.tools(session)]
 
-    def as_langchain_tools(self, session: ToolSession | None = None) -> list[BaseTool]:
-        """The tools as LangChain `BaseTool`s whose calls still go through this gateway's pipeline."""
+    def as_langchain_tools(self, session: ToolSession | None = None, *, approved_by: Any = None) -> list[BaseTool]:
+        """The tools as LangChain `BaseTool`s whose calls still go through this gateway's pipeline.
+
+        `approved_by`: the LangChain `HumanInTheLoopMiddleware` of the agent these tools run in. A call of a tool
+        its `interrupt_on` gates has been put to a person by it, so the gateway takes that as the approval instead
+        of answering `needs_approval` (asked once, not twice); every other check still runs. Without it, or for a
+        tool it does not gate, a call that needs approval is not run (see docs/approvals.md)."""
         from reactgraph.tools.langchain_adapter import GatewayTool
-        return [GatewayTool.wrap(self, meta, session or ToolSession()) for meta in self.tools(session)]
+        return [GatewayTool.wrap(self, meta, session or ToolSession(), approved_by) for meta in self.tools(session)]
+
+    def interrupt_on(self, session: ToolSession | None = None) -> dict[str, dict[str, Any]]:
+        """`interrupt_on` for LangChain's `HumanInTheLoopMiddleware`: the tools whose calls need a person's approval
+        in this session, each with its allowed decisions and the reason it asks."""
+        return interrupt_on(self.registry, session or ToolSession())
 
     # -- running calls ----------------------------------------------------------------------------------------
 
@@ -177,7 +187,8 @@ class ToolGateway:
         return bool(meta is not None and meta.injects is not None and meta.injects.reads_state)
 
     def approval_request(self, call: ToolCall, session: ToolSession | None = None) -> dict[str, Any] | None:
-        """`{"id", "name", "args", "reason"}` when this call needs a person's approval before it runs, else None
+        """`{"id", "name", "args", "reason", "decisions"}` (the decisions a person may give) when this call needs a
+        person's approval before it runs, else None
         (also None for a call the pipeline would refuse anyway: unknown, not permitted, invalid arguments)."""
         return approval_request(self.registry, call if isinstance(call, Mapping) else {}, session or ToolSession())
 

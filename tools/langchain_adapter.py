@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool, ToolException
@@ -22,18 +23,29 @@ class GatewayTool(BaseTool):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     gateway: Any
     session: ToolSession
+    # The host agent's HumanInTheLoopMiddleware (anything with `interrupt_on`), or None: see `host_approved`.
+    approved_by: Any = None
 
     @classmethod
-    def wrap(cls, gateway: Any, meta: ToolMeta, session: ToolSession) -> GatewayTool:
+    def wrap(cls, gateway: Any, meta: ToolMeta, session: ToolSession, approved_by: Any = None) -> GatewayTool:
         # A JSON-schema dict (not the model): LangChain then passes arguments through unvalidated, so bad ones
         # reach the gateway and come back as its `invalid_args` text instead of a raised ValidationError.
         return cls(name=meta.name, description=meta.description,
                    args_schema=meta.openai_schema()["function"]["parameters"], gateway=gateway, session=session,
-                   handle_tool_error=True)
+                   handle_tool_error=True, approved_by=approved_by)
+
+    def host_approved(self) -> bool:
+        """Whether the host's HITL middleware asked a person about this tool's calls before they get here: it
+        gates this tool's name in its `interrupt_on`. Its approve and edit then reach the tool (reject and respond
+        never do), so the gateway takes them as the approval; its `when` predicate, if any, is the host's choice of
+        which calls to ask about."""
+        gated = getattr(self.approved_by, "interrupt_on", None)
+        return isinstance(gated, Mapping) and self.name in gated
 
     async def _arun(self, *args: Any, **kwargs: Any) -> str:
         kwargs.pop("run_manager", None)
-        result = await self.gateway.execute({"name": self.name, "args": kwargs, "id": ""}, self.session)
+        result = await self.gateway.execute({"name": self.name, "args": kwargs, "id": ""}, self.session,
+                                            approved=self.host_approved())
         if not result.ok:
             raise ToolException(result.content)
         return result.content

@@ -17,6 +17,11 @@ from reactgraph.tools.injection import InjectedArgs, injected_args
 from reactgraph.tools.json_schema import compile_schema
 from reactgraph.tools.result import ToolOutput
 
+# What a person may answer an approval request with, as LangChain's HumanInTheLoopMiddleware names them: run the
+# call, run an edited call, don't run it (the model reads why), or answer it with their own text as its result.
+ApprovalDecision = Literal["approve", "edit", "reject", "respond"]
+APPROVAL_DECISIONS: tuple[ApprovalDecision, ...] = ("approve", "edit", "reject", "respond")
+
 
 @dataclass(frozen=True, slots=True)
 class ToolMeta:
@@ -41,6 +46,8 @@ class ToolMeta:
     # Whether a person must approve each call before it runs ("always") or not ("never"); sessions and
     # Context may override it per tool name or tag. The graphs pause with LangGraph's `interrupt` to ask.
     approval: Literal["always", "never"] = "never"
+    # The decisions a person may give on this tool's calls (LangChain's `allowed_decisions`).
+    approval_decisions: tuple[ApprovalDecision, ...] = APPROVAL_DECISIONS
     # A JSON schema for the arguments (instead of `params_model`): sent to the model unchanged, enforced by jsonschema.
     json_schema: dict[str, Any] | None = None
     # A LangChain tool's parameters the runtime fills in (call id, state, store, ToolRuntime); not in the schema.
@@ -68,6 +75,11 @@ class ToolMeta:
         if self.approval not in ("always", "never"):
             raise ToolRegistrationError(
                 f"tool {self.name!r}: approval must be 'always' or 'never', not {self.approval!r}")
+        if isinstance(self.approval_decisions, list):  # as LangChain's configs write it
+            object.__setattr__(self, "approval_decisions", tuple(self.approval_decisions))
+        if not self.approval_decisions or not set(self.approval_decisions) <= set(APPROVAL_DECISIONS):
+            raise ToolRegistrationError(f"tool {self.name!r}: approval_decisions must be some of "
+                                        f"{', '.join(APPROVAL_DECISIONS)}, not {self.approval_decisions!r}")
         if self.max_result_chars is not None and self.max_result_chars < 1:
             raise ToolRegistrationError(f"tool {self.name!r}: max_result_chars must be >= 1")
 

@@ -90,9 +90,9 @@ def cut_off(reply: BaseMessage | None) -> bool:
 
 def nothing_worked(steps: Sequence[ExecutionStep]) -> str | None:
     """Why nothing the run tried worked: every tool call failed ("tools_failed"; a call that found nothing did
-    not fail, nor did one a person rejected: that is a decision, not a failure), or every plan step
+    not fail, nor did one a person rejected or answered: that is a decision, not a failure), or every plan step
     ("steps_failed"); None when something worked or nothing was tried."""
-    calls = [s for s in steps if s["node"] == "act" and s["status"] != "rejected"]
+    calls = [s for s in steps if s["node"] == "act" and s["status"] not in ("rejected", "responded")]
     if calls and all(s["status"] != "ok" for s in calls):
         return "tools_failed"
     plan_steps = [s for s in steps if s["node"] == "execute_step"]

@@ -25,6 +25,7 @@ Protocol = Literal["tools", "text"]
 ReflectionMode = Literal["llm", "rules", "off"]
 ToolLabel = Annotated[str, Field(min_length=1, max_length=100)]  # a tool's name or one of its tags
 ApprovalSetting = Literal["always", "never"]
+ApprovalMode = Literal["batched", "per_call"]
 
 
 class InvalidContext(ReactGraphError, ValueError):
@@ -68,6 +69,10 @@ class Context:
         "Per tool name or tag: 'always' (a person approves each call: the run pauses with an interrupt) or "
         "'never' (runs unasked). Overrides each tool's own setting; http_get and MCP tools ask by default. "
         "Empty keeps the tools' settings."))] = None
+    approval_mode: Annotated[ApprovalMode, Field(description=(
+        "How calls that need approval are asked about, as LangChain's HumanInTheLoopMiddleware does: 'batched' "
+        "(one interrupt for a reply's calls, answered {'decisions': [...]} in order) or 'per_call' (one interrupt "
+        "per call, in order, each answered with one decision)."))] = "batched"
     observation_budget: Annotated[int, Field(ge=200, le=100_000, description=(
         "Maximum characters of one tool result shown to the model; longer results are truncated."))] = 4000
     memory_window: Annotated[int, Field(ge=2, le=1000, description=(

@@ -1,25 +1,28 @@
-"""`approve`: the graph pauses (LangGraph `interrupt`) for a person to approve, edit or reject the tool calls of
-the last model reply that the gateway says need approval; it runs between the model's reply and `act`.
+"""`approve`: the graph pauses (LangGraph `interrupt`) for a person to approve, edit, reject or answer the tool
+calls of the last model reply that the gateway says need approval; it runs between the model's reply and `act`.
 
-All such calls of one reply are put in one interrupt, whose value is
-    {"type": "approval", "calls": [{"id", "name", "args", "reason"}, ...]}
-and the run goes on with `Command(resume=answer)` (see approval_answer.py for the answer's shape).
+The interrupt speaks LangChain's human-in-the-loop format (`HumanInTheLoopMiddleware`; hitl.py has the shapes):
+batched (`Context.approval_mode`, the default), all such calls of one reply in one interrupt, answered with
+`{"decisions": [...]}` in order; or per call, one interrupt per call in the reply's order, each answered with one
+decision (approval_answer.py reads the answers).
 - approve: the call runs as the model made it.
 - edit: the call runs with the person's tool and arguments instead, through the whole gateway pipeline (the
   permission check included). An edit to *another* tool that itself asks for approval is asked about again in
   a second interrupt: an edit is never a way around a tool's policy. The model's reply is rewritten to the
   edited call (same id), and the result says what the person changed, so the model does not retry the original.
-- reject: the call is not run; the model reads the reason as the call's result.
+- reject: the call is not run; the model reads the message as the call's result.
+- respond: the call is not run; the person's text is its result (for calls whose real answer is a person's).
 An answer that is not understood is not guessed at: the request is put again with an "error" naming the
 problem, at most `MAX_ASKS` times, after which the calls still undecided are rejected.
 
-Decisions are recorded as step records (node "approve", status approved | edited | rejected) and sent on the
-`custom` stream as gateway events (approval_requested, approval_decided).
+Decisions are recorded as step records (node "approve", status approved | edited | rejected | responded) and
+sent on the `custom` stream as gateway events (approval_requested, approval_decided).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -35,13 +38,14 @@ from reactgraph.nodes.state.agent import AgentState, make_step
 from reactgraph.nodes.state.context import Context, context_of
 from reactgraph.nodes.state.fields import approvals_of, iteration_of, usage_of
 from reactgraph.nodes.state.records import Approvals
-from reactgraph.nodes.tool_round.approval_answer import BadAnswer, Decision, read_answer
+from reactgraph.nodes.tool_round.approval_answer import read_answer
+from reactgraph.nodes.tool_round.decision import BadAnswer, Decision
 from reactgraph.nodes.tool_round.gateway_facts import gateway_facts
+from reactgraph.nodes.tool_round.hitl import hitl_request, tool_approval_request
 from reactgraph.tools import ToolSession, observations
 from reactgraph.tools.policies.observability.events import emit
 
-MAX_ASKS = 5  # interrupts per reply: edit rounds and answers that were not understood
-APPROVAL = "approval"  # the interrupt value's "type"
+MAX_ASKS = 5  # interrupts per request (a reply's, or a call's per call): edit rounds and answers not understood
 
 
 def calls_to_run(state: AgentState, context: Context) -> tuple[AIMessage | None, list[dict[str, Any]]]:
@@ -75,6 +79,18 @@ def approval_check(services: AgentServices):
     return needs_approval
 
 
+@dataclass
+class _Round:
+    """What the approve step decides on, and what it has decided so far."""
+
+    runtime: Runtime[Context]
+    services: AgentServices
+    session: ToolSession
+    current: dict[str, dict[str, Any]]  # call id → the call as it will run (edits replace it)
+    decided: dict[str, Decision] = field(default_factory=dict)  # call id → the last decision on it
+    approved: set[str] = field(default_factory=set)
+
+
 def make_approve(services: AgentServices):
     """The approve node of a graph whose tool calls go through `services.gateway`."""
 
@@ -82,34 +98,38 @@ def make_approve(services: AgentServices):
         context = context_of(runtime)
         session = services.session(context, config)
         reply, calls = calls_to_run(state, context)
-        current = {call["id"]: call for call in calls}
+        round_ = _Round(runtime, services, session, {call["id"]: call for call in calls})
         requests = [request for call in calls if (request := services.gateway.approval_request(call, session))]
-        decided: dict[str, Decision] = {}  # call id → the last decision on it (an edit's follow-up replaces it)
-        approved: set[str] = set()
-        error = ""
-        for _ in range(MAX_ASKS):
-            if not requests:
-                break
-            answer = _ask(runtime, requests, error)
-            try:
-                decisions = read_answer(answer, [request["id"] for request in requests])
-            except BadAnswer as exc:
-                error = str(exc)
-                continue
-            error, requests = "", _apply(decisions, requests, current, decided, approved, services, session)
-        for request in requests:  # still undecided after MAX_ASKS answers
-            decided[request["id"]] = Decision(
-                "reject", reason=f"no valid decision after {MAX_ASKS} answers ({error or 'edit rounds'})")
-        return _update(state, reply, current, decided, approved, runtime)
+        per_call = context.approval_mode == "per_call"
+        for group in ([[request] for request in requests] if per_call else [requests] if requests else []):
+            _settle(round_, group, per_call)
+        return _update(state, reply, round_)
 
     return approve
 
 
-def _ask(runtime: Runtime[Context], requests: list[dict[str, Any]], error: str) -> Any:
+def _settle(round_: _Round, requests: list[dict[str, Any]], per_call: bool) -> None:
+    """Ask about these calls until each is decided (an edit into another tool that asks is asked about again),
+    at most MAX_ASKS times; the ones still undecided then are rejected."""
+    error = ""
+    for _ in range(MAX_ASKS):
+        if not requests:
+            return
+        answer = _ask(round_.runtime, requests, error, per_call)
+        try:
+            decisions = read_answer(answer, requests, per_call=per_call)
+        except BadAnswer as exc:
+            error = str(exc)
+            continue
+        error, requests = "", _apply(decisions, requests, round_)
+    for request in requests:
+        round_.decided[request["id"]] = Decision(
+            "reject", message=f"no valid decision after {MAX_ASKS} answers ({error or 'edit rounds'})")
+
+
+def _ask(runtime: Runtime[Context], requests: list[dict[str, Any]], error: str, per_call: bool) -> Any:
     """Pause for a person (or, on resume, return their answer); the request event is sent when it pauses."""
-    value: dict[str, Any] = {"type": APPROVAL, "calls": requests}
-    if error:
-        value["error"] = error
+    value = tool_approval_request(requests[0], error) if per_call else hitl_request(requests, error)
     try:
         return interrupt(value)
     except GraphInterrupt:
@@ -118,51 +138,46 @@ def _ask(runtime: Runtime[Context], requests: list[dict[str, Any]], error: str) 
         raise
 
 
-def _apply(decisions: dict[str, Decision], requests: list[dict[str, Any]], current: dict[str, dict[str, Any]],
-           decided: dict[str, Decision], approved: set[str], services: AgentServices,
-           session: ToolSession) -> list[dict[str, Any]]:
+def _apply(decisions: dict[str, Decision], requests: list[dict[str, Any]], round_: _Round) -> list[dict[str, Any]]:
     """Record each decision; return the requests for edited calls that need approval of their own."""
     again = []
     for request in requests:
         decision = decisions[request["id"]]
-        decided[request["id"]] = decision
+        round_.decided[request["id"]] = decision
         if decision.kind == "approve":
-            approved.add(request["id"])
+            round_.approved.add(request["id"])
         elif decision.kind == "edit":
-            edited = {**current[request["id"]], "name": decision.name or request["name"], "args": decision.args}
-            current[request["id"]] = edited
-            follow_up = services.gateway.approval_request(edited, session)
+            edited = {**round_.current[request["id"]], "name": decision.name or request["name"],
+                      "args": decision.args}
+            round_.current[request["id"]] = edited
+            follow_up = round_.services.gateway.approval_request(edited, round_.session)
             if follow_up is not None and edited["name"] != request["name"]:
                 again.append({**follow_up, "reason": f"edited from {request['name']}: {follow_up['reason']}"})
             else:  # the person wrote this call for this tool: the edit is their approval of it
-                approved.add(request["id"])
+                round_.approved.add(request["id"])
     return again
 
 
-def _update(state: AgentState, reply: AIMessage | None, current: dict[str, dict[str, Any]],
-            decided: dict[str, Decision], approved: set[str],
-            runtime: Runtime[Context]) -> dict[str, Any]:
-    iteration = iteration_of(state)
+def _update(state: AgentState, reply: AIMessage | None, round_: _Round) -> dict[str, Any]:
+    iteration, current, approved = iteration_of(state), round_.current, round_.approved
     original = {call["id"]: call for call in pending_calls(reply) if "parse_error" not in call}
     messages: list[Any] = []
     steps, notes = [], {}
-    for call_id, decision in decided.items():
+    for call_id, decision in round_.decided.items():
         call, asked = current[call_id], original.get(call_id, current[call_id])
         edited = call["name"] != asked["name"] or call.get("args") != asked.get("args")
-        rejected = call_id not in approved  # approve and edit add to it; an edit awaiting a second yes does not
-        status = "rejected" if rejected else "edited" if edited else "approved"
-        if rejected:
-            reason = decision.reason if decision.kind == "reject" else "not approved"
-            messages.append(ToolMessage(observations.rejected(asked["name"], reason), tool_call_id=call_id,
-                                        name=asked["name"], status="error",
-                                        response_metadata=gateway_facts("rejected", 0.0, 0)))
+        status = ("responded" if decision.kind == "respond" else "edited" if call_id in approved and edited
+                  else "approved" if call_id in approved  # approve and edit add to it
+                  else "rejected")  # a reject, or an edit still awaiting its second yes
+        if status in ("rejected", "responded"):
+            messages.append(_answer(call_id, asked["name"], status, decision))
         elif edited:
             notes[call_id] = (f"[A person edited this call before it ran; the model had asked for "
                               f"{asked['name']}({_compact(asked.get('args'))}).]")
         steps.append(make_step(step=iteration, node="approve", action=call["name"], action_input=call.get("args"),
                                status=status, observation=_describe(status, asked, decision)))
-        _event(runtime, "approval_decided", call["name"], call_id, decision=status,
-               **({"reason": decision.reason} if decision.kind == "reject" else {}))
+        _event(round_.runtime, "approval_decided", call["name"], call_id, decision=status,
+               **({"reason": decision.message} if decision.kind == "reject" else {}))
     if reply is not None and any(current[i] != original.get(i, current[i]) for i in current):
         # The reply shows the calls that ran (same message id: add_messages replaces it in place).
         messages.insert(0, reply.model_copy(update={"tool_calls": [
@@ -173,11 +188,23 @@ def _update(state: AgentState, reply: AIMessage | None, current: dict[str, dict[
                                    notes=notes)}
 
 
+def _answer(call_id: str, name: str, status: str, decision: Decision) -> ToolMessage:
+    """The result of a call that does not run: the person's text (respond), or why it was rejected."""
+    if status == "responded":
+        return ToolMessage(decision.message, tool_call_id=call_id, name=name, status="success",
+                           response_metadata=gateway_facts("responded", 0.0, 0))
+    reason = decision.message if decision.kind == "reject" else "not approved"
+    return ToolMessage(observations.rejected(name, reason), tool_call_id=call_id, name=name, status="error",
+                       response_metadata=gateway_facts("rejected", 0.0, 0))
+
+
 def _describe(status: str, asked: dict[str, Any], decision: Decision) -> str:
     if status == "rejected":
-        return f"rejected: {decision.reason or 'no reason given'}"
+        return f"rejected: {decision.message or 'no reason given'}"
     if status == "edited":
         return f"edited from {asked['name']}({_compact(asked.get('args'))})"
+    if status == "responded":
+        return f"responded: {decision.message[:200]}"
     return "approved"
 
 

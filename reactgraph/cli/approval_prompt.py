@@ -1,8 +1,10 @@
 """Who answers an approval request in the CLI: a person at the terminal, or `--approve` in scripts.
 
+The request and the answers are LangChain's HITL format (nodes/tool_round/hitl.py), batched or per call.
 `--approve all` approves every call, `--approve none` rejects every call, `--approve TOOL` (repeatable, tool
-names or tags) approves those tools' calls and rejects the others. Without `--approve`, a terminal asks: approve,
-edit (new arguments as JSON, optionally another tool) or reject (with a reason); when no one is at a terminal
+names or tags) approves those tools' calls and rejects the others. Without `--approve`, a terminal asks, among
+the decisions the tool allows: approve, edit (new arguments as JSON, optionally another tool when batched),
+reject (with a reason) or respond (the person's text is the call's result); when no one is at a terminal
 (stdin is not one, or --json), every call is rejected with a reason that says to use `--approve`, so a script
 never hangs on a question no one will answer.
 """
@@ -16,6 +18,7 @@ from typing import Any, TextIO
 
 from reactgraph.cli.terminal_text import terminal_safe
 from reactgraph.errors import ReactGraphError
+from reactgraph.nodes.tool_round.hitl import TOOL_APPROVAL, answer_with, requested_calls
 
 APPROVE_HELP = ("Answer approval requests without asking: all | none | TOOL (names or tags whose calls are "
                 "approved; the others are rejected); repeatable. Default: ask at a terminal, else reject.")
@@ -39,67 +42,84 @@ def read_line(prompt: str) -> str:
 
 def make_approver(approve: Iterable[str], tags_of: Callable[[str], tuple[str, ...]], *, interactive: bool,
                   ask: Callable[[str], str] = read_line, out: TextIO | None = None) -> Callable[[dict[str, Any]], Any]:
-    """The approver `graph.sessions.run` asks; `tags_of(tool)` gives a tool's tags (for `--approve TAG`)."""
+    """The approver `graph.sessions.run` asks; `tags_of(tool)` gives a tool's tags (for `--approve TAG`). It is
+    given LangChain's HITL request (batched or per call) and answers with its decisions."""
     stream: TextIO = out or sys.stderr
     chosen = [value.strip() for value in approve if value.strip()]
     if {"all", "none"} & set(chosen) and len(chosen) > 1:
         raise ApprovalSpecError(f"--approve {' '.join(chosen)}: all and none stand alone, not with tool names")
     if chosen:
-        return lambda request: _scripted(request, chosen, tags_of)
+        return lambda request: answer_with(request, [_scripted(call, chosen, tags_of)
+                                                     for call in requested_calls(request)])
     if interactive:
         return lambda request: _interactive(request, ask, stream)
     told: list[bool] = []
 
     def reject_all(request: dict[str, Any]) -> Any:
+        calls = requested_calls(request)
         if not told:
-            names = ", ".join(sorted({call["name"] for call in request.get("calls", [])}))
+            names = ", ".join(sorted({str(call["name"]) for call in calls}))
             stream.write(f"approval needed for {names}: {NO_TERMINAL}\n")
             told.append(True)
-        return {"decision": "reject", "reason": NO_TERMINAL}
+        return answer_with(request, [{"type": "reject", "message": NO_TERMINAL}] * len(calls))
 
     return reject_all
 
 
-def _scripted(request: dict[str, Any], chosen: list[str], tags_of: Callable[[str], tuple[str, ...]]) -> Any:
+def _scripted(call: dict[str, Any], chosen: list[str], tags_of: Callable[[str], tuple[str, ...]]) -> dict[str, Any]:
     if chosen == ["all"]:
-        return {"decision": "approve"}
+        return {"type": "approve"}
     if chosen == ["none"]:
-        return {"decision": "reject", "reason": "rejected by --approve none"}
-    allowed = set(chosen)
-    return {call["id"]: {"decision": "approve"} if {call["name"], *tags_of(call["name"])} & allowed
-            else {"decision": "reject", "reason": f"not among --approve {' '.join(chosen)}"}
-            for call in request.get("calls", [])}
+        return {"type": "reject", "message": "rejected by --approve none"}
+    if {call["name"], *tags_of(str(call["name"]))} & set(chosen):
+        return {"type": "approve"}
+    return {"type": "reject", "message": f"not among --approve {' '.join(chosen)}"}
 
 
 def _interactive(request: dict[str, Any], ask: Callable[[str], str], out: TextIO) -> Any:
     if request.get("error"):
         out.write(terminal_safe(f"  (the last answer was not understood: {request['error']})\n"))
-    return {call["id"]: _ask_one(call, ask, out) for call in request.get("calls", [])}
+    same_tool = request.get("type") == TOOL_APPROVAL  # a per-call edit keeps the tool
+    return answer_with(request, [_ask_one(call, ask, out, same_tool) for call in requested_calls(request)])
 
 
-def _ask_one(call: dict[str, Any], ask: Callable[[str], str], out: TextIO) -> dict[str, Any]:
+KEYS = {"a": ("approve", "[a]pprove"), "e": ("edit", "[e]dit"), "r": ("reject", "[r]eject"),
+        "s": ("respond", "re[s]pond")}
+
+
+def _ask_one(call: dict[str, Any], ask: Callable[[str], str], out: TextIO, same_tool: bool) -> dict[str, Any]:
     # The step view has just said why (the approval_requested line); the prompt shows the call to decide on.
     shown = json.dumps(call.get("args"), ensure_ascii=False)
     out.write(terminal_safe(f"   {call['name']}({shown[:300]})\n"))  # the model's call: shown, never obeyed
     out.flush()
+    allowed = call["allowed_decisions"] or [kind for kind, _label in KEYS.values()]
+    keys = {key: kind for key, (kind, _label) in KEYS.items() if kind in allowed}
+    labels = [label for key, (_kind, label) in KEYS.items() if key in keys]
+    question = f"   {', '.join(labels[:-1])} or {labels[-1]}? " if len(labels) > 1 else f"   {labels[0]}? "
     for _ in range(MAX_PROMPTS):
         try:
-            key = ask("   [a]pprove, [e]dit or [r]eject? ").strip().lower()[:1]
-            if key == "a":
-                return {"decision": "approve"}
-            if key == "r":
-                return {"decision": "reject", "reason": ask("   reason (shown to the model): ").strip()}
-            if key == "e":
-                edited = _ask_edit(call, ask, out)
-                if edited is not None:
-                    return edited
+            kind = keys.get(ask(question).strip().lower()[:1])
+            if kind in ("approve", "reject", "respond"):
+                return _simple(kind, ask)
+            if kind == "edit" and (edited := _ask_edit(call, ask, out, same_tool)) is not None:
+                return edited
         except EOFError:  # stdin closed: nobody will answer
             break
-    return {"decision": "reject", "reason": "no answer at the terminal"}
+    if "reject" not in keys:
+        return {"type": "reject"}  # not allowed: the graph asks again, then rejects (no answer is no approval)
+    return {"type": "reject", "message": "no answer at the terminal"}
 
 
-def _ask_edit(call: dict[str, Any], ask: Callable[[str], str], out: TextIO) -> dict[str, Any] | None:
-    name = ask(terminal_safe(f"   tool [{call['name']}]: ")).strip() or call["name"]
+def _simple(kind: str, ask: Callable[[str], str]) -> dict[str, Any]:
+    if kind == "reject":
+        return {"type": "reject", "message": ask("   reason (shown to the model): ").strip()}
+    if kind == "respond":
+        return {"type": "respond", "message": ask("   answer (the call's result, shown to the model): ").strip()}
+    return {"type": "approve"}
+
+
+def _ask_edit(call: dict[str, Any], ask: Callable[[str], str], out: TextIO, same_tool: bool) -> dict[str, Any] | None:
+    name = call["name"] if same_tool else ask(terminal_safe(f"   tool [{call['name']}]: ")).strip() or call["name"]
     shown = json.dumps(call.get("args"), ensure_ascii=False)[:200]
     text = ask(terminal_safe(f"   arguments as JSON [{shown}]: ")).strip()
     try:
@@ -110,4 +130,4 @@ def _ask_edit(call: dict[str, Any], ask: Callable[[str], str], out: TextIO) -> d
     if not isinstance(args, dict):
         out.write("   arguments must be a JSON object\n")
         return None
-    return {"decision": "edit", "name": name, "args": args}
+    return {"type": "edit", "edited_action": {"name": name, "args": args}}

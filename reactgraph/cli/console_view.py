@@ -13,7 +13,7 @@ from reactgraph.cli.terminal_text import terminal_safe
 from reactgraph.cli.usage import usage_totals
 from reactgraph.nodes.conversation.transcript import pending_calls
 
-STATUS_STYLE = {"ok": "green", "answered": "green", "partial": "yellow", "no_answer": "yellow",
+STATUS_STYLE = {"ok": "green", "responded": "yellow", "answered": "green", "partial": "yellow", "no_answer": "yellow",
                 "limit_reached": "yellow", "budget_exhausted": "yellow", "failed": "red"}
 
 
@@ -119,7 +119,7 @@ class StepPrinter:
 
     def _on_approve(self, update: dict[str, Any]) -> None:
         for step in update.get("steps", []):
-            style = {"approved": "green", "edited": "yellow"}.get(step["status"], "red")
+            style = {"approved": "green", "edited": "yellow", "responded": "yellow"}.get(step["status"], "red")
             self.line(Text("    Approval ", style="bold") + Text(f"[{step['action']} · {step['status']}]", style=style)
                       + Text(f": {_clip(step['observation'].removeprefix('rejected: '), 200)}"
                            if step["status"] != "approved" else ""))

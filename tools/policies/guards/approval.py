@@ -55,7 +55,15 @@ def approval_request(registry: ToolRegistry, call: Mapping[str, Any], session: T
     if check_arguments(context) is not None:
         return None
     args = coerce_args(call.get("args"))
-    return {"id": call_id, "name": meta.name, "args": args if isinstance(args, dict) else {}, "reason": reason}
+    return {"id": call_id, "name": meta.name, "args": args if isinstance(args, dict) else {}, "reason": reason,
+            "decisions": list(meta.approval_decisions)}
+
+
+def interrupt_on(registry: ToolRegistry, session: ToolSession) -> dict[str, dict[str, Any]]:
+    """LangChain `HumanInTheLoopMiddleware`'s `interrupt_on` for the tools that need approval in this session:
+    tool name → `{"allowed_decisions", "description"}`."""
+    return {meta.name: {"allowed_decisions": list(meta.approval_decisions), "description": reason}
+            for meta in registry.available(session) if (reason := approval_reason(meta, session))}
 
 
 class ApprovalGate:
