@@ -24,6 +24,7 @@ from reactgraph.nodes.state.context import Context, InvalidContext
 from reactgraph.nodes.tool_round.approve import MAX_ASKS
 from reactgraph.tools import ToolGateway, ToolRegistrationError, ToolSession, ToolStatus, default_gateway
 from reactgraph.tools.builtin import http_get_tool
+from support.approval_tools import risky_gateway
 from support.scripted import ScriptedChatModel, call, tool_reply
 
 RULES = Context(reflection="rules")
@@ -37,53 +38,6 @@ def decisions(*each: dict) -> dict:
 
 def edit(name: str, **args: Any) -> dict:
     return decisions({"type": "edit", "edited_action": {"name": name, "args": args}})
-
-
-def risky_gateway(ran: list[str]) -> ToolGateway:
-    """`delete_file` and `send_mail` ask for approval, `lookup` does not, `archive` is tagged "files"."""
-    gateway = ToolGateway()
-
-    @gateway.tool(approval="always", tags=("files",))
-    def delete_file(path: str) -> str:
-        """Delete a file.
-
-        Args:
-            path: The file to delete.
-        """
-        ran.append(f"delete:{path}")
-        return f"deleted {path}"
-
-    @gateway.tool(approval="always")
-    def send_mail(to: str) -> str:
-        """Send a mail.
-
-        Args:
-            to: The address.
-        """
-        ran.append(f"mail:{to}")
-        return f"sent to {to}"
-
-    @gateway.tool(tags=("files",))
-    def archive(path: str) -> str:
-        """Archive a file.
-
-        Args:
-            path: The file to archive.
-        """
-        ran.append(f"archive:{path}")
-        return f"archived {path}"
-
-    @gateway.tool
-    def lookup(topic: str) -> str:
-        """Look a topic up.
-
-        Args:
-            topic: What to look up.
-        """
-        ran.append(f"lookup:{topic}")
-        return f"notes on {topic}"
-
-    return gateway
 
 
 def start(graph: Any, question: str, thread: str = "t", context: Context = RULES) -> tuple[dict, dict]:
