@@ -245,12 +245,16 @@ def test_a_run_pauses_for_approval_and_resumes_with_the_decision(served):
     parts = ask_stream(client, thread["thread_id"], "Fetch https://example.com/page", stream_mode=["updates", "custom"])
     assert [p.data["event"] for p in parts if p.event == "custom"] == ["approval_requested"]
     (pause,) = next(p.data for p in parts if p.event == "updates" and "__interrupt__" in p.data)["__interrupt__"]
-    assert pause["value"]["type"] == "approval"
-    assert [c["name"] for c in pause["value"]["calls"]] == ["http_get"]
+    # LangChain's HITL request, as HumanInTheLoopMiddleware raises it (what agent-chat-ui renders)
+    assert [c["name"] for c in pause["value"]["action_requests"]] == ["http_get"]
+    assert pause["value"]["review_configs"] == [{"action_name": "http_get",
+                                                 "allowed_decisions": ["approve", "edit", "reject", "respond"]}]
     state = client.threads.get_state(thread["thread_id"])
     assert state["next"] == ["approve"] and client.threads.get(thread["thread_id"])["status"] == "interrupted"
+    assert [i["value"] for i in state["interrupts"]] == [pause["value"]]  # the thread's state shows the same
     final = client.runs.wait(thread["thread_id"], "react",
-                             command={"resume": {"decision": "reject", "reason": "not from the service"}})
+                             command={"resume": {"decisions": [{"type": "reject",
+                                                                 "message": "not from the service"}]}})
     decided = [s for s in final["steps"] if s["node"] == "approve"]
     assert [(s["action"], s["status"]) for s in decided] == [("http_get", "rejected")]
     assert client.threads.get(thread["thread_id"])["status"] == "idle"

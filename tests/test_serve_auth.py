@@ -142,7 +142,7 @@ def test_another_user_cannot_approve_a_pending_http_get(served, alice, bob):
                                    stream_mode="updates"))
     assert any("__interrupt__" in p.data for p in parts if p.event == "updates")
     assert status_of(lambda: bob.runs.wait(thread["thread_id"], "react",
-                                           command={"resume": {"decision": "approve"}})) == 404
+                                           command={"resume": {"decisions": [{"type": "approve"}]}})) == 404
     assert status_of(lambda: bob.threads.update_state(thread["thread_id"], None, as_node="approve")) == 404
     assert alice.threads.get(thread["thread_id"])["status"] == "interrupted"
     assert alice.threads.get_state(thread["thread_id"])["next"] == ["approve"]

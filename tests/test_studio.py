@@ -198,12 +198,12 @@ def test_studio_shows_an_approval_interrupt_and_resumes_with_the_decision(studio
                          input={"messages": [{"role": "human", "content": "Fetch https://example.com/page"}]})
         state = client.threads.get_state(thread["thread_id"])
         (pause,) = state["interrupts"]  # what Studio shows: the request, with every call and why it asks
-        assert pause["value"]["type"] == "approval"
-        assert [(c["name"], c["args"]) for c in pause["value"]["calls"]] == [
+        assert [(c["name"], c["args"]) for c in pause["value"]["action_requests"]] == [
             ("http_get", {"url": "https://example.com/page"})]
         assert state["next"] == ["approve"]
         final = client.runs.wait(thread["thread_id"], "react",
-                                 command={"resume": {"decision": "reject", "reason": "not from Studio"}})
+                                 command={"resume": {"decisions": [{"type": "reject",
+                                                                     "message": "not from Studio"}]}})
         assert final["status"] in ("no_answer", "partial", "answered") and final["final_answer"]
         decided = [s for s in final["steps"] if s["node"] == "approve"]
         assert [(s["action"], s["status"]) for s in decided] == [("http_get", "rejected")]
