@@ -46,7 +46,9 @@ def test_an_approved_call_runs_once_asked_once(ran):
     agent = agent_of(ran, call("delete_file", "c1", path="/a"), call("lookup", "c2", topic="x"))
     paused = agent.invoke({"messages": [HumanMessage("clean up")]}, CONFIG)
     (pause,) = interrupts(paused)
-    assert [a["name"] for a in pause.value["action_requests"]] == ["delete_file"] and ran == []
+    (asked,) = pause.value["action_requests"]
+    assert asked == {"name": "delete_file", "args": {"path": "/a"}, "description": "delete_file needs a person's "
+                     'approval for each call\n\nTool: delete_file\nArgs: {"path": "/a"}'} and ran == []
     result = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), CONFIG)
     assert interrupts(result) == [] and sorted(ran) == ["delete:/a", "lookup:x"]
     assert tool_results(result)["c1"].status == "success" and tool_results(result)["c1"].text == "deleted /a"

@@ -231,13 +231,13 @@ def test_approval_decisions_are_checked_when_a_tool_is_registered(ran):
 
 def test_interrupt_on_lists_the_tools_that_ask_in_a_session(ran):
     gateway = risky_gateway(ran)
-    assert gateway.interrupt_on() == {
-        "delete_file": {"allowed_decisions": ["approve", "edit", "reject", "respond"],
-                        "description": "delete_file needs a person's approval for each call"},
-        "send_mail": {"allowed_decisions": ["approve", "edit", "reject", "respond"],
-                      "description": "send_mail needs a person's approval for each call"},
-        "pay": {"allowed_decisions": ["approve", "reject"], "description": "pay needs a person's approval for each "
-                                                                           "call"}}
+    asking = gateway.interrupt_on()
+    assert {name: config["allowed_decisions"] for name, config in asking.items()} == {
+        "delete_file": ["approve", "edit", "reject", "respond"], "send_mail": ["approve", "edit", "reject", "respond"],
+        "pay": ["approve", "reject"]}
+    # The description says what the graphs' approve step says: why the tool asks, then the call.
+    assert asking["pay"]["description"](call("pay", amount=3), {}, None) == \
+        "pay needs a person's approval for each call\n\nTool: pay\nArgs: {\"amount\": 3}"
     session = ToolSession.of(deny=["send_mail"], approval={"files": "never", "lookup": "always"})
     assert sorted(gateway.interrupt_on(session)) == ["lookup", "pay"]
 

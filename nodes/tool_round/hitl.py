@@ -1,5 +1,5 @@
 """The approval request in LangChain's human-in-the-loop format (`HumanInTheLoopMiddleware`), which LangChain's
-frontend docs, agent-chat-ui and Studio render.
+frontend docs and agent-chat-ui are written for.
 
 Batched (the default, `Context.approval_mode`), one interrupt for every call of a reply that needs approval:
     {"action_requests": [{"name", "args", "description"}, ...],
@@ -18,17 +18,18 @@ Clients (the CLI, sessions, evals) read requests with `is_approval_request` / `r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
+
+from reactgraph.tools.policies.guards.approval import describe_call
 
 TOOL_APPROVAL = "tool_approval"  # the per-call interrupt value's "type", as LangChain names it
 
 
 def describe(request: Mapping[str, Any], error: str = "") -> str:
-    """What the person reads: why the call asks, the tool and its arguments (as LangChain's default does)."""
-    args = json.dumps(request.get("args"), ensure_ascii=False, default=str)
-    text = f"{request['reason']}\n\nTool: {request['name']}\nArgs: {args}"
+    """What the person reads: why the call asks, the tool and its arguments (as LangChain's default does), after
+    the problem with the last answer if there was one."""
+    text = describe_call(request["name"], request.get("args"), request["reason"])
     return f"The last answer was not understood: {error}\n\n{text}" if error else text
 
 

@@ -13,7 +13,9 @@ A tool's own setting (`ToolMeta.approval`) can be overridden per session (`ToolS
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from reactgraph.tools import observations
@@ -59,10 +61,26 @@ def approval_request(registry: ToolRegistry, call: Mapping[str, Any], session: T
             "decisions": list(meta.approval_decisions)}
 
 
+def describe_call(name: str, args: Any, reason: str) -> str:
+    """What a person reads about a call put to them: why it asks, then the tool and its arguments (as LangChain's
+    HumanInTheLoopMiddleware lays out its default description)."""
+    return f"{reason}\n\nTool: {name}\nArgs: {json.dumps(args, ensure_ascii=False, default=str)}"
+
+
+@dataclass(frozen=True)
+class _Description:
+    """A HumanInTheLoopMiddleware description factory: the call described as the graphs' approve step does."""
+
+    reason: str
+
+    def __call__(self, tool_call: Mapping[str, Any], state: Any, runtime: Any) -> str:
+        return describe_call(str(tool_call.get("name")), tool_call.get("args"), self.reason)
+
+
 def interrupt_on(registry: ToolRegistry, session: ToolSession) -> dict[str, dict[str, Any]]:
     """LangChain `HumanInTheLoopMiddleware`'s `interrupt_on` for the tools that need approval in this session:
-    tool name → `{"allowed_decisions", "description"}`."""
-    return {meta.name: {"allowed_decisions": list(meta.approval_decisions), "description": reason}
+    tool name → `{"allowed_decisions", "description"}` (a factory that says why the tool asks, then the call)."""
+    return {meta.name: {"allowed_decisions": list(meta.approval_decisions), "description": _Description(reason)}
             for meta in registry.available(session) if (reason := approval_reason(meta, session))}
 
 
