@@ -226,7 +226,8 @@ _EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
 @functools.cache
 def _standard_tools() -> dict[str, BaseTool]:
     # http_approval="never": a LangChain agent using these tools brings its own approval step (e.g.
-    # HumanInTheLoopMiddleware); with the default, http_get answers needs_approval (tests/test_approval.py).
+    # HumanInTheLoopMiddleware, then as_langchain_tools(approved_by=it): tests/test_approval_create_agent.py);
+    # with the default, http_get answers needs_approval (tests/test_approval.py).
     gateway = default_gateway(http_allow_hosts=["127.0.0.1"], http_allow_private=True, weather_url="",
                               http_approval="never")
     gateway.register(interop_gateway().registry.get("shout"))  # the JSON-schema StructuredTool, as registered
