@@ -30,6 +30,15 @@ from reactgraph.tools.meta import APPROVAL_DECISIONS
 DEPRECATED = ('approval answers in the old format ({"decision": ...} or a mapping of call ids) are deprecated and '
               'will not be read after the next release; answer {"decisions": [{"type": "approve"}, ...]} '
               "(LangChain's HITL format, see docs/approvals.md)")
+
+
+class OldApprovalAnswer(DeprecationWarning):
+    """An approval answered in the previous release's format."""
+
+
+# Shown once per process, not hidden as Python hides DeprecationWarnings raised outside __main__: the code that
+# sends the old answers is a client's, and whoever runs the graph is the one who can tell its authors.
+warnings.filterwarnings("default", category=OldApprovalAnswer)
 BATCHED = '{"decisions": [...]} with one decision per action request, in order'
 PER_CALL = ('one decision: {"type": "approve"}, {"type": "edit", "edited_action": {"name": ..., "args": {...}}}, '
             '{"type": "reject", "message": "..."} or {"type": "respond", "message": "..."}')
@@ -44,7 +53,7 @@ def read_answer(answer: Any, requests: list[dict[str, Any]], *, per_call: bool) 
     if per_call and isinstance(answer, Mapping) and "type" in answer:
         return {call_ids[0]: read_decision(answer, requests[0], "the decision", per_call=True)}
     if is_legacy(answer, call_ids):
-        warnings.warn(DEPRECATED, DeprecationWarning, stacklevel=2)
+        warnings.warn(DEPRECATED, OldApprovalAnswer, stacklevel=2)
         return read_legacy(answer, call_ids)
     shape = "a single decision" if isinstance(answer, Mapping) and "type" in answer else type(answer).__name__
     raise BadAnswer(f"an answer must be {PER_CALL if per_call else BATCHED}, not {shape}")
