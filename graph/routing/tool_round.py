@@ -50,6 +50,6 @@ def act_tasks(state: AgentState, context: Context, calls: list[dict],
 def after_approve(state: AgentState, runtime: Runtime[Context],
                   reads_state: ReadsState | None = None) -> list[Send] | Literal["observe"]:
     """The calls a person let through (and those needing no approval) to act; straight to observe when every
-    call was rejected, so the rejections are recorded and reflected on like any result."""
+    call was rejected or answered by the person, so those are recorded and reflected on like any result."""
     reply = last_ai(state["messages"])
     return act_tasks(state, context_of(runtime), pending_calls(reply), reads_state) or "observe"
