@@ -152,6 +152,12 @@ def test_per_call_asks_one_call_at_a_time_in_order_each_answered_with_one_decisi
     assert first.value == {"type": "tool_approval", "tool_call_id": "c1", "name": "delete_file",
                            "args": {"path": "/a"}, "description": "delete_file needs a person's approval for each "
                                                                   "call\n\nTool: delete_file\nArgs: {\"path\": \"/a\"}"}
+    # As LangChain's per-call mode, its response_schema shows the decisions allowed, an edit pinned to the tool.
+    (edit,) = [b for b in first.response_schema["oneOf"] if b["properties"]["type"] == {"const": "edit"}]
+    action = edit["properties"]["edited_action"]["properties"]
+    assert action["name"] == {"const": "delete_file"} and action["args"]["required"] == ["path"]
+    assert [b["properties"]["type"]["const"] for b in first.response_schema["oneOf"]] == [
+        "approve", "edit", "reject", "respond"]
     second = pause_of(graph.invoke(Command(resume={first.id: {"type": "approve"}}), config, context=PER_CALL))
     assert (second.value["tool_call_id"], second.value["name"]) == ("c3", "send_mail") and ran == []
     result = graph.invoke(Command(resume={"type": "respond", "message": "done by hand"}), config, context=PER_CALL)
@@ -175,7 +181,8 @@ def test_a_per_call_edit_keeps_the_tool_and_is_checked_again(ran):
 
 def test_per_call_bad_answers_are_asked_again_then_the_call_is_rejected(ran):
     graph, _model = graph_of(ran, call("pay", "c1", amount=9), call("delete_file", "c2", path="/a"))
-    _, config = start(graph, PER_CALL)
+    paused, config = start(graph, PER_CALL)
+    assert [b["title"] for b in pause_of(paused).response_schema["oneOf"]] == ["ApproveDecision", "RejectDecision"]
     for answer, problem in [({"type": "edit", "edited_action": {"name": "pay", "args": {"amount": 1}}},
                              "the decision: edit is not allowed for pay (allowed: approve, reject)"),
                             ({"decisions": [{"type": "approve"}] * 2}, "2 decision(s) for 1 action request(s)"),

@@ -260,6 +260,21 @@ def test_a_run_pauses_for_approval_and_resumes_with_the_decision(served):
     assert client.threads.get(thread["thread_id"])["status"] == "idle"
 
 
+def test_a_per_call_approval_carries_its_response_schema_and_takes_one_decision(served):
+    client = served.client()
+    thread = client.threads.create()
+    client.runs.wait(thread["thread_id"], "react", input=human("Fetch https://example.com/page"),
+                     context={"approval_mode": "per_call"})
+    (pause,) = client.threads.get_state(thread["thread_id"])["interrupts"]
+    assert pause["value"]["type"] == "tool_approval" and pause["value"]["name"] == "http_get"
+    assert [b["properties"]["type"]["const"] for b in pause["response_schema"]["oneOf"]] == [
+        "approve", "edit", "reject", "respond"]
+    final = client.runs.wait(thread["thread_id"], "react", context={"approval_mode": "per_call"},
+                             command={"resume": {pause["id"]: {"type": "respond", "message": "the page is down"}}})
+    assert [(s["action"], s["status"]) for s in final["steps"] if s["node"] == "approve"] == [
+        ("http_get", "responded")]
+
+
 def test_a_stream_rejoined_with_last_event_id_gets_exactly_the_rest(served):
     client = served.client()
     thread = client.threads.create()

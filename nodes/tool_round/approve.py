@@ -41,7 +41,7 @@ from reactgraph.nodes.state.records import Approvals
 from reactgraph.nodes.tool_round.approval_answer import read_answer
 from reactgraph.nodes.tool_round.decision import BadAnswer, Decision
 from reactgraph.nodes.tool_round.gateway_facts import gateway_facts
-from reactgraph.nodes.tool_round.hitl import hitl_request, tool_approval_request
+from reactgraph.nodes.tool_round.hitl import decision_schema, hitl_request, tool_approval_request
 from reactgraph.tools import ToolSession, observations
 from reactgraph.tools.policies.observability.events import emit
 
@@ -115,7 +115,7 @@ def _settle(round_: _Round, requests: list[dict[str, Any]], per_call: bool) -> N
     for _ in range(MAX_ASKS):
         if not requests:
             return
-        answer = _ask(round_.runtime, requests, error, per_call)
+        answer = _ask(round_, requests, error, per_call)
         try:
             decisions = read_answer(answer, requests, per_call=per_call)
         except BadAnswer as exc:
@@ -127,14 +127,18 @@ def _settle(round_: _Round, requests: list[dict[str, Any]], per_call: bool) -> N
             "reject", message=f"no valid decision after {MAX_ASKS} answers ({error or 'edit rounds'})")
 
 
-def _ask(runtime: Runtime[Context], requests: list[dict[str, Any]], error: str, per_call: bool) -> Any:
+def _ask(round_: _Round, requests: list[dict[str, Any]], error: str, per_call: bool) -> Any:
     """Pause for a person (or, on resume, return their answer); the request event is sent when it pauses."""
-    value = tool_approval_request(requests[0], error) if per_call else hitl_request(requests, error)
     try:
-        return interrupt(value)
+        if not per_call:
+            return interrupt(hitl_request(requests, error))
+        meta = round_.services.gateway.registry.get(requests[0]["name"])
+        args_schema = meta.openai_schema()["function"].get("parameters") if meta is not None else None
+        return interrupt(tool_approval_request(requests[0], error),
+                         response_schema=decision_schema(requests[0], args_schema))
     except GraphInterrupt:
         for request in requests:
-            _event(runtime, "approval_requested", request["name"], request["id"], reason=request["reason"])
+            _event(round_.runtime, "approval_requested", request["name"], request["id"], reason=request["reason"])
         raise
 
 

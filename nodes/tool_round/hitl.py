@@ -53,6 +53,28 @@ def tool_approval_request(request: dict[str, Any], error: str = "") -> dict[str,
     return value
 
 
+def decision_schema(request: Mapping[str, Any], args_schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The per-call interrupt's `response_schema` (JSON Schema, as LangChain's per-call mode surfaces it): the
+    decisions the tool allows, an edit's `name` pinned to the tool and its `args` in the tool's own schema. Shown
+    to clients, not enforced by LangGraph: the approve step reads the answer (approval_answer.py)."""
+    message = {"type": "string"}
+    branches = {
+        "approve": _decision("approve", {}, []),
+        "edit": _decision("edit", {"edited_action": {
+            "type": "object", "properties": {"name": {"const": request["name"]},
+                                             "args": dict(args_schema or {"type": "object"})},
+            "required": ["name", "args"]}}, ["edited_action"]),
+        "reject": _decision("reject", {"message": message}, []),
+        "respond": _decision("respond", {"message": message}, ["message"])}
+    chosen = [branches[kind] for kind in request["decisions"] if kind in branches]
+    return chosen[0] if len(chosen) == 1 else {"oneOf": chosen, "discriminator": {"propertyName": "type"}}
+
+
+def _decision(kind: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"title": f"{kind.capitalize()}Decision", "type": "object",
+            "properties": {"type": {"const": kind}, **properties}, "required": ["type", *required]}
+
+
 def is_approval_request(value: Any) -> bool:
     """Whether an interrupt's value is an approval request, batched or per call."""
     return isinstance(value, Mapping) and (

@@ -44,8 +44,9 @@ def plain(value: Any) -> Any:
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [plain(v) for v in value]
-    if isinstance(value, Interrupt):
-        return {"value": plain(value.value), "id": value.id}
+    if isinstance(value, Interrupt):  # as langgraph-api sends it: response_schema only when the graph gave one
+        sent = {"value": plain(value.value), "id": value.id}
+        return sent if value.response_schema is None else {**sent, "response_schema": plain(value.response_schema)}
     if isinstance(value, Overwrite):  # a node's instruction to its channel (replace, not add): clients see the value
         return plain(value.value)
     if isinstance(value, BaseModel):  # messages included: the same dict langgraph-api sends
