@@ -29,6 +29,7 @@ MAX_FILTER_BYTES = 16 * 1024
 MAX_QUERY_CHARS = 4096
 MAX_SCAN = 10_000  # items a search filtered on both the caller's and the auth handler's condition looks at
 MAX_TTL_MINUTES = 10 * 365 * 24 * 60
+FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")  # RedisStore's (reactgraph/memory/redis_store)
 
 
 def _namespace(value: Any, name: str, *, empty: bool = False) -> tuple[str, ...]:
@@ -50,6 +51,16 @@ def _key(value: Any) -> str:
 def _bounded(value: Any, name: str, limit: int) -> Any:
     if value is not None and (size := len(json.dumps(value, ensure_ascii=False).encode())) > limit:
         raise BadRequest(413, f"'{name}' is {size} bytes as JSON, over the limit of {limit}")
+    return value
+
+
+def _checked_filter(value: Any) -> Any:
+    """A search filter whose operators the store applies (it would find out only on an item to compare)."""
+    if isinstance(value, dict):
+        if unknown := sorted(str(k) for k in value if str(k).startswith("$") and k not in FILTER_OPERATORS):
+            raise BadRequest(422, f"'filter' uses {', '.join(unknown)[:200]}; supported: {', '.join(FILTER_OPERATORS)}")
+        for inner in value.values():
+            _checked_filter(inner)
     return value
 
 
@@ -148,8 +159,8 @@ async def search_items(request: Request) -> Response:
     if query is not None and len(query) > MAX_QUERY_CHARS:
         raise BadRequest(422, f"'query' is over the limit of {MAX_QUERY_CHARS} characters")
     value = {"namespace": _namespace(body.get("namespace_prefix", []), "namespace_prefix", empty=True),
-             "filter": _bounded(field(body, "filter", dict), "filter", MAX_FILTER_BYTES), "limit": limit,
-             "offset": offset, "query": query, "refresh_ttl": field(body, "refresh_ttl", bool)}
+             "filter": _checked_filter(_bounded(field(body, "filter", dict), "filter", MAX_FILTER_BYTES)),
+             "limit": limit, "offset": offset, "query": query, "refresh_ttl": field(body, "refresh_ttl", bool)}
     asked = value["filter"]
     wanted, again = _combined(asked, await authorize_store(request, "search", value))
     store, namespace = _store(request), tuple(value["namespace"])
