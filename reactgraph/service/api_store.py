@@ -122,8 +122,9 @@ async def get_item(request: Request) -> Response:
     refresh = params.get("refresh_ttl")
     if refresh is not None and refresh.lower() not in ("true", "false"):
         raise BadRequest(422, f"'refresh_ttl' must be true or false, got {refresh[:20]!r}")
-    value = {"namespace": _namespace(params.get("namespace", "").split("."), "namespace"),
-             "key": _key(params.get("key") or None), "refresh_ttl": None if refresh is None else refresh == "true"}
+    value: dict[str, Any] = {"namespace": _namespace(params.get("namespace", "").split("."), "namespace"),
+                             "key": _key(params.get("key") or None),
+                             "refresh_ttl": None if refresh is None else refresh == "true"}
     allowed = await authorize_store(request, "get", value)
     namespace = tuple(value["namespace"])
     found = await _call("get", _store(request).aget(namespace, value["key"], refresh_ttl=value["refresh_ttl"]))
@@ -146,8 +147,8 @@ def _combined(asked: dict[str, Any] | None, allowed: dict[str, Any] | None) -> t
     the auth handler's winning on a field both name — then the caller's own is checked on what is found."""
     if not allowed:
         return asked, False
-    both = {**(asked or {}), **allowed}
-    return both, any(name in allowed and asked[name] != allowed[name] for name in asked or {})
+    asked = asked or {}
+    return {**asked, **allowed}, any(name in allowed and asked[name] != allowed[name] for name in asked)
 
 
 @handler
@@ -178,11 +179,12 @@ async def list_namespaces(request: Request) -> Response:
     body = await body_of(request)
     prefix, suffix = body.get("prefix"), body.get("suffix")
     max_depth = body.get("max_depth")
-    value = {"namespace": None if prefix is None else _namespace(prefix, "prefix", empty=True),
-             "suffix": None if suffix is None else _namespace(suffix, "suffix", empty=True),
-             "max_depth": None if max_depth is None else int_param(max_depth, "max_depth", 1, 1, MAX_LABELS),
-             "limit": int_param(body.get("limit"), "limit", 100, 1, 1000),
-             "offset": int_param(body.get("offset"), "offset", 0, 0, 10**6)}
+    value: dict[str, Any] = {"namespace": None if prefix is None else _namespace(prefix, "prefix", empty=True),
+                             "suffix": None if suffix is None else _namespace(suffix, "suffix", empty=True),
+                             "max_depth": None if max_depth is None else int_param(max_depth, "max_depth", 1, 1,
+                                                                                   MAX_LABELS),
+                             "limit": int_param(body.get("limit"), "limit", 100, 1, 1000),
+                             "offset": int_param(body.get("offset"), "offset", 0, 0, 10**6)}
     await authorize_store(request, "list_namespaces", value)
     found = await _call("list_namespaces", _store(request).alist_namespaces(
         prefix=None if value["namespace"] is None else tuple(value["namespace"]) or None,

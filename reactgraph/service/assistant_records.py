@@ -100,9 +100,10 @@ class AssistantRecords:
             if current is None:
                 return None
             record = change(current, int(await self.client.hlen(versions)) + 1)
-            entry = json.dumps(version_of(record), ensure_ascii=False) if new_version else ""
-            done = await self._replace(keys=[key, versions], args=[
-                raw, encoded(record, "assistant"), str(record["version"]) if new_version else "", entry, MAX_VERSIONS])
+            number, entry = (str(record["version"]), json.dumps(version_of(record), ensure_ascii=False)
+                             ) if new_version else ("", "")
+            done = await self._replace(keys=[key, versions],
+                                       args=[raw or "", encoded(record, "assistant"), number, entry, MAX_VERSIONS])
             if done == 1:
                 return record
             if done == -1:
