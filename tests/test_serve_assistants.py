@@ -111,6 +111,20 @@ def test_a_run_on_a_created_assistant_runs_its_graph_with_its_settings_under_the
     client.assistants.delete(assistant["assistant_id"])
 
 
+def test_deleting_an_assistant_with_delete_threads_deletes_the_threads_it_ran_on_and_no_others(served):
+    client = served.client()
+    assistant = client.assistants.create("react", context={"max_iterations": 3})
+    its, other = client.threads.create(), client.threads.create()
+    client.runs.wait(its["thread_id"], assistant["assistant_id"], input=human("计算 2 + 3 等于多少"))
+    client.runs.wait(other["thread_id"], "react", input=human("计算 2 + 3 等于多少"))
+    assert client.threads.get(its["thread_id"])["metadata"]["assistant_id"] == assistant["assistant_id"]
+    client.assistants.delete(assistant["assistant_id"], delete_threads=True)
+    with pytest.raises(NotFoundError):
+        client.threads.get(its["thread_id"])
+    assert client.threads.get(other["thread_id"])["thread_id"] == other["thread_id"]
+    client.threads.delete(other["thread_id"])
+
+
 @pytest.mark.parametrize(("body", "status", "words"), [
     ({"graph_id": "react", "context": {"model": "openai:gpt-4o"}}, 403, "not offered by this server"),
     ({"graph_id": "react", "config": {"configurable": {"model": "openai:gpt-4o"}}}, 403, "not offered"),

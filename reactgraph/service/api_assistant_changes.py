@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from reactgraph.service.api_assistants import lookup, visible_assistant
 from reactgraph.service.api_common import body_of, handler, json_response, service
+from reactgraph.service.api_threads import MAX_LISTED, remove_thread
 from reactgraph.service.assistant_input import IF_EXISTS, described, graph_of, settings, uuid_of
 from reactgraph.service.assistants import BUILDERS, Assistant
 from reactgraph.service.auth_rules import authorize, matches
@@ -127,11 +128,33 @@ async def delete_assistant(request: Request) -> Response:
     key = str(request.path_params["assistant_id"])
     assistant = await visible_assistant(request, key, "delete")
     _changeable(assistant)
-    if request.query_params.get("delete_threads") in ("true", "True", "1"):
-        raise BadRequest(422, "'delete_threads' is not served by reactgraph serve: delete the assistant's threads "
-                              "one by one (POST /threads/search with metadata.assistant_id finds them)")
+    if request.query_params.get("delete_threads", "").lower() == "true":
+        await _delete_threads(request, assistant.assistant_id)
     await _records(request).delete(assistant.assistant_id)
     return Response(status_code=204)
+
+
+async def _delete_threads(request: Request, assistant_id: str) -> None:
+    """The threads whose metadata names the assistant, each one the `threads.delete` handler lets the caller
+    delete (the others are left, as the Agent Server leaves them); none is deleted if one has a run going."""
+    svc = service(request)
+    doomed = []
+    for thread_id in await svc.records.thread_ids(limit=MAX_LISTED):
+        record = await svc.records.get_thread(thread_id)
+        if record is None or (record.get("metadata") or {}).get("assistant_id") != assistant_id:
+            continue
+        try:
+            allowed = await authorize(request, "threads", "delete", {"thread_id": thread_id})
+        except BadRequest:
+            continue
+        if matches(record.get("metadata"), allowed):
+            doomed.append(thread_id)
+    for thread_id in doomed:
+        if await svc.records.busy(thread_id):
+            raise BadRequest(409, f"thread {thread_id!r} of assistant {assistant_id!r} has a run in progress or "
+                                  "waiting: cancel it first (nothing was deleted)")
+    for thread_id in doomed:
+        await remove_thread(svc, thread_id)
 
 
 ROUTES = [
