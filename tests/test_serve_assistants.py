@@ -171,6 +171,29 @@ def test_the_graphs_own_assistants_are_read_only_and_a_bad_update_changes_nothin
         assert httpx.request(verb, f"{served.url}/assistants/{path}", json={}, timeout=30).status_code == 404
 
 
+def test_a_damaged_or_foreign_assistant_record_in_redis_is_as_absent(served, redis_url):
+    import redis
+
+    from reactgraph.service.keys import ServiceKeys
+
+    client = served.client()
+    keys = ServiceKeys(served.env["REACTGRAPH_SERVICE_PREFIX"])
+    damaged, foreign = (client.assistants.create("react", metadata={"damaged": True}) for _ in range(2))
+    raw = redis.Redis.from_url(redis_url)
+    try:
+        raw.set(keys.assistant(damaged["assistant_id"]), b"\xff not json")
+        raw.set(keys.assistant(foreign["assistant_id"]), json.dumps({**foreign, "graph_id": "someone-elses"}))
+    finally:
+        raw.close()
+    for assistant in (damaged, foreign):
+        with pytest.raises(NotFoundError):
+            client.assistants.get(assistant["assistant_id"])
+        with pytest.raises(NotFoundError):
+            client.assistants.update(assistant["assistant_id"], name="x")
+    assert client.assistants.search(metadata={"damaged": True}) == []
+    assert client.assistants.count() == 3  # the graphs' own
+
+
 # -- the store ------------------------------------------------------------------------------------------------
 
 def test_store_items_are_put_got_searched_listed_and_deleted(served, notes):

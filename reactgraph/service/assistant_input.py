@@ -19,7 +19,7 @@ from reactgraph.service.wire import BadRequest, field
 
 MAX_NAME_CHARS = 200
 MAX_DESCRIPTION_CHARS = 2000
-MAX_SETTINGS_BYTES = 64 * 1024  # each of config, context and metadata, as JSON
+MAX_SETTINGS_BYTES = 16 * 1024  # each of config, context and metadata, as JSON (a search reads them all)
 MAX_TAGS, MAX_TAG_CHARS = 32, 100
 CONFIG_KEYS = ("configurable", "recursion_limit", "tags")
 IF_EXISTS = ("raise", "do_nothing")

@@ -19,7 +19,7 @@ from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import _decode, _unreadable, encoded
 from reactgraph.service.wire import BadRequest
 
-MAX_ASSISTANTS = 10_000  # created assistants a service keeps (a create past it is a 409)
+MAX_ASSISTANTS = 1000  # created assistants a service keeps (a create past it is a 409; a search reads them all)
 MAX_VERSIONS = 1000  # versions of one assistant (an update past it is a 409)
 REQUIRED = ("assistant_id", "graph_id", "created_at", "name")
 _MAPPINGS = ("config", "context", "metadata")
