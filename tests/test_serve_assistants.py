@@ -65,10 +65,14 @@ def test_an_assistant_is_created_updated_into_versions_set_back_and_deleted(serv
     versions = client.assistants.get_versions(assistant_id)
     assert [(v["version"], v["context"]) for v in versions] == [(2, {"max_iterations": 4}), (1, {"max_iterations": 3})]
 
+    tagged = client.assistants.update(assistant_id, config={"tags": ["short"], "recursion_limit": 40})
+    assert tagged["version"] == 3 and tagged["context"] == {"max_iterations": 4}  # a config alone keeps the context
+    assert tagged["config"] == {"tags": ["short"], "recursion_limit": 40, "configurable": {"max_iterations": 4}}
+
     back = client.assistants.set_latest(assistant_id, 1)
     assert (back["version"], back["context"], back["metadata"]) == (1, {"max_iterations": 3}, {"team": "blue"})
     assert client.assistants.get(assistant_id)["version"] == 1
-    assert len(client.assistants.get_versions(assistant_id)) == 2  # setting the latest keeps every version
+    assert len(client.assistants.get_versions(assistant_id)) == 3  # setting the latest keeps every version
     with pytest.raises(NotFoundError):
         client.assistants.set_latest(assistant_id, 7)
 
@@ -93,7 +97,8 @@ def test_if_exists_raise_refuses_an_id_in_use_and_do_nothing_returns_the_one_the
 
 def test_a_run_on_a_created_assistant_runs_its_graph_with_its_settings_under_the_runs_own(served):
     client = served.client()
-    assistant = client.assistants.create("plan_solve", context={"max_iterations": 6, "max_tool_calls": 7})
+    assistant = client.assistants.create("plan_solve", context={"max_iterations": 6, "max_tool_calls": 7},
+                                         config={"recursion_limit": 50})
     nodes = {node["id"] for node in client.assistants.get_graph(assistant["assistant_id"])["nodes"]}
     assert nodes >= PLAN_SOLVE_NODES
     assert client.assistants.get_schemas(assistant["assistant_id"])["graph_id"] == "plan_solve"
@@ -107,6 +112,7 @@ def test_a_run_on_a_created_assistant_runs_its_graph_with_its_settings_under_the
     (run,) = client.runs.list(thread["thread_id"])
     assert run["assistant_id"] == assistant["assistant_id"]
     assert run["kwargs"]["context"] == {"max_iterations": 6, "max_tool_calls": 5}
+    assert run["kwargs"]["config"]["recursion_limit"] == 50
     assert client.threads.get(thread["thread_id"])["metadata"]["graph_id"] == "plan_solve"
     client.assistants.delete(assistant["assistant_id"])
 

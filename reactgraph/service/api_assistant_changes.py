@@ -86,9 +86,12 @@ async def update_assistant(request: Request) -> Response:
         about["metadata"] = value["metadata"]
 
     def change(current: dict[str, Any], version: int) -> dict[str, Any]:
-        return {**current, **({"graph_id": graph_id} if graph_id else {}), **chosen, **about,
-                "metadata": {**current["metadata"], **about.get("metadata", {})},
-                "updated_at": now_iso(), "version": version}
+        changed = {**current, **({"graph_id": graph_id} if graph_id else {}), **chosen, **about,
+                   "metadata": {**current["metadata"], **about.get("metadata", {})},
+                   "updated_at": now_iso(), "version": version}
+        if "context" not in chosen and "config" in chosen:  # a new config, the same context
+            changed["config"] = {**chosen["config"], "configurable": current["context"]}
+        return changed
 
     updated = await _records(request).replace(assistant.assistant_id, change, new_version=True)
     if updated is None:

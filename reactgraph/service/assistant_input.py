@@ -66,7 +66,8 @@ def described(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def settings(body: Mapping[str, Any], policy: Any, gateway: Any) -> dict[str, Any]:
-    """The config and context the body gives (absent: left out), mirrored and checked as a run's would be."""
+    """The config and context the body gives (absent: left out; a config without `configurable` leaves the context
+    as it was), mirrored and checked as a run's would be."""
     config, context = _bounded_mapping(body, "config"), _bounded_mapping(body, "context")
     if config is None and context is None:
         return {}
@@ -76,12 +77,13 @@ def settings(body: Mapping[str, Any], policy: Any, gateway: Any) -> dict[str, An
     configurable = field(config, "configurable", dict, {})
     if configurable and context:
         raise BadRequest(400, _BOTH)
+    given = bool(configurable) or context is not None
     context = dict(configurable or context or {})
     tags = field(config, "tags", list, [])
     if len(tags) > MAX_TAGS or not all(isinstance(t, str) and 0 < len(t) <= MAX_TAG_CHARS for t in tags):
         raise BadRequest(422, f"'config.tags' must be at most {MAX_TAGS} texts of 1 to {MAX_TAG_CHARS} characters")
     run_kwargs({"config": config, "context": context}, policy, gateway)  # the checks a run's settings get
-    return {"config": {**config, "configurable": context}, "context": context}
+    return {"config": {**config, "configurable": context}, **({"context": context} if given else {})}
 
 
 def with_assistant(body: Mapping[str, Any], record: Mapping[str, Any] | None) -> dict[str, Any]:
