@@ -82,6 +82,21 @@ def test_an_assistant_is_created_updated_into_versions_set_back_and_deleted(serv
     assert client.assistants.count(graph_id="react") == 1
 
 
+def test_a_search_sorts_selects_and_pages_the_graphs_own_assistants_with_the_created_ones(served):
+    client = served.client()
+    made = [client.assistants.create("reflexion", name=name, metadata={"sorted": True}) for name in ("b", "c", "a")]
+    by_name = client.assistants.search(metadata={"sorted": True}, sort_by="name", sort_order="asc")
+    assert [a["name"] for a in by_name] == ["a", "b", "c"]
+    newest = client.assistants.search(graph_id="reflexion", limit=2, response_format="object")
+    assert [a["name"] for a in newest["assistants"]] == ["a", "c"] and newest["next"] == "2"
+    rest = client.assistants.search(graph_id="reflexion", limit=2, offset=2, response_format="object")
+    assert [a["name"] for a in rest["assistants"]] == ["b", "reflexion"] and rest["next"] is None
+    refused = httpx.post(f"{served.url}/assistants/search", json={"sort_by": "config"}, timeout=30)
+    assert status_and_detail(refused)[0] == 422
+    for assistant in made:
+        client.assistants.delete(assistant["assistant_id"])
+
+
 def test_if_exists_raise_refuses_an_id_in_use_and_do_nothing_returns_the_one_there(served):
     client = served.client()
     assistant_id = str(uuid.uuid4())
