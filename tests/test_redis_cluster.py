@@ -256,6 +256,30 @@ def test_the_service_serves_threads_and_runs_from_the_cluster(cluster, tmp_path)
         stop(service)
 
 
+def test_the_service_keeps_created_assistants_and_serves_the_store_on_the_cluster(cluster, tmp_path):
+    service = start_service(cluster.url, tmp_path, workers=0)
+    try:
+        client = service.client()
+        made = [client.assistants.create("react", context={"max_iterations": 3}) for _ in range(4)]
+        for assistant in made:
+            client.assistants.update(assistant["assistant_id"], context={"max_iterations": 4})
+        assert client.assistants.set_latest(made[0]["assistant_id"], 1)["context"] == {"max_iterations": 3}
+        assert len(client.assistants.get_versions(made[0]["assistant_id"])) == 2
+        assert client.assistants.count() == 3 + len(made)  # read across the masters
+        node = cluster.node(cluster.ports[0])
+        for assistant in made:  # a record and its versions: one slot, for the scripts that change both
+            keys = keys_under(cluster, "*{assistant:" + assistant["assistant_id"] + "}*")
+            assert len(keys) == 2 and len({node.cluster("keyslot", k) for k in keys}) == 1
+        node.close()
+        namespace = ["cluster-notes", uuid.uuid4().hex]
+        client.store.put_item(namespace, "k", {"v": 1})
+        assert client.store.search_items(namespace)["items"][0]["value"] == {"v": 1}
+        client.store.delete_item(namespace, "k")
+        assert client.store.get_item(namespace, "k") is None
+    finally:
+        stop(service)
+
+
 async def _take_at_once(target, session: str) -> None:
     async with asession_lease(target, session, wait_s=0):
         pass

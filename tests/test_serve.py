@@ -438,9 +438,8 @@ def test_what_the_sdk_knows_and_we_do_not_serve_is_a_501_naming_it_and_an_unknow
     from langgraph_sdk.errors import APIStatusError
 
     client = served.client()
-    calls = {"assistants.create": lambda: client.assistants.create("react"),
+    calls = {"threads.prune": lambda: client.threads.prune([str(uuid.uuid4())]),
              "runs.wait without a thread": lambda: client.runs.wait(None, "react", input={"messages": []}),
-             "store.put_item": lambda: client.store.put_item(["notes"], "k", {"v": 1}),
              "crons.create": lambda: client.crons.create("react", schedule="* * * * *")}
     for name, call in calls.items():
         with pytest.raises((APIStatusError, httpx.HTTPStatusError)) as caught:  # the sdk raises either

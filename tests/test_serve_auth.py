@@ -220,3 +220,12 @@ def test_no_auth_serves_every_interface_with_a_warning(redis_url, tmp_path):
         stop(service)
     errors = sorted(tmp_path.glob("serve-*.err"))[-1].read_text()
     assert "WARNING: serving 0.0.0.0 with --no-auth" in errors
+
+
+def test_auth_handlers_without_a_store_rule_close_the_store(alice):
+    """auth_owner.py has rules for threads and assistants only: the store (every thread's long-term memory) stays
+    closed rather than open to every caller."""
+    with pytest.raises(PermissionDeniedError) as refused:
+        alice.store.put_item(["notes"], "k", {"v": 1})
+    assert "@auth.on.store" in refused.value.response.json()["detail"]
+    assert status_of(lambda: alice.store.search_items(["notes"])) == 403

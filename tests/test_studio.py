@@ -597,3 +597,44 @@ def test_reactgraph_serve_answers_what_studio_asks_in_the_shapes_langgraph_dev_d
             if name not in ("stream events", "info")}
     missing = {name: found for name, found in gaps.items() if found}
     assert not missing, json.dumps(missing, indent=1, ensure_ascii=False)
+
+
+def changing_assistants_and_the_store(url: str) -> dict[str, object]:
+    """What a program for `langgraph dev` does with assistants and the store; the answers (what it made is removed)."""
+    client = get_sync_client(url=url, api_key=None)
+    answers: dict[str, object] = {}
+    answers["assistants.create"] = made = client.assistants.create(
+        "react", context={"max_iterations": 3}, metadata={"shape": "test"}, name="shape", description="compared")
+    answers["assistants.update"] = client.assistants.update(made["assistant_id"], context={"max_iterations": 4},
+                                                            metadata={"round": 2})
+    answers["assistants.get_versions"] = client.assistants.get_versions(made["assistant_id"])
+    answers["assistants.set_latest"] = client.assistants.set_latest(made["assistant_id"], 1)
+    answers["assistants.search created"] = client.assistants.search(metadata={"shape": "test"})
+    answers["assistants.count created"] = client.assistants.count(metadata={"shape": "test"})
+    answers["assistants.schemas created"] = client.assistants.get_schemas(made["assistant_id"])
+    client.assistants.delete(made["assistant_id"])
+    namespace = ["shape-test", uuid.uuid4().hex]
+    client.store.put_item(namespace, "k", {"kind": "note", "n": 1})
+    answers["store.get_item"] = client.store.get_item(namespace, "k")
+    answers["store.search_items"] = client.store.search_items(namespace, filter={"kind": "note"})
+    answers["store.list_namespaces"] = client.store.list_namespaces(prefix=namespace)
+    client.store.delete_item(namespace, "k")
+    answers["store.get_item missing"] = client.store.get_item(namespace, "k")
+    return answers
+
+
+def test_reactgraph_serve_changes_assistants_and_the_store_in_the_shapes_langgraph_dev_does(studio_server, redis_url,
+                                                                                          tmp_path):
+    from test_serve import start_service, stop
+
+    theirs = changing_assistants_and_the_store(studio_server.url)
+    service = start_service(redis_url, tmp_path, workers=0)
+    try:
+        ours = changing_assistants_and_the_store(service.url)
+    finally:
+        stop(service)
+    assert ours["assistants.count created"] == theirs["assistants.count created"] == 1
+    assert ours["store.get_item missing"] is theirs["store.get_item missing"] is None
+    gaps = {name: shape_gaps(shape(ours[name]), shape(answer)) for name, answer in theirs.items()}
+    missing = {name: found for name, found in gaps.items() if found}
+    assert not missing, json.dumps(missing, indent=1, ensure_ascii=False)

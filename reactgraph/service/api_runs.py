@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from reactgraph.service.api_assistants import run_assistant
 from reactgraph.service.api_common import (
     Service,
-    assistant_of,
     body_of,
     handler,
     int_param,
@@ -28,6 +28,7 @@ from reactgraph.service.api_common import (
     thread_id_of,
 )
 from reactgraph.service.api_threads import current_state, existing_thread, graph_of, thread_record
+from reactgraph.service.assistant_input import with_assistant
 from reactgraph.service.auth import caller_of
 from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.events import entry_id, read_events
@@ -41,8 +42,9 @@ _RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
 
 async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, Any]]:
     svc, thread_id, body = service(request), thread_id_of(request), await body_of(request)
-    assistant = assistant_of(request, field(body, "assistant_id", str))
-    kwargs = run_kwargs(body, svc.assistants.run_policy, svc.assistants.gateway)
+    assistant = await run_assistant(request, field(body, "assistant_id", str))
+    # a created assistant's settings under the run's own, checked together as the run's
+    kwargs = run_kwargs(with_assistant(body, assistant.stored), svc.assistants.run_policy, svc.assistants.gateway)
     chosen = strategy(body)
     _check_nodes(assistant.graph, kwargs)
     if_not_exists = field(body, "if_not_exists", str, "reject")
@@ -64,6 +66,8 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
     await _check_checkpoint(svc, thread_id, kwargs.get("checkpoint_id"))
     if (caller := caller_of(request)) is not None:  # who the graph runs for, never what the client said
         kwargs["config"]["configurable"].update(caller.configurable())
+    # which graph runs (a worker finds a created assistant's by it): the service's word, as on the Agent Server
+    kwargs["config"]["configurable"].update(graph_id=assistant.graph_id, assistant_id=assistant.assistant_id)
     if not (thread.get("metadata") or {}).get("graph_id"):
         thread["metadata"] = {**(thread.get("metadata") or {}), "graph_id": assistant.graph_id,
                               "assistant_id": assistant.assistant_id}

@@ -206,10 +206,16 @@ async def delete_thread(request: Request) -> Response:
     svc, thread_id, _record = await existing_thread(request, "delete")
     if await svc.records.busy(thread_id):
         raise BadRequest(409, f"thread {thread_id!r} has a run in progress or waiting: cancel it first")
-    await svc.assistants.checkpointer.adelete_thread(thread_id)
-    await adrop_session_items(svc.assistants.store, thread_id)  # the session's Q&A log and lessons go with it
-    await svc.records.delete_thread(thread_id)
+    await remove_thread(svc, thread_id)
     return Response(status_code=204)
+
+
+async def remove_thread(svc: Service, thread_id: str) -> None:
+    """Delete a thread (with no run in progress or waiting): its checkpoints, its session's long-term items (the
+    Q&A log and lessons go with it) and its records."""
+    await svc.assistants.checkpointer.adelete_thread(thread_id)
+    await adrop_session_items(svc.assistants.store, thread_id)
+    await svc.records.delete_thread(thread_id)
 
 
 @handler

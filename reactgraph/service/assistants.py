@@ -1,11 +1,13 @@
 """The assistants the service offers: one per graph (react, plan_solve, reflexion), compiled on the service's
 Redis saver and store, with ids derived from the graph name exactly as the LangGraph server derives them (so
-a client that hard-codes an assistant id of `langgraph dev` finds the same one here)."""
+a client that hard-codes an assistant id of `langgraph dev` finds the same one here); and those clients
+created (kept in Redis: reactgraph/service/assistant_records.py), each one of these graphs with its own
+settings."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -37,12 +39,15 @@ def assistant_id(graph_id: str) -> str:
 class Assistant:
     graph_id: str
     graph: AnyGraph
+    stored: Mapping[str, Any] | None = None  # a created assistant's record; None: the graph's own assistant
 
     @property
     def assistant_id(self) -> str:
-        return assistant_id(self.graph_id)
+        return str(self.stored["assistant_id"]) if self.stored is not None else assistant_id(self.graph_id)
 
     def record(self) -> dict[str, Any]:
+        if self.stored is not None:
+            return dict(self.stored)
         return {"assistant_id": self.assistant_id, "graph_id": self.graph_id, "config": {}, "context": {},
                 "created_at": _STARTED, "updated_at": _STARTED, "metadata": {"created_by": "system"},
                 "version": 1, "name": self.graph_id, "description": DESCRIPTIONS.get(self.graph_id)}
@@ -54,6 +59,7 @@ class Assistants:
     def __init__(self, gateway: ToolGateway, checkpointer: AsyncRedisSaver, store: BaseStore | None) -> None:
         self.gateway, self.checkpointer, self.store = gateway, checkpointer, store
         self.run_policy: Any = None  # the operator's RunPolicy (reactgraph/service/run_policy.py); None: its defaults
+        self.created: Any = None  # AssistantRecords, in an API process: the assistants clients created
         self._by_id: dict[str, Assistant] = {}
         for graph_id, build in BUILDERS.items():
             entry = Assistant(graph_id, build(gateway, checkpointer=checkpointer, store=store, name=graph_id))
@@ -65,6 +71,22 @@ class Assistants:
     def find(self, key: str) -> Assistant | None:
         """By assistant id, or by graph name (langgraph-sdk accepts either)."""
         return self._by_id.get(key) or self._by_id.get(assistant_id(key)) if key else None
+
+    def of_record(self, record: Mapping[str, Any]) -> Assistant:
+        """A created assistant (its record read back from Redis names one of the served graphs)."""
+        graph_id = str(record["graph_id"])
+        return Assistant(graph_id, self._by_id[assistant_id(graph_id)].graph, record)
+
+    def for_run(self, run: Mapping[str, Any]) -> Assistant:
+        """The graph a stored run executes: its assistant's, or for a created assistant's run the graph recorded
+        in its config (api_runs puts it there), else the default one."""
+        kwargs = run.get("kwargs")
+        config = kwargs.get("config") if isinstance(kwargs, Mapping) else None
+        configurable = config.get("configurable") if isinstance(config, Mapping) else None
+        graph_id = configurable.get("graph_id") if isinstance(configurable, Mapping) else None
+        return (self.find(str(run.get("assistant_id") or ""))
+                or (self.find(graph_id) if isinstance(graph_id, str) and graph_id in BUILDERS else None)
+                or self.default())
 
     def default(self) -> Assistant:
         return self._by_id[assistant_id("react")]

@@ -61,8 +61,14 @@ async def authorize(request: Request, resource: str, action: str, value: Any) ->
 
 async def authorize_store(request: Request, action: str, value: dict[str, Any]) -> Filter | None:
     """`@auth.on.store` for a store action (put, get, search, delete, list_namespaces): the handler may rewrite
-    `value["namespace"]`, and for search its filter is added to the item filter. Ready for the /store
-    endpoints, which the service does not have yet."""
+    `value["namespace"]`, and for search its filter is added to the item filter. Handlers without a rule that
+    covers the store close it (403): the store holds every thread's long-term memory, which an auth file written
+    for threads alone must not open to every caller."""
+    settings = request.app.state.auth
+    if (settings is not None and settings.handlers is not None and caller_of(request) is not None
+            and _handler(settings.handlers, "store", action) is None):
+        raise BadRequest(403, f"Forbidden: the auth handlers have no rule for store.{action} (@auth.on.store), "
+                              "so the /store endpoints are closed")
     found = await authorize(request, "store", action, value)
     namespace = value.get("namespace")
     if namespace is not None and (not isinstance(namespace, list | tuple)

@@ -43,7 +43,7 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     if run is None:  # deleted while it waited: nothing to run
         await hold.end_run(run_id, "")
         return "gone"
-    entry = assistants.find(run.get("assistant_id", "")) or assistants.default()
+    entry = assistants.for_run(run)
     cancel = await records.cancel_requested(thread_id, run_id)
     status, error, started = "success", None, cancel is None
     if started:

@@ -1,6 +1,7 @@
 """Where the service keeps things in Redis. Every key of one thread carries the thread's hash tag — the same
 `{<thread id>}` as its checkpoints and its session lease — so a Redis Cluster keeps a thread in one slot and
-the scripts below may touch several of its keys at once. Only the thread index, the work queue and the
+the scripts below may touch several of its keys at once. An assistant's record and its versions share the
+hash tag `{assistant:<id>}` the same way. Only the thread and assistant indexes, the work queue and the
 worker roll are global keys.
 """
 
@@ -24,6 +25,7 @@ class ServiceKeys:
         self.queue = f"{self.prefix}queue"      # stream: one entry per thread that has work
         self.workers = f"{self.prefix}workers"  # sorted set: worker id → last heartbeat (ms)
         self.counters = f"{self.prefix}counters"  # hash: runs finished by status, for /metrics
+        self.assistants = f"{self.prefix}assistants"  # sorted set: created assistant id → created_at (ms)
 
     def thread(self, thread_id: str) -> str:
         return thread_base(self.prefix, thread_id) + "thread"
@@ -54,3 +56,11 @@ class ServiceKeys:
     def cancel(self, thread_id: str, run_id: str) -> str:
         """String: "interrupt" or "rollback" once somebody asked to cancel the run."""
         return thread_base(self.prefix, thread_id) + f"cancel:{run_id}"
+
+    def assistant(self, assistant_id: str) -> str:
+        """String: a created assistant's current record (JSON)."""
+        return f"{self.prefix}{{assistant:{assistant_id}}}:record"
+
+    def assistant_versions(self, assistant_id: str) -> str:
+        """Hash: version number → that version's record (JSON); versions are never removed one by one."""
+        return f"{self.prefix}{{assistant:{assistant_id}}}:versions"

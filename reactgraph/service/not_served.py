@@ -12,16 +12,8 @@ from reactgraph.service.api_common import error_response
 
 _STATELESS = "stateless runs (runs without a thread: create one with POST /threads and run on it)"
 _CRONS = "cron jobs (the /info flags say crons: false)"
-_STORE = "the /store endpoints (the graphs' long-term store is reached from inside runs only)"
-_ASSISTANTS = "changing assistants (the assistants are the served graphs, one per graph: see GET /assistants/search)"
 
 NOT_SERVED: list[tuple[str, str, str]] = [
-    ("POST", "/assistants", _ASSISTANTS),
-    ("PATCH", "/assistants/{assistant_id}", _ASSISTANTS),
-    ("DELETE", "/assistants/{assistant_id}", _ASSISTANTS),
-    ("POST", "/assistants/{assistant_id}/versions", "assistant versions"),
-    ("POST", "/assistants/{assistant_id}/latest", "assistant versions"),
-    ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}", "one subgraph by namespace (GET …/subgraphs has all)"),
     ("POST", "/runs", _STATELESS),
     ("POST", "/runs/stream", _STATELESS),
     ("POST", "/runs/wait", _STATELESS),
@@ -33,11 +25,6 @@ NOT_SERVED: list[tuple[str, str, str]] = [
     ("PATCH", "/runs/crons/{cron_id}", _CRONS),
     ("DELETE", "/runs/crons/{cron_id}", _CRONS),
     ("POST", "/threads/{thread_id}/runs/crons", _CRONS),
-    ("PUT", "/store/items", _STORE),
-    ("GET", "/store/items", _STORE),
-    ("DELETE", "/store/items", _STORE),
-    ("POST", "/store/items/search", _STORE),
-    ("POST", "/store/namespaces", _STORE),
     ("POST", "/threads/prune", "pruning threads (retention expires them: `reactgraph serve --retention`)"),
     ("GET", "/threads/{thread_id}/stream", "a thread's stream (join a run's: GET /threads/{id}/runs/{run_id}/stream)"),
 ]
