@@ -10,7 +10,6 @@ from starlette.routing import Route
 
 from reactgraph.service.api_common import error_response
 
-_STATELESS = "stateless runs (runs without a thread: create one with POST /threads and run on it)"
 _CRONS = "cron jobs (the /info flags say crons: false)"
 _STORE = "the /store endpoints (the graphs' long-term store is reached from inside runs only)"
 _ASSISTANTS = "changing assistants (the assistants are the served graphs, one per graph: see GET /assistants/search)"
@@ -22,10 +21,7 @@ NOT_SERVED: list[tuple[str, str, str]] = [
     ("POST", "/assistants/{assistant_id}/versions", "assistant versions"),
     ("POST", "/assistants/{assistant_id}/latest", "assistant versions"),
     ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}", "one subgraph by namespace (GET …/subgraphs has all)"),
-    ("POST", "/runs", _STATELESS),
-    ("POST", "/runs/stream", _STATELESS),
-    ("POST", "/runs/wait", _STATELESS),
-    ("POST", "/runs/batch", _STATELESS),
+    ("POST", "/runs/batch", "batches of stateless runs (create each: POST /runs)"),
     ("POST", "/runs/cancel", "cancelling many runs at once (cancel each: POST /threads/{id}/runs/{run_id}/cancel)"),
     ("POST", "/runs/crons", _CRONS),
     ("POST", "/runs/crons/search", _CRONS),

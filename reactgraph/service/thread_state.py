@@ -19,7 +19,7 @@ def checkpoint_of(config: Any) -> dict[str, Any] | None:
 
 def thread_state(snapshot: StateSnapshot) -> dict[str, Any]:
     """What `GET /threads/{id}/state` answers (langgraph-sdk's `ThreadState`)."""
-    tasks = [{"id": t.id, "name": t.name, "error": str(t.error) if t.error else None,
+    tasks = [{"id": t.id, "name": t.name, "path": plain(list(t.path)), "error": str(t.error) if t.error else None,
               "interrupts": plain(list(t.interrupts)), "checkpoint": None, "state": None,
               "result": plain(t.result) if getattr(t, "result", None) is not None else None}
              for t in snapshot.tasks]
