@@ -420,7 +420,7 @@ def test_what_the_sdk_knows_and_we_do_not_serve_is_a_501_naming_it_and_an_unknow
 
     client = served.client()
     calls = {"assistants.create": lambda: client.assistants.create("react"),
-             "runs.wait without a thread": lambda: client.runs.wait(None, "react", input={"messages": []}),
+             "runs.create_batch": lambda: client.runs.create_batch([{"assistant_id": "react", "input": {}}]),
              "store.put_item": lambda: client.store.put_item(["notes"], "k", {"v": 1}),
              "crons.create": lambda: client.crons.create("react", schedule="* * * * *")}
     for name, call in calls.items():

@@ -32,7 +32,7 @@ from reactgraph.service.events import entry_id
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
 from reactgraph.service.run_input import run_kwargs, strategy
 from reactgraph.service.run_streams import event_stream, final_values, locations, streamed_result, wait_for_end
-from reactgraph.service.temporary_threads import forget_temporary_thread
+from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.wire import BadRequest, field
 
 _RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
@@ -238,8 +238,9 @@ async def cancel_run(request: Request) -> Response:
         raise BadRequest(422, f"'action' must be interrupt or rollback, got {action!r}")
     # from here the run reads `interrupted` (or, for rollback, is gone); its worker stops it within a moment
     where = await svc.records.cancel(thread_id, run["run_id"], action)
-    if where == "pending" and run["kwargs"].get("temporary"):  # no worker will take it: its thread goes now
-        await forget_temporary_thread(svc.records, svc.assistants, thread_id, run["run_id"])
+    temporary = where == "pending" and run["kwargs"].get("temporary")  # no worker will take it: its thread goes
+    if temporary and await forget_temporary_thread(svc.records, svc.assistants, thread_id):
+        await expire_run(svc.records, thread_id, run["run_id"])
     if request.query_params.get("wait") in ("true", "True", "1"):  # until its worker has stopped it
         if where != "active":
             return json_response({})

@@ -21,7 +21,7 @@ from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.records import ServiceRecords, now_iso
 from reactgraph.service.run_input import graph_call, run_context
 from reactgraph.service.stream_events import run_events
-from reactgraph.service.temporary_threads import forget_temporary_thread
+from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.thread_hold import FencedOut, ThreadHold
 from reactgraph.service.thread_state import thread_status_after
 from reactgraph.service.wire import dumps, plain
@@ -74,6 +74,8 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     # The thread's status first: a client that sees the run end (the stream's end) must see the thread after it.
     snapshot = await entry.graph.aget_state({"configurable": {"thread_id": thread_id}})
     await records.set_thread_status(thread_id, thread_status_after(snapshot, status), interrupts=_interrupts(snapshot))
+    # a stateless run's thread goes with it (its record and events stay a while, for its readers)
+    forgotten = bool(run["kwargs"].get("temporary")) and await forget_temporary_thread(records, assistants, thread_id)
     run["updated_at"] = now_iso()  # when it ended (the record written at its start carries the start)
     await hold.end_run(run_id, "" if cancel == "rollback" else json.dumps(run, ensure_ascii=False))
     if cancel == "rollback":
@@ -82,8 +84,8 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
         await records.count_finished(status, _seconds_since(run["created_at"]))
     else:
         await records.count("cancelled_before_start")
-    if run["kwargs"].get("temporary"):  # a stateless run's thread goes with it
-        await forget_temporary_thread(records, assistants, thread_id, run_id)
+    if forgotten:
+        await expire_run(records, thread_id, run_id)
     return status
 
 
