@@ -51,10 +51,11 @@ async def create(request: Request, *, stateless: bool = False) -> tuple[Service,
     if stateless:
         kwargs["temporary"] = on_completion(body) == "delete"
     # `threads.create_run` (else `threads.*`, …): its filter is the thread's; it may write the run's metadata
-    value = {"thread_id": thread_id, "assistant_id": assistant.assistant_id, "run_id": None, "status": "pending",
-             "metadata": dict(field(body, "metadata", dict, {})), "multitask_strategy": chosen,
-             "if_not_exists": if_not_exists, "after_seconds": 0, "kwargs": kwargs,
-             "prevent_insert_if_inflight": chosen == "reject"}
+    value: dict[str, Any] = {
+        "thread_id": thread_id, "assistant_id": assistant.assistant_id, "run_id": None, "status": "pending",
+        "metadata": dict(field(body, "metadata", dict, {})), "multitask_strategy": chosen,
+        "if_not_exists": if_not_exists, "after_seconds": 0, "kwargs": kwargs,
+        "prevent_insert_if_inflight": chosen == "reject"}
     allowed = await authorize(request, "threads", "create_run", value)
     metadata = value["metadata"] if isinstance(value.get("metadata"), dict) else {}
     thread = await thread_record(svc, thread_id, with_values=False)

@@ -23,8 +23,8 @@ from reactgraph.service.run_input import graph_call, run_context
 from reactgraph.service.stream_events import run_events
 from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.thread_hold import FencedOut, ThreadHold
-from reactgraph.service.thread_state import thread_status_after
-from reactgraph.service.wire import dumps, plain
+from reactgraph.service.thread_state import interrupts_of, thread_status_after
+from reactgraph.service.wire import dumps
 
 log = logging.getLogger("reactgraph.service")
 CANCEL_POLL_S = 0.2
@@ -147,4 +147,4 @@ def _seconds_since(stamp: str) -> float:
 
 def _interrupts(snapshot: Any) -> dict[str, Any]:
     """The thread record's `interrupts`: each waiting task's, by task id (as langgraph-api keeps them)."""
-    return {task.id: plain(list(task.interrupts)) for task in snapshot.tasks if task.interrupts}
+    return {task.id: interrupts_of(task.interrupts) for task in snapshot.tasks if task.interrupts}
