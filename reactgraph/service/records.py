@@ -54,6 +54,13 @@ redis.call('SET', KEYS[2], ARGV[1])
 return 1
 """
 
+# KEYS: a record. Replace it with ARGV[2] if it still is ARGV[1] (what the writer read).
+_REPLACE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+"""
+
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
@@ -113,6 +120,7 @@ class ServiceRecords:
         self.keys = keys or ServiceKeys()
         self._create_run = client.register_script(_CREATE_RUN)
         self._start_run = client.register_script(_START_RUN)
+        self._replace = client.register_script(_REPLACE)
 
     # -- threads --------------------------------------------------------------------------------------------
     async def get_thread(self, thread_id: str, *, strict: bool = False) -> dict[str, Any] | None:
@@ -236,20 +244,14 @@ class ServiceRecords:
     async def _mark_interrupted(self, thread_id: str, run_id: str) -> None:
         """The run's record `interrupted` unless it has ended meanwhile (its worker's final record wins)."""
         key = self.keys.run(thread_id, run_id)
-        async with self.client.pipeline(transaction=True) as pipe:
-            for _attempt in range(10):  # a write of the worker in between: read it again
-                try:
-                    await pipe.watch(key)
-                    run = _decode(await pipe.get(key), key, ("run_id", "thread_id", "status"))
-                    if run is None or run["status"] in FINAL_RUN_STATUSES:
-                        return
-                    run.update(status="interrupted", updated_at=now_iso())
-                    pipe.multi()
-                    pipe.set(key, encoded(run, "run record"))
-                    await pipe.execute()
-                    return
-                except redis.WatchError:
-                    continue
+        for _attempt in range(10):  # a write of the worker in between: read it again
+            raw = await self.client.get(key)
+            run = _decode(raw, key, ("run_id", "thread_id", "status"))
+            if raw is None or run is None or run["status"] in FINAL_RUN_STATUSES:
+                return
+            run.update(status="interrupted", updated_at=now_iso())
+            if await self._replace(keys=[key], args=[raw, encoded(run, "run record")]):
+                return
 
     async def start_run(self, record: dict[str, Any]) -> bool:
         """Store the run as `running` unless a cancel was asked for first (then False, and nothing written): a
