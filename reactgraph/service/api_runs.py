@@ -31,7 +31,14 @@ from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.events import entry_id
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
 from reactgraph.service.run_input import run_kwargs, strategy
-from reactgraph.service.run_streams import event_stream, final_values, locations, streamed_result, wait_for_end
+from reactgraph.service.run_streams import (
+    event_stream,
+    final_values,
+    is_active,
+    locations,
+    streamed_result,
+    wait_for_end,
+)
 from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.wire import BadRequest, field
 
@@ -227,6 +234,8 @@ async def delete_run(request: Request) -> Response:
     svc, thread_id, run = await _existing_run(request, "delete")
     if run["status"] not in FINAL_RUN_STATUSES and run["status"] != "pending":
         raise BadRequest(409, f"run {run['run_id']!r} is {run['status']}: cancel it first")
+    if await is_active(svc, thread_id, run["run_id"]):  # cancelled, and its worker is stopping it
+        raise BadRequest(409, f"run {run['run_id']!r} is being stopped: delete it once it has (runs.join)")
     await svc.records.delete_run(thread_id, run["run_id"])
     return Response(status_code=204)
 

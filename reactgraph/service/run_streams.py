@@ -26,12 +26,17 @@ JOIN_POLL_MS = 1000
 INTERRUPT = "__interrupt__"
 
 
+async def is_active(svc: Service, thread_id: str, run_id: str) -> bool:
+    """Whether a worker holds the run (running it, or stopping it after a cancel)."""
+    active = await svc.client.get(svc.records.keys.active(thread_id))
+    return (active.decode() if isinstance(active, bytes) else active) == run_id
+
+
 def still_going(svc: Service, thread_id: str, run_id: str) -> Callable[[], Awaitable[bool]]:
     """For a reader whose wait passed with no new event: whether the run has yet to end (else stop reading).
     A cancelled run reads `interrupted` at once, but goes on until its worker has stopped it."""
     async def going() -> bool:
-        active = await svc.client.get(svc.records.keys.active(thread_id))
-        if (active.decode() if isinstance(active, bytes) else active) == run_id:
+        if await is_active(svc, thread_id, run_id):
             return True
         current = await svc.records.get_run(thread_id, run_id)
         return current is not None and current["status"] not in FINAL_RUN_STATUSES
