@@ -252,6 +252,12 @@ def test_the_service_serves_threads_and_runs_from_the_cluster(cluster, tmp_path)
         node = cluster.node(cluster.ports[0])
         assert len({node.cluster("keyslot", k) for k in keys}) == 1
         node.close()
+        # a stateless run's thread, made and deleted on the cluster; a cancel read back at once
+        assert "5" in client.runs.wait(None, "react", input=human("计算 2 + 3 等于多少"))["final_answer"]
+        run = client.runs.create(thread, "react", input=human("计算 6 * 7 等于多少"))
+        client.runs.cancel(thread, run["run_id"])
+        assert client.runs.get(thread, run["run_id"])["status"] in ("interrupted", "success")  # it may have ended
+        client.runs.join(thread, run["run_id"])
     finally:
         stop(service)
 

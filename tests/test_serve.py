@@ -439,7 +439,7 @@ def test_what_the_sdk_knows_and_we_do_not_serve_is_a_501_naming_it_and_an_unknow
 
     client = served.client()
     calls = {"threads.prune": lambda: client.threads.prune([str(uuid.uuid4())]),
-             "runs.wait without a thread": lambda: client.runs.wait(None, "react", input={"messages": []}),
+             "runs.create_batch": lambda: client.runs.create_batch([{"assistant_id": "react", "input": {}}]),
              "crons.create": lambda: client.crons.create("react", schedule="* * * * *")}
     for name, call in calls.items():
         with pytest.raises((APIStatusError, httpx.HTTPStatusError)) as caught:  # the sdk raises either

@@ -638,3 +638,46 @@ def test_reactgraph_serve_changes_assistants_and_the_store_in_the_shapes_langgra
     gaps = {name: shape_gaps(shape(ours[name]), shape(answer)) for name, answer in theirs.items()}
     missing = {name: found for name, found in gaps.items() if found}
     assert not missing, json.dumps(missing, indent=1, ensure_ascii=False)
+
+
+def sdk_runs_beyond_studio(url: str) -> dict[str, object]:
+    """What a program for `langgraph dev` also calls: stateless runs, the `messages` and `events` stream modes, and
+    an interrupt (the approval's) read back from the state, its task and the thread; their answers."""
+    client = get_sync_client(url=url, api_key=None)
+    ask = {"messages": [{"role": "human", "content": "计算 2 + 3 等于多少"}]}
+    answers: dict[str, object] = {"runs.wait stateless": client.runs.wait(None, "react", input=ask)}
+    answers["runs.create stateless"] = client.runs.create(None, "react", input=ask)
+    messages = list(client.runs.stream(None, "react", input=ask, stream_mode="messages"))
+    answers["messages events"] = sorted({e.event for e in messages})
+    for name in ("messages/metadata", "messages/complete"):
+        found = next(e.data for e in messages if e.event == name)
+        answers[f"{name} data"] = list(found.values()) if name == "messages/metadata" else found
+    events = list(client.runs.stream(None, "react", input=ask, stream_mode="events"))
+    answers["events events"] = sorted({e.event for e in events})
+    answers["events data"] = next(e.data for e in events if e.event == "events" and e.data["event"] == "on_chain_end")
+    thread = client.threads.create()
+    answers["wait paused"] = client.runs.wait(thread["thread_id"], "react", input={
+        "messages": [{"role": "human", "content": "Fetch https://example.com/page"}]})
+    answers["paused state"] = client.threads.get_state(thread["thread_id"])
+    # the thread's interrupts by task id: the id is each server's own
+    answers["paused thread interrupts"] = list(client.threads.get(thread["thread_id"])["interrupts"].values())
+    return answers
+
+
+def test_reactgraph_serve_answers_stateless_runs_stream_modes_and_interrupts_as_langgraph_dev_does(
+        studio_server, redis_url, tmp_path):
+    from test_serve import start_service, stop
+
+    theirs = sdk_runs_beyond_studio(studio_server.url)
+    service = start_service(redis_url, tmp_path, workers=1)
+    try:
+        ours = sdk_runs_beyond_studio(service.url)
+    finally:
+        stop(service)
+    for names in ("messages events", "events events"):
+        assert ours[names] == theirs[names], names
+    assert len(ours["paused thread interrupts"]) == len(theirs["paused thread interrupts"]) == 1  # type: ignore[arg-type]
+    gaps = {name: shape_gaps(shape(ours[name]), shape(answer)) for name, answer in theirs.items()
+            if name not in ("messages events", "events events")}
+    missing = {name: found for name, found in gaps.items() if found}
+    assert not missing, json.dumps(missing, indent=1, ensure_ascii=False)

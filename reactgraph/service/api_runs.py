@@ -1,4 +1,5 @@
-"""Runs: create (background, streamed, waited on), list, get, delete, join, join the stream, cancel.
+"""Runs: create (background, streamed, waited on; on a thread or stateless), list, get, delete, join, join the
+stream, cancel.
 
 The API process only stores and enqueues runs and reads their events from Redis: a worker (any, anywhere)
 executes them. A stream is therefore the same whether the client stays connected or reconnects to another
@@ -7,12 +8,9 @@ API process with `Last-Event-ID`.
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -27,32 +25,46 @@ from reactgraph.service.api_common import (
     service,
     thread_id_of,
 )
-from reactgraph.service.api_threads import current_state, existing_thread, graph_of, thread_record
+from reactgraph.service.api_threads import existing_thread, thread_record
 from reactgraph.service.assistant_input import with_assistant
 from reactgraph.service.auth import caller_of
 from reactgraph.service.auth_rules import authorize, matches
-from reactgraph.service.events import entry_id, read_events
+from reactgraph.service.events import entry_id
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
 from reactgraph.service.run_input import run_kwargs, strategy
-from reactgraph.service.wire import BadRequest, field, plain
+from reactgraph.service.run_streams import (
+    event_stream,
+    final_values,
+    is_active,
+    locations,
+    streamed_result,
+    wait_for_end,
+)
+from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
+from reactgraph.service.wire import BadRequest, field
 
-JOIN_POLL_MS = 1000
 _RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
 
 
-async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, Any]]:
-    svc, thread_id, body = service(request), thread_id_of(request), await body_of(request)
+async def create(request: Request, *, stateless: bool = False) -> tuple[Service, dict[str, Any], dict[str, Any]]:
+    """Store and enqueue the body's run: on the path's thread, or (`stateless`) on a new thread of its own,
+    which its worker deletes after the run unless the body says `on_completion: keep` (as langgraph-api does)."""
+    svc, body = service(request), await body_of(request)
+    thread_id = new_id() if stateless else thread_id_of(request)
     assistant = await run_assistant(request, field(body, "assistant_id", str))
     # a created assistant's settings under the run's own, checked together as the run's
     kwargs = run_kwargs(with_assistant(body, assistant.stored), svc.assistants.run_policy, svc.assistants.gateway)
     chosen = strategy(body)
     _check_nodes(assistant.graph, kwargs)
-    if_not_exists = field(body, "if_not_exists", str, "reject")
+    if_not_exists = "create" if stateless else field(body, "if_not_exists", str, "reject")
+    if stateless:
+        kwargs["temporary"] = on_completion(body) == "delete"
     # `threads.create_run` (else `threads.*`, …): its filter is the thread's; it may write the run's metadata
-    value = {"thread_id": thread_id, "assistant_id": assistant.assistant_id, "run_id": None, "status": "pending",
-             "metadata": dict(field(body, "metadata", dict, {})), "multitask_strategy": chosen,
-             "if_not_exists": if_not_exists, "after_seconds": 0, "kwargs": kwargs,
-             "prevent_insert_if_inflight": chosen == "reject"}
+    value: dict[str, Any] = {
+        "thread_id": thread_id, "assistant_id": assistant.assistant_id, "run_id": None, "status": "pending",
+        "metadata": dict(field(body, "metadata", dict, {})), "multitask_strategy": chosen,
+        "if_not_exists": if_not_exists, "after_seconds": 0, "kwargs": kwargs,
+        "prevent_insert_if_inflight": chosen == "reject"}
     allowed = await authorize(request, "threads", "create_run", value)
     metadata = value["metadata"] if isinstance(value.get("metadata"), dict) else {}
     thread = await thread_record(svc, thread_id, with_values=False)
@@ -88,6 +100,13 @@ async def _create(request: Request) -> tuple[Service, dict[str, Any], dict[str, 
     return svc, thread, run
 
 
+def on_completion(body: dict[str, Any]) -> str:
+    chosen = field(body, "on_completion", str, "delete")
+    if chosen not in ("delete", "keep"):
+        raise BadRequest(422, f"'on_completion' must be delete or keep, got {chosen!r}")
+    return chosen
+
+
 def _check_nodes(graph: Any, kwargs: dict[str, Any]) -> None:
     """interrupt_before/after name nodes of the assistant's graph (LangGraph would ignore the others silently)."""
     nodes = sorted(name for name in graph.nodes if not name.startswith("__"))
@@ -120,29 +139,39 @@ async def _existing_run(request: Request, action: str = "read") -> tuple[Service
     return svc, thread_id, run
 
 
-def _locations(run: dict[str, Any]) -> dict[str, str]:
-    base = f"/threads/{run['thread_id']}/runs/{run['run_id']}"
-    return {"Location": f"{base}/stream", "Content-Location": base}
+@handler
+async def create_run(request: Request) -> Response:
+    _svc, _thread, run = await create(request)
+    return json_response(run, headers={"Content-Location": locations(run)["Content-Location"]})
 
 
 @handler
-async def create_run(request: Request) -> Response:
-    _svc, _thread, run = await _create(request)
-    return json_response(run, headers={"Content-Location": _locations(run)["Content-Location"]})
+async def create_stateless_run(request: Request) -> Response:
+    _svc, _thread, run = await create(request, stateless=True)
+    return json_response(run, headers={"Content-Location": locations(run, stateless=True)["Content-Location"]})
+
+
+async def _stream(request: Request, stateless: bool) -> Response:
+    slots = service(request).streams
+    slots.take()  # before the run exists: a stream refused for the limit creates no run
+    try:
+        svc, _thread, run = await create(request, stateless=stateless)
+        body = await body_of(request)
+        cancel_on_disconnect = field(body, "on_disconnect", str, "continue") == "cancel"
+        return event_stream(svc, run, "0", cancel_on_disconnect, locations(run, stateless))
+    except BaseException:
+        slots.give_back()
+        raise
 
 
 @handler
 async def stream_run(request: Request) -> Response:
-    slots = service(request).streams
-    slots.take()  # before the run exists: a stream refused for the limit creates no run
-    try:
-        svc, _thread, run = await _create(request)
-        body = await body_of(request)
-        cancel_on_disconnect = field(body, "on_disconnect", str, "continue") == "cancel"
-        return _event_stream(svc, run, "0", cancel_on_disconnect)
-    except BaseException:
-        slots.give_back()
-        raise
+    return await _stream(request, stateless=False)
+
+
+@handler
+async def stream_stateless_run(request: Request) -> Response:
+    return await _stream(request, stateless=True)
 
 
 @handler
@@ -154,89 +183,34 @@ async def join_stream(request: Request) -> Response:
         raise BadRequest(422, str(exc)) from None
     cancel = request.query_params.get("cancel_on_disconnect") in ("true", "True", "1")
     svc.streams.take()
-    return _event_stream(svc, run, after, cancel)
-
-
-def _still_going(svc: Service, thread_id: str, run_id: str) -> Callable[[], Awaitable[bool]]:
-    """For a reader whose wait passed with no new event: whether the run has yet to end (else stop reading)."""
-    async def still_going() -> bool:
-        current = await svc.records.get_run(thread_id, run_id)
-        return current is not None and current["status"] not in FINAL_RUN_STATUSES
-    return still_going
-
-
-class _HeldStream(EventSourceResponse):
-    """An event stream that gives its reader's slot back however it ends (even if it never started)."""
-
-    def __init__(self, slots: Any, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.slots = slots
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.slots.give_back()
-
-
-def _event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_disconnect: bool) -> Response:
-    """The run's events as SSE, for a reader that holds one of `svc.streams`' slots (given back at the end)."""
-    thread_id, run_id = run["thread_id"], run["run_id"]
-
-    still_going = _still_going(svc, thread_id, run_id)
-
-    async def events() -> AsyncIterator[ServerSentEvent]:
-        ended = False
-        try:
-            async for event_id, event, data in read_events(svc.streams.client, svc.records.keys, thread_id, run_id,
-                                                           after, block_ms=JOIN_POLL_MS, still_going=still_going):
-                yield ServerSentEvent(data=data, event=event, id=event_id)
-            ended = True
-        finally:
-            if cancel_on_disconnect and not ended:
-                await asyncio.shield(svc.records.request_cancel(thread_id, run_id, "interrupt"))
-
-    return _HeldStream(svc.streams, events(), headers=_locations(run), ping=15)
-
-
-async def _wait_for_end(svc: Service, run: dict[str, Any]) -> None:
-    """Until the run has ended; for a caller that holds one of `svc.streams`' slots."""
-    thread_id, run_id = run["thread_id"], run["run_id"]
-
-    async for _ in read_events(svc.streams.client, svc.records.keys, thread_id, run_id, "0", block_ms=JOIN_POLL_MS,
-                               still_going=_still_going(svc, thread_id, run_id)):
-        pass
-
-
-async def _final_values(svc: Service, thread: dict[str, Any], run: dict[str, Any]) -> Any:
-    """What `runs.wait` and `runs.join` answer: the thread's values after the run (with `__interrupt__` when it
-    paused), or `{"__error__": …}` when it failed — as the Agent Server does."""
-    ended = await svc.records.get_run(run["thread_id"], run["run_id"])
-    if ended is not None and ended["status"] == "error":
-        return {"__error__": ended.get("error") or {"error": "Error", "message": "the run failed"}}
-    snapshot, values = await current_state(graph_of(svc, thread), run["thread_id"])
-    values = values or {}
-    if snapshot.interrupts:
-        values["__interrupt__"] = plain(list(snapshot.interrupts))
-    return values
+    return event_stream(svc, run, after, cancel)
 
 
 @handler
 async def wait_run(request: Request) -> Response:
     async with service(request).streams.held():  # before the run exists: a wait refused for the limit creates none
-        svc, thread, run = await _create(request)
-        await _wait_for_end(svc, run)
-    return json_response(await _final_values(svc, thread, run),
-                         headers={"Content-Location": _locations(run)["Content-Location"]})
+        svc, thread, run = await create(request)
+        await wait_for_end(svc, run)
+    return json_response(await final_values(svc, thread, run),
+                         headers={"Content-Location": locations(run)["Content-Location"]})
+
+
+@handler
+async def wait_stateless_run(request: Request) -> Response:
+    """The answer comes from the run's events: its thread is gone once it has ended (unless kept)."""
+    async with service(request).streams.held():
+        svc, _thread, run = await create(request, stateless=True)
+        answer = await streamed_result(svc, run)
+    return json_response(answer, headers={"Content-Location": locations(run)["Content-Location"]})
 
 
 @handler
 async def join_run(request: Request) -> Response:
     svc, thread_id, run = await _existing_run(request)
     async with svc.streams.held():
-        await _wait_for_end(svc, run)
+        await wait_for_end(svc, run)
     thread = await svc.records.get_thread(thread_id) or {"thread_id": thread_id}
-    return json_response(await _final_values(svc, thread, run))
+    return json_response(await final_values(svc, thread, run))
 
 
 @handler
@@ -264,6 +238,8 @@ async def delete_run(request: Request) -> Response:
     svc, thread_id, run = await _existing_run(request, "delete")
     if run["status"] not in FINAL_RUN_STATUSES and run["status"] != "pending":
         raise BadRequest(409, f"run {run['run_id']!r} is {run['status']}: cancel it first")
+    if await is_active(svc, thread_id, run["run_id"]):  # cancelled, and its worker is stopping it
+        raise BadRequest(409, f"run {run['run_id']!r} is being stopped: delete it once it has (runs.join)")
     await svc.records.delete_run(thread_id, run["run_id"])
     return Response(status_code=204)
 
@@ -274,14 +250,23 @@ async def cancel_run(request: Request) -> Response:
     action = request.query_params.get("action", "interrupt")
     if action not in ("interrupt", "rollback"):
         raise BadRequest(422, f"'action' must be interrupt or rollback, got {action!r}")
+    # from here the run reads `interrupted` (or, for rollback, is gone); its worker stops it within a moment
     where = await svc.records.cancel(thread_id, run["run_id"], action)
-    if where == "active" and request.query_params.get("wait") in ("true", "True", "1"):
+    temporary = where == "pending" and run["kwargs"].get("temporary")  # no worker will take it: its thread goes
+    if temporary and await forget_temporary_thread(svc.records, svc.assistants, thread_id):
+        await expire_run(svc.records, thread_id, run["run_id"])
+    if request.query_params.get("wait") in ("true", "True", "1"):  # until its worker has stopped it
+        if where != "active":
+            return json_response({})
         async with svc.streams.held():
-            await _wait_for_end(svc, run)
+            return json_response(await streamed_result(svc, run))
     return Response(status_code=202 if where == "active" else 204)
 
 
 ROUTES = [
+    Route("/runs", create_stateless_run, methods=["POST"]),
+    Route("/runs/stream", stream_stateless_run, methods=["POST"]),
+    Route("/runs/wait", wait_stateless_run, methods=["POST"]),
     Route("/threads/{thread_id}/runs", create_run, methods=["POST"]),
     Route("/threads/{thread_id}/runs", list_runs, methods=["GET"]),
     Route("/threads/{thread_id}/runs/stream", stream_run, methods=["POST"]),

@@ -19,10 +19,12 @@ from reactgraph.errors import ReactGraphError
 from reactgraph.service.assistants import Assistants
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.records import ServiceRecords, now_iso
-from reactgraph.service.run_input import graph_call, graph_modes, run_context
+from reactgraph.service.run_input import graph_call, run_context
+from reactgraph.service.stream_events import run_events
+from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.thread_hold import FencedOut, ThreadHold
-from reactgraph.service.thread_state import thread_status_after
-from reactgraph.service.wire import dumps, plain
+from reactgraph.service.thread_state import interrupts_of, thread_status_after
+from reactgraph.service.wire import dumps
 
 log = logging.getLogger("reactgraph.service")
 CANCEL_POLL_S = 0.2
@@ -44,11 +46,11 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
         await hold.end_run(run_id, "")
         return "gone"
     entry = assistants.for_run(run)
-    cancel = await records.cancel_requested(thread_id, run_id)
-    status, error, started = "success", None, cancel is None
+    run["status"] = "running"
+    started = await records.start_run(run)  # not if a cancel came first: the run then never reads `running`
+    cancel = None if started else await records.cancel_requested(thread_id, run_id) or "interrupt"
+    status, error = "success", None
     if started:
-        run["status"] = "running"
-        await records.put_run(run)
         if not resumed:
             await records.count("started")
         await records.set_thread_status(thread_id, "busy")
@@ -72,6 +74,8 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     # The thread's status first: a client that sees the run end (the stream's end) must see the thread after it.
     snapshot = await entry.graph.aget_state({"configurable": {"thread_id": thread_id}})
     await records.set_thread_status(thread_id, thread_status_after(snapshot, status), interrupts=_interrupts(snapshot))
+    # a stateless run's thread goes with it (its record and events stay a while, for its readers)
+    forgotten = bool(run["kwargs"].get("temporary")) and await forget_temporary_thread(records, assistants, thread_id)
     run["updated_at"] = now_iso()  # when it ended (the record written at its start carries the start)
     await hold.end_run(run_id, "" if cancel == "rollback" else json.dumps(run, ensure_ascii=False))
     if cancel == "rollback":
@@ -80,6 +84,8 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
         await records.count_finished(status, _seconds_since(run["created_at"]))
     else:
         await records.count("cancelled_before_start")
+    if forgotten:
+        await expire_run(records, thread_id, run_id)
     return status
 
 
@@ -88,17 +94,15 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assista
     gateway, policy = assistants.gateway, assistants.run_policy
     kwargs, thread_id, run_id = run["kwargs"], hold.thread_id, run["run_id"]
     graph_input, config = graph_call(kwargs, thread_id, run_id, resumed=resumed)
-    requested = set(kwargs["stream_mode"])
     await hold.add_event(run_id, "metadata", dumps({"run_id": run_id, "attempt": 1 + int(resumed)}))
     # the policy again: the stored record is untrusted too (a refusal fails the run before anything starts)
     context = run_context(kwargs.get("context") or {}, policy, gateway)
-    stream = graph.astream(graph_input, config, context=context,
-                           stream_mode=graph_modes(kwargs), subgraphs=True,
-                           interrupt_before=kwargs.get("interrupt_before"),
-                           interrupt_after=kwargs.get("interrupt_after"))
+    stream = run_events(graph, graph_input, config, run_id, kwargs["stream_mode"],
+                        kwargs.get("stream_subgraphs", False), context=context,
+                        interrupt_before=kwargs.get("interrupt_before"), interrupt_after=kwargs.get("interrupt_after"))
     over = asyncio.Event()
     watcher = asyncio.create_task(watch_cancel(records, thread_id, run_id, over))
-    producer = asyncio.create_task(_forward(hold, run_id, stream, requested, kwargs.get("stream_subgraphs", False)))
+    producer = asyncio.create_task(_forward(hold, run_id, stream))
     try:
         done, _ = await asyncio.wait({watcher, producer}, return_when=asyncio.FIRST_COMPLETED)
         if watcher in done:
@@ -115,14 +119,9 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assista
             await asyncio.wait_for(asyncio.gather(watcher, producer, return_exceptions=True), STOP_WAIT_S)
 
 
-async def _forward(hold: ThreadHold, run_id: str, stream: Any, requested: set[str], subgraphs: bool) -> None:
-    async for namespace, mode, chunk in stream:
-        if namespace and not subgraphs:
-            continue
-        if ("messages-tuple" if mode == "messages" else mode) not in requested:
-            continue  # LangGraph streams what any mode needs; the client asked for these
-        name = f"{mode}|{'|'.join(namespace)}" if namespace else mode
-        await hold.add_event(run_id, name, dumps(list(chunk) if mode == "messages" else chunk))
+async def _forward(hold: ThreadHold, run_id: str, stream: Any) -> None:
+    async for name, data in stream:
+        await hold.add_event(run_id, name, dumps(data))
 
 
 async def watch_cancel(records: ServiceRecords, thread_id: str, run_id: str, over: asyncio.Event) -> str | None:
@@ -147,5 +146,5 @@ def _seconds_since(stamp: str) -> float:
 
 
 def _interrupts(snapshot: Any) -> dict[str, Any]:
-    found = [plain(i) for task in snapshot.tasks for i in task.interrupts]
-    return {snapshot.config["configurable"].get("checkpoint_id", ""): found} if found else {}
+    """The thread record's `interrupts`: each waiting task's, by task id (as langgraph-api keeps them)."""
+    return {task.id: interrupts_of(task.interrupts) for task in snapshot.tasks if task.interrupts}

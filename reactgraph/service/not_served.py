@@ -10,14 +10,10 @@ from starlette.routing import Route
 
 from reactgraph.service.api_common import error_response
 
-_STATELESS = "stateless runs (runs without a thread: create one with POST /threads and run on it)"
 _CRONS = "cron jobs (the /info flags say crons: false)"
 
 NOT_SERVED: list[tuple[str, str, str]] = [
-    ("POST", "/runs", _STATELESS),
-    ("POST", "/runs/stream", _STATELESS),
-    ("POST", "/runs/wait", _STATELESS),
-    ("POST", "/runs/batch", _STATELESS),
+    ("POST", "/runs/batch", "batches of stateless runs (create each: POST /runs)"),
     ("POST", "/runs/cancel", "cancelling many runs at once (cancel each: POST /threads/{id}/runs/{run_id}/cancel)"),
     ("POST", "/runs/crons", _CRONS),
     ("POST", "/runs/crons/search", _CRONS),

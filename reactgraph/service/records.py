@@ -47,6 +47,20 @@ for _, id in ipairs(ahead) do table.insert(result, id) end
 return result
 """
 
+# KEYS: cancel mark, run. Store the run's `running` record unless a cancel was asked for.
+_START_RUN = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[2], ARGV[1])
+return 1
+"""
+
+# KEYS: a record. Replace it with ARGV[2] if it still is ARGV[1] (what the writer read).
+_REPLACE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+"""
+
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
@@ -105,6 +119,8 @@ class ServiceRecords:
         self.client = client
         self.keys = keys or ServiceKeys()
         self._create_run = client.register_script(_CREATE_RUN)
+        self._start_run = client.register_script(_START_RUN)
+        self._replace = client.register_script(_REPLACE)
 
     # -- threads --------------------------------------------------------------------------------------------
     async def get_thread(self, thread_id: str, *, strict: bool = False) -> dict[str, Any] | None:
@@ -209,16 +225,41 @@ class ServiceRecords:
         return "active" if active == run_id else "done"
 
     async def cancel(self, thread_id: str, run_id: str, action: str) -> str:
-        """`request_cancel`, and a run that had not started ends here: interrupted, or gone for `rollback`."""
+        """`request_cancel`, and what the caller sees at once: the run `interrupted`, or gone for `rollback` (a
+        running run's worker still stops it, then ends its record and event stream the same way)."""
         where = await self.request_cancel(thread_id, run_id, action)
         if where == "pending":
             await self.count("cancelled_before_start")
-            if action == "rollback":
-                await self.delete_run(thread_id, run_id)
-            elif (run := await self.get_run(thread_id, run_id)) is not None:
-                run["status"] = "interrupted"
-                await self.put_run(run)
+        if where == "done":
+            return where
+        if action == "rollback" and where == "pending":
+            await self.delete_run(thread_id, run_id)
+        elif action == "rollback":  # its events and cancel mark stay until its worker has stopped it
+            await self.client.zrem(self.keys.runs(thread_id), run_id)
+            await self.client.delete(self.keys.run(thread_id, run_id))
+        else:
+            await self._mark_interrupted(thread_id, run_id)
         return where
+
+    async def _mark_interrupted(self, thread_id: str, run_id: str) -> None:
+        """The run's record `interrupted` unless it has ended meanwhile (its worker's final record wins)."""
+        key = self.keys.run(thread_id, run_id)
+        for _attempt in range(10):  # a write of the worker in between: read it again
+            raw = await self.client.get(key)
+            run = _decode(raw, key, ("run_id", "thread_id", "status"))
+            if raw is None or run is None or run["status"] in FINAL_RUN_STATUSES:
+                return
+            run.update(status="interrupted", updated_at=now_iso())
+            if await self._replace(keys=[key], args=[raw, encoded(run, "run record")]):
+                return
+
+    async def start_run(self, record: dict[str, Any]) -> bool:
+        """Store the run as `running` unless a cancel was asked for first (then False, and nothing written): a
+        cancelled run never reads `running` again."""
+        record["updated_at"] = now_iso()
+        keys = [self.keys.cancel(record["thread_id"], record["run_id"]),
+                self.keys.run(record["thread_id"], record["run_id"])]
+        return bool(await self._start_run(keys=keys, args=[encoded(record, "run record")]))
 
     async def cancel_requested(self, thread_id: str, run_id: str) -> str | None:
         action = await self.client.get(self.keys.cancel(thread_id, run_id))

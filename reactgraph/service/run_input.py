@@ -14,9 +14,9 @@ from reactgraph.service.records import STRATEGIES
 from reactgraph.service.run_policy import PolicyRefusal, RunPolicy
 from reactgraph.service.wire import BadRequest, field
 
-# `messages` (the partial/complete message events) is not served: `messages-tuple` is what langgraph-sdk and
-# Studio ask for.
-STREAM_MODES = ("values", "updates", "messages-tuple", "custom", "debug", "tasks", "checkpoints")
+# What the worker can stream (reactgraph/service/stream_events.py); LangGraph's `tools` and `lifecycle` are not.
+STREAM_MODES = ("values", "updates", "messages", "messages-tuple", "events", "custom", "debug", "tasks",
+                "checkpoints")
 MAX_RECURSION_LIMIT = 10_000
 _COMMAND_KEYS = frozenset({"resume", "update", "goto"})
 # The service sets these itself; `__…` keys are LangGraph's internals (`__pregel_…`), never a client's to set;
@@ -96,11 +96,6 @@ def graph_call(kwargs: Mapping[str, Any], thread_id: str, run_id: str, *, resume
     if kwargs.get("command") is not None:
         return Command(**kwargs["command"]), config
     return kwargs.get("input"), config
-
-
-def graph_modes(kwargs: Mapping[str, Any]) -> list[str]:
-    """LangGraph's stream modes for the requested ones: `messages-tuple` is LangGraph's `messages`."""
-    return sorted({"messages" if m == "messages-tuple" else m for m in kwargs["stream_mode"]})
 
 
 def _node_list(body: Mapping[str, Any], name: str) -> list[str] | str | None:

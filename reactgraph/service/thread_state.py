@@ -17,17 +17,25 @@ def checkpoint_of(config: Any) -> dict[str, Any] | None:
             "checkpoint_id": configurable.get("checkpoint_id"), "checkpoint_map": configurable.get("checkpoint_map")}
 
 
+def interrupts_of(interrupts: Any) -> list[dict[str, Any]]:
+    """Interrupts as a thread's state and record show them: `{"id", "value"}`, and `response_schema` (the answer
+    it waits for) when the graph gave one — as langgraph-api does (its streams carry `response_schema: null`)."""
+    return [{"id": i.id, "value": plain(i.value),
+             **({"response_schema": plain(i.response_schema)} if getattr(i, "response_schema", None) else {})}
+            for i in interrupts]
+
+
 def thread_state(snapshot: StateSnapshot) -> dict[str, Any]:
     """What `GET /threads/{id}/state` answers (langgraph-sdk's `ThreadState`)."""
-    tasks = [{"id": t.id, "name": t.name, "error": str(t.error) if t.error else None,
-              "interrupts": plain(list(t.interrupts)), "checkpoint": None, "state": None,
+    tasks = [{"id": t.id, "name": t.name, "path": plain(list(t.path)), "error": str(t.error) if t.error else None,
+              "interrupts": interrupts_of(t.interrupts), "checkpoint": None, "state": None,
               "result": plain(t.result) if getattr(t, "result", None) is not None else None}
              for t in snapshot.tasks]
     checkpoint, parent = checkpoint_of(snapshot.config), checkpoint_of(snapshot.parent_config)
     return {"values": plain(snapshot.values), "next": list(snapshot.next), "tasks": tasks,
             "checkpoint": checkpoint, "metadata": plain(snapshot.metadata or {}),
             "created_at": snapshot.created_at, "parent_checkpoint": parent,
-            "interrupts": plain(list(snapshot.interrupts)),
+            "interrupts": interrupts_of(snapshot.interrupts),
             # the Agent Server's older flat fields, still read by some clients
             "checkpoint_id": (checkpoint or {}).get("checkpoint_id"),
             "parent_checkpoint_id": (parent or {}).get("checkpoint_id")}

@@ -1,8 +1,9 @@
 """JSON on the wire: graph values and stream events out, request bodies in (bounded, decoded as plain JSON).
 
 What goes out is what langgraph-sdk expects from the Agent Server: messages as their `model_dump()` dicts,
-interrupts as `{"value", "id"}`, dataclasses and pydantic models as dicts. Anything else is written as its
-`str()`: a value the graph holds is never refused at the end of a run because it cannot be encoded.
+interrupts as `{"value", "id", "response_schema"}`, dataclasses and pydantic models
+as dicts. Anything else is written as its `str()`: a value the graph holds is never refused at the end of a run
+because it cannot be encoded.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ def plain(value: Any) -> Any:
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [plain(v) for v in value]
-    if isinstance(value, Interrupt):  # as langgraph-api sends it: response_schema only when the graph gave one
-        sent = {"value": plain(value.value), "id": value.id}
-        return sent if value.response_schema is None else {**sent, "response_schema": plain(value.response_schema)}
+    if isinstance(value, Interrupt):  # with the schema of the answer it waits for (null: the graph gave none)
+        return {"value": plain(value.value), "id": value.id,
+                "response_schema": plain(getattr(value, "response_schema", None))}
     if isinstance(value, Overwrite):  # a node's instruction to its channel (replace, not add): clients see the value
         return plain(value.value)
     if isinstance(value, BaseModel):  # messages included: the same dict langgraph-api sends
