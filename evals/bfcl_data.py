@@ -137,7 +137,8 @@ class BfclWheel:
         urls = headers.get_all("Project-URL") or []
         return {"name": headers.get("Name", "bfcl_eval"), "version": headers.get("Version", "?"),
                 "license": headers.get("License", "?"),
-                "authors": ", ".join(name or address for name, address in getaddresses(headers.get_all("Author-email") or [])),
+                "authors": ", ".join(name or address
+                                     for name, address in getaddresses(headers.get_all("Author-email") or [])),
                 "url": urls[0].split(",", 1)[-1].strip() if urls else ""}
 
     def notice(self) -> str:

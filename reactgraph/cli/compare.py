@@ -53,7 +53,8 @@ def compare(
     tool_failure_rate: Annotated[float, typer.Option(help="Probability that one tool attempt fails (0–1).")] = 0.0,
     tool_latency_ms: Annotated[float, typer.Option(help="Mean extra latency per tool attempt (exponential).")] = 0.0,
     tag: TagOption = [],  # noqa: B006
-    limit: Annotated[int | None, typer.Option(help="Only the first N (selected) tasks; per category for bfcl:.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the first N (selected) tasks; per category for bfcl:.")] \
+        = None,
     max_iterations: Annotated[int, typer.Option(help="Iteration limit of every run.")] = 5,
     max_tool_calls: MaxToolCalls = None,
     max_tokens: MaxTokens = None,
