@@ -40,6 +40,7 @@ SuiteOption = Annotated[str, typer.Option(help="A bundled suite name (default), 
                                                "bfcl:<category>[,…] (simple, multiple, parallel, parallel_multiple, "
                                                "all): BFCL's data, from the bfcl-eval wheel ($REACTGRAPH_BFCL_WHEEL, "
                                                "else downloaded once into the user cache).")]
+LimitOption = Annotated[int | None, typer.Option(help="Only the first N (selected) tasks; with bfcl:, N per category.")]
 TagOption = Annotated[list[str], typer.Option("--tag", metavar="TAG", help="Only tasks with this tag; repeatable.")]
 
 
@@ -53,8 +54,7 @@ def compare(
     tool_failure_rate: Annotated[float, typer.Option(help="Probability that one tool attempt fails (0–1).")] = 0.0,
     tool_latency_ms: Annotated[float, typer.Option(help="Mean extra latency per tool attempt (exponential).")] = 0.0,
     tag: TagOption = [],  # noqa: B006
-    limit: Annotated[int | None, typer.Option(help="Only the first N (selected) tasks; per category for bfcl:.")] \
-        = None,
+    limit: LimitOption = None,
     max_iterations: Annotated[int, typer.Option(help="Iteration limit of every run.")] = 5,
     max_tool_calls: MaxToolCalls = None,
     max_tokens: MaxTokens = None,
