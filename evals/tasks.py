@@ -12,7 +12,8 @@ Criteria (all that are given must hold; at least one must be given):
 - `pattern`: a regular expression the answer must match (searched, case-insensitive);
 - `number` (+ `tolerance`, absolute, default 1e-6): some number in the answer equals it within the tolerance;
 - `checker` (+ `params`): a named function from `reactgraph.evals.checks.CHECKERS`, for answers that depend on the day
-  (the current time, a person's age) or on what the tools returned.
+  (the current time, a person's age) or on what the tools returned, or `trajectory`: the run's tool calls against
+  a reference trajectory, judged by LangChain's agentevals (evals/trajectory.py).
 
 - `expected_calls` (+ `tools`): the tool calls the run must make, in BFCL's possible-answer format
   (`[{"fn": {"param": [allowed values]}}]`), scored by BFCL's AST rules (evals/bfcl_score.py); `tools` are the
@@ -160,7 +161,7 @@ def task_fields(task: Task, steps: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _parse_lines(lines: list[str], source: str) -> list[Task]:
-    from reactgraph.evals.checks import CHECKERS
+    from reactgraph.evals.checks import CHECKERS, PARAM_CHECKS
 
     tasks: list[Task] = []
     seen: set[str] = set()
@@ -174,6 +175,10 @@ def _parse_lines(lines: list[str], source: str) -> list[Task]:
         if task.checker and task.checker not in CHECKERS:
             raise SuiteError(f"{source}, line {number}: unknown checker {task.checker!r} "
                              f"(known: {', '.join(sorted(CHECKERS))})")
+        try:
+            PARAM_CHECKS.get(task.checker or "", lambda params: None)(task.params)
+        except ValueError as exc:
+            raise SuiteError(f"{source}, line {number}: {exc}") from None
         if task.pattern:
             try:
                 re.compile(task.pattern)
