@@ -51,7 +51,7 @@ def validate(params: dict[str, Any]) -> None:
 def _evaluator(mode: str, args: str) -> Any:
     from agentevals.trajectory.match import create_trajectory_match_evaluator
 
-    return create_trajectory_match_evaluator(trajectory_match_mode=mode, tool_args_match_mode=args)  # type: ignore[arg-type]
+    return create_trajectory_match_evaluator(trajectory_match_mode=mode, tool_args_match_mode=args)
 
 
 def as_messages(calls: list[tuple[str, dict[str, Any]]]) -> list[AIMessage]:
@@ -70,6 +70,5 @@ def matches(made: list[tuple[str, dict[str, Any]]], reference: list[tuple[str, d
 def trajectory(answer: str, steps: list[dict[str, Any]], calls: list[dict[str, Any]], mode: str = "superset",
                args: str = "ignore") -> bool:
     """The checker: the run's tool calls match the reference `calls` (see the module's docstring)."""
-    made = [(str(s["action"]), s.get("action_input") if isinstance(s.get("action_input"), dict) else {})
-            for s in tool_steps(steps)]
+    made = [(str(s["action"]), dict(s.get("action_input") or {})) for s in tool_steps(steps)]
     return matches(made, [(c["name"], dict(c.get("args") or {})) for c in calls], mode, args)
