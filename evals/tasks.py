@@ -162,6 +162,7 @@ def task_fields(task: Task, steps: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _parse_lines(lines: list[str], source: str) -> list[Task]:
     from reactgraph.evals.checks import CHECKERS, PARAM_CHECKS
+    from reactgraph.evals.recorded_tools import recorded_gateway
 
     tasks: list[Task] = []
     seen: set[str] = set()
@@ -177,6 +178,8 @@ def _parse_lines(lines: list[str], source: str) -> list[Task]:
                              f"(known: {', '.join(sorted(CHECKERS))})")
         try:
             PARAM_CHECKS.get(task.checker or "", lambda params: None)(task.params)
+            if task.tools:
+                recorded_gateway(task.tools)  # every function doc must make a valid schema-only tool
         except ValueError as exc:
             raise SuiteError(f"{source}, line {number}: {exc}") from None
         if task.pattern:

@@ -154,3 +154,31 @@ def test_compare_through_the_openai_compatible_server_scores_its_calls(bfcl_whee
     assert "| react | 67% (2/3) | 67% (2/3) |" in done.stdout
     records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert records[2]["call_error"] == "no call matches math_hypot: 'x': expected integer, got float (4.0)"
+
+
+ORDER_TASK = {"id": "order", "question": "Order two pizzas to Main St 1.", "tags": ["own"],
+              "tools": [{"name": "shop.order", "description": "Order food.", "parameters": {"type": "dict",
+                         "properties": {"item": {"type": "string"}, "count": {"type": "integer"},
+                                        "address": {"type": "string"}}, "required": ["item", "count"]}}],
+              "expected_calls": [{"shop.order": {"item": ["pizza"], "count": [2], "address": ["Main St 1", ""]}}]}
+
+
+def test_a_jsonl_suite_may_give_its_own_function_docs_and_expected_calls(tmp_path):
+    path = tmp_path / "own.jsonl"
+    bad = {**ORDER_TASK, "id": "bad", "tools": [{"name": "shop order!", "parameters": {"type": "dict"}}]}
+    path.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(SuiteError, match=r"own\.jsonl, line 1: tool name 'shop order!' must be"):
+        load_suite(path)
+    path.write_text(json.dumps(ORDER_TASK) + "\n")
+    right = _scripted(_answers(("pizzas", [("shop_order", {"item": "Pizza", "count": 2})])))
+    wrong = _scripted(_answers(("pizzas", [("shop_order", {"item": "pizza", "count": 2, "tip": 1})])))
+    config = RunConfig(graphs=("react",), reflection="rules")
+    (good,) = run_comparison(load_suite(path), config, model=right)
+    (missed,) = run_comparison(load_suite(path), config, model=wrong)
+    assert (good["success"], good["tool_statuses"]) == (True, {"ok": 1})
+    assert (missed["success"], missed["call_error"]) == (False, "no call matches shop_order: unexpected argument 'tip'")
+
+
+def test_the_offline_model_through_the_python_api_makes_no_bfcl_call(bfcl_wheel):
+    records = run_comparison(load_bfcl("bfcl:simple", limit=3, wheel=bfcl_wheel), RunConfig(graphs=("react",)))
+    assert [(r["success"], r["calls_correct"], r["tool_calls"]) for r in records] == [(False, False, 0)] * 3
