@@ -1,6 +1,7 @@
 """Named checkers for answers that depend on the day or on what the tools returned.
 
 Each checker takes the answer, the run's ExecutionStep records and the task's `params`, and returns a bool.
+`trajectory` (evals/trajectory.py) judges the run's tool calls with LangChain's agentevals.
 "Today" is the date the `get_time` tool reported during the run when it was called (so the answer is judged
 against the same clock the agent saw), otherwise the current date in the task's timezone.
 """
@@ -15,6 +16,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from reactgraph.evals.tasks import normalise, numbers_in
+from reactgraph.evals.trajectory import trajectory
+from reactgraph.evals.trajectory import validate as validate_trajectory
 
 Checker = Callable[..., bool]
 DEFAULT_TZ = "Asia/Shanghai"
@@ -96,4 +99,7 @@ def declines(answer: str, steps: list[dict[str, Any]]) -> bool:
 
 CHECKERS: dict[str, Checker] = {
     "clock": clock, "weekday": weekday, "age": age, "years_since": years_since, "declines": declines,
+    "trajectory": trajectory,  # the run's tool calls, judged by agentevals (evals/trajectory.py)
 }
+# Checks of a checker's params when the suite loads (ValueError, one line), so a bad task fails before any run.
+PARAM_CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {"trajectory": validate_trajectory}

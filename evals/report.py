@@ -9,6 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from reactgraph.evals.call_report import call_accuracy, call_section, notices
 from reactgraph.evals.metrics import summarize
 from reactgraph.evals.stats import ALPHA
 from reactgraph.nodes.closing.status import RUN_STATUSES
@@ -126,13 +127,14 @@ def markdown(records: list[dict[str, Any]], config: dict[str, Any] | None = None
              f"injected latency: {faults.get('latency_ms', 0):g} ms")]
     if any(r["model"].startswith("offline") for r in records):
         head.append(f"- {OFFLINE_NOTE}")
+    head += [f"- NOTICE: {notice}" for notice in notices(records)]  # the data's licence travels with its numbers
     methods = sorted({a["interval"] for a in summary["graphs"].values()})
     return "\n".join([*head, "", "## Per graph (means per run)", "", graph_table(summary), "",
                       f"95% interval of the success rate: {', '.join(methods)} (see evals/README.md).", "",
                       "## How the runs ended (status)", "", status_table(summary), "",
                       "## Are the differences real? (paired, on the same tasks, seeds and faults)", "",
                       pair_table(summary), "", verdicts(summary), "",
-                      "## Success rate per tag (runs)", "", tag_table(summary), ""])
+                      "## Success rate per tag (runs)", "", tag_table(summary), "", *call_section(records)])
 
 
 def plot(records: list[dict[str, Any]], out_dir: Path, config: dict[str, Any] | None = None,
@@ -226,7 +228,8 @@ def write_report(records: list[dict[str, Any]], out_dir: str | Path, config: dic
     summary = summarize(records)  # once: the intervals bootstrap when tasks ran several times
     text = markdown(records, config, summary)
     (out / "summary.md").write_text(text, encoding="utf-8")
-    (out / "summary.json").write_text(json.dumps({"config": config or {}, **summary}, ensure_ascii=False,
+    extra = {"tool_call_accuracy": call_accuracy(records), "notices": notices(records)}
+    (out / "summary.json").write_text(json.dumps({"config": config or {}, **summary, **extra}, ensure_ascii=False,
                                                  indent=2), encoding="utf-8")
     return {"results": results, "summary": out / "summary.md", "summary_json": out / "summary.json",
             "markdown": text, "plots": plot(records, out, config, summary) if plots else []}

@@ -21,7 +21,8 @@ from langgraph.types import Command
 from reactgraph.evals.faults import FaultPlan, faulty_gateway
 from reactgraph.evals.graphs import GraphEntry, resolve_graphs
 from reactgraph.evals.metrics import UsageMeter, failure_mode, step_counts
-from reactgraph.evals.tasks import Task, check
+from reactgraph.evals.recorded_tools import recorded_gateway
+from reactgraph.evals.tasks import Task, check, task_fields
 from reactgraph.graph import load_chat_model, parse_spec, redact
 from reactgraph.nodes.tool_round.hitl import answer_with, is_approval_request, requested_calls
 
@@ -80,7 +81,8 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     """One run of one task through one graph under `seed` (default: the config's), as a flat JSON-able record."""
     seed = config.seed if seed is None else seed
     key = run_key(seed, task, repeat)
-    gateway, injector = faulty_gateway(config.faults, key)
+    # A task with its own function docs (e.g. BFCL's) offers those, schema-only, instead of the built-in tools.
+    gateway, injector = faulty_gateway(config.faults, key, recorded_gateway(task.tools) if task.tools else None)
     run_model = model.reseeded(key) if hasattr(model, "reseeded") else model
     graph = entry.build(gateway, run_model)
     context = entry.make_context(model=config.model, max_iterations=config.max_iterations,
@@ -115,6 +117,7 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
         "tool_statuses": counts["tool_statuses"], "injected_faults": dict(injector.injected),
         "tokens_in": tokens_in, "tokens_out": tokens_out, "tokens": tokens,
         "wall_s": round(wall_s, 4), "iterations": int(result.get("iteration") or 0), "steps": len(steps),
+        **task_fields(task, steps),
     }
 
 

@@ -12,7 +12,13 @@ Criteria (all that are given must hold; at least one must be given):
 - `pattern`: a regular expression the answer must match (searched, case-insensitive);
 - `number` (+ `tolerance`, absolute, default 1e-6): some number in the answer equals it within the tolerance;
 - `checker` (+ `params`): a named function from `reactgraph.evals.checks.CHECKERS`, for answers that depend on the day
-  (the current time, a person's age) or on what the tools returned.
+  (the current time, a person's age) or on what the tools returned, or `trajectory`: the run's tool calls against
+  a reference trajectory, judged by LangChain's agentevals (evals/trajectory.py).
+
+- `expected_calls` (+ `tools`): the tool calls the run must make, in BFCL's possible-answer format
+  (`[{"fn": {"param": [allowed values]}}]`), scored by BFCL's AST rules (evals/bfcl_score.py); `tools` are the
+  function docs the task offers instead of the built-in tools, as schema-only tools (evals/recorded_tools.py).
+  With no answer criterion beside it, the answer text is not judged.
 
 `expect_status` (optional, with the criteria above): the run's status must also be this one (e.g. `partial` for a
 compound question with a part no tool can answer, whose `expected` then names the missing part).
@@ -29,9 +35,11 @@ from typing import Any
 from reactgraph.errors import ReactGraphError
 
 SUITES_DIR = Path(__file__).parent / "suites"
-CRITERIA = ("expected", "expected_any", "pattern", "number", "checker")
+ANSWER_CRITERIA = ("expected", "expected_any", "pattern", "number", "checker")
+CRITERIA = (*ANSWER_CRITERIA, "expected_calls")
 STATUSES = ("answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed")
-KNOWN_FIELDS = {"id", "question", "lang", "tags", "tolerance", "params", "note", "expect_status", *CRITERIA}
+KNOWN_FIELDS = {"id", "question", "lang", "tags", "tolerance", "params", "note", "expect_status", "tools", "source",
+                *CRITERIA}
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -56,6 +64,9 @@ class Task:
     params: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     expect_status: str | None = None
+    tools: tuple[dict[str, Any], ...] = ()  # function docs offered as schema-only tools instead of the built-ins
+    expected_calls: tuple[dict[str, Any], ...] = ()  # BFCL possible answers: one {name: {param: [values]}} a call
+    source: str = ""  # where the task comes from and under which licence; reports that use it print it
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
@@ -79,7 +90,17 @@ class Task:
                    number=None if data.get("number") is None else float(data["number"]),
                    tolerance=float(data.get("tolerance", 1e-6)), checker=data.get("checker"),
                    params=dict(data.get("params") or {}), note=data.get("note") or "",
-                   expect_status=data.get("expect_status"))
+                   expect_status=data.get("expect_status"), tools=_objects(data, "tools"),
+                   expected_calls=_objects(data, "expected_calls"), source=str(data.get("source") or ""))
+
+
+def _objects(data: dict[str, Any], name: str) -> tuple[dict[str, Any], ...]:
+    value = data.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ValueError(f"'{name}' must be a list of objects")
+    if name == "expected_calls" and not all(len(v) == 1 for v in value):
+        raise ValueError("each of 'expected_calls' must be one {function name: {parameter: [values]}}")
+    return tuple(value)
 
 
 def normalise(text: str) -> str:
@@ -96,6 +117,10 @@ def check(task: Task, answer: str, steps: list[dict[str, Any]] | None = None, st
     the run's status, judged when the task has `expect_status`)."""
     from reactgraph.evals.checks import CHECKERS
 
+    if task.expected_calls and not calls_score(task, steps or []).correct:
+        return False
+    if task.expected_calls and not any(getattr(task, c) not in (None, "", ()) for c in ANSWER_CRITERIA):
+        return not task.expect_status or status == task.expect_status  # only the calls are judged
     text = normalise(answer)
     if not text.strip():
         return False
@@ -114,8 +139,30 @@ def check(task: Task, answer: str, steps: list[dict[str, Any]] | None = None, st
     return True
 
 
+def calls_score(task: Task, steps: list[dict[str, Any]]) -> Any:
+    """The run's recorded calls scored against `task.expected_calls` (a `bfcl_score.CallScore`)."""
+    from reactgraph.evals.bfcl_score import CallScore, score_calls
+    from reactgraph.evals.recorded_tools import recorded_calls
+
+    calls, refused = recorded_calls(steps)
+    score = score_calls(list(task.tools), list(task.expected_calls), calls)
+    if score.correct or not refused:
+        return score
+    return CallScore(False, f"{score.reason} ({refused} call(s) refused by the gateway)")
+
+
+def task_fields(task: Task, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run record's task-specific fields: the calls' score for a task that expects calls, the task's source."""
+    fields: dict[str, Any] = {"source": task.source} if task.source else {}
+    if task.expected_calls:
+        score = calls_score(task, steps)
+        fields.update(calls_correct=score.correct, call_error=score.reason)
+    return fields
+
+
 def _parse_lines(lines: list[str], source: str) -> list[Task]:
-    from reactgraph.evals.checks import CHECKERS
+    from reactgraph.evals.checks import CHECKERS, PARAM_CHECKS
+    from reactgraph.evals.recorded_tools import recorded_gateway
 
     tasks: list[Task] = []
     seen: set[str] = set()
@@ -129,6 +176,12 @@ def _parse_lines(lines: list[str], source: str) -> list[Task]:
         if task.checker and task.checker not in CHECKERS:
             raise SuiteError(f"{source}, line {number}: unknown checker {task.checker!r} "
                              f"(known: {', '.join(sorted(CHECKERS))})")
+        try:
+            PARAM_CHECKS.get(task.checker or "", lambda params: None)(task.params)
+            if task.tools:
+                recorded_gateway(task.tools)  # every function doc must make a valid schema-only tool
+        except ValueError as exc:
+            raise SuiteError(f"{source}, line {number}: {exc}") from None
         if task.pattern:
             try:
                 re.compile(task.pattern)
@@ -149,8 +202,12 @@ def suite_names() -> list[str]:
 
 
 def load_suite(name_or_path: str | Path) -> list[Task]:
-    """The tasks of a bundled suite (by name, e.g. "default") or of a JSONL file (by path)."""
+    """The tasks of a bundled suite (by name, e.g. "default"), of BFCL (`bfcl:<category>`) or of a JSONL file."""
     text = str(name_or_path)
+    if text.startswith("bfcl:"):  # BFCL's data, read from the bfcl-eval wheel (evals/bfcl_suite.py)
+        from reactgraph.evals.bfcl_suite import load_bfcl
+
+        return load_bfcl(text)
     path = Path(text)
     if not (text.endswith(".jsonl") or "/" in text or path.exists()):
         path = SUITES_DIR / f"{text}.jsonl"

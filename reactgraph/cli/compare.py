@@ -36,12 +36,17 @@ ModelOption = Annotated[str | None, typer.Option(metavar="SPEC",
                                                       "anthropic:<model> (default: $REACTGRAPH_MODEL or offline).")]
 SeedsOption = Annotated[int, typer.Option(help="Repeat the whole run over N seeds: seed, seed+1, …; the intervals "
                                                "and paired tests then bootstrap / test over tasks.")]
+SuiteOption = Annotated[str, typer.Option(help="A bundled suite name (default), a path to a .jsonl file, or "
+                                               "bfcl:<category>[,…] (simple, multiple, parallel, parallel_multiple, "
+                                               "all): BFCL's data, from the bfcl-eval wheel ($REACTGRAPH_BFCL_WHEEL, "
+                                               "else downloaded once into the user cache).")]
+LimitOption = Annotated[int | None, typer.Option(help="Only the first N (selected) tasks; with bfcl:, N per category.")]
 TagOption = Annotated[list[str], typer.Option("--tag", metavar="TAG", help="Only tasks with this tag; repeatable.")]
 
 
 def compare(
     graphs: GraphsOption = None,
-    suite: Annotated[str, typer.Option(help="A bundled suite name (default) or a path to a .jsonl file.")] = "default",
+    suite: SuiteOption = "default",
     model: ModelOption = None,
     repeat: Annotated[int, typer.Option(help="Runs per task and graph.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed for fault injection and the noisy model's mistakes.")] = 0,
@@ -49,7 +54,7 @@ def compare(
     tool_failure_rate: Annotated[float, typer.Option(help="Probability that one tool attempt fails (0–1).")] = 0.0,
     tool_latency_ms: Annotated[float, typer.Option(help="Mean extra latency per tool attempt (exponential).")] = 0.0,
     tag: TagOption = [],  # noqa: B006
-    limit: Annotated[int | None, typer.Option(help="Only the first N (selected) tasks.")] = None,
+    limit: LimitOption = None,
     max_iterations: Annotated[int, typer.Option(help="Iteration limit of every run.")] = 5,
     max_tool_calls: MaxToolCalls = None,
     max_tokens: MaxTokens = None,
@@ -69,16 +74,14 @@ def compare(
         SuiteError,
         UnknownGraphError,
         available_graphs,
-        load_suite,
         resolve_graphs,
-        select,
     )
     from reactgraph.models.loader import load_chat_model
 
     err = SafeConsole(stderr=True, soft_wrap=True)
     try:
         names = graphs or ",".join(g for g in DEFAULT_GRAPHS.split(",") if g in available_graphs())
-        tasks = select(load_suite(suite), tag or None, limit)
+        tasks = _load_tasks(suite, tag, limit)
         if not tasks:
             raise SuiteError(f"no task in suite {suite!r} has any of the tags {', '.join(tag)}")
         budgets = budget_flags(max_tool_calls, max_tokens, max_cost)
@@ -98,6 +101,15 @@ def compare(
     with traced(otel):  # each run of each graph is its own trace
         records = _run_with_progress(tasks, config, [e.name for e in entries], chat_model, out, err)
     _write(records, out, {**config.describe(), "suite": suite}, plots, err)
+
+
+def _load_tasks(suite: str, tags: list[str], limit: int | None) -> list:
+    from reactgraph.evals import load_suite, select
+    from reactgraph.evals.bfcl_suite import is_bfcl, load_bfcl
+
+    if is_bfcl(suite):  # --limit counts per BFCL category, so that every category is in the report
+        return select(load_bfcl(suite, limit), tags or None)
+    return select(load_suite(suite), tags or None, limit)
 
 
 def _can_plot(err: Any) -> bool:
