@@ -148,10 +148,12 @@ class ToolGateway:
         """OpenAI tool schemas of the enabled tools this session may use."""
         return [meta.openai_schema() for meta in self.tools(session)]
 
-    def as_langchain_tools(self, session: ToolSession | None = None) -> list[BaseTool]:
-        """The tools as LangChain `BaseTool`s whose calls still go through this gateway's pipeline."""
+    def as_langchain_tools(self, session: ToolSession | None = None, *,
+                           on_result: Callable[[ToolResult], None] | None = None) -> list[BaseTool]:
+        """The tools as LangChain `BaseTool`s whose calls still go through this gateway's pipeline; `on_result`
+        sees each call's `ToolResult` (its status included, which the text the runner gets does not say)."""
         from reactgraph.tools.langchain_adapter import GatewayTool
-        return [GatewayTool.wrap(self, meta, session or ToolSession()) for meta in self.tools(session)]
+        return [GatewayTool.wrap(self, meta, session or ToolSession(), on_result) for meta in self.tools(session)]
 
     # -- running calls ----------------------------------------------------------------------------------------
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import ConfigDict
 
 from reactgraph.tools.meta import ToolMeta
+from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession
 from reactgraph.tools.sync_bridge import run_sync
 
@@ -22,18 +24,23 @@ class GatewayTool(BaseTool):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     gateway: Any
     session: ToolSession
+    # Sees every call's full result (its status, which the text a runner gets does not carry): e.g. the evals.
+    on_result: Callable[[ToolResult], None] | None = None
 
     @classmethod
-    def wrap(cls, gateway: Any, meta: ToolMeta, session: ToolSession) -> GatewayTool:
+    def wrap(cls, gateway: Any, meta: ToolMeta, session: ToolSession,
+             on_result: Callable[[ToolResult], None] | None = None) -> GatewayTool:
         # A JSON-schema dict (not the model): LangChain then passes arguments through unvalidated, so bad ones
         # reach the gateway and come back as its `invalid_args` text instead of a raised ValidationError.
         return cls(name=meta.name, description=meta.description,
                    args_schema=meta.openai_schema()["function"]["parameters"], gateway=gateway, session=session,
-                   handle_tool_error=True)
+                   handle_tool_error=True, on_result=on_result)
 
     async def _arun(self, *args: Any, **kwargs: Any) -> str:
         kwargs.pop("run_manager", None)
         result = await self.gateway.execute({"name": self.name, "args": kwargs, "id": ""}, self.session)
+        if self.on_result is not None:
+            self.on_result(result)
         if not result.ok:
             raise ToolException(result.content)
         return result.content
