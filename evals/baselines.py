@@ -3,7 +3,9 @@
 It gets what our graphs get: the same model, the run's gateway tools through `as_langchain_tools()` (the same
 pipeline, faults and circuit breakers), the same system prompt, and the same limits: `max_iterations` tool
 rounds plus the answering call, as `ModelCallLimitMiddleware(run_limit=max_iterations + 1, exit_behavior="end")`
-(our `react` makes at most that many deciding calls: max_iterations rounds, then an answer), and
+(our `react` makes at most that many calls: max_iterations rounds, then an answer without tools; create_agent's
+last call may still call tools, which run, and the run then ends with the middleware's "limit exceeded" message,
+status limit_reached, where react answers from what it gathered), and
 `max_tool_calls` as `ToolCallLimitMiddleware(exit_behavior="continue")` (calls past it are not run and the model
 answers, as ours wrap up). It has no token or cost budget, no reflection, no coverage account and one status
 for any answer: its result is mapped to what the evals read (answer, status, step records, iterations); model
