@@ -27,8 +27,10 @@ results and decide, honestly and strictly:
 
 # reflection="inline": the verdict rides on the think reply (nodes/react/inline_reflection.py).
 INLINE_REFLECTION_RULE = """With every reply, also call InlineReflection exactly once, beside your tool calls or
-your final answer (it runs nothing): your honest verdict on the tool results so far - enough_information,
-tool_error, need_other_tool, repeated_call, a one-sentence note, the question's parts and the parts still missing."""
+your final answer (it runs nothing). Judge the tool results so far: enough_information (they answer the whole
+question), tool_error (the latest call failed), need_other_tool (another tool or other arguments are needed),
+repeated_call (the latest call repeats an earlier one), note (one sentence of advice), parts (each thing the
+question asks, a short phrase each) and missing (the parts the results do not answer yet)."""
 
 TEXT_INLINE_REFLECTION = """Begin every reply with your verdict on the observations so far, as one JSON object on one
 line inside a reflection block, then the Thought:

@@ -37,8 +37,13 @@ class InlineReflection(ReflectionVerdict):
 
 @cache
 def inline_schema() -> dict[str, Any]:
-    """The verdict as one more tool's OpenAI schema (one object, so the bound model is derived once)."""
-    return convert_to_openai_tool(InlineReflection)
+    """The verdict as one more tool's OpenAI schema (one object, so the bound model is derived once). Its fields
+    go without their descriptions: the system prompt's rule (prompts.INLINE_REFLECTION_RULE) names what each
+    means, and this schema rides on every think request, so every word of it is paid for on each call."""
+    schema = convert_to_openai_tool(InlineReflection)
+    for field_schema in schema["function"]["parameters"]["properties"].values():
+        field_schema.pop("description", None)
+    return schema
 
 
 def _names_inline(raw_call: Any) -> bool:
