@@ -106,11 +106,13 @@ def final_state(messages: list[BaseMessage], outcomes: dict[tuple[str, str], str
     steps = _tool_steps(turn, outcomes, names)
     last = replies[-1] if replies else None
     answer = last.text.strip() if last is not None and not last.tool_calls else ""
-    if len(replies) > context.max_iterations + 1:  # the call limit ended the run: its last message says so
+    limited = len(replies) > context.max_iterations + 1  # the call limit ended the run: its last message says so
+    if limited:
         status = "limit_reached"
     elif any(s["status"] == "not_run" for s in steps):
         status = "budget_exhausted"
     else:
         status = "answered" if answer else "no_answer"
-    rounds = sum(1 for m in replies if m.tool_calls)
-    return {"messages": messages, "final_answer": answer, "status": status, "steps": steps, "iteration": rounds}
+    # As our think steps count: every deciding model reply, the answering one included.
+    return {"messages": messages, "final_answer": answer, "status": status, "steps": steps,
+            "iteration": len(replies) - limited}
