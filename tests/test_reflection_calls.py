@@ -140,6 +140,19 @@ def test_compare_on_the_command_line_through_the_server(suite_file, tmp_path, cl
     assert len(server.requests) == 4
 
 
+def test_an_anthropic_reply_loses_its_verdict_call_before_it_is_sent_back(provider):
+    with ProviderServer(calls(("calculator", {"expression": "2+2"}), ("InlineReflection", verdict_args()),
+                              content="Add."),
+                        calls(("InlineReflection", verdict_args(True, ["the sum"])), content="4")) as server:
+        model = provider(server, shape="anthropic")
+        result = build_react_graph().invoke({"messages": [HumanMessage("2+2?")]},
+                                            context=Context(model=model, reflection="inline"))
+    assert server.rejections == [] and len(server.requests) == 2  # a tool_use without its result would be refused
+    assert result["final_answer"] == "4" and result["reflection"]["parts"] == ["the sum"]
+    sent = [b for m in server.requests[1]["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    assert [b["name"] for b in sent if b.get("type") == "tool_use"] == ["calculator"]
+
+
 @pytest.mark.parametrize("carried", [
     "{not json",  # malformed arguments
     {"enough_information": "maybe", "parts": 7},  # the wrong types
@@ -164,6 +177,16 @@ def test_a_long_inline_account_is_bounded(provider):
                                             context=Context(model=model, reflection="inline"))
     assert result["final_answer"].startswith("Done.") and len(server.requests) == 1
     assert len(result["reflection"]["parts"]) == 20 and all(len(p) <= 200 for p in result["reflection"]["parts"])
+
+
+def test_an_unclosed_block_ends_where_the_thought_begins(provider):
+    with ProviderServer(text('<reflection>{"enough_information": true, "parts": ["the sum"]}\n'
+                             "Thought: done\nFinal Answer: 4")) as server:
+        model = provider(server)
+        result = build_react_graph().invoke({"messages": [HumanMessage("2+2?")]},
+                                            context=Context(model=model, reflection="inline", protocol="text"))
+    assert result["final_answer"] == "4" and result["reflection"]["parts"] == ["the sum"]
+    assert len(server.requests) == 1
 
 
 def test_the_text_protocol_carries_the_verdict_in_a_block(provider):

@@ -32,8 +32,8 @@ question), tool_error (the latest call failed), need_other_tool (another tool or
 repeated_call (the latest call repeats an earlier one), note (one sentence of advice), parts (each thing the
 question asks, a short phrase each) and missing (the parts the results do not answer yet)."""
 
-TEXT_INLINE_REFLECTION = """Begin every reply with your verdict on the observations so far, as one JSON object on one
-line inside a reflection block, then the Thought:
+TEXT_INLINE_REFLECTION = """Begin every reply with your verdict on the observations so far, as one JSON object inside a
+reflection block, then the Thought:
 <reflection>{"enough_information": false, "tool_error": false, "need_other_tool": false, "repeated_call": false,
 "note": "one sentence", "parts": ["each thing asked"], "missing": ["the parts not yet answered"]}</reflection>"""
 

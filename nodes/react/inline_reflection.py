@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import re
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.messages.utils import message_chunk_to_message
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ValidationError
 
@@ -27,7 +28,10 @@ from reactgraph.nodes.state.verdict import ReflectionVerdict, Verdict, parts_ver
 INLINE_TOOL = "InlineReflection"
 MAX_VERDICT_CHARS = 8000  # a verdict's JSON past this is not read (model output is untrusted)
 MAX_NOTE_CHARS = 500
-_BLOCK = re.compile(r"<reflection>(?P<body>.*?)(?:</reflection>|\Z)", re.S | re.I)
+# A block the model left unclosed ends where the protocol's next label begins.
+_FLAGS = ("enough_information", "tool_error", "need_other_tool", "repeated_call")
+_BLOCK = re.compile(r"<reflection>(?P<body>.*?)(?:</reflection>|(?=\n\s*(?:Thought|Action|Final Answer)\s*[:：])|\Z)",
+                    re.S | re.I)
 
 
 class InlineReflection(ReflectionVerdict):
@@ -51,9 +55,17 @@ def _names_inline(raw_call: Any) -> bool:
     return isinstance(raw_call, dict) and (raw_call.get("function") or {}).get("name") == INLINE_TOOL
 
 
+def _names_inline_block(block: Any) -> bool:
+    """A content block that calls the verdict (Anthropic's `tool_use`): sent back, it would want a result."""
+    return isinstance(block, dict) and block.get("name") == INLINE_TOOL and block.get("type") != "text"
+
+
 def split_tools_reply(reply: AIMessage) -> tuple[AIMessage, Any]:
     """The reply without its verdict call(s), and the first one's arguments (None when it made none; the raw
-    text of an unreadable one, which then reads as no verdict)."""
+    text of an unreadable one, which then reads as no verdict). Every trace goes: the parsed and unparsable
+    calls, the provider's raw calls and content blocks, so no request ever sends a call without its result."""
+    if isinstance(reply, AIMessageChunk):  # a streamed reply: its calls settled as a message's
+        reply = cast(AIMessage, message_chunk_to_message(reply))
     raw: Any = None
     found = False
     for call in [*reply.tool_calls, *reply.invalid_tool_calls]:
@@ -66,10 +78,13 @@ def split_tools_reply(reply: AIMessage) -> tuple[AIMessage, Any]:
         extra["tool_calls"] = [c for c in extra["tool_calls"] if not _names_inline(c)] or None
         if extra["tool_calls"] is None:
             del extra["tool_calls"]
+    content = reply.content
+    if isinstance(content, list):
+        content = [block for block in content if not _names_inline_block(block)]
     return reply.model_copy(update={
+        "content": content, "additional_kwargs": extra,
         "tool_calls": [c for c in reply.tool_calls if c.get("name") != INLINE_TOOL],
-        "invalid_tool_calls": [c for c in reply.invalid_tool_calls if c.get("name") != INLINE_TOOL],
-        "tool_call_chunks": [], "additional_kwargs": extra}), raw
+        "invalid_tool_calls": [c for c in reply.invalid_tool_calls if c.get("name") != INLINE_TOOL]}), raw
 
 
 def split_text_reply(text: str) -> tuple[str, str | None]:
@@ -96,8 +111,8 @@ def read_verdict(raw: Any) -> tuple[ReflectionVerdict | None, str]:
         return None, f"the verdict is a {type(raw).__name__}, not an object"
     if len(json.dumps(raw, default=str)) > MAX_VERDICT_CHARS:
         return None, f"the verdict is longer than {MAX_VERDICT_CHARS} characters"
-    try:
-        verdict = ReflectionVerdict.model_validate(raw)
+    try:  # a flag the model left out stops nothing (False), as the safe default does
+        verdict = ReflectionVerdict.model_validate({**dict.fromkeys(_FLAGS, False), **raw})
     except ValidationError as exc:
         return None, f"the verdict does not fit its schema ({exc.error_count()} error(s))"
     account = model_account(verdict.parts, verdict.missing)
