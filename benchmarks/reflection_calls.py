@@ -6,7 +6,8 @@ Per task: model calls, tokens (prompt + completion, from the replies' usage) and
 them. The goal: inline at ≤ 1.05× create_agent's model calls, with success no lower than llm's. On the offline
 model (the default) the numbers measure control flow only: the scripted model's rules, not model quality.
 
-    python benchmarks/reflection_calls.py [--model SPEC] [--protocol tools|text] [--limit N] [--tag TAG]
+    python benchmarks/reflection_calls.py [--model SPEC] [--protocol tools|text] [--limit N] [--tag TAG] [--plain]
+                                          [--tool-failure-rate P --seed S]
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from reactgraph.evals import RunConfig, load_suite, run_comparison, select
+from reactgraph.evals import FaultPlan, RunConfig, load_suite, run_comparison, select
 
 GRAPHS = ("react", "react_inline", "create_agent")
 LABELS = {"react": "react (llm reflection)", "react_inline": "react (inline reflection)",
@@ -46,15 +47,19 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks")
     parser.add_argument("--tag", action="append", default=None, help="only tasks with this tag (repeatable)")
     parser.add_argument("--plain", action="store_true", help="add react with reflection off")
+    parser.add_argument("--tool-failure-rate", type=float, default=0.0, help="seeded tool faults (0-1)")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     tasks = select(load_suite(args.suite), args.tag, args.limit)
     graphs = (*GRAPHS, "react_plain") if args.plain else GRAPHS
     # The run's reflection is `llm`; react_inline and react_plain set their own (evals/graphs.py).
-    config = RunConfig(graphs=graphs, model=args.model, reflection="llm", protocol=args.protocol)
+    config = RunConfig(graphs=graphs, model=args.model, reflection="llm", protocol=args.protocol, seed=args.seed,
+                       faults=FaultPlan(failure_rate=args.tool_failure_rate))
     rows = measure(config, tasks)
+    faults = f"tool failure rate {args.tool_failure_rate:g} (seed {args.seed})"
+    scripted = " (control flow only: the scripted model's rules)" if args.model.startswith("offline") else ""
     print(f"{len(tasks)} tasks of suite {args.suite!r}, model {args.model}, protocol {args.protocol}, "
-          f"max_iterations {config.max_iterations}" + (" (control flow only: the scripted model's rules)"
-                                                        if args.model.startswith("offline") else ""))
+          f"max_iterations {config.max_iterations}, {faults}{scripted}")
     print("| graph | success | model calls / task | tokens / task | tool calls / task |")
     print("| --- | --- | --- | --- | --- |")
     for graph in graphs:
