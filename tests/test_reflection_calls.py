@@ -10,7 +10,19 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from reactgraph.evals import RunConfig, Task, available_graphs, run_comparison
+from reactgraph.evals import (
+    GRAPHS,
+    FaultPlan,
+    GraphEntry,
+    RunConfig,
+    Task,
+    UnknownGraphError,
+    available_graphs,
+    register_graph,
+    resolve_graphs,
+    run_comparison,
+)
+from reactgraph.evals.baselines import build_create_agent
 from reactgraph.graph import Context, build_react_graph
 from support.provider_server import ProviderServer, calls, text
 
@@ -61,6 +73,26 @@ def test_inline_reflection_costs_no_call_and_keeps_the_llm_reflections_success_o
     # create_agent gives every answer one status: the compound task's missing part is not reported as partial.
     assert [r["status"] for r in agent] == ["answered"] * 3 and not agent[2]["success"]
     assert inline[2]["status"] == "partial"
+
+
+def test_a_baseline_whose_package_is_missing_is_listed_as_unavailable():
+    register_graph(GraphEntry("agent_elsewhere", "needs a package", build_create_agent, requires="no_such_package_x"))
+    try:
+        assert "agent_elsewhere" not in available_graphs()
+        with pytest.raises(UnknownGraphError, match="'agent_elsewhere' is not available"):
+            resolve_graphs("agent_elsewhere")
+    finally:
+        GRAPHS.pop("agent_elsewhere")
+
+
+def test_create_agent_meets_the_same_tool_faults_with_the_gateways_statuses():
+    tasks = [Task.from_dict(t) for t in SUITE[:2]]
+    records = by_graph(run_comparison(tasks, RunConfig(graphs=("react_inline", "create_agent"), seed=3,
+                                                       faults=FaultPlan(failure_rate=1.0))))
+    for ours, theirs in zip(records["react_inline"], records["create_agent"], strict=True):
+        assert theirs["tool_failures"] == theirs["tool_calls"] > 0 and not theirs["success"]
+        assert set(theirs["tool_statuses"]) <= set(ours["tool_statuses"]) | {"error", "timeout", "circuit_open"}
+        assert theirs["injected_faults"] and theirs["failure_mode"] == "tool_error"
 
 
 def test_the_run_wide_reflection_option_selects_inline_too():
