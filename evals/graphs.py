@@ -9,12 +9,14 @@ part of this installation is listed as unavailable instead of breaking the impor
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import reactgraph.graph as graph_api
 from reactgraph.errors import ReactGraphError
+from reactgraph.evals.baselines import build_create_agent
 from reactgraph.graph import Context
 
 Builder = Callable[..., Any]  # (gateway, checkpointer=None, store=None, *, model=...) -> compiled graph
@@ -33,8 +35,11 @@ class GraphEntry:
     builder: str | Builder  # a builder, or the name of one exported by `graph`
     builder_options: dict[str, Any] = field(default_factory=dict)  # e.g. {"replan": True}
     context: dict[str, Any] = field(default_factory=dict)  # Context fields for its runs
+    requires: str = ""  # a package the builder needs beyond the core install (e.g. "langchain")
 
     def resolve(self) -> Builder | None:
+        if self.requires and importlib.util.find_spec(self.requires) is None:
+            return None
         return getattr(graph_api, self.builder, None) if isinstance(self.builder, str) else self.builder
 
     @property
@@ -44,8 +49,8 @@ class GraphEntry:
     def build(self, gateway: Any, model: Any) -> Any:
         builder = self.resolve()
         if builder is None:
-            raise UnknownGraphError(f"graph {self.name!r} is not available in this installation "
-                                    f"(graph.{self.builder} is missing)")
+            missing = f"the {self.requires!r} package" if self.requires else f"graph.{self.builder}"
+            raise UnknownGraphError(f"graph {self.name!r} is not available in this installation ({missing} is missing)")
         # A checkpointer of its own, so a run that pauses for approval can be resumed (evals/runner.py).
         from langgraph.checkpoint.memory import InMemorySaver
 
@@ -73,6 +78,14 @@ register_graph(GraphEntry("plan_solve_replan", "Plan-and-Solve with replanning a
                           "build_plan_solve_graph", context={"replan": True}))
 register_graph(GraphEntry("reflexion", "Reflexion: attempt, self-evaluate, retry with a lesson",
                           "build_reflexion_graph"))
+# Baselines: ReAct with the reflection verdict carried by its think replies (no extra call), plain ReAct (no
+# reflection), and LangChain's create_agent with the same model, tools and limits (evals/baselines.py).
+register_graph(GraphEntry("react_inline", "ReAct, the reflection verdict carried by each think reply (no extra call)",
+                          "build_react_graph", context={"reflection": "inline"}))
+register_graph(GraphEntry("react_plain", "Plain ReAct: think → act → observe → think, no reflection",
+                          "build_react_graph", context={"reflection": "off"}))
+register_graph(GraphEntry("create_agent", "LangChain's create_agent: same model, gateway tools and limits",
+                          build_create_agent, requires="langchain"))
 
 
 def available_graphs() -> list[str]:

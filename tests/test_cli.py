@@ -75,7 +75,7 @@ def test_options_reach_the_run(run_cli):
 
 
 @pytest.mark.parametrize(("args", "env", "message"), [
-    (["ask", "q", "--reflection", "sometimes"], {}, "'sometimes' is not one of 'llm', 'rules', 'off'"),
+    (["ask", "q", "--reflection", "sometimes"], {}, "'sometimes' is not one of 'llm', 'rules', 'off', 'inline'"),
     (["ask", "q", "--protocol", "json"], {}, "'json' is not one of 'tools', 'text'"),
     (["ask", "q", "--max-iterations", "0"], {}, "--max-iterations: 0 is not accepted: expected an integer from 1"),
     (["ask", "q", "--bogus"], {}, "No such option"),
@@ -155,7 +155,7 @@ def test_the_shell_completes_commands_and_the_choices_of_reflection():
     script = reactgraph("--show-completion", "bash")
     assert script.returncode == 0 and "_REACTGRAPH_COMPLETE" in script.stdout
     for words, expected in ((["reactgraph", "hi"], {"history"}), (["reactgraph", "ask", "--reflection", ""],
-                                                                  {"llm", "rules", "off"})):
+                                                                  {"llm", "rules", "off", "inline"})):
         done = reactgraph(env={"_REACTGRAPH_COMPLETE": "complete_bash", "COMP_WORDS": " ".join(words),
                                "COMP_CWORD": str(len(words) - 1)})
         assert done.returncode == 0, done.stderr
@@ -165,7 +165,7 @@ def test_the_shell_completes_commands_and_the_choices_of_reflection():
 def test_help_lists_the_choices_of_reflection_and_protocol():
     done = reactgraph("ask", "--help", env={"COLUMNS": "120"})
     assert done.returncode == 0
-    assert "llm|rules|off" in done.stdout and "tools|text" in done.stdout
+    assert "llm|rules|off|inline" in done.stdout and "tools|text" in done.stdout
 
 
 def test_history_shows_each_checkpoint_id_whole_on_one_line_and_a_copied_id_forks_the_session(tmp_path, run_cli):

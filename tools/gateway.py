@@ -148,15 +148,18 @@ class ToolGateway:
         """OpenAI tool schemas of the enabled tools this session may use."""
         return [meta.openai_schema() for meta in self.tools(session)]
 
-    def as_langchain_tools(self, session: ToolSession | None = None, *, approved_by: Any = None) -> list[BaseTool]:
+    def as_langchain_tools(self, session: ToolSession | None = None, *, approved_by: Any = None,
+                           on_result: Callable[[ToolResult], None] | None = None) -> list[BaseTool]:
         """The tools as LangChain `BaseTool`s whose calls still go through this gateway's pipeline.
 
         `approved_by`: the LangChain `HumanInTheLoopMiddleware` of the agent these tools run in. A call of a tool
         its `interrupt_on` gates has been put to a person by it, so the gateway takes that as the approval instead
         of answering `needs_approval` (asked once, not twice); every other check still runs. Without it, or for a
-        tool it does not gate, a call that needs approval is not run (see docs/approvals.md)."""
+        tool it does not gate, a call that needs approval is not run (see docs/approvals.md). `on_result` sees each
+        call's `ToolResult` (its status included, which the text the runner gets does not say)."""
         from reactgraph.tools.langchain_adapter import GatewayTool
-        return [GatewayTool.wrap(self, meta, session or ToolSession(), approved_by) for meta in self.tools(session)]
+        return [GatewayTool.wrap(self, meta, session or ToolSession(), approved_by, on_result)
+                for meta in self.tools(session)]
 
     def interrupt_on(self, session: ToolSession | None = None) -> dict[str, dict[str, Any]]:
         """`interrupt_on` for LangChain's `HumanInTheLoopMiddleware`: the tools whose calls need a person's approval

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import ConfigDict
 
 from reactgraph.tools.meta import ToolMeta
+from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession
 from reactgraph.tools.sync_bridge import run_sync
 
@@ -25,14 +26,17 @@ class GatewayTool(BaseTool):
     session: ToolSession
     # The host agent's HumanInTheLoopMiddleware (anything with `interrupt_on`), or None: see `host_approved`.
     approved_by: Any = None
+    # Sees every call's full result (its status, which the text a runner gets does not carry): e.g. the evals.
+    on_result: Callable[[ToolResult], None] | None = None
 
     @classmethod
-    def wrap(cls, gateway: Any, meta: ToolMeta, session: ToolSession, approved_by: Any = None) -> GatewayTool:
+    def wrap(cls, gateway: Any, meta: ToolMeta, session: ToolSession, approved_by: Any = None,
+             on_result: Callable[[ToolResult], None] | None = None) -> GatewayTool:
         # A JSON-schema dict (not the model): LangChain then passes arguments through unvalidated, so bad ones
         # reach the gateway and come back as its `invalid_args` text instead of a raised ValidationError.
         return cls(name=meta.name, description=meta.description,
                    args_schema=meta.openai_schema()["function"]["parameters"], gateway=gateway, session=session,
-                   handle_tool_error=True, approved_by=approved_by)
+                   handle_tool_error=True, approved_by=approved_by, on_result=on_result)
 
     def host_approved(self) -> bool:
         """Whether the host's HITL middleware asked a person about this tool's calls before they get here: it
@@ -46,6 +50,8 @@ class GatewayTool(BaseTool):
         kwargs.pop("run_manager", None)
         result = await self.gateway.execute({"name": self.name, "args": kwargs, "id": ""}, self.session,
                                             approved=self.host_approved())
+        if self.on_result is not None:
+            self.on_result(result)
         if not result.ok:
             raise ToolException(result.content)
         return result.content

@@ -21,6 +21,7 @@ from .answer import final_answer
 from .conversation import Turn, read_turn
 from .data_blocks import unframed
 from .describe import thought
+from .inline import INLINE_SCHEMA, asks_for_block, with_block, with_call
 from .planner import BUILTIN_TOOLS, make_plan
 from .recall import recall_reply
 from .structured import responder_for, schema_name
@@ -128,8 +129,11 @@ class OfflineChatModel(BaseChatModel):
             reply = AIMessage(content=render_plan(self._structured(normalized, planned).tool_calls[0]["args"]))
         elif is_text_protocol(stop):
             reply = self._text_step(normalized, set(tool_names) if tools else text_tools(messages))
-        else:
-            reply = self._tool_step(normalized, set(tool_names) if tools else None)
+            reply = with_block(reply, normalized) if asks_for_block(messages) else reply
+        else:  # a verdict schema offered beside the tools is filled in beside the step, as the prompt asks
+            reply = self._tool_step(normalized, set(tool_names) - {INLINE_SCHEMA} if tools else None)
+            if INLINE_SCHEMA in tool_names:
+                reply = with_call(reply, normalized, _call_ids(read_turn(normalized), len(reply.tool_calls) + 1)[-1])
         cut = _cut_to(reply, kwargs.get("max_tokens") or self.max_tokens)
         reply.usage_metadata = usage_for(messages, reply, tools)
         # Where providers put them, so that tracing instrumentations read model name and finish reason

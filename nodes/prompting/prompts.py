@@ -25,6 +25,18 @@ results and decide, honestly and strictly:
 - note: one or two sentences of advice for the agent's next step, in the language of the question.
 """ + DATA_RULE
 
+# reflection="inline": the verdict rides on the think reply (nodes/react/inline_reflection.py).
+INLINE_REFLECTION_RULE = """With every reply, also call InlineReflection exactly once, beside your tool calls or
+your final answer (it runs nothing). Judge the tool results so far: enough_information (they answer the whole
+question), tool_error (the latest call failed), need_other_tool (another tool or other arguments are needed),
+repeated_call (the latest call repeats an earlier one), note (one sentence of advice), parts (each thing the
+question asks, a short phrase each) and missing (the parts the results do not answer yet)."""
+
+TEXT_INLINE_REFLECTION = """Begin every reply with your verdict on the observations so far, as one JSON object inside a
+reflection block, then the Thought:
+<reflection>{"enough_information": false, "tool_error": false, "need_other_tool": false, "repeated_call": false,
+"note": "one sentence", "parts": ["each thing asked"], "missing": ["the parts not yet answered"]}</reflection>"""
+
 FINALIZE_PROMPT = """Write the final answer to the user's question now, without calling tools.
 {reason}
 Use only the observations gathered above. If something the question asks for is still unknown, answer

@@ -49,8 +49,8 @@ def _from_model_output(output: dict[str, Any], state: AgentState) -> tuple[Refle
 
 
 def make_reflect(services: AgentServices) -> Node:
-    """The reflect node: the model's structured verdict (`llm`), the rules' (`rules`, or when the model fails),
-    or nothing (`off`)."""
+    """The reflect node: the model's structured verdict (`llm`), the rules' (`rules`, `inline`, or when the model
+    fails), or nothing (`off`)."""
 
     def reflect(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
@@ -58,7 +58,8 @@ def make_reflect(services: AgentServices) -> Node:
         if context.reflection == "off":
             return {"reflection": None}
         steps, iteration = steps_of(state), iteration_of(state)
-        # A text-protocol model may offer no structured output, so its `llm` reflection uses the rules.
+        # A text-protocol model may offer no structured output, so its `llm` reflection uses the rules. `inline`:
+        # no call either; the rules judge this round now, the model's verdict comes with its next reply (think).
         if context.reflection != "llm" or context.protocol == "text":
             return _settle(state, rules_verdict(steps, iteration), 0, started, by_rules=True)
         judge = services.structured(context, ReflectionVerdict)

@@ -18,6 +18,7 @@ from reactgraph.nodes.prompting.framing import for_model, summary_section, with_
 from reactgraph.nodes.prompting.repetition import reply_without_repetition
 from reactgraph.nodes.prompting.text_protocol import ReactReply
 from reactgraph.nodes.prompting.text_replies import Attempts, format_errors, read_reply
+from reactgraph.nodes.react.inline_reflection import inline_record, inline_schema, split_text_reply, split_tools_reply
 from reactgraph.nodes.runtime.budget import fresh_budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
@@ -66,6 +67,9 @@ def prompt_messages(state: AgentState, context: Context, reflection: Verdict | N
         history = text_protocol.as_text_messages(history)
     else:
         history = for_model(history)
+    if context.reflection == "inline":  # the verdict is asked for with the step (nodes/react/inline_reflection.py)
+        system += "\n\n" + (prompts.TEXT_INLINE_REFLECTION if context.protocol == "text"
+                             else prompts.INLINE_REFLECTION_RULE)
     return [SystemMessage(system), *history]
 
 
@@ -75,11 +79,29 @@ class _Turn:
 
     iteration: int
     reset: dict[str, Any]
+    inline: bool = False  # reflection="inline": the reply carries the verdict
     started: float = field(default_factory=time.perf_counter)
     steps: list[ExecutionStep] = field(default_factory=list)
 
     def ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
+
+    def split(self, reply: AIMessage) -> tuple[AIMessage, Any]:
+        """The reply without the verdict it carries, and the verdict (inline reflection only)."""
+        return split_tools_reply(reply) if self.inline else (reply, None)
+
+    def split_text(self, text: str) -> tuple[str, str | None]:
+        return split_text_reply(text) if self.inline else (text, None)
+
+    def verdict(self, raw: Any) -> dict[str, Any]:
+        """The state's `reflection` from the verdict the reply carried (inline reflection only), its step recorded."""
+        if not self.inline:
+            return {}
+        record, step, problem = inline_record(raw, self.iteration)
+        if problem:
+            log_fallback("think", "inline_verdict_default", problem)
+        self.steps.append(step)
+        return {"reflection": record}
 
     def update(self, **fields: Any) -> dict[str, Any]:
         update: dict[str, Any] = {**self.reset, "iteration": self.iteration, **fields}
@@ -98,18 +120,19 @@ def _is_empty(reply: AIMessage) -> bool:
 
 
 def _tools_decision(model: Runnable, request: list[AnyMessage], turn: _Turn) -> Decision:
-    reply = yield from Call(model, request)
+    reply, carried = turn.split((yield from Call(model, request)))
     if _is_empty(reply):  # one nudge before giving up: some models occasionally return nothing
         # In the leading system message: providers such as Anthropic refuse a second, later system message.
         nudged = SystemMessage(f"{request[0].text}\n{prompts.EMPTY_REPLY_NUDGE}")
-        reply = yield from Call(model, [nudged, *request[1:]])
+        reply, again = turn.split((yield from Call(model, [nudged, *request[1:]])))
+        carried = again if again is not None else carried
     reply = reply_without_repetition(reply)  # a looping reply never reaches the conversation
     if _is_empty(reply):
         answer = "The model returned an empty reply twice; no answer could be produced."
         turn.steps.append(make_step(step=turn.iteration, node="think", status="empty_reply", observation=answer,
                                     tokens=tokens_of(reply), latency_ms=turn.ms()))
         return turn.update(messages=[reply], status="failed", final_answer=answer)
-    return turn.update(messages=[reply])
+    return turn.update(messages=[reply], **turn.verdict(carried))
 
 
 def _text_decision(model: Runnable, request: list[AnyMessage], turn: _Turn, schemas: list[dict[str, Any]],
@@ -122,7 +145,7 @@ def _text_decision(model: Runnable, request: list[AnyMessage], turn: _Turn, sche
     first = turn.iteration
     attempts: Attempts[ReactReply] = Attempts()
     try:
-        yield from read_reply(model, request, text_protocol.parse_reply,
+        yield from read_reply(model, request, lambda text: text_protocol.parse_reply(turn.split_text(text)[0]),
                               lambda problem: text_protocol.format_correction(problem, schemas),
                               node="think", allowed=allowed, attempts=attempts)
     finally:  # a model error after unusable replies still reports them, with what they cost
@@ -130,7 +153,9 @@ def _text_decision(model: Runnable, request: list[AnyMessage], turn: _Turn, sche
         turn.iteration = first + min(len(attempts.errors), allowed)
     if attempts.parsed is None:
         return turn.update(**({"stop_reason": "format"} if by_budget <= allowed else {}))
-    return turn.update(messages=[text_protocol.to_ai_message(attempts.parsed, attempts.text, schemas, attempts.reply)])
+    text, carried = turn.split_text(attempts.text)
+    return turn.update(messages=[text_protocol.to_ai_message(attempts.parsed, text, schemas, attempts.reply)],
+                       **turn.verdict(carried))
 
 
 def make_think(services: AgentServices) -> Node:
@@ -140,7 +165,8 @@ def make_think(services: AgentServices) -> Node:
     def think(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Decision:
         context = runtime.context
         reset = start_of_turn(state)
-        turn = _Turn(iteration=(0 if reset else iteration_of(state)) + 1, reset=reset)
+        turn = _Turn(iteration=(0 if reset else iteration_of(state)) + 1, reset=reset,
+                     inline=context.reflection == "inline")
         schemas = services.schemas(context, config)
         request = prompt_messages(state, context, None if reset else verdict_of(state), schemas)
         model = services.model(context)
@@ -148,7 +174,8 @@ def make_think(services: AgentServices) -> Node:
             spent = 0 if reset else format_errors(state)  # the turn's unusable replies so far
             decision = _text_decision(model.bind(stop=text_protocol.STOP), request, turn, schemas, spent, context)
         else:
-            decision = _tools_decision(services.with_tools(context, schemas), request, turn)
+            bound = [*schemas, inline_schema()] if turn.inline else schemas
+            decision = _tools_decision(services.with_tools(context, bound), request, turn)
         try:
             return (yield from decision)
         except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # Context itself must stay importable without langgraph (the 
     from langgraph.runtime import Runtime
 
 Protocol = Literal["tools", "text"]
-ReflectionMode = Literal["llm", "rules", "off"]
+ReflectionMode = Literal["llm", "rules", "off", "inline"]
 ToolLabel = Annotated[str, Field(min_length=1, max_length=100)]  # a tool's name or one of its tags
 ApprovalSetting = Literal["always", "never"]
 ApprovalMode = Literal["batched", "per_call"]
@@ -56,7 +56,8 @@ class Context:
         "and it answers from what it gathered (status limit_reached). The same in every graph."))] = 2
     reflection: Annotated[ReflectionMode, Field(description=(
         "Self-check after each round: 'llm' (structured verdict from the model), 'rules' (deterministic "
-        "checks, no model call) or 'off'."))] = "llm"
+        "checks, no model call), 'inline' (the model's verdict carried by its next think reply, beside its tool "
+        "calls or answer: no extra call) or 'off'."))] = "llm"
     closing_check: Annotated[bool, Field(description=(
         "Close each answer with one self-check call: the model names the question's parts and those its answer "
         "leaves unanswered (status partial / no_answer). Skipped when a reflection verdict already named the "

@@ -30,7 +30,8 @@ OUT_DIR = Path("eval-results")
 
 # The options of `compare` whose declarations take more than a line.
 GraphsOption = Annotated[str | None, typer.Option(help=f"Comma-separated graphs (default: those of {DEFAULT_GRAPHS} "
-                                                       "this installation has; also plan_solve_replan).")]
+                                                       "this installation has; also plan_solve_replan, react_inline, "
+                                                       "react_plain and create_agent).")]
 ModelOption = Annotated[str | None, typer.Option(metavar="SPEC",
                                                  help="offline | offline-noisy:<p> | openai:<model> | "
                                                       "anthropic:<model> (default: $REACTGRAPH_MODEL or offline).")]

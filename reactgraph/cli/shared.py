@@ -29,6 +29,7 @@ class Reflection(StrEnum):
     llm = "llm"
     rules = "rules"
     off = "off"
+    inline = "inline"
 
 
 class Protocol(StrEnum):
@@ -46,7 +47,8 @@ MCP_HELP = ("MCP servers whose tools the agent may use: a JSON file {\"mcpServer
             "cwd} or {url, headers}}} (default: $REACTGRAPH_MCP).")
 STORE_HELP = ("Where sessions are kept: redis://host:port/db, rediss://…, unix:///path.sock, memory, "
               "sqlite:///relative.db or sqlite:////absolute.db (default: $REDIS_URL, else the embedded Redis).")
-REFLECTION_HELP = "After each observation: ask the model (llm), apply fixed rules (rules), or skip it (off)."
+REFLECTION_HELP = ("After each observation: ask the model (llm), apply fixed rules (rules), read the verdict the model "
+                   "gives beside its next step (inline: no extra call), or skip it (off).")
 PROTOCOL_HELP = "Tool calls as the provider's tool-calling API (tools) or as text in the reply (text)."
 # The `--reflection` and `--protocol` options of `ask` and `compare`.
 ReflectionOption = Annotated[Reflection, typer.Option(help=REFLECTION_HELP)]
