@@ -12,6 +12,7 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.types import RetryPolicy
 
 from reactgraph.models.loader import load_chat_model, structured_runnable
+from reactgraph.models.response_format import ResponseFormat
 from reactgraph.nodes.runtime.model_retry import model_retry_policy
 from reactgraph.nodes.state.context import Context, UnknownToolNames, unknown_tool_names
 from reactgraph.tools import ToolGateway, ToolMeta, ToolSession
@@ -106,6 +107,19 @@ class AgentServices:
         return self._derive(("structured", id(model), schema, plain), model,
                             lambda: structured_runnable(_unstreamed(model), schema, plain_json=plain)
                             .with_config(tags=[TAG_NOSTREAM]))  # nor is the whole reply a `messages` event
+
+
+    def structured_response(self, context: Context, response_format: ResponseFormat) -> Runnable:
+        """The model's structured output in a caller's `response_format` (raw reply included), unstreamed; a
+        whole reply's tokens, as the answer it restates had. The text protocol with the automatic strategy asks
+        for JSON in the text, as for the project's own structured calls."""
+        model = self.model(context)
+        plain = context.protocol == "text" and response_format.strategy == "auto"
+        return self._derive(("response", id(model), id(response_format), plain), (model, response_format),
+                            lambda: (structured_runnable(_unstreamed(model), response_format.json_schema,
+                                                         plain_json=True) if plain
+                                     else response_format.runnable(_unstreamed(model)))
+                            .with_config(tags=[TAG_NOSTREAM]))
 
 
 def _unstreamed(model: BaseChatModel) -> BaseChatModel:
