@@ -20,7 +20,7 @@ from langgraph.types import RetryPolicy
 
 from reactgraph.graph.routing import plan_solve as routing
 from reactgraph.graph.routing.tool_round import after_approve
-from reactgraph.graph.structured import add_respond, response_format_of, storing
+from reactgraph.graph.structured import add_respond, response_format_of, state_schema
 from reactgraph.nodes.conversation.load_memory import make_load_memory
 from reactgraph.nodes.conversation.save_memory import save_memory
 from reactgraph.nodes.plan_solve.execute_step import make_execute_step
@@ -54,7 +54,7 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
     response = response_format_of(response_format)
     services = AgentServices(gateway_for(gateway, tools), model, model_retry)
     retry = services.retry
-    builder = StateGraph(PlanSolveState, context_schema=Context, input_schema=InputState)
+    builder = StateGraph(state_schema(PlanSolveState, response), context_schema=Context, input_schema=InputState)
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
     builder.add_node("plan", make_plan(services), retry_policy=retry)
     builder.add_node("execute_step", make_execute_step(services), retry_policy=retry)
@@ -82,4 +82,4 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
         builder.add_edge(closing, closing := add_respond(builder, services, response))
     builder.add_edge(closing, "save_memory")
     builder.add_edge("save_memory", END)
-    return builder.compile(checkpointer=storing(checkpointer, response), store=store, name=name)
+    return builder.compile(checkpointer=checkpointer, store=store, name=name)

@@ -20,7 +20,7 @@ from langgraph.types import RetryPolicy
 
 from reactgraph.graph.react import build_react_graph
 from reactgraph.graph.routing import reflexion as routing
-from reactgraph.graph.structured import ResponseFormat, add_respond, response_format_of, storing
+from reactgraph.graph.structured import ResponseFormat, add_respond, response_format_of, state_schema
 from reactgraph.nodes.reflexion.evaluate import make_evaluate
 from reactgraph.nodes.reflexion.load_lessons import load_lessons
 from reactgraph.nodes.reflexion.self_reflect import make_self_reflect
@@ -52,7 +52,7 @@ def build_reflexion_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None
     services = AgentServices(gateway_for(gateway, tools), model, model_retry)
     # Compiled without checkpointer or store: run inside `trial`, it uses this graph's, on the same thread.
     actor = build_react_graph(services.gateway, model=model, model_retry=services.retry, name="actor")
-    builder = StateGraph(ReflexionState, context_schema=Context, input_schema=ReflexionInput)
+    builder = StateGraph(state_schema(ReflexionState, response), context_schema=Context, input_schema=ReflexionInput)
     builder.add_node("load_lessons", load_lessons)
     builder.add_node("trial", make_trial(actor))  # no retry of its own: the actor's nodes retry their calls
     builder.add_node("evaluate", make_evaluate(services), retry_policy=services.retry)
@@ -65,7 +65,7 @@ def build_reflexion_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None
     builder.add_conditional_edges("evaluate", edge(routing.after_evaluate), ends("self_reflect"))
     builder.add_conditional_edges("self_reflect", edge(partial(routing.after_self_reflect, max_trials=max_trials)),
                                   ends("trial"))
-    return builder.compile(checkpointer=storing(checkpointer, response), store=store, name=name)
+    return builder.compile(checkpointer=checkpointer, store=store, name=name)
 
 
 def _ends(builder: StateGraph[Any, Any, Any, Any], services: AgentServices,

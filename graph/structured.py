@@ -1,24 +1,80 @@
-"""`response_format=` in every builder: the `respond` node after the closing one, and a checkpointer that stores
-the response's classes.
+"""`response_format=` in every builder: the `respond` node after the closing one, and a `structured_response`
+channel that holds the response as `create_agent` gives it while checkpoints hold plain JSON.
 
 The builders add `respond` only when a response format is given, so a graph without one is unchanged (its
-diagram, its nodes). A pydantic model or dataclass instance in the state is checkpointed as that class, which a
-strict serializer (the Redis saver's allow-list, LangGraph's strict msgpack) would refuse to read back: the
-checkpointer is given the response's classes (nested ones included) with LangGraph's `with_allowlist`.
+diagram, its nodes). Its state schema then gains a `structured_response` key on a `ResponseValue` channel: the
+node writes JSON data, the channel gives the run (its result, `get_state`, the `values` stream) the pydantic or
+dataclass instance, and checkpoints and pending writes stay JSON. So every reader of a thread (`reactgraph
+history`, the service, Studio, another process) reads it without importing the caller's classes, and the Redis
+saver's allow-list needs no exception for them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import types
+from collections.abc import Sequence
+from typing import Annotated, Any, NotRequired, Self
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.channels import LastValue
 from langgraph.graph import StateGraph
 
-from reactgraph.models.response_format import ResponseFormat, response_format_of
+from reactgraph.models.response_format import ResponseFormat, jsonable, response_format_of
 from reactgraph.nodes.closing.respond import make_respond
 from reactgraph.nodes.runtime.services import AgentServices
 
 RESPOND = "respond"
+
+
+class ResponseValue(LastValue[Any]):
+    """`LastValue` for `structured_response`: JSON data in checkpoints and writes, the response format's
+    instance in the running graph (data that no longer fits the schema stays data)."""
+
+    __slots__ = ("response_format",)
+
+    def __init__(self, typ: Any, key: str = "", response_format: ResponseFormat | None = None) -> None:
+        super().__init__(typ, key)
+        self.response_format = response_format
+
+    def _revived(self, value: Any) -> Any:
+        if value is None or self.response_format is None or self.response_format.kind not in ("pydantic",
+                                                                                              "dataclass"):
+            return value
+        try:
+            return self.response_format.validate(value)
+        except ValueError:
+            return value
+
+    def copy(self) -> Self:
+        empty = super().copy()
+        empty.response_format = self.response_format
+        return empty
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        empty = super().from_checkpoint(checkpoint)
+        empty.response_format = self.response_format
+        if empty.is_available():
+            empty.value = empty._revived(empty.value)
+        return empty
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not super().update(values):
+            return False
+        self.value = self._revived(self.value)
+        return True
+
+    def checkpoint(self) -> Any:
+        value = super().checkpoint()
+        return jsonable(value) if self.is_available() else value
+
+
+def state_schema(schema: type, response_format: ResponseFormat | None) -> type:
+    """`schema`, with `structured_response` on a `ResponseValue` channel when there is a response format."""
+    if response_format is None:
+        return schema
+    channel = ResponseValue(Any, response_format=response_format)
+    namespace = {"__annotations__": {"structured_response": NotRequired[Annotated[Any, channel]]},
+                 "__module__": schema.__module__, "__doc__": schema.__doc__}
+    return types.new_class(schema.__name__, (schema,), {}, lambda ns: ns.update(namespace))
 
 
 def add_respond(builder: StateGraph[Any, Any, Any, Any], services: AgentServices,
@@ -28,24 +84,4 @@ def add_respond(builder: StateGraph[Any, Any, Any, Any], services: AgentServices
     return RESPOND
 
 
-def storing(checkpointer: BaseCheckpointSaver | None,
-            response_format: ResponseFormat | None) -> BaseCheckpointSaver | None:
-    """The checkpointer, allowed to read back the response's classes (None and a JSON schema need nothing)."""
-    if checkpointer is None or response_format is None or response_format.kind in ("typeddict", "json_schema"):
-        return checkpointer
-    if not isinstance(checkpointer, BaseCheckpointSaver):  # True/False (a subgraph's), or another object
-        return checkpointer
-    return checkpointer.with_allowlist(_classes(response_format.schema))
-
-
-def _classes(schema: type) -> set[tuple[str, ...]]:
-    """(module, name) of the schema and the models and dataclasses in its fields, as LangGraph collects them
-    from a state schema (falling back to the schema's own class if that helper moves)."""
-    try:
-        from langgraph._internal._serde import collect_allowlist_from_schemas
-    except ImportError:
-        return {(schema.__module__, schema.__name__)}
-    return collect_allowlist_from_schemas(schemas=[schema]) | {(schema.__module__, schema.__name__)}
-
-
-__all__ = ["RESPOND", "ResponseFormat", "add_respond", "response_format_of", "storing"]
+__all__ = ["RESPOND", "ResponseFormat", "ResponseValue", "add_respond", "response_format_of", "state_schema"]

@@ -87,7 +87,8 @@ def _responded(state: Mapping[str, Any], value: Any, response_format: ResponseFo
     record = make_step(step=iteration_of(state), node="respond", status="structured_response",
                        thought=f"{response_format.name} ({response_format.strategy} strategy)",
                        observation=shown[:MAX_SHOWN], latency_ms=(time.perf_counter() - started) * 1000)
-    return {"structured_response": value, "steps": [record]}
+    # JSON data: the graph's `structured_response` channel gives the run the instance (graph/structured.py)
+    return {"structured_response": formats.jsonable(value), "steps": [record]}
 
 
 def _unanswered(state: Mapping[str, Any], problem: str, started: float) -> dict[str, Any]:

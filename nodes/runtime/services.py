@@ -14,7 +14,7 @@ from langgraph.types import RetryPolicy
 from reactgraph.models.loader import load_chat_model, structured_runnable
 from reactgraph.models.response_format import ResponseFormat
 from reactgraph.nodes.runtime.model_retry import model_retry_policy
-from reactgraph.nodes.state.context import Context, UnknownToolNames, unknown_tool_names
+from reactgraph.nodes.state.context import Context, FallbackContext, UnknownToolNames, unknown_tool_names
 from reactgraph.tools import ToolGateway, ToolMeta, ToolSession
 
 STRUCTURED_SHARE = 2  # plans, reflections, lessons and summaries: at most half a reply's tokens
@@ -35,7 +35,7 @@ class AgentServices:
         self._derived: dict[tuple[Any, ...], tuple[Any, Runnable]] = {}
 
     def _loaded(self, context: Context) -> BaseChatModel:
-        if self.fixed_model is not None:
+        if self.fixed_model is not None and not isinstance(context, FallbackContext):
             return self.fixed_model
         key = (context.model, context.temperature)
         if key not in self._models:
