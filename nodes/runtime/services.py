@@ -11,8 +11,9 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.types import RetryPolicy
 
-from reactgraph.models.loader import load_chat_model, structured_runnable
+from reactgraph.models.loader import ModelConfigError, load_chat_model, structured_runnable
 from reactgraph.models.response_format import ResponseFormat
+from reactgraph.models.unloadable import UnloadableModel
 from reactgraph.nodes.runtime.model_retry import model_retry_policy
 from reactgraph.nodes.state.context import Context, FallbackContext, UnknownToolNames, unknown_tool_names
 from reactgraph.tools import ToolGateway, ToolMeta, ToolSession
@@ -39,7 +40,13 @@ class AgentServices:
             return self.fixed_model
         key = (context.model, context.temperature)
         if key not in self._models:
-            self._models[key] = load_chat_model(*key)
+            try:
+                self._models[key] = load_chat_model(*key)
+            except ModelConfigError as exc:
+                if not isinstance(context, FallbackContext):
+                    raise
+                # A fallback that cannot be loaded fails its calls: the next fallback is tried (model_fallback.py).
+                return UnloadableModel(spec=context.model, error=exc)
         return self._models[key]
 
     def _bounded(self, context: Context, limit: int) -> BaseChatModel:
