@@ -1,6 +1,7 @@
 """A model that could not be loaded (its spec or environment is unusable), standing in as a model whose every
-call fails with that one line: a fallback model (Context.fallback_models) that cannot be loaded then fails like
-one that cannot be reached, and the next fallback, or the node's own handling of a failed call, takes over."""
+call fails with that one line. Used where fallbacks are configured (Context.fallback_models): a model that cannot
+be loaded then fails like one that cannot be reached, and the next fallback, or the node's own handling of a
+failed call, takes over."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from langchain_core.outputs import ChatResult
 class UnloadableModel(BaseChatModel):
     """Every call raises `error` (the loader's ModelConfigError)."""
 
-    spec: str
+    model_name: str  # the spec it was loaded from
     error: Exception
 
     @property

@@ -43,10 +43,11 @@ class AgentServices:
             try:
                 self._models[key] = load_chat_model(*key)
             except ModelConfigError as exc:
-                if not isinstance(context, FallbackContext):
+                if not (context.fallback_models or isinstance(context, FallbackContext)):
                     raise
-                # A fallback that cannot be loaded fails its calls: the next fallback is tried (model_fallback.py).
-                return UnloadableModel(spec=context.model, error=exc)
+                # With fallbacks, a model that cannot be loaded fails its calls, as one that cannot be reached
+                # does: the next fallback is tried (nodes/runtime/model_fallback.py).
+                return UnloadableModel(model_name=context.model, error=exc)
         return self._models[key]
 
     def _bounded(self, context: Context, limit: int) -> BaseChatModel:
