@@ -7,7 +7,7 @@ last trial's; `evaluation` says whether it passed and why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from typing import Any
 
@@ -69,11 +69,11 @@ def build_reflexion_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None
 
 
 def _ends(builder: StateGraph[Any, Any, Any, Any], services: AgentServices,
-          response: ResponseFormat | None) -> Callable[[str], list[str] | dict[str, str]]:
+          response: ResponseFormat | None) -> Callable[[str], list[str] | dict[Hashable, str]]:
     """The path map of a router that goes on to `target` or ends the run: at END, or, with a response format,
     at the respond node (which then ends it)."""
     if response is None:
         return lambda target: [target, END]
     respond = add_respond(builder, services, response)
     builder.add_edge(respond, END)
-    return lambda target: {target: target, END: respond}
+    return lambda target: dict[Hashable, str]({target: target, END: respond})

@@ -123,8 +123,8 @@ class RunSpans(BaseCallbackHandler):
 
     # -- a model fallback (nodes/runtime/model_fallback.py): an event on the node's span, naming both models ----
     def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        opened = self.open.get(self._kept(run_id)) if name == FALLBACK_EVENT and isinstance(data, dict) else None
-        if opened is not None:
+        kept = self._kept(run_id) if name == FALLBACK_EVENT and isinstance(data, dict) else None
+        if kept is not None and (opened := self.open.get(kept)) is not None:
             opened.span.add_event(FALLBACK_EVENT, {
                 f"reactgraph.{key}": str(data.get(key, ""))[:300] for key in ("failed", "model", "error")})
             opened.span.set_attribute("reactgraph.fallback_model", str(data.get("model", ""))[:200])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Sequence
-from typing import Annotated, Any, NotRequired, Self
+from typing import Annotated, Any, NotRequired, Self, TypeVar
 
 from langgraph.channels import LastValue
 from langgraph.graph import StateGraph
@@ -23,6 +23,7 @@ from reactgraph.nodes.closing.respond import make_respond
 from reactgraph.nodes.runtime.services import AgentServices
 
 RESPOND = "respond"
+S = TypeVar("S")
 
 
 class ResponseValue(LastValue[Any]):
@@ -67,7 +68,7 @@ class ResponseValue(LastValue[Any]):
         return jsonable(value) if self.is_available() else value
 
 
-def state_schema(schema: type, response_format: ResponseFormat | None) -> type:
+def state_schema(schema: type[S], response_format: ResponseFormat | None) -> type[S]:
     """`schema`, with `structured_response` on a `ResponseValue` channel when there is a response format."""
     if response_format is None:
         return schema

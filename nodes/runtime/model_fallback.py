@@ -28,6 +28,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.nodes.conversation.transcript import current_question
 from reactgraph.nodes.runtime.fallback_log import describe
 from reactgraph.nodes.state.agent import ExecutionStep, make_step
@@ -38,7 +39,7 @@ EVENT = "reactgraph.model_fallback"
 logger = logging.getLogger("reactgraph.nodes")
 
 
-class SwitchModel(Exception):
+class SwitchModel(ReactGraphError):
     """Raised out of a body's drive when a model call failed for good and a fallback model is left."""
 
     def __init__(self, failure: Exception, failed: str, spec: str) -> None:

@@ -35,6 +35,7 @@ from reactgraph.nodes.runtime.budget import Usage, add_usage, call_usage
 from reactgraph.nodes.runtime.fallback_log import describe
 from reactgraph.nodes.runtime.model_fallback import SwitchModel, model_label, next_model
 from reactgraph.nodes.runtime.model_retry import attempt_of, leave_to_retry
+from reactgraph.nodes.state.agent import ExecutionStep
 from reactgraph.nodes.state.context import Context, resolve_context
 from reactgraph.tools.sync_bridge import run_sync
 
@@ -189,7 +190,8 @@ class Node(Runnable[Any, Update]):
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
         config = config if config is not None else ensure_config()
-        runtime, retry, used, records = model_fallback.active_runtime(_runtime(), input), self.retry, Usage(), []
+        runtime, retry, used = model_fallback.active_runtime(_runtime(), input), self.retry, Usage()
+        records: list[ExecutionStep] = []
         while True:
             try:
                 update, usage = drive(self.body(input, runtime, config), runtime, retry, self.node_name)
@@ -201,7 +203,8 @@ class Node(Runnable[Any, Update]):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
         config = config if config is not None else ensure_config()
-        runtime, retry, used, records = model_fallback.active_runtime(_runtime(), input), self.retry, Usage(), []
+        runtime, retry, used = model_fallback.active_runtime(_runtime(), input), self.retry, Usage()
+        records: list[ExecutionStep] = []
         while True:
             try:
                 update, usage = await adrive(self.body(input, runtime, config), runtime, retry, self.node_name)
@@ -212,7 +215,7 @@ class Node(Runnable[Any, Update]):
         return charged(model_fallback.with_switches(update, input, records, runtime), add_usage(used, usage))
 
     def _switch(self, switch: SwitchModel, state: Any, runtime: Runtime[Context], used: Usage,
-                records: list[Any]) -> tuple[Runtime[Context], None, Usage]:
+                records: list[ExecutionStep]) -> tuple[Runtime[Context], None, Usage]:
         """After a model failed for good: the fallback's runtime, no node re-runs for it here (the node's attempts
         were the failed model's), what was used so far; the switch's record is added to `records`."""
         records.append(model_fallback.record(state, self.node_name, switch))
