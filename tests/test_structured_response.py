@@ -144,6 +144,28 @@ def test_tool_strategy_asks_for_the_schema_as_the_one_tool(provider):
     assert asked["tool_choice"] not in (None, "auto", "none")
 
 
+def test_anthropic_answers_with_the_forced_tool(monkeypatch, provider):
+    pytest.importorskip("langchain_anthropic")
+    with ProviderServer(text("17 * 23 = 391."), structured({"answer": "391", "value": 391})) as server:
+        provider(server)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        result = run(build_react_graph, Product, model="anthropic:claude-test", reflection="off",
+                     closing_check=False)
+    assert result["structured_response"] == Product(answer="391", value=391) and not server.rejections
+    assert server.requests[-1]["tool_choice"] == {"type": "tool", "name": "Product"}
+
+
+def test_a_server_without_json_schema_gives_json_in_its_text(monkeypatch, provider):
+    with ProviderServer(text("17 * 23 = 391."), text('```json\n{"answer": "391", "value": 391}\n```')) as server:
+        provider(server)
+        monkeypatch.setenv("REACTGRAPH_STRUCTURED_OUTPUT", "json")  # as `auto` ends up on such a server
+        result = on_server(PRODUCT_SCHEMA)
+    assert result["structured_response"] == {"answer": "391", "value": 391}
+    asked = server.requests[-1]
+    assert "response_format" not in asked and '"title": "Product"' in asked["messages"][-1]["content"]
+
+
 def test_provider_strategy_on_a_model_without_it_uses_a_tool():
     result = run(build_react_graph, ProviderStrategy(PRODUCT_SCHEMA))
     assert result["status"] == "answered" and result["structured_response"]["value"] == 391
