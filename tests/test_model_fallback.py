@@ -9,6 +9,7 @@ model as the fallback needing no key; the service's allow-list applies to each f
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 
 import pytest
@@ -125,3 +126,16 @@ def test_the_service_offers_only_its_models_as_fallbacks():
     with pytest.raises(PolicyRefusal, match=r"context.fallback_models\[0\]") as refused:
         policy.run_context({"fallback_models": ["evil:x"]}, default_gateway())
     assert refused.value.status == 422
+
+
+def test_ask_fallback_model(monkeypatch, capfd, redis_url):
+    from support.cli_env import run_in_process
+
+    done = run_in_process(monkeypatch, capfd, ["ask", QUESTION, "--model", "openai:gpt-4o-mini", "--fallback-model",
+                                               "offline", "--json"], REDIS_URL=redis_url)
+    payload = json.loads(done.stdout)
+    assert done.returncode == 0 and payload["status"] == "answered" and "391" in payload["answer"]
+    (switch,) = switches(payload)
+    assert "OPENAI_API_KEY is not set" in switch["thought"] and switch["observation"] == "offline answers from here on"
+    done = run_in_process(monkeypatch, capfd, ["ask", QUESTION, "--fallback-model", "evil:x"], REDIS_URL=redis_url)
+    assert done.returncode == 2 and "'--fallback-model'" in done.stderr and "evil:x" in done.stderr

@@ -20,7 +20,7 @@ import typer
 from reactgraph.cli.approval_prompt import APPROVE_HELP
 from reactgraph.cli.history import check_newest, unreadable_as_user_error
 from reactgraph.cli.otel_option import OtelOption, traced
-from reactgraph.cli.response_option import ResponseFormatOption, load_response_format
+from reactgraph.cli.response_option import FallbackModelOption, ResponseFormatOption, load_response_format
 from reactgraph.cli.shared import (
     MCP_HELP,
     RETRIEVER_HELP,
@@ -93,6 +93,7 @@ def ask(
     index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
     retriever: Annotated[str | None, typer.Option("--retriever", metavar="MODULE:ATTR", help=RETRIEVER_HELP)] = None,
     response_format: ResponseFormatOption = None,
+    fallback_model: FallbackModelOption = [],  # noqa: B006
     wait: Annotated[float, typer.Option("--wait", metavar="SECONDS", min=0, help=WAIT_HELP)] = 300.0,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="If the session is busy, exit 75 at once.")] = False,
     require_approval: RequireApproval = [],  # noqa: B006
@@ -113,7 +114,8 @@ def ask(
     session = session_option(session)
     context = build_context(model, max_iterations, reflection, protocol, allow, deny,
                             {**budget_flags(max_tool_calls, max_tokens, max_cost),
-                             **approval_flags(require_approval, skip_approval)})
+                             **approval_flags(require_approval, skip_approval),
+                             **({"fallback_models": tuple(fallback_model)} if fallback_model else {})})
     if from_checkpoint and not session:
         raise UserError("--from needs --session: a checkpoint belongs to a session")
     check_index(index)
@@ -144,7 +146,8 @@ def _answer(question: str, session: str, context: Any, options: AskOptions) -> N
     """Load the model and open the store (bad config: one line before anything runs), then run the turn."""
     from reactgraph.models.loader import load_chat_model
 
-    chat_model = load_chat_model(context.model, context.temperature)
+    # With fallbacks, a model that cannot be loaded fails over like one that cannot be reached (structured-output.md)
+    chat_model = None if context.fallback_models else load_chat_model(context.model, context.temperature)
     opened = open_store(options.store, parse_ttl(options.ttl))
     out = None
     if not options.as_json:

@@ -1,4 +1,5 @@
-"""`ask --response-format`: the schema of a structured answer, from the user's code or a JSON schema file."""
+"""`ask --response-format` (the schema of a structured answer, from the user's code or a JSON schema file) and
+`ask --fallback-model` (Context.fallback_models)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,25 @@ from reactgraph.cli.shared import UserError
 HELP = ("Also answer in this structure (state's structured_response, --json's too): MODULE:ATTR (a pydantic model, "
         "TypedDict, dataclass or JSON schema dict) or a .json file holding a JSON schema.")
 MAX_SCHEMA_BYTES = 256 * 1024
+
+
+def _model_specs(specs: list[str] | None) -> list[str] | None:
+    """--fallback-model's specs, each checked as --model's is (a bad one: typer's usage error naming the flag)."""
+    if specs:
+        from reactgraph.models.loader import ModelConfigError, parse_spec
+
+        for spec in specs:
+            try:
+                parse_spec(spec)
+            except ModelConfigError as exc:
+                raise typer.BadParameter(str(exc)) from None
+    return specs
+
+
+FALLBACK_HELP = ("A model to answer when --model fails for good (after its retries); repeat for more, tried in "
+                 "order (Context.fallback_models).")
+FallbackModelOption = Annotated[list[str], typer.Option("--fallback-model", metavar="SPEC", callback=_model_specs,
+                                                        help=FALLBACK_HELP)]
 ResponseFormatOption = Annotated[str | None, typer.Option("--response-format", metavar="MODULE:ATTR|FILE",
                                                           help=HELP)]
 
