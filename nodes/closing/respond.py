@@ -102,6 +102,7 @@ def _unanswered(state: Mapping[str, Any], problem: str, started: float) -> dict[
     update: dict[str, Any] = {"structured_response": None, "status": status, "final_answer": answer,
                               "steps": [record]}
     last = next((m for m in reversed(messages_of(state)) if isinstance(m, AIMessage)), None)
-    if last is not None and last.id is not None and not last.tool_calls:  # the answer message says it too
+    if last is not None and last.id is not None and last.text.strip() == final_answer_of(state).strip():
+        # the answer's message says it too
         update["messages"] = [last.model_copy(update={"content": answer})]
     return update

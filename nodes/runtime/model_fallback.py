@@ -17,7 +17,6 @@ A fallback taking over inside a node gets its provider's own retries there, not 
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,13 +29,12 @@ from langgraph.types import Overwrite
 
 from reactgraph.errors import ReactGraphError
 from reactgraph.nodes.conversation.transcript import current_question
-from reactgraph.nodes.runtime.fallback_log import describe
+from reactgraph.nodes.runtime.fallback_log import describe, log_fallback
 from reactgraph.nodes.state.agent import ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context, FallbackContext
 from reactgraph.nodes.state.records import ActiveModel
 
 EVENT = "reactgraph.model_fallback"
-logger = logging.getLogger("reactgraph.nodes")
 
 
 class SwitchModel(ReactGraphError):
@@ -85,9 +83,10 @@ def active_runtime(runtime: Runtime[Context], state: Any) -> Runtime[Context]:
     return runtime.override(context=FallbackContext.of(context, active["model"]))
 
 
-def switched(runtime: Runtime[Context], switch: SwitchModel) -> Runtime[Context]:
-    logger.warning("%s; %s takes over", switch.failed, switch.spec,
-                   extra={"fallback": {"node": "model", "kind": "fallback_model", "reason": describe(switch.failure)}})
+def switched(runtime: Runtime[Context], switch: SwitchModel, node: str) -> Runtime[Context]:
+    """The runtime with the fallback as the run's model; the switch logged as a fallback the node took."""
+    log_fallback(node, "model_fallback", f"{switch.failed} failed ({describe(switch.failure)}); {switch.spec} "
+                 "takes over")
     return runtime.override(context=FallbackContext.of(runtime.context, switch.spec))
 
 

@@ -219,7 +219,7 @@ class Node(Runnable[Any, Update]):
         """After a model failed for good: the fallback's runtime, no node re-runs for it here (the node's attempts
         were the failed model's), what was used so far; the switch's record is added to `records`."""
         records.append(model_fallback.record(state, self.node_name, switch))
-        return model_fallback.switched(runtime, switch), None, add_usage(used, switch.usage or Usage())
+        return model_fallback.switched(runtime, switch, self.node_name), None, add_usage(used, switch.usage or Usage())
 
 
 def dual_node(body: Body, *, name: str, retry: RetryPolicy | None = None) -> Node:
