@@ -162,9 +162,10 @@ def test_a_3_mb_input_is_a_run_that_exists(guarded):
 def test_records_over_the_stored_limit_are_refused_with_413_and_the_thread_stays_readable(guarded):
     thread = new_thread(guarded)
     big = json.dumps({"metadata": {"a": "x" * 3_000_000}})
-    assert httpx.patch(f"{guarded.url}/threads/{thread}", content=big, timeout=10,
+    # 60 s bounds the wait only: two 3 MB bodies took ~2 s at load 10 and past 10 s beside the whole suite
+    assert httpx.patch(f"{guarded.url}/threads/{thread}", content=big, timeout=60,
                        headers={"content-type": "application/json"}).status_code == 200
-    again = httpx.patch(f"{guarded.url}/threads/{thread}", content=big.replace('"a"', '"b"'), timeout=10,
+    again = httpx.patch(f"{guarded.url}/threads/{thread}", content=big.replace('"a"', '"b"'), timeout=60,
                         headers={"content-type": "application/json"})
     assert again.status_code == 413 and "limit" in one_line(again)
     assert len(guarded.client().threads.get(thread)["metadata"]["a"]) == 3_000_000

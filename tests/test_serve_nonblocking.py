@@ -17,7 +17,7 @@ from langgraph_sdk.errors import PermissionDeniedError
 from test_serve import human, start_service, stop, wait_for
 
 TOY_SERVER = Path(__file__).parent / "mcp_servers" / "toy_server.py"
-START_DELAY_S = 8.0  # the slow MCP server's start
+START_DELAY_S = 30.0  # the slow MCP server's start: far past any cap, so a loaded machine cannot blur the two
 
 
 def slow_mcp_config(tmp_path: Path) -> tuple[Path, Path]:
