@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, is_dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -54,17 +55,24 @@ class ResponseFormat:
         if self.kind == "json_schema":
             if not isinstance(data, Mapping):
                 raise ValueError(f"{self.name}: expected a JSON object, got {type(data).__name__}")
-            errors = field_errors(compile_schema(self.name, self.json_schema), data)
+            errors = field_errors(self._checker, data)
             if errors:
                 raise ValueError(f"{self.name}: {describe(errors)}")
             return dict(data)
         if self.kind in ("pydantic", "dataclass") and isinstance(data, self.schema):
             return data
         try:
-            return TypeAdapter(self.schema).validate_python(data)
+            return self._checker.validate_python(data)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:5])
             raise ValueError(f"{self.name}: {problems}") from None
+
+    @cached_property
+    def _checker(self) -> Any:
+        """The schema's validator, built once: jsonschema's for a JSON schema, else pydantic's TypeAdapter."""
+        if self.kind == "json_schema":
+            return compile_schema(self.name, self.json_schema)
+        return TypeAdapter(self.schema)
 
     def runnable(self, model: Any) -> Runnable:
         """`model`'s structured output in this schema, raw reply included (`{"raw", "parsed", "parsing_error"}`);
