@@ -70,11 +70,13 @@ def test_a_bad_key_is_not_retried_and_the_fallback_stands_in_for_the_rest_of_the
     assert [s["node"] for s in switches(result)] == ["think"] and "401" in switches(result)[0]["thought"]
 
 
-def test_fallbacks_are_tried_in_order_and_the_last_failure_ends_the_turn():
+def test_fallbacks_are_tried_in_order_and_the_last_failure_ends_the_turn(monkeypatch):
+    for name in [n for n in os.environ if n.startswith(("OPENAI_", "ANTHROPIC_"))]:
+        monkeypatch.delenv(name)  # neither fallback can be loaded: each fails as an unreachable one would
     primary = ScriptedChatModel.of(RuntimeError("primary down"))
     graph = build_react_graph(default_gateway(), model=primary)
-    result = graph.invoke({"messages": [HumanMessage(QUESTION)]},
-                          context=Context(fallback_models=["openai:x", "anthropic:y"], reflection="off"))
+    result = graph.invoke({"messages": [HumanMessage(QUESTION)]},  # a spec named twice is tried once
+                          context=Context(fallback_models=["openai:x", "anthropic:y", "openai:x"], reflection="off"))
     assert result["status"] == "failed"
     assert [s["observation"] for s in switches(result)] == ["openai:x answers from here on",
                                                             "anthropic:y answers from here on"]
@@ -128,7 +130,7 @@ def test_the_service_offers_only_its_models_as_fallbacks():
     assert refused.value.status == 422
 
 
-def test_ask_fallback_model(monkeypatch, capfd, redis_url):
+def test_ask_fallback_model(monkeypatch, capfd, redis_url):  # run_in_process clears OPENAI_*
     from support.cli_env import run_in_process
 
     done = run_in_process(monkeypatch, capfd, ["ask", QUESTION, "--model", "openai:gpt-4o-mini", "--fallback-model",

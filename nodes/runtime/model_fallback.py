@@ -50,7 +50,7 @@ def next_model(context: Context, failure: Exception) -> str | None:
     """The fallback after the model in use, or None (none left, or an interrupt, which is no failure)."""
     if isinstance(failure, GraphBubbleUp):
         return None
-    specs = list(context.fallback_models)
+    specs = list(dict.fromkeys(context.fallback_models))  # each once: a repeated spec would be tried forever
     if isinstance(context, FallbackContext) and context.model in specs:
         specs = specs[specs.index(context.model) + 1:]
     return specs[0] if specs else None
