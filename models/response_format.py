@@ -130,8 +130,7 @@ def _tool_name(name: str) -> str:
 def request(question: str, answer: str) -> list[BaseMessage]:
     """The messages asking for the structured form of `answer` (the question and the answer as marked data)."""
     shown = answer if len(answer) <= MAX_ANSWER_CHARS else answer[:MAX_ANSWER_CHARS] + "…"
-    body = (f"{QUESTION_MARK}\n{question}\n{QUESTION_MARK.replace('<', '</')}\n"
-            f"{ANSWER_MARK}\n{shown}\n{ANSWER_MARK.replace('<', '</')}")
+    body = f"{QUESTION_MARK}\n{question}\n{_closing(QUESTION_MARK)}\n{ANSWER_MARK}\n{shown}\n{_closing(ANSWER_MARK)}"
     return [SystemMessage(PROMPT), HumanMessage(body)]
 
 
@@ -147,9 +146,16 @@ def read_request(messages: list[BaseMessage]) -> tuple[str, str] | None:
         text = message.text if isinstance(message, HumanMessage) else ""
         if text.startswith(QUESTION_MARK) and ANSWER_MARK in text:
             question, _, rest = text.partition(ANSWER_MARK)
-            strip = lambda part, mark: part.replace(mark, "").replace(mark.replace("<", "</"), "").strip()  # noqa: E731
-            return strip(question, QUESTION_MARK), strip(rest, ANSWER_MARK)
+            return _unmarked(question, QUESTION_MARK), _unmarked(rest, ANSWER_MARK)
     return None
+
+
+def _unmarked(part: str, mark: str) -> str:
+    return part.replace(mark, "").replace(_closing(mark), "").strip()
+
+
+def _closing(mark: str) -> str:
+    return mark.replace("<", "</")
 
 
 def jsonable(value: Any) -> Any:
