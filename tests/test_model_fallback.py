@@ -55,7 +55,7 @@ def test_a_provider_that_fails_for_good_is_replaced_after_its_retries(provider):
     assert [request["model"] for request in server.requests] == ["down", "down", "up"]
     assert result["status"] == "answered" and result["final_answer"] == "17 * 23 = 391."
     (switch,) = switches(result)
-    assert switch["node"] == "think" and switch["thought"].startswith("down failed: ")
+    assert switch["node"] == "think" and switch["thought"].startswith("openai:down failed: ")
     assert "503" in switch["thought"] and switch["observation"] == "openai:up answers from here on"
     assert result["active_model"]["model"] == "openai:up"
 

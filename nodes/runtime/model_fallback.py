@@ -57,13 +57,13 @@ def next_model(context: Context, failure: Exception) -> str | None:
 
 
 def model_label(runnable: Any, context: Context) -> str:
-    """The failed model's name: the chat model inside the called runnable (a bound or configured one), else the
-    run's model spec."""
+    """The failed model's name: the run's model spec, unless the called runnable's chat model (a bound or
+    configured one) is another (a graph's own model object)."""
     if not isinstance(context, FallbackContext):
         for _ in range(6):
             if isinstance(runnable, BaseChatModel):
-                name = getattr(runnable, "model_name", None) or getattr(runnable, "model", None)
-                return str(name or type(runnable).__name__)
+                name = str(getattr(runnable, "model_name", None) or getattr(runnable, "model", None) or "")
+                return context.model if context.model.endswith(f":{name}") else name or type(runnable).__name__
             runnable = getattr(runnable, "bound", None) or getattr(runnable, "first", None)
     return context.model
 
