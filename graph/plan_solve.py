@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -19,6 +20,7 @@ from langgraph.types import RetryPolicy
 
 from reactgraph.graph.routing import plan_solve as routing
 from reactgraph.graph.routing.tool_round import after_approve
+from reactgraph.graph.structured import add_respond, response_format_of, state_schema
 from reactgraph.nodes.conversation.load_memory import make_load_memory
 from reactgraph.nodes.conversation.save_memory import save_memory
 from reactgraph.nodes.plan_solve.execute_step import make_execute_step
@@ -43,13 +45,16 @@ PlanSolveGraph = CompiledStateGraph[PlanSolveState, Context, InputState, PlanSol
 def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
                            checkpointer: BaseCheckpointSaver | None = None, store: BaseStore | None = None, *,
                            model: BaseChatModel | None = None, model_retry: RetryPolicy | None = None,
-                           tools: Sequence[AnyTool] | None = None, name: str = "plan_solve") -> PlanSolveGraph:
+                           tools: Sequence[AnyTool] | None = None, response_format: Any = None,
+                           name: str = "plan_solve") -> PlanSolveGraph:
     """Compile the Plan-and-Solve agent. `model` overrides `Context.model`; `Context.replan` turns replanning on;
     `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`). The tools:
-    a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`)."""
+    a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`).
+    `response_format`: the answer also as `state["structured_response"]`, as in `build_react_graph`."""
+    response = response_format_of(response_format)
     services = AgentServices(gateway_for(gateway, tools), model, model_retry)
     retry = services.retry
-    builder = StateGraph(PlanSolveState, context_schema=Context, input_schema=InputState)
+    builder = StateGraph(state_schema(PlanSolveState, response), context_schema=Context, input_schema=InputState)
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
     builder.add_node("plan", make_plan(services), retry_policy=retry)
     builder.add_node("execute_step", make_execute_step(services), retry_policy=retry)
@@ -72,6 +77,9 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
     builder.add_edge("act", "observe")
     builder.add_conditional_edges("observe", edge(routing.after_observe), ["execute_step", "replan", "solve"])
     builder.add_conditional_edges("replan", edge(routing.next_step), ["execute_step", "solve"])
-    builder.add_edge("solve", "save_memory")
+    closing = "solve"
+    if response is not None:
+        builder.add_edge(closing, closing := add_respond(builder, services, response))
+    builder.add_edge(closing, "save_memory")
     builder.add_edge("save_memory", END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -16,6 +17,7 @@ from langgraph.types import RetryPolicy
 
 from reactgraph.graph.routing import react as routing
 from reactgraph.graph.routing.tool_round import after_approve
+from reactgraph.graph.structured import add_respond, response_format_of, state_schema
 from reactgraph.nodes.conversation.load_memory import make_load_memory
 from reactgraph.nodes.conversation.save_memory import save_memory
 from reactgraph.nodes.react.finalize import make_finalize
@@ -38,13 +40,17 @@ ReactGraph = CompiledStateGraph[AgentState, Context, InputState, AgentState]
 def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
                       checkpointer: BaseCheckpointSaver | None = None, store: BaseStore | None = None, *,
                       model: BaseChatModel | None = None, model_retry: RetryPolicy | None = None,
-                      tools: Sequence[AnyTool] | None = None, name: str = "react") -> ReactGraph:
+                      tools: Sequence[AnyTool] | None = None, response_format: Any = None,
+                      name: str = "react") -> ReactGraph:
     """Compile the ReAct agent. `model` overrides `Context.model` (e.g. a scripted chat model in tests);
     `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`). The tools:
-    a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`)."""
+    a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`).
+    `response_format` (a pydantic model, TypedDict, dataclass or JSON schema, or LangChain's ToolStrategy /
+    ProviderStrategy / AutoStrategy of one): the answer also as `state["structured_response"]` (graph/structured.py)."""
+    response = response_format_of(response_format)
     services = AgentServices(gateway_for(gateway, tools), model, model_retry)
     retry = services.retry
-    builder = StateGraph(AgentState, context_schema=Context, input_schema=InputState)
+    builder = StateGraph(state_schema(AgentState, response), context_schema=Context, input_schema=InputState)
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
     builder.add_node("think", make_think(services), retry_policy=retry)
     builder.add_node("approve", make_approve(services))  # no retry: it only asks
@@ -64,6 +70,9 @@ def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
     builder.add_edge("act", "observe")
     builder.add_conditional_edges("observe", edge(routing.after_round), ["reflect", "finalize"])
     builder.add_conditional_edges("reflect", edge(routing.after_reflect), ["think", "finalize"])
-    builder.add_edge("finalize", "save_memory")
+    closing = "finalize"
+    if response is not None:
+        builder.add_edge(closing, closing := add_respond(builder, services, response))
+    builder.add_edge(closing, "save_memory")
     builder.add_edge("save_memory", END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)

@@ -7,8 +7,9 @@ last trial's; `evaluation` says whether it passed and why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -19,6 +20,7 @@ from langgraph.types import RetryPolicy
 
 from reactgraph.graph.react import build_react_graph
 from reactgraph.graph.routing import reflexion as routing
+from reactgraph.graph.structured import ResponseFormat, add_respond, response_format_of, state_schema
 from reactgraph.nodes.reflexion.evaluate import make_evaluate
 from reactgraph.nodes.reflexion.load_lessons import load_lessons
 from reactgraph.nodes.reflexion.self_reflect import make_self_reflect
@@ -38,16 +40,19 @@ def build_reflexion_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None
                           checkpointer: BaseCheckpointSaver | None = None, store: BaseStore | None = None, *,
                           model: BaseChatModel | None = None, max_trials: int = 3,
                           model_retry: RetryPolicy | None = None, tools: Sequence[AnyTool] | None = None,
-                          name: str = "reflexion") -> ReflexionGraph:
+                          response_format: Any = None, name: str = "reflexion") -> ReflexionGraph:
     """Compile the Reflexion agent: at most `max_trials` ReAct attempts, each failed one followed by a lesson.
     `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`). The tools:
-    a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`)."""
+    a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`).
+    `response_format`: the last trial's answer also as `state["structured_response"]` (one call, after the
+    last trial), as in `build_react_graph`."""
+    response = response_format_of(response_format)
     if not isinstance(max_trials, int) or max_trials < 1:
         raise ValueError(f"max_trials must be an integer >= 1, not {max_trials!r}")
     services = AgentServices(gateway_for(gateway, tools), model, model_retry)
     # Compiled without checkpointer or store: run inside `trial`, it uses this graph's, on the same thread.
     actor = build_react_graph(services.gateway, model=model, model_retry=services.retry, name="actor")
-    builder = StateGraph(ReflexionState, context_schema=Context, input_schema=ReflexionInput)
+    builder = StateGraph(state_schema(ReflexionState, response), context_schema=Context, input_schema=ReflexionInput)
     builder.add_node("load_lessons", load_lessons)
     builder.add_node("trial", make_trial(actor))  # no retry of its own: the actor's nodes retry their calls
     builder.add_node("evaluate", make_evaluate(services), retry_policy=services.retry)
@@ -55,8 +60,20 @@ def build_reflexion_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None
 
     builder.add_edge(START, "load_lessons")
     builder.add_edge("load_lessons", "trial")
-    builder.add_conditional_edges("trial", edge(routing.after_trial), ["evaluate", END])
-    builder.add_conditional_edges("evaluate", edge(routing.after_evaluate), ["self_reflect", END])
+    ends = _ends(builder, services, response)
+    builder.add_conditional_edges("trial", edge(routing.after_trial), ends("evaluate"))
+    builder.add_conditional_edges("evaluate", edge(routing.after_evaluate), ends("self_reflect"))
     builder.add_conditional_edges("self_reflect", edge(partial(routing.after_self_reflect, max_trials=max_trials)),
-                                  ["trial", END])
+                                  ends("trial"))
     return builder.compile(checkpointer=checkpointer, store=store, name=name)
+
+
+def _ends(builder: StateGraph[Any, Any, Any, Any], services: AgentServices,
+          response: ResponseFormat | None) -> Callable[[str], list[str] | dict[Hashable, str]]:
+    """The path map of a router that goes on to `target` or ends the run: at END, or, with a response format,
+    at the respond node (which then ends it)."""
+    if response is None:
+        return lambda target: [target, END]
+    respond = add_respond(builder, services, response)
+    builder.add_edge(respond, END)
+    return lambda target: dict[Hashable, str]({target: target, END: respond})

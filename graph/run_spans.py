@@ -27,6 +27,8 @@ from langgraph.errors import GraphBubbleUp
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, get_current_span, set_span_in_context
 
+from reactgraph.nodes.runtime.model_fallback import EVENT as FALLBACK_EVENT
+
 # Provider finish reasons -> the GenAI conventions' values (stop, length, content_filter, tool_call, error).
 FINISH_REASONS = {"tool_calls": "tool_call", "function_call": "tool_call", "tool_use": "tool_call",
                   "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
@@ -118,6 +120,14 @@ class RunSpans(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, error)
+
+    # -- a model fallback (nodes/runtime/model_fallback.py): an event on the node's span, naming both models ----
+    def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        kept = self._kept(run_id) if name == FALLBACK_EVENT and isinstance(data, dict) else None
+        if kept is not None and (opened := self.open.get(kept)) is not None:
+            opened.span.add_event(FALLBACK_EVENT, {
+                f"reactgraph.{key}": str(data.get(key, ""))[:300] for key in ("failed", "model", "error")})
+            opened.span.set_attribute("reactgraph.fallback_model", str(data.get("model", ""))[:200])
 
     # -- tools and retrievers: the gateway traces tool calls; these runs only pass their parent on --------------
     def on_tool_start(self, serialized: Any, input_str: Any, *, run_id: UUID, parent_run_id: UUID | None = None,

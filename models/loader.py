@@ -134,7 +134,7 @@ def without_tool_use(model: BaseChatModel, tools: list[dict[str, Any]]) -> Any:
     return model
 
 
-def structured_runnable(model: Any, schema: type, *, plain_json: bool = False) -> Runnable:
+def structured_runnable(model: Any, schema: type | dict[str, Any], *, plain_json: bool = False) -> Runnable:
     """`model`'s structured output as `schema`, raw reply included. `plain_json`: a model that speaks the text
     protocol may offer no tool calling or JSON schema, so an OpenAI-compatible one is asked for JSON in the text."""
     compat = sys.modules.get("reactgraph.models.openai_compat")  # loaded if the model is one of its chat models

@@ -10,13 +10,14 @@ Every strategy answers as `with_structured_output(include_raw=True)` does: `{"ra
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from typing import Any
 
 from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.output_parsers import PydanticOutputParser
+from langchain_core.output_parsers import BaseOutputParser, JsonOutputParser, PydanticOutputParser
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from reactgraph.models.loader import ModelConfigError, says_request_is_bad
@@ -60,10 +61,17 @@ def truncated(exc: BaseException) -> dict[str, Any] | None:
     return {"raw": raw, "parsed": None, "parsing_error": exc}
 
 
-def plain_json(model: Runnable, schema: type) -> Runnable:
-    """The schema described in a last message, the reply's JSON parsed (a fenced block is read too)."""
-    parser: PydanticOutputParser[Any] = PydanticOutputParser(pydantic_object=schema)
-    instruction = parser.get_format_instructions() + "\nReply with the JSON object only."
+def plain_json(model: Runnable, schema: type | dict[str, Any]) -> Runnable:
+    """The schema described in a last message, the reply's JSON parsed (a fenced block is read too). A JSON
+    schema (a caller's response_format) gives the parsed object, a pydantic model its instance."""
+    parser: BaseOutputParser[Any]
+    if isinstance(schema, dict):
+        parser = JsonOutputParser()
+        instruction = f"Reply with one JSON object that follows this JSON schema:\n{json.dumps(schema)}"
+    else:
+        parser = PydanticOutputParser(pydantic_object=schema)
+        instruction = parser.get_format_instructions()
+    instruction += "\nReply with the JSON object only."
 
     def ask(messages: Any) -> list[Any]:
         return [*messages, HumanMessage(instruction)] if isinstance(messages, list) else [messages, instruction]
@@ -123,7 +131,7 @@ class FirstAccepted(Runnable[Any, Any]):
         return self.chosen, None
 
 
-def structured_output(model: Any, schema: type, *, include_raw: bool, build: Build) -> Runnable:
+def structured_output(model: Any, schema: type | dict[str, Any], *, include_raw: bool, build: Build) -> Runnable:
     """`model`'s structured output as `schema` by the configured strategies; `build(method)` makes the model's own
     `with_structured_output(include_raw=True, method=method)` for json_schema and function_calling."""
 

@@ -188,6 +188,23 @@ def test_a_failing_model_call_is_an_error_span_and_the_handler_keeps_nothing(spa
     assert not handler.open and not handler.skipped
 
 
+def test_a_model_fallback_is_an_event_on_its_node_span_and_the_fallback_model_has_the_calls(spans):
+    graph = build_react_graph(default_gateway(), checkpointer=InMemorySaver(), model=_Broken())
+    result = graph.invoke({"messages": [HumanMessage("What is 2 + 3?")]},
+                          config={"configurable": {"thread_id": "fallback"}},
+                          context=Context(reflection="off", fallback_models=["offline"]))
+    assert result["status"] == "answered"
+    finished, _, _ = tree(spans)
+    think = min(named(finished, "execute_task think"), key=lambda s: s.start_time)  # the first: it switched
+    (event,) = [e for e in think.events if e.name == "reactgraph.model_fallback"]
+    assert event.attributes["reactgraph.model"] == "offline" and "model down" in event.attributes["reactgraph.error"]
+    assert think.attributes["reactgraph.fallback_model"] == "offline"
+    model = sorted((s for s in finished if s.attributes.get("gen_ai.operation.name") == "chat"),
+                   key=lambda s: s.start_time)
+    assert model[0].status.status_code.name == "ERROR"  # the failed call, then the fallback's
+    assert {s.attributes["gen_ai.request.model"] for s in model[1:]} == {"offline-scripted"}
+
+
 def test_retries_and_breaker_transitions_are_span_events(spans):
     reset()
     gateway = ToolGateway(FLAKY, breaker=BreakerConfig(failure_threshold=1, cooldown_s=60))

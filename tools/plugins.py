@@ -22,7 +22,7 @@ def load_tools(specs: str | Iterable[str] | None = None) -> list[Any]:
         specs = [s.strip() for s in specs.split(",")]
     loaded: list[Any] = []
     for spec in filter(None, specs):
-        value = _imported(spec, "tools")
+        value = load_attribute(spec, "tools")
         loaded.extend(value if isinstance(value, (list, tuple)) else [value])
     return loaded
 
@@ -36,7 +36,7 @@ def load_retriever(spec: str | None = None) -> ToolMeta | None:
     from reactgraph.tools.builtin.rag import rag_search_tool
     from reactgraph.tools.builtin.rag_retriever import is_searchable
 
-    value = _imported(spec, "a retriever")
+    value = load_attribute(spec, "a retriever")
     if callable(value) and not is_searchable(value):
         value = value()
     if not is_searchable(value):
@@ -45,7 +45,8 @@ def load_retriever(spec: str | None = None) -> ToolMeta | None:
     return rag_search_tool(retriever=value)
 
 
-def _imported(spec: str, what: str) -> Any:
+def load_attribute(spec: str, what: str) -> Any:
+    """The attribute `module:attribute` names (`what` it should be goes in the one-line error)."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ToolRegistrationError(f"{what} spec {spec!r} must look like 'module:attribute'")

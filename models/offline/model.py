@@ -24,7 +24,8 @@ from .describe import thought
 from .inline import INLINE_SCHEMA, asks_for_block, with_block, with_call
 from .planner import BUILTIN_TOOLS, make_plan
 from .recall import recall_reply
-from .structured import responder_for, schema_name
+from .response import answer_responder
+from .structured import RESPONDERS, responder_for, schema_name
 from .textproto import (
     as_tool_messages,
     is_text_protocol,
@@ -40,6 +41,11 @@ MODEL_NAME = "offline-scripted"
 
 def _tool_name(tool: dict[str, Any]) -> str:
     return tool.get("function", {}).get("name") or tool.get("name", "")
+
+
+def _parameters(tools: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The JSON schema of the bound tool `name` (a caller's response_format, forced as the one tool to call)."""
+    return next((t.get("function", {}).get("parameters") for t in tools if _tool_name(t) == name), None)
 
 
 def _forced_schema(tool_names: list[str], tool_choice: Any) -> str | None:
@@ -114,7 +120,8 @@ class OfflineChatModel(BaseChatModel):
     def with_structured_output(self, schema: Any, *, include_raw: bool = False,
                                **kwargs: Any) -> Runnable[LanguageModelInput, Any]:
         """Structured output for the schemas with a scripted responder; NotImplementedError for others."""
-        responder_for(schema_name(schema))
+        if not isinstance(schema, dict):  # a JSON schema is a caller's response_format: answered from the answer
+            responder_for(schema_name(schema))
         return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
@@ -124,7 +131,7 @@ class OfflineChatModel(BaseChatModel):
         forced = _forced_schema(tool_names, tool_choice)
         normalized = as_tool_messages(unframed(messages))
         if forced is not None:
-            reply = self._structured(normalized, forced)
+            reply = self._structured(normalized, forced, _parameters(tools or [], forced))
         elif (planned := plan_request(messages)) is not None:  # a text protocol plan: the same plan, as a list
             reply = AIMessage(content=render_plan(self._structured(normalized, planned).tool_calls[0]["args"]))
         elif is_text_protocol(stop):
@@ -143,13 +150,14 @@ class OfflineChatModel(BaseChatModel):
                           llm_output={"model_name": self.model_name})
 
     @staticmethod
-    def _structured(messages: list[BaseMessage], schema: str) -> AIMessage:
+    def _structured(messages: list[BaseMessage], schema: str, parameters: dict[str, Any] | None = None) -> AIMessage:
         # A prompt the caller appends as a human message after the tool round is not the user's question.
         while (len(messages) >= 2 and isinstance(messages[-1], HumanMessage)
                and (isinstance(messages[-2], ToolMessage)
                     or (isinstance(messages[-2], AIMessage) and messages[-2].tool_calls))):
             messages = messages[:-1]
-        args = responder_for(schema)(messages)
+        respond = answer_responder(parameters) if schema not in RESPONDERS and parameters else responder_for(schema)
+        args = respond(messages)
         call_id = _call_ids(read_turn(messages), 1)[0]
         return AIMessage(content="", tool_calls=[{"name": schema, "args": args, "id": call_id, "type": "tool_call"}])
 

@@ -33,7 +33,7 @@ def fresh_turn(state: PlanSolveState) -> dict[str, Any]:
     question = current_question(state["messages"])
     return {"turn_id": question.id if question else None, "iteration": 0, "reflection": None, "final_answer": None,
             "status": None, "coverage": None, "plan": [], "cursor": 0, "step_rounds": 0, "step_results": [],
-            "avoid_tools": [], "replans": 0, "plan_parts": [], **fresh_budget()}
+            "avoid_tools": [], "replans": 0, "plan_parts": [], "structured_response": None, **fresh_budget()}
 
 
 def tool_list(schemas: list[dict[str, Any]]) -> str:

@@ -38,7 +38,7 @@ def start_of_turn(state: AgentState) -> dict[str, Any]:
     if question_id is not None and question_id == turn_id_of(state):
         return {}
     return {"turn_id": question_id, "iteration": 0, "steps": Overwrite([]), "reflection": None,
-            "final_answer": None, "status": None, "coverage": None, **fresh_budget()}
+            "final_answer": None, "status": None, "coverage": None, "structured_response": None, **fresh_budget()}
 
 
 def notes_sections(state: AgentState, reflection: Verdict | None) -> list[str]:

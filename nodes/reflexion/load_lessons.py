@@ -40,6 +40,6 @@ def load_lessons(state: ReflexionState, runtime: Runtime[Any]) -> dict[str, Any]
     lessons = recalled_lessons(runtime.store, question_text(state["messages"]), session_of(get_config()))
     return {"turn_id": question.id if question else None, "iteration": 0, "steps": Overwrite([]), "reflection": None,
             "final_answer": None, "status": None, "coverage": None, "trial": 0, "evaluation": None, "trajectory": [],
-            "lessons": lessons, "criteria": criteria, **fresh_budget(),
+            "lessons": lessons, "criteria": criteria, "structured_response": None, **fresh_budget(),
             # Cleared so that the next question on this thread is not checked against this one's criteria.
             "expected": None, "checker": None, "checker_params": None}

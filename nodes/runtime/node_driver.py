@@ -30,9 +30,12 @@ from langgraph.pregel import Pregel
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Overwrite, RetryPolicy
 
+from reactgraph.nodes.runtime import model_fallback
 from reactgraph.nodes.runtime.budget import Usage, add_usage, call_usage
 from reactgraph.nodes.runtime.fallback_log import describe
+from reactgraph.nodes.runtime.model_fallback import SwitchModel, model_label, next_model
 from reactgraph.nodes.runtime.model_retry import attempt_of, leave_to_retry
+from reactgraph.nodes.state.agent import ExecutionStep
 from reactgraph.nodes.state.context import Context, resolve_context
 from reactgraph.tools.sync_bridge import run_sync
 
@@ -90,15 +93,19 @@ def _counted(usage: Usage, request: Request, result: Any, runtime: Runtime[Conte
     return add_usage(usage, spent) if spent else usage
 
 
-def _answer(steps: Steps, result: Any, failure: Exception | None, retry: RetryPolicy | None,
+def _answer(steps: Steps, request: Request, result: Any, failure: Exception | None, retry: RetryPolicy | None,
             runtime: Runtime[Context], name: str) -> Request:
     """Hand a call's outcome to the body: its result is sent in, its failure thrown in at the `yield` (or
-    raised for LangGraph's RetryPolicy while attempts are left); returns the body's next request."""
+    raised for LangGraph's RetryPolicy while attempts are left, or, for a model call, as `SwitchModel` while a
+    fallback model is left); returns the body's next request."""
     if failure is None:
         return steps.send(result)
     if leave_to_retry(retry, runtime, failure):
         _log_retry(name, failure, runtime, retry)
         raise failure
+    if isinstance(request, Call) and not isinstance(request.runnable, Pregel) and (
+            spec := next_model(runtime.context, failure)):
+        raise SwitchModel(failure, model_label(request.runnable, runtime.context), spec)
     return steps.throw(failure)
 
 
@@ -128,9 +135,13 @@ def drive(steps: Steps, runtime: Runtime[Context], retry: RetryPolicy | None, na
             except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
                 failure = exc
             usage = _counted(usage, request, result, runtime, started)
-            request = _answer(steps, result, failure, retry, runtime, name)
+            request = _answer(steps, request, result, failure, retry, runtime, name)
     except StopIteration as done:
         return done.value, usage
+    except SwitchModel as switch:  # the body is run again from its start, with the fallback model
+        steps.close()
+        switch.usage = usage
+        raise
 
 
 async def adrive(steps: Steps, runtime: Runtime[Context], retry: RetryPolicy | None,
@@ -149,9 +160,13 @@ async def adrive(steps: Steps, runtime: Runtime[Context], retry: RetryPolicy | N
             except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
                 failure = exc
             usage = _counted(usage, request, result, runtime, started)
-            request = _answer(steps, result, failure, retry, runtime, name)
+            request = _answer(steps, request, result, failure, retry, runtime, name)
     except StopIteration as done:
         return done.value, usage
+    except SwitchModel as switch:  # the body is run again from its start, with the fallback model
+        steps.close()
+        switch.usage = usage
+        raise
 
 
 def charged(update: Update, usage: Usage) -> Update:
@@ -175,15 +190,36 @@ class Node(Runnable[Any, Update]):
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
         config = config if config is not None else ensure_config()
-        runtime = _runtime()
-        update, usage = drive(self.body(input, runtime, config), runtime, self.retry, self.node_name)
-        return charged(update, usage)
+        runtime, retry, used = model_fallback.active_runtime(_runtime(), input), self.retry, Usage()
+        records: list[ExecutionStep] = []
+        while True:
+            try:
+                update, usage = drive(self.body(input, runtime, config), runtime, retry, self.node_name)
+                break
+            except SwitchModel as switch:
+                model_fallback.announce(switch, self.node_name, config)
+                runtime, retry, used = self._switch(switch, input, runtime, used, records)
+        return charged(model_fallback.with_switches(update, input, records, runtime), add_usage(used, usage))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
         config = config if config is not None else ensure_config()
-        runtime = _runtime()
-        update, usage = await adrive(self.body(input, runtime, config), runtime, self.retry, self.node_name)
-        return charged(update, usage)
+        runtime, retry, used = model_fallback.active_runtime(_runtime(), input), self.retry, Usage()
+        records: list[ExecutionStep] = []
+        while True:
+            try:
+                update, usage = await adrive(self.body(input, runtime, config), runtime, retry, self.node_name)
+                break
+            except SwitchModel as switch:
+                await model_fallback.aannounce(switch, self.node_name, config)
+                runtime, retry, used = self._switch(switch, input, runtime, used, records)
+        return charged(model_fallback.with_switches(update, input, records, runtime), add_usage(used, usage))
+
+    def _switch(self, switch: SwitchModel, state: Any, runtime: Runtime[Context], used: Usage,
+                records: list[ExecutionStep]) -> tuple[Runtime[Context], None, Usage]:
+        """After a model failed for good: the fallback's runtime, no node re-runs for it here (the node's attempts
+        were the failed model's), what was used so far; the switch's record is added to `records`."""
+        records.append(model_fallback.record(state, self.node_name, switch))
+        return model_fallback.switched(runtime, switch, self.node_name), None, add_usage(used, switch.usage or Usage())
 
 
 def dual_node(body: Body, *, name: str, retry: RetryPolicy | None = None) -> Node:

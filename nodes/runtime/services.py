@@ -11,9 +11,11 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.types import RetryPolicy
 
-from reactgraph.models.loader import load_chat_model, structured_runnable
+from reactgraph.models.loader import ModelConfigError, load_chat_model, structured_runnable
+from reactgraph.models.response_format import ResponseFormat
+from reactgraph.models.unloadable import UnloadableModel
 from reactgraph.nodes.runtime.model_retry import model_retry_policy
-from reactgraph.nodes.state.context import Context, UnknownToolNames, unknown_tool_names
+from reactgraph.nodes.state.context import Context, FallbackContext, UnknownToolNames, unknown_tool_names
 from reactgraph.tools import ToolGateway, ToolMeta, ToolSession
 
 STRUCTURED_SHARE = 2  # plans, reflections, lessons and summaries: at most half a reply's tokens
@@ -34,11 +36,18 @@ class AgentServices:
         self._derived: dict[tuple[Any, ...], tuple[Any, Runnable]] = {}
 
     def _loaded(self, context: Context) -> BaseChatModel:
-        if self.fixed_model is not None:
+        if self.fixed_model is not None and not isinstance(context, FallbackContext):
             return self.fixed_model
         key = (context.model, context.temperature)
         if key not in self._models:
-            self._models[key] = load_chat_model(*key)
+            try:
+                self._models[key] = load_chat_model(*key)
+            except ModelConfigError as exc:
+                if not (context.fallback_models or isinstance(context, FallbackContext)):
+                    raise
+                # With fallbacks, a model that cannot be loaded fails its calls, as one that cannot be reached
+                # does: the next fallback is tried (nodes/runtime/model_fallback.py).
+                return UnloadableModel(model_name=context.model, error=exc)
         return self._models[key]
 
     def _bounded(self, context: Context, limit: int) -> BaseChatModel:
@@ -106,6 +115,19 @@ class AgentServices:
         return self._derive(("structured", id(model), schema, plain), model,
                             lambda: structured_runnable(_unstreamed(model), schema, plain_json=plain)
                             .with_config(tags=[TAG_NOSTREAM]))  # nor is the whole reply a `messages` event
+
+
+    def structured_response(self, context: Context, response_format: ResponseFormat) -> Runnable:
+        """The model's structured output in a caller's `response_format` (raw reply included), unstreamed; a
+        whole reply's tokens, as the answer it restates had. The text protocol with the automatic strategy asks
+        for JSON in the text, as for the project's own structured calls."""
+        model = self.model(context)
+        plain = context.protocol == "text" and response_format.strategy == "auto"
+        return self._derive(("response", id(model), id(response_format), plain), (model, response_format),
+                            lambda: (structured_runnable(_unstreamed(model), response_format.json_schema,
+                                                         plain_json=True) if plain
+                                     else response_format.runnable(_unstreamed(model)))
+                            .with_config(tags=[TAG_NOSTREAM]))
 
 
 def _unstreamed(model: BaseChatModel) -> BaseChatModel:

@@ -15,7 +15,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from reactgraph.nodes.runtime.budget import add_usage
-from reactgraph.nodes.state.records import Approvals, Budget, CoverageRecord, RunStatus, StopReason, Usage
+from reactgraph.nodes.state.records import ActiveModel, Approvals, Budget, CoverageRecord, RunStatus, StopReason, Usage
 from reactgraph.nodes.state.verdict import Verdict
 
 
@@ -75,6 +75,12 @@ class AgentState(TypedDict):
     budget: NotRequired[Budget | None]
     # The approval step's outcome for the reply it decided on; see nodes/tool_round/approve.py.
     approvals: NotRequired[Approvals | None]
+    # The answer in the graph's `response_format` (nodes/closing/respond.py): the pydantic or dataclass instance,
+    # a dict for a TypedDict or JSON schema; None when it could not be had. Absent without a response format.
+    structured_response: NotRequired[Any]
+    # The fallback model (`Context.fallback_models`) that stands in for the failed model(s) of this turn:
+    # {"model": its spec, "question": the id of the question it took over for} (nodes/runtime/model_fallback.py).
+    active_model: NotRequired[ActiveModel | None]
 
 
 class InputState(TypedDict):

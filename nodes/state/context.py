@@ -26,6 +26,8 @@ ReflectionMode = Literal["llm", "rules", "off", "inline"]
 ToolLabel = Annotated[str, Field(min_length=1, max_length=100)]  # a tool's name or one of its tags
 ApprovalSetting = Literal["always", "never"]
 ApprovalMode = Literal["batched", "per_call"]
+ModelSpec = Annotated[str, Field(min_length=1, max_length=200)]  # as `Context.model` takes it
+MAX_FALLBACK_MODELS = 5
 
 
 class InvalidContext(ReactGraphError, ValueError):
@@ -105,6 +107,12 @@ class Context:
         "Budget: seconds spent waiting for model replies per question (failed calls included). Empty means no "
         "budget."))] = None
 
+    # Tried in order once the retry policy gives up on the model in use (nodes/runtime/model_fallback.py).
+    fallback_models: Annotated[tuple[ModelSpec, ...], Field(max_length=MAX_FALLBACK_MODELS, description=(
+        "Model specs (as for model, at most 5) tried in order when the model in use fails for good, after its "
+        "retries: the first that answers stands in for the rest of the question; the steps record the switch. "
+        "Empty: none."))] = ()
+
     mcp_config: Annotated[str, Field(max_length=4096, description=(
         "Path of an MCP config file ({\"mcpServers\": {name: {...}}}, as for `--mcp`) whose servers' tools this "
         "run may use: started on the first run that names it, then kept; runs that do not name it do not see "
@@ -117,6 +125,10 @@ class Context:
         # JSON (the HTTP API, Studio) has no tuples: a list of names is taken for either sequence field.
         if isinstance(self.denied_tools, list) or self.denied_tools is None:
             self.denied_tools = tuple(self.denied_tools or ())
+        if isinstance(self.fallback_models, list) or self.fallback_models is None:
+            self.fallback_models = tuple(self.fallback_models or ())
+        if isinstance(self.fallback_models, tuple) and all(isinstance(spec, str) for spec in self.fallback_models):
+            self.fallback_models = tuple(spec.strip() for spec in self.fallback_models)
         if isinstance(self.allowed_tools, tuple):
             self.allowed_tools = list(self.allowed_tools)
         # Catch bad values at construction (CLI flags, Studio form, API mapping) rather than deep inside a run.
@@ -158,6 +170,8 @@ def _accepted(annotation: Any) -> str:
     if any(get_origin(option) is dict for option in options):
         return ("a mapping from tool names or tags (1 to 100 characters, at most 100) to 'always' or 'never', "
                 "or null")
+    if base == tuple[ModelSpec, ...]:
+        return f"a list of model specs (at most {most}), each 1 to 200 characters"
     limit = f" (at most {most})" if most else ""
     return (f"a list of tool names or tags{limit}, each 1 to 100 characters"
             + (", or null for every enabled tool" if nullable else ""))
@@ -174,6 +188,16 @@ def _check_field(context: Context, name: str) -> str:
         shown = shown if len(shown) <= 60 else shown[:59] + "…"
         return f"Context.{name} = {shown} is not accepted: expected {accepted}"
     return ""
+
+
+@dataclass(kw_only=True)
+class FallbackContext(Context):
+    """A run's Context while a fallback model stands in: `model` is that fallback's spec, loaded even where the
+    graph was given a model object of its own (that object is the primary model)."""
+
+    @classmethod
+    def of(cls, context: Context, spec: str) -> FallbackContext:
+        return cls(**{**{f.name: getattr(context, f.name) for f in fields(Context)}, "model": spec})
 
 
 def resolve_context(value: Context | Mapping[str, Any] | None) -> Context:

@@ -63,3 +63,10 @@ class Approvals(TypedDict):
     message_id: str | None  # the reply's id: the outcome holds for that reply only
     approved: list[str]  # call ids
     notes: dict[str, str]  # call id → what a person changed
+
+
+class ActiveModel(TypedDict):
+    """The fallback model a turn switched to (the `active_model` field): its spec and the turn's question id."""
+
+    model: str
+    question: str | None

@@ -20,6 +20,7 @@ import typer
 from reactgraph.cli.approval_prompt import APPROVE_HELP
 from reactgraph.cli.history import check_newest, unreadable_as_user_error
 from reactgraph.cli.otel_option import OtelOption, traced
+from reactgraph.cli.response_option import FallbackModelOption, ResponseFormatOption, load_response_format
 from reactgraph.cli.shared import (
     MCP_HELP,
     RETRIEVER_HELP,
@@ -91,6 +92,8 @@ def ask(
     mcp: Annotated[Path | None, typer.Option("--mcp", metavar="FILE", help=MCP_HELP)] = None,
     index: Annotated[Path | None, typer.Option("--index", metavar="DIR", help=INDEX_HELP)] = None,
     retriever: Annotated[str | None, typer.Option("--retriever", metavar="MODULE:ATTR", help=RETRIEVER_HELP)] = None,
+    response_format: ResponseFormatOption = None,
+    fallback_model: FallbackModelOption = [],  # noqa: B006
     wait: Annotated[float, typer.Option("--wait", metavar="SECONDS", min=0, help=WAIT_HELP)] = 300.0,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="If the session is busy, exit 75 at once.")] = False,
     require_approval: RequireApproval = [],  # noqa: B006
@@ -111,12 +114,13 @@ def ask(
     session = session_option(session)
     context = build_context(model, max_iterations, reflection, protocol, allow, deny,
                             {**budget_flags(max_tool_calls, max_tokens, max_cost),
-                             **approval_flags(require_approval, skip_approval)})
+                             **approval_flags(require_approval, skip_approval),
+                             **({"fallback_models": tuple(fallback_model)} if fallback_model else {})})
     if from_checkpoint and not session:
         raise UserError("--from needs --session: a checkpoint belongs to a session")
     check_index(index)
     options = AskOptions(from_checkpoint, store, ttl, tools, mcp, index, 0.0 if no_wait else wait, approve, as_json,
-                         otel, retriever)
+                         otel, retriever, load_response_format(response_format))
     _answer(question, session or uuid.uuid4().hex[:12], context, options)
 
 
@@ -135,13 +139,15 @@ class AskOptions:
     as_json: bool
     otel: bool
     retriever: str | None = None
+    response_format: Any = None  # a models.response_format.ResponseFormat
 
 
 def _answer(question: str, session: str, context: Any, options: AskOptions) -> None:
     """Load the model and open the store (bad config: one line before anything runs), then run the turn."""
     from reactgraph.models.loader import load_chat_model
 
-    chat_model = load_chat_model(context.model, context.temperature)
+    # With fallbacks, a model that cannot be loaded fails over like one that cannot be reached (structured-output.md)
+    chat_model = None if context.fallback_models else load_chat_model(context.model, context.temperature)
     opened = open_store(options.store, parse_ttl(options.ttl))
     out = None
     if not options.as_json:
@@ -158,7 +164,8 @@ def _answer(question: str, session: str, context: Any, options: AskOptions) -> N
     gateway = gateway_with(options.tools, options.index, context, options.mcp, shared_url=opened.redis_url,
                            share_breakers=False, retriever=options.retriever)
     approver = _approver(options.approve, gateway, interactive=not options.as_json and sys.stdin.isatty())
-    graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model)
+    graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model,
+                              response_format=options.response_format)
     try:
         with traced(options.otel), unreadable_as_user_error(session):
             result, elapsed, mode = _turn(graph, question, session, options.from_checkpoint, context, out,
@@ -233,10 +240,12 @@ def _hold_session(turn: ExitStack, graph: Any, session: str, wait_s: float) -> N
 
 def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: str) -> dict[str, Any]:
     """What `--json` prints: the one object documented in the README."""
+    from reactgraph.models.response_format import jsonable
+
     return {"answer": result.get("final_answer"), "status": result.get("status"), "coverage": result.get("coverage"),
             "session": session, "model": model, "iterations": result.get("iteration", 0),
             "elapsed_s": round(elapsed, 3), "resumed": mode == "resume", "usage": usage_totals(result),
-            "steps": result.get("steps", [])}
+            "steps": result.get("steps", []), "structured_response": jsonable(result.get("structured_response"))}
 
 
 def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | None,

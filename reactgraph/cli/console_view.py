@@ -84,6 +84,11 @@ class StepPrinter:
     def update(self, node: str, update: dict[str, Any] | None) -> None:
         if not update:
             return
+        steps = update.get("steps")
+        for step in getattr(steps, "value", steps) or []:  # any node may switch to a fallback model (an Overwrite too)
+            if step.get("status") == "model_fallback":
+                self.line(Text("    Model fallback: ", style="bold yellow") +
+                          Text(f"{_clip(step['thought'], 200)} → {step['observation']}"))
         handler = getattr(self, f"_on_{node}", None)
         if handler:
             handler(update)
@@ -132,6 +137,13 @@ class StepPrinter:
                  if verdict.get(name)]
         note = f" — {verdict['note']}" if verdict.get("note") else ""
         self.line(Text("    Reflection: ", style="bold yellow") + Text(f"{', '.join(flags) or 'continue'}{note}"))
+
+    def _on_respond(self, update: dict[str, Any]) -> None:
+        for step in update.get("steps", []):
+            if step["status"] == "structured_response":
+                self.line(Text("    Structured response: ", style="bold green") + Text(_clip(step["observation"])))
+            else:
+                self.line(Text("    No structured response: ", style="bold red") + Text(_clip(step["thought"])))
 
     def final(self, result: dict[str, Any], elapsed_s: float) -> None:
         if self._streaming:

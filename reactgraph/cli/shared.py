@@ -132,7 +132,8 @@ def build_context(model: str | None, max_iterations: int, reflection: Reflection
 _CONTEXT_FLAGS = {"max_iterations": "--max-iterations", "model": "--model", "allowed_tools": "--allow",
                   "denied_tools": "--deny", "reflection": "--reflection", "protocol": "--protocol",
                   "max_tool_calls": "--max-tool-calls", "max_model_tokens": "--max-tokens",
-                  "max_cost_usd": "--max-cost", "approval": "--require-approval / --skip-approval"}
+                  "max_cost_usd": "--max-cost", "approval": "--require-approval / --skip-approval",
+                  "fallback_models": "--fallback-model"}
 
 
 def approval_flags(require: list[str], skip: list[str]) -> dict[str, Any]:

@@ -57,23 +57,20 @@ class RunPolicy:
 
     def run_context(self, context: Mapping[str, Any], gateway: Any) -> dict[str, Any]:
         """The Context fields a run gets for a client's `context`; a PolicyRefusal names the first refused field."""
-        from reactgraph.models.loader import ModelConfigError, parse_spec
-
         if not isinstance(context, Mapping):
             raise PolicyRefusal(422, "'context' must be an object of Context fields")
         chosen = dict(context)
         model = chosen.get("model")
         if isinstance(model, str) and model.strip():
-            try:
-                parse_spec(model)
-            except ModelConfigError as exc:
-                raise PolicyRefusal(422, f"'context.model': {exc}") from None
-            if model.strip() not in self.models:
-                raise PolicyRefusal(403, f"'context.model' {model.strip()!r} is not offered by this server; "
-                                         f"models: {', '.join(self.models)}")
+            self._offered(model, "context.model")
         elif model is not None and not isinstance(model, str):
             raise PolicyRefusal(422, "'context.model' must be a model spec (text)")
         chosen["model"] = model.strip() if isinstance(model, str) and model.strip() else self.models[0]
+        fallbacks = chosen.get("fallback_models")
+        if isinstance(fallbacks, list | tuple):  # each one passes the same list (another type is Context's 422)
+            for i, spec in enumerate(fallbacks):
+                if isinstance(spec, str) and spec.strip():
+                    self._offered(spec, f"context.fallback_models[{i}]")
         prompt = chosen.pop("system_prompt", None)
         if prompt is not None and prompt != prompts.SYSTEM_PROMPT:
             if not self.allow_system_prompt:
@@ -99,6 +96,18 @@ class RunPolicy:
             denied = chosen.get("denied_tools") or []
             chosen["denied_tools"] = [*denied, *others] if isinstance(denied, list | tuple) else denied
         return chosen
+
+    def _offered(self, spec: str, where: str) -> None:
+        """A PolicyRefusal unless `spec` is a model spec (422) on the operator's list (403)."""
+        from reactgraph.models.loader import ModelConfigError, parse_spec
+
+        try:
+            parse_spec(spec)
+        except ModelConfigError as exc:
+            raise PolicyRefusal(422, f"'{where}': {exc}") from None
+        if spec.strip() not in self.models:
+            raise PolicyRefusal(403, f"'{where}' {spec.strip()!r} is not offered by this server; "
+                                     f"models: {', '.join(self.models)}")
 
     def _approval(self, asked: Any, gateway: Any) -> dict[str, str] | None:
         """The operator's overrides plus the client's, which may only add asking: a client's 'never' for a tool
