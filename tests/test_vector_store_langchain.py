@@ -59,7 +59,11 @@ def test_documents_metadata_and_deletes_persist_in_the_directory(tmp_path):
     hit = VectorStore.open(tmp_path / "kb", LangChainEmbedder(embeddings())).search(FALCON)[0]
     assert (hit.chunk.source, hit.chunk.text, hit.chunk.metadata) == ("falcon", FALCON, {"source": "falcon.md",
                                                                                          "tags": ["a"]})
+    # another writer's save (here another object; an ingest alike) is seen by the next read
+    ReactGraphVectorStore(embeddings(), tmp_path / "kb").add_texts([TEA], ids=["tea"])
+    assert [d.id for d in store.get_by_ids(["falcon", "tea"])] == ["falcon", "tea"]
     reopened.delete()
+    assert store.similarity_search("Falcon") == []
     assert ReactGraphVectorStore(embeddings(), tmp_path / "kb").similarity_search("Falcon") == []
 
 

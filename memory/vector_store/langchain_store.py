@@ -25,7 +25,7 @@ from langchain_core.vectorstores import VectorStore as BaseVectorStore
 
 from reactgraph.memory.vector_store.langchain_embedder import LangChainEmbedder
 from reactgraph.memory.vector_store.records import ChunkRecord, Hit
-from reactgraph.memory.vector_store.store import VectorStore
+from reactgraph.memory.vector_store.store import META, VectorStore
 
 
 def _relevance(score: float) -> float:
@@ -44,7 +44,8 @@ class ReactGraphVectorStore(BaseVectorStore):
     """A LangChain `VectorStore` over our `VectorStore`, embedding with any LangChain `Embeddings`.
 
     With `directory`, the index there is opened (or created) and every change is saved there under the
-    store's write lock (re-reading what other writers saved first); without it, the store lives in memory.
+    store's write lock (re-reading what other writers saved first), and a search after another writer's save
+    re-opens it; without it, the store lives in memory.
     Scores are cosine similarities, higher is closer.
     """
 
@@ -52,6 +53,7 @@ class ReactGraphVectorStore(BaseVectorStore):
         self._embedding = embedding
         self._embedder = LangChainEmbedder(embedding)
         self.directory = Path(directory).expanduser() if directory is not None else None
+        self._stamp = self._meta_stamp()
         self._store = (VectorStore.open(self.directory, self._embedder) if self.directory is not None
                        else VectorStore(self._embedder))
         # the async methods run the sync ones in threads: one change or search at a time
@@ -60,6 +62,20 @@ class ReactGraphVectorStore(BaseVectorStore):
     @property
     def embeddings(self) -> Embeddings:
         return self._embedding
+
+    def _meta_stamp(self) -> tuple[int, int] | None:
+        try:
+            stat = (self.directory / META).stat() if self.directory is not None else None
+        except FileNotFoundError:
+            return None
+        return (stat.st_mtime_ns, stat.st_size) if stat else None
+
+    def _current(self) -> VectorStore:
+        """The store to read: with a directory, re-opened when its meta.json changed since this object last
+        opened or saved it (another process ingested, say)."""
+        if self.directory is not None and (stamp := self._meta_stamp()) != self._stamp:
+            self._store, self._stamp = VectorStore.open(self.directory, self._embedder), stamp
+        return self._store
 
     @contextlib.contextmanager
     def _changing(self) -> Iterator[VectorStore]:
@@ -70,7 +86,7 @@ class ReactGraphVectorStore(BaseVectorStore):
                 return
             with VectorStore.writing(self.directory, self._embedder) as store:
                 yield store
-            self._store = store
+            self._store, self._stamp = store, self._meta_stamp()
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Add or replace each document under its id (`ids=` first, then `Document.id`, else a new uuid4)."""
@@ -97,7 +113,8 @@ class ReactGraphVectorStore(BaseVectorStore):
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The documents with these ids, in that order; unknown ids are left out."""
         with self._lock:
-            return [self._document(chunk) for key in ids for chunk in self._store.chunks_of(str(key))]
+            store = self._current()
+            return [self._document(chunk) for key in ids for chunk in store.chunks_of(str(key))]
 
     def _document(self, chunk: ChunkRecord) -> Document:
         metadata = copy.deepcopy(chunk.metadata)  # the caller may change what it gets; the store stays as it was
@@ -112,7 +129,7 @@ class ReactGraphVectorStore(BaseVectorStore):
         """The `k` documents nearest to `query` with their cosine similarity, best first; no threshold."""
         _refuse_unknown(kwargs)
         with self._lock:
-            return self._scored(self._store.search(query, k, min_score=-math.inf))
+            return self._scored(self._current().search(query, k, min_score=-math.inf))
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [document for document, _ in self.similarity_search_with_score(query, k, **kwargs)]
@@ -120,7 +137,7 @@ class ReactGraphVectorStore(BaseVectorStore):
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         _refuse_unknown(kwargs)
         with self._lock:
-            return [doc for doc, _ in self._scored(self._store.search_by_vector(embedding, k, min_score=-math.inf))]
+            return [doc for doc, _ in self._scored(self._current().search_by_vector(embedding, k, min_score=-math.inf))]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         return _relevance
