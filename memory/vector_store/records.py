@@ -80,8 +80,8 @@ def record_from_line(line: str) -> ChunkRecord:
     except TypeError as exc:
         raise ValueError(f"a chunk record has other fields than a chunk's: {exc}") from exc
     owner = f"chunk {record.id!r}"
-    if not isinstance(record.text, str) or not isinstance(record.source, str) or type(record.id) is not int:
-        raise ValueError(f"{owner}: its id, source or text has the wrong type")
+    if type(record.id) is not int or not all(isinstance(v, str) for v in (record.source, record.section, record.text)):
+        raise ValueError(f"{owner}: its id, source, section or text has the wrong type")
     checked_entry(record.text, owner)
     _encoded(record.metadata, owner)
     return record
