@@ -4,6 +4,7 @@ and `as_retriever()` behind `rag_search` in the compiled graph with the offline 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from reactgraph.memory.vector_store import (
 from reactgraph.memory.vector_store.records import MAX_RECORD_CHARS
 from reactgraph.tools import ToolGateway
 from reactgraph.tools.builtin.rag import rag_search_tool
+from support.scripted import call
 
 FALCON = ("The launch date of Project Falcon moved to 14 October, because the payment provider needs two more "
           "weeks.")
@@ -140,3 +142,12 @@ def test_as_retriever_backs_rag_search_in_the_graph_with_the_offline_model(tmp_p
     act = next(step for step in result["steps"] if step["node"] == "act")
     assert act["action"] == "rag_search" and act["status"] == "ok" and "notes/falcon.md" in act["observation"]
     assert "14 October" in result["final_answer"]
+
+
+def test_our_own_rag_search_reads_a_directory_the_adapter_wrote(tmp_path):
+    ReactGraphVectorStore.from_texts([FALCON, TEA], embeddings(), ids=["notes/falcon.md", "notes/tea.md"],
+                                     directory=tmp_path / "kb")
+    gateway = ToolGateway([rag_search_tool(tmp_path / "kb", embeddings())])
+    result = asyncio.run(gateway.execute(call("rag_search", query=FALCON, top_k=1)))
+    first = json.loads(result.content)["results"][0]
+    assert result.status == "ok" and (first["source"], first["snippet"]) == ("notes/falcon.md", FALCON)
