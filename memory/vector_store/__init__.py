@@ -5,6 +5,8 @@
 - `langchain_embedder`: any LangChain `Embeddings` as an embedder (`LangChainEmbedder`); `OpenAIEmbedder` on it.
 - `index`: `VectorIndex`, exact inner product when small, HNSW beyond a size threshold.
 - `store`: `VectorStore`, add/replace/delete by source, search, atomic save; refuses a foreign embedder.
+- `records`: `ChunkRecord` (with its JSON metadata) and `Hit`; the bounds on what is added and read back.
+- `langchain_store`: `ReactGraphVectorStore`, our store as a LangChain `VectorStore` (one entry per Document).
 - `loaders`: reading text, markdown and (optional extra) PDF files; huge and binary files are refused.
 """
 
@@ -17,6 +19,7 @@ from reactgraph.memory.vector_store.embedders import (
 )
 from reactgraph.memory.vector_store.index import HnswParams, VectorIndex
 from reactgraph.memory.vector_store.langchain_embedder import LangChainEmbedder, OpenAIEmbedder
+from reactgraph.memory.vector_store.langchain_store import ReactGraphVectorStore
 from reactgraph.memory.vector_store.loaders import (
            MAX_FILE_BYTES,
            DocumentRejected,
@@ -44,6 +47,7 @@ __all__ = [
            "IndexCorrupt",
            "LangChainEmbedder",
            "OpenAIEmbedder",
+           "ReactGraphVectorStore",
            "VectorIndex",
            "VectorStore",
            "embedder_from_spec",

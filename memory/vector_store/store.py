@@ -6,22 +6,33 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.memory.vector_store.chunking import split_document
+from reactgraph.memory.vector_store.chunking import Chunk, split_document
 from reactgraph.memory.vector_store.embedders import (
     Embedder,
     describe,
     embedder_from_spec,
     signature,
+    unit_rows,
 )
 from reactgraph.memory.vector_store.index import VectorIndex
+from reactgraph.memory.vector_store.records import (
+    MAX_RECORD_CHARS,
+    ChunkRecord,
+    Hit,
+    checked_entry,
+    checked_metadata,
+    record_from_line,
+)
+
+__all__ = ["ChunkRecord", "EmbedderMismatch", "Hit", "IndexCorrupt", "VectorStore"]
 
 FORMAT = 1
 META = "meta.json"
@@ -35,25 +46,6 @@ class EmbedderMismatch(ReactGraphError, ValueError):
 
 class IndexCorrupt(ReactGraphError, ValueError):
     """The index directory exists but cannot be read."""
-
-
-@dataclass(frozen=True)
-class ChunkRecord:
-    """A stored chunk: its id in the FAISS index, where it came from, and its text."""
-
-    id: int
-    source: str
-    section: str
-    ordinal: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A search result: the chunk and its cosine similarity to the query."""
-
-    chunk: ChunkRecord
-    score: float
 
 
 @contextlib.contextmanager
@@ -123,10 +115,11 @@ class VectorStore:
         try:
             store.index = VectorIndex.load(directory / f"index-{generation}.faiss", meta["index"])
             with open(directory / f"chunks-{generation}.jsonl", encoding="utf-8") as lines:
-                for line in lines:
-                    record = ChunkRecord(**json.loads(line))
+                # bounded reads: a line past the limit is refused without reading all of it
+                for line in iter(lambda: lines.readline(MAX_RECORD_CHARS + 1), ""):
+                    record = record_from_line(line)
                     store.chunks[record.id] = record
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, RecursionError) as exc:
             raise IndexCorrupt(f"cannot read the index in {directory}: {exc}") from exc
         store.sources, store.label = meta["sources"], meta.get("label", {})
         store._next_id, store._generation = meta["next_id"], generation
@@ -144,23 +137,60 @@ class VectorStore:
             if (store._next_id, len(store)) != before or not cls.exists(directory):
                 store.save()
 
-    def add_document(self, source: str, text: str, *, markdown: bool = True) -> tuple[str, int]:
-        """Index `text` as `source`: ("added" | "updated" | "unchanged", number of chunks)."""
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        previous = self.sources.get(source)
-        if previous and previous["sha256"] == digest:
-            return "unchanged", len(previous["ids"])
-        chunks = split_document(text, markdown=markdown)
-        vectors = self.embedder.embed([c.embedding_text for c in chunks]) if chunks else None
+    def add_document(self, source: str, text: str, *, markdown: bool = True, whole: bool = False,
+                     metadata: Mapping[str, Any] | None = None) -> tuple[str, int]:
+        """Index `text` as `source`: ("added" | "updated" | "unchanged", number of chunks).
+
+        `whole=True` keeps the text as one entry instead of chunking it (LangChain users split before they add);
+        `metadata` (JSON only, bounded) is kept with each of the document's chunks.
+        """
+        return self.add_documents([(source, text, metadata)], markdown=markdown, whole=whole)[0]
+
+    def add_documents(self, entries: Sequence[tuple[str, str, Mapping[str, Any] | None]], *, markdown: bool = True,
+                      whole: bool = False) -> list[tuple[str, int]]:
+        """`add_document` for each (source, text, metadata), with one embedding call for all their chunks.
+
+        Everything is checked and embedded before the store changes: a refused entry or a failing embedder
+        changes nothing. A source may appear once per call.
+        """
+        if len({source for source, _, _ in entries}) != len(entries):
+            raise ValueError("a source appears twice in one add_documents call")
+        planned: list[tuple[str, str, list[Chunk], dict[str, Any]]] = []
+        results: list[tuple[str, int]] = []
+        for source, text, metadata in entries:
+            kept = checked_metadata(metadata, repr(source))
+            digest = _digest(checked_entry(text, repr(source)) if whole else text, kept, whole=whole)
+            previous = self.sources.get(source)
+            if previous and previous["sha256"] == digest:
+                results.append(("unchanged", len(previous["ids"])))
+                continue
+            chunks = [Chunk(text, "", 0)] if whole else split_document(text, markdown=markdown)
+            planned.append((source, digest, chunks, kept))
+            results.append(("updated" if previous else "added", len(chunks)))
+        texts = [chunk.embedding_text for _, _, chunks, _ in planned for chunk in chunks]
+        vectors = self.embedder.embed(texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
+        offset = 0
+        for source, digest, chunks, kept in planned:
+            self._replace(source, chunks, vectors[offset:offset + len(chunks)],
+                          {"sha256": digest, **({"whole": True} if whole else {})}, kept)
+            offset += len(chunks)
+        return results
+
+    def _replace(self, source: str, chunks: list[Chunk], vectors: np.ndarray, entry: dict[str, Any],
+                 metadata: dict[str, Any]) -> None:
+        """`source`'s chunks become `chunks` (embedded as `vectors`), under new ids."""
         self.delete_source(source)
         ids = list(range(self._next_id, self._next_id + len(chunks)))
         self._next_id += len(chunks)
-        if vectors is not None:
+        if ids:
             self.index.add(np.asarray(ids, dtype=np.int64), vectors)
         for chunk_id, chunk in zip(ids, chunks, strict=True):
-            self.chunks[chunk_id] = ChunkRecord(chunk_id, source, chunk.section, chunk.ordinal, chunk.text)
-        self.sources[source] = {"sha256": digest, "ids": ids}
-        return ("updated" if previous else "added"), len(chunks)
+            self.chunks[chunk_id] = ChunkRecord(chunk_id, source, chunk.section, chunk.ordinal, chunk.text, metadata)
+        self.sources[source] = {**entry, "ids": ids}
+
+    def chunks_of(self, source: str) -> list[ChunkRecord]:
+        """`source`'s chunks in document order ([] for an unknown source)."""
+        return [self.chunks[i] for i in self.sources.get(source, {}).get("ids", []) if i in self.chunks]
 
     def delete_source(self, source: str) -> int:
         """Remove every chunk of `source`; returns how many there were (0 for an unknown source)."""
@@ -189,10 +219,7 @@ class VectorStore:
         if not np.any(vector):
             return []
         keys = getattr(self.embedder, "lexical_keys", None)
-        pool = max(top_k * 3, RERANK_POOL) if keys else top_k
-        scores, ids = self.index.search(vector, pool)
-        hits = [Hit(self.chunks[int(i)], float(s)) for s, i in zip(scores[0], ids[0], strict=True)
-                if i >= 0 and int(i) in self.chunks and s >= min_score]
+        hits = self._nearest(vector, max(top_k * 3, RERANK_POOL) if keys else top_k, min_score)
         if keys and hits:
             wanted = keys(query)
 
@@ -205,6 +232,23 @@ class VectorStore:
 
             hits.sort(key=blended, reverse=True)
         return hits[:top_k]
+
+    def search_by_vector(self, vector: Sequence[float] | np.ndarray, top_k: int = 4, *,
+                         min_score: float = -1.0) -> list[Hit]:
+        """The `top_k` chunks nearest to an embedding of this store's dimension (scaled to unit length), best
+        first; no lexical re-ranking, as there are no words to compare."""
+        row = np.asarray(vector, dtype=np.float64).reshape(1, -1)
+        if row.shape[1] != self.embedder.dim:
+            raise ValueError(f"a vector of dimension {row.shape[1]} cannot search an index of dimension "
+                             f"{self.embedder.dim}")
+        if not self.chunks or not np.any(row):
+            return []
+        return self._nearest(unit_rows(row), top_k, min_score)
+
+    def _nearest(self, vector: np.ndarray, pool: int, min_score: float) -> list[Hit]:
+        scores, ids = self.index.search(vector, pool)
+        return [Hit(self.chunks[int(i)], float(s)) for s, i in zip(scores[0], ids[0], strict=True)
+                if i >= 0 and int(i) in self.chunks and s >= min_score]
 
     def save(self, directory: Path | str | None = None) -> Path:
         """Write a new generation of the files, then switch meta.json to it; older generations are removed."""
@@ -227,3 +271,11 @@ class VectorStore:
             if old.stem.rsplit("-", 1)[-1] != str(generation):
                 old.unlink(missing_ok=True)
         return directory
+
+
+def _digest(text: str, metadata: dict[str, Any], *, whole: bool) -> str:
+    """What an entry is made of, hashed: a chunked document without metadata hashes its text alone, as indexes
+    saved before metadata and whole entries existed did, so re-ingesting them still finds them unchanged."""
+    payload = text if not whole and not metadata else json.dumps(
+        {"text": text, "metadata": metadata, "whole": whole}, ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
