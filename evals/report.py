@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from reactgraph.evals.labels import what_it_measures
+from reactgraph.evals.labels import SCRIPTED_NOTE, SCRIPTED_PROVIDERS, provider_of, run_dates, what_it_measures
 from reactgraph.evals.metrics import summarize
 from reactgraph.evals.results_file import RESULTS, rewrite_results
 from reactgraph.evals.stats import ALPHA
@@ -49,8 +49,9 @@ def subtitle(records: list[dict[str, Any]], config: dict[str, Any] | None = None
     parts += [f"{len({r['task'] for r in records})} tasks",
               f"tool failure rate {', '.join(f'{x:g}' for x in rates) or 0}",
               f"seeds {seed_text(sorted({int(r.get('seed') or 0) for r in records}))}",
-              f"model {'; '.join(sorted({r['model'] for r in records}))}"]
-    return " · ".join(parts)
+              f"model {'; '.join(sorted({r['model'] for r in records}))}", run_dates(records, config)]
+    scripted = all(provider_of(str(r["model"])) in SCRIPTED_PROVIDERS for r in records)
+    return " · ".join(parts) + (f"\n{SCRIPTED_NOTE}" if records and scripted else "")
 
 
 def graph_table(summary: dict[str, Any]) -> str:

@@ -186,3 +186,21 @@ def test_a_real_model_report_names_the_model_provider_date_and_cost(suite, tmp_p
     assert f"- model: {MODEL}" in text_report and f"provider: openai at 127.0.0.1:{server.port}" in text_report
     assert time.strftime("%Y-%m-%d", time.gmtime()) in text_report and "total cost: unknown" in text_report
     assert "control flow only" not in text_report
+
+
+def test_a_run_the_provider_keeps_failing_is_recorded_with_the_cause_and_new_runs_pause(suite, tmp_path,
+                                                                                          monkeypatch, capfd):
+    times: list[float] = []
+
+    def overloaded(body: dict) -> Reply:
+        times.append(time.monotonic())
+        return Reply(status=503, error="overloaded", headers={"retry-after-ms": "10"})
+
+    with ProviderServer(then=overloaded) as server:
+        done = run_in_process(monkeypatch, capfd, compare_args(suite, tmp_path / "run", "--limit", "2"),
+                              **provider_env(server, retries=1))
+    records, _ = read_records(tmp_path / "run" / "results.jsonl")
+    assert done.returncode == 0 and len(records) == 2 and len(times) == 4, done.stderr  # the SDK's 1 retry, no more
+    assert all(r["status"] == "failed" and r["error"].startswith("model provider error: 503 Service Unavailable")
+               for r in records)
+    assert times[2] - times[1] >= 1.9, "the next run did not wait after the provider failed"

@@ -104,11 +104,21 @@ def _announce(settings: Settings, output: Output, total: int, done: int) -> None
 def _finish(out: Path, described: dict[str, Any], records: list[dict[str, Any]], earlier: list[dict[str, Any]],
             plots: bool, output: Output) -> None:
     """results.jsonl rewritten in report order (every record it had kept), then the report of this run's plan."""
-    from reactgraph.evals.results_file import RESULTS, ordered, record_key, rewrite_results
+    from reactgraph.evals.results_file import (
+        RESULTS,
+        SETTINGS,
+        ordered,
+        record_key,
+        rewrite_results,
+        write_json_atomically,
+    )
 
     graphs = list(described["graphs"])
     kept = {record_key(r): r for r in earlier} | {record_key(r): r for r in records}
     rewrite_results(out / RESULTS, ordered(kept.values(), graphs))
+    # how this run ended, for `--report` later; the settings that identify the run stay as they were
+    stopped = {"stopped": described.get("stopped"), "not_started": described.get("not_started", 0)}
+    write_json_atomically(out / SETTINGS, {**_settings_beside(out / SETTINGS), **stopped})
     if not records:
         output.warn(f"no run was made: {described.get('stopped') or 'nothing to run'}")
         return
