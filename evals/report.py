@@ -49,7 +49,8 @@ def subtitle(records: list[dict[str, Any]], config: dict[str, Any] | None = None
     parts += [f"{len({r['task'] for r in records})} tasks",
               f"tool failure rate {', '.join(f'{x:g}' for x in rates) or 0}",
               f"seeds {seed_text(sorted({int(r.get('seed') or 0) for r in records}))}",
-              f"model {'; '.join(sorted({r['model'] for r in records}))}", run_dates(records, config)]
+              f"model {'; '.join(sorted({r['model'] for r in records}))}"]
+    parts += [day for day in [run_dates(records, config)] if day != "unknown"]
     scripted = all(provider_of(str(r["model"])) in SCRIPTED_PROVIDERS for r in records)
     return " · ".join(parts) + (f"\n{SCRIPTED_NOTE}" if records and scripted else "")
 
