@@ -9,6 +9,7 @@ wall times aside.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 import time
@@ -153,8 +154,10 @@ def _start(run: PlannedRun, run_one: Runner, limit_s: float | None,
         except BaseException as exc:  # noqa: BLE001 - handed to the scheduler, which raises it in the caller
             finished.put((run.index, exc))
 
-    # A daemon thread: one left behind past its time limit must not keep the process alive at exit.
-    threading.Thread(target=work, name=f"eval-run-{run.index}", daemon=True).start()
+    # A daemon thread: one left behind past its time limit must not keep the process alive at exit. It runs in a
+    # copy of the caller's context, so what the caller set in context variables (tracing, run ids) reaches it.
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(work,), name=f"eval-run-{run.index}", daemon=True).start()
     return _Running(run, started, guard)
 
 
