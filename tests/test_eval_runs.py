@@ -204,3 +204,28 @@ def test_a_run_the_provider_keeps_failing_is_recorded_with_the_cause_and_new_run
     assert all(r["status"] == "failed" and r["error"].startswith("model provider error: 503 Service Unavailable")
                for r in records)
     assert times[2] - times[1] >= 1.9, "the next run did not wait after the provider failed"
+
+
+def test_a_run_stuck_in_one_call_is_given_up_after_its_grace_and_its_late_record_dropped(monkeypatch):
+    from reactgraph.evals import schedule
+    from reactgraph.evals.graphs import resolve_graphs
+    from reactgraph.evals.tasks import Task
+
+    monkeypatch.setattr(schedule, "GRACE_S", 0.2)
+    release = threading.Event()
+    tasks = [Task(id=f"t{n}", question=f"q{n}") for n in range(3)]
+    plan = schedule.plan_runs(resolve_graphs("react"), tasks, [0], 1)
+
+    def run_one(run, guard):
+        if run.task.id == "t1":
+            release.wait(timeout=30)  # one call that does not come back in time
+        return {**schedule.empty_record(run), "status": "answered", "success": True, "failure_mode": None}
+
+    try:
+        outcome = schedule.execute(plan, run_one, model="offline", concurrency=3, task_timeout_s=0.1,
+                                   common={"model": "offline"})
+    finally:
+        release.set()
+    assert [(r["task"], r["status"]) for r in outcome.records] == [("t0", "answered"), ("t1", "timed_out"),
+                                                                   ("t2", "answered")]
+    assert outcome.records[1]["model"] == "offline" and outcome.records[1]["error"] == "task timed out after 0.1 s"
