@@ -19,7 +19,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from reactgraph.evals.stats import compare_pairs, success_interval
 from reactgraph.nodes.closing.status import RUN_STATUSES
 
-FAILURE_MODES = ("error", "tool_hallucination", "invalid_args", "loop", "limit", "budget", "tool_error",
+FAILURE_MODES = ("error", "timed_out", "tool_hallucination", "invalid_args", "loop", "limit", "budget", "tool_error",
                  "early_stop")
 TOOL_FAILURES = ("error", "timeout", "circuit_open", "rate_limited")
 

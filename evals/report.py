@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from reactgraph.evals.call_report import call_accuracy, call_section, notices
+from reactgraph.evals.labels import SCRIPTED_NOTE, SCRIPTED_PROVIDERS, provider_of, run_dates, what_it_measures
 from reactgraph.evals.metrics import summarize
+from reactgraph.evals.results_file import RESULTS, rewrite_results
 from reactgraph.evals.stats import ALPHA
 from reactgraph.nodes.closing.status import RUN_STATUSES
-
-OFFLINE_NOTE = ("Offline numbers measure the graphs' control flow and robustness on a scripted model, "
-                "not a language model's intelligence.")
 
 
 def _pct(value: float) -> str:
@@ -52,7 +51,9 @@ def subtitle(records: list[dict[str, Any]], config: dict[str, Any] | None = None
               f"tool failure rate {', '.join(f'{x:g}' for x in rates) or 0}",
               f"seeds {seed_text(sorted({int(r.get('seed') or 0) for r in records}))}",
               f"model {'; '.join(sorted({r['model'] for r in records}))}"]
-    return " · ".join(parts)
+    parts += [day for day in [run_dates(records, config)] if day != "unknown"]
+    scripted = all(provider_of(str(r["model"])) in SCRIPTED_PROVIDERS for r in records)
+    return " · ".join(parts) + (f"\n{SCRIPTED_NOTE}" if records and scripted else "")
 
 
 def graph_table(summary: dict[str, Any]) -> str:
@@ -125,8 +126,7 @@ def markdown(records: list[dict[str, Any]], config: dict[str, Any] | None = None
             (f"- {suite}tasks: {len({r['task'] for r in records})} · repeats: {config.get('repeat', 1)} · "
              f"seeds: {seed_text(summary['seeds'])} · tool failure rate: {faults.get('failure_rate', 0):g} · "
              f"injected latency: {faults.get('latency_ms', 0):g} ms")]
-    if any(r["model"].startswith("offline") for r in records):
-        head.append(f"- {OFFLINE_NOTE}")
+    head += what_it_measures(records, config)
     head += [f"- NOTICE: {notice}" for notice in notices(records)]  # the data's licence travels with its numbers
     methods = sorted({a["interval"] for a in summary["graphs"].values()})
     return "\n".join([*head, "", "## Per graph (means per run)", "", graph_table(summary), "",
@@ -219,17 +219,18 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def write_report(records: list[dict[str, Any]], out_dir: str | Path, config: dict[str, Any] | None = None,
-                 plots: bool = True) -> dict[str, Any]:
-    """results.jsonl, summary.md, summary.json and the PNG plots in `out_dir`; returns their paths."""
+                 plots: bool = True, results: bool = True) -> dict[str, Any]:
+    """results.jsonl (unless `results` is false: the caller keeps it), summary.md, summary.json and the PNG
+    plots in `out_dir`; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    results = out / "results.jsonl"
-    results.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    if results:
+        rewrite_results(out / RESULTS, records)
     summary = summarize(records)  # once: the intervals bootstrap when tasks ran several times
     text = markdown(records, config, summary)
     (out / "summary.md").write_text(text, encoding="utf-8")
     extra = {"tool_call_accuracy": call_accuracy(records), "notices": notices(records)}
     (out / "summary.json").write_text(json.dumps({"config": config or {}, **summary, **extra}, ensure_ascii=False,
                                                  indent=2), encoding="utf-8")
-    return {"results": results, "summary": out / "summary.md", "summary_json": out / "summary.json",
+    return {"results": out / RESULTS, "summary": out / "summary.md", "summary_json": out / "summary.json",
             "markdown": text, "plots": plot(records, out, config, summary) if plots else []}

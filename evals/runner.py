@@ -18,10 +18,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
+from reactgraph.evals.deadline import DeadlineGuard, mark_timed_out
 from reactgraph.evals.faults import FaultPlan, faulty_gateway
 from reactgraph.evals.graphs import GraphEntry, resolve_graphs
 from reactgraph.evals.metrics import UsageMeter, failure_mode, step_counts
 from reactgraph.evals.recorded_tools import recorded_gateway
+from reactgraph.evals.schedule import Outcome, PlannedRun, execute, plan_runs
 from reactgraph.evals.tasks import Task, check, task_fields
 from reactgraph.graph import load_chat_model, parse_spec, redact
 from reactgraph.nodes.tool_round.hitl import answer_with, is_approval_request, requested_calls
@@ -44,12 +46,22 @@ class RunConfig:
     max_tool_calls: int | None = None
     max_model_tokens: int | None = None
     max_cost_usd: float | None = None
+    # How the runs are made (evals/schedule.py): runs at once, each run's time limit, the whole comparison's cost.
+    concurrency: int = 1
+    task_timeout_s: float | None = None
+    max_total_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         if self.repeat < 1:
             raise ValueError(f"repeat must be at least 1, not {self.repeat}")
         if self.seeds < 1:
             raise ValueError(f"seeds must be at least 1, not {self.seeds}")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.task_timeout_s is not None and self.task_timeout_s <= 0:
+            raise ValueError(f"task timeout must be more than 0 seconds, not {self.task_timeout_s:g}")
+        if self.max_total_cost_usd is not None and self.max_total_cost_usd < 0:
+            raise ValueError(f"total cost cap must be 0 or more, not {self.max_total_cost_usd:g}")
         parse_spec(self.model)  # a bad spec is one line before anything runs
 
     def describe(self) -> dict[str, Any]:
@@ -77,8 +89,9 @@ def run_key(seed: int, task: Task, repeat: int) -> str:
 
 
 def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, model: BaseChatModel,
-             seed: int | None = None) -> dict[str, Any]:
-    """One run of one task through one graph under `seed` (default: the config's), as a flat JSON-able record."""
+             seed: int | None = None, guard: DeadlineGuard | None = None) -> dict[str, Any]:
+    """One run of one task through one graph under `seed` (default: the config's), as a flat JSON-able record;
+    `guard` stops it at its time limit (the record then says `timed_out`)."""
     seed = config.seed if seed is None else seed
     key = run_key(seed, task, repeat)
     # A task with its own function docs (e.g. BFCL's) offers those, schema-only, instead of the built-in tools.
@@ -95,18 +108,20 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     started = time.perf_counter()
     try:
         result = _invoke_approving(graph, {"messages": [HumanMessage(task.question)]}, context,
-                                   {"callbacks": [meter], "recursion_limit": 200,
+                                   {"callbacks": [meter, *([guard] if guard else [])], "recursion_limit": 200,
                                     "configurable": {"thread_id": f"eval-{uuid.uuid4().hex[:8]}"}})
     except Exception as exc:  # noqa: BLE001 - a crashing graph is a measured failure, not the end of the eval
         error = redact(" ".join(f"{type(exc).__name__}: {exc}".split())[:500], run_model)
     wall_s = time.perf_counter() - started
     steps = list(result.get("steps") or [])
     answer = str(result.get("final_answer") or "")
+    if error is None and result.get("status") == "failed":
+        error = answer[:500]  # the one line the graph ended with: the cause (a provider's error after its retries)
     success = error is None and check(task, answer, steps, result.get("status"))
     counts = step_counts(steps)
     tokens_in, tokens_out = meter.tokens_in, meter.tokens_out
     tokens = tokens_in + tokens_out or counts["step_tokens"]
-    return {
+    record = {
         "graph": entry.name, "task": task.id, "tags": list(task.tags), "lang": task.lang, "repeat": repeat,
         "seed": seed, "model": config.model, "model_label": model_label(config.model, model),
         "tool_failure_rate": config.faults.failure_rate, "tool_latency_ms": config.faults.latency_ms,
@@ -119,6 +134,7 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
         "wall_s": round(wall_s, 4), "iterations": int(result.get("iteration") or 0), "steps": len(steps),
         **task_fields(task, steps),
     }
+    return mark_timed_out(record, guard.limit_s) if guard and guard.expired else record
 
 
 MAX_APPROVALS = 50  # approval pauses answered per run; more would mean a graph that asks in a loop
@@ -141,23 +157,31 @@ Progress = Callable[[dict[str, Any]], None]
 
 
 def run_comparison(tasks: list[Task], config: RunConfig, on_result: Progress | None = None,
-                   model: BaseChatModel | None = None) -> list[dict[str, Any]]:
+                   model: BaseChatModel | None = None,
+                   done: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Every seed × task × repeat through every graph of `config`; `on_result` sees each record as it is made.
 
-    Graph-major order (all of one graph, then the next) so each graph's wall times come from one stretch.
+    The records come in graph-major order (all of one graph, then the next) whatever order the runs finish in
+    (`config.concurrency` at once); a run whose record is in `done` (a resumed comparison's) is not made again.
     """
+    return compare_runs(tasks, config, on_result, model, done).records
+
+
+def compare_runs(tasks: list[Task], config: RunConfig, on_result: Progress | None = None,
+                 model: BaseChatModel | None = None, done: list[dict[str, Any]] | None = None) -> Outcome:
+    """`run_comparison` with what else happened: how many runs were new, left unstarted, and why."""
     entries = resolve_graphs(list(config.graphs))
-    model = model or load_chat_model(config.model)
-    records = []
-    for entry in entries:
-        for seed in config.seed_values:
-            for task in tasks:
-                for repeat in range(config.repeat):
-                    record = run_task(entry, task, repeat, config, model, seed)
-                    records.append(record)
-                    if on_result:
-                        on_result(record)
-    return records
+    chat_model = model or load_chat_model(config.model)
+    plan = plan_runs(entries, tasks, config.seed_values, config.repeat)
+    common = {"model": config.model, "model_label": model_label(config.model, chat_model),
+              "tool_failure_rate": config.faults.failure_rate, "tool_latency_ms": config.faults.latency_ms}
+
+    def run_one(run: PlannedRun, guard: DeadlineGuard | None) -> dict[str, Any]:
+        return run_task(run.entry, run.task, run.repeat, config, chat_model, run.seed, guard)
+
+    return execute(plan, run_one, model=config.model, concurrency=config.concurrency,
+                   task_timeout_s=config.task_timeout_s, max_total_cost_usd=config.max_total_cost_usd,
+                   done=done or (), on_result=on_result, common=common)
 
 
 DETERMINISTIC_FIELDS = ("graph", "task", "seed", "repeat", "answer", "status", "success", "failure_mode", "model_calls",

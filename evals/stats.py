@@ -74,7 +74,8 @@ def per_task(records: Iterable[dict[str, Any]]) -> dict[str, tuple[int, int]]:
     for record in records:
         counts[record["task"]][0] += bool(record["success"])
         counts[record["task"]][1] += 1
-    return {task: (s, n) for task, (s, n) in counts.items()}
+    # sorted by task id: the bootstrap draws from this order, so records in any order give the same interval
+    return {task: (counts[task][0], counts[task][1]) for task in sorted(counts)}
 
 
 def bootstrap_interval(tasks: list[tuple[int, int]], resamples: int = BOOTSTRAP_RESAMPLES,

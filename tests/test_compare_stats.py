@@ -145,7 +145,11 @@ def test_graphs_are_paired_only_on_the_runs_both_made():
 def test_the_subtitle_names_suite_tasks_fault_rate_seeds_and_model():
     records = records_for("a", [True] * 4, seed=3) + records_for("a", [True] * 4, seed=4)
     assert subtitle(records, {"suite": "default"}) == (
-        "suite default · 4 tasks · tool failure rate 0.3 · seeds 3–4 (2) · model offline")
+        "suite default · 4 tasks · tool failure rate 0.3 · seeds 3–4 (2) · model offline\n"
+        "control flow only — the scripted model's rules, not model quality")
+    dated = [{**r, "finished_at": "2026-12-02T07:00:00Z"} for r in records]
+    assert subtitle(dated, {"suite": "default"}).startswith("suite default · 4 tasks · tool failure rate 0.3 · "
+                                                            "seeds 3–4 (2) · model offline · 2026-12-02\n")
 
 
 # --- seeds through the runner and the CLI -----------------------------------------------------------------------

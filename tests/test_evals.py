@@ -135,7 +135,7 @@ def test_the_runner_writes_jsonl_markdown_and_plots_with_every_field(suite_file,
     assert all(r["model_calls"] >= 2 and r["tokens_in"] > 0 and r["tokens_out"] > 0 for r in lines)
     assert [r["tool_calls"] for r in lines] == [1, 2, 1, 3]
     summary = written["summary"].read_text(encoding="utf-8")
-    assert "| react | 4 | 100% |" in summary and "| multi_hop |" in summary and "not a language model" in summary
+    assert "| react | 4 | 100% |" in summary and "| multi_hop |" in summary and "not model quality" in summary
     assert [p.name for p in written["plots"]] == ["success.png", "tags.png", "cost.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written["plots"])
     assert json.loads(written["summary_json"].read_text())["models"] == ["offline"]
@@ -240,8 +240,8 @@ def test_compare_end_to_end_writes_the_outputs_and_prints_the_table(suite_file, 
                       "--seed", "1", "--repeat", "1", "--tool-failure-rate", "0")
     assert done.returncode == 0, done.stderr
     assert "| react | 4 | 100% |" in done.stdout and "## Success rate per tag" in done.stdout
-    assert {p.name for p in out.iterdir()} == {"results.jsonl", "summary.md", "summary.json", "success.png",
-                                               "tags.png", "cost.png"}
+    assert {p.name for p in out.iterdir()} == {"results.jsonl", "run.json", "summary.md", "summary.json",
+                                               "success.png", "tags.png", "cost.png"}
     assert "wrote" in done.stderr
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,6 +40,14 @@ SuiteOption = Annotated[str, typer.Option(help="A bundled suite name (default), 
                                                "else downloaded once into the user cache).")]
 LimitOption = Annotated[int | None, typer.Option(help="Only the first N (selected) tasks; with bfcl:, N per category.")]
 TagOption = Annotated[list[str], typer.Option("--tag", metavar="TAG", help="Only tasks with this tag; repeatable.")]
+ResumeOption = Annotated[Path | None, typer.Option(metavar="DIR", help="Go on with the run in DIR: runs already in "
+                                                   "its results.jsonl are not made again (same settings only).")]
+TaskTimeoutOption = Annotated[float | None, typer.Option(metavar="S", help="A run still going after S seconds is "
+                                                         "stopped and recorded as timed out.")]
+MaxTotalCostOption = Annotated[float | None, typer.Option(metavar="USD", help="Start no run once the comparison "
+                                                          "has cost this much (runs under way finish).")]
+ReportOption = Annotated[Path | None, typer.Option(metavar="RESULTS", help="Run nothing: rewrite the report "
+                                                   "(summary.md/json, plots) of a results.jsonl or its directory.")]
 
 
 def compare(
@@ -64,96 +69,75 @@ def compare(
     protocol: ProtocolOption = Protocol.tools,
     out: Annotated[Path, typer.Option(help="Directory for results.jsonl, summary.md/json and plots.")] = OUT_DIR,
     plots: Annotated[bool, typer.Option(help="Write PNG plots (needs matplotlib).")] = True,
+    concurrency: Annotated[int, typer.Option(help="Runs at once (the records come in the same order).")] = 1,
+    resume: ResumeOption = None,
+    task_timeout: TaskTimeoutOption = None,
+    max_total_cost: MaxTotalCostOption = None,
+    report: ReportOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of the markdown.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or notes on stderr.")] = False,
     otel: OtelOption = False,
 ) -> None:
     """Compare graphs on a task suite: success with 95 % intervals, paired tests between graphs (is a gap more
-    than noise?), model/tool calls, tokens, wall time, failure modes, per tag."""
-    from reactgraph.cli.terminal_text import SafeConsole
-    from reactgraph.evals import (
-        FaultPlan,
-        RunConfig,
-        SuiteError,
-        UnknownGraphError,
-        available_graphs,
-        resolve_graphs,
-    )
-    from reactgraph.models.loader import load_chat_model
+    than noise?), model/tool calls, tokens, cost, wall time, failure modes, per tag."""
+    from reactgraph.cli.compare_run import Output, regenerate, run_and_report
 
-    err = SafeConsole(stderr=True, soft_wrap=True)
+    output = Output.make(as_json=as_json, quiet=quiet)
+    if report is not None:
+        regenerate(report, plots, output)
+        return
+    settings = _settings(graphs, suite, model, repeat, seed, seeds, tool_failure_rate, tool_latency_ms, tag, limit,
+                         max_iterations, budget_flags(max_tool_calls, max_tokens, max_cost), reflection, protocol,
+                         (concurrency, task_timeout, max_total_cost))
+    directory = _directory(out, resume)
+    with traced(otel):  # each run of each graph is its own trace
+        run_and_report(settings, directory, resume is not None, plots, output)
+
+
+def _directory(out: Path, resume: Path | None) -> Path:
+    """Where the results go: --resume DIR, else --out DIR (both at once only when they agree)."""
+    if resume is not None and out != OUT_DIR and out != resume:
+        raise UserError(f"--resume {resume} writes to {resume}: leave --out out, or give the same directory")
+    directory = resume if resume is not None else out
+    if directory.exists() and not directory.is_dir():
+        raise UserError(f"{'--resume' if resume is not None else '--out'} {directory} is a file, not a directory")
+    return directory
+
+
+def _settings(graphs: str | None, suite: str, model: str | None, repeat: int, seed: int, seeds: int,
+              failure_rate: float, latency_ms: float, tag: list[str], limit: int | None, max_iterations: int,
+              budgets: dict[str, Any], reflection: Reflection, protocol: Protocol,
+              runs: tuple[int, float | None, float | None]) -> Any:
+    """The tasks and the RunConfig from the flags; a bad one is one line."""
+    from reactgraph.cli.compare_run import Settings
+    from reactgraph.evals import FaultPlan, RunConfig, SuiteError, UnknownGraphError, available_graphs
+    from reactgraph.evals.graphs import resolve_graphs
+
+    concurrency, task_timeout, max_total_cost = runs
     try:
         names = graphs or ",".join(g for g in DEFAULT_GRAPHS.split(",") if g in available_graphs())
-        tasks = _load_tasks(suite, tag, limit)
+        tasks, everything = _load_tasks(suite, tag, limit)
         if not tasks:
             raise SuiteError(f"no task in suite {suite!r} has any of the tags {', '.join(tag)}")
-        budgets = budget_flags(max_tool_calls, max_tokens, max_cost)
         context = build_context(model, max_iterations, reflection, protocol, [], [], budgets)
         config = RunConfig(graphs=tuple(names.split(",")), model=context.model, repeat=repeat, seed=seed,
-                           seeds=seeds, faults=FaultPlan(failure_rate=tool_failure_rate, latency_ms=tool_latency_ms),
+                           seeds=seeds, faults=FaultPlan(failure_rate=failure_rate, latency_ms=latency_ms),
                            max_iterations=max_iterations, reflection=context.reflection, protocol=context.protocol,
-                           **budgets)
-        entries = resolve_graphs(list(config.graphs))
-        if out.exists() and not out.is_dir():
-            raise ValueError(f"--out {out} is a file, not a directory")
+                           concurrency=concurrency, task_timeout_s=task_timeout,
+                           max_total_cost_usd=max_total_cost, **budgets)
+        resolve_graphs(list(config.graphs))
     except (SuiteError, UnknownGraphError, ValueError, TypeError) as exc:
         raise UserError(str(exc)) from exc
-    chat_model = load_chat_model(config.model)  # a bad spec or a missing key: one line, before any run
-    plots = plots and _can_plot(err)
-
-    with traced(otel):  # each run of each graph is its own trace
-        records = _run_with_progress(tasks, config, [e.name for e in entries], chat_model, out, err)
-    _write(records, out, {**config.describe(), "suite": suite}, plots, err)
+    return Settings(tasks=tasks, config=config, suite=suite, suite_tasks=everything)
 
 
-def _load_tasks(suite: str, tags: list[str], limit: int | None) -> list:
+def _load_tasks(suite: str, tags: list[str], limit: int | None) -> tuple[list[Any], list[Any]]:
+    """(the selected tasks, the whole suite: its fingerprint lets a resume check that the suite is the same)."""
     from reactgraph.evals import load_suite, select
     from reactgraph.evals.bfcl_suite import is_bfcl, load_bfcl
 
     if is_bfcl(suite):  # --limit counts per BFCL category, so that every category is in the report
-        return select(load_bfcl(suite, limit), tags or None)
-    return select(load_suite(suite), tags or None, limit)
-
-
-def _can_plot(err: Any) -> bool:
-    """matplotlib is there; else a note on stderr, before any run, that no plots will be written."""
-    if importlib.util.find_spec("matplotlib") is None:
-        err.print("note: matplotlib is not installed (pip install 'react-graph[evals]'): writing no plots")
-        return False
-    return True
-
-
-def _write(records: list[dict], out: Path, described: dict[str, Any], plots: bool, err: Any) -> None:
-    """The report: the markdown table on stdout, the files it wrote named on stderr."""
-    from reactgraph.evals.report import write_report
-
-    written = write_report(records, out, described, plots=plots)
-    sys.stdout.write(written["markdown"])
-    files = [written["results"], written["summary"], written["summary_json"], *written["plots"]]
-    err.print(f"wrote {', '.join(str(p) for p in files)}", highlight=False)
-
-
-def _run_with_progress(tasks: list, config: Any, graphs: list[str], model: Any, out: Path, err: Any) -> list[dict]:
-    """Run the comparison under a progress bar on stderr; each record also goes to results.jsonl at once."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from reactgraph.evals.report import seed_text
-    from reactgraph.evals.runner import run_comparison
-
-    total = len(graphs) * len(tasks) * config.repeat * config.seeds
-    err.print(f"[dim]{len(tasks)} task(s) × {config.repeat} repeat(s) × {config.seeds} seed(s) × {', '.join(graphs)} · "
-              f"model {config.model} · tool failure rate {config.faults.failure_rate:g} · "
-              f"seed {seed_text(list(config.seed_values))}[/dim]")
-    out.mkdir(parents=True, exist_ok=True)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("{task.fields[last]}"), console=err, transient=True)
-    # Each record is appended as soon as it exists, so an interrupted (costly, real-model) run keeps what it did.
-    with progress, (out / "results.jsonl").open("w", encoding="utf-8") as partial:
-        bar = progress.add_task("comparing", total=total, last="")
-
-        def advance(record: dict) -> None:
-            partial.write(json.dumps(record, ensure_ascii=False) + "\n")
-            partial.flush()
-            mark = "ok" if record["success"] else record["failure_mode"]
-            progress.update(bar, advance=1, description=f"{record['graph']:<18}",
-                            last=f"{record['task']}: {mark}")
-
-        return run_comparison(tasks, config, advance, model=model)
+        everything = load_bfcl(suite, None)
+        return select(everything if limit is None else load_bfcl(suite, limit), tags or None), everything
+    everything = load_suite(suite)
+    return select(everything, tags or None, limit), everything

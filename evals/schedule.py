@@ -1,0 +1,192 @@
+"""Running a comparison's runs: several at once (`concurrency`), each within its time limit, none past the total
+cost cap, none that a resumed run already has — and the records in the plan's order whatever order they finish in.
+
+Each run is a thread of its own (a graph run is synchronous; the provider calls are I/O): at most `concurrency`
+at a time. A run's result does not depend on what runs beside it (its gateway, fault draws and the noisy
+model's seed come from its own key, evals/runner.py), so concurrency 4 gives the records concurrency 1 gives,
+wall times aside.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reactgraph.evals.backoff import StartGate
+from reactgraph.evals.deadline import DeadlineGuard, mark_timed_out
+from reactgraph.evals.graphs import GraphEntry
+from reactgraph.evals.results_file import RunKey, record_key
+from reactgraph.evals.tasks import Task
+from reactgraph.nodes.runtime.budget import price_of
+
+# How long past its limit a run stuck in one call is waited for before it is recorded as timed out.
+GRACE_S = 5.0
+POLL_S = 0.5  # the longest the scheduler sleeps between looks at deadlines and the start gate
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of the plan: a graph, a seed, a task and a repeat, at its place in the report's order."""
+
+    index: int
+    entry: GraphEntry
+    seed: int
+    task: Task
+    repeat: int
+
+    @property
+    def key(self) -> RunKey:
+        return (self.entry.name, self.seed, self.task.id, self.repeat)
+
+
+def plan_runs(entries: list[GraphEntry], tasks: list[Task], seeds: Iterable[int], repeat: int) -> list[PlannedRun]:
+    """Graph-major (all of one graph, then the next), then seed, task and repeat: the order of the records."""
+    combos = [(e, s, t, r) for e in entries for s in seeds for t in tasks for r in range(repeat)]
+    return [PlannedRun(i, *combo) for i, combo in enumerate(combos)]
+
+
+@dataclass
+class Outcome:
+    """What a run of the plan produced: every planned record there is (earlier ones too), in plan order."""
+
+    records: list[dict[str, Any]]
+    new: int = 0
+    not_started: int = 0
+    stopped: str | None = None  # why runs were left unstarted (the total cost cap), or None
+    cost_usd: float | None = 0.0  # of every record; None when the model's price is unknown
+    started_at: str = field(default_factory=lambda: utc_now())
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def record_cost(record: dict[str, Any], model: str) -> float | None:
+    """What a run's tokens cost at the model's price (USD); None when no price table knows the model."""
+    price = price_of(model)
+    if price is None:
+        return None
+    return round((int(record.get("tokens_in") or 0) * price[0] + int(record.get("tokens_out") or 0) * price[1])
+                 / 1_000_000, 9)
+
+
+def total_cost(records: Iterable[dict[str, Any]]) -> float | None:
+    costs = [r.get("cost_usd") for r in records]
+    return None if any(c is None for c in costs) else round(sum(float(c or 0) for c in costs), 6)
+
+
+Runner = Callable[[PlannedRun, DeadlineGuard | None], dict[str, Any]]
+
+
+@dataclass
+class _Running:
+    run: PlannedRun
+    started: float
+    guard: DeadlineGuard | None
+
+
+def execute(plan: list[PlannedRun], run_one: Runner, *, model: str, concurrency: int = 1,
+            task_timeout_s: float | None = None, max_total_cost_usd: float | None = None,
+            done: Iterable[dict[str, Any]] = (), on_result: Callable[[dict[str, Any]], None] | None = None,
+            gate: StartGate | None = None, common: dict[str, Any] | None = None) -> Outcome:
+    """Run every planned run whose key is not in `done`, at most `concurrency` at once; `on_result` sees each new
+    record as it finishes (in finish order). Past the total cost cap no run starts; those running finish.
+    `common` holds the fields every record of this comparison has (model, fault rate…), for the records of runs
+    that gave back nothing."""
+    keys = {p.key for p in plan}
+    kept = {record_key(r): r for r in done if record_key(r) in keys}
+    todo = deque(p for p in plan if p.key not in kept)
+    records: dict[int, dict[str, Any]] = {p.index: kept[p.key] for p in plan if p.key in kept}
+    gate = gate or StartGate()
+    finished: queue.Queue[tuple[int, dict[str, Any] | BaseException]] = queue.Queue()
+    running: dict[int, _Running] = {}
+    outcome = Outcome(records=[])
+
+    def finish(index: int, record: dict[str, Any]) -> None:
+        record = {**record, "cost_usd": record_cost(record, model), "finished_at": utc_now()}
+        records[index] = record
+        outcome.new += 1
+        gate.observe(record)
+        if on_result:
+            on_result(record)
+
+    while (todo and outcome.stopped is None) or running:
+        spent = total_cost(records.values())
+        if max_total_cost_usd is not None and spent is not None and spent >= max_total_cost_usd and todo:
+            outcome.stopped = f"stopped at the cost cap: ${spent:.4f} of ${max_total_cost_usd:g} spent"
+        while todo and outcome.stopped is None and len(running) < concurrency and gate.wait_s() == 0:
+            run = todo.popleft()
+            running[run.index] = _start(run, run_one, task_timeout_s, finished)
+        for index, late in _overdue(running, task_timeout_s):
+            del running[index]  # its thread is left to end on its own; whatever it sends later is dropped
+            finish(index, {**(common or {}), **late})
+        try:
+            index, result = finished.get(timeout=_pause(running, task_timeout_s, gate, bool(todo)))
+        except queue.Empty:
+            continue
+        if index not in running:
+            continue
+        del running[index]
+        if isinstance(result, BaseException):
+            raise result
+        finish(index, result)
+    outcome.not_started = len(todo)
+    outcome.records = [records[i] for i in sorted(records)]
+    outcome.cost_usd = total_cost(outcome.records)
+    return outcome
+
+
+def _start(run: PlannedRun, run_one: Runner, limit_s: float | None,
+           finished: queue.Queue[tuple[int, dict[str, Any] | BaseException]]) -> _Running:
+    started = time.monotonic()
+    guard = DeadlineGuard(started + limit_s, limit_s) if limit_s else None
+
+    def work() -> None:
+        try:
+            finished.put((run.index, run_one(run, guard)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the scheduler, which raises it in the caller
+            finished.put((run.index, exc))
+
+    # A daemon thread: one left behind past its time limit must not keep the process alive at exit. It runs in a
+    # copy of the caller's context, so what the caller set in context variables (tracing, run ids) reaches it.
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(work,), name=f"eval-run-{run.index}", daemon=True).start()
+    return _Running(run, started, guard)
+
+
+def _overdue(running: dict[int, _Running], limit_s: float | None) -> list[tuple[int, dict[str, Any]]]:
+    """The runs still busy a grace period past their time limit, as timed-out records."""
+    if not limit_s:
+        return []
+    now = time.monotonic()
+    return [(index, mark_timed_out({**empty_record(r.run), "wall_s": round(now - r.started, 4)}, limit_s))
+            for index, r in running.items() if now - r.started >= limit_s + GRACE_S]
+
+
+def _pause(running: dict[int, _Running], limit_s: float | None, gate: StartGate, waiting: bool) -> float:
+    """How long to wait for a result: until the next deadline or the start gate opens, at most POLL_S."""
+    pause = POLL_S
+    if limit_s and running:
+        first = min(r.started for r in running.values())
+        pause = min(pause, max(0.01, first + limit_s + GRACE_S - time.monotonic()))
+    if waiting and gate.wait_s() > 0:
+        pause = min(pause, max(0.01, gate.wait_s()))
+    return pause
+
+
+def empty_record(run: PlannedRun) -> dict[str, Any]:
+    """The record of a run that gave back nothing (abandoned past its time limit): nothing counted."""
+    task = run.task
+    return {"graph": run.entry.name, "task": task.id, "tags": list(task.tags), "lang": task.lang,
+            "repeat": run.repeat, "seed": run.seed, "question": task.question, "answer": "", "status": None,
+            "success": False, "failure_mode": "error", "error": None, "model_calls": 0, "tool_calls": 0,
+            "tool_failures": 0, "unknown_tool_calls": 0, "invalid_args_calls": 0, "tool_statuses": {},
+            "injected_faults": {}, "tokens_in": 0, "tokens_out": 0, "tokens": 0, "wall_s": 0.0, "iterations": 0,
+            "steps": 0}
