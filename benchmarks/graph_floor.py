@@ -1,0 +1,110 @@
+"""LangGraph's own cost of our loop's shape vs create_agent's, with nodes that do nothing, side by side.
+
+`benchmarks/overhead.py` compares react-graph's iteration (think, act, observe, reflect: four nodes) with
+`create_agent`'s (model, tools: two). Part of the gap is no code of ours at all: LangGraph runs each node as a
+superstep (a task, its writes applied, a checkpoint saved). This script measures that floor: two graphs on the
+same message state and `InMemorySaver`, whose nodes only append a message or pass, one looping through four
+nodes per iteration and one through two, five iterations each, runs interleaved. The ratio it prints is what the
+four-node loop costs before any node of ours runs; overhead.py's ratio cannot go below it.
+
+    python benchmarks/graph_floor.py [--runs 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+ITERATIONS = 5
+
+
+def _tool_rounds(state: MessagesState) -> int:
+    return sum(isinstance(m, ToolMessage) for m in state["messages"])
+
+
+def _model(state: MessagesState) -> dict[str, Any]:
+    n = _tool_rounds(state)
+    if n < ITERATIONS:
+        return {"messages": [AIMessage("", tool_calls=[{"name": "echo", "args": {"text": str(n)}, "id": f"c{n}"}])]}
+    return {"messages": [AIMessage("done")]}
+
+
+def _tools(state: MessagesState) -> dict[str, Any]:
+    call = state["messages"][-1].tool_calls[0]  # type: ignore[attr-defined]
+    return {"messages": [ToolMessage(call["args"]["text"], tool_call_id=call["id"])]}
+
+
+def _pass(state: MessagesState) -> dict[str, Any]:
+    return {}
+
+
+def _route(state: MessagesState) -> str:
+    return "tools" if state["messages"][-1].tool_calls else END  # type: ignore[attr-defined]
+
+
+def two_node_loop():
+    """create_agent's shape: model ⇄ tools."""
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", _model)
+    graph.add_node("tools", _tools)
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", _route, ["tools", END])
+    graph.add_edge("tools", "model")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+def four_node_loop():
+    """react-graph's shape: think → act → observe → reflect → think."""
+    graph = StateGraph(MessagesState)
+    graph.add_node("think", _model)
+    graph.add_node("tools", _tools)  # named as in _route; this is the act node
+    graph.add_node("observe", _pass)
+    graph.add_node("reflect", _pass)
+    graph.add_edge(START, "think")
+    graph.add_conditional_edges("think", _route, ["tools", END])
+    graph.add_edge("tools", "observe")
+    graph.add_edge("observe", "reflect")
+    graph.add_edge("reflect", "think")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+def _episode(graph, n: int | str) -> tuple[float, float]:
+    started, cpu = time.perf_counter(), time.process_time()
+    graph.invoke({"messages": [HumanMessage("go")]}, config={"configurable": {"thread_id": f"t{n}"}})
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def floor(runs: int) -> dict[str, float]:
+    four, two = four_node_loop(), two_node_loop()
+    for n in range(5):
+        _episode(four, f"w{n}"), _episode(two, f"w{n}")
+    four_t, two_t = [], []
+    for n in range(runs):
+        four_t.append(_episode(four, n))
+        two_t.append(_episode(two, n))
+    med = {name: [statistics.median(t[i] for t in ts) * 1000 / ITERATIONS for i in (0, 1)]
+           for name, ts in (("four", four_t), ("two", two_t))}
+    return {"four_ms": med["four"][0], "two_ms": med["two"][0], "ratio": med["four"][0] / med["two"][0],
+            "four_cpu_ms": med["four"][1], "two_cpu_ms": med["two"][1], "cpu_ratio": med["four"][1] / med["two"][1]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=300)
+    args = parser.parse_args()
+    f = floor(args.runs)
+    print(f"LangGraph alone, no-op nodes, {args.runs} interleaved {ITERATIONS}-iteration episodes each (medians):")
+    print(f"  four nodes per iteration (our loop's shape): {f['four_ms']:.3f} ms, CPU {f['four_cpu_ms']:.3f} ms")
+    print(f"  two nodes per iteration (create_agent's):    {f['two_ms']:.3f} ms, CPU {f['two_cpu_ms']:.3f} ms")
+    print(f"  ratios side by side: wall {f['ratio']:.2f}x, CPU {f['cpu_ratio']:.2f}x   "
+          "(the floor under overhead.py's ratio)")
+
+
+if __name__ == "__main__":
+    main()
