@@ -150,3 +150,28 @@ def test_a_state_reading_tool_called_outside_a_graph_is_refused_in_one_line_not_
     for _ in range(3):  # past the breaker's threshold: still the same refusal, never "circuit open"
         message = counter.invoke({"name": "count_messages", "args": {"unit": "m"}, "id": "x", "type": "tool_call"})
         assert message.status == "error" and "reads the graph state (messages: InjectedState)" in message.text
+
+
+def test_gateway_tools_inside_create_agent_get_the_host_graphs_runtime_and_call_id():
+    """Exported with `as_langchain_tools()` into LangChain's `create_agent`, a tool with injected arguments gets
+    them from the host's `ToolNode` (its state, context, store, the call's id), still through the gateway."""
+    from langchain.agents import create_agent
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    model = ScriptedChatModel.of(
+        tool_reply("all of them", call("whoami", "call-A", question="who"), call("count_messages", "call-B",
+                                                                                  unit="messages"),
+                   call("recall", "call-C", key="colour"), call("runtime_facts", "call-D", topic="t")),
+        AIMessage("done"))
+    store = InMemoryStore()
+    store.put(("notes",), "colour", {"text": "teal"})
+    tools = ToolGateway(INJECTED).as_langchain_tools()
+    agent = create_agent(model, tools, store=store)
+    result = agent.invoke({"messages": [HumanMessage("use the tools")]})
+    bound = [convert_to_openai_tool(t)["function"] for t in model.requests[0]["tools"]]  # what the model is sent
+    assert {f["name"]: set(f["parameters"]["properties"]) for f in bound} == {
+        "whoami": {"question"}, "count_messages": {"unit"}, "recall": {"key"}, "runtime_facts": {"topic"},
+        "table": {"rows"}}
+    answers = {m.tool_call_id: m.text for m in result["messages"] if isinstance(m, ToolMessage)}
+    assert answers == {"call-A": "call call-A: who", "call-B": "2 messages", "call-C": "teal",
+                       "call-D": "t: call=call-D messages=2 model=None"}

@@ -6,8 +6,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool, ToolException
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model
 
+from reactgraph.tools.injection import ToolInjection
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession
@@ -46,10 +47,24 @@ class GatewayTool(BaseTool):
         gated = getattr(self.approved_by, "interrupt_on", None)
         return isinstance(gated, Mapping) and self.name in gated
 
+    def get_input_schema(self, config: Any = None) -> type[BaseModel]:
+        """The input as LangGraph's `ToolNode` reads it to inject arguments: a `runtime` it fills in with its
+        `ToolRuntime`, so a wrapped tool's injected arguments (call id, state, store, context, config, stream
+        writer) get the host graph's. The model never sees it: its schema is `tool_call_schema`, the JSON schema.
+        A tool whose own arguments include one called `runtime` keeps it, and gets no host runtime."""
+        properties = self.args_schema.get("properties", {}) if isinstance(self.args_schema, dict) else {}
+        if "runtime" in properties:
+            return super().get_input_schema(config)
+        from langgraph.prebuilt import ToolRuntime
+
+        return create_model(f"{self.name}_input", __config__=ConfigDict(arbitrary_types_allowed=True, extra="allow"),
+                            runtime=(ToolRuntime | None, None))
+
     async def _arun(self, *args: Any, **kwargs: Any) -> str:
         kwargs.pop("run_manager", None)
-        result = await self.gateway.execute({"name": self.name, "args": kwargs, "id": ""}, self.session,
-                                            approved=self.host_approved())
+        injection, call_id = _host_runtime(kwargs)
+        result = await self.gateway.execute({"name": self.name, "args": kwargs, "id": call_id}, self.session,
+                                            approved=self.host_approved(), injection=injection)
         if self.on_result is not None:
             self.on_result(result)
         if not result.ok:
@@ -59,3 +74,18 @@ class GatewayTool(BaseTool):
     def _run(self, *args: Any, **kwargs: Any) -> str:
         # The shared bridge, not asyncio.run: this may be called from code inside a running loop (Jupyter, FastAPI).
         return run_sync(self._arun(*args, **kwargs))
+
+
+def _host_runtime(kwargs: dict[str, Any]) -> tuple[ToolInjection | None, str]:
+    """Take the `ToolRuntime` a host `ToolNode` injected (see `get_input_schema`) out of the arguments: what it
+    offers the wrapped tool's injected arguments, and the call's id (empty when called outside a tool node)."""
+    from langgraph.prebuilt import ToolRuntime
+
+    runtime = kwargs.get("runtime")
+    if not isinstance(runtime, ToolRuntime):  # none given, or the tool's own `runtime` argument: it stays
+        return None, ""
+    del kwargs["runtime"]
+    state = runtime.state if isinstance(runtime.state, Mapping) else None
+    injection = ToolInjection(state=state, context=runtime.context, config=runtime.config, store=runtime.store,
+                              stream_writer=runtime.stream_writer)
+    return injection, str(runtime.tool_call_id or "")
