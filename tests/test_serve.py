@@ -69,9 +69,10 @@ class Service:
     def start_worker(self, *options: str, **extra: str) -> subprocess.Popen:
         return self._spawn([REACTGRAPH, "worker", "--concurrency", "2", *options], extra)
 
-    def start_api(self, port: int, workers: int = 0, **extra: str) -> subprocess.Popen:
-        """`reactgraph serve` on `port`, answering /ok before this returns."""
-        process = self._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers)], extra)
+    def start_api(self, port: int, workers: int = 0, *options: str, **extra: str) -> subprocess.Popen:
+        """`reactgraph serve` on `port` (with `options`), answering /ok before this returns."""
+        process = self._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers), *options],
+                              extra)
         self.wait_answering(process, f"http://127.0.0.1:{port}")
         return process
 
