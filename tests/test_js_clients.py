@@ -4,7 +4,11 @@ and then approving an `http_get`, editing one and rejecting one, in LangChain's 
 what the client saw; the assertions are here. `http_get` fetches a page this test serves on 127.0.0.1 (the service
 gets an `http_get` allowed to reach loopback from tests/support/loopback_tools.py); the page's requests show what
 ran. Packages: tests/js/prepare.py (`npm ci` once per lockfile; .ci/run runs it first); browser: the machine's
-Chromium ($CHROMIUM or /usr/bin/chromium)."""
+Chromium ($CHROMIUM or /usr/bin/chromium).
+
+agent-chat-ui itself is not on npm (create-agent-chat-app bundles an older copy that predates LangChain's HITL
+format), so its test runs when $REACTGRAPH_AGENT_CHAT_UI names a checkout of it, installed and built
+(`npm install && npx next build`): tests/js/browser_agent_chat_ui.mjs drives it in Chromium."""
 
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ from test_serve import Service, service_env, stop
 JS = Path(__file__).parent / "js"
 SCRIPT_TIMEOUT_S = 300
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+AGENT_CHAT_UI = os.environ.get("REACTGRAPH_AGENT_CHAT_UI", "")
+UI_START_TIMEOUT_S = 60
 sys.path.insert(0, str(JS))
 from prepare import prepare  # noqa: E402 - tests/js is not a package
 
@@ -35,7 +41,7 @@ def js_dir(tmp_path_factory) -> Path:
         pytest.fail("node is not installed (apt-get install -y nodejs npm): .ci/run installs it")
     run = tmp_path_factory.mktemp("js")
     (run / "node_modules").symlink_to(prepare() / "node_modules", target_is_directory=True)
-    for script in ("sdk_smoke.mjs", "browser_use_stream.mjs", "use_stream_app.jsx"):
+    for script in ("sdk_smoke.mjs", "browser_use_stream.mjs", "use_stream_app.jsx", "browser_agent_chat_ui.mjs"):
         shutil.copy(JS / script, run / script)
     return run
 
@@ -52,13 +58,19 @@ def browser_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(redis_url: str, tmp_path_factory, browser_port: int) -> Iterator[Service]:
+def ui_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def served(redis_url: str, tmp_path_factory, browser_port: int, ui_port: int) -> Iterator[Service]:
     """`reactgraph serve` with loopback http_get and CORS for the browser page's origin, as a user configures it
     for a chat UI served from another origin (LangGraph's server reads `http.cors` the same way)."""
     tmp = tmp_path_factory.mktemp("js-serve")
     config = tmp / "langgraph.json"
     config.write_text(json.dumps({"graphs": {}, "http": {"cors": {
-        "allow_origins": [f"http://127.0.0.1:{browser_port}"], "allow_methods": ["*"], "allow_headers": ["*"],
+        "allow_origins": [f"http://127.0.0.1:{browser_port}", f"http://127.0.0.1:{ui_port}"],
+        "allow_methods": ["*"], "allow_headers": ["*"],
         "expose_headers": ["content-location", "x-pagination-total", "x-pagination-next"]}}}))
     port = free_port()
     env = service_env(redis_url, f"svc-js-{port}", tmp / "calls.log", REACTGRAPH_TOOLS="support.loopback_tools:TOOLS")
@@ -120,4 +132,49 @@ def test_a_use_stream_page_in_chromium_answers_and_shows_approve_edit_and_reject
     edit_result = [text for kind, text in got["edit"]["messages"] if kind == "tool"]
     assert edit_result and edit_result[0].startswith("[A person edited this call") and "/as-edited" in edit_result[0]
     assert got["reject"]["interrupt"] is None and "a person said no" in got["reject"]["answer"]
+    assert fetched(seen[before:], "/approved", "/as-asked", "/as-edited", "/rejected") == ["/approved", "/as-edited"]
+
+
+@pytest.fixture
+def agent_chat_ui(ui_port: int, tmp_path: Path) -> Iterator[str]:
+    """The built agent-chat-ui checkout at $REACTGRAPH_AGENT_CHAT_UI served by `next start` on 127.0.0.1."""
+    import httpx
+
+    from test_serve import wait_for
+
+    log = (tmp_path / "next.log").open("wb")
+    process = subprocess.Popen([str(Path(AGENT_CHAT_UI) / "node_modules" / ".bin" / "next"), "start", "-H",
+                                "127.0.0.1", "-p", str(ui_port)], cwd=AGENT_CHAT_UI, stdout=log, stderr=log,
+                               env={**os.environ, "NEXT_TELEMETRY_DISABLED": "1"})
+    url = f"http://127.0.0.1:{ui_port}"
+
+    def answers() -> bool:
+        assert process.poll() is None, f"next start exited: {(tmp_path / 'next.log').read_text()[-2000:]}"
+        try:
+            return httpx.get(url, timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(answers, UI_START_TIMEOUT_S, "agent-chat-ui answering")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+        log.close()
+
+
+@pytest.mark.skipif(not AGENT_CHAT_UI, reason="agent-chat-ui is not on npm: set REACTGRAPH_AGENT_CHAT_UI to a built "
+                                              "checkout of it (npm install && npx next build) to run this")
+def test_agent_chat_ui_in_chromium_answers_and_takes_approve_edit_and_reject(served, js_dir, page, agent_chat_ui):
+    url, seen = page
+    before = len(seen)
+    got = run_node(js_dir, "browser_agent_chat_ui.mjs", agent_chat_ui, served.url, url)
+    assert "error" not in got and got["failed"] == [], got.get("error") or got["failed"]
+    assert "计算结果：2 + 3 = 5" in got["question"]
+    # its inbox renders our interrupt as LangChain's HITL request: the edit/approve card and the reject card
+    assert all(words in got["asked"] for words in ("Edit/Approve", "Approve", "Submit rejection", f"{url}/approved"))
+    assert "Content: ok" in got["approve"]
+    assert "A person edited this call" in got["edit"] and f"{url}/as-edited" in got["edit"]
+    assert "rejected at the approval step: not that page" in got["reject"]
     assert fetched(seen[before:], "/approved", "/as-asked", "/as-edited", "/rejected") == ["/approved", "/as-edited"]

@@ -37,7 +37,8 @@ function App() {
   const stream = useStream({ apiUrl, assistantId: "react", messagesKey: "messages" });
   const [question, setQuestion] = useState("");
   const hitl = stream.interrupt?.value;
-  const decide = (decision) => stream.submit(undefined, { command: { resume: { decisions: [decision] } } });
+  // an empty input beside the command, as agent-chat-ui resumes
+  const decide = (decision) => stream.submit({}, { command: { resume: { decisions: [decision] } } });
   return (
     <main>
       <div id="messages">
