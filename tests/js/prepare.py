@@ -31,7 +31,7 @@ def prepare() -> Path:
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError("npm is not installed (apt-get install -y nodejs npm): the JS client tests need it")
-    staging = target.with_name(target.name + ".partial")
+    staging = target.with_name(f"{target.name}.partial-{os.getpid()}")  # one per process: pytest-xdist workers
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     for name in ("package.json", "package-lock.json"):
@@ -40,8 +40,14 @@ def prepare() -> Path:
                           capture_output=True, text=True, timeout=NPM_TIMEOUT_S, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"npm ci failed in {staging}: {(done.stderr or done.stdout).strip()[-500:]}")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)  # whole or not at all: an interrupted install is never taken for a finished one
+    if target.exists() and not (target / "node_modules" / ".package-lock.json").exists():
+        shutil.rmtree(target, ignore_errors=True)  # a broken install left by hand
+    try:
+        staging.rename(target)  # whole or not at all: an interrupted install is never taken for a finished one
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)  # another process finished first: its install is the same
+        if not (target / "node_modules" / ".package-lock.json").exists():
+            raise
     return target
 
 
