@@ -14,6 +14,9 @@ import { chromium } from "playwright-core";
 const [serviceUrl, pageUrl, pagePort] = process.argv.slice(2);
 const here = dirname(fileURLToPath(import.meta.url));
 const WAIT_MS = 60_000;
+// as root, and quiet on a machine with no network: no background connections Chromium would make on its own
+const CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                       "--disable-background-networking", "--disable-component-update"];
 
 const out = mkdtempSync(join(tmpdir(), "use-stream-"));
 await build({ entryPoints: [join(here, "use_stream_app.jsx")], bundle: true, outfile: join(out, "app.js"),
@@ -31,7 +34,7 @@ const server = createServer((req, res) => {
 await new Promise((resolve) => server.listen(Number(pagePort), "127.0.0.1", resolve));
 
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-                                        args: ["--no-sandbox"] });
+                                        args: CHROMIUM_ARGS });
 const seen = { console: [], failed: [] };
 
 async function open() {
