@@ -69,9 +69,10 @@ class Service:
     def start_worker(self, *options: str, **extra: str) -> subprocess.Popen:
         return self._spawn([REACTGRAPH, "worker", "--concurrency", "2", *options], extra)
 
-    def start_api(self, port: int, workers: int = 0, **extra: str) -> subprocess.Popen:
-        """`reactgraph serve` on `port`, answering /ok before this returns."""
-        process = self._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers)], extra)
+    def start_api(self, port: int, workers: int = 0, *options: str, **extra: str) -> subprocess.Popen:
+        """`reactgraph serve` on `port` (with `options`), answering /ok before this returns."""
+        process = self._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers), *options],
+                              extra)
         self.wait_answering(process, f"http://127.0.0.1:{port}")
         return process
 
@@ -421,8 +422,8 @@ def test_a_cli_session_is_a_thread_of_the_service_and_back(served):
      "max_iterations"),
     ("/threads/THREAD/runs", json.dumps({"assistant_id": "react", "multitask_strategy": "race"}).encode(), 422,
      "multitask_strategy"),
-    ("/threads/THREAD/runs", json.dumps({"assistant_id": "react", "input": {}, "command": {"resume": 1}}).encode(),
-     422, "not both"),
+    ("/threads/THREAD/runs", json.dumps({"assistant_id": "react", "input": human("hi"), "command": {"resume": 1}})
+     .encode(), 422, "not both"),
     ("/threads/no-such-thread/runs", json.dumps({"assistant_id": "react", "input": {}}).encode(), 404, "not found"),
 ])
 def test_a_bad_request_gets_its_status_and_one_line_naming_the_cause(served, path, body, status, words):

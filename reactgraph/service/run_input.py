@@ -29,8 +29,10 @@ def run_kwargs(body: Mapping[str, Any], policy: RunPolicy | None = None, gateway
     it, checked against the operator's run policy (the worker applies the policy again when it runs it)."""
     graph_input = body.get("input")
     command = field(body, "command", dict)
+    if command is not None and graph_input == {}:
+        graph_input = None  # agent-chat-ui and useStream's submit({}, {command}) resume so; LangGraph ignores it
     if graph_input is not None and command is not None:
-        raise BadRequest(422, "give 'input' or 'command', not both")
+        raise BadRequest(422, "give 'input' or 'command', not both (an empty input beside a command is ignored)")
     if command is not None and not set(command) <= _COMMAND_KEYS:
         raise BadRequest(422, f"'command' takes {', '.join(sorted(_COMMAND_KEYS))}; "
                               f"got {', '.join(sorted(map(str, set(command) - _COMMAND_KEYS)))}")
