@@ -1,30 +1,21 @@
 """Thread and run records in Redis: what the API answers from and what workers update.
 
-Records are JSON objects. Redis content is input from outside like any other: a record is read back with a
-size bound and must be a JSON object with the fields we wrote; anything else is treated as absent (and
-logged), never decoded into objects.
+Records are JSON objects, written and read back as reactgraph/service/stored_json.py says: Redis content is
+input from outside like any other, so a record that is not one we wrote is treated as absent (and logged).
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import time
 import uuid
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio
 
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.wire import MAX_BODY_BYTES, BadRequest
+from reactgraph.service.stored_json import decode_record, encoded
 
-log = logging.getLogger("reactgraph.service")
-# A record holds what one request sent (a run: its input) and a little more: the bound is above the body limit,
-# so an accepted body always fits, and a record is also checked before it is written (413 rather than a record
-# that would be read back as absent).
-MAX_RECORD_BYTES = MAX_BODY_BYTES + 1024 * 1024
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
 FINAL_RUN_STATUSES = ("error", "success", "timeout", "interrupted")
@@ -70,48 +61,6 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-def _decode(raw: str | bytes | None, key: str, required: Sequence[str], strict: bool = False
-            ) -> dict[str, Any] | None:
-    """The record stored at `key`, or None: absent, or (logged) not one we wrote. `strict`: a record that is
-    there but unreadable is an UnreadableRecord instead, for an answer that names it."""
-    if raw is None:
-        return None
-    if len(raw) > MAX_RECORD_BYTES:
-        _unreadable(key, f"{len(raw)} bytes, over the {MAX_RECORD_BYTES}-byte limit", strict)
-        return None
-    try:
-        record = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        record = None
-    if not isinstance(record, dict) or any(not isinstance(record.get(name), str) for name in required):
-        _unreadable(key, "not a record this service wrote", strict)
-        return None
-    return record
-
-
-class UnreadableRecord(BadRequest):
-    """A thread or run record in Redis that cannot be read back (500, one line naming its key)."""
-
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(500, f"service record {key!r} is unreadable: {reason}")
-
-
-def _unreadable(key: str, reason: str, strict: bool) -> None:
-    log.warning("service record %s is unreadable (%s): ignored", key, reason)
-    if strict:
-        raise UnreadableRecord(key, reason)
-
-
-def encoded(record: dict[str, Any], what: str) -> str:
-    """`record` as the JSON stored for it, or a 413 naming the limit when it would be too large to read back."""
-    text = json.dumps(record, ensure_ascii=False)
-    size = len(text.encode())
-    if size > MAX_RECORD_BYTES:
-        raise BadRequest(413, f"the {what} would be {size} bytes, over the limit of {MAX_RECORD_BYTES} bytes "
-                              "for a stored record")
-    return text
-
-
 class ServiceRecords:
     """Threads and runs of the service, under one key prefix of one Redis."""
 
@@ -126,7 +75,7 @@ class ServiceRecords:
     async def get_thread(self, thread_id: str, *, strict: bool = False) -> dict[str, Any] | None:
         """The thread's record, None when there is none; `strict`: an UnreadableRecord when it is damaged."""
         key = self.keys.thread(thread_id)
-        return _decode(await self.client.get(key), key, ("thread_id", "created_at", "status"), strict)
+        return decode_record(await self.client.get(key), key, ("thread_id", "created_at", "status"), strict)
 
     async def put_thread(self, record: dict[str, Any]) -> None:
         record["updated_at"] = now_iso()
@@ -181,7 +130,7 @@ class ServiceRecords:
 
     async def get_run(self, thread_id: str, run_id: str) -> dict[str, Any] | None:
         key = self.keys.run(thread_id, run_id)
-        run = _decode(await self.client.get(key), key, ("run_id", "thread_id", "status"))
+        run = decode_record(await self.client.get(key), key, ("run_id", "thread_id", "status"))
         return run if run is None or (run["run_id"], run["thread_id"]) == (run_id, thread_id) else None
 
     async def put_run(self, record: dict[str, Any]) -> None:
@@ -246,7 +195,7 @@ class ServiceRecords:
         key = self.keys.run(thread_id, run_id)
         for _attempt in range(10):  # a write of the worker in between: read it again
             raw = await self.client.get(key)
-            run = _decode(raw, key, ("run_id", "thread_id", "status"))
+            run = decode_record(raw, key, ("run_id", "thread_id", "status"))
             if raw is None or run is None or run["status"] in FINAL_RUN_STATUSES:
                 return
             run.update(status="interrupted", updated_at=now_iso())
