@@ -23,7 +23,7 @@ from reactgraph.service.run_input import graph_call, run_context
 from reactgraph.service.stream_events import run_events
 from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.thread_hold import FencedOut, ThreadHold
-from reactgraph.service.thread_state import interrupts_of, thread_status_after
+from reactgraph.service.thread_state import thread_after_run
 from reactgraph.service.wire import dumps
 
 log = logging.getLogger("reactgraph.service")
@@ -53,7 +53,8 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     if started:
         if not resumed:
             await records.count("started")
-        await records.set_thread_status(thread_id, "busy")
+        # unless it was cancelled meanwhile: the API has then shown the thread as the run will leave it
+        await records.set_thread_status_if(thread_id, run_id, "started", "busy")
         try:
             await _stream(hold, records, entry.graph, assistants, run, resumed)
         except Cancelled as stop:
@@ -72,8 +73,8 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     if error:
         run["error"] = error
     # The thread's status first: a client that sees the run end (the stream's end) must see the thread after it.
-    snapshot = await entry.graph.aget_state({"configurable": {"thread_id": thread_id}})
-    await records.set_thread_status(thread_id, thread_status_after(snapshot, status), interrupts=_interrupts(snapshot))
+    thread_status, interrupts = await thread_after_run(entry.graph, thread_id, status)
+    await records.set_thread_status(thread_id, thread_status, interrupts=interrupts)
     # a stateless run's thread goes with it (its record and events stay a while, for its readers)
     forgotten = bool(run["kwargs"].get("temporary")) and await forget_temporary_thread(records, assistants, thread_id)
     run["updated_at"] = now_iso()  # when it ended (the record written at its start carries the start)
@@ -144,7 +145,3 @@ def _seconds_since(stamp: str) -> float:
     except (TypeError, ValueError):
         return 0.0
 
-
-def _interrupts(snapshot: Any) -> dict[str, Any]:
-    """The thread record's `interrupts`: each waiting task's, by task id (as langgraph-api keeps them)."""
-    return {task.id: interrupts_of(task.interrupts) for task in snapshot.tasks if task.interrupts}

@@ -45,6 +45,31 @@ redis.call('SET', KEYS[2], ARGV[1])
 return 1
 """
 
+# KEYS: pending, cancel mark, active. ARGV: run id, action. Mark the run cancelled if it waits (taken off the
+# queue: "pending") or is being run ("active"); a run that has ended is left as it is ("done").
+_REQUEST_CANCEL = """
+if redis.call('LREM', KEYS[1], 0, ARGV[1]) > 0 then
+  redis.call('SET', KEYS[2], ARGV[2], 'EX', 86400)
+  return 'pending'
+end
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 'done' end
+redis.call('SET', KEYS[2], ARGV[2], 'EX', 86400)
+return 'active'
+"""
+
+# KEYS: thread, cancel mark of run ARGV[3], pending, active. Replace the thread record ARGV[1] by ARGV[2] (0: it
+# changed meanwhile, read it again) if ARGV[4] holds (else -1): `started` — the run was not cancelled first;
+# `freed` — the run, cancelled, is still the one its worker holds and no run waits after it.
+_SET_THREAD_IF = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local cancelled = redis.call('EXISTS', KEYS[2]) == 1
+if ARGV[4] == 'started' and cancelled then return -1 end
+if ARGV[4] == 'freed' and (not cancelled or redis.call('LLEN', KEYS[3]) > 0
+                           or redis.call('GET', KEYS[4]) ~= ARGV[3]) then return -1 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+"""
+
 # KEYS: a record. Replace it with ARGV[2] if it still is ARGV[1] (what the writer read).
 _REPLACE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -70,6 +95,8 @@ class ServiceRecords:
         self._create_run = client.register_script(_CREATE_RUN)
         self._start_run = client.register_script(_START_RUN)
         self._replace = client.register_script(_REPLACE)
+        self._request_cancel = client.register_script(_REQUEST_CANCEL)
+        self._set_thread_if = client.register_script(_SET_THREAD_IF)
 
     # -- threads --------------------------------------------------------------------------------------------
     async def get_thread(self, thread_id: str, *, strict: bool = False) -> dict[str, Any] | None:
@@ -80,7 +107,11 @@ class ServiceRecords:
     async def put_thread(self, record: dict[str, Any]) -> None:
         record["updated_at"] = now_iso()
         await self.client.set(self.keys.thread(record["thread_id"]), encoded(record, "thread record"))
-        stamp = {record["thread_id"]: time.time() * 1000}
+        await self._touched(record["thread_id"])
+
+    async def _touched(self, thread_id: str) -> None:
+        """The thread's place in the indexes, by when it last changed."""
+        stamp = {thread_id: time.time() * 1000}
         await self.client.zadd(self.keys.threads, stamp)
         await self.client.zadd(self.keys.unswept, stamp)
 
@@ -99,6 +130,28 @@ class ServiceRecords:
         record.update(fields, status=status)
         await self.put_thread(record)
         return record
+
+    async def set_thread_status_if(self, thread_id: str, run_id: str, condition: str, status: str,
+                                   **fields: Any) -> bool:
+        """`set_thread_status` in one step with a check of the run (see _SET_THREAD_IF): `started` (a worker
+        that started it marks the thread busy unless it was cancelled first) or `freed` (the API, cancelling
+        it, shows the thread as its worker will leave it, unless another run waits or it has ended meanwhile).
+        `freed` changes only a thread that reads `busy`. Whether it wrote."""
+        key, k = self.keys.thread(thread_id), self.keys
+        for _attempt in range(10):  # another write in between: read the record again
+            raw = await self.client.get(key)
+            record = decode_record(raw, key, ("thread_id", "created_at", "status"))
+            if raw is None or record is None or (condition == "freed" and record["status"] != "busy"):
+                return False
+            record.update(fields, status=status, updated_at=now_iso())
+            done = await self._set_thread_if(
+                keys=[key, k.cancel(thread_id, run_id), k.pending(thread_id), k.active(thread_id)],
+                args=[raw, encoded(record, "thread record"), run_id, condition])
+            if done == 1:
+                await self._touched(thread_id)
+            if done != 0:
+                return done == 1
+        return False
 
     async def thread_ids(self, *, newest_first: bool = True, limit: int = 1000) -> list[str]:
         ids: Any = await self.client.zrange(self.keys.threads, 0, limit - 1, desc=newest_first)
@@ -165,13 +218,10 @@ class ServiceRecords:
     async def request_cancel(self, thread_id: str, run_id: str, action: str) -> str:
         """Ask for a run to stop: "active" (its worker will stop it), "pending" (taken off the queue here), or
         "done" (it had already ended)."""
-        removed = await self.client.lrem(self.keys.pending(thread_id), 0, run_id)
-        await self.client.set(self.keys.cancel(thread_id, run_id), action, ex=24 * 3600)
-        if removed:
-            return "pending"
-        active = await self.client.get(self.keys.active(thread_id))
-        active = active.decode() if isinstance(active, bytes) else active
-        return "active" if active == run_id else "done"
+        k = self.keys
+        where = await self._request_cancel(keys=[k.pending(thread_id), k.cancel(thread_id, run_id),
+                                                 k.active(thread_id)], args=[run_id, action])
+        return where.decode() if isinstance(where, bytes) else str(where)
 
     async def cancel(self, thread_id: str, run_id: str, action: str) -> str:
         """`request_cancel`, and what the caller sees at once: the run `interrupted`, or gone for `rollback` (a
