@@ -43,7 +43,7 @@ def test_an_event_over_the_bound_is_replaced_by_one_naming_its_size_and_the_run_
     run = client.runs.list(thread["thread_id"])[0]
     assert run["status"] == "success"  # the stream went on to the run's end
     state = client.threads.get_state(thread["thread_id"])["values"]
-    assert "5" in state["final_answer"] and [m["type"] for m in state["messages"]][0] == "human"
+    assert "5" in state["final_answer"] and state["messages"][0]["type"] == "human"
     assert client.threads.get(thread["thread_id"])["status"] == "idle"
     final = client.runs.wait(thread["thread_id"], "react", input=human("计算 10 * 7 等于多少"))
     assert "70" in final["final_answer"]  # a wait answers from the state, whatever its events carried

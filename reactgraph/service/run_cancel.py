@@ -33,14 +33,22 @@ async def cancel_now(records: ServiceRecords, assistants: Any, run: dict[str, An
     temporary = where == "pending" and run["kwargs"].get("temporary")  # no worker will take it: its thread goes
     if temporary and await forget_temporary_thread(records, assistants, thread_id):
         await expire_run(records, thread_id, run_id)
-    if where == "active":
-        await _show_thread_freed(records, assistants, run, action)
+    elif where != "done":  # the run stopping may be this one, or one cancelled earlier that this one waited behind
+        await _show_thread_freed(records, assistants, thread_id, run if where == "active" else None)
     return where
 
 
-async def _show_thread_freed(records: ServiceRecords, assistants: Any, run: dict[str, Any], action: str) -> None:
-    thread_id, run_id = run["thread_id"], run["run_id"]
-    graph = assistants.for_run(run).graph
+async def _show_thread_freed(records: ServiceRecords, assistants: Any, thread_id: str,
+                             run: dict[str, Any] | None) -> None:
+    """If the run the thread's worker holds has been cancelled and no run waits: the thread's status as the worker
+    will leave it, now (`run`: that run's record, when the caller has it)."""
+    held = await records.client.get(records.keys.active(thread_id))
+    run_id = held.decode() if isinstance(held, bytes) else held
+    action = await records.cancel_requested(thread_id, run_id) if run_id else None
+    if not run_id or action is None:
+        return
+    run = run if run is not None and run["run_id"] == run_id else await records.get_run(thread_id, run_id)
+    graph = (assistants.for_run(run) if run is not None else await _thread_graph(records, assistants, thread_id)).graph
     try:
         status, interrupts = await thread_after_run(graph, thread_id, "interrupted",
                                                     rolled_back=run_id if action == "rollback" else None)
@@ -51,6 +59,13 @@ async def _show_thread_freed(records: ServiceRecords, assistants: Any, run: dict
                     (str(exc).splitlines() or [type(exc).__name__])[0][:200])
         return
     await records.set_thread_status_if(thread_id, run_id, "freed", status, interrupts=interrupts)
+
+
+async def _thread_graph(records: ServiceRecords, assistants: Any, thread_id: str) -> Any:
+    """The assistant of the thread's graph (its record names it), for a run whose own record is gone (rolled back)."""
+    thread = await records.get_thread(thread_id) or {}
+    graph_id = (thread.get("metadata") or {}).get("graph_id")
+    return (assistants.find(graph_id) if isinstance(graph_id, str) else None) or assistants.default()
 
 
 async def cancel_runs_of_assistant(records: ServiceRecords, assistants: Any, assistant_id: str,
@@ -81,7 +96,8 @@ async def _going_runs(records: ServiceRecords, thread_ids: list[str]) -> list[tu
         answers = await pipe.execute()
         for index, thread_id in enumerate(batch):
             active, waiting = answers[2 * index], answers[2 * index + 1]
-            ids = [i.decode() if isinstance(i, bytes) else str(i) for i in ([active] if active else []) + waiting]
+            # the waiting ones first: once none waits, cancelling the running one shows the thread freed at once
+            ids = [i.decode() if isinstance(i, bytes) else str(i) for i in [*waiting, *([active] if active else [])]]
             if ids:
                 found.append((thread_id, ids))
     return found
