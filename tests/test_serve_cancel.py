@@ -125,3 +125,26 @@ def test_deleting_an_assistant_cancels_its_pending_and_running_runs_and_no_other
     assert client.runs.get(thread, queued["run_id"])["status"] == "interrupted"  # never started
     client.runs.cancel(other, bystander["run_id"])
     _settled(served, other)
+
+
+def test_a_run_whose_first_cancellation_is_swallowed_is_still_stopped():
+    """Once the watcher has seen the cancel mark, the run's task is cancelled until it ends: a cancellation that
+    lands inside a redis-py asyncio command can be swallowed there (redis/redis-py#2028), and the run would then
+    go on into its next tool call (here: a second sleep of a minute)."""
+    import asyncio
+    import contextlib
+
+    from reactgraph.service.execute import stop_task
+
+    async def swallows_one() -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # as such a command may
+            await asyncio.sleep(60)
+        await asyncio.sleep(60)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(swallows_one())
+        await asyncio.sleep(0)  # it waits in its first sleep
+        await asyncio.wait_for(stop_task(task), 5)
+        assert task.cancelled()
+
+    asyncio.run(scenario())

@@ -74,7 +74,10 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
         run["error"] = error
     # The thread's status first: a client that sees the run end (the stream's end) must see the thread after it.
     thread_status, interrupts = await thread_after_run(entry.graph, thread_id, status)
-    await records.set_thread_status(thread_id, thread_status, interrupts=interrupts)
+    if cancel is None:
+        await records.set_thread_status(thread_id, thread_status, interrupts=interrupts)
+    else:  # unless the API has shown the thread's status when it cancelled the run: it keeps that one (no flip)
+        await records.set_thread_status_if(thread_id, run_id, "stopped", thread_status, interrupts=interrupts)
     # a stateless run's thread goes with it (its record and events stay a while, for its readers)
     forgotten = bool(run["kwargs"].get("temporary")) and await forget_temporary_thread(records, assistants, thread_id)
     run["updated_at"] = now_iso()  # when it ended (the record written at its start carries the start)
@@ -107,9 +110,7 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assista
     try:
         done, _ = await asyncio.wait({watcher, producer}, return_when=asyncio.FIRST_COMPLETED)
         if watcher in done:
-            producer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await producer
+            await stop_task(producer)
             raise Cancelled(watcher.result() or "interrupt")
         producer.result()  # re-raises the run's error
     finally:
@@ -123,6 +124,17 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assista
 async def _forward(hold: ThreadHold, run_id: str, stream: Any) -> None:
     async for name, data in stream:
         await hold.add_event(run_id, name, dumps(data))
+
+
+async def stop_task(task: asyncio.Task) -> None:
+    """Cancel `task` until it has ended. Once is not always enough: a cancellation that lands inside a redis-py
+    asyncio command (an event written, a checkpoint saved) can be swallowed there (redis/redis-py#2028), and the run
+    would go on — into a tool that may take minutes — so it is asked again until the task stops."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+    with contextlib.suppress(asyncio.CancelledError, Exception):  # how it ended is not the run's outcome: cancelled
+        task.result()
 
 
 async def watch_cancel(records: ServiceRecords, thread_id: str, run_id: str, over: asyncio.Event) -> str | None:

@@ -59,7 +59,8 @@ return 'active'
 
 # KEYS: thread, cancel mark of run ARGV[3], pending, active. Replace the thread record ARGV[1] by ARGV[2] (0: it
 # changed meanwhile, read it again) if ARGV[4] holds (else -1): `started` — the run was not cancelled first;
-# `freed` — the run, cancelled, is still the one its worker holds and no run waits after it.
+# `freed` — the run, cancelled, is still the one its worker holds and no run waits after it; `stopped` — nothing
+# more than the record being the one read (and, checked by the caller, reading `busy`).
 _SET_THREAD_IF = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local cancelled = redis.call('EXISTS', KEYS[2]) == 1
@@ -134,14 +135,15 @@ class ServiceRecords:
     async def set_thread_status_if(self, thread_id: str, run_id: str, condition: str, status: str,
                                    **fields: Any) -> bool:
         """`set_thread_status` in one step with a check of the run (see _SET_THREAD_IF): `started` (a worker
-        that started it marks the thread busy unless it was cancelled first) or `freed` (the API, cancelling
-        it, shows the thread as its worker will leave it, unless another run waits or it has ended meanwhile).
-        `freed` changes only a thread that reads `busy`. Whether it wrote."""
+        that started it marks the thread busy unless it was cancelled first), `freed` (the API, cancelling it,
+        shows the thread's status after it, unless another run waits or it has ended meanwhile) or `stopped`
+        (its worker, having stopped it, writes that status unless the API has already). `freed` and `stopped`
+        change only a thread that reads `busy`. Whether it wrote."""
         key, k = self.keys.thread(thread_id), self.keys
         for _attempt in range(10):  # another write in between: read the record again
             raw = await self.client.get(key)
             record = decode_record(raw, key, ("thread_id", "created_at", "status"))
-            if raw is None or record is None or (condition == "freed" and record["status"] != "busy"):
+            if raw is None or record is None or (condition != "started" and record["status"] != "busy"):
                 return False
             record.update(fields, status=status, updated_at=now_iso())
             done = await self._set_thread_if(

@@ -2,13 +2,13 @@
 moment (it polls the run's cancel mark).
 
 At once: the run reads `interrupted` (or is gone, for `rollback`); a stateless run that had not started takes
-its thread with it; and when no other run is going or waiting on the thread, the thread reads what its worker
-will leave it as — `idle`, or `interrupted` when the run stopped before a node — rather than `busy` until the
-worker has noticed. That last write is one step in Redis with a check that the cancelled run is still the one
-its worker holds and nothing waits after it (records.set_thread_status_if), so it never overwrites what the
-worker writes once it has stopped the run, or its `busy` for the next run; the keys it checks share the thread's
-hash tag, so it holds on a Redis Cluster too.
-"""
+its thread with it; and when no other run is going or waiting on the thread, the thread reads its status after
+the run — from its latest checkpoint: `interrupted` when the run stopped before a node, else `idle`; rolled back,
+from the checkpoint before the run — rather than `busy` until the worker has noticed. The worker then keeps that
+status (records.set_thread_status_if `stopped`): what the caller saw does not flip. The write is one step in
+Redis with a check that the cancelled run is still the one its worker holds and nothing waits after it
+(records.set_thread_status_if `freed`), so it never overwrites what the worker wrote once it had stopped the run,
+or its `busy` for the next run; the keys it checks share the thread's hash tag, so it holds on a Redis Cluster."""
 
 from __future__ import annotations
 
