@@ -5,6 +5,7 @@ Each answer is one line in the Agent Server's error shape, and the service goes 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+from langgraph_sdk.errors import NotFoundError
 
 from support.local_servers import free_port
 from test_serve import REACTGRAPH, Service, human, service_env, stop, wait_for
@@ -156,7 +158,8 @@ def test_a_3_mb_input_is_a_run_that_exists(guarded):
     run = answer.json()
     assert client.runs.get(thread, run["run_id"])["run_id"] == run["run_id"]  # never 200 without a run
     assert [r["run_id"] for r in client.runs.list(thread)] == [run["run_id"]]
-    client.runs.cancel(thread, run["run_id"])
+    with contextlib.suppress(NotFoundError):  # it may have ended: nothing to cancel (langgraph-api's 404)
+        client.runs.cancel(thread, run["run_id"])
 
 
 def test_records_over_the_stored_limit_are_refused_with_413_and_the_thread_stays_readable(guarded):

@@ -172,8 +172,10 @@ def test_a_run_cancelled_with_rollback_is_gone_at_once(served):
     client.runs.cancel(thread["thread_id"], run["run_id"], action="rollback")
     assert _gone(lambda: client.runs.get(thread["thread_id"], run["run_id"]))
     assert run["run_id"] not in [r["run_id"] for r in client.runs.list(thread["thread_id"])]
-    wait_for(lambda: client.threads.get(thread["thread_id"])["status"] != "busy", 30, "the thread freed")
-    assert not (client.threads.get_state(thread["thread_id"])["values"] or {}).get("messages")
+    assert client.threads.get(thread["thread_id"])["status"] == "idle"  # at once, as it is once rolled back
+    # what it wrote goes once its worker has stopped it (within a moment; `cancel(wait=True)` waits for that)
+    wait_for(lambda: not (client.threads.get_state(thread["thread_id"])["values"] or {}).get("messages"), 30,
+             "the run's checkpoints deleted")
 
 
 # -- interrupts -----------------------------------------------------------------------------------------------

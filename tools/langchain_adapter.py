@@ -6,7 +6,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool, ToolException
-from pydantic import BaseModel, ConfigDict, create_model
+from langchain_core.utils.pydantic import TypeBaseModel
+from pydantic import ConfigDict, create_model
 
 from reactgraph.tools.injection import ToolInjection
 from reactgraph.tools.meta import ToolMeta
@@ -47,7 +48,7 @@ class GatewayTool(BaseTool):
         gated = getattr(self.approved_by, "interrupt_on", None)
         return isinstance(gated, Mapping) and self.name in gated
 
-    def get_input_schema(self, config: Any = None) -> type[BaseModel]:
+    def get_input_schema(self, config: Any = None) -> TypeBaseModel:
         """The input as LangGraph's `ToolNode` reads it to inject arguments: a `runtime` it fills in with its
         `ToolRuntime`, so a wrapped tool's injected arguments (call id, state, store, context, config, stream
         writer) get the host graph's. The model never sees it: its schema is `tool_call_schema`, the JSON schema.

@@ -109,12 +109,14 @@ def _prepare(store: str | None, tools: list[str], mcp: Path | None, index: Path 
     """What serve and worker both check and open first, so bad config is one line before anything starts:
     (retention, Redis URL, where it is in words, the gateway with the tools and MCP servers, sharing state there)."""
     from reactgraph.memory.session_lease import wait_within_lease
+    from reactgraph.service.events import max_event_bytes
 
     check_index(index)
     settings = _retention(*retention)
     url, where = _redis_url(store)
     try:  # MCP starts happen inside runs, under their thread's lease: none may outlast it
         start_cap_s = wait_within_lease()
+        max_event_bytes()  # read again by each worker
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     return settings, url, where, gateway_with(tools, index, None, mcp, shared_url=url, mcp_startup_cap_s=start_cap_s)

@@ -4,11 +4,13 @@ A created assistant is one of the served graphs with its own settings (config, c
 (name, description, metadata). Its settings pass the checks a run's settings pass (the operator's run policy:
 a model off the list is refused). The `assistants.create/update/delete` auth handlers decide as for threads:
 what a create handler writes into the metadata (an owner) is kept, and a filter one returns hides what is
-outside it (404). The graphs' own assistants are the operator's: they are read, never changed.
+outside it (404). The graphs' own assistants are the operator's: they are read, never changed. Deleting an
+assistant cancels its pending and running runs, as langgraph-api does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -22,6 +24,7 @@ from reactgraph.service.assistant_input import IF_EXISTS, described, graph_of, s
 from reactgraph.service.assistants import BUILDERS, Assistant
 from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.records import new_id, now_iso
+from reactgraph.service.run_cancel import cancel_runs_of_assistant
 from reactgraph.service.wire import BadRequest, field
 
 GRAPHS = tuple(BUILDERS)
@@ -133,8 +136,24 @@ async def delete_assistant(request: Request) -> Response:
     _changeable(assistant)
     if request.query_params.get("delete_threads", "").lower() == "true":
         await _delete_threads(request, assistant.assistant_id)
+    # as langgraph-api does: its runs still waiting or going are cancelled (`interrupt`), on the threads the
+    # caller may update; a running one stops within a moment, under the settings it started with
+    svc = service(request)
+    await cancel_runs_of_assistant(svc.records, svc.assistants, assistant.assistant_id, _may_update(request))
     await _records(request).delete(assistant.assistant_id)
     return Response(status_code=204)
+
+
+def _may_update(request: Request) -> Callable[[str], Awaitable[bool]]:
+    """Whether the `threads.update` handler lets the caller change the thread (cancel its runs)."""
+    async def allowed(thread_id: str) -> bool:
+        try:
+            rule = await authorize(request, "threads", "update", {"thread_id": thread_id})
+        except BadRequest:
+            return False
+        record = await service(request).records.get_thread(thread_id)
+        return record is not None and matches(record.get("metadata"), rule)
+    return allowed
 
 
 async def _delete_threads(request: Request, assistant_id: str) -> None:

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reactgraph.memory.session_id import InvalidSessionId, check_session_id
-from reactgraph.service.assistants import Assistant, Assistants
+from reactgraph.service.assistants import Assistants
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.wire import BadRequest, dumps, read_body
 from reactgraph.service.work_queue import WorkQueue
@@ -66,13 +66,6 @@ def thread_id_of(request: Request, name: str = "thread_id") -> str:
         return check_session_id(request.path_params[name])
     except InvalidSessionId as exc:
         raise BadRequest(422, str(exc)) from None
-
-
-def assistant_of(request: Request, key: str | None) -> Assistant:
-    found = service(request).assistants.find(key or "")
-    if found is None:
-        raise BadRequest(404, f"assistant {key!r} not found")
-    return found
 
 
 def int_param(value: Any, name: str, default: int, low: int = 0, high: int = 1000) -> int:

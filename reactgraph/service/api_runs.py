@@ -31,6 +31,7 @@ from reactgraph.service.auth import caller_of
 from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.events import entry_id
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
+from reactgraph.service.run_cancel import cancel_now
 from reactgraph.service.run_input import run_kwargs, strategy
 from reactgraph.service.run_streams import (
     event_stream,
@@ -40,7 +41,6 @@ from reactgraph.service.run_streams import (
     streamed_result,
     wait_for_end,
 )
-from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.wire import BadRequest, field
 
 _RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
@@ -246,21 +246,27 @@ async def delete_run(request: Request) -> Response:
 
 @handler
 async def cancel_run(request: Request) -> Response:
-    svc, thread_id, run = await _existing_run(request, "update")
+    svc, _thread_id, run = await _existing_run(request, "update")
     action = request.query_params.get("action", "interrupt")
     if action not in ("interrupt", "rollback"):
         raise BadRequest(422, f"'action' must be interrupt or rollback, got {action!r}")
+    if run["status"] in FINAL_RUN_STATUSES:  # as langgraph-api: only a pending or running run can be cancelled
+        raise _nothing_to_cancel(run)
     # from here the run reads `interrupted` (or, for rollback, is gone); its worker stops it within a moment
-    where = await svc.records.cancel(thread_id, run["run_id"], action)
-    temporary = where == "pending" and run["kwargs"].get("temporary")  # no worker will take it: its thread goes
-    if temporary and await forget_temporary_thread(svc.records, svc.assistants, thread_id):
-        await expire_run(svc.records, thread_id, run["run_id"])
+    where = await cancel_now(svc.records, svc.assistants, run, action)
+    if where == "done":
+        raise _nothing_to_cancel(run)
     if request.query_params.get("wait") in ("true", "True", "1"):  # until its worker has stopped it
         if where != "active":
             return json_response({})
         async with svc.streams.held():
             return json_response(await streamed_result(svc, run))
-    return Response(status_code=202 if where == "active" else 204)
+    return Response(status_code=202)
+
+
+def _nothing_to_cancel(run: dict[str, Any]) -> BadRequest:
+    return BadRequest(404, f"run {run['run_id']!r} on thread {run['thread_id']!r} is neither pending nor running "
+                           "(it has ended, or was cancelled already): there is nothing to cancel")
 
 
 ROUTES = [

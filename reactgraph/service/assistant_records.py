@@ -16,7 +16,7 @@ from typing import Any
 import redis.asyncio
 
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.records import _decode, _unreadable, encoded
+from reactgraph.service.stored_json import decode_record, encoded, report_unreadable
 from reactgraph.service.wire import BadRequest
 
 MAX_ASSISTANTS = 1000  # created assistants a service keeps (a create past it is a 409; a search reads them all)
@@ -62,12 +62,12 @@ class AssistantRecords:
         self._create, self._replace = client.register_script(_CREATE), client.register_script(_REPLACE)
 
     def _checked(self, raw: Any, key: str) -> dict[str, Any] | None:
-        record = _decode(raw, key, REQUIRED)
+        record = decode_record(raw, key, REQUIRED)
         if record is None:
             return None
         if (record["graph_id"] not in self.graphs or not isinstance(record.get("version"), int)
                 or any(not isinstance(record.get(name), dict) for name in _MAPPINGS)):
-            _unreadable(key, "not an assistant of a graph this service serves", False)
+            report_unreadable(key, "not an assistant of a graph this service serves", False)
             return None
         return record
 
@@ -117,7 +117,8 @@ class AssistantRecords:
         """Every version, newest first (unreadable ones left out)."""
         key = self.keys.assistant_versions(assistant_id)
         found: Any = await self.client.hgetall(key)
-        entries = [_decode(raw, f"{key}[{number!r}]", ("assistant_id", "graph_id")) for number, raw in found.items()]
+        entries = [decode_record(raw, f"{key}[{number!r}]", ("assistant_id", "graph_id"))
+                   for number, raw in found.items()]
         kept = [e for e in entries if e is not None and e["assistant_id"] == assistant_id
                 and isinstance(e.get("version"), int) and e["graph_id"] in self.graphs
                 and all(isinstance(e.get(name), dict) for name in _MAPPINGS)]

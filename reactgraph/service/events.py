@@ -2,11 +2,17 @@
 
 Entry ids are the SSE event ids, so a client that reconnects with `Last-Event-ID` gets exactly the events
 after it, from whichever API process it reaches. An `__end__` entry closes the stream for readers.
+
+An event is bounded (MAX_EVENT_BYTES, or $REACTGRAPH_MAX_EVENT_BYTES): a larger one — a `values` event of a
+state holding a huge tool result, an `events` event carrying whole states — is replaced by a small event of the
+same name that says so in one line; the stream and the run go on, and the state keeps what it holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -19,9 +25,35 @@ from reactgraph.service.keys import ServiceKeys
 END = "__end__"
 MAX_EVENTS_PER_RUN = 20_000  # approximate trim: a run streaming more keeps its newest events
 EVENTS_KEPT_S = 3600  # a finished run's events can still be joined for this long
-MAX_EVENT_BYTES = 2 * 1024 * 1024
+MAX_EVENT_BYTES = 2 * 1024 * 1024  # the default bound of one event's data (see the module docstring)
+MAX_EVENT_BYTES_ENV = "REACTGRAPH_MAX_EVENT_BYTES"
+EVENT_BYTES_RANGE = (1024, 64 * 1024 * 1024)  # what an operator may set it to
 READ_OUTAGE_S = 10.0  # a reader waits this long for Redis to come back before it gives up
 _ENTRY_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
+
+
+def max_event_bytes() -> int:
+    """The bound of one event's data: $REACTGRAPH_MAX_EVENT_BYTES, else MAX_EVENT_BYTES; a ValueError with one
+    line when the variable is not a whole number of bytes in EVENT_BYTES_RANGE."""
+    raw = os.environ.get(MAX_EVENT_BYTES_ENV, "").strip()
+    if not raw:
+        return MAX_EVENT_BYTES
+    low, high = EVENT_BYTES_RANGE
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ValueError(f"{MAX_EVENT_BYTES_ENV}={raw[:40]!r} must be a whole number of bytes from {low} to {high}")
+    return int(raw)
+
+
+def bounded(event: str, data: str, limit: int) -> str:
+    """`data`, or when it is over `limit` bytes, the data of an event that says so instead (in the shape of an
+    `error` event's, which clients already read): the event keeps its name, the stream goes on."""
+    size = len(data.encode("utf-8", errors="replace"))
+    if size <= limit:
+        return data
+    return json.dumps({"error": "EventTooLarge",
+                       "message": f"this {event[:100]!r} event was {size} bytes, over the limit of {limit} bytes for "
+                                  "one event, and was left out of the stream (the run goes on; its state holds "
+                                  "everything)"}, ensure_ascii=False)
 
 
 def entry_id(text: str | None) -> str:

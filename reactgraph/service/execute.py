@@ -23,7 +23,7 @@ from reactgraph.service.run_input import graph_call, run_context
 from reactgraph.service.stream_events import run_events
 from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.thread_hold import FencedOut, ThreadHold
-from reactgraph.service.thread_state import interrupts_of, thread_status_after
+from reactgraph.service.thread_state import thread_after_run
 from reactgraph.service.wire import dumps
 
 log = logging.getLogger("reactgraph.service")
@@ -53,7 +53,8 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     if started:
         if not resumed:
             await records.count("started")
-        await records.set_thread_status(thread_id, "busy")
+        # unless it was cancelled meanwhile: the API has then shown the thread as the run will leave it
+        await records.set_thread_status_if(thread_id, run_id, "started", "busy")
         try:
             await _stream(hold, records, entry.graph, assistants, run, resumed)
         except Cancelled as stop:
@@ -72,8 +73,11 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     if error:
         run["error"] = error
     # The thread's status first: a client that sees the run end (the stream's end) must see the thread after it.
-    snapshot = await entry.graph.aget_state({"configurable": {"thread_id": thread_id}})
-    await records.set_thread_status(thread_id, thread_status_after(snapshot, status), interrupts=_interrupts(snapshot))
+    thread_status, interrupts = await thread_after_run(entry.graph, thread_id, status)
+    if cancel is None:
+        await records.set_thread_status(thread_id, thread_status, interrupts=interrupts)
+    else:  # unless the API has shown the thread's status when it cancelled the run: it keeps that one (no flip)
+        await records.set_thread_status_if(thread_id, run_id, "stopped", thread_status, interrupts=interrupts)
     # a stateless run's thread goes with it (its record and events stay a while, for its readers)
     forgotten = bool(run["kwargs"].get("temporary")) and await forget_temporary_thread(records, assistants, thread_id)
     run["updated_at"] = now_iso()  # when it ended (the record written at its start carries the start)
@@ -106,9 +110,7 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assista
     try:
         done, _ = await asyncio.wait({watcher, producer}, return_when=asyncio.FIRST_COMPLETED)
         if watcher in done:
-            producer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await producer
+            await stop_task(producer)
             raise Cancelled(watcher.result() or "interrupt")
         producer.result()  # re-raises the run's error
     finally:
@@ -122,6 +124,17 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assista
 async def _forward(hold: ThreadHold, run_id: str, stream: Any) -> None:
     async for name, data in stream:
         await hold.add_event(run_id, name, dumps(data))
+
+
+async def stop_task(task: asyncio.Task) -> None:
+    """Cancel `task` until it has ended. Once is not always enough: a cancellation that lands inside a redis-py
+    asyncio command (an event written, a checkpoint saved) can be swallowed there (redis/redis-py#2028), and the run
+    would go on — into a tool that may take minutes — so it is asked again until the task stops."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+    with contextlib.suppress(asyncio.CancelledError, Exception):  # how it ended is not the run's outcome: cancelled
+        task.result()
 
 
 async def watch_cancel(records: ServiceRecords, thread_id: str, run_id: str, over: asyncio.Event) -> str | None:
@@ -144,7 +157,3 @@ def _seconds_since(stamp: str) -> float:
     except (TypeError, ValueError):
         return 0.0
 
-
-def _interrupts(snapshot: Any) -> dict[str, Any]:
-    """The thread record's `interrupts`: each waiting task's, by task id (as langgraph-api keeps them)."""
-    return {task.id: interrupts_of(task.interrupts) for task in snapshot.tasks if task.interrupts}

@@ -1,30 +1,21 @@
 """Thread and run records in Redis: what the API answers from and what workers update.
 
-Records are JSON objects. Redis content is input from outside like any other: a record is read back with a
-size bound and must be a JSON object with the fields we wrote; anything else is treated as absent (and
-logged), never decoded into objects.
+Records are JSON objects, written and read back as reactgraph/service/stored_json.py says: Redis content is
+input from outside like any other, so a record that is not one we wrote is treated as absent (and logged).
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import time
 import uuid
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio
 
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.wire import MAX_BODY_BYTES, BadRequest
+from reactgraph.service.stored_json import decode_record, encoded
 
-log = logging.getLogger("reactgraph.service")
-# A record holds what one request sent (a run: its input) and a little more: the bound is above the body limit,
-# so an accepted body always fits, and a record is also checked before it is written (413 rather than a record
-# that would be read back as absent).
-MAX_RECORD_BYTES = MAX_BODY_BYTES + 1024 * 1024
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
 FINAL_RUN_STATUSES = ("error", "success", "timeout", "interrupted")
@@ -54,6 +45,32 @@ redis.call('SET', KEYS[2], ARGV[1])
 return 1
 """
 
+# KEYS: pending, cancel mark, active. ARGV: run id, action. Mark the run cancelled if it waits (taken off the
+# queue: "pending") or is being run ("active"); a run that has ended is left as it is ("done").
+_REQUEST_CANCEL = """
+if redis.call('LREM', KEYS[1], 0, ARGV[1]) > 0 then
+  redis.call('SET', KEYS[2], ARGV[2], 'EX', 86400)
+  return 'pending'
+end
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 'done' end
+redis.call('SET', KEYS[2], ARGV[2], 'EX', 86400)
+return 'active'
+"""
+
+# KEYS: thread, cancel mark of run ARGV[3], pending, active. Replace the thread record ARGV[1] by ARGV[2] (0: it
+# changed meanwhile, read it again) if ARGV[4] holds (else -1): `started` — the run was not cancelled first;
+# `freed` — the run, cancelled, is still the one its worker holds and no run waits after it; `stopped` — nothing
+# more than the record being the one read (and, checked by the caller, reading `busy`).
+_SET_THREAD_IF = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local cancelled = redis.call('EXISTS', KEYS[2]) == 1
+if ARGV[4] == 'started' and cancelled then return -1 end
+if ARGV[4] == 'freed' and (not cancelled or redis.call('LLEN', KEYS[3]) > 0
+                           or redis.call('GET', KEYS[4]) ~= ARGV[3]) then return -1 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+"""
+
 # KEYS: a record. Replace it with ARGV[2] if it still is ARGV[1] (what the writer read).
 _REPLACE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -70,48 +87,6 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-def _decode(raw: str | bytes | None, key: str, required: Sequence[str], strict: bool = False
-            ) -> dict[str, Any] | None:
-    """The record stored at `key`, or None: absent, or (logged) not one we wrote. `strict`: a record that is
-    there but unreadable is an UnreadableRecord instead, for an answer that names it."""
-    if raw is None:
-        return None
-    if len(raw) > MAX_RECORD_BYTES:
-        _unreadable(key, f"{len(raw)} bytes, over the {MAX_RECORD_BYTES}-byte limit", strict)
-        return None
-    try:
-        record = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        record = None
-    if not isinstance(record, dict) or any(not isinstance(record.get(name), str) for name in required):
-        _unreadable(key, "not a record this service wrote", strict)
-        return None
-    return record
-
-
-class UnreadableRecord(BadRequest):
-    """A thread or run record in Redis that cannot be read back (500, one line naming its key)."""
-
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(500, f"service record {key!r} is unreadable: {reason}")
-
-
-def _unreadable(key: str, reason: str, strict: bool) -> None:
-    log.warning("service record %s is unreadable (%s): ignored", key, reason)
-    if strict:
-        raise UnreadableRecord(key, reason)
-
-
-def encoded(record: dict[str, Any], what: str) -> str:
-    """`record` as the JSON stored for it, or a 413 naming the limit when it would be too large to read back."""
-    text = json.dumps(record, ensure_ascii=False)
-    size = len(text.encode())
-    if size > MAX_RECORD_BYTES:
-        raise BadRequest(413, f"the {what} would be {size} bytes, over the limit of {MAX_RECORD_BYTES} bytes "
-                              "for a stored record")
-    return text
-
-
 class ServiceRecords:
     """Threads and runs of the service, under one key prefix of one Redis."""
 
@@ -121,17 +96,23 @@ class ServiceRecords:
         self._create_run = client.register_script(_CREATE_RUN)
         self._start_run = client.register_script(_START_RUN)
         self._replace = client.register_script(_REPLACE)
+        self._request_cancel = client.register_script(_REQUEST_CANCEL)
+        self._set_thread_if = client.register_script(_SET_THREAD_IF)
 
     # -- threads --------------------------------------------------------------------------------------------
     async def get_thread(self, thread_id: str, *, strict: bool = False) -> dict[str, Any] | None:
         """The thread's record, None when there is none; `strict`: an UnreadableRecord when it is damaged."""
         key = self.keys.thread(thread_id)
-        return _decode(await self.client.get(key), key, ("thread_id", "created_at", "status"), strict)
+        return decode_record(await self.client.get(key), key, ("thread_id", "created_at", "status"), strict)
 
     async def put_thread(self, record: dict[str, Any]) -> None:
         record["updated_at"] = now_iso()
         await self.client.set(self.keys.thread(record["thread_id"]), encoded(record, "thread record"))
-        stamp = {record["thread_id"]: time.time() * 1000}
+        await self._touched(record["thread_id"])
+
+    async def _touched(self, thread_id: str) -> None:
+        """The thread's place in the indexes, by when it last changed."""
+        stamp = {thread_id: time.time() * 1000}
         await self.client.zadd(self.keys.threads, stamp)
         await self.client.zadd(self.keys.unswept, stamp)
 
@@ -150,6 +131,29 @@ class ServiceRecords:
         record.update(fields, status=status)
         await self.put_thread(record)
         return record
+
+    async def set_thread_status_if(self, thread_id: str, run_id: str, condition: str, status: str,
+                                   **fields: Any) -> bool:
+        """`set_thread_status` in one step with a check of the run (see _SET_THREAD_IF): `started` (a worker
+        that started it marks the thread busy unless it was cancelled first), `freed` (the API, cancelling it,
+        shows the thread's status after it, unless another run waits or it has ended meanwhile) or `stopped`
+        (its worker, having stopped it, writes that status unless the API has already). `freed` and `stopped`
+        change only a thread that reads `busy`. Whether it wrote."""
+        key, k = self.keys.thread(thread_id), self.keys
+        for _attempt in range(10):  # another write in between: read the record again
+            raw = await self.client.get(key)
+            record = decode_record(raw, key, ("thread_id", "created_at", "status"))
+            if raw is None or record is None or (condition != "started" and record["status"] != "busy"):
+                return False
+            record.update(fields, status=status, updated_at=now_iso())
+            done = await self._set_thread_if(
+                keys=[key, k.cancel(thread_id, run_id), k.pending(thread_id), k.active(thread_id)],
+                args=[raw, encoded(record, "thread record"), run_id, condition])
+            if done == 1:
+                await self._touched(thread_id)
+            if done != 0:
+                return done == 1
+        return False
 
     async def thread_ids(self, *, newest_first: bool = True, limit: int = 1000) -> list[str]:
         ids: Any = await self.client.zrange(self.keys.threads, 0, limit - 1, desc=newest_first)
@@ -181,7 +185,7 @@ class ServiceRecords:
 
     async def get_run(self, thread_id: str, run_id: str) -> dict[str, Any] | None:
         key = self.keys.run(thread_id, run_id)
-        run = _decode(await self.client.get(key), key, ("run_id", "thread_id", "status"))
+        run = decode_record(await self.client.get(key), key, ("run_id", "thread_id", "status"))
         return run if run is None or (run["run_id"], run["thread_id"]) == (run_id, thread_id) else None
 
     async def put_run(self, record: dict[str, Any]) -> None:
@@ -216,13 +220,10 @@ class ServiceRecords:
     async def request_cancel(self, thread_id: str, run_id: str, action: str) -> str:
         """Ask for a run to stop: "active" (its worker will stop it), "pending" (taken off the queue here), or
         "done" (it had already ended)."""
-        removed = await self.client.lrem(self.keys.pending(thread_id), 0, run_id)
-        await self.client.set(self.keys.cancel(thread_id, run_id), action, ex=24 * 3600)
-        if removed:
-            return "pending"
-        active = await self.client.get(self.keys.active(thread_id))
-        active = active.decode() if isinstance(active, bytes) else active
-        return "active" if active == run_id else "done"
+        k = self.keys
+        where = await self._request_cancel(keys=[k.pending(thread_id), k.cancel(thread_id, run_id),
+                                                 k.active(thread_id)], args=[run_id, action])
+        return where.decode() if isinstance(where, bytes) else str(where)
 
     async def cancel(self, thread_id: str, run_id: str, action: str) -> str:
         """`request_cancel`, and what the caller sees at once: the run `interrupted`, or gone for `rollback` (a
@@ -246,7 +247,7 @@ class ServiceRecords:
         key = self.keys.run(thread_id, run_id)
         for _attempt in range(10):  # a write of the worker in between: read it again
             raw = await self.client.get(key)
-            run = _decode(raw, key, ("run_id", "thread_id", "status"))
+            run = decode_record(raw, key, ("run_id", "thread_id", "status"))
             if raw is None or run is None or run["status"] in FINAL_RUN_STATUSES:
                 return
             run.update(status="interrupted", updated_at=now_iso())

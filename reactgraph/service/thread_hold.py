@@ -11,7 +11,7 @@ from __future__ import annotations
 import redis.asyncio
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.service.events import EVENTS_KEPT_S, MAX_EVENTS_PER_RUN
+from reactgraph.service.events import EVENTS_KEPT_S, MAX_EVENT_BYTES, MAX_EVENTS_PER_RUN, bounded
 from reactgraph.service.keys import ServiceKeys
 
 # KEYS: fence, active, pending. Returns {run id, resumed 0|1} or {} (nothing to do), or -1 (fenced out).
@@ -47,17 +47,20 @@ class FencedOut(ReactGraphError, RuntimeError):
 class ThreadHold:
     """One worker's hold on one thread (under its session lease), with the fence number it was given."""
 
-    def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str, fence: str) -> None:
+    def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str, fence: str,
+                 max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self.client, self.keys, self.thread_id, self.fence = client, keys, thread_id, fence
+        self.max_event_bytes = max_event_bytes
         self._next = client.register_script(_NEXT_RUN)
         self._add = client.register_script(_ADD_EVENT)
         self._end = client.register_script(_END_RUN)
 
     @classmethod
-    async def take(cls, client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str) -> ThreadHold:
+    async def take(cls, client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str,
+                   max_event_bytes: int = MAX_EVENT_BYTES) -> ThreadHold:
         """Called with the thread's lease held: a new fence number, so earlier holders are refused from now."""
         fence = await client.incr(keys.fence(thread_id))
-        return cls(client, keys, thread_id, str(fence))
+        return cls(client, keys, thread_id, str(fence), max_event_bytes)
 
     async def next_run(self) -> tuple[str, bool] | None:
         """The run to execute now: (run id, resumed) — the active run left by a holder that died is resumed
@@ -73,8 +76,10 @@ class ThreadHold:
         return run_id, bool(int(answer[1]))
 
     async def add_event(self, run_id: str, event: str, data: str) -> str:
+        """Append an event (its data bounded: see events.bounded) to the run's stream; its entry id."""
         answer = await self._add(keys=[self.keys.fence(self.thread_id), self.keys.events(self.thread_id, run_id)],
-                                 args=[self.fence, event, data, MAX_EVENTS_PER_RUN])
+                                 args=[self.fence, event, bounded(event, data, self.max_event_bytes),
+                                       MAX_EVENTS_PER_RUN])
         if answer == -1:
             raise FencedOut(f"thread {self.thread_id}: another worker holds it now")
         return answer.decode() if isinstance(answer, bytes) else str(answer)

@@ -8,6 +8,8 @@ from langgraph.types import StateSnapshot
 
 from reactgraph.service.wire import plain
 
+MAX_ROLLED_BACK_STEPS = 500  # checkpoints of one run looked past to find the state before it
+
 
 def checkpoint_of(config: Any) -> dict[str, Any] | None:
     if not config:
@@ -46,3 +48,26 @@ def thread_status_after(snapshot: StateSnapshot, run_status: str) -> str:
     if run_status == "error":
         return "error"
     return "interrupted" if snapshot.next or snapshot.interrupts else "idle"
+
+
+def interrupts_by_task(snapshot: StateSnapshot) -> dict[str, Any]:
+    """The thread record's `interrupts`: each waiting task's, by task id (as langgraph-api keeps them)."""
+    return {task.id: interrupts_of(task.interrupts) for task in snapshot.tasks if task.interrupts}
+
+
+async def thread_after_run(graph: Any, thread_id: str, run_status: str, *, rolled_back: str | None = None
+                           ) -> tuple[str, dict[str, Any]]:
+    """(the thread's status, its `interrupts`) once a run has ended with `run_status`, from its checkpoints.
+    `rolled_back`: as they will be once that run's checkpoints are deleted — its own are passed over."""
+    config = {"configurable": {"thread_id": thread_id}}
+    snapshot = await graph.aget_state(config)
+    if rolled_back is not None and (snapshot.metadata or {}).get("run_id") == rolled_back:
+        earlier = None
+        async for older in graph.aget_state_history(config, limit=MAX_ROLLED_BACK_STEPS):
+            if (older.metadata or {}).get("run_id") != rolled_back:
+                earlier = older
+                break
+        if earlier is None:  # the run made all of them (or more than are looked at): nothing is left
+            return ("error" if run_status == "error" else "idle"), {}
+        snapshot = earlier
+    return thread_status_after(snapshot, run_status), interrupts_by_task(snapshot)

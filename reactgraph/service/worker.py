@@ -32,6 +32,7 @@ from reactgraph.memory.session_lease import SessionBusy, lease_ttl
 from reactgraph.memory.session_lease_aio import asession_lease
 from reactgraph.service.assistants import Assistants
 from reactgraph.service.connections import REDIS_DOWN, Outage, service_connections
+from reactgraph.service.events import max_event_bytes
 from reactgraph.service.execute import execute_run
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords
@@ -56,6 +57,7 @@ class Worker:
         self.queue = WorkQueue(client, self.keys, self.name)
         self.concurrency, self.drain_s = concurrency, drain_s
         self.lease_ttl_s = lease_ttl()
+        self.max_event_bytes = max_event_bytes()  # a bad $REACTGRAPH_MAX_EVENT_BYTES stops the worker at its start
         self.claim_idle_s = claim_idle_s if claim_idle_s is not None else self.lease_ttl_s
         self.saver = assistants.checkpointer
         self._stopping = asyncio.Event()
@@ -129,7 +131,7 @@ class Worker:
         handed_back = False
         try:
             async with asession_lease(self.saver, thread_id, ttl_s=self.lease_ttl_s, wait_s=0):
-                hold = await ThreadHold.take(self.client, self.keys, thread_id)
+                hold = await ThreadHold.take(self.client, self.keys, thread_id, self.max_event_bytes)
                 try:
                     await self._drain_thread(hold)
                 except asyncio.CancelledError:
