@@ -557,6 +557,25 @@ def shape_gaps(ours, theirs, where: str = "") -> list[str]:
         return shape_gaps(ours[0], theirs[0], f"{where}[0]") if ours and theirs else []
     return [] if ours == theirs or {ours, theirs} <= {"int", "float"} else [f"{where or '$'}: {ours} vs {theirs}"]
 
+def ours_beside_theirs(ask, studio_url: str, redis_url: str, tmp_path, workers: int) -> tuple[dict, dict]:
+    """The same calls (`ask(url)`) to `langgraph dev` and to a `reactgraph serve` started for them: (ours, theirs)."""
+    from test_serve import start_service, stop
+
+    theirs = ask(studio_url)
+    service = start_service(redis_url, tmp_path, workers=workers)
+    try:
+        return ask(service.url), theirs
+    finally:
+        stop(service)
+
+
+def assert_same_shapes(ours: dict, theirs: dict, skip: tuple[str, ...] = ()) -> None:
+    """Every answer of ours has the shape of `langgraph dev`'s (the names in `skip` are compared otherwise)."""
+    gaps = {name: shape_gaps(shape(ours[name]), shape(answer)) for name, answer in theirs.items() if name not in skip}
+    missing = {name: found for name, found in gaps.items() if found}
+    assert not missing, json.dumps(missing, indent=1, ensure_ascii=False)
+
+
 
 def studio_opening_a_graph_and_a_thread(url: str) -> dict[str, object]:
     """The requests Studio sends when it opens the react graph, starts a thread and shows it; their answers."""
@@ -584,19 +603,9 @@ def studio_opening_a_graph_and_a_thread(url: str) -> dict[str, object]:
 
 def test_reactgraph_serve_answers_what_studio_asks_in_the_shapes_langgraph_dev_does(studio_server, redis_url,
                                                                                    tmp_path):
-    from test_serve import start_service, stop
-
-    theirs = studio_opening_a_graph_and_a_thread(studio_server.url)
-    service = start_service(redis_url, tmp_path, workers=1)
-    try:
-        ours = studio_opening_a_graph_and_a_thread(service.url)
-    finally:
-        stop(service)
+    ours, theirs = ours_beside_theirs(studio_opening_a_graph_and_a_thread, studio_server.url, redis_url, tmp_path, 1)
     assert ours["stream events"] == theirs["stream events"]
-    gaps = {name: shape_gaps(shape(ours[name]), shape(answer)) for name, answer in theirs.items()
-            if name not in ("stream events", "info")}
-    missing = {name: found for name, found in gaps.items() if found}
-    assert not missing, json.dumps(missing, indent=1, ensure_ascii=False)
+    assert_same_shapes(ours, theirs, skip=("stream events", "info"))
 
 
 def changing_assistants_and_the_store(url: str) -> dict[str, object]:
@@ -625,19 +634,10 @@ def changing_assistants_and_the_store(url: str) -> dict[str, object]:
 
 def test_reactgraph_serve_changes_assistants_and_the_store_in_the_shapes_langgraph_dev_does(studio_server, redis_url,
                                                                                           tmp_path):
-    from test_serve import start_service, stop
-
-    theirs = changing_assistants_and_the_store(studio_server.url)
-    service = start_service(redis_url, tmp_path, workers=0)
-    try:
-        ours = changing_assistants_and_the_store(service.url)
-    finally:
-        stop(service)
+    ours, theirs = ours_beside_theirs(changing_assistants_and_the_store, studio_server.url, redis_url, tmp_path, 0)
     assert ours["assistants.count created"] == theirs["assistants.count created"] == 1
     assert ours["store.get_item missing"] is theirs["store.get_item missing"] is None
-    gaps = {name: shape_gaps(shape(ours[name]), shape(answer)) for name, answer in theirs.items()}
-    missing = {name: found for name, found in gaps.items() if found}
-    assert not missing, json.dumps(missing, indent=1, ensure_ascii=False)
+    assert_same_shapes(ours, theirs)
 
 
 def sdk_runs_beyond_studio(url: str) -> dict[str, object]:
@@ -666,18 +666,8 @@ def sdk_runs_beyond_studio(url: str) -> dict[str, object]:
 
 def test_reactgraph_serve_answers_stateless_runs_stream_modes_and_interrupts_as_langgraph_dev_does(
         studio_server, redis_url, tmp_path):
-    from test_serve import start_service, stop
-
-    theirs = sdk_runs_beyond_studio(studio_server.url)
-    service = start_service(redis_url, tmp_path, workers=1)
-    try:
-        ours = sdk_runs_beyond_studio(service.url)
-    finally:
-        stop(service)
+    ours, theirs = ours_beside_theirs(sdk_runs_beyond_studio, studio_server.url, redis_url, tmp_path, 1)
     for names in ("messages events", "events events"):
         assert ours[names] == theirs[names], names
     assert len(ours["paused thread interrupts"]) == len(theirs["paused thread interrupts"]) == 1  # type: ignore[arg-type]
-    gaps = {name: shape_gaps(shape(ours[name]), shape(answer)) for name, answer in theirs.items()
-            if name not in ("messages events", "events events")}
-    missing = {name: found for name, found in gaps.items() if found}
-    assert not missing, json.dumps(missing, indent=1, ensure_ascii=False)
+    assert_same_shapes(ours, theirs, skip=("messages events", "events events"))

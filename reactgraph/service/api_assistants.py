@@ -20,6 +20,7 @@ from reactgraph.service.api_common import Service, body_of, handler, int_param, 
 from reactgraph.service.assistant_records import version_of
 from reactgraph.service.assistants import Assistant
 from reactgraph.service.auth_rules import authorize, matches
+from reactgraph.service.thread_select import selected_fields
 from reactgraph.service.wire import BadRequest, field
 
 # The fields of an assistant a search may `select` (the Agent Server's AssistantSelectField), and its sort keys.
@@ -99,24 +100,12 @@ def _ordered(records: list[dict[str, Any]], body: dict[str, Any]) -> list[dict[s
     return sorted(records, key=lambda r: str(r.get(sort_by) or "").lower(), reverse=order == "desc")
 
 
-def _selected(body: dict[str, Any]) -> tuple[str, ...] | None:
-    select = body.get("select")
-    if select is None:
-        return None
-    if not isinstance(select, list) or not all(isinstance(name, str) for name in select):
-        raise BadRequest(422, "'select' must be a list of assistant field names")
-    if unknown := sorted(set(select) - set(ASSISTANT_FIELDS)):
-        raise BadRequest(422, f"'select' cannot name {', '.join(map(repr, unknown))}; the fields are "
-                              f"{', '.join(ASSISTANT_FIELDS)}")
-    return tuple(select)
-
-
 @handler
 async def search_assistants(request: Request) -> Response:
     body = await body_of(request)
     limit = int_param(body.get("limit"), "limit", 10, 1, 1000)
     offset = int_param(body.get("offset"), "offset", 0, 0, 10**6)
-    select = _selected(body)
+    select = selected_fields(body, ASSISTANT_FIELDS, "assistant")
     found = _ordered(await _searched(request, body, limit, offset), body)
     page = [r if select is None else {k: v for k, v in r.items() if k in select} for r in found[offset:offset + limit]]
     more = len(found) > offset + limit

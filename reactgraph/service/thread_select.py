@@ -1,5 +1,5 @@
-"""`select` of a thread search: which fields of each thread the answer holds (the Agent Server's
-ThreadSelectField), checked against the fields a thread has."""
+"""`select` of a search: which fields of each record the answer holds (the Agent Server's ThreadSelectField and
+AssistantSelectField), checked against the fields such a record has."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ THREAD_FIELDS = ("thread_id", "created_at", "updated_at", "state_updated_at", "m
                  "status", "values", "interrupts")
 
 
-def selected_fields(body: dict[str, Any]) -> frozenset[str] | None:
+def selected_fields(body: dict[str, Any], fields: tuple[str, ...] = THREAD_FIELDS,
+                    kind: str = "thread") -> tuple[str, ...] | None:
+    """The body's `select`, in its order, when every name is one of `fields` (a 422 naming the others if not)."""
     select = body.get("select")
     if select is None:
         return None
     if not isinstance(select, list) or not all(isinstance(name, str) for name in select):
-        raise BadRequest(422, "'select' must be a list of thread field names")
-    if unknown := sorted(set(select) - set(THREAD_FIELDS)):
+        raise BadRequest(422, f"'select' must be a list of {kind} field names")
+    if unknown := sorted(set(select) - set(fields)):
         raise BadRequest(422, f"'select' cannot name {', '.join(map(repr, unknown))}; the fields are "
-                              f"{', '.join(THREAD_FIELDS)}")
-    return frozenset(select)
+                              f"{', '.join(fields)}")
+    return tuple(select)
