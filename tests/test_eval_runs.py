@@ -158,6 +158,7 @@ def test_a_run_past_its_time_limit_is_recorded_as_timed_out_and_the_rest_go_on(s
     records, _ = read_records(tmp_path / "run" / "results.jsonl")
     assert done.returncode == 0 and "timed_out 2" in done.stdout, done.stderr
     assert [(r["status"], r["error"]) for r in records] == [("timed_out", "task timed out after 0.3 s")] * 2
+    assert "| failed | timed_out |" in done.stdout and "| react | 0 | 0 | 0 | 0 | 0 | 0 | 2 |" in done.stdout
     assert "TaskTimedOut" not in done.stderr
 
 
@@ -253,8 +254,8 @@ def test_a_reply_limit_reaches_every_run_and_a_reply_cut_there_is_no_answer(suit
     assert whole["status"] == "answered" and cut["status"] != "answered" and cut["tokens_out"] < whole["tokens_out"]
     with pytest.raises(ValueError, match="max output tokens must be at least 16"):
         RunConfig(max_output_tokens=8)
-    code, out, err = cli("compare", "--graphs", "react", "--suite", str(suite), "--limit", "1", "--no-plots",
-                         "--max-output-tokens", "16", "--out", str(tmp_path / "run"))
+    code, _, err = cli("compare", "--graphs", "react", "--suite", str(suite), "--limit", "1", "--no-plots",
+                       "--max-output-tokens", "16", "--out", str(tmp_path / "run"))
     records, _ = read_records(tmp_path / "run" / "results.jsonl")
     assert code == 0 and json.loads((tmp_path / "run" / "run.json").read_text())["max_output_tokens"] == 16, err
     assert records[0]["status"] != "answered"
