@@ -88,7 +88,7 @@ def measure(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         row["statuses"][str(record["status"])] += 1
         row["fallbacks"].update(record.get("fallbacks") or {})
     return {graph: {"runs": row["runs"], "success": row["ok"] / row["runs"],
-                    "model_calls": statistics.fmean(row["calls"]), "calls_total": sum(row["calls"]),
+                    "model_calls": statistics.fmean(row["calls"]),
                     "tokens": statistics.fmean(row["tokens"]), "tool_calls": statistics.fmean(row["tools"]),
                     "statuses": row["statuses"], "fallbacks": row["fallbacks"]} for graph, row in rows.items()}
 
@@ -114,8 +114,8 @@ def print_summary(rows: dict[str, dict[str, Any]], graphs: tuple[str, ...]) -> N
           f"{_ratio(inline['tokens'], llm['tokens'])}, success {inline['success']:.1%} vs {llm['success']:.1%} "
           f"(goal: no lower)")
     defaults = inline["fallbacks"]["inline_verdict_default"]
-    print(f"inline verdicts: {defaults} of {inline['calls_total']} think/answer replies carried no usable verdict "
-          "(each took the safe default: the loop goes on, the loop guard and the closing self-check still apply)")
+    print(f"inline verdicts: {defaults} think repl{'y' if defaults == 1 else 'ies'} carried no usable verdict (each "
+          "took the safe default: the loop goes on, the loop guard and the closing self-check still apply)")
     met = bool(agent["model_calls"]) and inline["model_calls"] / agent["model_calls"] <= GOAL_CALLS \
         and inline["success"] >= llm["success"]
     print("goal met" if met else "goal NOT met")
