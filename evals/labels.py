@@ -58,3 +58,14 @@ def what_it_measures(records: list[dict[str, Any]], config: dict[str, Any]) -> l
         lines.append(f"- **{config['stopped']}**: {config.get('not_started', 0)} planned run(s) not started; "
                      f"`--resume` with a higher `--max-total-cost` runs them")
     return lines
+
+
+def run_heading(records: list[dict[str, Any]], spec: str) -> str:
+    """A notebook table's heading (markdown): the model, then what the runs measure (date, provider and where
+    its server is, total cost; for the scripted model, that it is control flow only)."""
+    endpoint = None
+    if provider_of(spec) not in (*SCRIPTED_PROVIDERS, "unknown"):
+        from reactgraph.graph import load_chat_model
+
+        endpoint = endpoint_of(load_chat_model(spec))  # e.g. a local OpenAI-compatible server, not OpenAI's
+    return "\n".join([f"**model: {spec}**", "", *what_it_measures(records, {"endpoint": endpoint})])

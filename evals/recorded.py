@@ -33,12 +33,16 @@ from reactgraph.evals.runner import RunConfig, compare_runs, run_comparison
 from reactgraph.evals.tasks import Task
 
 RESULTS_DIR_ENV = "REACTGRAPH_RESULTS_DIR"
+# Settings that joined the identity after results were committed: named in the hash only when set, so the
+# directories made before them keep their names.
+SET_ONLY = ("max_output_tokens",)
 
 
 def results_directory(tasks: list[Task], config: RunConfig, root: Path) -> tuple[Path, dict[str, Any]]:
     """The directory of this comparison under `root`, and the settings its run.json holds."""
     settings = {**config.describe(), "suite": f"{len(tasks)} selected tasks", "suite_sha": suite_fingerprint(tasks)}
-    identity = {key: settings.get(key) for key in (*IDENTITY, "seed_values", "repeat")}
+    identity = {key: settings.get(key) for key in (*IDENTITY, "seed_values", "repeat")
+                if key not in SET_ONLY or settings.get(key) is not None}
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return root / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', config.model)}-{digest}", settings
 

@@ -71,11 +71,14 @@ def graph_table(summary: dict[str, Any]) -> str:
 
 
 def status_table(summary: dict[str, Any]) -> str:
-    """One row per graph: how many runs ended with each status."""
-    lines = ["| graph | " + " | ".join(RUN_STATUSES) + " |", "| --- |" + " ---: |" * len(RUN_STATUSES)]
+    """One row per graph: how many runs ended with each status (and a column for any other end, e.g. `timed_out`,
+    so that every run is counted)."""
+    other = sorted({s for a in summary["graphs"].values() for s in a.get("statuses") or {}} - set(RUN_STATUSES))
+    columns = [*RUN_STATUSES, *other]
+    lines = ["| graph | " + " | ".join(columns) + " |", "| --- |" + " ---: |" * len(columns)]
     for name, a in summary["graphs"].items():
         counts = a.get("statuses") or {}
-        lines.append(f"| {name} | " + " | ".join(str(counts.get(s, 0)) for s in RUN_STATUSES) + " |")
+        lines.append(f"| {name} | " + " | ".join(str(counts.get(s, 0)) for s in columns) + " |")
     return "\n".join(lines)
 
 

@@ -24,7 +24,8 @@ SETTINGS = "run.json"
 # What makes records comparable: resuming with any of these changed is refused. Seeds, repeats, tags, limit,
 # concurrency and the total cost cap only choose which runs are made, so they may change between resumes.
 IDENTITY = ("model", "suite", "suite_sha", "graphs", "faults", "max_iterations", "reflection", "protocol",
-            "max_tool_calls", "max_model_tokens", "max_cost_usd", "task_timeout_s")
+            "max_tool_calls", "max_model_tokens", "max_cost_usd", "task_timeout_s",
+            "max_output_tokens")
 
 RunKey = tuple[str, int, str, int]
 

@@ -46,6 +46,8 @@ class RunConfig:
     max_tool_calls: int | None = None
     max_model_tokens: int | None = None
     max_cost_usd: float | None = None
+    # Most tokens one model reply may have (None: Context's default); a small local model may ramble to it.
+    max_output_tokens: int | None = None
     # How the runs are made (evals/schedule.py): runs at once, each run's time limit, the whole comparison's cost.
     concurrency: int = 1
     task_timeout_s: float | None = None
@@ -60,6 +62,8 @@ class RunConfig:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
         if self.task_timeout_s is not None and self.task_timeout_s <= 0:
             raise ValueError(f"task timeout must be more than 0 seconds, not {self.task_timeout_s:g}")
+        if self.max_output_tokens is not None and self.max_output_tokens < 16:
+            raise ValueError(f"max output tokens must be at least 16, not {self.max_output_tokens}")
         if self.max_total_cost_usd is not None and self.max_total_cost_usd < 0:
             raise ValueError(f"total cost cap must be 0 or more, not {self.max_total_cost_usd:g}")
         parse_spec(self.model)  # a bad spec is one line before anything runs
@@ -101,7 +105,7 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     context = entry.make_context(model=config.model, max_iterations=config.max_iterations,
                                  reflection=config.reflection, protocol=config.protocol,
                                  max_tool_calls=config.max_tool_calls, max_model_tokens=config.max_model_tokens,
-                                 max_cost_usd=config.max_cost_usd)
+                                 max_cost_usd=config.max_cost_usd, **_reply_limit(config))
     meter = UsageMeter()
     result: dict[str, Any] = {}
     error = None
@@ -135,6 +139,11 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
         **task_fields(task, steps),
     }
     return mark_timed_out(record, guard.limit_s) if guard and guard.expired else record
+
+
+def _reply_limit(config: RunConfig) -> dict[str, int]:
+    """The run's max_output_tokens when the comparison sets one (else Context's default)."""
+    return {"max_output_tokens": config.max_output_tokens} if config.max_output_tokens else {}
 
 
 MAX_APPROVALS = 50  # approval pauses answered per run; more would mean a graph that asks in a loop

@@ -129,6 +129,7 @@ def test_a_run_killed_mid_way_resumes_to_the_records_of_an_uninterrupted_one(sui
     (["--model", "offline-noisy:0.5"], "model was \"offline\", now \"offline-noisy:0.5\""),
     (["--graphs", "react,plan_solve"], "graphs was react, now react,plan_solve"),
     (["--tool-failure-rate", "0.2"], "faults was"),
+    (["--max-output-tokens", "64"], "max_output_tokens was null, now 64"),
 ])
 def test_resuming_with_other_settings_is_refused_in_one_line_naming_the_difference(suite, tmp_path, cli, change,
                                                                                     difference):
@@ -157,6 +158,7 @@ def test_a_run_past_its_time_limit_is_recorded_as_timed_out_and_the_rest_go_on(s
     records, _ = read_records(tmp_path / "run" / "results.jsonl")
     assert done.returncode == 0 and "timed_out 2" in done.stdout, done.stderr
     assert [(r["status"], r["error"]) for r in records] == [("timed_out", "task timed out after 0.3 s")] * 2
+    assert "| failed | timed_out |" in done.stdout and "| react | 0 | 0 | 0 | 0 | 0 | 0 | 2 |" in done.stdout
     assert "TaskTimedOut" not in done.stderr
 
 
@@ -186,6 +188,21 @@ def test_a_real_model_report_names_the_model_provider_date_and_cost(suite, tmp_p
     assert f"- model: {MODEL}" in text_report and f"provider: openai at 127.0.0.1:{server.port}" in text_report
     assert time.strftime("%Y-%m-%d", time.gmtime()) in text_report and "total cost: unknown" in text_report
     assert "control flow only" not in text_report
+
+
+def test_a_notebook_heading_names_the_model_its_server_the_day_and_the_cost(suite, monkeypatch):
+    from reactgraph.evals.labels import run_heading
+
+    tasks = load_suite(str(suite))[:1]
+    with ProviderServer(then=Provider()) as server:
+        for name, value in provider_env(server).items():
+            monkeypatch.setenv(name, value)
+        records = run_comparison(tasks, RunConfig(graphs=("react",), model=MODEL, reflection="rules"))
+        heading = run_heading(records, MODEL)
+    assert heading.startswith(f"**model: {MODEL}**") and f"provider: openai at 127.0.0.1:{server.port}" in heading
+    assert time.strftime("%Y-%m-%d", time.gmtime()) in heading and "control flow only" not in heading
+    offline = run_heading(run_comparison(tasks, RunConfig(graphs=("react",))), "offline")
+    assert "provider: offline · total cost: $0.0000" in offline and "control flow only" in offline
 
 
 def test_a_run_the_provider_keeps_failing_is_recorded_with_the_cause_and_new_runs_pause(suite, tmp_path,
@@ -229,3 +246,16 @@ def test_a_run_stuck_in_one_call_is_given_up_after_its_grace_and_its_late_record
     assert [(r["task"], r["status"]) for r in outcome.records] == [("t0", "answered"), ("t1", "timed_out"),
                                                                    ("t2", "answered")]
     assert outcome.records[1]["model"] == "offline" and outcome.records[1]["error"] == "task timed out after 0.1 s"
+
+
+def test_a_reply_limit_reaches_every_run_and_a_reply_cut_there_is_no_answer(suite, tmp_path, cli):
+    weather = [t for t in load_suite("default") if t.id == "weather-bj-sh-zh"]
+    whole, cut = (run_comparison(weather, RunConfig(graphs=("react",), max_output_tokens=n))[0] for n in (None, 16))
+    assert whole["status"] == "answered" and cut["status"] != "answered" and cut["tokens_out"] < whole["tokens_out"]
+    with pytest.raises(ValueError, match="max output tokens must be at least 16"):
+        RunConfig(max_output_tokens=8)
+    code, _, err = cli("compare", "--graphs", "react", "--suite", str(suite), "--limit", "1", "--no-plots",
+                       "--max-output-tokens", "16", "--out", str(tmp_path / "run"))
+    records, _ = read_records(tmp_path / "run" / "results.jsonl")
+    assert code == 0 and json.loads((tmp_path / "run" / "run.json").read_text())["max_output_tokens"] == 16, err
+    assert records[0]["status"] != "answered"

@@ -46,6 +46,8 @@ TaskTimeoutOption = Annotated[float | None, typer.Option(metavar="S", help="A ru
                                                          "stopped and recorded as timed out.")]
 MaxTotalCostOption = Annotated[float | None, typer.Option(metavar="USD", help="Start no run once the comparison "
                                                           "has cost this much (runs under way finish).")]
+MaxOutputOption = Annotated[int | None, typer.Option(metavar="N", help="Most tokens one model reply may have "
+                                                    "(default 1024; a small local model may ramble to it).")]
 ReportOption = Annotated[Path | None, typer.Option(metavar="RESULTS", help="Run nothing: rewrite the report "
                                                    "(summary.md/json, plots) of a results.jsonl or its directory.")]
 
@@ -73,6 +75,7 @@ def compare(
     resume: ResumeOption = None,
     task_timeout: TaskTimeoutOption = None,
     max_total_cost: MaxTotalCostOption = None,
+    max_output_tokens: MaxOutputOption = None,
     report: ReportOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of the markdown.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or notes on stderr.")] = False,
@@ -88,7 +91,7 @@ def compare(
         return
     settings = _settings(graphs, suite, model, repeat, seed, seeds, tool_failure_rate, tool_latency_ms, tag, limit,
                          max_iterations, budget_flags(max_tool_calls, max_tokens, max_cost), reflection, protocol,
-                         (concurrency, task_timeout, max_total_cost))
+                         (concurrency, task_timeout, max_total_cost, max_output_tokens))
     directory = _directory(out, resume)
     with traced(otel):  # each run of each graph is its own trace
         run_and_report(settings, directory, resume is not None, plots, output)
@@ -107,13 +110,13 @@ def _directory(out: Path, resume: Path | None) -> Path:
 def _settings(graphs: str | None, suite: str, model: str | None, repeat: int, seed: int, seeds: int,
               failure_rate: float, latency_ms: float, tag: list[str], limit: int | None, max_iterations: int,
               budgets: dict[str, Any], reflection: Reflection, protocol: Protocol,
-              runs: tuple[int, float | None, float | None]) -> Any:
+              runs: tuple[int, float | None, float | None, int | None]) -> Any:
     """The tasks and the RunConfig from the flags; a bad one is one line."""
     from reactgraph.cli.compare_run import Settings
     from reactgraph.evals import FaultPlan, RunConfig, SuiteError, UnknownGraphError, available_graphs
     from reactgraph.evals.graphs import resolve_graphs
 
-    concurrency, task_timeout, max_total_cost = runs
+    concurrency, task_timeout, max_total_cost, max_output_tokens = runs
     try:
         names = graphs or ",".join(g for g in DEFAULT_GRAPHS.split(",") if g in available_graphs())
         tasks, everything = _load_tasks(suite, tag, limit)
@@ -124,7 +127,7 @@ def _settings(graphs: str | None, suite: str, model: str | None, repeat: int, se
                            seeds=seeds, faults=FaultPlan(failure_rate=failure_rate, latency_ms=latency_ms),
                            max_iterations=max_iterations, reflection=context.reflection, protocol=context.protocol,
                            concurrency=concurrency, task_timeout_s=task_timeout,
-                           max_total_cost_usd=max_total_cost, **budgets)
+                           max_total_cost_usd=max_total_cost, max_output_tokens=max_output_tokens, **budgets)
         resolve_graphs(list(config.graphs))
     except (SuiteError, UnknownGraphError, ValueError, TypeError) as exc:
         raise UserError(str(exc)) from exc
