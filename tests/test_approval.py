@@ -405,7 +405,8 @@ def test_evals_approve_what_their_tools_ask_for_and_measure_the_run(page, monkey
     from reactgraph.models.offline import OfflineChatModel
 
     # The eval's gateway with http_get allowed to reach the loopback page (and no faults injected).
-    monkeypatch.setattr(runner, "faulty_gateway", lambda faults, key, base=None: (loopback_tools(), SimpleNamespace(injected={})))
+    monkeypatch.setattr(runner, "faulty_gateway",
+                        lambda faults, key, base=None: (loopback_tools(), SimpleNamespace(injected={})))
     (entry,) = resolve_graphs(["react"])
     task = Task(id="fetch", question=f"Fetch {page}", expected=["LangGraph builds agents"])
     record = run_task(entry, task, 0, RunConfig(graphs=("react",)), OfflineChatModel())

@@ -352,9 +352,11 @@ def test_no_wait_refuses_a_busy_session_with_one_line_while_renewals_keep_the_fi
                                                                                         tmp_path):
     gate, log = tmp_path / "gate", tmp_path / "calls.log"
     first = start(ask(Q1, cli_session), cli_env(redis_url, log, LEASE_GATE=str(gate),
-                                                REACTGRAPH_SESSION_LEASE_TTL="1"), tmp_path / "first.err")
+                                                REACTGRAPH_SESSION_LEASE_TTL="3"), tmp_path / "first.err")
     wait_for(lambda: log.exists() and "start 北京" in log.read_text())
-    time.sleep(2.5)  # past two expiries of the first turn's lease: it is held by renewals alone
+    # past two expiries of the first turn's lease: it is held by renewals alone (a 1 s lease lost a renewal at
+    # load 10 beside the whole suite; 3 s leaves renewals (every third of it) room on a loaded machine)
+    time.sleep(6.5)
     env = cli_env(redis_url, log)
     for options, reason in ((("--no-wait",), "not waiting"), (("--wait", "0.5"), "still busy after waiting 0.5 s")):
         refused = subprocess.run(ask(Q2, cli_session, *options), env=env, capture_output=True, text=True,

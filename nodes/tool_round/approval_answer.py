@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.nodes.tool_round.decision import (
     MAX_NAME_CHARS,
     MAX_REASON_CHARS,
@@ -32,8 +33,8 @@ DEPRECATED = ('approval answers in the old format ({"decision": ...} or a mappin
               "(LangChain's HITL format, see docs/approvals.md)")
 
 
-class OldApprovalAnswer(DeprecationWarning):
-    """An approval answered in the previous release's format."""
+class OldApprovalAnswer(ReactGraphError, DeprecationWarning):
+    """An approval answered in the previous release's format (a warning, under our error root like the rest)."""
 
 
 # Shown once per process, not hidden as Python hides DeprecationWarnings raised outside __main__: the code that

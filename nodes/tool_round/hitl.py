@@ -21,14 +21,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reactgraph.tools.policies.guards.approval import describe_call
-
 TOOL_APPROVAL = "tool_approval"  # the per-call interrupt value's "type", as LangChain names it
 
 
 def describe(request: Mapping[str, Any], error: str = "") -> str:
     """What the person reads: why the call asks, the tool and its arguments (as LangChain's default does), after
     the problem with the last answer if there was one."""
+    # imported here: the CLI's approval prompt reads this module, and `reactgraph --help` must not load the tools
+    from reactgraph.tools.policies.guards.approval import describe_call
+
     text = describe_call(request["name"], request.get("args"), request["reason"])
     return f"The last answer was not understood: {error}\n\n{text}" if error else text
 

@@ -18,7 +18,6 @@ from typing import Any, TextIO
 
 from reactgraph.cli.terminal_text import terminal_safe
 from reactgraph.errors import ReactGraphError
-from reactgraph.nodes.tool_round.hitl import TOOL_APPROVAL, answer_with, requested_calls
 
 APPROVE_HELP = ("Answer approval requests without asking: all | none | TOOL (names or tags whose calls are "
                 "approved; the others are rejected); repeatable. Default: ask at a terminal, else reject.")
@@ -44,6 +43,10 @@ def make_approver(approve: Iterable[str], tags_of: Callable[[str], tuple[str, ..
                   ask: Callable[[str], str] = read_line, out: TextIO | None = None) -> Callable[[dict[str, Any]], Any]:
     """The approver `graph.sessions.run` asks; `tags_of(tool)` gives a tool's tags (for `--approve TAG`). It is
     given LangChain's HITL request (batched or per call) and answers with its decisions."""
+    # imported here, not at the top: `ask` reads APPROVE_HELP from this module, and `reactgraph --help` must not
+    # load the nodes and tools
+    from reactgraph.nodes.tool_round.hitl import answer_with, requested_calls
+
     stream: TextIO = out or sys.stderr
     chosen = [value.strip() for value in approve if value.strip()]
     if {"all", "none"} & set(chosen) and len(chosen) > 1:
@@ -77,6 +80,8 @@ def _scripted(call: dict[str, Any], chosen: list[str], tags_of: Callable[[str], 
 
 
 def _interactive(request: dict[str, Any], ask: Callable[[str], str], out: TextIO) -> Any:
+    from reactgraph.nodes.tool_round.hitl import TOOL_APPROVAL, answer_with, requested_calls
+
     if request.get("error"):
         out.write(terminal_safe(f"  (the last answer was not understood: {request['error']})\n"))
     same_tool = request.get("type") == TOOL_APPROVAL  # a per-call edit keeps the tool
