@@ -87,8 +87,8 @@ def no_outbound_traffic():
 # Modules whose tests share a module fixture that is slow to build (the Studio dev server, the wheel): under
 # pytest-xdist each runs on one worker, so it is built once. (xdist's own `xdist_group` mark does this, but
 # with pytest 9.2 it is silently ignored: pytest-dev/pytest-xdist#1386.)
-# The modules whose module fixture is a `reactgraph serve` with its workers (~3 processes, 2-5 s of CPU to start)
-# are among them: spread test by test over three workers, each such service was started up to three times.
+# The modules whose module fixture is a `reactgraph serve` (with its workers, and for some MCP servers: 1.3 s of
+# CPU or more to start) are among them: spread test by test over three workers, each was started up to 3 times.
 SERVICE_MODULES = ("tests/test_serve.py", "tests/test_serve_runs.py", "tests/test_serve_auth.py",
                    "tests/test_serve_http_guard.py", "tests/test_serve_policy.py", "tests/test_serve_nonblocking.py",
                    "tests/test_serve_assistants.py", "tests/test_serve_assistants_auth.py")
