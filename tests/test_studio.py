@@ -582,16 +582,21 @@ def studio_opening_a_graph_and_a_thread(url: str) -> dict[str, object]:
     return answers
 
 
-def test_reactgraph_serve_answers_what_studio_asks_in_the_shapes_langgraph_dev_does(studio_server, redis_url,
-                                                                                   tmp_path):
+@pytest.fixture(scope="module")
+def reactgraph_serve(redis_url: str, tmp_path_factory) -> Iterator[object]:
+    """One `reactgraph serve` (one worker) for the tests that compare its answers with `langgraph dev`'s: they
+    only ask it, so one start serves them all."""
     from test_serve import start_service, stop
 
+    service = start_service(redis_url, tmp_path_factory.mktemp("reactgraph-serve"), workers=1)
+    yield service
+    stop(service)
+
+
+def test_reactgraph_serve_answers_what_studio_asks_in_the_shapes_langgraph_dev_does(studio_server,
+                                                                                   reactgraph_serve):
     theirs = studio_opening_a_graph_and_a_thread(studio_server.url)
-    service = start_service(redis_url, tmp_path, workers=1)
-    try:
-        ours = studio_opening_a_graph_and_a_thread(service.url)
-    finally:
-        stop(service)
+    ours = studio_opening_a_graph_and_a_thread(reactgraph_serve.url)
     assert ours["stream events"] == theirs["stream events"]
     gaps = {name: shape_gaps(shape(ours[name]), shape(answer)) for name, answer in theirs.items()
             if name not in ("stream events", "info")}
@@ -623,16 +628,10 @@ def changing_assistants_and_the_store(url: str) -> dict[str, object]:
     return answers
 
 
-def test_reactgraph_serve_changes_assistants_and_the_store_in_the_shapes_langgraph_dev_does(studio_server, redis_url,
-                                                                                          tmp_path):
-    from test_serve import start_service, stop
-
+def test_reactgraph_serve_changes_assistants_and_the_store_in_the_shapes_langgraph_dev_does(studio_server,
+                                                                                          reactgraph_serve):
     theirs = changing_assistants_and_the_store(studio_server.url)
-    service = start_service(redis_url, tmp_path, workers=0)
-    try:
-        ours = changing_assistants_and_the_store(service.url)
-    finally:
-        stop(service)
+    ours = changing_assistants_and_the_store(reactgraph_serve.url)
     assert ours["assistants.count created"] == theirs["assistants.count created"] == 1
     assert ours["store.get_item missing"] is theirs["store.get_item missing"] is None
     gaps = {name: shape_gaps(shape(ours[name]), shape(answer)) for name, answer in theirs.items()}
@@ -665,15 +664,9 @@ def sdk_runs_beyond_studio(url: str) -> dict[str, object]:
 
 
 def test_reactgraph_serve_answers_stateless_runs_stream_modes_and_interrupts_as_langgraph_dev_does(
-        studio_server, redis_url, tmp_path):
-    from test_serve import start_service, stop
-
+        studio_server, reactgraph_serve):
     theirs = sdk_runs_beyond_studio(studio_server.url)
-    service = start_service(redis_url, tmp_path, workers=1)
-    try:
-        ours = sdk_runs_beyond_studio(service.url)
-    finally:
-        stop(service)
+    ours = sdk_runs_beyond_studio(reactgraph_serve.url)
     for names in ("messages events", "events events"):
         assert ours[names] == theirs[names], names
     assert len(ours["paused thread interrupts"]) == len(theirs["paused thread interrupts"]) == 1  # type: ignore[arg-type]
