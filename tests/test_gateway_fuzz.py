@@ -19,7 +19,7 @@ from reactgraph.tools.builtin import builtin_tools, http_get_tool
 
 BUILTIN_TOOLS = ("calculator", "get_time", "get_weather", "search", "rag_search", "http_get")
 # 2,000 payloads per tool in the suite; CI's `.ci/run` runs this file again at the full 10,000 (the figure the
-# gateway was fuzzed to) with REACTGRAPH_FUZZ_PAYLOADS=10000: ~50 s of CPU the suite's 3-minute budget cannot hold.
+# gateway was fuzzed to) with REACTGRAPH_FUZZ_PAYLOADS=10000: ~21 s more CPU than the suite's 3-minute budget holds.
 PAYLOADS_PER_TOOL = int(os.environ.get("REACTGRAPH_FUZZ_PAYLOADS", "2000"))
 # Hypothesis spends ~1 ms of its own on every example, more than drawing a payload or running the call;
 # twenty payloads an example keep 10,000 payloads per tool within ~60 s of CPU.

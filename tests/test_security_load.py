@@ -154,7 +154,7 @@ async def lost_turns(graph: Any, store: RedisStore, sessions: list[str], turns: 
 
 
 # 50 sessions in the suite, five to a connection; CI's `.ci/run` runs this test again with the figure it was
-# written for, REACTGRAPH_LOAD_SESSIONS=150 (~9 s more CPU than the suite's 3-minute budget holds).
+# written for, REACTGRAPH_LOAD_SESSIONS=150 (~11 s more CPU than the suite's 3-minute budget holds).
 SESSIONS = int(os.environ.get("REACTGRAPH_LOAD_SESSIONS", "50"))
 
 

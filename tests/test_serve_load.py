@@ -2,7 +2,7 @@
 one Redis; 50 langgraph-sdk clients enqueue several runs per thread, spread over both API processes. Nothing may
 be lost, no tool call may run twice, and no two turns of one thread may mix (see tests/support/serve_load.py).
 
-300 runs in the suite ($REACTGRAPH_LOAD_RUNS to change it): the issue's 1,000 cost ~35 s more CPU than the suite's
+300 runs in the suite ($REACTGRAPH_LOAD_RUNS to change it): the issue's 1,000 cost ~31 s more CPU than the suite's
 3-minute budget holds, so CI's `.ci/run` runs this file again with REACTGRAPH_LOAD_RUNS=1000; benchmarks/serve.py
 runs the same load and reports its time."""
 
