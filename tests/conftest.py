@@ -87,8 +87,14 @@ def no_outbound_traffic():
 # Modules whose tests share a module fixture that is slow to build (the Studio dev server, the wheel): under
 # pytest-xdist each runs on one worker, so it is built once. (xdist's own `xdist_group` mark does this, but
 # with pytest 9.2 it is silently ignored: pytest-dev/pytest-xdist#1386.)
-ONE_WORKER_MODULES = ("tests/test_studio.py", "tests/test_packaging.py", "tests/test_mcp.py", "tests/test_serve.py",
-                      "tests/test_redis_cluster.py")  # test_redis_cluster starts a three-node Redis Cluster once
+# The modules whose module fixture is a `reactgraph serve` (with its workers, and for some MCP servers: 1.3 s of
+# CPU or more to start) are among them: spread test by test over three workers, each was started up to 3 times.
+SERVICE_MODULES = ("tests/test_serve.py", "tests/test_serve_runs.py", "tests/test_serve_auth.py",
+                   "tests/test_serve_http_guard.py", "tests/test_serve_policy.py", "tests/test_serve_nonblocking.py",
+                   "tests/test_serve_assistants.py", "tests/test_serve_assistants_auth.py")
+ONE_WORKER_MODULES = ("tests/test_studio.py", "tests/test_packaging.py", "tests/test_mcp.py",
+                      "tests/test_redis_cluster.py",  # test_redis_cluster starts a three-node Redis Cluster once
+                      *SERVICE_MODULES)
 REAL_MODEL_TIER = "tests/real_model/"
 # The longest tests (10-30 s each) start first, so no worker is left with one of them while the others idle.
 LONGEST_FIRST = ("tests/test_gateway_fuzz.py", "tests/test_notebooks.py", "tests/test_serve_load.py")
@@ -152,8 +158,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
+        """The longest tests, then the one-worker modules (each one long unit of work), then the rest."""
         module = item.nodeid.split("::", 1)[0]
-        return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
+        if module in LONGEST_FIRST:
+            return LONGEST_FIRST.index(module)
+        return len(LONGEST_FIRST) + (module not in ONE_WORKER_MODULES)
 
     items.sort(key=rank)  # stable: the order within each module stays
 

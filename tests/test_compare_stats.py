@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +25,6 @@ from reactgraph.evals import (
 from reactgraph.evals.report import markdown, subtitle
 from reactgraph.evals.stats import holm, sign_flip_p
 
-REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 SMALL_SUITE = [
     {"id": "calc", "question": "计算 (15 + 27) * 3 等于多少", "tags": ["calc"], "number": 126},
     {"id": "search", "question": "什么是 LangChain？", "tags": ["search"], "expected": ["LangChain"]},
@@ -173,19 +169,14 @@ def test_seeds_repeat_the_run_and_each_record_carries_its_seed(suite_file):
         RunConfig(seeds=0)
 
 
-def reactgraph(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "REACTGRAPH_MODEL": "", "COLUMNS": "200"}
-    return subprocess.run([REACTGRAPH, *args], check=False, capture_output=True, text=True, timeout=120, env=env)
-
-
-def test_compare_with_seeds_reports_intervals_and_pair_verdicts_everywhere(suite_file, tmp_path):
+def test_compare_with_seeds_reports_intervals_and_pair_verdicts_everywhere(suite_file, tmp_path, cli):
     out = tmp_path / "out"
-    done = reactgraph("compare", "--graphs", "react,reflexion", "--suite", str(suite_file), "--out", str(out),
-                      "--seed", "1", "--seeds", "2", "--tool-failure-rate", "0.3")
-    assert done.returncode == 0, done.stderr
-    assert "× 2 seed(s)" in done.stderr and "seeds: 1–2 (2)" in done.stdout
-    assert "| 95% interval |" in done.stdout and "## Are the differences real?" in done.stdout
-    assert "| react vs reflexion | 3 |" in done.stdout
+    code, stdout, stderr = cli("compare", "--graphs", "react,reflexion", "--suite", str(suite_file), "--out", str(out),
+                               "--seed", "1", "--seeds", "2", "--tool-failure-rate", "0.3")
+    assert code == 0, stderr
+    assert "× 2 seed(s)" in stderr and "seeds: 1–2 (2)" in stdout
+    assert "| 95% interval |" in stdout and "## Are the differences real?" in stdout
+    assert "| react vs reflexion | 3 |" in stdout
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["seeds"] == [1, 2] and summary["config"]["seed_values"] == [1, 2]
     assert summary["config"]["suite"] == str(suite_file)

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import json
 import logging
+import os
 from typing import Any
 
 import httpx
@@ -17,9 +18,11 @@ from reactgraph.tools import BreakerConfig, ToolGateway, ToolMeta, ToolResult, T
 from reactgraph.tools.builtin import builtin_tools, http_get_tool
 
 BUILTIN_TOOLS = ("calculator", "get_time", "get_weather", "search", "rag_search", "http_get")
-PAYLOADS_PER_TOOL = 10_000
+# 2,000 payloads per tool in the suite; CI's `.ci/run` runs this file again at the full 10,000 (the figure the
+# gateway was fuzzed to) with REACTGRAPH_FUZZ_PAYLOADS=10000: ~21 s more CPU than the suite's 3-minute budget holds.
+PAYLOADS_PER_TOOL = int(os.environ.get("REACTGRAPH_FUZZ_PAYLOADS", "2000"))
 # Hypothesis spends ~1 ms of its own on every example, more than drawing a payload or running the call;
-# twenty payloads an example keep 10,000 payloads per tool within the file's time budget (~60 s of CPU).
+# twenty payloads an example keep 10,000 payloads per tool within ~60 s of CPU.
 PAYLOADS_PER_EXAMPLE = 20
 FUZZ = settings(max_examples=PAYLOADS_PER_TOOL // PAYLOADS_PER_EXAMPLE, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))

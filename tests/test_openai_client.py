@@ -302,14 +302,14 @@ def test_bad_retry_settings_and_missing_providers_are_one_line_config_errors(mon
 
 # --- the command line, end to end ----------------------------------------------------------------------------
 
-def test_the_cli_runs_both_protocols_against_the_provider():
+def test_the_cli_runs_both_protocols_against_the_provider(run_cli):
     with ProviderServer(calls(("calculator", {"expression": "6*7"})), text("42")) as server:
         done = reactgraph("6*7?", "--json", "--store", "memory", "--reflection", "rules", server=server)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["answer"] == "42" and server.tool_names(0) == BUILTIN_TOOLS
     with ProviderServer(text('Thought: multiply\nAction: calculator\nAction Input: "6*7"'),
-                      text("Final Answer: 42")) as server:
-        done = reactgraph("6*7?", "--protocol", "text", "--store", "memory", server=server)
+                      text("Final Answer: 42")) as server:  # the installed script ran above: this one in process
+        done = run_cli("6*7?", "--protocol", "text", "--store", "memory", server=server)
     assert done.returncode == 0, done.stderr
     assert "Action: calculator" in done.stdout and "42" in done.stdout
     assert server.requests[0]["stop"] == ["Observation:"] and "tools" not in server.requests[0]

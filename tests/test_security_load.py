@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -152,8 +153,13 @@ async def lost_turns(graph: Any, store: RedisStore, sessions: list[str], turns: 
     return lost
 
 
+# 50 sessions in the suite, five to a connection; CI's `.ci/run` runs this test again with the figure it was
+# written for, REACTGRAPH_LOAD_SESSIONS=150 (~11 s more CPU than the suite's 3-minute budget holds).
+SESSIONS = int(os.environ.get("REACTGRAPH_LOAD_SESSIONS", "50"))
+
+
 @pytest.mark.parametrize("saver_kind, most", [("async", 20), ("sync", 10)])
-async def test_150_concurrent_sessions_on_a_pool_of_10_lose_no_turn(saver_kind, most, redis_url, redis_prefix):
+async def test_many_concurrent_sessions_on_a_pool_of_10_lose_no_turn(saver_kind, most, redis_url, redis_prefix):
     # AsyncRedisSaver has an asyncio pool of 10 beside the store's 10; RedisSaver and the store share one pool.
     name = named("load-test")
     options = {"max_connections": 10, "pool_timeout": 30, "client_name": name}
@@ -161,7 +167,7 @@ async def test_150_concurrent_sessions_on_a_pool_of_10_lose_no_turn(saver_kind, 
     saver = kind.from_url(redis_url, prefix=redis_prefix, **options)
     store = RedisStore.from_url(redis_url, prefix=redis_prefix + "store", **options)
     graph = build_react_graph(checkpointer=saver, store=store)
-    sessions = [f"s{i}" for i in range(150)]
+    sessions = [f"s{i}" for i in range(SESSIONS)]
     try:
         with PeakConnections(redis_url, name) as connections:
             errors = await run_sessions(graph, sessions, turns=2)

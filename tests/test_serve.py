@@ -19,7 +19,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
-from support.cli_env import clean_env
+from support.cli_env import clean_env, run_in_process
 from support.local_servers import free_port
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
@@ -391,18 +391,19 @@ def test_history_lists_checkpoints_and_a_run_from_one_forks_the_thread(served):
     assert client.threads.get_state(thread["thread_id"])["values"]["final_answer"] == "edited by hand"
 
 
-def test_a_cli_session_is_a_thread_of_the_service_and_back(served):
+def test_a_cli_session_is_a_thread_of_the_service_and_back(served, monkeypatch, capfd):
+    """`reactgraph ask` here runs in the test's process, with the service's settings: the service, in its own,
+    finds the CLI's session in Redis, and the CLI the service's turn."""
     session = f"cli-{uuid.uuid4().hex[:8]}"
-    asked = subprocess.run([REACTGRAPH, "ask", "计算 2 + 3 等于多少", "--session", session, "--json"],
-                           env=served.env, capture_output=True, text=True, timeout=120)
+    asked = run_in_process(monkeypatch, capfd, ["ask", "计算 2 + 3 等于多少", "--session", session, "--json"],
+                           **served.env)
     assert asked.returncode == 0, asked.stderr
     client = served.client()
     assert session in [t["thread_id"] for t in client.threads.search(limit=1000)]
     state = client.threads.get_state(session)
     assert [m["content"] for m in state["values"]["messages"] if m["type"] == "human"] == ["计算 2 + 3 等于多少"]
     client.runs.wait(session, "react", input=human("计算 10 * 7 等于多少"))
-    again = subprocess.run([REACTGRAPH, "ask", "现在几点了？", "--session", session, "--json"],
-                           env=served.env, capture_output=True, text=True, timeout=120)
+    again = run_in_process(monkeypatch, capfd, ["ask", "现在几点了？", "--session", session, "--json"], **served.env)
     assert again.returncode == 0, again.stderr
     humans = [m["content"] for m in client.threads.get_state(session)["values"]["messages"] if m["type"] == "human"]
     assert humans == ["计算 2 + 3 等于多少", "计算 10 * 7 等于多少", "现在几点了？"]

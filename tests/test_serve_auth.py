@@ -5,7 +5,6 @@ rule that only loopback may be served without auth."""
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import PermissionDeniedError
 
+from support.cli_env import run_in_process
 from support.local_servers import free_port
 from test_serve import REACTGRAPH, TESTS, Service, human, service_env, stop
 
@@ -162,10 +162,10 @@ def test_the_graph_sees_the_authenticated_user_and_never_one_the_client_names(se
     assert configurable["langgraph_auth_permissions"] == ["threads:write"]
 
 
-def test_a_cli_session_is_invisible_to_a_user_whose_filter_names_an_owner(served, alice):
-    session = f"cli-{uuid.uuid4().hex[:8]}"
-    asked = subprocess.run([REACTGRAPH, "ask", "计算 2 + 3 等于多少", "--session", session, "--json"],
-                           env=served.env, capture_output=True, text=True, timeout=120)
+def test_a_cli_session_is_invisible_to_a_user_whose_filter_names_an_owner(served, alice, monkeypatch, capfd):
+    session = f"cli-{uuid.uuid4().hex[:8]}"  # `reactgraph ask` in the test's process, with the service's settings
+    asked = run_in_process(monkeypatch, capfd, ["ask", "计算 2 + 3 等于多少", "--session", session, "--json"],
+                           **served.env)
     assert asked.returncode == 0, asked.stderr
     assert session not in [t["thread_id"] for t in alice.threads.search(limit=1000)]
     assert status_of(lambda: alice.threads.get_state(session)) == 404

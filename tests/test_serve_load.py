@@ -2,8 +2,9 @@
 one Redis; 50 langgraph-sdk clients enqueue several runs per thread, spread over both API processes. Nothing may
 be lost, no tool call may run twice, and no two turns of one thread may mix (see tests/support/serve_load.py).
 
-1,000 runs by default, the issue's figure ($REACTGRAPH_LOAD_RUNS to change it); benchmarks/serve.py runs the same
-load and reports its time."""
+300 runs in the suite ($REACTGRAPH_LOAD_RUNS to change it): the issue's 1,000 cost ~31 s more CPU than the suite's
+3-minute budget holds, so CI's `.ci/run` runs this file again with REACTGRAPH_LOAD_RUNS=1000; benchmarks/serve.py
+runs the same load and reports its time."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from support.serve_load import check, drive, plan, start_scaled_service
 from test_serve import stop
 
-RUNS = int(os.environ.get("REACTGRAPH_LOAD_RUNS", "1000"))
+RUNS = int(os.environ.get("REACTGRAPH_LOAD_RUNS", "300"))
 CLIENTS, RUNS_PER_THREAD = 50, 4
 LOAD_TIMEOUT_S = 30 + RUNS * 0.15  # 300 runs take about 10 s here, 1,000 about 25 s
 

@@ -557,18 +557,6 @@ def shape_gaps(ours, theirs, where: str = "") -> list[str]:
         return shape_gaps(ours[0], theirs[0], f"{where}[0]") if ours and theirs else []
     return [] if ours == theirs or {ours, theirs} <= {"int", "float"} else [f"{where or '$'}: {ours} vs {theirs}"]
 
-def ours_beside_theirs(ask, studio_url: str, redis_url: str, tmp_path, workers: int) -> tuple[dict, dict]:
-    """The same calls (`ask(url)`) to `langgraph dev` and to a `reactgraph serve` started for them: (ours, theirs)."""
-    from test_serve import start_service, stop
-
-    theirs = ask(studio_url)
-    service = start_service(redis_url, tmp_path, workers=workers)
-    try:
-        return ask(service.url), theirs
-    finally:
-        stop(service)
-
-
 def assert_same_shapes(ours: dict, theirs: dict, skip: tuple[str, ...] = ()) -> None:
     """Every answer of ours has the shape of `langgraph dev`'s (the names in `skip` are compared otherwise)."""
     gaps = {name: shape_gaps(shape(ours[name]), shape(answer)) for name, answer in theirs.items() if name not in skip}
@@ -601,9 +589,21 @@ def studio_opening_a_graph_and_a_thread(url: str) -> dict[str, object]:
     return answers
 
 
-def test_reactgraph_serve_answers_what_studio_asks_in_the_shapes_langgraph_dev_does(studio_server, redis_url,
-                                                                                   tmp_path):
-    ours, theirs = ours_beside_theirs(studio_opening_a_graph_and_a_thread, studio_server.url, redis_url, tmp_path, 1)
+@pytest.fixture(scope="module")
+def reactgraph_serve(redis_url: str, tmp_path_factory) -> Iterator[object]:
+    """One `reactgraph serve` (one worker) for the tests that compare its answers with `langgraph dev`'s: they
+    only ask it, so one start serves them all."""
+    from test_serve import start_service, stop
+
+    service = start_service(redis_url, tmp_path_factory.mktemp("reactgraph-serve"), workers=1)
+    yield service
+    stop(service)
+
+
+def test_reactgraph_serve_answers_what_studio_asks_in_the_shapes_langgraph_dev_does(studio_server,
+                                                                                   reactgraph_serve):
+    theirs = studio_opening_a_graph_and_a_thread(studio_server.url)
+    ours = studio_opening_a_graph_and_a_thread(reactgraph_serve.url)
     assert ours["stream events"] == theirs["stream events"]
     assert_same_shapes(ours, theirs, skip=("stream events", "info"))
 
@@ -632,9 +632,10 @@ def changing_assistants_and_the_store(url: str) -> dict[str, object]:
     return answers
 
 
-def test_reactgraph_serve_changes_assistants_and_the_store_in_the_shapes_langgraph_dev_does(studio_server, redis_url,
-                                                                                          tmp_path):
-    ours, theirs = ours_beside_theirs(changing_assistants_and_the_store, studio_server.url, redis_url, tmp_path, 0)
+def test_reactgraph_serve_changes_assistants_and_the_store_in_the_shapes_langgraph_dev_does(studio_server,
+                                                                                          reactgraph_serve):
+    theirs = changing_assistants_and_the_store(studio_server.url)
+    ours = changing_assistants_and_the_store(reactgraph_serve.url)
     assert ours["assistants.count created"] == theirs["assistants.count created"] == 1
     assert ours["store.get_item missing"] is theirs["store.get_item missing"] is None
     assert_same_shapes(ours, theirs)
@@ -665,8 +666,9 @@ def sdk_runs_beyond_studio(url: str) -> dict[str, object]:
 
 
 def test_reactgraph_serve_answers_stateless_runs_stream_modes_and_interrupts_as_langgraph_dev_does(
-        studio_server, redis_url, tmp_path):
-    ours, theirs = ours_beside_theirs(sdk_runs_beyond_studio, studio_server.url, redis_url, tmp_path, 1)
+        studio_server, reactgraph_serve):
+    theirs = sdk_runs_beyond_studio(studio_server.url)
+    ours = sdk_runs_beyond_studio(reactgraph_serve.url)
     for names in ("messages events", "events events"):
         assert ours[names] == theirs[names], names
     assert len(ours["paused thread interrupts"]) == len(theirs["paused thread interrupts"]) == 1  # type: ignore[arg-type]

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -26,7 +23,7 @@ from reactgraph.nodes.prompting.text_protocol import (
 )
 from reactgraph.nodes.react.think import prompt_messages
 from reactgraph.tools import ToolSession, default_gateway
-from support.cli_env import clean_env
+from support.cli_env import run_in_process
 from support.scripted import ScriptedChatModel, call, tool_reply
 
 SCHEMAS = default_gateway().schemas(ToolSession.of("t"))
@@ -326,11 +323,9 @@ def test_stop_word_matches_what_the_offline_model_listens_for():
     assert is_text_protocol(STOP) and json.dumps(STOP) == '["Observation:"]'
 
 
-def test_the_cli_speaks_the_text_protocol_offline():
-    env = clean_env()
-    done = subprocess.run([str(Path(sys.executable).parent / "reactgraph"), "ask", "北京和上海哪个城市更热？",
-                           "--protocol", "text", "--store", "memory", "--json"],
-                          capture_output=True, text=True, timeout=120, env=env)
+def test_the_cli_speaks_the_text_protocol_offline(monkeypatch, capfd):
+    question = "北京和上海哪个城市更热？"
+    done = run_in_process(monkeypatch, capfd, ["ask", question, "--protocol", "text", "--store", "memory", "--json"])
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["status"] == "answered" and "上海更热" in payload["answer"]
