@@ -293,7 +293,8 @@ def test_a_stream_rejoined_with_last_event_id_gets_exactly_the_rest(served):
 
 # -- cancel and multitask strategies --------------------------------------------------------------------------
 
-def _slow_run(client, thread_id: str, **options):
+def start_slow_run(client, thread_id: str, **options):
+    """A run that waits on a slow tool, once it reads `running` (for cancel and multitask tests)."""
     run = client.runs.create(thread_id, "react", input=human("广州的天气怎么样？"),
                              **options)
     wait_for(lambda: client.runs.get(thread_id, run["run_id"])["status"] == "running", 30, "the slow run running")
@@ -303,7 +304,7 @@ def _slow_run(client, thread_id: str, **options):
 def test_cancel_stops_a_running_run_and_the_thread_takes_the_next(served):
     client = served.client()
     thread = client.threads.create()
-    run = _slow_run(client, thread["thread_id"])
+    run = start_slow_run(client, thread["thread_id"])
     client.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
     assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "interrupted"
     final = client.runs.wait(thread["thread_id"], "react",
@@ -314,7 +315,7 @@ def test_cancel_stops_a_running_run_and_the_thread_takes_the_next(served):
 def test_reject_refuses_a_second_run_on_a_busy_thread(served):
     client = served.client()
     thread = client.threads.create()
-    run = _slow_run(client, thread["thread_id"])
+    run = start_slow_run(client, thread["thread_id"])
     with pytest.raises(ConflictError):
         client.runs.create(thread["thread_id"], "react", multitask_strategy="reject",
                            input=human("计算 1 + 1 等于多少"))
@@ -324,7 +325,7 @@ def test_reject_refuses_a_second_run_on_a_busy_thread(served):
 def test_enqueue_runs_the_second_after_the_first_and_interrupt_stops_the_first(served):
     client = served.client()
     thread = client.threads.create()
-    first = _slow_run(client, thread["thread_id"])
+    first = start_slow_run(client, thread["thread_id"])
     queued = client.runs.create(thread["thread_id"], "react", multitask_strategy="enqueue",
                                 input=human("计算 1 + 1 等于多少"))
     assert client.runs.get(thread["thread_id"], queued["run_id"])["status"] == "pending"
@@ -340,7 +341,7 @@ def test_rollback_removes_the_interrupted_run_and_what_it_wrote(served):
     client = served.client()
     thread = client.threads.create()
     client.runs.wait(thread["thread_id"], "react", input=human("计算 1 + 2 等于多少"))
-    first = _slow_run(client, thread["thread_id"])
+    first = start_slow_run(client, thread["thread_id"])
     final = client.runs.wait(thread["thread_id"], "react", multitask_strategy="rollback",
                              input=human("计算 3 + 4 等于多少"))
     humans = [m["content"] for m in final["messages"] if m["type"] == "human"]

@@ -11,7 +11,7 @@ from typing import Annotated, TypedDict
 import pytest
 from langgraph_sdk.errors import NotFoundError
 
-from test_serve import Service, human, start_service, stop, wait_for
+from test_serve import Service, human, start_service, start_slow_run, stop, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -136,16 +136,10 @@ def test_events_mode_streams_the_runs_callback_events(served):
 
 # -- cancel -------------------------------------------------------------------------------------------------
 
-def _slow_run(client, thread_id: str):
-    run = client.runs.create(thread_id, "react", input=human("广州的天气怎么样？"))
-    wait_for(lambda: client.runs.get(thread_id, run["run_id"])["status"] == "running", 30, "the slow run running")
-    return run
-
-
 def test_a_cancelled_run_reads_interrupted_at_once_and_its_worker_still_stops_it(served):
     client = served.client()
     thread = client.threads.create()
-    run = _slow_run(client, thread["thread_id"])
+    run = start_slow_run(client, thread["thread_id"])
     client.runs.cancel(thread["thread_id"], run["run_id"])
     assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "interrupted"
     assert client.runs.list(thread["thread_id"])[0]["status"] == "interrupted"
@@ -158,7 +152,7 @@ def test_a_cancelled_run_reads_interrupted_at_once_and_its_worker_still_stops_it
 def test_cancel_with_wait_returns_once_the_worker_has_stopped_the_run(served):
     client = served.client()
     thread = client.threads.create()
-    run = _slow_run(client, thread["thread_id"])
+    run = start_slow_run(client, thread["thread_id"])
     answer = client.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
     assert isinstance(answer, dict)
     assert client.threads.get(thread["thread_id"])["status"] != "busy"  # the worker is done with the thread
@@ -168,7 +162,7 @@ def test_cancel_with_wait_returns_once_the_worker_has_stopped_the_run(served):
 def test_a_run_cancelled_with_rollback_is_gone_at_once(served):
     client = served.client()
     thread = client.threads.create()
-    run = _slow_run(client, thread["thread_id"])
+    run = start_slow_run(client, thread["thread_id"])
     client.runs.cancel(thread["thread_id"], run["run_id"], action="rollback")
     assert _gone(lambda: client.runs.get(thread["thread_id"], run["run_id"]))
     assert run["run_id"] not in [r["run_id"] for r in client.runs.list(thread["thread_id"])]
