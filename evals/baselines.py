@@ -15,7 +15,6 @@ calls and tokens are counted by the runner's callbacks, as for every graph. It a
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -25,11 +24,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from reactgraph.graph import Context
 from reactgraph.tools import ToolSession
 from reactgraph.tools.result import ToolResult
-
-
-def create_agent_available() -> bool:
-    """`langchain` (the `evals` extra) is installed."""
-    return importlib.util.find_spec("langchain") is not None
 
 
 class CreateAgentBaseline:
