@@ -140,7 +140,11 @@ def _load_tasks(suite: str, tags: list[str], limit: int | None) -> tuple[list[An
     from reactgraph.evals.bfcl_suite import is_bfcl, load_bfcl
 
     if is_bfcl(suite):  # --limit counts per BFCL category, so that every category is in the report
-        everything = load_bfcl(suite, None)
-        return select(everything if limit is None else load_bfcl(suite, limit), tags or None), everything
+        import itertools
+
+        everything = load_bfcl(suite)  # category after category, each in BFCL's order: read once, cut per category
+        per_category = itertools.groupby(everything, key=lambda task: task.tags[0])
+        limited = [task for _, tasks in per_category for task in itertools.islice(tasks, limit)]
+        return select(limited, tags or None), everything
     everything = load_suite(suite)
     return select(everything, tags or None, limit), everything
