@@ -72,6 +72,8 @@ class PausableProxy:
         self._listener.settimeout(0.05)
         self.port = self._listener.getsockname()[1]
         self._sockets: list[socket.socket] = []
+        self._held: set[int] = set()  # the client connections whose request waits for resume()
+        self._held_lock = threading.Lock()
         self._acceptor = threading.Thread(target=self._accept, daemon=True)
         self._acceptor.start()
 
@@ -85,6 +87,11 @@ class PausableProxy:
     def resume(self) -> None:
         self.flowing.set()
 
+    def held_requests(self) -> int:
+        """How many client connections have sent a request that pause() holds back."""
+        with self._held_lock:
+            return len(self._held)
+
     def _accept(self) -> None:
         while not self._closed.is_set():
             try:
@@ -96,9 +103,9 @@ class PausableProxy:
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
             self._sockets += [client, upstream]
             for source, target in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+                threading.Thread(target=self._pump, args=(source, target, source is client), daemon=True).start()
 
-    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+    def _pump(self, source: socket.socket, target: socket.socket, from_client: bool) -> None:
         source.settimeout(0.05)
         with contextlib.suppress(OSError):
             while not self._closed.is_set():
@@ -108,10 +115,15 @@ class PausableProxy:
                     continue
                 if not data:
                     return
+                if from_client and not self.flowing.is_set():
+                    with self._held_lock:
+                        self._held.add(id(source))
                 while not self.flowing.wait(0.05):  # paused: hold the bytes, bounded by the test's close()
                     if self._closed.is_set():
                         return
                 target.sendall(data)
+                with self._held_lock:
+                    self._held.discard(id(source))
 
     def close(self) -> None:
         self._closed.set()
@@ -200,7 +212,12 @@ def test_a_sync_caller_waits_for_a_busy_connection_then_hears_the_pool_is_busy(p
         held = [threading.Thread(target=saver.get_tuple, args=(config,)) for _ in range(2)]
         for thread in held:
             thread.start()
-        time.sleep(0.05)  # lets both take a connection; a later start only makes the check below weaker
+        # both hold a connection once their requests wait in the proxy (a fixed 0.05 s was not always enough for
+        # two threads to start on a loaded machine, and then this test's own call took a free connection)
+        deadline = time.monotonic() + 30
+        while proxy.held_requests() < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proxy.held_requests() == 2
         started = time.monotonic()
         with pytest.raises(RedisPoolExhausted) as caught:
             saver.get_tuple(config)
