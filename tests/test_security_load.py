@@ -424,12 +424,14 @@ def test_a_lease_outlives_a_renewal_that_timed_out_when_redis_answers_again(prox
 
     monkeypatch.setenv("REACTGRAPH_REDIS_TIMEOUT", "0.3")
     session = named("hung-renewal")
-    with redis.Redis.from_url(redis_url) as watcher, session_lease(proxy.url(), session, ttl_s=3) as lease:
+    # A 6 s lease, renewed every 2 s: the renewal due at 2 s times out at 2.3 s and is retried at 4.3 s, 1.7 s
+    # before the expiry, room for a late beat on a loaded machine (with 3 s, the retry at 2.3 s had 0.7 s).
+    with redis.Redis.from_url(redis_url) as watcher, session_lease(proxy.url(), session, ttl_s=6) as lease:
         held_since = time.monotonic()
         proxy.pause()
-        time.sleep(1.6)  # the renewal due after 1 s times out (0.3 s); the lease has 3 s
+        time.sleep(3.0)  # the renewal due after 2 s times out (0.3 s) meanwhile
         proxy.resume()
-        time.sleep(max(0.0, held_since + 3.6 - time.monotonic()))  # past the expiry that renewal would have set
+        time.sleep(max(0.0, held_since + 6.6 - time.monotonic()))  # past the expiry that renewal would have set
         assert not lease.lost  # a renewal after the timeout kept it, by the lease's own clock...
         assert watcher.pttl(f"reactgraph:{{{session}}}:lease") > 0  # ...and in Redis
         lease.check()
