@@ -207,14 +207,15 @@ async def test_a_tool_that_keeps_hanging_opens_its_breaker_then_a_probe_closes_i
     gateway = ToolGateway(clock=clock, breaker=BreakerConfig(failure_threshold=2, cooldown_s=30))
     backend = {"down": True, "calls": 0}
 
-    # The recovered calls must finish within the timeout through a hop to a worker thread: 0.5 s leaves room
-    # for a busy machine's scheduling, and the hang (1.5 s) still outlasts it.
-    @gateway.tool(timeout_s=0.5)
+    # The recovered calls must finish within the timeout through a hop to a worker thread: 2 s leaves room
+    # for a busy machine's scheduling (0.5 s was tight beside the suite at load 10-14), and the hang (6 s)
+    # still outlasts it.
+    @gateway.tool(timeout_s=2)
     def inventory(sku: str) -> str:
         """Stock level of a product."""
         backend["calls"] += 1
         if backend["down"]:
-            time.sleep(1.5)
+            time.sleep(6)
         return f"{sku}: 12 in stock"
 
     first, second = [await gateway.execute(call("inventory", {"sku": "A1"})) for _ in range(2)]
