@@ -465,7 +465,7 @@ async def test_http_get_truncates_large_bodies(server: str) -> None:
     assert set(small["body"]) == {"数", "据"}  # the cut never leaves half a character
     default = await local_http().run(url=server + "/big")
     assert default["truncated"] is True and len(default["body"].encode()) <= MAX_BODY_BYTES
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 30  # a hang guard: the two cut reads are quick even on a loaded machine
 
 
 async def test_http_get_redirects_are_checked(server: str) -> None:

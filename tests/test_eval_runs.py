@@ -228,7 +228,9 @@ def test_a_run_stuck_in_one_call_is_given_up_after_its_grace_and_its_late_record
     from reactgraph.evals.graphs import resolve_graphs
     from reactgraph.evals.tasks import Task
 
-    monkeypatch.setattr(schedule, "GRACE_S", 0.2)
+    # 1 s + 1 s of grace: the two quick runs' results must be read before the deadline, and with 0.1 s + 0.2 s
+    # a scheduler woken late on a loaded machine could find them overdue with their results waiting unread
+    monkeypatch.setattr(schedule, "GRACE_S", 1.0)
     release = threading.Event()
     tasks = [Task(id=f"t{n}", question=f"q{n}") for n in range(3)]
     plan = schedule.plan_runs(resolve_graphs("react"), tasks, [0], 1)
@@ -239,13 +241,13 @@ def test_a_run_stuck_in_one_call_is_given_up_after_its_grace_and_its_late_record
         return {**schedule.empty_record(run), "status": "answered", "success": True, "failure_mode": None}
 
     try:
-        outcome = schedule.execute(plan, run_one, model="offline", concurrency=3, task_timeout_s=0.1,
+        outcome = schedule.execute(plan, run_one, model="offline", concurrency=3, task_timeout_s=1,
                                    common={"model": "offline"})
     finally:
         release.set()
     assert [(r["task"], r["status"]) for r in outcome.records] == [("t0", "answered"), ("t1", "timed_out"),
                                                                    ("t2", "answered")]
-    assert outcome.records[1]["model"] == "offline" and outcome.records[1]["error"] == "task timed out after 0.1 s"
+    assert outcome.records[1]["model"] == "offline" and outcome.records[1]["error"] == "task timed out after 1 s"
 
 
 def test_a_reply_limit_reaches_every_run_and_a_reply_cut_there_is_no_answer(suite, tmp_path, cli):

@@ -207,8 +207,9 @@ async def test_an_asyncio_lease_on_a_cluster_outlives_a_blocked_event_loop(clust
     """Renewed from its own thread over a sync twin of the cluster client: the loop blocked past the expiry."""
     saver = AsyncRedisSaver.from_url(cluster.url, prefix=prefix)
     try:
-        async with asession_lease(saver, "blocked", ttl_s=0.6) as lease:
-            time.sleep(2.0)  # noqa: ASYNC251 - the event loop held, as a blocking tool would
+        # 2 s, renewed every 0.67 s: room for a renewal 1.3 s late on a loaded machine (0.6 s left 0.4 s)
+        async with asession_lease(saver, "blocked", ttl_s=2) as lease:
+            time.sleep(4.5)  # noqa: ASYNC251 - the event loop held past two expiries, as a blocking tool would
             assert not lease.lost
             with pytest.raises(SessionBusy):  # from another task (in this one, a nested lease shares it)
                 await asyncio.create_task(_take_at_once(saver, "blocked"))

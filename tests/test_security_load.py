@@ -72,6 +72,8 @@ class PausableProxy:
         self._listener.settimeout(0.05)
         self.port = self._listener.getsockname()[1]
         self._sockets: list[socket.socket] = []
+        self._held: set[int] = set()  # the client connections whose request waits for resume()
+        self._held_lock = threading.Lock()
         self._acceptor = threading.Thread(target=self._accept, daemon=True)
         self._acceptor.start()
 
@@ -85,6 +87,11 @@ class PausableProxy:
     def resume(self) -> None:
         self.flowing.set()
 
+    def held_requests(self) -> int:
+        """How many client connections have sent a request that pause() holds back."""
+        with self._held_lock:
+            return len(self._held)
+
     def _accept(self) -> None:
         while not self._closed.is_set():
             try:
@@ -96,9 +103,9 @@ class PausableProxy:
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
             self._sockets += [client, upstream]
             for source, target in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+                threading.Thread(target=self._pump, args=(source, target, source is client), daemon=True).start()
 
-    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+    def _pump(self, source: socket.socket, target: socket.socket, from_client: bool) -> None:
         source.settimeout(0.05)
         with contextlib.suppress(OSError):
             while not self._closed.is_set():
@@ -108,10 +115,15 @@ class PausableProxy:
                     continue
                 if not data:
                     return
+                if from_client and not self.flowing.is_set():
+                    with self._held_lock:
+                        self._held.add(id(source))
                 while not self.flowing.wait(0.05):  # paused: hold the bytes, bounded by the test's close()
                     if self._closed.is_set():
                         return
                 target.sendall(data)
+                with self._held_lock:
+                    self._held.discard(id(source))
 
     def close(self) -> None:
         self._closed.set()
@@ -200,7 +212,12 @@ def test_a_sync_caller_waits_for_a_busy_connection_then_hears_the_pool_is_busy(p
         held = [threading.Thread(target=saver.get_tuple, args=(config,)) for _ in range(2)]
         for thread in held:
             thread.start()
-        time.sleep(0.05)  # lets both take a connection; a later start only makes the check below weaker
+        # both hold a connection once their requests wait in the proxy (a fixed 0.05 s was not always enough for
+        # two threads to start on a loaded machine, and then this test's own call took a free connection)
+        deadline = time.monotonic() + 30
+        while proxy.held_requests() < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proxy.held_requests() == 2
         started = time.monotonic()
         with pytest.raises(RedisPoolExhausted) as caught:
             saver.get_tuple(config)
@@ -333,19 +350,24 @@ def bounded(call, *args, limit_s: float = 30.0) -> tuple[Any, float]:
         pool.shutdown(wait=False)
 
 
+# The calls before the pause must be answered within it too, through the proxy's threads: 1.5 s leaves room for a
+# loaded machine (0.4 s was a bet on the scheduler), and a paused server is still one wait of that length.
+TIMEOUT_S = 1.5
+
+
 @pytest.mark.parametrize("user", ["sync saver", "async saver", "store"])
 def test_a_server_that_stops_answering_mid_session_is_one_line_within_the_socket_timeout(user, proxy,
                                                                                           redis_prefix):
     config = generate_config()
     if user == "store":
-        opened = RedisStore.from_url(proxy.url(), prefix=redis_prefix, socket_timeout=0.4)
+        opened = RedisStore.from_url(proxy.url(), prefix=redis_prefix, socket_timeout=TIMEOUT_S)
         calls = (lambda: opened.search(("sessions",)), opened.close)
     elif user == "sync saver":
-        opened = RedisSaver.from_url(proxy.url(), prefix=redis_prefix, socket_timeout=0.4)
+        opened = RedisSaver.from_url(proxy.url(), prefix=redis_prefix, socket_timeout=TIMEOUT_S)
         calls = (lambda: opened.get_tuple(config), opened.close)
     else:
         async def call_async() -> Any:
-            async with AsyncRedisSaver.from_url(proxy.url(), prefix=redis_prefix, socket_timeout=0.4) as aio:
+            async with AsyncRedisSaver.from_url(proxy.url(), prefix=redis_prefix, socket_timeout=TIMEOUT_S) as aio:
                 await aio.aget_tuple(config)  # connected
                 proxy.pause()
                 await aio.aget_tuple(config)
@@ -360,8 +382,8 @@ def test_a_server_that_stops_answering_mid_session_is_one_line_within_the_socket
         proxy.resume()
         close()
     assert isinstance(error, CheckpointStoreUnavailable), error
-    assert str(error) == f"Redis at {proxy.url()} did not answer within 0.4 s"
-    assert waited >= 0.4  # one wait, not resent
+    assert str(error) == f"Redis at {proxy.url()} did not answer within {TIMEOUT_S:g} s"
+    assert waited >= TIMEOUT_S  # one wait, not resent
 
 
 @pytest.mark.parametrize("query, environment, shown", [("", "0.3", "0.3"), ("?socket_timeout=0.2", "60", "0.2")],
@@ -407,12 +429,14 @@ def test_a_lease_outlives_a_renewal_that_timed_out_when_redis_answers_again(prox
 
     monkeypatch.setenv("REACTGRAPH_REDIS_TIMEOUT", "0.3")
     session = named("hung-renewal")
-    with redis.Redis.from_url(redis_url) as watcher, session_lease(proxy.url(), session, ttl_s=3) as lease:
+    # A 6 s lease, renewed every 2 s: the renewal due at 2 s times out at 2.3 s and is retried at 4.3 s, 1.7 s
+    # before the expiry, room for a late beat on a loaded machine (with 3 s, the retry at 2.3 s had 0.7 s).
+    with redis.Redis.from_url(redis_url) as watcher, session_lease(proxy.url(), session, ttl_s=6) as lease:
         held_since = time.monotonic()
         proxy.pause()
-        time.sleep(1.6)  # the renewal due after 1 s times out (0.3 s); the lease has 3 s
+        time.sleep(3.0)  # the renewal due after 2 s times out (0.3 s) meanwhile
         proxy.resume()
-        time.sleep(max(0.0, held_since + 3.6 - time.monotonic()))  # past the expiry that renewal would have set
+        time.sleep(max(0.0, held_since + 6.6 - time.monotonic()))  # past the expiry that renewal would have set
         assert not lease.lost  # a renewal after the timeout kept it, by the lease's own clock...
         assert watcher.pttl(f"reactgraph:{{{session}}}:lease") > 0  # ...and in Redis
         lease.check()

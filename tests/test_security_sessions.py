@@ -159,13 +159,13 @@ def test_a_busy_session_refuses_or_waits_and_a_nested_lease_shares_the_outer_one
 
 
 def test_renewal_keeps_a_long_turns_lease_and_only_the_owner_releases_it(saver, client):
-    # A 0.9 s lease renewed every 0.3 s: a renewal may come 0.6 s late on a loaded machine and still hold it (at
-    # 0.3 s, one late beat of 0.2 s on a busy CI machine lost the lease and failed the test).
-    with session_lease(saver, "long.turn", ttl_s=0.9) as lease:
+    # A 2 s lease renewed every 0.67 s: a renewal may come 1.3 s late on a loaded machine and still hold it (at
+    # 0.3 s, one late beat of 0.2 s on a busy CI machine lost the lease; a 1 s one lost a renewal at load 10).
+    with session_lease(saver, "long.turn", ttl_s=2) as lease:
         key = f"{saver.prefix}{{long.turn}}:lease"
-        time.sleep(2.0)  # two expiries and more: only the heartbeat's renewals keep it
+        time.sleep(4.5)  # two expiries and more: only the heartbeat's renewals keep it
         assert "busy with another turn" in other_thread(try_lease, saver, "long.turn", wait_s=0)
-        assert 0 < client.pttl(key) <= 900 and not lease.lost
+        assert 0 < client.pttl(key) <= 2000 and not lease.lost
         client.set(key, b"somebody else's token")  # as if it had expired and another turn had taken it
         wait_for(lambda: lease.lost, timeout=10)
         with pytest.raises(SessionLeaseLost, match="another turn may have started"):
@@ -290,11 +290,11 @@ async def test_an_async_lease_refuses_a_busy_session_and_a_nested_one_in_the_sam
 async def test_an_async_lease_is_renewed_past_two_expiries_and_only_its_owner_releases_it(redis_url, redis_prefix,
                                                                                         client):
     async with AsyncRedisSaver.from_url(redis_url, prefix=redis_prefix) as aio:
-        async with asession_lease(aio, "long.async.turn", ttl_s=0.9) as lease:  # as above
+        async with asession_lease(aio, "long.async.turn", ttl_s=2) as lease:  # as above
             key = f"{aio.prefix}{{long.async.turn}}:lease"
-            await asyncio.sleep(2.0)  # two expiries and more: only the renewals keep it
+            await asyncio.sleep(4.5)  # two expiries and more: only the renewals keep it
             assert "busy with another turn" in await asyncio.create_task(atry_lease(aio, "long.async.turn", wait_s=0))
-            assert 0 < client.pttl(key) <= 900 and not lease.lost
+            assert 0 < client.pttl(key) <= 2000 and not lease.lost
             client.set(key, b"somebody else's token")  # as if it had expired and another turn had taken it
             for _ in range(500):
                 if lease.lost:
@@ -391,8 +391,9 @@ async def test_an_asyncio_lease_outlives_an_event_loop_blocked_past_its_expiry(r
     session = f"blocked-{uuid.uuid4().hex[:8]}"
     saver = AsyncRedisSaver.from_url(redis_url)
     try:
-        async with asession_lease(saver, session, ttl_s=0.6) as lease:
-            time.sleep(2.0)  # noqa: ASYNC251 - the event loop held past three expiries
+        # 2 s, renewed every 0.67 s: room for a renewal 1.3 s late on a loaded machine (0.6 s left 0.4 s)
+        async with asession_lease(saver, session, ttl_s=2) as lease:
+            time.sleep(4.5)  # noqa: ASYNC251 - the event loop held past two expiries
             assert not lease.lost
             with pytest.raises(SessionBusy):  # from another task (in this one, a nested lease shares it)
                 await asyncio.create_task(_take_at_once(redis_url, session))

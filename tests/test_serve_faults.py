@@ -94,13 +94,16 @@ def test_a_run_a_stopping_worker_cannot_finish_in_time_is_resumed_by_the_next(se
 
 def test_threads_idle_past_the_ttl_are_deleted_by_the_sweep(service, redis_url):
     client = service.client()
-    # a TTL with room to spare: on a loaded machine seconds can pass between a run's end and the next request
-    service.start_worker("--thread-ttl", "4s", "--sweep-every", "1s")
-    service.start_worker("--thread-ttl", "4s", "--sweep-every", "1s")  # two sweepers: one sweeps at a time
+    # The turn runs on a worker that sweeps nothing, and the sweepers start once it is checked: beside the whole
+    # suite, more than the TTL (4 s) passed between the run's end and the wait reading the thread's state, so the
+    # thread was swept under the wait, which answered {} (seen at load 5-14 with the sweepers running from the start).
+    service.start_worker()
     thread = client.threads.create()
     final = client.runs.wait(thread["thread_id"], "react", input=human("计算 2 + 3 等于多少"))
     assert final["status"] == "answered"
     assert session_items(redis_url, thread["thread_id"])  # the session's Q&A log, in the long-term store
+    service.start_worker("--thread-ttl", "4s", "--sweep-every", "1s")
+    service.start_worker("--thread-ttl", "4s", "--sweep-every", "1s")  # two sweepers: one sweeps at a time
 
     def gone() -> bool:
         try:
@@ -109,7 +112,7 @@ def test_threads_idle_past_the_ttl_are_deleted_by_the_sweep(service, redis_url):
             return True
         return False
 
-    wait_for(gone, 30, "the idle thread swept")
+    wait_for(gone, 90, "the idle thread swept")  # the sweepers' start included: seconds on a loaded machine
     assert saved_tool_results(redis_url, thread["thread_id"]) == []
     assert session_items(redis_url, thread["thread_id"]) == []  # swept with the thread
     with pytest.raises(NotFoundError):
@@ -121,13 +124,16 @@ def test_keep_latest_from_langgraph_json_prunes_an_idle_thread_to_its_latest_sta
     config.write_text(json.dumps({"graphs": {}, "checkpointer": {"ttl": {
         "strategy": "keep_latest", "default_ttl": 4 / 60, "sweep_interval_minutes": 1 / 60}}}))
     client = service.client()
-    service.start_worker("--config", str(config))
+    # the two turns on a worker that prunes nothing, the pruning one started once they are checked (as in the
+    # test above: on a loaded machine the TTL could pass between one request and the next)
+    service.start_worker()
     thread = client.threads.create()
     for question in ("计算 2 + 3 等于多少", "计算 10 * 7 等于多少"):
         client.runs.wait(thread["thread_id"], "react", input=human(question))
     before = client.threads.get_state(thread["thread_id"])["values"]
     assert len(client.threads.get_history(thread["thread_id"], limit=100)) > 4
-    wait_for(lambda: len(client.threads.get_history(thread["thread_id"], limit=100)) == 1, 30,
+    service.start_worker("--config", str(config))
+    wait_for(lambda: len(client.threads.get_history(thread["thread_id"], limit=100)) == 1, 90,
              "the idle thread pruned to one checkpoint")
     assert client.threads.get_state(thread["thread_id"])["values"] == before  # its latest state is kept
     assert client.runs.list(thread["thread_id"]) == []

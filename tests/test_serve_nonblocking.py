@@ -68,7 +68,9 @@ def test_a_run_cannot_start_an_mcp_server_on_the_service(served, tmp_path):
     latencies = _ok_latencies(served.url, 1.0)
     answer = client.runs.wait(client.threads.create()["thread_id"], "react", input=human("上海的天气怎么样？"))
     assert answer["status"] == "answered" and "上海" in answer["final_answer"]
-    assert latencies and max(latencies) < 2.0
+    # a loop blocked by a start would hold /ok for START_DELAY_S (30 s); 10 s leaves a loaded machine room
+    # (2 s was the bound before, tight beside the whole suite at load 10 and more)
+    assert latencies and max(latencies) < 10.0
     assert not starts.exists()  # never spawned
 
 
