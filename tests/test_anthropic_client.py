@@ -13,8 +13,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -24,13 +22,13 @@ from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_
 from reactgraph.models.loader import describe_model_error, without_tool_use
 from reactgraph.tools import ToolSession, default_gateway
 from support.cli_env import clean_env, run_in_process
+from support.forked_commands import forked_run
 from support.provider_server import ProviderServer, calls, closing_check, error, slow, text, verdict
 
 anthropic = pytest.importorskip("anthropic")
 pytest.importorskip("langchain_anthropic")
 
 BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
-REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 SECRET = "sk-ant-test-SECRET123"
 MODEL = "anthropic:test-model"
 NO_TOOL_USE = {"type": "none"}
@@ -69,8 +67,7 @@ def reactgraph(*args: str, server: ProviderServer | str, retries: int = 1) -> su
     env = clean_env()
     env.update(ANTHROPIC_API_KEY=SECRET, REACTGRAPH_MODEL_RETRIES=str(retries), REACTGRAPH_NODE_RETRIES="0",
                ANTHROPIC_BASE_URL=server if isinstance(server, str) else server.anthropic_url)
-    return subprocess.run([REACTGRAPH, "ask", *args, "--model", MODEL], capture_output=True, text=True,
-                          timeout=120, env=env)
+    return forked_run(["ask", *args, "--model", MODEL], env, timeout=120)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,9 @@ from reactgraph.evals.bfcl_data import BFCL_VERSION, WHEEL_ENV, download_wheel, 
 from reactgraph.evals.bfcl_score import score_calls, tool_name
 from reactgraph.evals.recorded_tools import recorded_gateway
 from support.cli_env import clean_env, run_in_process
+from support.forked_commands import forked_run
 from support.provider_server import ProviderServer, calls, closing_check, text, verdict
 from support.scripted import ScriptedChatModel, call, tool_reply
-from test_evals import REACTGRAPH
 
 # The first three simple tasks (simple_python_0..2) and the first two parallel ones, by a phrase of their question.
 TRIANGLE = ("triangle with a base of 10", [("calculate_triangle_area", {"base": 10, "height": 5})])
@@ -87,9 +86,8 @@ def test_a_bad_category_or_wheel_is_one_line_naming_the_way_out(bfcl_wheel, tmp_
 
 def test_compare_on_the_offline_model_scores_its_missing_calls_and_credits_the_data(bfcl_wheel, tmp_path):
     out = tmp_path / "out"
-    done = subprocess.run([REACTGRAPH, "compare", "--suite", "bfcl:simple", "--limit", "3", "--graphs", "react",
-                           "--out", str(out), "--no-plots"], capture_output=True, text=True, timeout=120,
-                          env=clean_env(REACTGRAPH_BFCL_WHEEL=str(bfcl_wheel), COLUMNS="200"), check=False)
+    done = forked_run(["compare", "--suite", "bfcl:simple", "--limit", "3", "--graphs", "react", "--out", str(out),
+                       "--no-plots"], clean_env(REACTGRAPH_BFCL_WHEEL=str(bfcl_wheel), COLUMNS="200"), timeout=120)
     assert done.returncode == 0, done.stderr
     assert "| react | 0% (0/3) | 0% (0/3) |" in done.stdout  # the offline model knows none of BFCL's functions
     assert "- NOTICE: BFCL data: Berkeley Function Calling Leaderboard" in done.stdout

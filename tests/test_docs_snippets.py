@@ -1,7 +1,8 @@
 """Every ```python block of README.md and docs/*.md runs, so no page shows code that does not work as written.
 
 A page's blocks run in order in one namespace (a later block may use what an earlier one on the same page made,
-as a reader would type them), in a subprocess of their own: the default offline model, no API key, a temporary
+as a reader would type them), in a process of their own (forked from one that has imported the libraries and run
+no page: `support.forked_commands`): the default offline model, no API key, a temporary
 $REACTGRAPH_HOME and working directory, and the tests' Redis as $REDIS_URL (a snippet that needs Redis reads
 `os.environ["REDIS_URL"]`). A top-level `await` runs on one event loop kept for the page. A block that cannot run
 here (an API key, a server to talk to, code that only means something inside a node) is preceded by a visible
@@ -17,10 +18,11 @@ import asyncio
 import inspect
 import os
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from support.forked_commands import forked_run
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -127,13 +129,17 @@ def pytest_generate_tests(metafunc):
 def test_the_pages_python_runs(page: Path, tmp_path: Path, redis_url: str):
     env = _env(tmp_path, redis_url)
     try:
-        done = subprocess.run([sys.executable, __file__, str(page)], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=110)
+        done = forked_run([str(page)], env, cwd=tmp_path, timeout=110, entry="test_docs_snippets:page_main")
     finally:
         _stop_embedded_redis(env)
         _forget_threads(page, redis_url)
     assert done.returncode == 0, f"{page.relative_to(ROOT)}:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
 
 
+def page_main(argv: list[str]) -> int:
+    run_page(Path(argv[0]).resolve())
+    return 0
+
+
 if __name__ == "__main__":
-    run_page(Path(sys.argv[1]).resolve())
+    sys.exit(page_main(sys.argv[1:]))

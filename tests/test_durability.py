@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -15,8 +14,8 @@ import pytest
 
 from reactgraph.memory import RedisSaver
 from support.cli_env import clean_env
+from support.forked_commands import ForkedCommand, forked_run
 
-REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 TESTS = str(Path(__file__).parent)
 QUESTION = "北京和上海的天气分别怎么样？哪个城市更热？"
 # A killed holder's lease must expire before the resuming command may take the session: 3 s instead of the
@@ -33,8 +32,7 @@ def cli_env(redis_url: str, log: Path, **extra: str) -> dict[str, str]:
 
 
 def ask(session: str, env: dict[str, str], question: str = QUESTION) -> subprocess.CompletedProcess:
-    return subprocess.run([REACTGRAPH, "ask", question, "--session", session, "--json", "--reflection", "rules"],
-                          capture_output=True, text=True, timeout=120, env=env)
+    return forked_run(["ask", question, "--session", session, "--json", "--reflection", "rules"], env, timeout=120)
 
 
 def wait_for(predicate, timeout: float = 30.0) -> None:
@@ -66,9 +64,8 @@ def session(redis_url: str):
 
 def test_a_killed_run_resumes_and_no_finished_tool_call_runs_again(redis_url, session, tmp_path):
     log = tmp_path / "calls.log"
-    worker = subprocess.Popen([REACTGRAPH, "ask", QUESTION, "--session", session, "--json", "--reflection", "rules"],
-                              env=cli_env(redis_url, log, HANG_CITY="上海"), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE)
+    worker = ForkedCommand(["ask", QUESTION, "--session", session, "--json", "--reflection", "rules"],
+                           cli_env(redis_url, log, HANG_CITY="上海"))
     try:
         wait_for(lambda: log.exists() and {"done 北京", "start 上海"} <= set(log.read_text().splitlines()))
         # The finished call's result is saved right after it returns: kill only once it is in Redis.

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 from reactgraph.evals import FaultPlan, RunConfig, comparable, load_suite, run_comparison
 from reactgraph.evals.results_file import ordered, read_records
 from support.cli_env import clean_env, run_in_process
+from support.forked_commands import ForkedCommand
 from support.provider_server import ProviderServer, Reply, structured, text
 
 QUESTIONS = [f"What is the code word {n}?" for n in range(1, 7)]
@@ -99,8 +98,7 @@ def test_a_run_killed_mid_way_resumes_to_the_records_of_an_uninterrupted_one(sui
     provider = Provider(delay_s=0.2)
     with ProviderServer(then=provider) as server:
         env = clean_env(**provider_env(server))
-        killed = subprocess.Popen([sys.executable, "-m", "reactgraph", *compare_args(suite, tmp_path / "run")],
-                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        killed = ForkedCommand(compare_args(suite, tmp_path / "run"), env)
         try:
             wait_for_lines(tmp_path / "run" / "results.jsonl", 2)
         finally:

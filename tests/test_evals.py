@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -39,8 +38,8 @@ from reactgraph.models.loader import ModelConfigError, load_chat_model, parse_sp
 from reactgraph.models.offline import OfflineChatModel
 from reactgraph.models.offline.noisy import NoisyOfflineChatModel, parse_noisy_spec
 from reactgraph.tools import ToolError, default_gateway
+from support.forked_commands import forked_run
 
-REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 SMALL_SUITE = [
     {"id": "calc", "question": "计算 (15 + 27) * 3 等于多少", "tags": ["calc"], "number": 126},
     {"id": "weather", "question": "北京和上海的天气分别怎么样？哪个城市更热？", "tags": ["weather", "multi_hop"],
@@ -65,7 +64,7 @@ def suite_file(tmp_path: Path) -> Path:
 
 def reactgraph(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "REACTGRAPH_MODEL": "", "COLUMNS": "200"}
-    return subprocess.run([REACTGRAPH, *args], check=False, capture_output=True, text=True, timeout=120, env=env)
+    return forked_run(list(args), env, timeout=120)
 
 
 # --- suites and checks -----------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -21,10 +20,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 from support.cli_env import clean_env, run_in_process
+from support.forked_commands import forked_run
 from support.provider_server import ProviderServer, calls, closing_check, error, slow, text, verdict
 
 BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
-REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 SECRET = "sk-test-SECRET123"
 MODEL = "openai:test-model"
 
@@ -61,8 +60,7 @@ def reactgraph(*args: str, server: ProviderServer | str, retries: int = 1) -> su
     env = clean_env()
     env.update(OPENAI_API_KEY=SECRET, REACTGRAPH_MODEL_RETRIES=str(retries), REACTGRAPH_NODE_RETRIES="0",
                OPENAI_BASE_URL=server if isinstance(server, str) else server.openai_url)
-    return subprocess.run([REACTGRAPH, "ask", *args, "--model", MODEL], capture_output=True, text=True,
-                          timeout=120, env=env)
+    return forked_run(["ask", *args, "--model", MODEL], env, timeout=120)
 
 
 @pytest.fixture

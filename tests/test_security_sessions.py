@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +32,7 @@ from reactgraph.memory import AsyncRedisSaver, RedisSaver, RedisStore
 from reactgraph.memory.session_id import session_of_label, store_label
 from reactgraph.nodes.conversation.save_memory import qa_namespace
 from reactgraph.nodes.reflexion.state import lessons_namespace
-from support.lease_cli import ask, cli_env, finished, start
+from support.lease_cli import ask, cli_env, finished, run_to_end, start
 
 RULES = Context(reflection="rules")
 Q1, Q2 = "北京的天气怎么样？", "上海的天气怎么样？"
@@ -359,8 +358,7 @@ def test_no_wait_refuses_a_busy_session_with_one_line_while_renewals_keep_the_fi
     time.sleep(6.5)
     env = cli_env(redis_url, log)
     for options, reason in ((("--no-wait",), "not waiting"), (("--wait", "0.5"), "still busy after waiting 0.5 s")):
-        refused = subprocess.run(ask(Q2, cli_session, *options), env=env, capture_output=True, text=True,
-                                 timeout=120)
+        refused = run_to_end(ask(Q2, cli_session, *options), env)
         assert refused.returncode == 75 and refused.stdout == ""
         line = refused.stderr.strip().splitlines()[-1]
         assert line.startswith(f"error: session {cli_session!r} is busy with another turn (since ")
@@ -379,8 +377,7 @@ def test_a_killed_holders_lease_expires_and_the_next_ask_proceeds(redis_url, cli
     holder.send_signal(signal.SIGKILL)
     holder.communicate(timeout=30)
     assert client.pttl(f"reactgraph:{{{cli_session}}}:lease") > 0  # the dead process still holds it...
-    after = subprocess.run(ask(Q1, cli_session), env=cli_env(redis_url, log), capture_output=True, text=True,
-                           timeout=120)
+    after = run_to_end(ask(Q1, cli_session), cli_env(redis_url, log))
     assert after.returncode == 0, after.stderr  # ...until it expires; then the same ask resumes the turn
     payload = json.loads(after.stdout)
     assert payload["status"] == "answered" and payload["resumed"] is True

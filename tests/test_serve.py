@@ -20,6 +20,7 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from support.cli_env import clean_env, run_in_process
+from support.forked_commands import ForkedCommand
 from support.local_servers import free_port
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
@@ -51,7 +52,7 @@ class Service:
     url: str
     env: dict[str, str]
     log: Path
-    processes: list[subprocess.Popen]
+    processes: list[ForkedCommand]
 
     def client(self):
         return get_sync_client(url=self.url, api_key=None)
@@ -59,24 +60,24 @@ class Service:
     def calls(self) -> list[str]:
         return [line.rsplit(" pid=", 1)[0] for line in self.log.read_text().splitlines()] if self.log.exists() else []
 
-    def _spawn(self, command: list[str], extra: dict[str, str]) -> subprocess.Popen:
+    def _spawn(self, command: list[str], extra: dict[str, str]) -> ForkedCommand:
         # stderr to a file, not a pipe: a long-lived process that logs much would block on a full pipe
-        output = (self.log.parent / f"{command[1]}-{len(self.processes)}.err").open("wb")
-        process = subprocess.Popen(command, env={**self.env, **extra}, stdout=subprocess.DEVNULL, stderr=output)
+        output = self.log.parent / f"{command[1]}-{len(self.processes)}.err"
+        process = ForkedCommand(command[1:], {**self.env, **extra}, stderr=output)
         self.processes.append(process)
         return process
 
-    def start_worker(self, *options: str, **extra: str) -> subprocess.Popen:
+    def start_worker(self, *options: str, **extra: str) -> ForkedCommand:
         return self._spawn([REACTGRAPH, "worker", "--concurrency", "2", *options], extra)
 
-    def start_api(self, port: int, workers: int = 0, *options: str, **extra: str) -> subprocess.Popen:
+    def start_api(self, port: int, workers: int = 0, *options: str, **extra: str) -> ForkedCommand:
         """`reactgraph serve` on `port` (with `options`), answering /ok before this returns."""
         process = self._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers), *options],
                               extra)
         self.wait_answering(process, f"http://127.0.0.1:{port}")
         return process
 
-    def wait_answering(self, process: subprocess.Popen, url: str) -> None:
+    def wait_answering(self, process: ForkedCommand, url: str) -> None:
         """Until the `reactgraph serve` process answers /ok at `url`; its stderr if it exits first."""
         def answers() -> bool:
             if process.poll() is not None:

@@ -130,15 +130,14 @@ def test_readiness_answers_503_in_one_line_while_redis_is_down_and_liveness_200(
 def test_an_operator_mcp_server_start_never_outlasts_the_lease(redis_url, tmp_path):
     """With a 3 s lease, MCP starts are capped at 2 s (two thirds of it): a server that needs 8 s to start stops
     the worker at once, in one line, rather than holding a lease-less start past the lease's expiry."""
-    import subprocess
     import uuid
 
-    from test_serve import REACTGRAPH, service_env
+    from support.forked_commands import forked_run
+    from test_serve import service_env
 
     config, starts = slow_mcp_config(tmp_path)
     env = service_env(redis_url, f"svc-test-{uuid.uuid4().hex[:8]}", tmp_path / "calls.log")  # a 3 s lease
-    done = subprocess.run([REACTGRAPH, "worker", "--mcp", str(config)], env=env, capture_output=True, text=True,
-                          timeout=60)
+    done = forked_run(["worker", "--mcp", str(config)], env, timeout=60)
     ended = time.time()
     assert done.returncode == 2, done.stderr
     assert "MCP server 'slow' did not start" in done.stderr and "2 s" in done.stderr, done.stderr

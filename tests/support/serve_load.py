@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,7 +25,8 @@ import redis.asyncio
 from langgraph_sdk.client import LangGraphClient
 
 from reactgraph.service.keys import ServiceKeys
-from test_serve import REACTGRAPH, Service, free_port, start_service, wait_for
+from support.forked_commands import ForkedCommand
+from test_serve import Service, free_port, start_service, wait_for
 
 _STEMS = "甲乙丙丁戊己庚辛壬癸"  # digits as characters: the offline model reads a short run of hanzi as a place
 # The window of messages kept verbatim covers the whole thread, so the check sees every turn (older turns
@@ -82,9 +82,8 @@ def start_scaled_service(redis_url: str, tmp: Any, *, apis: int, workers: int, c
     urls = [service.url]
 
     def spawn(*args: str) -> None:  # stderr to a file: a pipe nobody reads would stall a chatty process
-        with (Path(tmp) / f"{args[0]}-{len(service.processes)}.err").open("wb") as err:
-            service.processes.append(subprocess.Popen([REACTGRAPH, *args], env=service.env,
-                                                      stdout=subprocess.DEVNULL, stderr=err))
+        err = Path(tmp) / f"{args[0]}-{len(service.processes)}.err"
+        service.processes.append(ForkedCommand(list(args), service.env, stderr=err))
 
     for _ in range(apis - 1):
         port = free_port()
