@@ -183,6 +183,10 @@ def test_redis_restarted_mid_run_the_run_resumes_and_the_client_stream_goes_on(o
         seen: list = []
         reader = _collect(client, thread["thread_id"], run["run_id"], seen)
         wait_for(lambda: "start 上海" in service.calls(), 60, "the slow call started")
+        # 北京's result is saved right after its call returns: only once it is in Redis does "not run again" hold
+        # (a result Redis never received is run again after the outage; seen once when the shutdown came first).
+        wait_for(lambda: any("北京" in r for r in saved_tool_results(url, thread["thread_id"])), 30,
+                 "the finished call saved")
         redis.Redis.from_url(url).shutdown(save=True)  # gone while the tool runs…
         time.sleep(1.0)
         own_redis()  # …and back, with its data (append-only file)
