@@ -131,7 +131,7 @@ def _read_once(path: Path | None) -> str:
 
 
 def forked_run(argv: list[str], env: dict[str, str], *, timeout: float, cwd: Path | str | None = None,
-               check: bool = False, entry: str = "reactgraph.cli.app:main") -> subprocess.CompletedProcess[str]:
+               entry: str = "reactgraph.cli.app:main") -> subprocess.CompletedProcess[str]:
     """`subprocess.run(["reactgraph", *argv], capture_output=True, text=True, ...)`, forked: killed past `timeout`."""
     command = ForkedCommand(argv, env, stdout=None, stderr=None, cwd=cwd, entry=entry)
     try:
@@ -140,7 +140,4 @@ def forked_run(argv: list[str], env: dict[str, str], *, timeout: float, cwd: Pat
         command.kill()
         command.wait(10)
         raise
-    done = subprocess.CompletedProcess(command.args, command.wait(), out, err)
-    if check:
-        done.check_returncode()
-    return done
+    return subprocess.CompletedProcess(command.args, command.wait(), out, err)
