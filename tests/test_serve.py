@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +22,6 @@ from support.cli_env import clean_env, run_in_process
 from support.forked_commands import ForkedCommand
 from support.local_servers import free_port
 
-REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 TESTS = str(Path(__file__).parent)
 STARTUP_TIMEOUT_S = 60
 WEATHER = "北京和上海的天气分别怎么样？哪个城市更热？"
@@ -60,20 +58,19 @@ class Service:
     def calls(self) -> list[str]:
         return [line.rsplit(" pid=", 1)[0] for line in self.log.read_text().splitlines()] if self.log.exists() else []
 
-    def _spawn(self, command: list[str], extra: dict[str, str]) -> ForkedCommand:
-        # stderr to a file, not a pipe: a long-lived process that logs much would block on a full pipe
-        output = self.log.parent / f"{command[1]}-{len(self.processes)}.err"
-        process = ForkedCommand(command[1:], {**self.env, **extra}, stderr=output)
+    def _spawn(self, argv: list[str], extra: dict[str, str]) -> ForkedCommand:
+        """`reactgraph ARGV` (forked: support.forked_commands), its stderr in a file of its own."""
+        output = self.log.parent / f"{argv[0]}-{len(self.processes)}.err"
+        process = ForkedCommand(argv, {**self.env, **extra}, stderr=output)
         self.processes.append(process)
         return process
 
     def start_worker(self, *options: str, **extra: str) -> ForkedCommand:
-        return self._spawn([REACTGRAPH, "worker", "--concurrency", "2", *options], extra)
+        return self._spawn(["worker", "--concurrency", "2", *options], extra)
 
     def start_api(self, port: int, workers: int = 0, *options: str, **extra: str) -> ForkedCommand:
         """`reactgraph serve` on `port` (with `options`), answering /ok before this returns."""
-        process = self._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers), *options],
-                              extra)
+        process = self._spawn(["serve", "--port", str(port), "--workers", str(workers), *options], extra)
         self.wait_answering(process, f"http://127.0.0.1:{port}")
         return process
 

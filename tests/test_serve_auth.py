@@ -16,7 +16,7 @@ from langgraph_sdk.errors import PermissionDeniedError
 
 from support.cli_env import run_in_process
 from support.local_servers import free_port
-from test_serve import REACTGRAPH, TESTS, Service, human, service_env, stop
+from test_serve import TESTS, Service, human, service_env, stop
 
 WEATHER = "北京的天气怎么样？"
 
@@ -48,8 +48,7 @@ def start_with(redis_url: str, tmp: Path, *options: str, workers: int = 1, **ext
     port = free_port()
     env = {**service_env(redis_url, f"svc-test-{uuid.uuid4().hex[:8]}", tmp / "calls.log"), **extra}
     service = Service(f"http://127.0.0.1:{port}", env, tmp / "calls.log", [])
-    process = service._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers), *options], {})
-    service.wait_answering(process, service.url)
+    service.start_api(port, workers, *options)
     return service
 
 

@@ -19,7 +19,7 @@ import redis
 from langgraph_sdk.errors import NotFoundError
 
 from support.local_servers import free_port
-from test_serve import REACTGRAPH, Service, human, service_env, stop, wait_for
+from test_serve import Service, human, service_env, stop, wait_for
 
 STREAMS = 8
 # How long a request may take: a bound on the wait, not what any test here is about (a 3 MB body or 1,000
@@ -40,9 +40,8 @@ def guarded(redis_url: str, tmp_path_factory) -> Iterator[Service]:
     service = Service(f"http://127.0.0.1:{port}",
                       service_env(redis_url, f"svc-guard-{uuid.uuid4().hex[:8]}", tmp / "calls.log",
                                   SLOW_CITIES="广州", SLOW_S="60"), tmp / "calls.log", [])
-    process = service._spawn([REACTGRAPH, "serve", "--port", str(port), "--workers", "2", "--config", str(config),
-                              "--allowed-hosts", "api.example", "--max-streams", str(STREAMS), "--drain", "1"], {})
-    service.wait_answering(process, service.url)
+    service.start_api(port, 2, "--config", str(config), "--allowed-hosts", "api.example",
+                      "--max-streams", str(STREAMS), "--drain", "1")
     yield service
     stop(service)
 

@@ -1,13 +1,14 @@
-"""`reactgraph serve` and `reactgraph worker` as processes forked from one that has already imported them.
+"""`reactgraph` commands (serve, worker, ask, compare) as processes forked from one that has already imported them.
 
-Each such process spent ≈ 2 s of CPU importing LangGraph, LangChain and the service before its first request,
+Each such process spent ≈ 2 s of CPU importing LangGraph, LangChain and the service before its first line of work,
 and the suite starts well over a hundred of them: that import was the largest single part of the suite's time.
 multiprocessing's forkserver imports them once per pytest worker and forks a process per command. Each is still
 a process of its own — its own pid, environment, file descriptors, signals and exit code — that serves real
 HTTP and Redis, which is what these tests are about. What it skips is the console script's own start-up; the
 tests whose point that is (tests/test_startup.py, tests/test_packaging.py, the CLI's) still exec `reactgraph`.
 
-`ForkedCommand` is the part of `subprocess.Popen` the tests use: pid, poll, wait, send_signal, terminate, kill.
+`ForkedCommand` is the part of `subprocess.Popen` the tests use (pid, poll, wait, communicate, send_signal,
+terminate, kill), `forked_run` the part of `subprocess.run`; test_docs_snippets runs its pages the same way.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import tempfile
 import weakref
 from pathlib import Path
 
-# What `reactgraph serve` and `reactgraph worker` import on their way to serving (a module missing here is
-# imported by the forked process itself, as it would be anyway).
+# What the commands import on their way to their first line of work (a module missing here is imported by the
+# forked process itself, as it would be anyway).
 PRELOAD = ["reactgraph.cli.app", "reactgraph.cli.serve", "reactgraph.cli.ask", "reactgraph.cli.compare",
            "reactgraph.service.app", "reactgraph.service.worker", "reactgraph.graph.react",
            "reactgraph.graph.plan_solve", "reactgraph.models.offline.model", "reactgraph.tools.builtin", "rich",
