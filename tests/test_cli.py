@@ -152,7 +152,11 @@ def test_python_dash_m_runs_the_same_command_line(module):
 
 
 def test_the_shell_completes_commands_and_the_choices_of_reflection():
-    script = reactgraph("--show-completion", "bash")
+    # Typer's --show-completion takes no shell name (a "bash" after it was ignored): it detects the shell among
+    # its parent processes, so it is run from bash, as a user types it. Started under a process with no shell
+    # among its ancestors (a suite launched by a service), the bare command answered "Shell  not supported".
+    script = subprocess.run(["bash", "-c", '"$0" --show-completion; exit $?', REACTGRAPH], capture_output=True,
+                            text=True, timeout=120, env=clean_env())
     assert script.returncode == 0 and "_REACTGRAPH_COMPLETE" in script.stdout
     for words, expected in ((["reactgraph", "hi"], {"history"}), (["reactgraph", "ask", "--reflection", ""],
                                                                   {"llm", "rules", "off", "inline"})):
