@@ -24,6 +24,7 @@ from reactgraph.cli.serve_options import (
     HeaderTimeout,
     Index,
     MaxBody,
+    MaxResumes,
     MaxStreams,
     Mcp,
     NoAuth,
@@ -183,6 +184,7 @@ def serve(
     mcp: Mcp = None,
     index: Index = None,
     drain: Drain = 30.0,
+    max_resumes: MaxResumes = 3,
     thread_ttl: ThreadTtl = None,
     ttl_strategy: TtlStrategy = "delete",
     sweep_every: SweepEvery = "5m",
@@ -226,7 +228,8 @@ def serve(
     typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers} · "
                f"auth: {auth}", err=True)
     try:
-        app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention},
+        app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention,
+                                                                       "max_resumes": max_resumes},
                         settings=ServerSettings(auth=auth_settings, http=http, run_policy=policy))
         with traced(otel):  # a trace per run, from the workers in this process
             uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
@@ -242,6 +245,7 @@ def worker(
     index: Index = None,
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="Threads this worker runs at once.")] = 4,
     drain: Drain = 30.0,
+    max_resumes: MaxResumes = 3,
     thread_ttl: ThreadTtl = None,
     ttl_strategy: TtlStrategy = "delete",
     sweep_every: SweepEvery = "5m",
@@ -272,6 +276,7 @@ def worker(
     typer.echo(f"reactgraph worker · store: {where} · concurrency {concurrency}", err=True)
     try:
         with traced(otel):  # a trace per run
-            asyncio.run(serve_worker(url, gateway, policy, concurrency=concurrency, drain_s=drain, retention=retention))
+            asyncio.run(serve_worker(url, gateway, policy, concurrency=concurrency, drain_s=drain, retention=retention,
+                                     max_resumes=max_resumes))
     finally:
         _close(gateway)

@@ -34,6 +34,9 @@ NoAuth = Annotated[bool, typer.Option("--no-auth", help="Serve a non-loopback ad
 Drain = Annotated[float, typer.Option("--drain", metavar="SECONDS", min=0,
                                       help="On SIGTERM, let running runs finish for this long; the rest are "
                                            "resumed by another worker.")]
+MaxResumes = Annotated[int, typer.Option("--max-resumes", metavar="N", min=0, max=100,
+                                          help="Times a run whose worker stopped without ending it (a crash, a "
+                                               "kill) is resumed by another before it ends with an error.")]
 AllowedHosts = Annotated[list[str], typer.Option(
     "--allowed-hosts", metavar="HOST[:PORT],…",
     help="Host headers to answer besides the bind address and localhost (a reverse proxy's public name; "

@@ -32,7 +32,7 @@ from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.events import entry_id
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
 from reactgraph.service.run_cancel import cancel_now
-from reactgraph.service.run_input import run_kwargs, strategy
+from reactgraph.service.run_input import check_graph_input, run_kwargs, strategy
 from reactgraph.service.run_streams import (
     event_stream,
     final_values,
@@ -71,6 +71,8 @@ async def create(request: Request, *, stateless: bool = False) -> tuple[Service,
     if thread is not None and not matches(thread.get("metadata"), allowed):
         thread = None  # not the caller's: as if it did not exist, and not to be made either
         if_not_exists = "reject"
+    known = thread is not None  # a refused input creates no thread; a thread not the caller's has no values to read
+    await check_graph_input(assistant.graph, kwargs, lambda: _channel_values(svc, thread_id, known))
     if thread is None:
         if if_not_exists != "create":
             raise BadRequest(404, f"thread {thread_id!r} not found")
@@ -89,6 +91,7 @@ async def create(request: Request, *, stateless: bool = False) -> tuple[Service,
            "created_at": stamp, "updated_at": stamp, "status": "pending",
            "metadata": metadata, "kwargs": kwargs, "multitask_strategy": chosen,
            "langsmith_session_name": None}
+    await svc.queue.mark(thread_id)  # before the run is stored: see work_queue's docstring
     created, ahead = await svc.records.create_run(run)
     if not created:
         raise BadRequest(409, f"thread {thread_id!r} is busy with another run (multitask_strategy 'reject')")
@@ -125,6 +128,15 @@ async def _check_checkpoint(svc: Service, thread_id: str, checkpoint_id: str | N
         {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}})
     if found is None:
         raise BadRequest(422, f"'checkpoint_id' {checkpoint_id[:80]!r} is no checkpoint of thread {thread_id!r}")
+
+
+async def _channel_values(svc: Service, thread_id: str, known: bool) -> dict[str, Any]:
+    """The channel values of the thread's latest checkpoint ({} when it has none, or is not `known`)."""
+    if not known:
+        return {}
+    found = await svc.assistants.checkpointer.aget_tuple({"configurable": {"thread_id": thread_id,
+                                                                          "checkpoint_ns": ""}})
+    return dict(found.checkpoint.get("channel_values") or {}) if found is not None else {}
 
 
 async def _existing_run(request: Request, action: str = "read") -> tuple[Service, str, dict[str, Any]]:

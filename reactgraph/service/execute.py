@@ -28,6 +28,8 @@ from reactgraph.service.wire import dumps
 
 log = logging.getLogger("reactgraph.service")
 CANCEL_POLL_S = 0.2
+MAX_RESUMES = 3  # times a run left unended by its worker is resumed by another before it ends `error`
+_NOT_THE_RUNS_OUTCOME = (FencedOut, asyncio.CancelledError, *REDIS_DOWN)  # the worker stops; the run is resumed
 STOP_WAIT_S = 5.0  # for the stream's tasks to end once the run is over (they do at once unless one is stuck)
 
 
@@ -38,50 +40,75 @@ class Cancelled(ReactGraphError):
 
 
 async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run_id: str,
-                      resumed: bool) -> str:
-    """Run `run_id` to its end on the held thread; returns its final status."""
+                      resumed: bool, attempt: int = 1, max_resumes: int = MAX_RESUMES) -> str:
+    """Run `run_id` to its end on the held thread; returns its final status. Whatever fails on the way — the
+    graph, reading the thread after it, writing a status — the run ends here, once, with a cause; only the
+    worker's own stopping (a lost fence, Redis gone, shutdown) leaves it for the next holder."""
     thread_id = hold.thread_id
     run = await records.get_run(thread_id, run_id)
-    if run is None:  # deleted while it waited: nothing to run
+    if run is None:  # deleted while it waited (or its record is unreadable): nothing to run
         await hold.end_run(run_id, "")
         return "gone"
-    entry = assistants.for_run(run)
     run["status"] = "running"
     started = await records.start_run(run)  # not if a cancel came first: the run then never reads `running`
-    cancel = None if started else await records.cancel_requested(thread_id, run_id) or "interrupt"
-    status, error = "success", None
+    outcome = Outcome(cancel=None if started else await records.cancel_requested(thread_id, run_id) or "interrupt")
     if started:
         if not resumed:
             await records.count("started")
         # unless it was cancelled meanwhile: the API has then shown the thread as the run will leave it
         await records.set_thread_status_if(thread_id, run_id, "started", "busy")
-        try:
-            await _stream(hold, records, entry.graph, assistants, run, resumed)
-        except Cancelled as stop:
-            cancel = stop.action
-        except (FencedOut, asyncio.CancelledError, *REDIS_DOWN):  # not the run's outcome: it is resumed later
-            raise
-        except Exception as exc:  # the run failed: the error is the run's outcome, the worker goes on
-            log.warning("run %s on thread %s failed: %s", run_id, thread_id, exc, exc_info=True)
-            status, error = "error", {"error": type(exc).__name__, "message": str(exc)[:2000]}
-            await hold.add_event(run_id, "error", dumps(error))
-    if cancel is not None:
-        status = "interrupted"
-        if cancel == "rollback":  # what the run wrote goes: its checkpoints carry its run id
-            await assistants.checkpointer.adelete_for_runs([run_id])
-    run["status"] = status
-    if error:
-        run["error"] = error
+        if attempt > 1 + max_resumes:
+            outcome.failed(run_id, "RunAttemptsExhausted",
+                           f"run {run_id} was taken by a worker {attempt} times without ending (each holder stopped "
+                           f"before it could finish: a crash, a kill, a lost connection); at most {max_resumes} "
+                           "resumptions are allowed, so it ends here")
+        else:
+            await _run_graph(hold, records, assistants, run, attempt if resumed else 0, outcome)
+        if outcome.error is not None:
+            await hold.add_event(run_id, "error", dumps(outcome.error))
+    return await _end(hold, records, assistants, run, started, outcome)
+
+
+class Outcome:
+    """How a run ended: its status, the cause when it failed, the cancel action when somebody stopped it."""
+
+    def __init__(self, cancel: str | None = None) -> None:
+        self.status, self.cancel = "success", cancel
+        self.error: dict[str, str] | None = None
+
+    def failed(self, run_id: str, kind: str, message: str) -> None:
+        if self.error is None:  # the first cause is the run's; later ones are in the log
+            self.status, self.error = "error", {"error": kind, "message": message[:2000]}
+        log.warning("run %s failed: %s: %s", run_id, kind, message.splitlines()[0][:300] if message else "")
+
+
+async def _run_graph(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+                     resumed_at: int, outcome: Outcome) -> None:
+    """Stream the run's graph (`resumed_at`: the attempt that resumes it from its last checkpoint, 0 when new)."""
+    try:
+        await _stream(hold, records, assistants.for_run(run).graph, assistants, run, resumed_at)
+    except Cancelled as stop:
+        outcome.cancel = stop.action
+    except _NOT_THE_RUNS_OUTCOME:
+        raise
+    except Exception as exc:  # the run failed: the error is the run's outcome, the worker goes on
+        log.debug("run %s failed", run["run_id"], exc_info=True)
+        outcome.failed(run["run_id"], type(exc).__name__, str(exc) or type(exc).__name__)
+
+
+async def _end(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+               started: bool, outcome: Outcome) -> str:
+    """The run's end: its checkpoints rolled back if asked, the thread's status, its record, its stream closed."""
+    thread_id, run_id, cancel = hold.thread_id, run["run_id"], outcome.cancel
+    if cancel == "rollback":  # what the run wrote goes: its checkpoints carry its run id
+        await assistants.checkpointer.adelete_for_runs([run_id])
     # The thread's status first: a client that sees the run end (the stream's end) must see the thread after it.
-    thread_status, interrupts = await thread_after_run(entry.graph, thread_id, status)
-    if cancel is None:
-        await records.set_thread_status(thread_id, thread_status, interrupts=interrupts)
-    else:  # unless the API has shown the thread's status when it cancelled the run: it keeps that one (no flip)
-        await records.set_thread_status_if(thread_id, run_id, "stopped", thread_status, interrupts=interrupts)
-    # a stateless run's thread goes with it (its record and events stay a while, for its readers)
-    forgotten = bool(run["kwargs"].get("temporary")) and await forget_temporary_thread(records, assistants, thread_id)
-    run["updated_at"] = now_iso()  # when it ended (the record written at its start carries the start)
-    await hold.end_run(run_id, "" if cancel == "rollback" else json.dumps(run, ensure_ascii=False))
+    forgotten = await _settle_thread(hold, records, assistants, run, outcome)
+    status = "interrupted" if cancel is not None else outcome.status
+    run.update(status=status, updated_at=now_iso())  # when it ended (the record written at its start: the start)
+    if outcome.error is not None:
+        run["error"] = outcome.error
+    await hold.end_run(run_id, "" if cancel == "rollback" else _record_json(run))
     if cancel == "rollback":
         await records.delete_run(thread_id, run_id)
     if started:
@@ -93,12 +120,52 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     return status
 
 
+async def _settle_thread(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+                         outcome: Outcome) -> bool:
+    """The thread's status after the run (`error` when its state cannot be read back, which fails the run too);
+    a stateless run's thread goes with it (its record and events stay a while, for its readers). Whether it went."""
+    thread_id, run_id = hold.thread_id, run["run_id"]
+    status = "interrupted" if outcome.cancel is not None else outcome.status
+    try:
+        thread_status, interrupts = await thread_after_run(assistants.for_run(run).graph, thread_id, status)
+    except _NOT_THE_RUNS_OUTCOME:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a state no read can decode: the thread is in error, the run too
+        first = outcome.error is None
+        outcome.failed(run_id, type(exc).__name__, f"the thread's state could not be read after the run: {exc}")
+        thread_status, interrupts = "error", {}
+        if first and outcome.cancel is None:
+            await hold.add_event(run_id, "error", dumps(outcome.error))
+    try:
+        if outcome.cancel is None:
+            await records.set_thread_status(thread_id, thread_status, interrupts=interrupts)
+        else:  # unless the API showed the thread's status when it cancelled the run: it keeps that (no flip)
+            await records.set_thread_status_if(thread_id, run_id, "stopped", thread_status, interrupts=interrupts)
+        return bool(run["kwargs"].get("temporary")) and await forget_temporary_thread(records, assistants, thread_id)
+    except _NOT_THE_RUNS_OUTCOME:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the run still ends; what could not be written is in the log
+        outcome.failed(run_id, type(exc).__name__, f"the thread's status could not be written: {exc}")
+        return False
+
+
+def _record_json(run: dict[str, Any]) -> str:
+    """The run's final record as stored: as written, unless it holds text Redis cannot take as UTF-8 (a lone
+    surrogate from a client's JSON escape), which is then stored escaped, as JSON allows."""
+    text = json.dumps(run, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(run)
+    return text
+
+
 async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assistants: Assistants,
-                  run: dict[str, Any], resumed: bool) -> None:
+                  run: dict[str, Any], resumed_at: int) -> None:
     gateway, policy = assistants.gateway, assistants.run_policy
     kwargs, thread_id, run_id = run["kwargs"], hold.thread_id, run["run_id"]
-    graph_input, config = graph_call(kwargs, thread_id, run_id, resumed=resumed)
-    await hold.add_event(run_id, "metadata", dumps({"run_id": run_id, "attempt": 1 + int(resumed)}))
+    graph_input, config = graph_call(kwargs, thread_id, run_id, resumed=resumed_at > 0)
+    await hold.add_event(run_id, "metadata", dumps({"run_id": run_id, "attempt": max(1, resumed_at)}))
     # the policy again: the stored record is untrusted too (a refusal fails the run before anything starts)
     context = run_context(kwargs.get("context") or {}, policy, gateway)
     stream = run_events(graph, graph_input, config, run_id, kwargs["stream_mode"],

@@ -23,6 +23,7 @@ class ServiceKeys:
         self.threads = f"{self.prefix}threads"  # sorted set: thread id → updated_at (ms), for listing
         self.unswept = f"{self.prefix}unswept"  # sorted set: the same, less threads the sweeper has pruned
         self.queue = f"{self.prefix}queue"      # stream: one entry per thread that has work
+        self.with_work = f"{self.prefix}with-work"  # sorted set: thread id → when it was last given work (ms)
         self.workers = f"{self.prefix}workers"  # sorted set: worker id → last heartbeat (ms)
         self.counters = f"{self.prefix}counters"  # hash: runs finished by status, for /metrics
         self.assistants = f"{self.prefix}assistants"  # sorted set: created assistant id → created_at (ms)
@@ -44,6 +45,14 @@ class ServiceKeys:
     def active(self, thread_id: str) -> str:
         """String: the run id being executed on the thread (kept if its worker dies: the next one resumes it)."""
         return thread_base(self.prefix, thread_id) + "active"
+
+    def queued(self, thread_id: str) -> str:
+        """String: the id of the thread's latest token in the work queue (the sweep checks it still exists)."""
+        return thread_base(self.prefix, thread_id) + "queued"
+
+    def attempts(self, thread_id: str) -> str:
+        """Hash: run id → how many times a worker has taken it (a run that keeps killing its worker is given up)."""
+        return thread_base(self.prefix, thread_id) + "attempts"
 
     def fence(self, thread_id: str) -> str:
         """Counter: bumped each time a worker takes the thread; writes of an older holder are refused."""

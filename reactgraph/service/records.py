@@ -162,7 +162,8 @@ class ServiceRecords:
     async def delete_thread(self, thread_id: str) -> None:
         run_ids = await self.run_ids(thread_id, limit=10_000)
         keys = [self.keys.thread(thread_id), self.keys.runs(thread_id), self.keys.pending(thread_id),
-                self.keys.active(thread_id), self.keys.fence(thread_id)]
+                self.keys.active(thread_id), self.keys.fence(thread_id), self.keys.attempts(thread_id),
+                self.keys.queued(thread_id)]
         for run_id in run_ids:
             keys += [self.keys.run(thread_id, run_id), self.keys.events(thread_id, run_id),
                      self.keys.cancel(thread_id, run_id)]
@@ -207,6 +208,7 @@ class ServiceRecords:
     async def delete_run(self, thread_id: str, run_id: str) -> None:
         await self.client.lrem(self.keys.pending(thread_id), 0, run_id)
         await self.client.zrem(self.keys.runs(thread_id), run_id)
+        await self.client.hdel(self.keys.attempts(thread_id), run_id)
         await self.client.delete(self.keys.run(thread_id, run_id), self.keys.events(thread_id, run_id),
                                  self.keys.cancel(thread_id, run_id))
 

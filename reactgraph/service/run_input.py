@@ -3,7 +3,7 @@ one line, never a queued run that fails later; the worker rebuilds the same valu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langgraph.types import Command
@@ -67,6 +67,41 @@ def run_kwargs(body: Mapping[str, Any], policy: RunPolicy | None = None, gateway
             "subgraphs": bool(body.get("stream_subgraphs")), "resumable": bool(body.get("stream_resumable")),
             "webhook": None, "feedback_keys": None, "temporary": False, "checkpoint_during": False,
             "durability": "async"}
+
+
+async def check_graph_input(graph: Any, kwargs: Mapping[str, Any],
+                            current: Callable[[], Awaitable[Mapping[str, Any]]]) -> None:
+    """Refuse (422, naming the field) an input or a command's update that the graph's own channels cannot take —
+    a message LangChain cannot coerce, a list reducer given a number — so such a run is never queued: in the graph
+    it would fail at its first step and leave a checkpoint that no later read of the thread could decode.
+
+    Each value is given to an empty copy of its channel, the reducer the graph would apply being the judge; a value
+    refused there is tried once more on the thread's current value (`current()`: channel values of its latest
+    checkpoint), since some updates only make sense against it (removing a message by its id)."""
+    command = kwargs.get("command") or {}
+    channels = getattr(graph, "channels", {})
+    thread_values: Mapping[str, Any] | None = None
+    for where, values in (("input", kwargs.get("input")), ("command.update", command.get("update"))):
+        if not isinstance(values, Mapping):
+            continue
+        for name, value in values.items():
+            channel = channels.get(name) if isinstance(name, str) and not name.startswith("__") else None
+            if channel is None or _takes(channel.copy(), value) is None:
+                continue
+            thread_values = await current() if thread_values is None else thread_values
+            if name in thread_values and _takes(channel.from_checkpoint(thread_values[name]), value) is None:
+                continue
+            cause = _takes(channel.copy(), value)
+            raise BadRequest(422, f"'{where}.{name}' cannot be taken by the graph: {cause}")
+
+
+def _takes(channel: Any, value: Any) -> str | None:
+    """None when `channel` takes `value` as one update, else the first line of why not."""
+    try:
+        channel.update([value])
+    except Exception as exc:  # noqa: BLE001 - any reducer's refusal, whatever it raises, is the client's input
+        return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    return None
 
 
 def run_context(context: Mapping[str, Any], policy: RunPolicy | None, gateway: Any) -> Context:

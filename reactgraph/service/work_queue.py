@@ -1,21 +1,66 @@
-"""The work queue: a Redis stream of "thread T has work" tokens, read by the workers' consumer group."""
+"""The work queue: a Redis stream of "thread T has work" tokens, read by the workers' consumer group, and the
+sweep that gives a token back to any thread whose runs wait without one.
+
+No accepted run depends on the stream alone. The stream is never trimmed (a token not yet delivered would go
+with the trim, its runs left `pending` for ever); a token leaves it only when a worker acknowledges it. Every
+thread that was given work is also in the `with_work` index (written before its run is stored, so it survives
+whatever a failover keeps of the run), and each thread remembers the id of its latest token: the sweep walks
+the index and re-notifies a thread that still has runs waiting but whose latest token is gone — lost in a
+failover, deleted by hand — and drops the threads that have nothing left to do.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import os
+import time
+import uuid
 from typing import Any
 
 import redis.asyncio
 
 from reactgraph.service.keys import ServiceKeys
 
+log = logging.getLogger("reactgraph.service")
 GROUP = "workers"
-MAX_QUEUE = 100_000  # approximate trim; every live thread also has its runs in its own `pending` list
 _MAX_THREAD_ID = 256
+SWEEP_BATCH = 500  # threads looked at per round trip of the sweep
+SWEEP_EVERY_S = 60.0  # how often the workers (one of them at a time) look for lost tokens
+SWEEP_GRACE_S = 10.0  # a thread given work this recently is left alone: its token may not be written yet
+SWEEP_EVERY_ENV, SWEEP_GRACE_ENV = "REACTGRAPH_TOKEN_SWEEP_S", "REACTGRAPH_TOKEN_SWEEP_GRACE_S"
+
+# KEYS: with_work. ARGV: thread id, the score it was read with. Drop the thread from the index unless it was given
+# work again since it was read (its score then moved on).
+_DROP_IF_UNCHANGED = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) == tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0
+"""
+
+
+def sweep_settings() -> tuple[float, float]:
+    """(every, grace) in seconds: $REACTGRAPH_TOKEN_SWEEP_S and $REACTGRAPH_TOKEN_SWEEP_GRACE_S, else the defaults;
+    a ValueError with one line naming the variable when one is not a number of seconds from 0 to a day."""
+    found = []
+    for name, default, low in ((SWEEP_EVERY_ENV, SWEEP_EVERY_S, 0.1), (SWEEP_GRACE_ENV, SWEEP_GRACE_S, 0.0)):
+        raw = os.environ.get(name, "").strip()
+        try:
+            value = float(raw) if raw else default
+        except ValueError:
+            value = -1.0
+        if not low <= value <= 86_400:
+            raise ValueError(f"{name}={raw[:40]!r} must be a number of seconds from {low:g} to 86400")
+        found.append(value)
+    return found[0], found[1]
 
 
 class WorkQueue:
     def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys, consumer: str = "api") -> None:
         self.client, self.keys, self.consumer = client, keys, consumer
+        self._claim_from = "0-0"  # where the next claim starts: every idle token gets its turn, none starves another
+        self._drop = client.register_script(_DROP_IF_UNCHANGED)
 
     async def ensure_group(self) -> None:
         try:
@@ -24,8 +69,17 @@ class WorkQueue:
             if "BUSYGROUP" not in str(exc):
                 raise
 
+    async def mark(self, thread_id: str) -> None:
+        """Put the thread in the index of threads with work (before its run is stored: see the module docstring)."""
+        await self.client.zadd(self.keys.with_work, {thread_id: time.time() * 1000})
+
     async def notify(self, thread_id: str) -> None:
-        await self.client.xadd(self.keys.queue, {"t": thread_id}, maxlen=MAX_QUEUE, approximate=True)
+        """A token for the thread, remembered as its latest (the sweep checks that it still exists)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(self.keys.with_work, {thread_id: time.time() * 1000})
+        pipe.xadd(self.keys.queue, {"t": thread_id})
+        _marked, entry = await pipe.execute()
+        await self.client.set(self.keys.queued(thread_id), entry)
 
     async def read(self, count: int, *, block_ms: int) -> list[tuple[str, str]]:
         """New tokens for this consumer: (entry id, thread id)."""
@@ -40,15 +94,19 @@ class WorkQueue:
         return _tokens(answer[0][1] if answer else [])
 
     async def claim_idle(self, idle_s: float, count: int) -> list[tuple[str, str]]:
-        """Tokens left unacknowledged for `idle_s` by any consumer (a holder that died, a busy thread)."""
+        """Tokens left unacknowledged for `idle_s` by any consumer (a holder that died, a busy thread), walking the
+        pending entries from where the last claim stopped, so that a set of tokens claimed again and again (a thread
+        busy for long) cannot keep the others waiting."""
         try:
             answer: Any = await self.client.xautoclaim(self.keys.queue, GROUP, self.consumer,
-                                                  min_idle_time=max(1, int(idle_s * 1000)), start_id="0-0",
-                                                  count=count)
+                                                  min_idle_time=max(1, int(idle_s * 1000)),
+                                                  start_id=self._claim_from, count=count)
         except redis.ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             return []
+        cursor = answer[0] if answer else b"0-0"
+        self._claim_from = cursor.decode() if isinstance(cursor, bytes) else str(cursor or "0-0")
         return _tokens(answer[1] if len(answer) > 1 else [])
 
     async def leave(self) -> None:
@@ -63,6 +121,72 @@ class WorkQueue:
     async def ack(self, entry_id: str) -> None:
         await self.client.xack(self.keys.queue, GROUP, entry_id)
         await self.client.xdel(self.keys.queue, entry_id)
+
+    async def restore_lost_tokens(self, *, grace_s: float = SWEEP_GRACE_S) -> dict[str, int]:
+        """One pass of the sweep (see the module docstring): {"renotified": n, "dropped": m, "looked_at": k}.
+        It pages through the index by score, so what it drops or re-notifies (which moves a thread's score on)
+        does not shift the pages."""
+        done = {"renotified": 0, "dropped": 0, "looked_at": 0}
+        newest, low, seen_at_low = (time.time() - grace_s) * 1000, "-inf", set[str]()
+        while True:
+            page: Any = await self.client.zrangebyscore(self.keys.with_work, low, newest, start=0,
+                                                        num=SWEEP_BATCH + len(seen_at_low), withscores=True)
+            batch = [(_text(member), float(score)) for member, score in page if _text(member) not in seen_at_low]
+            if not batch:
+                return done
+            await self._sweep_batch(batch, done)
+            done["looked_at"] += len(batch)
+            last = batch[-1][1]
+            seen_at_low = {thread for thread, score in batch if score == last} | (
+                seen_at_low if repr(last) == low else set())
+            low = repr(last)
+
+    async def _sweep_batch(self, batch: list[tuple[str, float]], done: dict[str, int]) -> None:
+        k, pipe = self.keys, self.client.pipeline(transaction=False)
+        for thread_id, _score in batch:
+            pipe.exists(k.active(thread_id))
+            pipe.llen(k.pending(thread_id))
+            pipe.get(k.queued(thread_id))
+        answers = await pipe.execute()
+        waiting = []
+        for index, (thread_id, score) in enumerate(batch):
+            active, pending, entry = answers[3 * index: 3 * index + 3]
+            if active or pending:
+                waiting.append((thread_id, _text(entry) if entry else "0-0"))
+            elif await self._drop(keys=[k.with_work], args=[thread_id, repr(score)]):
+                done["dropped"] += 1
+        if not waiting:
+            return
+        check = self.client.pipeline(transaction=False)
+        for _thread_id, entry in waiting:
+            check.xrange(k.queue, entry, entry, count=1)
+        for (thread_id, _entry), found in zip(waiting, await check.execute(), strict=True):
+            if not found:  # its runs wait and no token says so: it would never be run
+                await self.notify(thread_id)
+                done["renotified"] += 1
+
+
+async def sweep_lost_tokens_forever(queue: WorkQueue, stopping: asyncio.Event, every_s: float = SWEEP_EVERY_S,
+                                    grace_s: float = SWEEP_GRACE_S) -> None:
+    """Run `restore_lost_tokens` every `every_s` in one worker at a time (a lock that expires with the interval)."""
+    lock = f"{queue.keys.prefix}token-sweeper"
+    while not stopping.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), timeout=every_s)
+        if stopping.is_set():
+            return
+        try:
+            if await queue.client.set(lock, uuid.uuid4().hex, nx=True, px=int(every_s * 1000)):
+                done = await queue.restore_lost_tokens(grace_s=grace_s)
+                if done["renotified"]:
+                    log.warning("work queue: %(renotified)d thread(s) with waiting runs had lost their token and "
+                                "were notified again (%(looked_at)d looked at)", done)
+        except (redis.RedisError, OSError) as exc:  # retried at the next interval; the worker goes on
+            log.warning("work queue sweep failed: %s", str(exc).splitlines()[0][:200] if str(exc) else exc)
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def _tokens(entries: list) -> list[tuple[str, str]]:

@@ -33,12 +33,12 @@ from reactgraph.memory.session_lease_aio import asession_lease
 from reactgraph.service.assistants import Assistants
 from reactgraph.service.connections import REDIS_DOWN, Outage, service_connections
 from reactgraph.service.events import max_event_bytes
-from reactgraph.service.execute import execute_run
+from reactgraph.service.execute import MAX_RESUMES, execute_run
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.retention import Retention, sweep_forever
 from reactgraph.service.thread_hold import FencedOut, ThreadHold
-from reactgraph.service.work_queue import WorkQueue
+from reactgraph.service.work_queue import WorkQueue, sweep_lost_tokens_forever, sweep_settings
 
 log = logging.getLogger("reactgraph.service")
 HEARTBEAT_S = 2.0
@@ -49,7 +49,8 @@ class Worker:
 
     def __init__(self, client: redis.asyncio.Redis, assistants: Assistants, *, keys: ServiceKeys | None = None,
                  concurrency: int = 4, drain_s: float = 30.0, claim_idle_s: float | None = None,
-                 name: str | None = None, retention: Retention | None = None) -> None:
+                 name: str | None = None, retention: Retention | None = None, max_resumes: int = MAX_RESUMES
+                 ) -> None:
         self.client, self.assistants = client, assistants
         self.keys = keys or ServiceKeys()
         self.records = ServiceRecords(client, self.keys)
@@ -58,12 +59,15 @@ class Worker:
         self.concurrency, self.drain_s = concurrency, drain_s
         self.lease_ttl_s = lease_ttl()
         self.max_event_bytes = max_event_bytes()  # a bad $REACTGRAPH_MAX_EVENT_BYTES stops the worker at its start
+        self.token_sweep = sweep_settings()  # likewise a bad $REACTGRAPH_TOKEN_SWEEP_S
         self.claim_idle_s = claim_idle_s if claim_idle_s is not None else self.lease_ttl_s
         self.saver = assistants.checkpointer
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
+        self._holding: set[str] = set()  # threads this worker holds now: their spare tokens are acknowledged at once
         self.runs_done = 0
         self.retention = retention
+        self.max_resumes = max_resumes
 
     def stop(self) -> None:
         """Ask the loop to drain and end (what SIGTERM does)."""
@@ -77,6 +81,7 @@ class Worker:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, self.stop)
         beat = asyncio.create_task(self._heartbeat())
+        tokens_sweeper = asyncio.create_task(sweep_lost_tokens_forever(self.queue, self._stopping, *self.token_sweep))
         sweeper: asyncio.Task | None = None
         if self.retention is not None:
             sweeper = asyncio.create_task(sweep_forever(self.records, self.saver, self.retention, self._stopping,
@@ -98,12 +103,16 @@ class Worker:
                     continue
                 outage.ok()
                 for entry_id, thread_id in tokens:
+                    if thread_id in self._holding:  # its holder looks for new runs before it lets go (see below)
+                        await self.queue.ack(entry_id)
+                        continue
+                    self._holding.add(thread_id)
                     task = asyncio.create_task(self._serve_thread(entry_id, thread_id))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
         finally:
             await self._drain()
-            for background in (beat, sweeper):
+            for background in (beat, tokens_sweeper, sweeper):
                 if background is not None:
                     background.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -130,13 +139,16 @@ class Worker:
     async def _serve_thread(self, entry_id: str, thread_id: str) -> None:
         handed_back = False
         try:
-            async with asession_lease(self.saver, thread_id, ttl_s=self.lease_ttl_s, wait_s=0):
-                hold = await ThreadHold.take(self.client, self.keys, thread_id, self.max_event_bytes)
-                try:
-                    await self._drain_thread(hold)
-                except asyncio.CancelledError:
-                    handed_back = True  # shutting down: the next worker resumes the active run
-                    raise
+            if await self.records.busy(thread_id):  # else a spare token (its runs are done): no lease to take
+                async with asession_lease(self.saver, thread_id, ttl_s=self.lease_ttl_s, wait_s=0):
+                    hold = await ThreadHold.take(self.client, self.keys, thread_id, self.max_event_bytes)
+                    try:
+                        await self._drain_thread(hold)
+                    except asyncio.CancelledError:
+                        handed_back = True  # shutting down: the next worker resumes the active run, not counted
+                        with contextlib.suppress(*REDIS_DOWN, FencedOut):  # as a crash (see ThreadHold.hand_back)
+                            await asyncio.shield(hold.hand_back())
+                        raise
         except SessionBusy:
             return  # left unacknowledged: retried once idle (see the module docstring)
         except REDIS_DOWN as exc:  # the run stays active; the token, unacknowledged, is retried once idle
@@ -145,10 +157,14 @@ class Worker:
             return
         except FencedOut as exc:
             log.warning("worker %s: %s; leaving the thread to it", self.name, exc)
-        except Exception:  # a broken thread must not take the worker down; its token is retried when idle
+        except Exception:  # a broken thread must not take the worker down; its token is retried when idle, and
+            # its run, taken again, counts one more attempt (execute_run ends it once they are used up)
             log.exception("worker %s: thread %s failed", self.name, thread_id)
             return
         finally:
+            # before the check below: a token acknowledged as spare while the thread was held came from a run that
+            # the check then sees
+            self._holding.discard(thread_id)
             if handed_back:
                 await asyncio.shield(self._hand_back(entry_id, thread_id))
         await self.queue.ack(entry_id)
@@ -165,11 +181,11 @@ class Worker:
             taken = await hold.next_run()
             if taken is None:
                 return
-            run_id, resumed = taken
+            run_id, resumed, attempt = taken
             if resumed:
-                log.info("worker %s: resuming run %s on thread %s from its last checkpoint", self.name, run_id,
-                         hold.thread_id)
-            await execute_run(hold, self.records, self.assistants, run_id, resumed)
+                log.info("worker %s: resuming run %s on thread %s from its last checkpoint (attempt %d)", self.name,
+                         run_id, hold.thread_id, attempt)
+            await execute_run(hold, self.records, self.assistants, run_id, resumed, attempt, self.max_resumes)
             self.runs_done += 1
 
 

@@ -1,6 +1,7 @@
 """A stand-in `get_weather` for service tests: async (so cancelling a run stops it), logs each call, and is
 slow for the cities in $SLOW_CITIES ($SLOW_S seconds, default 60), and for the cities in $BLOCK_CITIES holds its
-event loop's thread for $BLOCK_S seconds (a synchronous sleep: nothing else on that loop runs meanwhile).
+event loop's thread for $BLOCK_S seconds (a synchronous sleep: nothing else on that loop runs meanwhile), and for
+the cities in $CRASH_CITIES ends its whole process at once (a worker that crashes mid-run, every time).
 
 Loaded into `reactgraph serve` / `reactgraph worker` with REACTGRAPH_TOOLS=support.service_tools:TOOLS (tests/ on
 PYTHONPATH); the log is $SERVICE_LOG, one line per start and end of a call, with the process id.
@@ -28,6 +29,8 @@ async def get_weather(city: str) -> dict:
         city: City name.
     """
     _log(f"start {city}")
+    if city in [c for c in os.environ.get("CRASH_CITIES", "").split(",") if c]:
+        os._exit(70)  # no cleanup, no lease released: as a process killed mid-call
     slow = [c for c in os.environ.get("SLOW_CITIES", "").split(",") if c]
     if city in slow:
         await asyncio.sleep(float(os.environ.get("SLOW_S", "60")))
