@@ -21,7 +21,7 @@ from test_serve_nonblocking import session_items
 def _collect(client, thread_id: str, run_id: str, into: list) -> threading.Thread:
     """Follow the run's stream on a thread of its own, as a client would, until the run ends."""
     def follow() -> None:
-        into.extend(client.runs.join_stream(thread_id, run_id, stream_mode=["updates"]))
+        into.extend(client.runs.join_stream(thread_id, run_id, stream_mode=["updates", "values"]))
     reader = threading.Thread(target=follow, daemon=True)
     reader.start()
     return reader
@@ -47,7 +47,7 @@ def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_finishe
     client = service.client()
     doomed = service.start_worker(SLOW_CITIES="上海", SLOW_S="600")
     thread = client.threads.create()
-    run = client.runs.create(thread["thread_id"], "react", stream_mode=["updates"], stream_resumable=True,
+    run = client.runs.create(thread["thread_id"], "react", stream_mode=["updates", "values"], stream_resumable=True,
                              input=human(WEATHER))
     seen: list = []
     reader = _collect(client, thread["thread_id"], run["run_id"], seen)
@@ -66,7 +66,14 @@ def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_finishe
     assert calls.count("start 上海") == 2  # unfinished at the kill: run again by the second worker
     attempts = [p.data["attempt"] for p in seen if p.event == "metadata"]
     assert attempts == [1, 2]  # the client's one stream went on across the takeover
-    assert "finalize" in {next(iter(p.data)) for p in seen if p.event == "updates"}
+    updates = [p.data for p in seen if p.event == "updates"]
+    assert "finalize" in {next(iter(update)) for update in updates}
+    # each event once across the takeover: LangGraph, resuming, streams the finished call's update and the
+    # checkpoint's values again; the client gets neither twice
+    beijing = [u for u in updates if "act" in u and "北京" in json.dumps(u, ensure_ascii=False)]
+    assert len(beijing) == 1, beijing
+    values = [json.dumps(p.data, sort_keys=True) for p in seen if p.event == "values"]
+    assert all(a != b for a, b in zip(values, values[1:], strict=False)), "a values event streamed twice in a row"
 
 
 def test_sigterm_lets_a_running_run_finish_before_the_worker_exits(service, redis_url):
@@ -148,7 +155,14 @@ def _follow_and_compare(client, thread_id: str, run_id: str, seen: list, reader:
     assert not reader.is_alive(), "the client's stream did not end"
     everything = list(client.runs.join_stream(thread_id, run_id))
     assert [(p.event, p.data) for p in seen] == [(p.event, p.data) for p in everything]
-    assert "finalize" in {next(iter(p.data)) for p in seen if p.event == "updates"}
+    updates = [p.data for p in seen if p.event == "updates"]
+    assert "finalize" in {next(iter(update)) for update in updates}
+    # each event once across the takeover: LangGraph, resuming, streams the finished call's update and the
+    # checkpoint's values again; the client gets neither twice
+    beijing = [u for u in updates if "act" in u and "北京" in json.dumps(u, ensure_ascii=False)]
+    assert len(beijing) == 1, beijing
+    values = [json.dumps(p.data, sort_keys=True) for p in seen if p.event == "values"]
+    assert all(a != b for a, b in zip(values, values[1:], strict=False)), "a values event streamed twice in a row"
 
 
 def test_an_api_process_restarted_mid_run_lets_the_client_stream_go_on(service):

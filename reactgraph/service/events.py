@@ -15,12 +15,14 @@ import json
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
 import redis.asyncio
 
 from reactgraph.service.keys import ServiceKeys
+from reactgraph.service.wire import dumps
 
 END = "__end__"
 MAX_EVENTS_PER_RUN = 20_000  # approximate trim: a run streaming more keeps its newest events
@@ -102,6 +104,40 @@ async def read_events(client: redis.asyncio.Redis, keys: ServiceKeys, thread_id:
             if event == END:
                 return
             yield after, event, _text(fields.get(b"d", fields.get("d")))
+
+
+class EarlierAttempts:
+    """What a run's earlier attempts already streamed, so that its resumed attempt sends each event once.
+
+    LangGraph, resuming a run from its checkpoint, streams again what that checkpoint already holds: its values
+    (the first `values` event) and the updates of the tasks whose writes it kept (`updates` marked
+    `__metadata__: {"cached": true}`). Such an event is passed over when an earlier attempt streamed the same one;
+    one the earlier attempt never got to stream (it died between saving and streaming) is sent."""
+
+    def __init__(self, streamed: list[tuple[str, str]]) -> None:
+        self._updates = Counter(data for event, data in streamed if event.split("|")[0] == "updates")
+        values = [data for event, data in streamed if event == "values"]
+        self._last_values: str | None = values[-1] if values else None
+
+    @classmethod
+    async def read(cls, client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str, run_id: str
+                   ) -> EarlierAttempts:
+        entries: Any = await client.xrange(keys.events(thread_id, run_id), count=MAX_EVENTS_PER_RUN)
+        return cls([(_text(fields.get(b"e", fields.get("e"))), _text(fields.get(b"d", fields.get("d"))))
+                    for _entry, fields in entries])
+
+    def streamed_before(self, event: str, data: Any, text: str) -> bool:
+        """Whether this event of the resumed attempt (`text`: its data as stored) is one streamed already."""
+        if event == "values" and self._last_values is not None:
+            last, self._last_values = self._last_values, None  # only the attempt's first values are a replay
+            return text == last
+        if event.split("|")[0] == "updates" and isinstance(data, dict) and \
+                isinstance(data.get("__metadata__"), dict) and data["__metadata__"].get("cached"):
+            original = dumps({key: value for key, value in data.items() if key != "__metadata__"})
+            if self._updates[original] > 0:
+                self._updates[original] -= 1
+                return True
+        return False
 
 
 def _text(value: Any) -> str:

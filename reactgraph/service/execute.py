@@ -18,6 +18,7 @@ from typing import Any
 from reactgraph.errors import ReactGraphError
 from reactgraph.service.assistants import Assistants
 from reactgraph.service.connections import REDIS_DOWN
+from reactgraph.service.events import EarlierAttempts, bounded
 from reactgraph.service.records import ServiceRecords, now_iso
 from reactgraph.service.run_input import graph_call, run_context
 from reactgraph.service.stream_events import run_events
@@ -173,7 +174,8 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assista
                         interrupt_before=kwargs.get("interrupt_before"), interrupt_after=kwargs.get("interrupt_after"))
     over = asyncio.Event()
     watcher = asyncio.create_task(watch_cancel(records, thread_id, run_id, over))
-    producer = asyncio.create_task(_forward(hold, run_id, stream))
+    earlier = await EarlierAttempts.read(hold.client, hold.keys, thread_id, run_id) if resumed_at else None
+    producer = asyncio.create_task(_forward(hold, run_id, stream, earlier))
     try:
         done, _ = await asyncio.wait({watcher, producer}, return_when=asyncio.FIRST_COMPLETED)
         if watcher in done:
@@ -188,9 +190,12 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assista
             await asyncio.wait_for(asyncio.gather(watcher, producer, return_exceptions=True), STOP_WAIT_S)
 
 
-async def _forward(hold: ThreadHold, run_id: str, stream: Any) -> None:
+async def _forward(hold: ThreadHold, run_id: str, stream: Any, earlier: EarlierAttempts | None) -> None:
     async for name, data in stream:
-        await hold.add_event(run_id, name, dumps(data))
+        text = dumps(data)
+        if earlier is not None and earlier.streamed_before(name, data, bounded(name, text, hold.max_event_bytes)):
+            continue
+        await hold.add_event(run_id, name, text)
 
 
 async def stop_task(task: asyncio.Task) -> None:
