@@ -137,3 +137,18 @@ def test_the_queue_keeps_every_token_its_workers_have_not_read(service, redis_ur
     for thread_id, _run_id in runs:
         history = client.threads.get_history(thread_id, limit=100)
         assert len({h["metadata"].get("run_id") for h in history} - {None}) == 1
+
+
+def test_a_run_whose_worker_died_can_be_cancelled_and_deleted_with_no_worker_running(service):
+    client = service.client()
+    doomed = service.start_worker(CRASH_CITIES="广州")
+    thread = client.threads.create()
+    run = client.runs.create(thread["thread_id"], "react", input=human("广州的天气怎么样？"))
+    assert doomed.wait(timeout=60) == 70  # it died mid-call: the run is left active, and no worker runs now
+    time.sleep(3.5)  # its lease (3 s here) expires, as a dead holder's does
+    client.runs.cancel(thread["thread_id"], run["run_id"])
+    client.runs.delete(thread["thread_id"], run["run_id"])
+    assert client.runs.list(thread["thread_id"]) == []
+    # stopped where its worker died, before the call it had not finished: as after any cancel mid-run
+    assert client.threads.get(thread["thread_id"])["status"] == "interrupted"
+    client.threads.delete(thread["thread_id"])

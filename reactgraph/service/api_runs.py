@@ -31,7 +31,7 @@ from reactgraph.service.auth import caller_of
 from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.events import entry_id
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
-from reactgraph.service.run_cancel import cancel_now
+from reactgraph.service.run_cancel import cancel_now, end_if_abandoned
 from reactgraph.service.run_input import check_graph_input, run_kwargs, strategy
 from reactgraph.service.run_streams import (
     event_stream,
@@ -250,8 +250,11 @@ async def delete_run(request: Request) -> Response:
     svc, thread_id, run = await _existing_run(request, "delete")
     if run["status"] not in FINAL_RUN_STATUSES and run["status"] != "pending":
         raise BadRequest(409, f"run {run['run_id']!r} is {run['status']}: cancel it first")
-    if await is_active(svc, thread_id, run["run_id"]):  # cancelled, and its worker is stopping it
-        raise BadRequest(409, f"run {run['run_id']!r} is being stopped: delete it once it has (runs.join)")
+    if await is_active(svc, thread_id, run["run_id"]):
+        if not await end_if_abandoned(svc.records, svc.assistants, run):  # its thread's worker is stopping it
+            raise BadRequest(409, f"run {run['run_id']!r} is being stopped: delete it once it has (runs.join)")
+        if await svc.records.busy(thread_id):  # runs that waited behind the abandoned one: a worker takes them
+            await svc.queue.notify(thread_id)
     await svc.records.delete_run(thread_id, run["run_id"])
     return Response(status_code=204)
 

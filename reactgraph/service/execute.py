@@ -70,6 +70,13 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     return await _end(hold, records, assistants, run, started, outcome)
 
 
+async def end_abandoned_run(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+                            action: str) -> str:
+    """End a cancelled run that no worker holds (its worker died and none has taken the thread since) as its
+    worker would have: the caller holds the thread's lease and has just taken the thread."""
+    return await _end(hold, records, assistants, run, True, Outcome(cancel=action))
+
+
 class Outcome:
     """How a run ended: its status, the cause when it failed, the cancel action when somebody stopped it."""
 

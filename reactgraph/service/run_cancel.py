@@ -16,9 +16,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from reactgraph.memory.session_lease import SessionBusy
+from reactgraph.memory.session_lease_aio import asession_lease
 from reactgraph.service.connections import REDIS_DOWN
+from reactgraph.service.execute import end_abandoned_run
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
+from reactgraph.service.thread_hold import ThreadHold
 from reactgraph.service.thread_state import thread_after_run
 
 log = logging.getLogger("reactgraph.service")
@@ -36,6 +40,25 @@ async def cancel_now(records: ServiceRecords, assistants: Any, run: dict[str, An
     elif where != "done":  # the run stopping may be this one, or one cancelled earlier that this one waited behind
         await _show_thread_freed(records, assistants, thread_id, run if where == "active" else None)
     return where
+
+
+async def end_if_abandoned(records: ServiceRecords, assistants: Any, run: dict[str, Any]) -> bool:
+    """A cancelled run still marked active, whose thread no worker holds (its worker died, none runs now), is ended
+    here as its worker would have ended it, so that cancel-then-delete never waits on a worker that is not coming.
+    Whether it is no longer active (False: a worker holds the thread, and stops the run itself)."""
+    thread_id, run_id = run["thread_id"], run["run_id"]
+    action = await records.cancel_requested(thread_id, run_id)
+    if action is None:
+        return False
+    try:
+        async with asession_lease(assistants.checkpointer, thread_id, wait_s=0):
+            hold = await ThreadHold.take(records.client, records.keys, thread_id)
+            held = await records.client.get(records.keys.active(thread_id))
+            if (held.decode() if isinstance(held, bytes) else held) == run_id:
+                await end_abandoned_run(hold, records, assistants, run, action)
+    except SessionBusy:
+        return False
+    return True
 
 
 async def _show_thread_freed(records: ServiceRecords, assistants: Any, thread_id: str,
