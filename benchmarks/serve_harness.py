@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,10 @@ import redis
 
 from reactgraph.studio import launcher as studio
 from support.serve_load import answers_ok, human, sdk_client
-from test_serve import REACTGRAPH, free_port, wait_for
+from test_serve import free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
+REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")  # the console script beside this interpreter
 
 
 def question(n: int) -> str:
@@ -90,10 +92,11 @@ def start_dev(work: Path) -> tuple[str, subprocess.Popen]:
     return url, process
 
 
-def start_serve(redis_url: str, work: Path, workers: int, *options: str) -> tuple[str, subprocess.Popen]:
+def start_serve(redis_url: str, work: Path, workers: int, *options: str, prefix: str | None = None
+                ) -> tuple[str, subprocess.Popen]:
     port = free_port()
     env = {**os.environ, "REDIS_URL": redis_url, "REACTGRAPH_MODEL": "offline",
-           "REACTGRAPH_SERVICE_PREFIX": f"bench-serve-{os.getpid()}-{port}"}
+           "REACTGRAPH_SERVICE_PREFIX": prefix or f"bench-serve-{os.getpid()}-{port}"}
     with (work / f"serve-{port}.log").open("w") as log:
         process = subprocess.Popen([REACTGRAPH, "serve", "--port", str(port), "--workers", str(workers), *options],
                                    env=env,

@@ -214,9 +214,16 @@ class ServiceRecords:
 
     async def busy(self, thread_id: str) -> bool:
         """Whether a run is being executed on the thread or waits for its turn there."""
-        active, waiting = await self.client.exists(self.keys.active(thread_id)), \
-            await self.client.llen(self.keys.pending(thread_id))
-        return bool(active or waiting)
+        return (await self.busy_many([thread_id]))[0]
+
+    async def busy_many(self, thread_ids: list[str]) -> list[bool]:
+        """`busy` of each thread, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for thread_id in thread_ids:
+            pipe.exists(self.keys.active(thread_id))
+            pipe.llen(self.keys.pending(thread_id))
+        answers = await pipe.execute() if thread_ids else []
+        return [bool(answers[2 * i] or answers[2 * i + 1]) for i in range(len(thread_ids))]
 
     # -- cancellation ---------------------------------------------------------------------------------------
     async def request_cancel(self, thread_id: str, run_id: str, action: str) -> str:

@@ -42,6 +42,7 @@ from reactgraph.service.work_queue import WorkQueue, sweep_lost_tokens_forever, 
 
 log = logging.getLogger("reactgraph.service")
 HEARTBEAT_S = 2.0
+CLAIM_BATCH = 100  # idle tokens claimed at a time
 
 
 class Worker:
@@ -97,19 +98,13 @@ class Worker:
                     tokens = await self.queue.read(free, block_ms=500)
                     if time.monotonic() - last_claim >= min(self.claim_idle_s, 5.0) / 2:
                         last_claim = time.monotonic()
-                        tokens += await self.queue.claim_idle(self.claim_idle_s, max(1, free - len(tokens)))
+                        # more than the free slots: the spare ones among them are acknowledged at once
+                        tokens += await self.queue.claim_idle(self.claim_idle_s, CLAIM_BATCH)
+                    await self._dispatch(tokens, free)
                 except REDIS_DOWN as exc:  # the worker waits for Redis; its threads' runs resume when it is back
-                    await outage.wait(exc)
+                    await outage.wait(exc)  # (tokens read and not yet acknowledged are claimed again once idle)
                     continue
                 outage.ok()
-                for entry_id, thread_id in tokens:
-                    if thread_id in self._holding:  # its holder looks for new runs before it lets go (see below)
-                        await self.queue.ack(entry_id)
-                        continue
-                    self._holding.add(thread_id)
-                    task = asyncio.create_task(self._serve_thread(entry_id, thread_id))
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
         finally:
             await self._drain()
             for background in (beat, tokens_sweeper, sweeper):
@@ -120,6 +115,26 @@ class Worker:
             with contextlib.suppress(*REDIS_DOWN, redis.ResponseError):
                 await self.client.zrem(self.keys.workers, self.name)
                 await self.queue.leave()
+
+    async def _dispatch(self, tokens: list[tuple[str, str]], slots: int) -> None:
+        """A task for each token of a thread with work, up to `slots` (the others stay unacknowledged, claimed again
+        once idle); spare tokens — of a thread with nothing left to do, or one this worker holds now (its holder
+        looks for new runs before it lets go: see _serve_thread) — are acknowledged at once, all in a few round
+        trips (a backlog of spare tokens drains fast)."""
+        spare = []
+        for (entry_id, thread_id), has_work in zip(tokens, await self.records.busy_many([t for _, t in tokens]),
+                                                   strict=True):
+            if thread_id in self._holding or not has_work:
+                spare.append(entry_id)
+                continue
+            if slots <= 0:
+                continue
+            slots -= 1
+            self._holding.add(thread_id)
+            task = asyncio.create_task(self._serve_thread(entry_id, thread_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        await self.queue.ack(*spare)
 
     async def _drain(self) -> None:
         if self._tasks:
@@ -139,16 +154,15 @@ class Worker:
     async def _serve_thread(self, entry_id: str, thread_id: str) -> None:
         handed_back = False
         try:
-            if await self.records.busy(thread_id):  # else a spare token (its runs are done): no lease to take
-                async with asession_lease(self.saver, thread_id, ttl_s=self.lease_ttl_s, wait_s=0):
-                    hold = await ThreadHold.take(self.client, self.keys, thread_id, self.max_event_bytes)
-                    try:
-                        await self._drain_thread(hold)
-                    except asyncio.CancelledError:
-                        handed_back = True  # shutting down: the next worker resumes the active run, not counted
-                        with contextlib.suppress(*REDIS_DOWN, FencedOut):  # as a crash (see ThreadHold.hand_back)
-                            await asyncio.shield(hold.hand_back())
-                        raise
+            async with asession_lease(self.saver, thread_id, ttl_s=self.lease_ttl_s, wait_s=0):
+                hold = await ThreadHold.take(self.client, self.keys, thread_id, self.max_event_bytes)
+                try:
+                    await self._drain_thread(hold)
+                except asyncio.CancelledError:
+                    handed_back = True  # shutting down: the next worker resumes the active run, not counted
+                    with contextlib.suppress(*REDIS_DOWN, FencedOut):  # as a crash (see ThreadHold.hand_back)
+                        await asyncio.shield(hold.hand_back())
+                    raise
         except SessionBusy:
             return  # left unacknowledged: retried once idle (see the module docstring)
         except REDIS_DOWN as exc:  # the run stays active; the token, unacknowledged, is retried once idle
