@@ -152,3 +152,4 @@ def test_a_run_whose_worker_died_can_be_cancelled_and_deleted_with_no_worker_run
     # stopped where its worker died, before the call it had not finished: as after any cancel mid-run
     assert client.threads.get(thread["thread_id"])["status"] == "interrupted"
     client.threads.delete(thread["thread_id"])
+
