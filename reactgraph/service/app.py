@@ -42,6 +42,7 @@ from reactgraph.service.http_guard import LOOPBACK_NAMES, HttpSettings, http_mid
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.server_config import ServerSettings
 from reactgraph.service.stream_slots import StreamSlots
+from reactgraph.service.thread_search import backfill
 from reactgraph.service.work_queue import WorkQueue
 from reactgraph.service.worker import Worker
 
@@ -86,6 +87,7 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
             assistants.run_policy = settings.run_policy
             records = ServiceRecords(client)
             assistants.created = AssistantRecords(client, records.keys, tuple(BUILDERS))
+            await backfill(records)  # threads written before the index was kept: indexed once
             queue = WorkQueue(client, records.keys)
             await queue.ensure_group()
             readers = stream_client(redis_url, http.max_streams)
@@ -121,4 +123,5 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
                                             if settings.auth is not None else [])]
     app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=handlers, middleware=middleware)
     app.state.auth = settings.auth
+    app.state.quotas = settings.quotas
     return app
