@@ -27,6 +27,7 @@ from reactgraph.cli.serve_options import (
     MaxStreams,
     Mcp,
     NoAuth,
+    Quota,
     Store,
     SweepEvery,
     ThreadTtl,
@@ -78,6 +79,18 @@ def _run_policy(config: Any, mcp: Path | None, models: list[str], allow_system_p
                                  allow_system_prompt=allow_system_prompt, caps=dict(zip(CAPPED, caps, strict=True)))
         return policy, mcp or mcp_file_of(section, config.path)
     except (BadServerConfig, BadRunPolicy) as exc:
+        raise UserError(str(exc)) from exc
+
+
+def _quotas(config: Any, flags: list[str]) -> Any:
+    """What one caller may keep or hold (reactgraph/service/quotas.py), from --quota and reactgraph.quotas."""
+    from reactgraph.service.quotas import BadQuota, quotas_from
+    from reactgraph.service.run_policy import SECTION
+    from reactgraph.service.server_config import BadServerConfig
+
+    try:
+        return quotas_from(config.section(SECTION), flags, where=str(config.path or "flags"))
+    except (BadServerConfig, BadQuota) as exc:
         raise UserError(str(exc)) from exc
 
 
@@ -192,6 +205,7 @@ def serve(
     allowed_hosts: AllowedHosts = [],  # noqa: B006
     max_body_bytes: MaxBody = 4 * 1024 * 1024,
     max_streams: MaxStreams = 100,
+    quota: Quota = [],  # noqa: B006
     header_timeout: HeaderTimeout = 10.0,
     body_timeout: BodyTimeout = 30.0,
     allow_model: AllowModels = [],  # noqa: B006
@@ -220,6 +234,7 @@ def serve(
     http = _http(operator, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
     policy, mcp = _run_policy(operator, mcp, allow_model, allow_system_prompt,
                               (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
+    quotas = _quotas(operator, quota)
     retention, url, where, gateway = _prepare(store, tools, mcp, index,
                                               (thread_ttl, ttl_strategy, sweep_every, operator))
     auth = auth_settings.describe() if auth_settings is not None else "none (loopback)" if not no_auth else "none"
@@ -227,7 +242,7 @@ def serve(
                f"auth: {auth}", err=True)
     try:
         app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention},
-                        settings=ServerSettings(auth=auth_settings, http=http, run_policy=policy))
+                        settings=ServerSettings(auth=auth_settings, http=http, run_policy=policy, quotas=quotas))
         with traced(otel):  # a trace per run, from the workers in this process
             uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))

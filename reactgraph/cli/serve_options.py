@@ -45,6 +45,10 @@ HeaderTimeout = Annotated[float, typer.Option("--header-timeout", metavar="SECON
                                               help="A request's line and headers must arrive within this.")]
 BodyTimeout = Annotated[float, typer.Option("--body-timeout", metavar="SECONDS", min=0.1, max=3600,
                                             help="A request's body must arrive within this (408 after).")]
+Quota = Annotated[list[str], typer.Option(
+    "--quota", metavar="NAME=N",
+    help="What one caller may keep or hold (repeatable; 0: no limit): threads, assistants, versions, store_items, "
+         "runs_in_flight, stream_slots. Also reactgraph.quotas in --config.")]
 
 # What a client's run may choose.
 AllowModels = Annotated[list[str], typer.Option("--allow-model", metavar="SPEC", help=(

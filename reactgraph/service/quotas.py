@@ -64,7 +64,10 @@ def owner_of(request: Request) -> str:
 
 
 def owner_label(owner: str) -> str:
-    return f"caller {owner[2:][:80]!r}" if owner.startswith("u:") else "this server's callers (no auth)"
+    """An owner in words: a caller, every caller (no auth), or what else holds the quota (an assistant)."""
+    if owner.startswith("u:"):
+        return f"caller {owner[2:][:80]!r}"
+    return "this server's callers (no auth)" if owner == ANONYMOUS else owner
 
 
 def quotas_of(request: Request) -> Quotas:
