@@ -55,7 +55,7 @@ def test_one_users_search_and_count_are_exactly_theirs_whatever_another_has(serv
     assert [t["thread_id"] for t in page] == mine[1:2]
     by_id = alice.post("/threads/search", json={"sort_by": "thread_id", "sort_order": "asc"}).json()
     assert [t["thread_id"] for t in by_id] == sorted(mine)
-    assert alice.post("/threads/search", json={"ids": mine[:2] + ["nope"]}).json().__len__() == 2
+    assert alice.post("/threads/search", json={"ids": [*mine[:2], "nope"]}).json().__len__() == 2
     # a filter that is not indexed (a nested value) is checked on alice's own records
     alice.patch(f"/threads/{mine[0]}", json={"metadata": {"deep": {"a": 1}}})
     assert [t["thread_id"] for t in alice.post("/threads/search", json={"metadata": {"deep": {"a": 1}}}).json()
@@ -125,7 +125,6 @@ def test_runs_in_flight_and_stream_slots_are_per_caller(served):
 def test_threads_written_before_the_index_are_found(redis_url, tmp_path):
     """A record written as the service wrote it before the index existed is indexed when the service starts."""
     from reactgraph.service.keys import ServiceKeys
-
     from test_serve_auth import auth_config
 
     service = start_with(redis_url, tmp_path, "--config", str(auth_config(tmp_path)), workers=0)

@@ -82,16 +82,18 @@ def _run_policy(config: Any, mcp: Path | None, models: list[str], allow_system_p
         raise UserError(str(exc)) from exc
 
 
-def _quotas(config: Any, flags: list[str]) -> Any:
-    """What one caller may keep or hold (reactgraph/service/quotas.py), from --quota and reactgraph.quotas."""
+def _settings(config: Any, auth: Any, http: Any, policy: Any, quota_flags: list[str]) -> Any:
+    """The ServerSettings, with what one caller may keep or hold (reactgraph/service/quotas.py) from --quota and
+    reactgraph.quotas."""
     from reactgraph.service.quotas import BadQuota, quotas_from
     from reactgraph.service.run_policy import SECTION
-    from reactgraph.service.server_config import BadServerConfig
+    from reactgraph.service.server_config import BadServerConfig, ServerSettings
 
     try:
-        return quotas_from(config.section(SECTION), flags, where=str(config.path or "flags"))
+        quotas = quotas_from(config.section(SECTION), quota_flags, where=str(config.path or "flags"))
     except (BadServerConfig, BadQuota) as exc:
         raise UserError(str(exc)) from exc
+    return ServerSettings(auth=auth, http=http, run_policy=policy, quotas=quotas)
 
 
 def _needs_serve_extra() -> None:
@@ -186,6 +188,12 @@ def _redis_url(store: str | None) -> tuple[str, str]:
     return opened.redis_url, opened.description
 
 
+def _announce(url: str, where: str, workers: int, auth_settings: Any, no_auth: bool) -> None:
+    auth = auth_settings.describe() if auth_settings is not None else "none (loopback)" if not no_auth else "none"
+    typer.echo(f"reactgraph serve on {url} · store: {where} · workers in this process: {workers} · auth: {auth}",
+               err=True)
+
+
 def serve(
     host: Annotated[str, typer.Option(help="Interface to serve on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to serve on.")] = DEFAULT_PORT,
@@ -226,7 +234,6 @@ def serve(
 
     from reactgraph.service.app import build_app
     from reactgraph.service.header_deadline import header_deadline_protocol
-    from reactgraph.service.server_config import ServerSettings
 
     operator = _langgraph_config(config)
     auth_settings = _auth(operator, api_keys)
@@ -234,15 +241,13 @@ def serve(
     http = _http(operator, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
     policy, mcp = _run_policy(operator, mcp, allow_model, allow_system_prompt,
                               (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
-    quotas = _quotas(operator, quota)
+    settings = _settings(operator, auth_settings, http, policy, quota)
     retention, url, where, gateway = _prepare(store, tools, mcp, index,
                                               (thread_ttl, ttl_strategy, sweep_every, operator))
-    auth = auth_settings.describe() if auth_settings is not None else "none (loopback)" if not no_auth else "none"
-    typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers} · "
-               f"auth: {auth}", err=True)
+    _announce(f"http://{host}:{port}", where, workers, auth_settings, no_auth)
     try:
         app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention},
-                        settings=ServerSettings(auth=auth_settings, http=http, run_policy=policy, quotas=quotas))
+                        settings=settings)
         with traced(otel):  # a trace per run, from the workers in this process
             uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
