@@ -47,7 +47,7 @@ BodyTimeout = Annotated[float, typer.Option("--body-timeout", metavar="SECONDS",
                                             help="A request's body must arrive within this (408 after).")]
 Quota = Annotated[list[str], typer.Option(
     "--quota", metavar="NAME=N",
-    help="What one caller may keep or hold (repeatable; 0: no limit): threads, assistants, versions, store_items, "
+    help="What one caller may keep or hold (repeatable; 0: no limit): threads, assistants, versions, "
          "runs_in_flight, stream_slots. Also reactgraph.quotas in --config.")]
 
 # What a client's run may choose.

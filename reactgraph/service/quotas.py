@@ -2,7 +2,7 @@
 
 The owner is the authenticated caller's identity (reactgraph/service/auth.py), or one anonymous owner when the
 service runs without auth. Each quota is checked in the same Redis script that adds what it counts (threads,
-assistants, versions of one assistant, store items, runs in flight), so concurrent creates never pass it; stream
+assistants, versions of one assistant, runs in flight), so concurrent creates never pass it; stream
 slots are counted in each API process. The operator sets them in langgraph.json (`reactgraph.quotas`) or with
 `--quota NAME=N` (a flag wins); null or 0 lifts one. A refusal is one JSON line naming the quota: 409 for what is
 kept (delete some first), 429 for what is held for a while (retry later).
@@ -24,7 +24,6 @@ QUOTAS: dict[str, tuple[int | None, str, int]] = {
     "threads": (10_000, "threads", 409),
     "assistants": (1_000, "assistants", 409),
     "versions": (1_000, "versions of one assistant", 409),
-    "store_items": (10_000, "store items", 409),
     "runs_in_flight": (100, "runs pending or running", 429),
     "stream_slots": (20, "streams, joins and waits open on one API process", 429),
 }
