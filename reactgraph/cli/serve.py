@@ -3,6 +3,7 @@ and the processes that execute its runs (any number, on any machines, pointed at
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,11 +24,13 @@ from reactgraph.cli.serve_options import (
     Drain,
     HeaderTimeout,
     Index,
+    InProcessWorkers,
     MaxBody,
     MaxResumes,
     MaxStreams,
     Mcp,
     NoAuth,
+    Quota,
     Store,
     SweepEvery,
     ThreadTtl,
@@ -80,6 +83,20 @@ def _run_policy(config: Any, mcp: Path | None, models: list[str], allow_system_p
         return policy, mcp or mcp_file_of(section, config.path)
     except (BadServerConfig, BadRunPolicy) as exc:
         raise UserError(str(exc)) from exc
+
+
+def _settings(config: Any, auth: Any, http: Any, policy: Any, quota_flags: list[str]) -> Any:
+    """The ServerSettings, with what one caller may keep or hold (reactgraph/service/quotas.py) from --quota and
+    reactgraph.quotas."""
+    from reactgraph.service.quotas import BadQuota, quotas_from
+    from reactgraph.service.run_policy import SECTION
+    from reactgraph.service.server_config import BadServerConfig, ServerSettings
+
+    try:
+        quotas = quotas_from(config.section(SECTION), quota_flags, where=str(config.path or "flags"))
+    except (BadServerConfig, BadQuota) as exc:
+        raise UserError(str(exc)) from exc
+    return ServerSettings(auth=auth, http=http, run_policy=policy, quotas=quotas)
 
 
 def _needs_serve_extra() -> None:
@@ -174,11 +191,16 @@ def _redis_url(store: str | None) -> tuple[str, str]:
     return opened.redis_url, opened.description
 
 
+def _announce(url: str, where: str, workers: int, auth_settings: Any, no_auth: bool) -> None:
+    auth = auth_settings.describe() if auth_settings is not None else "none (loopback)" if not no_auth else "none"
+    typer.echo(f"reactgraph serve on {url} · store: {where} · workers in this process: {workers} · auth: {auth}",
+               err=True)
+
+
 def serve(
     host: Annotated[str, typer.Option(help="Interface to serve on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to serve on.")] = DEFAULT_PORT,
-    workers: Annotated[int, typer.Option(min=0, max=64, help="Workers in this process (0: only serve; run "
-                                                              "`reactgraph worker` processes).")] = 1,
+    workers: InProcessWorkers = 1,
     store: Store = None,
     tools: Tools = [],  # noqa: B006
     mcp: Mcp = None,
@@ -194,6 +216,7 @@ def serve(
     allowed_hosts: AllowedHosts = [],  # noqa: B006
     max_body_bytes: MaxBody = 4 * 1024 * 1024,
     max_streams: MaxStreams = 100,
+    quota: Quota = [],  # noqa: B006
     header_timeout: HeaderTimeout = 10.0,
     body_timeout: BodyTimeout = 30.0,
     allow_model: AllowModels = [],  # noqa: B006
@@ -214,7 +237,6 @@ def serve(
 
     from reactgraph.service.app import build_app
     from reactgraph.service.header_deadline import header_deadline_protocol
-    from reactgraph.service.server_config import ServerSettings
 
     operator = _langgraph_config(config)
     auth_settings = _auth(operator, api_keys)
@@ -222,15 +244,13 @@ def serve(
     http = _http(operator, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
     policy, mcp = _run_policy(operator, mcp, allow_model, allow_system_prompt,
                               (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
+    settings = _settings(operator, auth_settings, http, policy, quota)
     retention, url, where, gateway = _prepare(store, tools, mcp, index,
                                               (thread_ttl, ttl_strategy, sweep_every, operator))
-    auth = auth_settings.describe() if auth_settings is not None else "none (loopback)" if not no_auth else "none"
-    typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers} · "
-               f"auth: {auth}", err=True)
+    _announce(f"http://{host}:{port}", where, workers, auth_settings, no_auth)
     try:
-        app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention,
-                                                                       "max_resumes": max_resumes},
-                        settings=ServerSettings(auth=auth_settings, http=http, run_policy=policy))
+        app = build_app(url, gateway, workers=workers, settings=settings,
+                        worker_options={"drain_s": drain, "retention": retention, "max_resumes": max_resumes})
         with traced(otel):  # a trace per run, from the workers in this process
             uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
@@ -262,8 +282,6 @@ def worker(
 
     Loads tools and MCP servers as `ask` does (--tools, $REACTGRAPH_TOOLS, --mcp, $REACTGRAPH_MCP). SIGTERM drains.
     """
-    import asyncio
-
     _needs_serve_extra()
     from reactgraph.service.worker import serve_worker
 
@@ -274,9 +292,9 @@ def worker(
     retention, url, where, gateway = _prepare(store, tools, mcp, index,
                                               (thread_ttl, ttl_strategy, sweep_every, operator))
     typer.echo(f"reactgraph worker · store: {where} · concurrency {concurrency}", err=True)
+    options = {"concurrency": concurrency, "drain_s": drain, "retention": retention, "max_resumes": max_resumes}
     try:
         with traced(otel):  # a trace per run
-            asyncio.run(serve_worker(url, gateway, policy, concurrency=concurrency, drain_s=drain, retention=retention,
-                                     max_resumes=max_resumes))
+            asyncio.run(serve_worker(url, gateway, policy, **options))
     finally:
         _close(gateway)

@@ -34,6 +34,8 @@ NoAuth = Annotated[bool, typer.Option("--no-auth", help="Serve a non-loopback ad
 Drain = Annotated[float, typer.Option("--drain", metavar="SECONDS", min=0,
                                       help="On SIGTERM, let running runs finish for this long; the rest are "
                                            "resumed by another worker.")]
+InProcessWorkers = Annotated[int, typer.Option(min=0, max=64, help="Workers in this process (0: only serve; run "
+                                                                     "`reactgraph worker` processes).")]
 MaxResumes = Annotated[int, typer.Option("--max-resumes", metavar="N", min=0, max=100,
                                           help="Times a run whose worker stopped without ending it (a crash, a "
                                                "kill) is resumed by another before it ends with an error.")]
@@ -48,6 +50,10 @@ HeaderTimeout = Annotated[float, typer.Option("--header-timeout", metavar="SECON
                                               help="A request's line and headers must arrive within this.")]
 BodyTimeout = Annotated[float, typer.Option("--body-timeout", metavar="SECONDS", min=0.1, max=3600,
                                             help="A request's body must arrive within this (408 after).")]
+Quota = Annotated[list[str], typer.Option(
+    "--quota", metavar="NAME=N",
+    help="What one caller may keep or hold (repeatable; 0: no limit): threads, assistants, versions, "
+         "runs_in_flight, stream_slots. Also reactgraph.quotas in --config.")]
 
 # What a client's run may choose.
 AllowModels = Annotated[list[str], typer.Option("--allow-model", metavar="SPEC", help=(

@@ -23,6 +23,7 @@ from reactgraph.service.api_threads import MAX_LISTED, remove_thread
 from reactgraph.service.assistant_input import IF_EXISTS, described, graph_of, settings, uuid_of
 from reactgraph.service.assistants import BUILDERS, Assistant
 from reactgraph.service.auth_rules import authorize, matches
+from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import new_id, now_iso
 from reactgraph.service.run_cancel import cancel_runs_of_assistant
 from reactgraph.service.wire import BadRequest, field
@@ -65,7 +66,7 @@ async def create_assistant(request: Request) -> Response:
         record = {"assistant_id": assistant_id, "graph_id": graph_id, **chosen, "metadata": metadata,
                   "name": about["name"], "description": about["description"], "created_at": stamp,
                   "updated_at": stamp, "version": 1}
-        stored = await _records(request).create(record)
+        stored = await _records(request).create(record, owner_of(request), quotas_of(request).of("assistants"))
         if stored is None:
             return json_response(record)
         existing = svc.assistants.of_record(stored) if stored else None

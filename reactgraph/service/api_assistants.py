@@ -7,7 +7,6 @@ found alike, each inside what the `assistants.read` / `assistants.search` auth h
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import TypeAdapter, create_model
@@ -18,8 +17,10 @@ from starlette.routing import Route
 
 from reactgraph.service.api_common import Service, body_of, handler, int_param, json_response, service
 from reactgraph.service.assistant_records import version_of
+from reactgraph.service.assistant_search import assistant_query, assistant_source, contains
 from reactgraph.service.assistants import Assistant
 from reactgraph.service.auth_rules import authorize, matches
+from reactgraph.service.index_search import count, search
 from reactgraph.service.thread_select import selected_fields
 from reactgraph.service.wire import BadRequest, field
 
@@ -69,35 +70,24 @@ async def readable_assistant(request: Request) -> Assistant:
     return await visible_assistant(request, str(request.path_params["assistant_id"]))
 
 
-def contains(held: Any, wanted: Any) -> bool:
-    """Postgres' `@>` on JSON, as the Agent Server's metadata filter applies it."""
-    if isinstance(wanted, Mapping):
-        return isinstance(held, Mapping) and all(k in held and contains(held[k], v) for k, v in wanted.items())
-    if isinstance(wanted, list):
-        return isinstance(held, list) and all(any(contains(h, w) for h in held) for w in wanted)
-    return held == wanted
-
-
-async def _searched(request: Request, body: dict[str, Any], limit: int, offset: int) -> list[dict[str, Any]]:
-    """The assistants a search or count finds, inside the `assistants.search` handler's filter."""
-    svc = service(request)
+async def _query(request: Request, body: dict[str, Any], limit: int, offset: int) -> Any:
+    """The Query (reactgraph/service/index_search.py) of a search or count, inside the handler's filter."""
     graph_id, name = field(body, "graph_id", str), field(body, "name", str)
     metadata = field(body, "metadata", dict, {})
     allowed = await authorize(request, "assistants", "search",
                               {"graph_id": graph_id, "metadata": metadata, "limit": limit, "offset": offset})
-    created = await svc.assistants.created.all() if svc.assistants.created is not None else []
-    records = [*created, *(a.record() for a in svc.assistants.all())]
-    return [r for r in records if graph_id in (None, r["graph_id"])
-            and (not name or name.lower() in str(r.get("name") or "").lower())
-            and contains(r["metadata"], metadata) and matches(r["metadata"], allowed)]
-
-
-def _ordered(records: list[dict[str, Any]], body: dict[str, Any]) -> list[dict[str, Any]]:
     sort_by = field(body, "sort_by", str, "created_at").lower()
     order = field(body, "sort_order", str, "desc").lower()
     if sort_by not in SORT_KEYS or order not in ("asc", "desc"):
         raise BadRequest(422, f"'sort_by' must be one of {', '.join(SORT_KEYS)} and 'sort_order' asc or desc")
-    return sorted(records, key=lambda r: str(r.get(sort_by) or "").lower(), reverse=order == "desc")
+    return assistant_query(allowed, graph_id, name, metadata, sort_by, order == "desc")
+
+
+def _source(request: Request) -> Any:
+    svc = service(request)
+    if svc.assistants.created is None:  # only an API process has them; never the case on a served route
+        raise BadRequest(503, "this process keeps no assistants")
+    return assistant_source(svc.assistants.created, svc.assistants)
 
 
 @handler
@@ -106,9 +96,10 @@ async def search_assistants(request: Request) -> Response:
     limit = int_param(body.get("limit"), "limit", 10, 1, 1000)
     offset = int_param(body.get("offset"), "offset", 0, 0, 10**6)
     select = selected_fields(body, ASSISTANT_FIELDS, "assistant")
-    found = _ordered(await _searched(request, body, limit, offset), body)
-    page = [r if select is None else {k: v for k, v in r.items() if k in select} for r in found[offset:offset + limit]]
-    more = len(found) > offset + limit
+    query = await _query(request, body, limit, offset)
+    found = await search(_source(request), query, offset, limit + 1)  # one more: is there a next page?
+    page = [r if select is None else {k: v for k, v in r.items() if k in select} for r in found[:limit]]
+    more = len(found) > limit
     headers = {"X-Pagination-Total": str(offset + limit + 1 if more else offset + len(page))}
     if more:
         headers["X-Pagination-Next"] = str(offset + limit)
@@ -117,7 +108,7 @@ async def search_assistants(request: Request) -> Response:
 
 @handler
 async def count_assistants(request: Request) -> Response:
-    return json_response(len(await _searched(request, await body_of(request), 0, 0)))
+    return json_response(await count(_source(request), await _query(request, await body_of(request), 0, 0)))
 
 
 @handler

@@ -25,14 +25,16 @@ from reactgraph.service.api_common import (
     service,
     thread_id_of,
 )
-from reactgraph.service.api_threads import existing_thread, thread_record
+from reactgraph.service.api_threads import existing_thread, thread_quota, thread_record
 from reactgraph.service.assistant_input import with_assistant
 from reactgraph.service.auth import caller_of
 from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.events import entry_id
+from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
 from reactgraph.service.run_cancel import cancel_now, end_if_abandoned
-from reactgraph.service.run_input import check_graph_input, run_kwargs, strategy
+from reactgraph.service.run_input import channel_values, check_graph_input, run_kwargs, strategy
+from reactgraph.service.run_quota import create_counted
 from reactgraph.service.run_streams import (
     event_stream,
     final_values,
@@ -72,11 +74,12 @@ async def create(request: Request, *, stateless: bool = False) -> tuple[Service,
         thread = None  # not the caller's: as if it did not exist, and not to be made either
         if_not_exists = "reject"
     known = thread is not None  # a refused input creates no thread; a thread not the caller's has no values to read
-    await check_graph_input(assistant.graph, kwargs, lambda: _channel_values(svc, thread_id, known))
+    saver = svc.assistants.checkpointer
+    await check_graph_input(assistant.graph, kwargs, lambda: channel_values(saver, thread_id, known))
     if thread is None:
         if if_not_exists != "create":
             raise BadRequest(404, f"thread {thread_id!r} not found")
-        thread = await svc.records.create_thread(thread_id, dict(metadata))
+        thread = await svc.records.create_thread(thread_id, dict(metadata), *thread_quota(request))
     await _check_checkpoint(svc, thread_id, kwargs.get("checkpoint_id"))
     if (caller := caller_of(request)) is not None:  # who the graph runs for, never what the client said
         kwargs["config"]["configurable"].update(caller.configurable())
@@ -92,7 +95,7 @@ async def create(request: Request, *, stateless: bool = False) -> tuple[Service,
            "metadata": metadata, "kwargs": kwargs, "multitask_strategy": chosen,
            "langsmith_session_name": None}
     await svc.queue.mark(thread_id)  # before the run is stored: see work_queue's docstring
-    created, ahead = await svc.records.create_run(run)
+    created, ahead = await create_counted(svc.records, owner_of(request), quotas_of(request).of("runs_in_flight"), run)
     if not created:
         raise BadRequest(409, f"thread {thread_id!r} is busy with another run (multitask_strategy 'reject')")
     if chosen in ("interrupt", "rollback"):
@@ -130,15 +133,6 @@ async def _check_checkpoint(svc: Service, thread_id: str, checkpoint_id: str | N
         raise BadRequest(422, f"'checkpoint_id' {checkpoint_id[:80]!r} is no checkpoint of thread {thread_id!r}")
 
 
-async def _channel_values(svc: Service, thread_id: str, known: bool) -> dict[str, Any]:
-    """The channel values of the thread's latest checkpoint ({} when it has none, or is not `known`)."""
-    if not known:
-        return {}
-    found = await svc.assistants.checkpointer.aget_tuple({"configurable": {"thread_id": thread_id,
-                                                                          "checkpoint_ns": ""}})
-    return dict(found.checkpoint.get("channel_values") or {}) if found is not None else {}
-
-
 async def _existing_run(request: Request, action: str = "read") -> tuple[Service, str, dict[str, Any]]:
     """The path's run, if its thread is the caller's to `action` (`threads.<action>`): else a 404."""
     svc, thread_id, _thread = await existing_thread(request, action, {"run_id": request.path_params["run_id"]})
@@ -165,7 +159,7 @@ async def create_stateless_run(request: Request) -> Response:
 
 async def _stream(request: Request, stateless: bool) -> Response:
     slots = service(request).streams
-    slots.take()  # before the run exists: a stream refused for the limit creates no run
+    slots.take(owner_of(request))  # before the run exists: a stream refused for the limit creates no run
     try:
         svc, _thread, run = await create(request, stateless=stateless)
         body = await body_of(request)
@@ -194,13 +188,14 @@ async def join_stream(request: Request) -> Response:
     except ValueError as exc:
         raise BadRequest(422, str(exc)) from None
     cancel = request.query_params.get("cancel_on_disconnect") in ("true", "True", "1")
-    svc.streams.take()
+    svc.streams.take(owner_of(request))
     return event_stream(svc, run, after, cancel)
 
 
 @handler
 async def wait_run(request: Request) -> Response:
-    async with service(request).streams.held():  # before the run exists: a wait refused for the limit creates none
+    # before the run exists: a wait refused for the limit creates none
+    async with service(request).streams.held(owner_of(request)):
         svc, thread, run = await create(request)
         await wait_for_end(svc, run)
     return json_response(await final_values(svc, thread, run),
@@ -210,7 +205,7 @@ async def wait_run(request: Request) -> Response:
 @handler
 async def wait_stateless_run(request: Request) -> Response:
     """The answer comes from the run's events: its thread is gone once it has ended (unless kept)."""
-    async with service(request).streams.held():
+    async with service(request).streams.held(owner_of(request)):
         svc, _thread, run = await create(request, stateless=True)
         answer = await streamed_result(svc, run)
     return json_response(answer, headers={"Content-Location": locations(run)["Content-Location"]})
@@ -219,7 +214,7 @@ async def wait_stateless_run(request: Request) -> Response:
 @handler
 async def join_run(request: Request) -> Response:
     svc, thread_id, run = await _existing_run(request)
-    async with svc.streams.held():
+    async with svc.streams.held(owner_of(request)):
         await wait_for_end(svc, run)
     thread = await svc.records.get_thread(thread_id) or {"thread_id": thread_id}
     return json_response(await final_values(svc, thread, run))
@@ -274,7 +269,7 @@ async def cancel_run(request: Request) -> Response:
     if request.query_params.get("wait") in ("true", "True", "1"):  # until its worker has stopped it
         if where != "active":
             return json_response({})
-        async with svc.streams.held():
+        async with svc.streams.held(owner_of(request)):
             return json_response(await streamed_result(svc, run))
     return Response(status_code=202)
 

@@ -26,14 +26,17 @@ from reactgraph.service.api_common import (
 )
 from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.connections import REDIS_DOWN
+from reactgraph.service.index_search import count, search
+from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import THREAD_STATUSES, new_id
+from reactgraph.service.thread_search import cli_sessions, thread_query, thread_source
 from reactgraph.service.thread_select import selected_fields
 from reactgraph.service.thread_state import thread_state
 from reactgraph.service.wire import BadRequest, dumps, field, plain
 
 log = logging.getLogger("reactgraph.service")
 MAX_HISTORY = 1000
-MAX_LISTED = 10_000  # threads a search or count looks at
+MAX_LISTED = 10_000  # threads an assistant's delete looks at
 MAX_IDS = 1000  # ids a search or count may name
 
 
@@ -116,7 +119,7 @@ async def create_thread(request: Request) -> Response:
             return json_response(existing)
         raise BadRequest(409, f"thread {thread_id!r} already exists")
     record = await svc.records.create_thread(thread_id, value["metadata"] if isinstance(value["metadata"], dict)
-                                             else {})
+                                             else {}, *thread_quota(request))
     record["values"] = None
     return json_response(record)
 
@@ -126,40 +129,38 @@ async def get_thread(request: Request) -> Response:
     return json_response((await existing_thread(request, with_values=True))[2])
 
 
-async def _matching(request: Request) -> list[dict[str, Any]]:
-    svc, body = service(request), await body_of(request)
+def thread_quota(request: Request) -> tuple[str, int | None]:
+    """(whose quota a thread the request creates counts against, its `threads` limit)."""
+    return owner_of(request), quotas_of(request).of("threads")
+
+
+async def _query(request: Request, body: dict[str, Any]) -> Any:
+    """The search's or count's Query (reactgraph/service/index_search.py), inside the handler's filter."""
+    svc = service(request)
     wanted_ids = field(body, "ids", list)
     metadata = field(body, "metadata", dict, {})
     status = field(body, "status", str)
     if status is not None and status not in THREAD_STATUSES:
         raise BadRequest(422, f"'status' must be one of {', '.join(THREAD_STATUSES)}, got {status!r}")
+    sort_by = field(body, "sort_by", str, "updated_at")
+    if sort_by not in ("thread_id", "status", "created_at", "updated_at", "state_updated_at"):
+        raise BadRequest(422, f"'sort_by' cannot be {sort_by!r}")
+    if wanted_ids is not None and len(wanted_ids) > MAX_IDS:
+        raise BadRequest(422, f"'ids' may name at most {MAX_IDS} threads, got {len(wanted_ids)}")
     allowed = await authorize(request, "threads", "search",
                               {"metadata": metadata, "values": field(body, "values", dict, {}), "status": status,
                                "limit": body.get("limit"), "offset": body.get("offset")})
-    if wanted_ids is not None:
-        if len(wanted_ids) > MAX_IDS:
-            raise BadRequest(422, f"'ids' may name at most {MAX_IDS} threads, got {len(wanted_ids)}")
-        ids = [str(i) for i in wanted_ids]
-    else:  # the service's threads and the sessions only the CLI has used so far
-        known = await svc.records.thread_ids(limit=MAX_LISTED)
-        ids = list(dict.fromkeys([*known, *await svc.assistants.checkpointer.athread_ids()]))[:MAX_LISTED]
-    found = []
-    for thread_id in ids:
-        try:
-            record = await thread_record(svc, thread_id, with_values=False)
-        except DamagedThread as exc:
-            log.warning("search passes over a thread: %s", exc)
-            continue
-        if record is None:
-            continue
-        if status and record.get("status") != status:
-            continue
-        if any((record.get("metadata") or {}).get(k) != v for k, v in metadata.items()):
-            continue
-        if not matches(record.get("metadata"), allowed):
-            continue
-        found.append(record)
-    return found
+    if allowed is None:  # every thread is the caller's: the CLI's sessions too
+        await cli_sessions(svc.records, svc.assistants.checkpointer, lambda i: _record_or_none(svc, i))
+    return thread_query(allowed, metadata, status, None if wanted_ids is None else [str(i) for i in wanted_ids],
+                        sort_by, field(body, "sort_order", str, "desc") != "asc")
+
+
+async def _record_or_none(svc: Service, thread_id: str) -> None:
+    try:
+        await thread_record(svc, thread_id, with_values=False)
+    except DamagedThread as exc:
+        log.warning("search passes over a thread: %s", exc)
 
 
 @handler
@@ -167,16 +168,10 @@ async def search_threads(request: Request) -> Response:
     svc, body = service(request), await body_of(request)
     limit = int_param(body.get("limit"), "limit", 10, 1, 1000)
     offset = int_param(body.get("offset"), "offset", 0, 0, 1_000_000)
-    found = await _matching(request)
-    sort_by = field(body, "sort_by", str, "updated_at")
-    if sort_by not in ("thread_id", "status", "created_at", "updated_at", "state_updated_at"):
-        raise BadRequest(422, f"'sort_by' cannot be {sort_by!r}")
-    found.sort(key=lambda r: str(r.get(sort_by) or ""), reverse=field(body, "sort_order", str, "desc") != "asc")
+    found = await search(thread_source(svc.records), await _query(request, body), offset, limit)
     select = selected_fields(body)
     page: list[dict[str, Any]] = []
-    for record in found[offset:]:
-        if len(page) == limit:
-            break
+    for record in found:
         if select is None or "values" in select:  # the checkpoint is read only when the values are asked for
             try:
                 record["values"] = await current_values(graph_of(svc, record), record["thread_id"])
@@ -189,7 +184,8 @@ async def search_threads(request: Request) -> Response:
 
 @handler
 async def count_threads(request: Request) -> Response:
-    return json_response(len(await _matching(request)))
+    svc, body = service(request), await body_of(request)
+    return json_response(await count(thread_source(svc.records), await _query(request, body)))
 
 
 @handler
@@ -224,7 +220,7 @@ async def copy_thread(request: Request) -> Response:
     copy_id = new_id()
     await authorize(request, "threads", "create", {"thread_id": copy_id})  # the caller may make a thread at all
     await svc.assistants.checkpointer.acopy_thread(thread_id, copy_id)
-    copied = await svc.records.create_thread(copy_id, dict(record.get("metadata") or {}))
+    copied = await svc.records.create_thread(copy_id, dict(record.get("metadata") or {}), *thread_quota(request))
     return json_response(copied)
 
 

@@ -35,13 +35,16 @@ from reactgraph.service.api_common import (
     service,
 )
 from reactgraph.service.assistant_records import AssistantRecords
+from reactgraph.service.assistant_search import index_own_and_backfill
 from reactgraph.service.assistants import BUILDERS
 from reactgraph.service.auth import Authenticated
 from reactgraph.service.connections import REDIS_DOWN, service_connections, stream_client
 from reactgraph.service.http_guard import LOOPBACK_NAMES, HttpSettings, http_middleware
+from reactgraph.service.quotas import Quotas
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.server_config import ServerSettings
 from reactgraph.service.stream_slots import StreamSlots
+from reactgraph.service.thread_search import backfill
 from reactgraph.service.work_queue import WorkQueue
 from reactgraph.service.worker import Worker
 
@@ -84,12 +87,17 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with service_connections(redis_url, gateway) as (client, assistants):
             assistants.run_policy = settings.run_policy
+            quotas = settings.quotas or Quotas()
             records = ServiceRecords(client)
             assistants.created = AssistantRecords(client, records.keys, tuple(BUILDERS))
+            assistants.created.versions_limit = quotas.of("versions")
+            await backfill(records)  # threads written before the index was kept: indexed once
+            await index_own_and_backfill(assistants.created, assistants)  # and assistants
             queue = WorkQueue(client, records.keys)
             await queue.ensure_group()
             readers = stream_client(redis_url, http.max_streams)
-            app.state.service = Service(client, records, assistants, queue, StreamSlots(readers, http.max_streams))
+            slots = StreamSlots(readers, http.max_streams, quotas.of("stream_slots"))
+            app.state.service = Service(client, records, assistants, queue, slots)
             running = [Worker(client, assistants, **(worker_options or {})) for _ in range(workers)]
             tasks = [asyncio.create_task(w.run(install_signals=False)) for w in running]
             try:
@@ -121,4 +129,5 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
                                             if settings.auth is not None else [])]
     app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=handlers, middleware=middleware)
     app.state.auth = settings.auth
+    app.state.quotas = settings.quotas or Quotas()
     return app

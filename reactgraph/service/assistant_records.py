@@ -1,5 +1,6 @@
 """Created assistants in Redis: each one's current record and every version of it, under one hash tag (so a
-script may change both at once on a Redis Cluster), and an index of them all.
+script may change both at once on a Redis Cluster), and their index entries (reactgraph/service/record_index.py),
+written in the same script on one Redis (after the record on a Cluster; before it for a create, under its quota).
 
 A version is never removed on its own: an update adds version n+1 and makes it current, `set_latest` makes an
 earlier one current again. A record read back is Redis content: it must be one this service wrote, for a graph
@@ -16,25 +17,27 @@ from typing import Any
 import redis.asyncio
 
 from reactgraph.service.keys import ServiceKeys
+from reactgraph.service.quotas import QuotaReached
+from reactgraph.service.record_index import INDEX_LUA, RecordIndex, check_fields, entry, metadata_terms
 from reactgraph.service.stored_json import decode_record, encoded, report_unreadable
 from reactgraph.service.wire import BadRequest
 
-MAX_ASSISTANTS = 1000  # created assistants a service keeps (a create past it is a 409; a search reads them all)
-MAX_VERSIONS = 1000  # versions of one assistant (an update past it is a 409)
 REQUIRED = ("assistant_id", "graph_id", "created_at", "name")
 _MAPPINGS = ("config", "context", "metadata")
 _PASSES = 5  # an update that lost a race to another one is tried again this many times
 
-# Create unless there is one: returns the existing record (nothing written), else nil.
-_CREATE = """
+# Create unless there is one: returns the existing record (nothing written), -1 past the owner's quota, else nil.
+# ARGV[3..]: its index entry (none on a Cluster).
+_CREATE = INDEX_LUA + """
 local existing = redis.call('GET', KEYS[1])
 if existing then return existing end
+if ARGV[3] and index_apply(ARGV[3], ARGV[4], ARGV[5], ARGV[6]) == -1 then return -1 end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], '1', ARGV[2])
 return false
 """
 # Replace the record if it is still the one read (else 0: read again), adding a version when one is given.
-_REPLACE = """
+_REPLACE = INDEX_LUA + """
 local current = redis.call('GET', KEYS[1])
 if not current then return -1 end
 if current ~= ARGV[1] then return 0 end
@@ -43,7 +46,13 @@ if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
 end
 redis.call('SET', KEYS[1], ARGV[2])
+if ARGV[6] then index_apply(ARGV[6], ARGV[7], ARGV[8], '') end
 return 1
+"""
+# Delete the assistant and its index entries.
+_DELETE = INDEX_LUA + """
+redis.call('DEL', KEYS[1], KEYS[2])
+return index_apply(ARGV[1], ARGV[2], '', '')
 """
 
 
@@ -54,12 +63,30 @@ def version_of(record: Mapping[str, Any]) -> dict[str, Any]:
             "created_at": record["updated_at"], "name": record["name"], "description": record.get("description")}
 
 
+def assistant_terms(record: Mapping[str, Any]) -> list[str]:
+    return [f"g={record.get('graph_id')}", *metadata_terms(record.get("metadata"))]
+
+
+def assistant_entry(record: Mapping[str, Any], owner: str | None = None) -> str:
+    sort = {k: str(record.get(k) or "").lower() for k in ("assistant_id", "graph_id", "name")}
+    return entry(assistant_terms(record), record, sort, owner)
+
+
 class AssistantRecords:
     """The created assistants of one service (one key prefix of one Redis)."""
 
     def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys, graphs: tuple[str, ...]) -> None:
         self.client, self.keys, self.graphs = client, keys, graphs
         self._create, self._replace = client.register_script(_CREATE), client.register_script(_REPLACE)
+        self._delete = client.register_script(_DELETE)
+        self.index = RecordIndex(client, keys.prefix, "a")
+        self.versions_limit: int | None = None  # the `versions` quota (reactgraph/service/quotas.py)
+
+    def _indexed(self, record: Mapping[str, Any], owner: str | None = None, limit: int | None = None) -> list[Any]:
+        """The index arguments of a script that writes `record` (none on a Cluster: written by a second script)."""
+        if self.index.on_cluster:
+            return []
+        return [self.index.base, record["assistant_id"], assistant_entry(record, owner), "" if limit is None else limit]
 
     def _checked(self, raw: Any, key: str) -> dict[str, Any] | None:
         record = decode_record(raw, key, REQUIRED)
@@ -76,14 +103,19 @@ class AssistantRecords:
         record = self._checked(await self.client.get(key), key)
         return record if record is None or record["assistant_id"] == assistant_id else None
 
-    async def create(self, record: dict[str, Any]) -> dict[str, Any] | None:
-        """Store a new assistant (version 1); when one with its id exists, that one is returned instead."""
+    async def create(self, record: dict[str, Any], owner: str, limit: int | None) -> dict[str, Any] | None:
+        """Store a new assistant (version 1) under `owner`'s `assistants` quota `limit` (QuotaReached past it);
+        when one with its id exists, that one is returned instead."""
         assistant_id = record["assistant_id"]
-        if await self.client.zcard(self.keys.assistants) >= MAX_ASSISTANTS:
-            raise BadRequest(409, f"this server keeps at most {MAX_ASSISTANTS} assistants: delete some first")
+        check_fields(record.get("metadata"), "an assistant")
         text = encoded(record, "assistant")
-        keys = [self.keys.assistant(assistant_id), self.keys.assistant_versions(assistant_id)]
-        existing = await self._create(keys=keys, args=[text, json.dumps(version_of(record), ensure_ascii=False)])
+        keys = [self.keys.assistant(assistant_id), self.keys.assistant_versions(assistant_id), self.index.entries]
+        if self.index.on_cluster and not await self.index.apply(assistant_id, assistant_entry(record, owner), limit):
+            raise QuotaReached("assistants", limit or 0, owner)
+        existing = await self._create(keys=keys, args=[text, json.dumps(version_of(record), ensure_ascii=False),
+                                                       *self._indexed(record, owner, limit)])
+        if existing == -1:
+            raise QuotaReached("assistants", limit or 0, owner)
         if existing is not None:
             return self._checked(existing, self.keys.assistant(assistant_id)) or {}
         await self.client.zadd(self.keys.assistants, {assistant_id: time.time() * 1000})
@@ -100,17 +132,21 @@ class AssistantRecords:
             if current is None:
                 return None
             record = change(current, int(await self.client.hlen(versions)) + 1)
-            number, entry = (str(record["version"]), json.dumps(version_of(record), ensure_ascii=False)
-                             ) if new_version else ("", "")
-            done = await self._replace(keys=[key, versions],
-                                       args=[raw or "", encoded(record, "assistant"), number, entry, MAX_VERSIONS])
+            number, kept = (str(record["version"]), json.dumps(version_of(record), ensure_ascii=False)
+                            ) if new_version else ("", "")
+            check_fields(record.get("metadata"), "an assistant")
+            limit = self.versions_limit or 2 ** 31
+            done = await self._replace(keys=[key, versions, self.index.entries],
+                                       args=[raw or "", encoded(record, "assistant"), number, kept, limit,
+                                             *self._indexed(record)])
             if done == 1:
+                if self.index.on_cluster:
+                    await self.index.apply(assistant_id, assistant_entry(record))
                 return record
             if done == -1:
                 return None
             if done == -2:
-                raise BadRequest(409, f"assistant {assistant_id!r} has {MAX_VERSIONS} versions, the most kept: "
-                                      "create a new assistant instead")
+                raise QuotaReached("versions", limit, f"assistant {assistant_id!r}")
         raise BadRequest(409, f"assistant {assistant_id!r} is being changed by others: try again")
 
     async def versions(self, assistant_id: str) -> list[dict[str, Any]]:
@@ -124,21 +160,20 @@ class AssistantRecords:
                 and all(isinstance(e.get(name), dict) for name in _MAPPINGS)]
         return sorted(kept, key=lambda e: e["version"], reverse=True)
 
-    async def all(self) -> list[dict[str, Any]]:
-        """Every created assistant's record (at most MAX_ASSISTANTS), read in pipelined batches."""
-        ids: Any = await self.client.zrange(self.keys.assistants, 0, MAX_ASSISTANTS - 1)
-        names = [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
-        found: list[dict[str, Any]] = []
-        for start in range(0, len(names), 500):
-            pipe = self.client.pipeline(transaction=False)
-            for assistant_id in names[start:start + 500]:
-                pipe.get(self.keys.assistant(assistant_id))
-            for assistant_id, raw in zip(names[start:start + 500], await pipe.execute(), strict=True):
-                record = self._checked(raw, self.keys.assistant(assistant_id))
-                if record is not None and record["assistant_id"] == assistant_id:
-                    found.append(record)
-        return found
+    async def load(self, ids: list[str]) -> list[dict[str, Any] | None]:
+        """The records of `ids` (None: absent or unreadable), read in one pipeline."""
+        pipe = self.client.pipeline(transaction=False)
+        for assistant_id in ids:
+            pipe.get(self.keys.assistant(assistant_id))
+        found = [self._checked(raw, self.keys.assistant(i)) for i, raw in zip(ids, await pipe.execute(), strict=True)]
+        return [r if r is not None and r["assistant_id"] == i else None for i, r in zip(ids, found, strict=True)]
 
     async def delete(self, assistant_id: str) -> None:
-        await self.client.delete(self.keys.assistant(assistant_id), self.keys.assistant_versions(assistant_id))
+        """The assistant, its versions and its index entries (together on one Redis)."""
+        keys = [self.keys.assistant(assistant_id), self.keys.assistant_versions(assistant_id), self.index.entries]
+        if self.index.on_cluster:
+            await self.client.delete(*keys[:2])
+            await self.index.apply(assistant_id, "")
+        else:
+            await self._delete(keys=keys, args=[self.index.base, assistant_id])
         await self.client.zrem(self.keys.assistants, assistant_id)

@@ -65,8 +65,23 @@ class _Snapshot(Collector):
                                      buckets=buckets, sum_value=c.get("latency_sum", 0.0))
 
 
+async def read_counters(records: ServiceRecords) -> dict[str, float]:
+    """The service's run counters (see ServiceRecords.count), as numbers: a field that is not one is not shown."""
+    raw: Any = await records.client.hgetall(records.keys.counters)
+    found: dict[str, float] = {}
+    for key, value in raw.items():
+        name = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue  # Redis content
+        if len(name) <= 64 and number == number and abs(number) != float("inf"):
+            found[name] = number
+    return found
+
+
 async def render(records: ServiceRecords, gateway: Any) -> bytes:
-    counters = await records.counters()
+    counters = await read_counters(records)
     workers = await records.client.zcount(records.keys.workers, (time.time() - ALIVE_WITHIN_S) * 1000, "+inf")
     names = [meta.name for meta in gateway.tools()]
     tools = await gateway.telemetry.store.read(names)

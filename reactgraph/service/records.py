@@ -14,7 +14,9 @@ from typing import Any
 import redis.asyncio
 
 from reactgraph.service.keys import ServiceKeys
+from reactgraph.service.record_index import INDEX_LUA
 from reactgraph.service.stored_json import decode_record, encoded
+from reactgraph.service.thread_index import ThreadIndex
 
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
@@ -60,14 +62,15 @@ return 'active'
 # KEYS: thread, cancel mark of run ARGV[3], pending, active. Replace the thread record ARGV[1] by ARGV[2] (0: it
 # changed meanwhile, read it again) if ARGV[4] holds (else -1): `started` — the run was not cancelled first;
 # `freed` — the run, cancelled, is still the one its worker holds and no run waits after it; `stopped` — nothing
-# more than the record being the one read (and, checked by the caller, reading `busy`).
-_SET_THREAD_IF = """
+# more than the record being the one read (and, checked by the caller, reading `busy`). ARGV[5..]: its index entry.
+_SET_THREAD_IF = INDEX_LUA + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local cancelled = redis.call('EXISTS', KEYS[2]) == 1
 if ARGV[4] == 'started' and cancelled then return -1 end
 if ARGV[4] == 'freed' and (not cancelled or redis.call('LLEN', KEYS[3]) > 0
                            or redis.call('GET', KEYS[4]) ~= ARGV[3]) then return -1 end
 redis.call('SET', KEYS[1], ARGV[2])
+if ARGV[5] then index_apply(ARGV[5], ARGV[6], ARGV[7], '') end
 return 1
 """
 
@@ -98,6 +101,7 @@ class ServiceRecords:
         self._replace = client.register_script(_REPLACE)
         self._request_cancel = client.register_script(_REQUEST_CANCEL)
         self._set_thread_if = client.register_script(_SET_THREAD_IF)
+        self.indexed = ThreadIndex(client, self.keys)  # the record's index entries are written with it
 
     # -- threads --------------------------------------------------------------------------------------------
     async def get_thread(self, thread_id: str, *, strict: bool = False) -> dict[str, Any] | None:
@@ -105,9 +109,9 @@ class ServiceRecords:
         key = self.keys.thread(thread_id)
         return decode_record(await self.client.get(key), key, ("thread_id", "created_at", "status"), strict)
 
-    async def put_thread(self, record: dict[str, Any]) -> None:
+    async def put_thread(self, record: dict[str, Any], owner: str | None = None, limit: int | None = None) -> None:
         record["updated_at"] = now_iso()
-        await self.client.set(self.keys.thread(record["thread_id"]), encoded(record, "thread record"))
+        await self.indexed.put(record, encoded(record, "thread record"), owner, limit)
         await self._touched(record["thread_id"])
 
     async def _touched(self, thread_id: str) -> None:
@@ -116,12 +120,13 @@ class ServiceRecords:
         await self.client.zadd(self.keys.threads, stamp)
         await self.client.zadd(self.keys.unswept, stamp)
 
-    async def create_thread(self, thread_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    async def create_thread(self, thread_id: str, metadata: dict[str, Any], owner: str | None = None,
+                            limit: int | None = None) -> dict[str, Any]:
         stamp = now_iso()
         record = {"thread_id": thread_id, "created_at": stamp, "updated_at": stamp, "state_updated_at": stamp,
                   "metadata": metadata, "status": "idle", "config": {"configurable": {"thread_id": thread_id}},
                   "interrupts": {}, "error": None}
-        await self.put_thread(record)
+        await self.put_thread(record, owner, limit)
         return record
 
     async def set_thread_status(self, thread_id: str, status: str, **fields: Any) -> dict[str, Any] | None:
@@ -148,8 +153,9 @@ class ServiceRecords:
             record.update(fields, status=status, updated_at=now_iso())
             done = await self._set_thread_if(
                 keys=[key, k.cancel(thread_id, run_id), k.pending(thread_id), k.active(thread_id)],
-                args=[raw, encoded(record, "thread record"), run_id, condition])
+                args=[raw, encoded(record, "thread record"), run_id, condition, *self.indexed.status_args(record)])
             if done == 1:
+                await self.indexed.after_replace(record)
                 await self._touched(thread_id)
             if done != 0:
                 return done == 1
@@ -161,9 +167,9 @@ class ServiceRecords:
 
     async def delete_thread(self, thread_id: str) -> None:
         run_ids = await self.run_ids(thread_id, limit=10_000)
-        keys = [self.keys.thread(thread_id), self.keys.runs(thread_id), self.keys.pending(thread_id),
-                self.keys.active(thread_id), self.keys.fence(thread_id), self.keys.attempts(thread_id),
-                self.keys.queued(thread_id)]
+        await self.indexed.drop(thread_id)  # the record and its index entries, together
+        keys = [key(thread_id) for key in (self.keys.runs, self.keys.pending, self.keys.active, self.keys.fence,
+                                           self.keys.attempts, self.keys.queued)]
         for run_id in run_ids:
             keys += [self.keys.run(thread_id, run_id), self.keys.events(thread_id, run_id),
                      self.keys.cancel(thread_id, run_id)]
@@ -213,11 +219,10 @@ class ServiceRecords:
                                  self.keys.cancel(thread_id, run_id))
 
     async def busy(self, thread_id: str) -> bool:
-        """Whether a run is being executed on the thread or waits for its turn there."""
         return (await self.busy_many([thread_id]))[0]
 
     async def busy_many(self, thread_ids: list[str]) -> list[bool]:
-        """`busy` of each thread, in one round trip."""
+        """Whether a run is being executed on each thread or waits for its turn there, in one round trip."""
         pipe = self.client.pipeline(transaction=False)
         for thread_id in thread_ids:
             pipe.exists(self.keys.active(thread_id))
@@ -288,16 +293,3 @@ class ServiceRecords:
         pipe.hincrby(self.keys.counters, f"latency_le_{bucket}", 1)
         pipe.hincrbyfloat(self.keys.counters, "latency_sum", max(0.0, latency_s))
         await pipe.execute()
-
-    async def counters(self) -> dict[str, float]:
-        raw: Any = await self.client.hgetall(self.keys.counters)
-        found: dict[str, float] = {}
-        for key, value in raw.items():
-            name = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
-            try:
-                number = float(value)
-            except (TypeError, ValueError):
-                continue  # Redis content: a field that is not a number is not shown
-            if len(name) <= 64 and number == number and abs(number) != float("inf"):
-                found[name] = number
-        return found

@@ -95,6 +95,14 @@ async def check_graph_input(graph: Any, kwargs: Mapping[str, Any],
             raise BadRequest(422, f"'{where}.{name}' cannot be taken by the graph: {cause}")
 
 
+async def channel_values(checkpointer: Any, thread_id: str, known: bool) -> dict[str, Any]:
+    """The channel values of the thread's latest checkpoint ({} when it has none, or is not `known`)."""
+    if not known:
+        return {}
+    found = await checkpointer.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    return dict(found.checkpoint.get("channel_values") or {}) if found is not None else {}
+
+
 def _takes(channel: Any, value: Any) -> str | None:
     """None when `channel` takes `value` as one update, else the first line of why not."""
     try:

@@ -20,7 +20,8 @@ async def forget_temporary_thread(records: ServiceRecords, assistants: Any, thre
         return False  # somebody queued a run on it by its id: that run's thread is no longer temporary
     await assistants.checkpointer.adelete_thread(thread_id)
     await adrop_session_items(assistants.store, thread_id)
-    await client.delete(keys.thread(thread_id), keys.runs(thread_id))
+    await records.indexed.drop(thread_id)  # its record and index entries, together
+    await client.delete(keys.runs(thread_id))
     await client.zrem(keys.threads, thread_id)
     await client.zrem(keys.unswept, thread_id)
     return True

@@ -1,0 +1,96 @@
+"""Quotas per owner: how much one caller may keep or hold at once, so that no caller can fill a limit for everyone.
+
+The owner is the authenticated caller's identity (reactgraph/service/auth.py), or one anonymous owner when the
+service runs without auth. Each quota is checked in the same Redis script that adds what it counts (threads,
+assistants, versions of one assistant, runs in flight), so concurrent creates never pass it; stream
+slots are counted in each API process. The operator sets them in langgraph.json (`reactgraph.quotas`) or with
+`--quota NAME=N` (a flag wins); null or 0 lifts one. A refusal is one JSON line naming the quota: 409 for what is
+kept (delete some first), 429 for what is held for a while (retry later).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+
+from reactgraph.service.auth import caller_of
+from reactgraph.service.wire import BadRequest
+
+# name → (default, what it counts, status of a refusal)
+QUOTAS: dict[str, tuple[int | None, str, int]] = {
+    "threads": (10_000, "threads", 409),
+    "assistants": (1_000, "assistants", 409),
+    "versions": (1_000, "versions of one assistant", 409),
+    "runs_in_flight": (100, "runs pending or running", 429),
+    "stream_slots": (20, "streams, joins and waits open on one API process", 429),
+}
+ANONYMOUS = "anonymous"
+RETRY_AFTER_S = 5
+
+
+class BadQuota(ValueError):
+    """A `reactgraph.quotas` entry or --quota flag the service cannot start with (one line naming it)."""
+
+
+class QuotaReached(BadRequest):
+    """A create or hold past the caller's quota: 409 or 429, one line naming the quota."""
+
+    def __init__(self, name: str, limit: int, owner: str) -> None:
+        _default, what, status = QUOTAS[name]
+        advice = "delete some first" if status == 409 else "retry later"
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 429 else None
+        super().__init__(status, f"quota {name!r} reached: {owner_label(owner)} may have at most {limit} {what} "
+                                 f"(reactgraph.quotas.{name}): {advice}", headers=headers)
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """The operator's quotas (None: no limit)."""
+
+    limits: Mapping[str, int | None] = field(default_factory=lambda: {n: d for n, (d, _w, _s) in QUOTAS.items()})
+
+    def of(self, name: str) -> int | None:
+        return self.limits.get(name)
+
+
+def owner_of(request: Request) -> str:
+    """Whose quota a request counts against: "u:<identity>", or the anonymous owner without auth."""
+    caller = caller_of(request)
+    return ANONYMOUS if caller is None else f"u:{caller.identity}"
+
+
+def owner_label(owner: str) -> str:
+    """An owner in words: a caller, every caller (no auth), or what else holds the quota (an assistant)."""
+    if owner.startswith("u:"):
+        return f"caller {owner[2:][:80]!r}"
+    return "this server's callers (no auth)" if owner == ANONYMOUS else owner
+
+
+def quotas_of(request: Request) -> Quotas:
+    return getattr(request.app.state, "quotas", None) or Quotas()
+
+
+def quotas_from(section: Mapping[str, Any], flags: Iterable[str] = (), *, where: str = "langgraph.json") -> Quotas:
+    """The quotas from the `reactgraph.quotas` object of a langgraph.json and `--quota NAME=N` flags."""
+    given = section.get("quotas", {})
+    if not isinstance(given, dict):
+        raise BadQuota(f"{where}: reactgraph.quotas must be an object of quota name → number or null")
+    chosen: dict[str, Any] = {**Quotas().limits, **given}
+    for flag in flags:
+        name, sep, value = flag.partition("=")
+        if not sep:
+            raise BadQuota(f"--quota {flag!r}: expected NAME=N (N a number, or 0 for no limit)")
+        try:
+            chosen[name.strip()] = int(value)
+        except ValueError:
+            raise BadQuota(f"--quota {flag!r}: {value!r} is not a whole number") from None
+    if unknown := sorted(set(chosen) - set(QUOTAS)):
+        raise BadQuota(f"{where}: unknown quota(s) {', '.join(unknown)}; known: {', '.join(QUOTAS)}")
+    for name, value in chosen.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise BadQuota(f"{where}: reactgraph.quotas.{name} must be a whole number (0 or null: no limit), "
+                           f"not {value!r}")
+    return Quotas({name: value or None for name, value in chosen.items()})

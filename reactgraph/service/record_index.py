@@ -1,0 +1,199 @@
+"""Indexes of the service's threads and assistants in Redis: what a search, a count and a quota read instead of
+the records themselves.
+
+Each record is indexed under its *terms*: `all`; its status (a thread) or graph (an assistant); and one term per
+top-level metadata field whose value is a short scalar (`m:["owner","alice"]`; metadata may hold at most
+INDEXED_FIELDS fields). A term is two sorted sets of ids, by updated_at and by created_at (ms); an entry hash
+holds each id's terms, sort fields and quota owner; and one sorted set per quota owner holds the ids that owner
+created, so a quota is one ZCARD in the same script that adds the id.
+
+Every index key carries one hash tag, `{<prefix>ix}`: the index is one slot of a Redis Cluster, and one script
+changes all of a record's entries at once. On one Redis (or under Sentinel) the script that writes a record also
+writes its entries (INDEX_LUA is prepended to it): one atomic step, so counts are exact. On a Cluster the record
+(in its thread's or assistant's slot) and the index slot cannot be one script: the entries are written by a
+second script right after the record (before it, for a create, so a quota refusal writes nothing). A search
+checks every record it returns against its filter and repairs the entries of one that has changed or gone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+import redis.asyncio
+
+from reactgraph.service.wire import BadRequest
+
+INDEXED_FIELDS = 64  # metadata fields of one record given a term of their own
+MAX_TERM_CHARS = 256  # a longer field name or value is not indexed (a search for it reads records)
+LEGACY_OWNER = "-"  # the quota owner of records written before the index (they count against nobody)
+
+# index_apply(P, id, entry JSON or '' to remove, quota limit or ''): -1 when a new id would pass its owner's
+# quota (nothing written), else 1. An entry without `o` keeps the owner it had.
+INDEX_LUA = """
+local function index_apply(P, id, entry, limit)
+  local E = P .. 'e'
+  local raw = redis.call('HGET', E, id)
+  local old = raw and cjson.decode(raw) or nil
+  local had = {}
+  if old then for _, t in ipairs(old.t) do had[t] = true end end
+  if entry == '' then
+    for t in pairs(had) do redis.call('ZREM', P .. 'u:' .. t, id); redis.call('ZREM', P .. 'c:' .. t, id) end
+    if old then redis.call('ZREM', P .. 'n:' .. old.o, id); redis.call('HDEL', E, id) end
+    return 1
+  end
+  local new = cjson.decode(entry)
+  if new.o == nil then new.o = old and old.o or '-' end
+  if not old and limit ~= '' and redis.call('ZCARD', P .. 'n:' .. new.o) >= tonumber(limit) then return -1 end
+  local keep = {}
+  for _, t in ipairs(new.t) do
+    keep[t] = true
+    redis.call('ZADD', P .. 'u:' .. t, new.u, id)
+    redis.call('ZADD', P .. 'c:' .. t, new.c, id)
+  end
+  for t in pairs(had) do
+    if not keep[t] then redis.call('ZREM', P .. 'u:' .. t, id); redis.call('ZREM', P .. 'c:' .. t, id) end
+  end
+  if old and old.o ~= new.o then redis.call('ZREM', P .. 'n:' .. old.o, id) end
+  redis.call('ZADD', P .. 'n:' .. new.o, new.c, id)
+  redis.call('HSET', E, id, cjson.encode(new))
+  return 1
+end
+"""
+_APPLY = INDEX_LUA + "return index_apply(ARGV[1], ARGV[2], ARGV[3], ARGV[4])"
+_BACKFILL = INDEX_LUA + """
+if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then return 0 end
+return index_apply(ARGV[1], ARGV[2], ARGV[3], '')
+"""
+# KEYS: the terms' sets (one score kind), then a scratch key. ARGV: start, stop, '1' for newest first.
+# {ids in that range of their intersection, its size}.
+_PAGE = """
+local n = #KEYS - 1
+local src = KEYS[1]
+if n > 1 then
+  redis.call('ZINTERSTORE', KEYS[#KEYS], n, unpack(KEYS, 1, n))
+  src = KEYS[#KEYS]
+end
+local ids
+if ARGV[3] == '1' then ids = redis.call('ZRANGE', src, ARGV[1], ARGV[2], 'REV')
+else ids = redis.call('ZRANGE', src, ARGV[1], ARGV[2]) end
+local total = redis.call('ZCARD', src)
+if n > 1 then redis.call('DEL', src) end
+return {ids, total}
+"""
+
+
+def index_tag(prefix: str) -> str:
+    """The hash tag every index key of the service under `prefix` carries."""
+    return "{" + prefix + "ix}"
+
+
+def term_of(name: str, value: Any) -> str | None:
+    """The term for metadata field `name` holding `value`, or None when it is not indexed (not a short scalar).
+    A whole number is one term however it is written (1 and 1.0 are equal, as a filter compares them)."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 2 ** 53:
+        value = int(value)
+    finite = isinstance(value, float) and math.isfinite(value)
+    if not (value is None or isinstance(value, str | bool | int) or finite):
+        return None
+    term = "m:" + json.dumps([name, value], ensure_ascii=False)
+    return term if len(term) <= MAX_TERM_CHARS else None
+
+
+def metadata_terms(metadata: Any) -> list[str]:
+    if not isinstance(metadata, Mapping):
+        return []
+    names = sorted(name for name in metadata if isinstance(name, str))[:INDEXED_FIELDS]
+    return [t for name in names if (t := term_of(name, metadata[name]))]
+
+
+def check_fields(metadata: Any, what: str) -> None:
+    """A 422 for metadata with more fields than are indexed (each one a term: a search for any finds it)."""
+    if isinstance(metadata, Mapping) and len(metadata) > INDEXED_FIELDS:
+        raise BadRequest(422, f"'metadata' of {what} may hold at most {INDEXED_FIELDS} fields, got {len(metadata)}")
+
+
+def ms_of(stamp: Any) -> int:
+    """An ISO time of a record in ms since the epoch (0 when it is not one)."""
+    try:
+        return int(datetime.fromisoformat(str(stamp)).timestamp() * 1000)
+    except ValueError:
+        return 0
+
+
+def entry(terms: Iterable[str], record: Mapping[str, Any], sort: Mapping[str, Any], owner: str | None = None) -> str:
+    """An id's entry: its terms, scores, fields to sort by, and (on a create) its quota owner."""
+    found: dict[str, Any] = {"t": ["all", *terms], "u": ms_of(record.get("updated_at")),
+                             "c": ms_of(record.get("created_at")), "s": dict(sort)}
+    if owner is not None:
+        found["o"] = owner
+    return json.dumps(found, ensure_ascii=False)
+
+
+class RecordIndex:
+    """The index of one kind of record ("t" threads, "a" assistants) of the service under one key prefix."""
+
+    def __init__(self, client: redis.asyncio.Redis, prefix: str, kind: str) -> None:
+        self.client, self.kind = client, kind
+        self.base = f"{prefix}{index_tag(prefix)}:{kind}:"
+        self.entries = self.base + "e"
+        self.on_cluster = not isinstance(client, redis.asyncio.Redis)  # a RedisCluster: records in other slots
+        self._apply = client.register_script(_APPLY)
+        self._backfill = client.register_script(_BACKFILL)
+        self._page = client.register_script(_PAGE)
+
+    def owned(self, owner: str) -> str:
+        return f"{self.base}n:{owner}"
+
+    async def apply(self, record_id: str, found: str, limit: int | None = None) -> bool:
+        """Write `record_id`'s entry (`found`, '' to remove it); False when its owner's quota refused it."""
+        done = await self._apply(keys=[self.entries], args=[self.base, record_id, found, "" if limit is None
+                                                            else limit])
+        return int(done) == 1
+
+    async def backfill_in(self, pipe: Any, record_id: str, found: str) -> None:
+        """Index (in `pipe`) a record written before the index existed, unless it has an entry (a newer one)."""
+        await self._backfill(keys=[self.entries], args=[self.base, record_id, found, ""], client=pipe)
+
+    async def owned_count(self, owner: str) -> int:
+        return int(await self.client.zcard(self.owned(owner)))
+
+    async def page(self, terms: list[str], by: str, start: int, stop: int, newest_first: bool
+                   ) -> tuple[list[str], int]:
+        """(ids `start`..`stop` of the terms' intersection in `by` order ("u" or "c"), the intersection's size)."""
+        import uuid
+
+        keys = [f"{self.base}{by}:{t}" for t in terms] + [f"{self.base}tmp:{uuid.uuid4().hex}"]
+        ids, total = await self._page(keys=keys, args=[start, stop, "1" if newest_first else "0"])
+        return [i.decode() if isinstance(i, bytes) else str(i) for i in ids], int(total)
+
+    async def count(self, terms: list[str]) -> int:
+        keys = [f"{self.base}u:{t}" for t in terms]
+        if len(keys) == 1:
+            return int(await self.client.zcard(keys[0]))
+        return int(await self.client.execute_command("ZINTERCARD", len(keys), *keys))
+
+    async def having(self, ids: list[str], terms: list[str], by: str) -> list[tuple[str, float]]:
+        """The ids (of those given) under every term, with their `by` score."""
+        pipe = self.client.pipeline(transaction=False)
+        for term in terms:
+            pipe.zmscore(f"{self.base}{by}:{term}", ids)
+        scores = await pipe.execute()
+        return [(i, float(s[0])) for i, *s in zip(ids, *scores, strict=True) if all(x is not None for x in s)]
+
+    async def sort_fields(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Each id's sort fields, from its entry (ids without one left out)."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), 1000):
+            batch = ids[start:start + 1000]
+            for record_id, raw in zip(batch, await self.client.hmget(self.entries, batch), strict=True):
+                try:
+                    fields = json.loads(raw)["s"] if raw is not None else None
+                except (ValueError, KeyError, TypeError):
+                    fields = None
+                if isinstance(fields, dict):
+                    found[record_id] = fields
+        return found
