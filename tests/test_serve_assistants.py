@@ -146,6 +146,23 @@ def test_deleting_an_assistant_with_delete_threads_deletes_the_threads_it_ran_on
     client.threads.delete(other["thread_id"])
 
 
+def test_deleting_an_assistant_cancels_its_waiting_runs(redis_url, tmp_path):
+    """Its runs are found among the threads given work (the queue's with-work index), however many threads the
+    server holds; threads made after the run's are no matter."""
+    service = start_service(redis_url, tmp_path, workers=0)  # nothing runs: the run waits
+    try:
+        client = service.client()
+        assistant = client.assistants.create("react")
+        thread = client.threads.create()
+        run = client.runs.create(thread["thread_id"], assistant["assistant_id"], input=human("计算 2 + 3 等于多少"))
+        for _ in range(30):
+            client.threads.create()
+        client.assistants.delete(assistant["assistant_id"])
+        assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "interrupted"
+    finally:
+        stop(service)
+
+
 @pytest.mark.parametrize(("body", "status", "words"), [
     ({"graph_id": "react", "context": {"model": "openai:gpt-4o"}}, 403, "not offered by this server"),
     ({"graph_id": "react", "config": {"configurable": {"model": "openai:gpt-4o"}}}, 403, "not offered"),

@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from reactgraph.service.api_assistants import lookup, visible_assistant
 from reactgraph.service.api_common import body_of, handler, json_response, service
-from reactgraph.service.api_threads import MAX_LISTED, remove_thread
+from reactgraph.service.api_threads import remove_thread
 from reactgraph.service.assistant_input import IF_EXISTS, described, graph_of, settings, uuid_of
 from reactgraph.service.assistants import BUILDERS, Assistant
 from reactgraph.service.auth_rules import authorize, matches
@@ -162,7 +162,7 @@ async def _delete_threads(request: Request, assistant_id: str) -> None:
     delete (the others are left, as the Agent Server leaves them); none is deleted if one has a run going."""
     svc = service(request)
     doomed = []
-    for thread_id in await svc.records.thread_ids(limit=MAX_LISTED):
+    for thread_id in await svc.records.indexed.ids_where("assistant_id", assistant_id):
         record = await svc.records.get_thread(thread_id)
         if record is None or (record.get("metadata") or {}).get("assistant_id") != assistant_id:
             continue

@@ -36,7 +36,6 @@ from reactgraph.service.wire import BadRequest, dumps, field, plain
 
 log = logging.getLogger("reactgraph.service")
 MAX_HISTORY = 1000
-MAX_LISTED = 10_000  # threads an assistant's delete looks at
 MAX_IDS = 1000  # ids a search or count may name
 
 

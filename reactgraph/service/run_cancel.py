@@ -26,7 +26,6 @@ from reactgraph.service.thread_hold import ThreadHold
 from reactgraph.service.thread_state import thread_after_run
 
 log = logging.getLogger("reactgraph.service")
-MAX_RUN_SCAN_THREADS = 10_000  # threads an assistant's deletion looks through for its runs
 
 
 async def cancel_now(records: ServiceRecords, assistants: Any, run: dict[str, Any], action: str) -> str:
@@ -95,16 +94,20 @@ async def cancel_runs_of_assistant(records: ServiceRecords, assistants: Any, ass
                                    may_cancel: Callable[[str], Awaitable[bool]]) -> int:
     """Cancel (`interrupt`) every pending or running run of the assistant, on the threads `may_cancel(thread_id)`
     allows — what langgraph-api does when an assistant is deleted. How many were cancelled."""
-    cancelled = 0
-    for thread_id, going in (await _going_runs(records, await records.thread_ids(limit=MAX_RUN_SCAN_THREADS))):
-        runs = [run for run in [await records.get_run(thread_id, run_id) for run_id in going]
-                if run is not None and run.get("assistant_id") == assistant_id]
-        if not runs or not await may_cancel(thread_id):
-            continue
-        for run in runs:
-            if await cancel_now(records, assistants, run, "interrupt") != "done":
-                cancelled += 1
+    cancelled, start = 0, 0
+    while page := await records.client.zrange(records.keys.with_work, start, start + 999):  # every thread given
+        start += len(page)  # work (the sweep drops those with nothing left: none of them has a run to cancel)
+        for thread_id, going in await _going_runs(records, [_text(t) for t in page]):
+            runs = [run for run in [await records.get_run(thread_id, run_id) for run_id in going]
+                    if run is not None and run.get("assistant_id") == assistant_id]
+            if runs and await may_cancel(thread_id):
+                for run in runs:
+                    cancelled += await cancel_now(records, assistants, run, "interrupt") != "done"
     return cancelled
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 async def _going_runs(records: ServiceRecords, thread_ids: list[str]) -> list[tuple[str, list[str]]]:

@@ -14,7 +14,7 @@ import redis.asyncio
 
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.quotas import QuotaReached
-from reactgraph.service.record_index import INDEX_LUA, RecordIndex, check_fields, entry, metadata_terms
+from reactgraph.service.record_index import INDEX_LUA, RecordIndex, check_fields, entry, metadata_terms, term_of
 
 # KEYS: the record, the index's entries. ARGV: record, index base, id, entry, quota limit or ''.
 _PUT = INDEX_LUA + """
@@ -75,6 +75,18 @@ class ThreadIndex:
             done = 1 if await self.index.apply(thread_id, found) else -1
         if done == -1 and limit is not None:
             raise QuotaReached("threads", limit, str(owner))
+
+    async def ids_where(self, name: str, value: Any, batch: int = 1000) -> list[str]:
+        """Every thread whose metadata `name` is `value` (a short scalar: an indexed term), read page by page."""
+        term = term_of(name, value)
+        if term is None:
+            raise ValueError(f"metadata {name!r} = {str(value)[:40]!r} is not an indexed value")
+        found: list[str] = []
+        while True:
+            ids, total = await self.index.page([term], "c", len(found), len(found) + batch - 1, False)
+            found += ids
+            if not ids or len(found) >= total:
+                return found
 
     def status_args(self, record: Mapping[str, Any]) -> list[str]:
         """What a script that replaces the record in place (records._SET_THREAD_IF) needs to index it too (one
