@@ -82,6 +82,12 @@ class AssistantRecords:
         self.index = RecordIndex(client, keys.prefix, "a")
         self.versions_limit: int | None = None  # the `versions` quota (reactgraph/service/quotas.py)
 
+    def _script_keys(self, assistant_id: str) -> list[str]:
+        """The keys of a script that writes the assistant: its record and versions, and on one Redis (not a
+        Cluster, where they sit in another slot) its index's entries."""
+        own = [self.keys.assistant(assistant_id), self.keys.assistant_versions(assistant_id)]
+        return own if self.index.on_cluster else [*own, self.index.entries]
+
     def _indexed(self, record: Mapping[str, Any], owner: str | None = None, limit: int | None = None) -> list[Any]:
         """The index arguments of a script that writes `record` (none on a Cluster: written by a second script)."""
         if self.index.on_cluster:
@@ -109,7 +115,7 @@ class AssistantRecords:
         assistant_id = record["assistant_id"]
         check_fields(record.get("metadata"), "an assistant")
         text = encoded(record, "assistant")
-        keys = [self.keys.assistant(assistant_id), self.keys.assistant_versions(assistant_id), self.index.entries]
+        keys = self._script_keys(assistant_id)
         if self.index.on_cluster and not await self.index.apply(assistant_id, assistant_entry(record, owner), limit):
             raise QuotaReached("assistants", limit or 0, owner)
         existing = await self._create(keys=keys, args=[text, json.dumps(version_of(record), ensure_ascii=False),
@@ -136,7 +142,7 @@ class AssistantRecords:
                             ) if new_version else ("", "")
             check_fields(record.get("metadata"), "an assistant")
             limit = self.versions_limit or 2 ** 31
-            done = await self._replace(keys=[key, versions, self.index.entries],
+            done = await self._replace(keys=self._script_keys(assistant_id),
                                        args=[raw or "", encoded(record, "assistant"), number, kept, limit,
                                              *self._indexed(record)])
             if done == 1:
