@@ -41,6 +41,7 @@ from reactgraph.service.run_streams import (
     streamed_result,
     wait_for_end,
 )
+from reactgraph.service.scheduled_runs import cancel_scheduled, later_iso, schedule_run
 from reactgraph.service.wire import BadRequest, field
 
 _RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
@@ -57,13 +58,16 @@ async def create(request: Request, *, stateless: bool = False) -> tuple[Service,
     chosen = strategy(body)
     _check_nodes(assistant.graph, kwargs)
     if_not_exists = "create" if stateless else field(body, "if_not_exists", str, "reject")
+    if if_not_exists not in ("create", "reject"):
+        raise BadRequest(422, f"'if_not_exists' must be create or reject, got {if_not_exists!r}")
+    on_disconnect(body)
     if stateless:
         kwargs["temporary"] = on_completion(body) == "delete"
     # `threads.create_run` (else `threads.*`, …): its filter is the thread's; it may write the run's metadata
     value: dict[str, Any] = {
         "thread_id": thread_id, "assistant_id": assistant.assistant_id, "run_id": None, "status": "pending",
         "metadata": dict(field(body, "metadata", dict, {})), "multitask_strategy": chosen,
-        "if_not_exists": if_not_exists, "after_seconds": 0, "kwargs": kwargs,
+        "if_not_exists": if_not_exists, "after_seconds": kwargs["after_seconds"], "kwargs": kwargs,
         "prevent_insert_if_inflight": chosen == "reject"}
     allowed = await authorize(request, "threads", "create_run", value)
     metadata = value["metadata"] if isinstance(value.get("metadata"), dict) else {}
@@ -84,20 +88,29 @@ async def create(request: Request, *, stateless: bool = False) -> tuple[Service,
         thread["metadata"] = {**(thread.get("metadata") or {}), "graph_id": assistant.graph_id,
                               "assistant_id": assistant.assistant_id}
         await svc.records.put_thread(thread)
-    stamp = now_iso()
+    stamp, after = now_iso(), kwargs["after_seconds"]
     run = {"run_id": new_id(), "thread_id": thread_id, "assistant_id": assistant.assistant_id,
-           "created_at": stamp, "updated_at": stamp, "status": "pending",
+           # as langgraph-api: a run that waits `after_seconds` is created that much later
+           "created_at": later_iso(after) if after else stamp, "updated_at": stamp, "status": "pending",
            "metadata": metadata, "kwargs": kwargs, "multitask_strategy": chosen,
            "langsmith_session_name": None}
-    created, ahead = await svc.records.create_run(run)
+    created, ahead = await (schedule_run(svc.records, run, after) if after else svc.records.create_run(run))
     if not created:
         raise BadRequest(409, f"thread {thread_id!r} is busy with another run (multitask_strategy 'reject')")
     if chosen in ("interrupt", "rollback"):
         for earlier in ahead:  # they stop (and, for rollback, vanish) before this run starts
             await svc.records.cancel(thread_id, earlier, chosen)
     await svc.records.count("created")
-    await svc.queue.notify(thread_id)
+    if not after:  # a scheduled run is notified once it is due (scheduled_runs.promote_due)
+        await svc.queue.notify(thread_id)
     return svc, thread, run
+
+
+def on_disconnect(body: dict[str, Any]) -> str:
+    chosen = field(body, "on_disconnect", str, "continue")
+    if chosen not in ("continue", "cancel"):
+        raise BadRequest(422, f"'on_disconnect' must be continue or cancel, got {chosen!r}")
+    return chosen
 
 
 def on_completion(body: dict[str, Any]) -> str:
@@ -157,7 +170,7 @@ async def _stream(request: Request, stateless: bool) -> Response:
     try:
         svc, _thread, run = await create(request, stateless=stateless)
         body = await body_of(request)
-        cancel_on_disconnect = field(body, "on_disconnect", str, "continue") == "cancel"
+        cancel_on_disconnect = on_disconnect(body) == "cancel"
         return event_stream(svc, run, "0", cancel_on_disconnect, locations(run, stateless))
     except BaseException:
         slots.give_back()
@@ -254,6 +267,8 @@ async def cancel_run(request: Request) -> Response:
         raise _nothing_to_cancel(run)
     # from here the run reads `interrupted` (or, for rollback, is gone); its worker stops it within a moment
     where = await cancel_now(svc.records, svc.assistants, run, action)
+    if where == "done" and await cancel_scheduled(svc.records, run, action):
+        where = "pending"  # it was waiting for its time (after_seconds): it never starts
     if where == "done":
         raise _nothing_to_cancel(run)
     if request.query_params.get("wait") in ("true", "True", "1"):  # until its worker has stopped it

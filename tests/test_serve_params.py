@@ -1,0 +1,131 @@
+"""`reactgraph serve`: every option langgraph-sdk sends is honoured or refused naming it — `after_seconds`,
+`durability`, `strict_resume`, the run config's keys; `webhook`, `feedback_keys` and LangSmith tracing refused —
+through langgraph-sdk's client against a real server and workers on the test Redis."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime
+
+import httpx
+import pytest
+from langgraph_sdk.errors import APIStatusError
+
+from test_serve import Service, human, start_service, stop, wait_for
+
+
+@pytest.fixture(scope="module")
+def served(redis_url: str, tmp_path_factory) -> Iterator[Service]:
+    service = start_service(redis_url, tmp_path_factory.mktemp("params"))
+    yield service
+    stop(service)
+
+
+def _refused(call) -> tuple[int, str]:
+    with pytest.raises((APIStatusError, httpx.HTTPStatusError)) as caught:  # a wait raises httpx's own
+        call()
+    return caught.value.response.status_code, caught.value.response.json()["detail"]
+
+
+def test_a_run_with_after_seconds_starts_no_earlier_and_a_later_run_is_not_held_behind_it(served):
+    client = served.client()
+    thread = client.threads.create()["thread_id"]
+    asked = time.time()
+    run = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"), after_seconds=3)
+    assert run["status"] == "pending" and run["kwargs"]["after_seconds"] == 3
+    assert datetime.fromisoformat(run["created_at"]).timestamp() >= asked + 2.5  # as langgraph-api has it
+    other = client.threads.create()["thread_id"]
+    assert "5" in client.runs.wait(other, "react", input=human("计算 2 + 3 等于多少"))["final_answer"]
+    assert client.runs.get(thread, run["run_id"])["status"] == "pending"  # another thread's run did not wait
+    assert "5" in client.runs.join(thread, run["run_id"])["final_answer"]
+    assert time.time() - asked >= 3
+    assert client.runs.get(thread, run["run_id"])["status"] == "success"
+
+
+def test_a_run_cancelled_while_it_waits_for_its_time_never_starts(served):
+    client = served.client()
+    thread = client.threads.create()["thread_id"]
+    run = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"), after_seconds=2)
+    client.runs.cancel(thread, run["run_id"])
+    assert client.runs.get(thread, run["run_id"])["status"] == "interrupted"
+    time.sleep(3)
+    assert client.runs.get(thread, run["run_id"])["status"] == "interrupted"
+    assert client.threads.get_state(thread)["values"] in ({}, None)  # the graph never ran
+    gone = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"), after_seconds=2)
+    client.runs.cancel(thread, gone["run_id"], action="rollback")
+    assert gone["run_id"] not in [r["run_id"] for r in client.runs.list(thread)]
+
+
+@pytest.mark.parametrize("after", [-1, 10**9, "soon", True])
+def test_a_bad_after_seconds_is_a_422_naming_it(served, after):
+    client = served.client()
+    status, detail = _refused(lambda: client.runs.create(None, "react", input=human("hi"), after_seconds=after))
+    assert status == 422 and "after_seconds" in detail
+
+
+def _checkpoints(client, thread: str) -> int:
+    return len(client.threads.get_history(thread, limit=1000))
+
+
+def test_durability_exit_writes_only_the_final_checkpoint_and_sync_as_many_as_async(served):
+    client = served.client()
+    counts = {}
+    for durability in ("async", "sync", "exit"):
+        thread = client.threads.create()["thread_id"]
+        final = client.runs.wait(thread, "react", input=human("计算 2 + 3 等于多少"), durability=durability)
+        assert "5" in final["final_answer"]
+        run = client.runs.list(thread)[0]
+        assert run["kwargs"]["durability"] == durability
+        counts[durability] = _checkpoints(client, thread)
+    assert counts["exit"] < counts["async"] == counts["sync"]
+    assert counts["exit"] <= 2, counts
+    thread = client.threads.create()["thread_id"]
+    with pytest.warns(DeprecationWarning):  # the SDK's: the older flag still reaches the server
+        client.runs.wait(thread, "react", input=human("计算 2 + 3 等于多少"), checkpoint_during=False)
+    assert client.runs.list(thread)[0]["kwargs"]["durability"] == "exit"
+    assert _checkpoints(client, thread) == counts["exit"]
+    status, detail = _refused(lambda: client.runs.create(thread, "react", input=human("hi"), durability="never"))
+    assert status == 422 and "durability" in detail
+
+
+@pytest.mark.parametrize(("option", "value", "name"), [
+    ("webhook", "https://example.com/hook", "webhook"),
+    ("feedback_keys", ["correct"], "feedback_keys"),  # runs.stream's only
+    ("langsmith_tracing", {"project_name": "p"}, "langsmith_tracer"),
+])
+def test_what_the_service_does_not_do_is_refused_with_a_422_naming_it(served, option, value, name):
+    client = served.client()
+    thread = client.threads.create()["thread_id"]
+    calls = [lambda: list(client.runs.stream(thread, "react", input=human("hi"), **{option: value})),
+             lambda: list(client.runs.stream(None, "react", input=human("hi"), **{option: value}))]
+    if option != "feedback_keys":
+        calls += [lambda: client.runs.create(thread, "react", input=human("hi"), **{option: value}),
+                  lambda: client.runs.wait(None, "react", input=human("hi"), **{option: value})]
+    for call in calls:
+        status, detail = _refused(call)
+        assert status == 422 and name in detail
+    assert client.runs.list(thread) == []
+
+
+def test_run_config_tags_and_metadata_reach_the_graph_and_other_keys_are_refused(served):
+    client = served.client()
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "react", input=human("计算 2 + 3 等于多少"),
+                     config={"tags": ["mine"], "metadata": {"origin": "test"}, "run_name": "named"})
+    assert client.threads.get_history(thread, limit=1)[0]["metadata"]["origin"] == "test"
+    status, detail = _refused(lambda: client.runs.create(thread, "react", input=human("hi"),
+                                                         config={"callbacks": "x"}))
+    assert status == 422 and "callbacks" in detail
+
+
+def test_strict_resume_fails_a_resume_that_answers_no_waiting_interrupt_and_leaves_the_thread(served):
+    client = served.client()
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "react", input=human("计算 2 + 3 等于多少"))
+    before = client.threads.get_state(thread)["checkpoint"]["checkpoint_id"]
+    answer = client.runs.wait(thread, "react", command={"resume": {"decisions": []}}, strict_resume=True,
+                            raise_error=False)
+    assert answer["__error__"]["error"] == "UnknownInterruptError"
+    assert client.threads.get_state(thread)["checkpoint"]["checkpoint_id"] == before
+    wait_for(lambda: client.runs.list(thread)[0]["status"] == "error", 10, "the strict resume ends `error`")
