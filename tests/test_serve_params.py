@@ -129,3 +129,64 @@ def test_strict_resume_fails_a_resume_that_answers_no_waiting_interrupt_and_leav
     assert answer["__error__"]["error"] == "UnknownInterruptError"
     assert client.threads.get_state(thread)["checkpoint"]["checkpoint_id"] == before
     wait_for(lambda: client.runs.list(thread)[0]["status"] == "error", 10, "the strict resume ends `error`")
+
+
+# -- threads --------------------------------------------------------------------------------------------------
+
+_SUPERSTEPS = [{"updates": [{"values": {"messages": [{"role": "human", "content": "北京天气怎么样？"}]},
+                             "as_node": "finalize"}]},
+               {"updates": [{"values": {"messages": [{"role": "ai", "content": "晴。"}], "final_answer": "晴。"},
+                             "as_node": "finalize"}]}]
+
+
+def test_a_thread_created_with_supersteps_starts_from_their_updates(served):
+    client = served.client()
+    thread = client.threads.create(supersteps=_SUPERSTEPS, graph_id="react")
+    assert [m["content"] for m in thread["values"]["messages"]] == ["北京天气怎么样？", "晴。"]
+    assert client.threads.get(thread["thread_id"])["values"]["final_answer"] == "晴。"
+    history = client.threads.get_history(thread["thread_id"])
+    assert len(history) >= 2 and history[0]["values"]["final_answer"] == "晴。"
+    final = client.runs.wait(thread["thread_id"], "react", input=human("计算 2 + 3 等于多少"))
+    assert [m["content"] for m in final["messages"] if m["type"] == "human"][:1] == ["北京天气怎么样？"]
+
+
+def test_supersteps_langgraph_refuses_are_a_422_and_leave_no_thread(served):
+    client = served.client()
+    bad = [{"updates": [{"values": {"messages": []}, "as_node": "no_such_node"}]}]
+    status, detail = _refused(lambda: client.threads.create(thread_id="0" * 8 + "-0000-4000-8000-" + "0" * 12,
+                                                            supersteps=bad))
+    assert status == 422 and "supersteps" in detail
+    status, _ = _refused(lambda: client.threads.get("0" * 8 + "-0000-4000-8000-" + "0" * 12))
+    assert status == 404
+
+
+def test_search_extracts_named_paths_and_filters_by_values(served):
+    client = served.client()
+    tag = f"extract-{time.time_ns()}"
+    thread = client.threads.create(supersteps=_SUPERSTEPS, metadata={"tag": tag})["thread_id"]
+    client.threads.create(metadata={"tag": tag})
+    found = client.threads.search(metadata={"tag": tag}, values={"final_answer": "晴。"},
+                                  extract={"last": "values.messages[-1].content", "tag": "metadata.tag",
+                                           "none": "values.nothing.here"})
+    assert [t["thread_id"] for t in found] == [thread]
+    assert found[0]["extracted"] == {"last": "晴。", "tag": tag, "none": None}
+    assert client.threads.count(metadata={"tag": tag}, values={"final_answer": "晴。"}) == 1
+    selected = client.threads.search(metadata={"tag": tag}, select=["thread_id"], extract={"last": "values.final_answer"})
+    assert sorted(key for t in selected for key in t) == ["extracted", "extracted", "thread_id", "thread_id"]
+    for extract, words in (({"status": "metadata.x"}, "thread field"), ({"x": "secret.path"}, "must start"),
+                           ({f"k{i}": "values.a" for i in range(11)}, "at most")):
+        status, detail = _refused(lambda extract=extract: client.threads.search(extract=extract))
+        assert status == 422 and words in detail
+
+
+def test_thread_ttl_and_include_are_refused_and_return_minimal_is_a_204(served):
+    client = served.client()
+    for call in (lambda: client.threads.create(ttl=60),
+                 lambda: client.threads.update(client.threads.create()["thread_id"], metadata={}, ttl=60)):
+        status, detail = _refused(call)
+        assert status == 422 and "ttl" in detail
+    thread = client.threads.create()["thread_id"]
+    status, detail = _refused(lambda: client.threads.get(thread, include=["ttl"]))
+    assert status == 422 and "include" in detail
+    assert client.threads.update(thread, metadata={"a": 1}, return_minimal=True) is None
+    assert client.threads.get(thread)["metadata"]["a"] == 1

@@ -27,12 +27,20 @@ from reactgraph.service.api_common import (
 from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.records import THREAD_STATUSES, new_id
+from reactgraph.service.thread_options import (
+    apply_supersteps,
+    extract_paths,
+    extracted,
+    refuse_include,
+    refuse_ttl,
+    supersteps,
+    values_match,
+)
 from reactgraph.service.thread_select import selected_fields
-from reactgraph.service.thread_state import thread_state
+from reactgraph.service.thread_state import thread_after_run
 from reactgraph.service.wire import BadRequest, dumps, field, plain
 
 log = logging.getLogger("reactgraph.service")
-MAX_HISTORY = 1000
 MAX_LISTED = 10_000  # threads a search or count looks at
 MAX_IDS = 1000  # ids a search or count may name
 
@@ -107,6 +115,8 @@ async def create_thread(request: Request) -> Response:
     except InvalidSessionId as exc:
         raise BadRequest(422, str(exc)) from None
     if_exists = field(body, "if_exists", str, "raise")
+    refuse_ttl(body)
+    steps = supersteps(body)
     # the handler may write metadata (an owner, say) into `value` before the thread is made with it
     value = {"thread_id": thread_id, "metadata": dict(field(body, "metadata", dict, {})), "if_exists": if_exists}
     allowed = await authorize(request, "threads", "create", value)
@@ -118,11 +128,27 @@ async def create_thread(request: Request) -> Response:
     record = await svc.records.create_thread(thread_id, value["metadata"] if isinstance(value["metadata"], dict)
                                              else {})
     record["values"] = None
+    if steps:  # as langgraph-api: the new thread starts from these updates (none of them: no thread)
+        record = await _with_supersteps(svc, record, steps)
     return json_response(record)
+
+
+async def _with_supersteps(svc: Service, record: dict[str, Any], steps: list[Any]) -> dict[str, Any]:
+    graph, thread_id = graph_of(svc, record), record["thread_id"]
+    try:
+        await apply_supersteps(graph, thread_id, steps)
+    except BadRequest:
+        await remove_thread(svc, thread_id)
+        raise
+    status, interrupts = await thread_after_run(graph, thread_id, "success")
+    record = await svc.records.set_thread_status(thread_id, status, interrupts=interrupts) or record
+    record["values"] = await current_values(graph, thread_id)
+    return record
 
 
 @handler
 async def get_thread(request: Request) -> Response:
+    refuse_include(request.query_params.get("include"))
     return json_response((await existing_thread(request, with_values=True))[2])
 
 
@@ -130,6 +156,7 @@ async def _matching(request: Request) -> list[dict[str, Any]]:
     svc, body = service(request), await body_of(request)
     wanted_ids = field(body, "ids", list)
     metadata = field(body, "metadata", dict, {})
+    values = field(body, "values", dict, {})
     status = field(body, "status", str)
     if status is not None and status not in THREAD_STATUSES:
         raise BadRequest(422, f"'status' must be one of {', '.join(THREAD_STATUSES)}, got {status!r}")
@@ -158,8 +185,18 @@ async def _matching(request: Request) -> list[dict[str, Any]]:
             continue
         if not matches(record.get("metadata"), allowed):
             continue
+        if values and not await _values_match(svc, record, values):
+            continue
         found.append(record)
     return found
+
+
+async def _values_match(svc: Service, record: dict[str, Any], values: dict[str, Any]) -> bool:
+    try:
+        return values_match(await current_values(graph_of(svc, record), record["thread_id"]), values)
+    except DamagedThread as exc:
+        log.warning("search passes over a thread: %s", exc)
+        return False
 
 
 @handler
@@ -172,18 +209,22 @@ async def search_threads(request: Request) -> Response:
     if sort_by not in ("thread_id", "status", "created_at", "updated_at", "state_updated_at"):
         raise BadRequest(422, f"'sort_by' cannot be {sort_by!r}")
     found.sort(key=lambda r: str(r.get(sort_by) or ""), reverse=field(body, "sort_order", str, "desc") != "asc")
-    select = selected_fields(body)
+    select, extract = selected_fields(body), extract_paths(body)
     page: list[dict[str, Any]] = []
     for record in found[offset:]:
         if len(page) == limit:
             break
-        if select is None or "values" in select:  # the checkpoint is read only when the values are asked for
+        # the checkpoint is read only when the values are asked for (or a path in them)
+        if select is None or "values" in select or any(p.startswith("values") for p in (extract or {}).values()):
             try:
                 record["values"] = await current_values(graph_of(svc, record), record["thread_id"])
             except DamagedThread as exc:
                 log.warning("search passes over a thread: %s", exc)
                 continue
-        page.append(record if select is None else {key: value for key, value in record.items() if key in select})
+        if extract:
+            record["extracted"] = extracted(record, extract)
+        page.append(record if select is None else {key: value for key, value in record.items()
+                                                   if key in select or (extract and key == "extracted")})
     return json_response(page)
 
 
@@ -195,9 +236,12 @@ async def count_threads(request: Request) -> Response:
 @handler
 async def patch_thread(request: Request) -> Response:
     body = await body_of(request)
+    refuse_ttl(body)
     svc, _thread_id, record = await existing_thread(request, "update", {"metadata": field(body, "metadata", dict, {})})
     record["metadata"] = {**(record.get("metadata") or {}), **field(body, "metadata", dict, {})}
     await svc.records.put_thread(record)
+    if "return=minimal" in request.headers.get("prefer", ""):  # threads.update(return_minimal=True)
+        return Response(status_code=204)
     return json_response(record)
 
 
@@ -228,61 +272,6 @@ async def copy_thread(request: Request) -> Response:
     return json_response(copied)
 
 
-def _state_config(thread_id: str, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
-    configurable: dict[str, Any] = {"thread_id": thread_id}
-    if checkpoint:
-        for key in ("checkpoint_id", "checkpoint_ns"):
-            if isinstance(checkpoint.get(key), str):
-                configurable[key] = checkpoint[key]
-    return {"configurable": configurable}
-
-
-@handler
-async def get_state(request: Request) -> Response:
-    svc, thread_id, record = await existing_thread(request)
-    checkpoint_id = request.path_params.get("checkpoint_id")
-    if request.method == "POST":
-        checkpoint = field(await body_of(request), "checkpoint", dict, {})
-    else:
-        checkpoint = {"checkpoint_id": checkpoint_id} if checkpoint_id else {}
-    subgraphs = request.query_params.get("subgraphs") in ("true", "True", "1")
-    snapshot = await graph_of(svc, record).aget_state(_state_config(thread_id, checkpoint), subgraphs=subgraphs)
-    return json_response(thread_state(snapshot))
-
-
-@handler
-async def update_state(request: Request) -> Response:
-    svc, thread_id, record = await existing_thread(request)
-    # seen (read) but not to be changed (update): a 403, as LangGraph's server answers it
-    if not matches(record.get("metadata"), await authorize(request, "threads", "update", {"thread_id": thread_id})):
-        raise BadRequest(403, f"Forbidden: thread {thread_id!r} is not yours to update")
-    if await svc.records.busy(thread_id):
-        raise BadRequest(409, f"thread {thread_id!r} has a run in progress or waiting")
-    body = await body_of(request)
-    checkpoint = field(body, "checkpoint", dict) or ({"checkpoint_id": body["checkpoint_id"]}
-                                                     if isinstance(body.get("checkpoint_id"), str) else {})
-    config = await graph_of(svc, record).aupdate_state(_state_config(thread_id, checkpoint), body.get("values"),
-                                                       as_node=field(body, "as_node", str))
-    await svc.records.put_thread(record)
-    return json_response({"checkpoint": config["configurable"]})
-
-
-@handler
-async def history(request: Request) -> Response:
-    svc, thread_id, record = await existing_thread(request)
-    body = await body_of(request) if request.method == "POST" else dict(request.query_params)
-    limit = int_param(body.get("limit"), "limit", 10, 1, MAX_HISTORY)
-    before = field(body, "before", dict) or ({"checkpoint_id": body["before"]} if isinstance(body.get("before"), str)
-                                             else None)
-    states = []
-    graph = graph_of(svc, record)
-    async for snapshot in graph.aget_state_history(_state_config(thread_id, field(body, "checkpoint", dict)),
-                                                   limit=limit, filter=field(body, "metadata", dict),
-                                                   before=_state_config(thread_id, before) if before else None):
-        states.append(thread_state(snapshot))
-    return json_response(states)
-
-
 ROUTES = [
     Route("/threads", create_thread, methods=["POST"]),
     Route("/threads/search", search_threads, methods=["POST"]),
@@ -291,9 +280,4 @@ ROUTES = [
     Route("/threads/{thread_id}", patch_thread, methods=["PATCH"]),
     Route("/threads/{thread_id}", delete_thread, methods=["DELETE"]),
     Route("/threads/{thread_id}/copy", copy_thread, methods=["POST"]),
-    Route("/threads/{thread_id}/state", get_state, methods=["GET"]),
-    Route("/threads/{thread_id}/state", update_state, methods=["POST"]),
-    Route("/threads/{thread_id}/state/checkpoint", get_state, methods=["POST"]),
-    Route("/threads/{thread_id}/state/{checkpoint_id}", get_state, methods=["GET"]),
-    Route("/threads/{thread_id}/history", history, methods=["GET", "POST"]),
 ]
