@@ -171,7 +171,8 @@ def test_search_extracts_named_paths_and_filters_by_values(served):
     assert [t["thread_id"] for t in found] == [thread]
     assert found[0]["extracted"] == {"last": "晴。", "tag": tag, "none": None}
     assert client.threads.count(metadata={"tag": tag}, values={"final_answer": "晴。"}) == 1
-    selected = client.threads.search(metadata={"tag": tag}, select=["thread_id"], extract={"last": "values.final_answer"})
+    selected = client.threads.search(metadata={"tag": tag}, select=["thread_id"],
+                                     extract={"last": "values.final_answer"})
     assert sorted(key for t in selected for key in t) == ["extracted", "extracted", "thread_id", "thread_id"]
     for extract, words in (({"status": "metadata.x"}, "thread field"), ({"x": "secret.path"}, "must start"),
                            ({f"k{i}": "values.a" for i in range(11)}, "at most")):
@@ -190,3 +191,124 @@ def test_thread_ttl_and_include_are_refused_and_return_minimal_is_a_204(served):
     assert status == 422 and "include" in detail
     assert client.threads.update(thread, metadata={"a": 1}, return_minimal=True) is None
     assert client.threads.get(thread)["metadata"]["a"] == 1
+
+
+# -- a thread's streams ---------------------------------------------------------------------------------------
+
+def _collect(parts, into: list, until) -> None:
+    for part in parts:
+        into.append(part)
+        if until(into):
+            return
+
+
+def test_join_stream_of_a_thread_carries_each_runs_events_and_its_end_and_resumes_after_an_id(served):
+    import threading
+
+    client = served.client()
+    thread = client.threads.create()["thread_id"]
+    seen: list = []
+    ends = lambda parts: sum(p.event == "metadata" and p.data.get("status") == "run_done" for p in parts) >= 2  # noqa: E731
+    reader = threading.Thread(target=_collect, args=(client.threads.join_stream(thread), seen, ends), daemon=True)
+    reader.start()
+    time.sleep(1)  # the join reads from now on, as langgraph-api's does
+    first = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"), stream_mode=["values"])
+    second = client.runs.create(thread, "react", input=human("计算 10 * 7 等于多少"), stream_mode=["updates"])
+    reader.join(90)
+    assert ends(seen), [p.event for p in seen]
+    runs = [p.data["run_id"] for p in seen if p.event == "metadata"]
+    assert runs == [first["run_id"], first["run_id"], second["run_id"], second["run_id"]]  # start, end; start, end
+    events = [p.event for p in seen]
+    assert "values" in events[:events.index("updates")] and "values" not in events[events.index("updates"):]
+    ids = [p.id for p in seen]
+    assert all(ids) and len(set(ids)) == len(ids)
+    middle = ids.index(next(p.id for p in seen if p.event == "updates"))
+    again: list = []
+    _collect(client.threads.join_stream(thread, last_event_id=ids[middle - 1]), again,
+             lambda parts: len(parts) == len(seen) - middle)
+    assert [(p.event, p.data) for p in again] == [(p.event, p.data) for p in seen[middle:]]
+    lifecycle: list = []
+    _collect(client.threads.join_stream(thread, last_event_id=ids[0], stream_mode="lifecycle"), lifecycle,
+             lambda parts: len(parts) == 3)
+    assert [p.event for p in lifecycle] == ["metadata"] * 3
+    status, detail = _refused(lambda: list(client.threads.join_stream(thread, stream_mode="state_update")))
+    assert status == 501 and "state_update" in detail
+
+
+def test_runs_join_stream_keeps_to_the_modes_it_names(served):
+    client = served.client()
+    thread = client.threads.create()["thread_id"]
+    run = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"), stream_mode=["values", "updates"])
+    parts = list(client.runs.join_stream(thread, run["run_id"], stream_mode=["updates"], last_event_id="0"))
+    assert {p.event for p in parts} == {"metadata", "updates"}
+    status, detail = _refused(lambda: list(client.runs.join_stream(thread, run["run_id"], stream_mode="debug")))
+    assert status == 422 and "debug" in detail
+
+
+def test_the_thread_centric_stream_starts_a_run_follows_it_and_resumes_from_a_seq(served):
+    import asyncio
+
+    from langgraph_sdk import get_client
+
+    async def scenario():
+        client = get_client(url=served.url)
+        async with client.threads.stream(assistant_id="react") as thread:
+            started = await thread.run.start(input=human("计算 2 + 3 等于多少"))
+            final = await thread.output.with_timeout(60)
+            return thread.thread_id, started["run_id"], final
+
+    thread_id, run_id, final = asyncio.run(scenario())
+    assert "5" in final["final_answer"]
+    assert served.client().runs.get(thread_id, run_id)["status"] == "success"
+    events = _protocol_events(served, thread_id, {"channels": ["lifecycle", "values"]}, count=3)
+    assert events[0]["method"] == "lifecycle" and events[0]["params"]["data"]["event"] == "running"
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs) and len({e["event_id"] for e in events}) == len(events)
+    later = _protocol_events(served, thread_id, {"channels": ["lifecycle", "values"], "since": seqs[1]}, count=1)
+    assert later[0]["event_id"] == events[2]["event_id"]
+    reconnected = _protocol_events(served, thread_id, {"channels": ["lifecycle", "values"]}, count=1,
+                                   headers={"Last-Event-ID": str(seqs[1])})
+    assert reconnected == later
+    ended = _protocol_events(served, thread_id, {"channels": ["lifecycle"]}, count=2)
+    assert [e["params"]["data"]["event"] for e in ended] == ["running", "completed"]
+    refused = httpx.post(f"{served.url}/threads/{thread_id}/commands", json={"id": 1, "method": "agent.getTree"})
+    assert refused.status_code == 501 and "agent.getTree" in refused.json()["detail"]
+    bad = httpx.post(f"{served.url}/threads/{thread_id}/stream/events", json={"channels": ["nope"]})
+    assert bad.status_code == 422 and "nope" in bad.json()["detail"]
+
+
+def _protocol_events(served, thread_id: str, body: dict, count: int, headers: dict | None = None) -> list[dict]:
+    import json
+
+    found: list[dict] = []
+    with httpx.stream("POST", f"{served.url}/threads/{thread_id}/stream/events", json=body, timeout=30,
+                      headers=headers) as answer:
+        assert answer.status_code == 200
+        for line in answer.iter_lines():
+            if line.startswith("data:"):
+                found.append(json.loads(line[5:]))
+                if len(found) == count:
+                    break
+    return found
+
+
+def test_the_thread_centric_stream_shows_an_approval_and_answers_it_with_input_respond(served):
+    import asyncio
+
+    from langgraph_sdk import get_client
+
+    async def scenario():
+        client = get_client(url=served.url)
+        async with client.threads.stream(assistant_id="react") as thread:
+            await thread.run.start(input=human("Fetch https://example.com/page"))
+            for _ in range(600):
+                if thread.interrupted:
+                    break
+                await asyncio.sleep(0.1)
+            (asked,) = thread.interrupts
+            await thread.run.respond({"decisions": [{"type": "reject", "message": "not from the service"}]})
+            return asked, await thread.output.with_timeout(60)
+
+    asked, final = asyncio.run(scenario())
+    assert [a["name"] for a in asked["value"]["action_requests"]] == ["http_get"]
+    assert [(s["action"], s["status"]) for s in final["steps"] if s["node"] == "approve"] == [("http_get", "rejected")]

@@ -33,6 +33,7 @@ from reactgraph.service.events import entry_id
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
 from reactgraph.service.run_cancel import cancel_now
 from reactgraph.service.run_input import run_kwargs, strategy
+from reactgraph.service.run_options import on_completion, on_disconnect
 from reactgraph.service.run_streams import (
     event_stream,
     final_values,
@@ -42,15 +43,18 @@ from reactgraph.service.run_streams import (
     wait_for_end,
 )
 from reactgraph.service.scheduled_runs import cancel_scheduled, later_iso, schedule_run
+from reactgraph.service.thread_streams import run_mode_filter
 from reactgraph.service.wire import BadRequest, field
 
 _RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
 
 
-async def create(request: Request, *, stateless: bool = False) -> tuple[Service, dict[str, Any], dict[str, Any]]:
-    """Store and enqueue the body's run: on the path's thread, or (`stateless`) on a new thread of its own,
-    which its worker deletes after the run unless the body says `on_completion: keep` (as langgraph-api does)."""
-    svc, body = service(request), await body_of(request)
+async def create(request: Request, *, stateless: bool = False, body: dict[str, Any] | None = None
+                 ) -> tuple[Service, dict[str, Any], dict[str, Any]]:
+    """Store and enqueue the body's run (`body`, else the request's): on the path's thread, or (`stateless`) on a
+    new thread of its own, which its worker deletes after the run unless the body says `on_completion: keep` (as
+    langgraph-api does)."""
+    svc, body = service(request), body if body is not None else await body_of(request)
     thread_id = new_id() if stateless else thread_id_of(request)
     assistant = await run_assistant(request, field(body, "assistant_id", str))
     # a created assistant's settings under the run's own, checked together as the run's
@@ -104,20 +108,6 @@ async def create(request: Request, *, stateless: bool = False) -> tuple[Service,
     if not after:  # a scheduled run is notified once it is due (scheduled_runs.promote_due)
         await svc.queue.notify(thread_id)
     return svc, thread, run
-
-
-def on_disconnect(body: dict[str, Any]) -> str:
-    chosen = field(body, "on_disconnect", str, "continue")
-    if chosen not in ("continue", "cancel"):
-        raise BadRequest(422, f"'on_disconnect' must be continue or cancel, got {chosen!r}")
-    return chosen
-
-
-def on_completion(body: dict[str, Any]) -> str:
-    chosen = field(body, "on_completion", str, "delete")
-    if chosen not in ("delete", "keep"):
-        raise BadRequest(422, f"'on_completion' must be delete or keep, got {chosen!r}")
-    return chosen
 
 
 def _check_nodes(graph: Any, kwargs: dict[str, Any]) -> None:
@@ -195,8 +185,9 @@ async def join_stream(request: Request) -> Response:
     except ValueError as exc:
         raise BadRequest(422, str(exc)) from None
     cancel = request.query_params.get("cancel_on_disconnect") in ("true", "True", "1")
+    keep = run_mode_filter(request.query_params.getlist("stream_mode"), run["kwargs"].get("stream_mode", []))
     svc.streams.take()
-    return event_stream(svc, run, after, cancel)
+    return event_stream(svc, run, after, cancel, keep=keep)
 
 
 @handler

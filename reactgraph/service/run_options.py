@@ -46,6 +46,20 @@ def run_options(body: Mapping[str, Any]) -> dict[str, Any]:
             "strict_resume": bool(field(body, "strict_resume", bool, False))}
 
 
+def on_disconnect(body: dict[str, Any]) -> str:
+    chosen = field(body, "on_disconnect", str, "continue")
+    if chosen not in ("continue", "cancel"):
+        raise BadRequest(422, f"'on_disconnect' must be continue or cancel, got {chosen!r}")
+    return chosen
+
+
+def on_completion(body: dict[str, Any]) -> str:
+    chosen = field(body, "on_completion", str, "delete")
+    if chosen not in ("delete", "keep"):
+        raise BadRequest(422, f"'on_completion' must be delete or keep, got {chosen!r}")
+    return chosen
+
+
 def config_extras(config: Mapping[str, Any]) -> dict[str, Any]:
     """The keys of a run's `config` that reach the graph's RunnableConfig beside `configurable` and
     `recursion_limit`: `tags`, `metadata`, `run_name`, `max_concurrency`; any other key is a 422 naming it."""

@@ -49,7 +49,7 @@ def locations(run: dict[str, Any], stateless: bool = False) -> dict[str, str]:
     return {"Location": f"{base}/stream", "Content-Location": base}
 
 
-class _HeldStream(EventSourceResponse):
+class HeldStream(EventSourceResponse):
     """An event stream that gives its reader's slot back however it ends (even if it never started)."""
 
     def __init__(self, slots: Any, *args: Any, **kwargs: Any) -> None:
@@ -64,21 +64,23 @@ class _HeldStream(EventSourceResponse):
 
 
 def event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_disconnect: bool,
-                 headers: dict[str, str] | None = None) -> Response:
-    """The run's events as SSE, for a reader that holds one of `svc.streams`' slots (given back at the end)."""
+                 headers: dict[str, str] | None = None, keep: Callable[[str], bool] | None = None) -> Response:
+    """The run's events (those `keep` takes, when given) as SSE, for a reader that holds one of `svc.streams`'
+    slots (given back at the end)."""
     thread_id, run_id = run["thread_id"], run["run_id"]
 
     async def events() -> AsyncIterator[ServerSentEvent]:
         ended = False
         try:
             async for event_id, event, data in _events(svc, run, after):
-                yield ServerSentEvent(data=data, event=event, id=event_id)
+                if keep is None or keep(event):
+                    yield ServerSentEvent(data=data, event=event, id=event_id)
             ended = True
         finally:
             if cancel_on_disconnect and not ended:
                 await asyncio.shield(svc.records.request_cancel(thread_id, run_id, "interrupt"))
 
-    return _HeldStream(svc.streams, events(), headers=headers or locations(run), ping=15)
+    return HeldStream(svc.streams, events(), headers=headers or locations(run), ping=15)
 
 
 def _events(svc: Service, run: dict[str, Any], after: str = "0") -> AsyncIterator[tuple[str, str, str]]:
