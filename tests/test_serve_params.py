@@ -312,3 +312,30 @@ def test_the_thread_centric_stream_shows_an_approval_and_answers_it_with_input_r
     asked, final = asyncio.run(scenario())
     assert [a["name"] for a in asked["value"]["action_requests"]] == ["http_get"]
     assert [(s["action"], s["status"]) for s in final["steps"] if s["node"] == "approve"] == [("http_get", "rejected")]
+
+
+# -- selecting fields, and the store's semantic search ----------------------------------------------------------
+
+def test_state_history_and_run_lists_return_only_the_selected_fields(served):
+    client = served.client()
+    thread = client.threads.create(supersteps=_SUPERSTEPS)["thread_id"]
+    state = client.threads.get_state(thread, select=["next", "values.final_answer"])
+    assert state == {"next": state["next"], "values": {"final_answer": "晴。"}}
+    at = client.threads.get_state(thread, checkpoint={"checkpoint_id": client.threads.get_state(thread)["checkpoint"]
+                                                       ["checkpoint_id"]}, select=["checkpoint"])
+    assert list(at) == ["checkpoint"]
+    assert all(list(h) == ["metadata"] for h in client.threads.get_history(thread, select=["metadata"]))
+    status, detail = _refused(lambda: client.threads.get_state(thread, select=["secrets"]))
+    assert status == 422 and "select" in detail
+    client.runs.wait(thread, "react", input=human("计算 2 + 3 等于多少"))
+    assert client.runs.list(thread, select=["run_id", "status"])[0].keys() == {"run_id", "status"}
+
+
+def test_the_stores_semantic_search_is_refused_as_not_served(served):
+    client = served.client()
+    status, detail = _refused(lambda: client.store.search_items(["notes"], query="tea"))
+    assert status == 501 and "query" in detail
+    status, detail = _refused(lambda: client.store.put_item(["notes"], "k", {"text": "tea"}, index=["text"]))
+    assert status == 501 and "index" in detail
+    client.store.put_item(["notes"], "k", {"text": "tea"}, index=False)
+    assert client.store.search_items(["notes"], query="")["items"][0]["key"] == "k"

@@ -47,6 +47,8 @@ from reactgraph.service.thread_streams import run_mode_filter
 from reactgraph.service.wire import BadRequest, field
 
 _RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
+RUN_FIELDS = ("run_id", "thread_id", "assistant_id", "created_at", "updated_at", "status", "metadata", "kwargs",
+              "multitask_strategy")
 
 
 async def create(request: Request, *, stateless: bool = False, body: dict[str, Any] | None = None
@@ -228,6 +230,10 @@ async def list_runs(request: Request) -> Response:
     runs = await svc.records.list_runs(thread_id, limit=int_param(request.query_params.get("limit"), "limit", 10, 1),
                                        offset=int_param(request.query_params.get("offset"), "offset", 0, 0, 10**6),
                                        status=status)
+    if select := [name for name in request.query_params.getlist("select") if name]:  # runs.list(select=[…])
+        if unknown := sorted(set(select) - set(RUN_FIELDS)):
+            raise BadRequest(422, f"'select' takes {', '.join(RUN_FIELDS)}; got {', '.join(unknown[:5])}")
+        runs = [{key: value for key, value in run.items() if key in select} for run in runs]
     return json_response(runs)
 
 

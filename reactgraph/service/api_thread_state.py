@@ -15,6 +15,7 @@ from reactgraph.service.thread_state import thread_state
 from reactgraph.service.wire import BadRequest, field
 
 MAX_HISTORY = 1000
+STATE_FIELDS = ("values", "next", "tasks", "checkpoint", "metadata", "created_at", "parent_checkpoint", "interrupts")
 
 
 def _state_config(thread_id: str, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
@@ -30,13 +31,13 @@ def _state_config(thread_id: str, checkpoint: dict[str, Any] | None) -> dict[str
 async def get_state(request: Request) -> Response:
     svc, thread_id, record = await existing_thread(request)
     checkpoint_id = request.path_params.get("checkpoint_id")
-    if request.method == "POST":
-        checkpoint = field(await body_of(request), "checkpoint", dict, {})
-    else:
-        checkpoint = {"checkpoint_id": checkpoint_id} if checkpoint_id else {}
-    subgraphs = request.query_params.get("subgraphs") in ("true", "True", "1")
+    body = await body_of(request) if request.method == "POST" else {}
+    checkpoint = field(body, "checkpoint", dict, {}) if body else {"checkpoint_id": checkpoint_id} if checkpoint_id \
+        else {}
+    subgraphs = body.get("subgraphs") is True or request.query_params.get("subgraphs") in ("true", "True", "1")
+    select = field(body, "select", list) or request.query_params.getlist("select")
     snapshot = await graph_of(svc, record).aget_state(_state_config(thread_id, checkpoint), subgraphs=subgraphs)
-    return json_response(thread_state(snapshot))
+    return json_response(selected_state(thread_state(snapshot), select))
 
 
 @handler
@@ -61,6 +62,7 @@ async def history(request: Request) -> Response:
     svc, thread_id, record = await existing_thread(request)
     body = await body_of(request) if request.method == "POST" else dict(request.query_params)
     limit = int_param(body.get("limit"), "limit", 10, 1, MAX_HISTORY)
+    select = field(body, "select", list) if request.method == "POST" else request.query_params.getlist("select")
     before = field(body, "before", dict) or ({"checkpoint_id": body["before"]} if isinstance(body.get("before"), str)
                                              else None)
     states = []
@@ -68,8 +70,22 @@ async def history(request: Request) -> Response:
     async for snapshot in graph.aget_state_history(_state_config(thread_id, field(body, "checkpoint", dict)),
                                                    limit=limit, filter=field(body, "metadata", dict),
                                                    before=_state_config(thread_id, before) if before else None):
-        states.append(thread_state(snapshot))
+        states.append(selected_state(thread_state(snapshot), select))
     return json_response(states)
+
+
+def selected_state(state: dict[str, Any], select: list[Any] | None) -> dict[str, Any]:
+    """`state` with only the `select`ed fields (all when none); `values.<key>` keeps that key of the values."""
+    if not select:
+        return state
+    if bad := [f for f in select if not isinstance(f, str) or (f.split(".")[0] not in STATE_FIELDS)
+               or ("." in f and not f.startswith("values."))]:
+        raise BadRequest(422, f"'select' takes {', '.join(STATE_FIELDS)} or values.<key>; got {str(bad[0])[:80]!r}")
+    chosen = {key: value for key, value in state.items() if key in select}
+    if "values" not in select and (keys := [f[len("values."):] for f in select if f.startswith("values.")]):
+        values = state.get("values") if isinstance(state.get("values"), dict) else {}
+        chosen["values"] = {key: values[key] for key in keys if key in values}
+    return chosen
 
 
 ROUTES = [
