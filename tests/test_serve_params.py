@@ -17,7 +17,7 @@ from test_serve import Service, human, start_service, stop, wait_for
 
 @pytest.fixture(scope="module")
 def served(redis_url: str, tmp_path_factory) -> Iterator[Service]:
-    service = start_service(redis_url, tmp_path_factory.mktemp("params"))
+    service = start_service(redis_url, tmp_path_factory.mktemp("params"), SLOW_CITIES="广州", SLOW_S="60")
     yield service
     stop(service)
 
@@ -339,3 +339,28 @@ def test_the_stores_semantic_search_is_refused_as_not_served(served):
     assert status == 501 and "index" in detail
     client.store.put_item(["notes"], "k", {"text": "tea"}, index=False)
     assert client.store.search_items(["notes"], query="")["items"][0]["key"] == "k"
+
+
+# -- disconnects, graphs, checkpoints -------------------------------------------------------------------------
+
+def test_a_wait_that_says_on_disconnect_cancel_cancels_its_run_when_the_client_leaves(served):
+    client = served.client()
+    thread = client.threads.create()["thread_id"]
+    body = {"assistant_id": "react", "input": human("广州的天气怎么样？"), "on_disconnect": "cancel"}
+    with pytest.raises(httpx.ReadTimeout):  # the client leaves while the slow tool runs
+        httpx.post(f"{served.url}/threads/{thread}/runs/wait", json=body, timeout=3)
+    wait_for(lambda: client.runs.list(thread)[0]["status"] == "interrupted", 30, "the left run cancelled")
+    background = httpx.post(f"{served.url}/threads/{thread}/runs", json={**body, "input": human("hi")})
+    assert background.status_code == 422 and "on_disconnect" in background.json()["detail"]
+
+
+def test_a_graph_drawing_takes_an_xray_depth_and_a_subgraph_checkpoint_is_refused(served):
+    client = served.client()
+    assert client.assistants.get_graph("react", xray=2)["nodes"]
+    status, detail = _refused(lambda: httpx.get(f"{served.url}/assistants/react/graph", params={"xray": "deep"})
+                              .raise_for_status())
+    assert status == 422 and "xray" in detail
+    thread = client.threads.create()["thread_id"]
+    status, detail = _refused(lambda: client.runs.create(thread, "react", input=human("hi"),
+                                                         checkpoint={"checkpoint_ns": "inner:1"}))
+    assert status == 422 and "checkpoint_ns" in detail

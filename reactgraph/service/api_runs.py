@@ -33,7 +33,13 @@ from reactgraph.service.events import entry_id
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
 from reactgraph.service.run_cancel import cancel_now
 from reactgraph.service.run_input import run_kwargs, strategy
-from reactgraph.service.run_options import on_completion, on_disconnect
+from reactgraph.service.run_options import (
+    background,
+    check_checkpoint,
+    check_nodes,
+    on_completion,
+    on_disconnect,
+)
 from reactgraph.service.run_streams import (
     event_stream,
     final_values,
@@ -62,7 +68,7 @@ async def create(request: Request, *, stateless: bool = False, body: dict[str, A
     # a created assistant's settings under the run's own, checked together as the run's
     kwargs = run_kwargs(with_assistant(body, assistant.stored), svc.assistants.run_policy, svc.assistants.gateway)
     chosen = strategy(body)
-    _check_nodes(assistant.graph, kwargs)
+    check_nodes(assistant.graph, kwargs)
     if_not_exists = "create" if stateless else field(body, "if_not_exists", str, "reject")
     if if_not_exists not in ("create", "reject"):
         raise BadRequest(422, f"'if_not_exists' must be create or reject, got {if_not_exists!r}")
@@ -85,7 +91,7 @@ async def create(request: Request, *, stateless: bool = False, body: dict[str, A
         if if_not_exists != "create":
             raise BadRequest(404, f"thread {thread_id!r} not found")
         thread = await svc.records.create_thread(thread_id, dict(metadata))
-    await _check_checkpoint(svc, thread_id, kwargs.get("checkpoint_id"))
+    await check_checkpoint(svc.assistants.checkpointer, thread_id, kwargs.get("checkpoint_id"))
     if (caller := caller_of(request)) is not None:  # who the graph runs for, never what the client said
         kwargs["config"]["configurable"].update(caller.configurable())
     # which graph runs (a worker finds a created assistant's by it): the service's word, as on the Agent Server
@@ -112,26 +118,6 @@ async def create(request: Request, *, stateless: bool = False, body: dict[str, A
     return svc, thread, run
 
 
-def _check_nodes(graph: Any, kwargs: dict[str, Any]) -> None:
-    """interrupt_before/after name nodes of the assistant's graph (LangGraph would ignore the others silently)."""
-    nodes = sorted(name for name in graph.nodes if not name.startswith("__"))
-    for name in ("interrupt_before", "interrupt_after"):
-        named = kwargs.get(name)
-        if isinstance(named, list) and (unknown := [node for node in named if node not in nodes]):
-            raise BadRequest(422, f"'{name}' names no node of this graph: {', '.join(map(repr, unknown[:10]))}; "
-                                  f"nodes: {', '.join(nodes)}")
-
-
-async def _check_checkpoint(svc: Service, thread_id: str, checkpoint_id: str | None) -> None:
-    """A run from a checkpoint must name one of the thread's (else LangGraph would start from nothing)."""
-    if not checkpoint_id:
-        return
-    found = await svc.assistants.checkpointer.aget_tuple(
-        {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}})
-    if found is None:
-        raise BadRequest(422, f"'checkpoint_id' {checkpoint_id[:80]!r} is no checkpoint of thread {thread_id!r}")
-
-
 async def _existing_run(request: Request, action: str = "read") -> tuple[Service, str, dict[str, Any]]:
     """The path's run, if its thread is the caller's to `action` (`threads.<action>`): else a 404."""
     svc, thread_id, _thread = await existing_thread(request, action, {"run_id": request.path_params["run_id"]})
@@ -146,12 +132,14 @@ async def _existing_run(request: Request, action: str = "read") -> tuple[Service
 
 @handler
 async def create_run(request: Request) -> Response:
+    background(await body_of(request))
     _svc, _thread, run = await create(request)
     return json_response(run, headers={"Content-Location": locations(run)["Content-Location"]})
 
 
 @handler
 async def create_stateless_run(request: Request) -> Response:
+    background(await body_of(request))
     _svc, _thread, run = await create(request, stateless=True)
     return json_response(run, headers={"Content-Location": locations(run, stateless=True)["Content-Location"]})
 
@@ -196,7 +184,7 @@ async def join_stream(request: Request) -> Response:
 async def wait_run(request: Request) -> Response:
     async with service(request).streams.held():  # before the run exists: a wait refused for the limit creates none
         svc, thread, run = await create(request)
-        await wait_for_end(svc, run)
+        await wait_for_end(svc, run, request if on_disconnect(await body_of(request)) == "cancel" else None)
     return json_response(await final_values(svc, thread, run),
                          headers={"Content-Location": locations(run)["Content-Location"]})
 
@@ -206,6 +194,7 @@ async def wait_stateless_run(request: Request) -> Response:
     """The answer comes from the run's events: its thread is gone once it has ended (unless kept)."""
     async with service(request).streams.held():
         svc, _thread, run = await create(request, stateless=True)
+        await wait_for_end(svc, run, request if on_disconnect(await body_of(request)) == "cancel" else None)
         answer = await streamed_result(svc, run)
     return json_response(answer, headers={"Content-Location": locations(run)["Content-Location"]})
 

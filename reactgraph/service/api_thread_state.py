@@ -83,7 +83,7 @@ def selected_state(state: dict[str, Any], select: list[Any] | None) -> dict[str,
         raise BadRequest(422, f"'select' takes {', '.join(STATE_FIELDS)} or values.<key>; got {str(bad[0])[:80]!r}")
     chosen = {key: value for key, value in state.items() if key in select}
     if "values" not in select and (keys := [f[len("values."):] for f in select if f.startswith("values.")]):
-        values = state.get("values") if isinstance(state.get("values"), dict) else {}
+        values: dict[str, Any] = state["values"] if isinstance(state.get("values"), dict) else {}
         chosen["values"] = {key: values[key] for key in keys if key in values}
     return chosen
 

@@ -113,7 +113,8 @@ async def protocol_command(request: Request) -> Response:
     command_id, method = payload.get("id"), payload.get("method")
     if not isinstance(command_id, int) or isinstance(command_id, bool) or not isinstance(method, str):
         return _error(None, "invalid_argument", "protocol commands must include an integer id and string method", 400)
-    params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
+    given = payload.get("params")
+    params: dict[str, Any] = given if isinstance(given, dict) else {}
     try:
         if method == "run.start":
             body = _run_start_body(params)

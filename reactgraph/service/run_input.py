@@ -58,6 +58,9 @@ def run_kwargs(body: Mapping[str, Any], policy: RunPolicy | None = None, gateway
     if limit is not None and not 1 <= limit <= MAX_RECURSION_LIMIT:
         raise BadRequest(422, f"'config.recursion_limit' must be from 1 to {MAX_RECURSION_LIMIT}, got {limit}")
     checkpoint = field(body, "checkpoint", dict, {})
+    if field(checkpoint, "checkpoint_ns", str) or checkpoint.get("checkpoint_map"):  # a subgraph's checkpoint
+        raise BadRequest(422, "'checkpoint' of a subgraph (checkpoint_ns, checkpoint_map) is refused: a run starts "
+                              "from one of the thread's own checkpoints (checkpoint_id)")
     checkpoint_id = field(body, "checkpoint_id", str) or field(checkpoint, "checkpoint_id", str)
     interrupts = {name: _node_list(body, name) for name in ("interrupt_before", "interrupt_after")}
     return {"input": graph_input, "command": command, "stream_mode": modes, "context": context,

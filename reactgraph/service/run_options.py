@@ -53,6 +53,13 @@ def on_disconnect(body: dict[str, Any]) -> str:
     return chosen
 
 
+def background(body: dict[str, Any]) -> None:
+    """A background run holds no connection that could go: `on_disconnect="cancel"` would mean nothing."""
+    if on_disconnect(body) == "cancel":
+        raise BadRequest(422, "'on_disconnect' cancel is for a run streamed or waited on; a background run "
+                              "(runs.create) holds no connection: cancel it with runs.cancel")
+
+
 def on_completion(body: dict[str, Any]) -> str:
     chosen = field(body, "on_completion", str, "delete")
     if chosen not in ("delete", "keep"):
@@ -82,6 +89,26 @@ def config_extras(config: Mapping[str, Any]) -> dict[str, Any]:
             raise BadRequest(422, f"'config.max_concurrency' must be from 1 to 1000, got {concurrency}")
         extras["max_concurrency"] = concurrency
     return extras
+
+
+def check_nodes(graph: Any, kwargs: dict[str, Any]) -> None:
+    """interrupt_before/after name nodes of the assistant's graph (LangGraph would ignore the others silently)."""
+    nodes = sorted(name for name in graph.nodes if not name.startswith("__"))
+    for name in ("interrupt_before", "interrupt_after"):
+        named = kwargs.get(name)
+        if isinstance(named, list) and (unknown := [node for node in named if node not in nodes]):
+            raise BadRequest(422, f"'{name}' names no node of this graph: {', '.join(map(repr, unknown[:10]))}; "
+                                  f"nodes: {', '.join(nodes)}")
+
+
+async def check_checkpoint(checkpointer: Any, thread_id: str, checkpoint_id: str | None) -> None:
+    """A run from a checkpoint must name one of the thread's (else LangGraph would start from nothing)."""
+    if not checkpoint_id:
+        return
+    found = await checkpointer.aget_tuple(
+        {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}})
+    if found is None:
+        raise BadRequest(422, f"'checkpoint_id' {checkpoint_id[:80]!r} is no checkpoint of thread {thread_id!r}")
 
 
 def graph_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:

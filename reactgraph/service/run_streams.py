@@ -20,9 +20,12 @@ from reactgraph.service.api_common import Service
 from reactgraph.service.api_threads import current_state, graph_of
 from reactgraph.service.events import read_events
 from reactgraph.service.records import FINAL_RUN_STATUSES
+from reactgraph.service.run_cancel import cancel_now
+from reactgraph.service.scheduled_runs import cancel_scheduled
 from reactgraph.service.wire import plain
 
 JOIN_POLL_MS = 1000
+DISCONNECT_POLL_S = 0.5  # how often a wait that cancels on disconnect looks whether its client is there
 INTERRUPT = "__interrupt__"
 
 
@@ -89,10 +92,29 @@ def _events(svc: Service, run: dict[str, Any], after: str = "0") -> AsyncIterato
                        still_going=still_going(svc, thread_id, run_id))
 
 
-async def wait_for_end(svc: Service, run: dict[str, Any]) -> None:
-    """Until the run has ended; for a caller that holds one of `svc.streams`' slots."""
-    async for _ in _events(svc, run):
+async def wait_for_end(svc: Service, run: dict[str, Any], cancel_if_gone: Any = None) -> None:
+    """Until the run has ended; for a caller that holds one of `svc.streams`' slots. `cancel_if_gone`: the request
+    of a wait that said `on_disconnect="cancel"` — when its client leaves first, the run is cancelled."""
+    waiting = asyncio.ensure_future(_drained(_events(svc, run)))
+    try:
+        while not waiting.done():
+            await asyncio.wait({waiting}, timeout=DISCONNECT_POLL_S)
+            if cancel_if_gone is not None and not waiting.done() and await cancel_if_gone.is_disconnected():
+                await asyncio.shield(_cancel(svc, run))
+                return
+        waiting.result()
+    finally:
+        waiting.cancel()
+
+
+async def _drained(events: AsyncIterator[Any]) -> None:
+    async for _ in events:
         pass
+
+
+async def _cancel(svc: Service, run: dict[str, Any]) -> None:
+    if await cancel_now(svc.records, svc.assistants, run, "interrupt") == "done":
+        await cancel_scheduled(svc.records, run, "interrupt")
 
 
 async def streamed_result(svc: Service, run: dict[str, Any]) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from langgraph.types import Command, Send, StateUpdate
 
@@ -64,7 +64,7 @@ def _update(update: Any, where: str) -> StateUpdate:
     values = update.get("values")
     if values is not None and not isinstance(values, dict | list):
         raise BadRequest(422, f"'{where}.values' must be an object (or a list of them), not {type(values).__name__}")
-    return StateUpdate(values, as_node)
+    return StateUpdate(cast(Any, values), as_node)  # a list of updates too, as LangGraph's update_state takes
 
 
 async def apply_supersteps(graph: Any, thread_id: str, steps: list[list[StateUpdate]]) -> None:

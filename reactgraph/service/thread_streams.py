@@ -79,7 +79,8 @@ class ThreadReader:
         outage_since: float | None = None
         while True:
             await self._follow_new_runs()
-            reading = {self.keys.events(self.thread_id, r): p for r, p in self.positions.items() if r not in self.ended}
+            reading: dict[Any, Any] = {self.keys.events(self.thread_id, r): p for r, p in self.positions.items()
+                                       if r not in self.ended}
             if not reading:
                 await asyncio.sleep(block_ms / 1000)
                 continue
