@@ -120,11 +120,18 @@ def test_another_users_thread_is_a_404_everywhere_and_absent_from_search(served,
         "runs.cancel": lambda: bob.runs.cancel(thread_id, run["run_id"]),
         "runs.delete": lambda: bob.runs.delete(thread_id, run["run_id"]),
         "runs.join_stream": lambda: list(bob.runs.join_stream(thread_id, run["run_id"])),
+        "threads.join_stream": lambda: list(bob.threads.join_stream(thread_id)),
     }
     assert {name: status_of(call) for name, call in calls.items()} == dict.fromkeys(calls, 404)
     stream = httpx.post(f"{served.url}/threads/{thread_id}/runs/stream", timeout=5,
                         headers={"Authorization": "Bearer token-bob"}, json={"assistant_id": "react", "input": {}})
     assert stream.status_code == 404
+    for path, body in (("stream/events", {"channels": ["values"]}),  # the thread-centric protocol's
+                       ("commands", {"id": 1, "method": "run.start", "params": {"assistant_id": "react"}}),
+                       ("commands", {"id": 2, "method": "input.respond", "params": {"interrupt_id": "x" * 32}})):
+        answer = httpx.post(f"{served.url}/threads/{thread_id}/{path}", timeout=5, json=body,
+                            headers={"Authorization": "Bearer token-bob"})
+        assert answer.status_code == 404, (path, body)
     assert thread_id not in [t["thread_id"] for t in bob.threads.search(limit=1000)]
     assert bob.threads.search(ids=[thread_id]) == []
     assert bob.threads.count(metadata={"topic": "weather"}) == 0

@@ -134,10 +134,10 @@ async def get_versions(request: Request) -> Response:
 # Drawn once per (graph, xray) and process, on a worker thread: drawing a graph and building its schemas is
 # synchronous CPU work that would otherwise hold every other request and run of the loop. An assistant's
 # settings do not change its graph's drawing or schemas.
-_DRAWN: dict[tuple[str, str, bool], Any] = {}
+_DRAWN: dict[tuple[str, str, bool | int], Any] = {}
 
 
-async def _drawn(assistant: Assistant, what: str, xray: bool, draw: Any) -> Any:
+async def _drawn(assistant: Assistant, what: str, xray: bool | int, draw: Any) -> Any:
     key = (assistant.graph_id, what, xray)
     if key not in _DRAWN:
         _DRAWN[key] = await asyncio.to_thread(draw)
@@ -147,7 +147,10 @@ async def _drawn(assistant: Assistant, what: str, xray: bool, draw: Any) -> Any:
 @handler
 async def get_assistant_graph(request: Request) -> Response:
     assistant = await readable_assistant(request)
-    xray = request.query_params.get("xray") in ("true", "True", "1")
+    raw = request.query_params.get("xray") or "false"  # langgraph-sdk sends a bool or a depth
+    if raw not in ("true", "True", "false", "False") and not (raw.isdigit() and int(raw) <= 100):
+        raise BadRequest(422, f"'xray' must be true, false or a depth from 0 to 100, got {raw[:20]!r}")
+    xray: bool | int = int(raw) if raw.isdigit() else raw in ("true", "True")
     return json_response(await _drawn(assistant, "graph", xray, lambda: assistant.graph.get_graph(xray=xray).to_json()))
 
 

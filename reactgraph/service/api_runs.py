@@ -32,8 +32,15 @@ from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.events import entry_id
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
-from reactgraph.service.run_cancel import cancel_now, end_if_abandoned
+from reactgraph.service.run_cancel import cancel_now, end_if_abandoned, nothing_to_cancel
 from reactgraph.service.run_input import channel_values, check_graph_input, run_kwargs, strategy
+from reactgraph.service.run_options import (
+    background,
+    check_checkpoint,
+    check_nodes,
+    on_completion,
+    on_disconnect,
+)
 from reactgraph.service.run_quota import create_counted
 from reactgraph.service.run_streams import (
     event_stream,
@@ -43,29 +50,38 @@ from reactgraph.service.run_streams import (
     streamed_result,
     wait_for_end,
 )
+from reactgraph.service.scheduled_runs import cancel_scheduled, later_iso, schedule_run
+from reactgraph.service.thread_streams import run_mode_filter
 from reactgraph.service.wire import BadRequest, field
 
 _RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
+RUN_FIELDS = ("run_id", "thread_id", "assistant_id", "created_at", "updated_at", "status", "metadata", "kwargs",
+              "multitask_strategy")
 
 
-async def create(request: Request, *, stateless: bool = False) -> tuple[Service, dict[str, Any], dict[str, Any]]:
-    """Store and enqueue the body's run: on the path's thread, or (`stateless`) on a new thread of its own,
-    which its worker deletes after the run unless the body says `on_completion: keep` (as langgraph-api does)."""
-    svc, body = service(request), await body_of(request)
-    thread_id = new_id() if stateless else thread_id_of(request)
+async def create(request: Request, *, stateless: bool = False, body: dict[str, Any] | None = None
+                 ) -> tuple[Service, dict[str, Any], dict[str, Any]]:
+    """Store and enqueue the body's run (`body`, else the request's): on the path's thread, or (`stateless`) on a
+    new thread of its own, which its worker deletes after the run unless the body says `on_completion: keep` (as
+    langgraph-api does)."""
+    svc, body = service(request), body if body is not None else await body_of(request)
+    thread_id, saver = new_id() if stateless else thread_id_of(request), svc.assistants.checkpointer
     assistant = await run_assistant(request, field(body, "assistant_id", str))
     # a created assistant's settings under the run's own, checked together as the run's
     kwargs = run_kwargs(with_assistant(body, assistant.stored), svc.assistants.run_policy, svc.assistants.gateway)
     chosen = strategy(body)
-    _check_nodes(assistant.graph, kwargs)
+    check_nodes(assistant.graph, kwargs)
     if_not_exists = "create" if stateless else field(body, "if_not_exists", str, "reject")
+    if if_not_exists not in ("create", "reject"):
+        raise BadRequest(422, f"'if_not_exists' must be create or reject, got {if_not_exists!r}")
+    on_disconnect(body)
     if stateless:
         kwargs["temporary"] = on_completion(body) == "delete"
     # `threads.create_run` (else `threads.*`, …): its filter is the thread's; it may write the run's metadata
     value: dict[str, Any] = {
         "thread_id": thread_id, "assistant_id": assistant.assistant_id, "run_id": None, "status": "pending",
         "metadata": dict(field(body, "metadata", dict, {})), "multitask_strategy": chosen,
-        "if_not_exists": if_not_exists, "after_seconds": 0, "kwargs": kwargs,
+        "if_not_exists": if_not_exists, "after_seconds": kwargs["after_seconds"], "kwargs": kwargs,
         "prevent_insert_if_inflight": chosen == "reject"}
     allowed = await authorize(request, "threads", "create_run", value)
     metadata = value["metadata"] if isinstance(value.get("metadata"), dict) else {}
@@ -73,14 +89,13 @@ async def create(request: Request, *, stateless: bool = False) -> tuple[Service,
     if thread is not None and not matches(thread.get("metadata"), allowed):
         thread = None  # not the caller's: as if it did not exist, and not to be made either
         if_not_exists = "reject"
-    known = thread is not None  # a refused input creates no thread; a thread not the caller's has no values to read
-    saver = svc.assistants.checkpointer
-    await check_graph_input(assistant.graph, kwargs, lambda: channel_values(saver, thread_id, known))
+    # a refused input creates no thread; a thread not the caller's has no values to read
+    await check_graph_input(assistant.graph, kwargs, lambda: channel_values(saver, thread_id, thread is not None))
     if thread is None:
         if if_not_exists != "create":
             raise BadRequest(404, f"thread {thread_id!r} not found")
         thread = await svc.records.create_thread(thread_id, dict(metadata), *thread_quota(request))
-    await _check_checkpoint(svc, thread_id, kwargs.get("checkpoint_id"))
+    await check_checkpoint(saver, thread_id, kwargs.get("checkpoint_id"))
     if (caller := caller_of(request)) is not None:  # who the graph runs for, never what the client said
         kwargs["config"]["configurable"].update(caller.configurable())
     # which graph runs (a worker finds a created assistant's by it): the service's word, as on the Agent Server
@@ -89,48 +104,32 @@ async def create(request: Request, *, stateless: bool = False) -> tuple[Service,
         thread["metadata"] = {**(thread.get("metadata") or {}), "graph_id": assistant.graph_id,
                               "assistant_id": assistant.assistant_id}
         await svc.records.put_thread(thread)
-    stamp = now_iso()
+    stamp, after = now_iso(), kwargs["after_seconds"]
     run = {"run_id": new_id(), "thread_id": thread_id, "assistant_id": assistant.assistant_id,
-           "created_at": stamp, "updated_at": stamp, "status": "pending",
+           # as langgraph-api: a run that waits `after_seconds` is created that much later
+           "created_at": later_iso(after) if after else stamp, "updated_at": stamp, "status": "pending",
            "metadata": metadata, "kwargs": kwargs, "multitask_strategy": chosen,
            "langsmith_session_name": None}
+    await _enqueue(request, svc, run, after)
+    return svc, thread, run
+
+
+async def _enqueue(request: Request, svc: Service, run: dict[str, Any], after: float) -> None:
+    """Store the run on its thread under the caller's `runs_in_flight` quota and its multitask strategy (the runs it
+    interrupts or rolls back stop first), and tell the workers (a scheduled run: once it is due)."""
+    thread_id, chosen = run["thread_id"], run["multitask_strategy"]
     await svc.queue.mark(thread_id)  # before the run is stored: see work_queue's docstring
-    created, ahead = await create_counted(svc.records, owner_of(request), quotas_of(request).of("runs_in_flight"), run)
+    store = (lambda record: schedule_run(svc.records, record, after)) if after else svc.records.create_run
+    created, ahead = await create_counted(svc.records, owner_of(request), quotas_of(request).of("runs_in_flight"),
+                                          run, store)
     if not created:
         raise BadRequest(409, f"thread {thread_id!r} is busy with another run (multitask_strategy 'reject')")
     if chosen in ("interrupt", "rollback"):
         for earlier in ahead:  # they stop (and, for rollback, vanish) before this run starts
             await svc.records.cancel(thread_id, earlier, chosen)
     await svc.records.count("created")
-    await svc.queue.notify(thread_id)
-    return svc, thread, run
-
-
-def on_completion(body: dict[str, Any]) -> str:
-    chosen = field(body, "on_completion", str, "delete")
-    if chosen not in ("delete", "keep"):
-        raise BadRequest(422, f"'on_completion' must be delete or keep, got {chosen!r}")
-    return chosen
-
-
-def _check_nodes(graph: Any, kwargs: dict[str, Any]) -> None:
-    """interrupt_before/after name nodes of the assistant's graph (LangGraph would ignore the others silently)."""
-    nodes = sorted(name for name in graph.nodes if not name.startswith("__"))
-    for name in ("interrupt_before", "interrupt_after"):
-        named = kwargs.get(name)
-        if isinstance(named, list) and (unknown := [node for node in named if node not in nodes]):
-            raise BadRequest(422, f"'{name}' names no node of this graph: {', '.join(map(repr, unknown[:10]))}; "
-                                  f"nodes: {', '.join(nodes)}")
-
-
-async def _check_checkpoint(svc: Service, thread_id: str, checkpoint_id: str | None) -> None:
-    """A run from a checkpoint must name one of the thread's (else LangGraph would start from nothing)."""
-    if not checkpoint_id:
-        return
-    found = await svc.assistants.checkpointer.aget_tuple(
-        {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}})
-    if found is None:
-        raise BadRequest(422, f"'checkpoint_id' {checkpoint_id[:80]!r} is no checkpoint of thread {thread_id!r}")
+    if not after:  # a scheduled run is notified once it is due (scheduled_runs.promote_due)
+        await svc.queue.notify(thread_id)
 
 
 async def _existing_run(request: Request, action: str = "read") -> tuple[Service, str, dict[str, Any]]:
@@ -147,12 +146,14 @@ async def _existing_run(request: Request, action: str = "read") -> tuple[Service
 
 @handler
 async def create_run(request: Request) -> Response:
+    background(await body_of(request))
     _svc, _thread, run = await create(request)
     return json_response(run, headers={"Content-Location": locations(run)["Content-Location"]})
 
 
 @handler
 async def create_stateless_run(request: Request) -> Response:
+    background(await body_of(request))
     _svc, _thread, run = await create(request, stateless=True)
     return json_response(run, headers={"Content-Location": locations(run, stateless=True)["Content-Location"]})
 
@@ -163,7 +164,7 @@ async def _stream(request: Request, stateless: bool) -> Response:
     try:
         svc, _thread, run = await create(request, stateless=stateless)
         body = await body_of(request)
-        cancel_on_disconnect = field(body, "on_disconnect", str, "continue") == "cancel"
+        cancel_on_disconnect = on_disconnect(body) == "cancel"
         return event_stream(svc, run, "0", cancel_on_disconnect, locations(run, stateless))
     except BaseException:
         slots.give_back()
@@ -188,8 +189,9 @@ async def join_stream(request: Request) -> Response:
     except ValueError as exc:
         raise BadRequest(422, str(exc)) from None
     cancel = request.query_params.get("cancel_on_disconnect") in ("true", "True", "1")
+    keep = run_mode_filter(request.query_params.getlist("stream_mode"), run["kwargs"].get("stream_mode", []))
     svc.streams.take(owner_of(request))
-    return event_stream(svc, run, after, cancel)
+    return event_stream(svc, run, after, cancel, keep=keep)
 
 
 @handler
@@ -197,7 +199,7 @@ async def wait_run(request: Request) -> Response:
     # before the run exists: a wait refused for the limit creates none
     async with service(request).streams.held(owner_of(request)):
         svc, thread, run = await create(request)
-        await wait_for_end(svc, run)
+        await wait_for_end(svc, run, request if on_disconnect(await body_of(request)) == "cancel" else None)
     return json_response(await final_values(svc, thread, run),
                          headers={"Content-Location": locations(run)["Content-Location"]})
 
@@ -207,6 +209,7 @@ async def wait_stateless_run(request: Request) -> Response:
     """The answer comes from the run's events: its thread is gone once it has ended (unless kept)."""
     async with service(request).streams.held(owner_of(request)):
         svc, _thread, run = await create(request, stateless=True)
+        await wait_for_end(svc, run, request if on_disconnect(await body_of(request)) == "cancel" else None)
         answer = await streamed_result(svc, run)
     return json_response(answer, headers={"Content-Location": locations(run)["Content-Location"]})
 
@@ -231,6 +234,10 @@ async def list_runs(request: Request) -> Response:
     runs = await svc.records.list_runs(thread_id, limit=int_param(request.query_params.get("limit"), "limit", 10, 1),
                                        offset=int_param(request.query_params.get("offset"), "offset", 0, 0, 10**6),
                                        status=status)
+    if select := [name for name in request.query_params.getlist("select") if name]:  # runs.list(select=[…])
+        if unknown := sorted(set(select) - set(RUN_FIELDS)):
+            raise BadRequest(422, f"'select' takes {', '.join(RUN_FIELDS)}; got {', '.join(unknown[:5])}")
+        runs = [{key: value for key, value in run.items() if key in select} for run in runs]
     return json_response(runs)
 
 
@@ -261,22 +268,19 @@ async def cancel_run(request: Request) -> Response:
     if action not in ("interrupt", "rollback"):
         raise BadRequest(422, f"'action' must be interrupt or rollback, got {action!r}")
     if run["status"] in FINAL_RUN_STATUSES:  # as langgraph-api: only a pending or running run can be cancelled
-        raise _nothing_to_cancel(run)
+        raise nothing_to_cancel(run)
     # from here the run reads `interrupted` (or, for rollback, is gone); its worker stops it within a moment
     where = await cancel_now(svc.records, svc.assistants, run, action)
+    if where == "done" and await cancel_scheduled(svc.records, run, action):
+        where = "pending"  # it was waiting for its time (after_seconds): it never starts
     if where == "done":
-        raise _nothing_to_cancel(run)
+        raise nothing_to_cancel(run)
     if request.query_params.get("wait") in ("true", "True", "1"):  # until its worker has stopped it
         if where != "active":
             return json_response({})
         async with svc.streams.held(owner_of(request)):
             return json_response(await streamed_result(svc, run))
     return Response(status_code=202)
-
-
-def _nothing_to_cancel(run: dict[str, Any]) -> BadRequest:
-    return BadRequest(404, f"run {run['run_id']!r} on thread {run['thread_id']!r} is neither pending nor running "
-                           "(it has ended, or was cancelled already): there is nothing to cancel")
 
 
 ROUTES = [

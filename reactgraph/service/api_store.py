@@ -26,7 +26,6 @@ from reactgraph.service.wire import BadRequest, field
 MAX_LABELS, MAX_LABEL_CHARS, MAX_KEY_CHARS = 16, 256, 1024
 MAX_VALUE_BYTES = 1024 * 1024
 MAX_FILTER_BYTES = 16 * 1024
-MAX_QUERY_CHARS = 4096
 MAX_SCAN = 10_000  # items a search filtered on both the caller's and the auth handler's condition looks at
 MAX_TTL_MINUTES = 10 * 365 * 24 * 60
 FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")  # RedisStore's (reactgraph/memory/redis_store)
@@ -106,6 +105,9 @@ async def put_item(request: Request) -> Response:
     if index is not None and index is not False and not (isinstance(index, list) and all(isinstance(i, str)
                                                                                          for i in index)):
         raise BadRequest(422, "'index' must be false or a list of field paths")
+    if index:  # fields to embed: the store has no vector index to put them in
+        raise BadRequest(501, "'index' (fields to embed for semantic search) is not served: the store has no "
+                              "vector index; give index=false or leave it out")
     ttl = field(body, "ttl", (int, float))
     if ttl is not None and not (0 < ttl <= MAX_TTL_MINUTES and math.isfinite(ttl)):
         raise BadRequest(422, f"'ttl' must be minutes, more than 0 and at most {MAX_TTL_MINUTES}")
@@ -157,8 +159,9 @@ async def search_items(request: Request) -> Response:
     limit = int_param(body.get("limit"), "limit", 10, 1, 1000)
     offset = int_param(body.get("offset"), "offset", 0, 0, 10**6)
     query = field(body, "query", str)
-    if query is not None and len(query) > MAX_QUERY_CHARS:
-        raise BadRequest(422, f"'query' is over the limit of {MAX_QUERY_CHARS} characters")
+    if query:  # the store has no vector index: a query would be ignored, so it is refused instead
+        raise BadRequest(501, "'query' (semantic search) is not served: the store has no vector index; search "
+                              "with 'filter' and 'namespace_prefix'")
     value = {"namespace": _namespace(body.get("namespace_prefix", []), "namespace_prefix", empty=True),
              "filter": _checked_filter(_bounded(field(body, "filter", dict), "filter", MAX_FILTER_BYTES)),
              "limit": limit, "offset": offset, "query": query, "refresh_ttl": field(body, "refresh_ttl", bool)}

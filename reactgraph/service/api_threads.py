@@ -29,9 +29,18 @@ from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.index_search import count, search
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import THREAD_STATUSES, new_id
+from reactgraph.service.thread_options import (
+    apply_supersteps,
+    extract_paths,
+    extracted,
+    refuse_include,
+    refuse_ttl,
+    supersteps,
+    values_match,
+)
 from reactgraph.service.thread_search import cli_sessions, thread_query, thread_source
 from reactgraph.service.thread_select import selected_fields
-from reactgraph.service.thread_state import thread_state
+from reactgraph.service.thread_state import thread_after_run
 from reactgraph.service.wire import BadRequest, dumps, field, plain
 
 log = logging.getLogger("reactgraph.service")
@@ -109,6 +118,8 @@ async def create_thread(request: Request) -> Response:
     except InvalidSessionId as exc:
         raise BadRequest(422, str(exc)) from None
     if_exists = field(body, "if_exists", str, "raise")
+    refuse_ttl(body)
+    steps = supersteps(body)
     # the handler may write metadata (an owner, say) into `value` before the thread is made with it
     value = {"thread_id": thread_id, "metadata": dict(field(body, "metadata", dict, {})), "if_exists": if_exists}
     allowed = await authorize(request, "threads", "create", value)
@@ -120,11 +131,27 @@ async def create_thread(request: Request) -> Response:
     record = await svc.records.create_thread(thread_id, value["metadata"] if isinstance(value["metadata"], dict)
                                              else {}, *thread_quota(request))
     record["values"] = None
+    if steps:  # as langgraph-api: the new thread starts from these updates (none of them: no thread)
+        record = await _with_supersteps(svc, record, steps)
     return json_response(record)
+
+
+async def _with_supersteps(svc: Service, record: dict[str, Any], steps: list[Any]) -> dict[str, Any]:
+    graph, thread_id = graph_of(svc, record), record["thread_id"]
+    try:
+        await apply_supersteps(graph, thread_id, steps)
+    except BadRequest:
+        await remove_thread(svc, thread_id)
+        raise
+    status, interrupts = await thread_after_run(graph, thread_id, "success")
+    record = await svc.records.set_thread_status(thread_id, status, interrupts=interrupts) or record
+    record["values"] = await current_values(graph, thread_id)
+    return record
 
 
 @handler
 async def get_thread(request: Request) -> Response:
+    refuse_include(request.query_params.get("include"))
     return json_response((await existing_thread(request, with_values=True))[2])
 
 
@@ -138,6 +165,7 @@ async def _query(request: Request, body: dict[str, Any]) -> Any:
     svc = service(request)
     wanted_ids = field(body, "ids", list)
     metadata = field(body, "metadata", dict, {})
+    values = field(body, "values", dict, {})
     status = field(body, "status", str)
     if status is not None and status not in THREAD_STATUSES:
         raise BadRequest(422, f"'status' must be one of {', '.join(THREAD_STATUSES)}, got {status!r}")
@@ -151,8 +179,11 @@ async def _query(request: Request, body: dict[str, Any]) -> Any:
                                "limit": body.get("limit"), "offset": body.get("offset")})
     if allowed is None:  # every thread is the caller's: the CLI's sessions too
         await cli_sessions(svc.records, svc.assistants.checkpointer, lambda i: _record_or_none(svc, i))
-    return thread_query(allowed, metadata, status, None if wanted_ids is None else [str(i) for i in wanted_ids],
-                        sort_by, field(body, "sort_order", str, "desc") != "asc")
+    query = thread_query(allowed, metadata, status, None if wanted_ids is None else [str(i) for i in wanted_ids],
+                         sort_by, field(body, "sort_order", str, "desc") != "asc")
+    if values:  # no index holds a thread's values: checked on its checkpoint, record by record
+        query.exact, query.check_async = False, lambda record: _values_match(svc, record, values)
+    return query
 
 
 async def _record_or_none(svc: Service, thread_id: str) -> None:
@@ -162,22 +193,34 @@ async def _record_or_none(svc: Service, thread_id: str) -> None:
         log.warning("search passes over a thread: %s", exc)
 
 
+async def _values_match(svc: Service, record: dict[str, Any], values: dict[str, Any]) -> bool:
+    try:
+        return values_match(await current_values(graph_of(svc, record), record["thread_id"]), values)
+    except DamagedThread as exc:
+        log.warning("search passes over a thread: %s", exc)
+        return False
+
+
 @handler
 async def search_threads(request: Request) -> Response:
     svc, body = service(request), await body_of(request)
     limit = int_param(body.get("limit"), "limit", 10, 1, 1000)
     offset = int_param(body.get("offset"), "offset", 0, 0, 1_000_000)
     found = await search(thread_source(svc.records), await _query(request, body), offset, limit)
-    select = selected_fields(body)
+    select, extract = selected_fields(body), extract_paths(body)
     page: list[dict[str, Any]] = []
     for record in found:
-        if select is None or "values" in select:  # the checkpoint is read only when the values are asked for
+        # the checkpoint is read only when the values are asked for (or a path in them)
+        if select is None or "values" in select or any(p.startswith("values") for p in (extract or {}).values()):
             try:
                 record["values"] = await current_values(graph_of(svc, record), record["thread_id"])
             except DamagedThread as exc:
                 log.warning("search passes over a thread: %s", exc)
                 continue
-        page.append(record if select is None else {key: value for key, value in record.items() if key in select})
+        if extract:
+            record["extracted"] = extracted(record, extract)
+        page.append(record if select is None else {key: value for key, value in record.items()
+                                                   if key in select or (extract and key == "extracted")})
     return json_response(page)
 
 
@@ -190,9 +233,12 @@ async def count_threads(request: Request) -> Response:
 @handler
 async def patch_thread(request: Request) -> Response:
     body = await body_of(request)
+    refuse_ttl(body)
     svc, _thread_id, record = await existing_thread(request, "update", {"metadata": field(body, "metadata", dict, {})})
     record["metadata"] = {**(record.get("metadata") or {}), **field(body, "metadata", dict, {})}
     await svc.records.put_thread(record)
+    if "return=minimal" in request.headers.get("prefer", ""):  # threads.update(return_minimal=True)
+        return Response(status_code=204)
     return json_response(record)
 
 
@@ -223,61 +269,6 @@ async def copy_thread(request: Request) -> Response:
     return json_response(copied)
 
 
-def _state_config(thread_id: str, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
-    configurable: dict[str, Any] = {"thread_id": thread_id}
-    if checkpoint:
-        for key in ("checkpoint_id", "checkpoint_ns"):
-            if isinstance(checkpoint.get(key), str):
-                configurable[key] = checkpoint[key]
-    return {"configurable": configurable}
-
-
-@handler
-async def get_state(request: Request) -> Response:
-    svc, thread_id, record = await existing_thread(request)
-    checkpoint_id = request.path_params.get("checkpoint_id")
-    if request.method == "POST":
-        checkpoint = field(await body_of(request), "checkpoint", dict, {})
-    else:
-        checkpoint = {"checkpoint_id": checkpoint_id} if checkpoint_id else {}
-    subgraphs = request.query_params.get("subgraphs") in ("true", "True", "1")
-    snapshot = await graph_of(svc, record).aget_state(_state_config(thread_id, checkpoint), subgraphs=subgraphs)
-    return json_response(thread_state(snapshot))
-
-
-@handler
-async def update_state(request: Request) -> Response:
-    svc, thread_id, record = await existing_thread(request)
-    # seen (read) but not to be changed (update): a 403, as LangGraph's server answers it
-    if not matches(record.get("metadata"), await authorize(request, "threads", "update", {"thread_id": thread_id})):
-        raise BadRequest(403, f"Forbidden: thread {thread_id!r} is not yours to update")
-    if await svc.records.busy(thread_id):
-        raise BadRequest(409, f"thread {thread_id!r} has a run in progress or waiting")
-    body = await body_of(request)
-    checkpoint = field(body, "checkpoint", dict) or ({"checkpoint_id": body["checkpoint_id"]}
-                                                     if isinstance(body.get("checkpoint_id"), str) else {})
-    config = await graph_of(svc, record).aupdate_state(_state_config(thread_id, checkpoint), body.get("values"),
-                                                       as_node=field(body, "as_node", str))
-    await svc.records.put_thread(record)
-    return json_response({"checkpoint": config["configurable"]})
-
-
-@handler
-async def history(request: Request) -> Response:
-    svc, thread_id, record = await existing_thread(request)
-    body = await body_of(request) if request.method == "POST" else dict(request.query_params)
-    limit = int_param(body.get("limit"), "limit", 10, 1, MAX_HISTORY)
-    before = field(body, "before", dict) or ({"checkpoint_id": body["before"]} if isinstance(body.get("before"), str)
-                                             else None)
-    states = []
-    graph = graph_of(svc, record)
-    async for snapshot in graph.aget_state_history(_state_config(thread_id, field(body, "checkpoint", dict)),
-                                                   limit=limit, filter=field(body, "metadata", dict),
-                                                   before=_state_config(thread_id, before) if before else None):
-        states.append(thread_state(snapshot))
-    return json_response(states)
-
-
 ROUTES = [
     Route("/threads", create_thread, methods=["POST"]),
     Route("/threads/search", search_threads, methods=["POST"]),
@@ -286,9 +277,4 @@ ROUTES = [
     Route("/threads/{thread_id}", patch_thread, methods=["PATCH"]),
     Route("/threads/{thread_id}", delete_thread, methods=["DELETE"]),
     Route("/threads/{thread_id}/copy", copy_thread, methods=["POST"]),
-    Route("/threads/{thread_id}/state", get_state, methods=["GET"]),
-    Route("/threads/{thread_id}/state", update_state, methods=["POST"]),
-    Route("/threads/{thread_id}/state/checkpoint", get_state, methods=["POST"]),
-    Route("/threads/{thread_id}/state/{checkpoint_id}", get_state, methods=["GET"]),
-    Route("/threads/{thread_id}/history", history, methods=["GET", "POST"]),
 ]

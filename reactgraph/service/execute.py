@@ -21,6 +21,7 @@ from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.events import EarlierAttempts, bounded
 from reactgraph.service.records import ServiceRecords, now_iso
 from reactgraph.service.run_input import graph_call, run_context
+from reactgraph.service.run_options import check_resume, graph_options
 from reactgraph.service.stream_events import run_events
 from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.thread_hold import FencedOut, ThreadHold
@@ -176,8 +177,10 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assista
     await hold.add_event(run_id, "metadata", dumps({"run_id": run_id, "attempt": max(1, resumed_at)}))
     # the policy again: the stored record is untrusted too (a refusal fails the run before anything starts)
     context = run_context(kwargs.get("context") or {}, policy, gateway)
+    if kwargs.get("strict_resume") and graph_input is not None and not resumed_at:
+        await check_resume(graph, config, kwargs.get("command"))
     stream = run_events(graph, graph_input, config, run_id, kwargs["stream_mode"],
-                        kwargs.get("stream_subgraphs", False), context=context,
+                        kwargs.get("stream_subgraphs", False), context=context, **graph_options(kwargs),
                         interrupt_before=kwargs.get("interrupt_before"), interrupt_after=kwargs.get("interrupt_after"))
     over = asyncio.Event()
     watcher = asyncio.create_task(watch_cancel(records, thread_id, run_id, over))

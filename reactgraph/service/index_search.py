@@ -33,6 +33,8 @@ class Query:
     sort: str = "updated_at"
     newest_first: bool = True
     ids: list[str] | None = None  # only these
+    # a condition no index holds, checked on each record the rest keeps (the filter is then not exact)
+    check_async: Callable[[Record], Awaitable[bool]] | None = None
 
 
 @dataclass
@@ -81,7 +83,7 @@ async def _kept(source: Source, query: Query, ids: list[str]) -> list[Record]:
     for record_id, record in zip(ids, await source.load(ids), strict=True):
         if record is None or not set(query.terms) <= {"all", *query.terms_of(record)}:
             await source.repair(record_id, record)  # the index was behind the record: set it right
-        elif query.check(record):
+        elif query.check(record) and (query.check_async is None or await query.check_async(record)):
             found.append(record)
     return found
 

@@ -22,7 +22,6 @@ NOT_SERVED: list[tuple[str, str, str]] = [
     ("DELETE", "/runs/crons/{cron_id}", _CRONS),
     ("POST", "/threads/{thread_id}/runs/crons", _CRONS),
     ("POST", "/threads/prune", "pruning threads (retention expires them: `reactgraph serve --retention`)"),
-    ("GET", "/threads/{thread_id}/stream", "a thread's stream (join a run's: GET /threads/{id}/runs/{run_id}/stream)"),
 ]
 
 

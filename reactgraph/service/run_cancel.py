@@ -24,6 +24,7 @@ from reactgraph.service.records import ServiceRecords
 from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.thread_hold import ThreadHold
 from reactgraph.service.thread_state import thread_after_run
+from reactgraph.service.wire import BadRequest
 
 log = logging.getLogger("reactgraph.service")
 
@@ -127,3 +128,8 @@ async def _going_runs(records: ServiceRecords, thread_ids: list[str]) -> list[tu
             if ids:
                 found.append((thread_id, ids))
     return found
+
+
+def nothing_to_cancel(run: dict[str, Any]) -> BadRequest:
+    return BadRequest(404, f"run {run['run_id']!r} on thread {run['thread_id']!r} is neither pending nor running "
+                           "(it has ended, or was cancelled already): there is nothing to cancel")

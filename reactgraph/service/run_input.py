@@ -11,6 +11,7 @@ from langgraph.types import Command
 from reactgraph.nodes.state.context import Context, InvalidContext, resolve_context
 from reactgraph.service.auth import AUTH_KEYS, AuthUser
 from reactgraph.service.records import STRATEGIES
+from reactgraph.service.run_options import config_extras, refuse_unserved, run_options
 from reactgraph.service.run_policy import PolicyRefusal, RunPolicy
 from reactgraph.service.wire import BadRequest, field
 
@@ -27,6 +28,7 @@ _SET_BY_THE_SERVICE = ("thread_id", "checkpoint_id", "checkpoint_ns", *AUTH_KEYS
 def run_kwargs(body: Mapping[str, Any], policy: RunPolicy | None = None, gateway: Any = None) -> dict[str, Any]:
     """The run's kwargs as stored with it (plain JSON), after checking each field; its context as the client sent
     it, checked against the operator's run policy (the worker applies the policy again when it runs it)."""
+    refuse_unserved(body)
     graph_input = body.get("input")
     command = field(body, "command", dict)
     if command is not None and graph_input == {}:
@@ -56,17 +58,19 @@ def run_kwargs(body: Mapping[str, Any], policy: RunPolicy | None = None, gateway
     if limit is not None and not 1 <= limit <= MAX_RECURSION_LIMIT:
         raise BadRequest(422, f"'config.recursion_limit' must be from 1 to {MAX_RECURSION_LIMIT}, got {limit}")
     checkpoint = field(body, "checkpoint", dict, {})
+    if field(checkpoint, "checkpoint_ns", str) or checkpoint.get("checkpoint_map"):  # a subgraph's checkpoint
+        raise BadRequest(422, "'checkpoint' of a subgraph (checkpoint_ns, checkpoint_map) is refused: a run starts "
+                              "from one of the thread's own checkpoints (checkpoint_id)")
     checkpoint_id = field(body, "checkpoint_id", str) or field(checkpoint, "checkpoint_id", str)
     interrupts = {name: _node_list(body, name) for name in ("interrupt_before", "interrupt_after")}
     return {"input": graph_input, "command": command, "stream_mode": modes, "context": context,
             "config": {"configurable": {k: v for k, v in configurable.items()
                                         if k not in _SET_BY_THE_SERVICE and not str(k).startswith("__")},
-                       "metadata": {}, **({"recursion_limit": limit} if limit else {})},
+                       "metadata": {}, **({"recursion_limit": limit} if limit else {}), **config_extras(config)},
             "checkpoint_id": checkpoint_id, "stream_subgraphs": bool(body.get("stream_subgraphs")), **interrupts,
             # what the Agent Server also records with a run; kept as given, not acted on beyond what it says
             "subgraphs": bool(body.get("stream_subgraphs")), "resumable": bool(body.get("stream_resumable")),
-            "webhook": None, "feedback_keys": None, "temporary": False, "checkpoint_during": False,
-            "durability": "async"}
+            "webhook": None, "feedback_keys": None, "temporary": False, **run_options(body)}
 
 
 async def check_graph_input(graph: Any, kwargs: Mapping[str, Any],
@@ -127,15 +131,20 @@ def strategy(body: Mapping[str, Any]) -> str:
 
 def graph_call(kwargs: Mapping[str, Any], thread_id: str, run_id: str, *, resumed: bool
                ) -> tuple[Any, dict[str, Any]]:
-    """(input or Command, config) for the graph. A resumed run (its worker died) goes on from its last checkpoint."""
+    """(input or Command, config) for the graph. A resumed run (its worker died) goes on from its last checkpoint;
+    one with durability "exit" has none of its own (it writes only when it ends), so it starts again."""
+    resumed = resumed and kwargs.get("durability") != "exit"
     configurable = {**kwargs["config"].get("configurable", {}), "thread_id": thread_id}
     if isinstance(configurable.get("langgraph_auth_user"), Mapping):  # stored as plain JSON with the run
         configurable["langgraph_auth_user"] = AuthUser(configurable["langgraph_auth_user"])
     if kwargs.get("checkpoint_id") and not resumed:
         configurable["checkpoint_id"] = kwargs["checkpoint_id"]
-    config: dict[str, Any] = {"configurable": configurable, "metadata": {"run_id": run_id},
-                              **({"recursion_limit": kwargs["config"]["recursion_limit"]}
-                                 if kwargs["config"].get("recursion_limit") else {})}
+    stored = kwargs["config"]
+    config: dict[str, Any] = {**{key: stored[key] for key in ("tags", "run_name", "max_concurrency") if key in stored},
+                              "configurable": configurable, "metadata": {**(stored.get("metadata") or {}),
+                                                                         "run_id": run_id},
+                              **({"recursion_limit": stored["recursion_limit"]} if stored.get("recursion_limit")
+                                 else {})}
     if resumed:
         return None, config
     if kwargs.get("command") is not None:

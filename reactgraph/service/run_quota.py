@@ -9,6 +9,7 @@ update it: when the set is full, the runs in it that have ended (or are gone) ar
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from reactgraph.service.quotas import QuotaReached
@@ -60,13 +61,15 @@ class RunQuota:
             await self.records.client.zrem(key, *ended)
 
 
-async def create_counted(records: ServiceRecords, owner: str, limit: int | None, run: dict[str, Any]
+async def create_counted(records: ServiceRecords, owner: str, limit: int | None, run: dict[str, Any],
+                         store: Callable[[dict[str, Any]], Awaitable[tuple[bool, list[str]]]] | None = None
                          ) -> tuple[bool, list[str]]:
-    """`records.create_run` under `owner`'s `runs_in_flight` quota (not counted if it is not created)."""
+    """`store(run)` (default `records.create_run`; a scheduled run's own) under `owner`'s `runs_in_flight` quota
+    (not counted if it is not created)."""
     counted = RunQuota(records)
     await counted.take(owner, limit, run["thread_id"], run["run_id"])
     try:
-        created, ahead = await records.create_run(run)
+        created, ahead = await (store or records.create_run)(run)
     except BaseException:
         await counted.give_back(owner, run["thread_id"], run["run_id"])
         raise

@@ -20,9 +20,12 @@ from reactgraph.service.api_common import Service
 from reactgraph.service.api_threads import current_state, graph_of
 from reactgraph.service.events import read_events
 from reactgraph.service.records import FINAL_RUN_STATUSES
+from reactgraph.service.run_cancel import cancel_now
+from reactgraph.service.scheduled_runs import cancel_scheduled
 from reactgraph.service.wire import plain
 
 JOIN_POLL_MS = 1000
+DISCONNECT_POLL_S = 0.5  # how often a wait that cancels on disconnect looks whether its client is there
 INTERRUPT = "__interrupt__"
 
 
@@ -49,7 +52,7 @@ def locations(run: dict[str, Any], stateless: bool = False) -> dict[str, str]:
     return {"Location": f"{base}/stream", "Content-Location": base}
 
 
-class _HeldStream(EventSourceResponse):
+class HeldStream(EventSourceResponse):
     """An event stream that gives its reader's slot back however it ends (even if it never started)."""
 
     def __init__(self, slots: Any, *args: Any, **kwargs: Any) -> None:
@@ -64,21 +67,23 @@ class _HeldStream(EventSourceResponse):
 
 
 def event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_disconnect: bool,
-                 headers: dict[str, str] | None = None) -> Response:
-    """The run's events as SSE, for a reader that holds one of `svc.streams`' slots (given back at the end)."""
+                 headers: dict[str, str] | None = None, keep: Callable[[str], bool] | None = None) -> Response:
+    """The run's events (those `keep` takes, when given) as SSE, for a reader that holds one of `svc.streams`'
+    slots (given back at the end)."""
     thread_id, run_id = run["thread_id"], run["run_id"]
 
     async def events() -> AsyncIterator[ServerSentEvent]:
         ended = False
         try:
             async for event_id, event, data in _events(svc, run, after):
-                yield ServerSentEvent(data=data, event=event, id=event_id)
+                if keep is None or keep(event):
+                    yield ServerSentEvent(data=data, event=event, id=event_id)
             ended = True
         finally:
             if cancel_on_disconnect and not ended:
                 await asyncio.shield(svc.records.request_cancel(thread_id, run_id, "interrupt"))
 
-    return _HeldStream(svc.streams, events(), headers=headers or locations(run), ping=15)
+    return HeldStream(svc.streams, events(), headers=headers or locations(run), ping=15)
 
 
 def _events(svc: Service, run: dict[str, Any], after: str = "0") -> AsyncIterator[tuple[str, str, str]]:
@@ -87,10 +92,29 @@ def _events(svc: Service, run: dict[str, Any], after: str = "0") -> AsyncIterato
                        still_going=still_going(svc, thread_id, run_id))
 
 
-async def wait_for_end(svc: Service, run: dict[str, Any]) -> None:
-    """Until the run has ended; for a caller that holds one of `svc.streams`' slots."""
-    async for _ in _events(svc, run):
+async def wait_for_end(svc: Service, run: dict[str, Any], cancel_if_gone: Any = None) -> None:
+    """Until the run has ended; for a caller that holds one of `svc.streams`' slots. `cancel_if_gone`: the request
+    of a wait that said `on_disconnect="cancel"` — when its client leaves first, the run is cancelled."""
+    waiting = asyncio.ensure_future(_drained(_events(svc, run)))
+    try:
+        while not waiting.done():
+            await asyncio.wait({waiting}, timeout=DISCONNECT_POLL_S)
+            if cancel_if_gone is not None and not waiting.done() and await cancel_if_gone.is_disconnected():
+                await asyncio.shield(_cancel(svc, run))
+                return
+        waiting.result()
+    finally:
+        waiting.cancel()
+
+
+async def _drained(events: AsyncIterator[Any]) -> None:
+    async for _ in events:
         pass
+
+
+async def _cancel(svc: Service, run: dict[str, Any]) -> None:
+    if await cancel_now(svc.records, svc.assistants, run, "interrupt") == "done":
+        await cancel_scheduled(svc.records, run, "interrupt")
 
 
 async def streamed_result(svc: Service, run: dict[str, Any]) -> Any:

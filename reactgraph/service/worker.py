@@ -37,6 +37,7 @@ from reactgraph.service.execute import MAX_RESUMES, execute_run
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.retention import Retention, sweep_forever
+from reactgraph.service.scheduled_runs import promote_forever
 from reactgraph.service.thread_hold import FencedOut, ThreadHold
 from reactgraph.service.work_queue import WorkQueue, sweep_lost_tokens_forever, sweep_settings
 
@@ -83,6 +84,8 @@ class Worker:
                     loop.add_signal_handler(sig, self.stop)
         beat = asyncio.create_task(self._heartbeat())
         tokens_sweeper = asyncio.create_task(sweep_lost_tokens_forever(self.queue, self._stopping, *self.token_sweep))
+        # runs created with after_seconds join their threads' queues when due
+        promoter = asyncio.create_task(promote_forever(self.client, self.keys, self.queue, self._stopping))
         sweeper: asyncio.Task | None = None
         if self.retention is not None:
             sweeper = asyncio.create_task(sweep_forever(self.records, self.saver, self.retention, self._stopping,
@@ -107,7 +110,7 @@ class Worker:
                 outage.ok()
         finally:
             await self._drain()
-            for background in (beat, tokens_sweeper, sweeper):
+            for background in (beat, tokens_sweeper, sweeper, promoter):
                 if background is not None:
                     background.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
