@@ -225,6 +225,7 @@ def serve(
     auth = auth_settings.describe() if auth_settings is not None else "none (loopback)" if not no_auth else "none"
     typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers} · "
                f"auth: {auth}", err=True)
+    _failed_requests_logged()
     try:
         app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention},
                         settings=ServerSettings(auth=auth_settings, http=http, run_policy=policy))
@@ -233,6 +234,15 @@ def serve(
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
     finally:
         _close(gateway)
+
+
+def _failed_requests_logged() -> None:
+    """A request that failed (a 500 with a request id) is logged to stderr under that id even without
+    --log-format, which configures the rest of the log: the id in a client's report must lead somewhere."""
+    import logging
+
+    if not logging.getLogger().handlers:
+        logging.getLogger("reactgraph.service.requests").addHandler(logging.StreamHandler())
 
 
 def worker(
