@@ -28,6 +28,7 @@ from reactgraph.service import (
     api_threads,
     health,
     not_served,
+    openapi,
 )
 from reactgraph.service.api_common import (
     Service,
@@ -67,6 +68,7 @@ ROUTES = [
     Route("/ready", health.ready, methods=["GET"]),
     Route("/info", info, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
+    Route("/openapi.json", openapi.openapi, methods=["GET"]),
     *api_assistants.ROUTES,
     *api_assistant_changes.ROUTES,
     *api_store.ROUTES,

@@ -24,8 +24,8 @@ from reactgraph.service.auth_loading import AuthSettings
 from reactgraph.service.internal_errors import ServerFault
 from reactgraph.service.wire import BadRequest, dumps, plain
 
-# liveness, readiness, and what LangGraph's server answers without auth
-OPEN_PATHS = frozenset({"/ok", "/ready", "/info", "/metrics"})
+# liveness, readiness, and what LangGraph's server answers without auth (the API's description included)
+OPEN_PATHS = frozenset({"/ok", "/ready", "/info", "/metrics", "/openapi.json"})
 CALLER = "reactgraph.caller"  # the scope key the authenticated caller is kept under
 AUTH_KEYS = ("langgraph_auth_user", "langgraph_auth_user_id", "langgraph_auth_permissions")
 MAX_FILTER_DEPTH = 2  # nested $and/$or, as langgraph-api allows
