@@ -223,9 +223,8 @@ def serve(
     retention, url, where, gateway = _prepare(store, tools, mcp, index,
                                               (thread_ttl, ttl_strategy, sweep_every, operator))
     auth = auth_settings.describe() if auth_settings is not None else "none (loopback)" if not no_auth else "none"
-    typer.echo(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers} · "
-               f"auth: {auth}", err=True)
-    _failed_requests_logged()
+    _started(f"reactgraph serve on http://{host}:{port} · store: {where} · workers in this process: {workers} · "
+             f"auth: {auth}")
     try:
         app = build_app(url, gateway, workers=workers, worker_options={"drain_s": drain, "retention": retention},
                         settings=ServerSettings(auth=auth_settings, http=http, run_policy=policy))
@@ -236,11 +235,13 @@ def serve(
         _close(gateway)
 
 
-def _failed_requests_logged() -> None:
-    """A request that failed (a 500 with a request id) is logged to stderr under that id even without
-    --log-format, which configures the rest of the log: the id in a client's report must lead somewhere."""
+def _started(line: str) -> None:
+    """Say where the server serves; and a request that failed (a 500 with a request id) is logged to stderr under
+    that id even without --log-format, which configures the rest of the log: the id a client reports must lead
+    somewhere."""
     import logging
 
+    typer.echo(line, err=True)
     if not logging.getLogger().handlers:
         logging.getLogger("reactgraph.service.requests").addHandler(logging.StreamHandler())
 
