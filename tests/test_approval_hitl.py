@@ -249,6 +249,23 @@ def test_interrupt_on_lists_the_tools_that_ask_in_a_session(ran):
     assert sorted(gateway.interrupt_on(session)) == ["lookup", "pay"]
 
 
+def test_a_description_shows_control_and_bidi_characters_escaped_as_the_cli_shows_them(ran):
+    from reactgraph.cli.terminal_text import terminal_safe
+    from reactgraph.nodes.tool_round.hitl import hitl_request, tool_approval_request
+
+    # a model-written argument that would read "invoice.pdf" reversed on a page, and a problem quoting one
+    argument, problem = "invoice\u202efdp.exe\u0085", "not JSON: \u2066\x9b2J"
+    request = {"id": "c1", "name": "pay", "args": {"to": argument}, "reason": "pay needs a person's approval",
+               "decisions": ["approve"]}
+    shown = [hitl_request([request], problem)["action_requests"][0]["description"],
+             tool_approval_request(request, problem)["description"],
+             risky_gateway(ran).interrupt_on()["pay"]["description"](call("pay", to=argument), {}, None)]
+    for description in shown:
+        assert not any(c in description for c in "\u202e\u0085\u2066\x9b"), description
+        assert "\\u202e" in description and "\\x85" in description and terminal_safe(description) == description
+    assert "\\u2066" in shown[0] and "\\x9b" in shown[1]
+
+
 def test_the_cli_approver_answers_both_shapes(ran):
     batched = {"action_requests": [{"name": "delete_file", "args": {}, "description": ""},
                                    {"name": "lookup", "args": {}, "description": ""}],

@@ -45,6 +45,10 @@ def test_a_users_assistant_is_theirs_alone_to_see_change_and_run(served):
     state = alice.runs.wait(thread["thread_id"], assistant_id, input=human("计算 2 + 3 等于多少"))
     assert state["status"] == "answered"
     assert alice.assistants.update(assistant_id, name="still alice's")["metadata"] == {"owner": "alice"}
+    # the update handler sees the metadata: handing the assistant to bob is refused, and it stays alice's
+    assert status_of(lambda: alice.assistants.update(assistant_id, metadata={"owner": "bob"})) == 403
+    assert alice.assistants.get(assistant_id)["metadata"] == {"owner": "alice"}
+    assert bob.assistants.search() == []
     alice.assistants.delete(assistant_id)
     for client, one in ((alice, thread), (bob, bobs_thread)):
         client.threads.delete(one["thread_id"])

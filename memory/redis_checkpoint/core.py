@@ -44,6 +44,11 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
     (pass `serde=AllowListSerializer([YourType, ...])` for state classes of your own).
     """
 
+    # The latest checkpoint, damaged: passed over (logged) to the newest readable one, so that a person can fork
+    # from an older one. False for a caller that carries on from the latest unattended (the service): it is
+    # raised, since continuing from an older state would quietly drop what the damaged one held.
+    pass_over_damaged_latest = True
+
     def __init__(self, *, url: str, prefix: str = "reactgraph", ttl: float | None = None,
                  serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde if serde is not None else AllowListSerializer())
@@ -116,7 +121,8 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
     def _get_plan(self, config: RunnableConfig) -> Plan:
         """get_tuple. By id: that checkpoint, or UnreadableCheckpoint. The latest: the newest that can be read,
         each one skipped on the way logged, so a damaged latest cannot hide the thread (LangGraph reads the latest
-        to fork from an older one); more than ORPHAN_CAP skipped raises the first."""
+        to fork from an older one); more than ORPHAN_CAP skipped raises the first. Without
+        `pass_over_damaged_latest`, a damaged one (not an id without a record) is raised instead."""
         conf = config["configurable"]
         thread_id, ns, wanted = conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
         source = Source(self._base(thread_id), thread_id, ns)
@@ -144,6 +150,8 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                     log.warning("%s; skipped", bad)
                 yield item
                 return
+            if not self.pass_over_damaged_latest:
+                raise item
             skipped.append(item)
             below = "(" + item.checkpoint_id
         damaged = [bad for bad in skipped if bad.kind != "c:"]

@@ -193,8 +193,7 @@ def _redis_url(store: str | None) -> tuple[str, str]:
 
 def _announce(url: str, where: str, workers: int, auth_settings: Any, no_auth: bool) -> None:
     auth = auth_settings.describe() if auth_settings is not None else "none (loopback)" if not no_auth else "none"
-    typer.echo(f"reactgraph serve on {url} · store: {where} · workers in this process: {workers} · auth: {auth}",
-               err=True)
+    _started(f"reactgraph serve on {url} · store: {where} · workers in this process: {workers} · auth: {auth}")
 
 
 def serve(
@@ -256,6 +255,17 @@ def serve(
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
     finally:
         _close(gateway)
+
+
+def _started(line: str) -> None:
+    """Say where the server serves; and a request that failed (a 500 with a request id) is logged to stderr under
+    that id even without --log-format, which configures the rest of the log: the id a client reports must lead
+    somewhere."""
+    import logging
+
+    typer.echo(line, err=True)
+    if not logging.getLogger().handlers:
+        logging.getLogger("reactgraph.service.requests").addHandler(logging.StreamHandler())
 
 
 def worker(

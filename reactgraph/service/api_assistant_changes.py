@@ -86,7 +86,7 @@ async def update_assistant(request: Request) -> Response:
              "context": chosen.get("context"), "metadata": dict(about.get("metadata") or {}), "name": about.get("name")}
     assistant = await visible_assistant(request, key, "update", value)
     _changeable(assistant)
-    if isinstance(value.get("metadata"), dict) and value["metadata"]:  # as the handler left it
+    if isinstance(value.get("metadata"), dict):  # as the handler left it (a key it removed is not merged in)
         about["metadata"] = value["metadata"]
 
     def change(current: dict[str, Any], version: int) -> dict[str, Any]:

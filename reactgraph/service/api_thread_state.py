@@ -1,16 +1,27 @@
-"""A thread's checkpoints as clients see them: its state now or at a checkpoint, updating it, and its history."""
+"""A thread's state: get (the latest, or at a checkpoint), update (a checkpoint written as if by a node), history.
+
+What LangGraph refuses of an update — a node the graph has not, `__end__`, values that are no update of this
+state, messages LangChain cannot read, a subgraph the graph has not — is the client's: a 422 with its one line. A
+checkpoint that cannot be read back is a 500 naming the thread and the damage (DamagedThread): the service's saver
+raises for a damaged latest checkpoint instead of passing over it to an older one.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from reactgraph.memory.redis_checkpoint.reading import UnreadableCheckpoint
+from reactgraph.memory.redis_checkpoint.serde import RefusedPayload
 from reactgraph.service.api_common import body_of, handler, int_param, json_response
-from reactgraph.service.api_threads import existing_thread, graph_of
+from reactgraph.service.api_threads import DamagedThread, existing_thread, graph_of
 from reactgraph.service.auth_rules import authorize, matches
+from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.thread_state import thread_state
 from reactgraph.service.wire import BadRequest, field
 
@@ -27,6 +38,26 @@ def _state_config(thread_id: str, checkpoint: dict[str, Any] | None) -> dict[str
     return {"configurable": configurable}
 
 
+def _line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+
+
+@contextmanager
+def _checkpoints_of(thread_id: str, *, update: bool = False) -> Iterator[None]:
+    """A damaged checkpoint met in the block: DamagedThread. `update`: whatever else LangGraph raises applying the
+    client's values (its reducers and message coercion raise ValueError, TypeError, KeyError, …) is a 422."""
+    try:
+        yield
+    except (BadRequest, *REDIS_DOWN):
+        raise
+    except (UnreadableCheckpoint, RefusedPayload) as exc:
+        raise DamagedThread(thread_id, str(exc)) from None
+    except Exception as exc:
+        if not update:
+            raise
+        raise BadRequest(422, f"the state update cannot be applied: {_line(exc)}") from None
+
+
 @handler
 async def get_state(request: Request) -> Response:
     svc, thread_id, record = await existing_thread(request)
@@ -36,7 +67,8 @@ async def get_state(request: Request) -> Response:
         else {}
     subgraphs = body.get("subgraphs") is True or request.query_params.get("subgraphs") in ("true", "True", "1")
     select = field(body, "select", list) or request.query_params.getlist("select")
-    snapshot = await graph_of(svc, record).aget_state(_state_config(thread_id, checkpoint), subgraphs=subgraphs)
+    with _checkpoints_of(thread_id):
+        snapshot = await graph_of(svc, record).aget_state(_state_config(thread_id, checkpoint), subgraphs=subgraphs)
     return json_response(selected_state(thread_state(snapshot), select))
 
 
@@ -51,8 +83,10 @@ async def update_state(request: Request) -> Response:
     body = await body_of(request)
     checkpoint = field(body, "checkpoint", dict) or ({"checkpoint_id": body["checkpoint_id"]}
                                                      if isinstance(body.get("checkpoint_id"), str) else {})
-    config = await graph_of(svc, record).aupdate_state(_state_config(thread_id, checkpoint), body.get("values"),
-                                                       as_node=field(body, "as_node", str))
+    values = field(body, "values", (dict, list))
+    with _checkpoints_of(thread_id, update=True):
+        config = await graph_of(svc, record).aupdate_state(_state_config(thread_id, checkpoint), values,
+                                                           as_node=field(body, "as_node", str))
     await svc.records.put_thread(record)
     return json_response({"checkpoint": config["configurable"]})
 
@@ -67,10 +101,11 @@ async def history(request: Request) -> Response:
                                              else None)
     states = []
     graph = graph_of(svc, record)
-    async for snapshot in graph.aget_state_history(_state_config(thread_id, field(body, "checkpoint", dict)),
-                                                   limit=limit, filter=field(body, "metadata", dict),
-                                                   before=_state_config(thread_id, before) if before else None):
-        states.append(selected_state(thread_state(snapshot), select))
+    with _checkpoints_of(thread_id):
+        async for snapshot in graph.aget_state_history(_state_config(thread_id, field(body, "checkpoint", dict)),
+                                                       limit=limit, filter=field(body, "metadata", dict),
+                                                       before=_state_config(thread_id, before) if before else None):
+            states.append(selected_state(thread_state(snapshot), select))
     return json_response(states)
 
 

@@ -1,4 +1,4 @@
-"""Threads and their state: create, get, search, count, patch, delete, copy; state get/update; history.
+"""Threads: create, get, search, count, patch, delete, copy (their state: api_thread_state.py).
 
 A thread's checkpoints are the same ones the CLI keeps for a session, so a session asked from the CLI is a
 thread here (its record is made the first time it is looked up) and a thread run here is a CLI session.
@@ -44,7 +44,6 @@ from reactgraph.service.thread_state import thread_after_run
 from reactgraph.service.wire import BadRequest, dumps, field, plain
 
 log = logging.getLogger("reactgraph.service")
-MAX_HISTORY = 1000
 MAX_IDS = 1000  # ids a search or count may name
 
 

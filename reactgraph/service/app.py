@@ -29,6 +29,7 @@ from reactgraph.service import (
     api_threads,
     health,
     not_served,
+    openapi,
 )
 from reactgraph.service.api_common import (
     Service,
@@ -42,6 +43,7 @@ from reactgraph.service.assistants import BUILDERS
 from reactgraph.service.auth import Authenticated
 from reactgraph.service.connections import REDIS_DOWN, service_connections, stream_client
 from reactgraph.service.http_guard import LOOPBACK_NAMES, HttpSettings, http_middleware
+from reactgraph.service.internal_errors import InternalErrors
 from reactgraph.service.quotas import Quotas
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.server_config import ServerSettings
@@ -70,6 +72,7 @@ ROUTES = [
     Route("/ready", health.ready, methods=["GET"]),
     Route("/info", info, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
+    Route("/openapi.json", openapi.openapi, methods=["GET"]),
     *api_assistants.ROUTES,
     *api_assistant_changes.ROUTES,
     *api_store.ROUTES,
@@ -128,9 +131,10 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
         return response
 
     handlers: dict[Any, Any] = {**dict.fromkeys(REDIS_DOWN, redis_down), HTTPException: http_error}
-    # the HTTP checks first (Host, body, limits), then who is calling: every route but the open ones
-    middleware = [*http_middleware(http), *([Middleware(Authenticated, settings=settings.auth)]
-                                            if settings.auth is not None else [])]
+    # any exception unanswered below: a 500 with a request id; then the HTTP checks (Host, body, limits), then
+    # who is calling: every route but the open ones
+    middleware = [Middleware(InternalErrors), *http_middleware(http),
+                  *([Middleware(Authenticated, settings=settings.auth)] if settings.auth is not None else [])]
     app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=handlers, middleware=middleware)
     app.state.auth = settings.auth
     app.state.quotas = settings.quotas or Quotas()

@@ -11,7 +11,6 @@ LangGraph's server) and the `@auth.on…` handlers' verdicts, with langgraph-api
 from __future__ import annotations
 
 import hmac
-import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,11 +21,11 @@ from starlette.requests import HTTPConnection, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reactgraph.service.auth_loading import AuthSettings
+from reactgraph.service.internal_errors import ServerFault
 from reactgraph.service.wire import BadRequest, dumps, plain
 
-log = logging.getLogger("reactgraph.service.auth")
-# liveness, readiness, and what LangGraph's server answers without auth
-OPEN_PATHS = frozenset({"/ok", "/ready", "/info", "/metrics"})
+# liveness, readiness, and what LangGraph's server answers without auth (the API's description included)
+OPEN_PATHS = frozenset({"/ok", "/ready", "/info", "/metrics", "/openapi.json"})
 CALLER = "reactgraph.caller"  # the scope key the authenticated caller is kept under
 AUTH_KEYS = ("langgraph_auth_user", "langgraph_auth_user_id", "langgraph_auth_permissions")
 MAX_FILTER_DEPTH = 2  # nested $and/$or, as langgraph-api allows
@@ -144,9 +143,8 @@ async def authenticate(settings: AuthSettings, scope: Scope) -> Caller:
         fields, permissions = user_fields(found)
     except Auth.exceptions.HTTPException as exc:
         raise BadRequest(exc.status_code, str(exc.detail)) from None
-    except Exception as exc:
-        log.exception("the @auth.authenticate handler failed")
-        raise BadRequest(500, f"the authentication handler failed: {type(exc).__name__}") from exc
+    except Exception as exc:  # the operator's code failed: a 500, logged with its traceback under a request id
+        raise ServerFault(f"the authentication handler failed: {type(exc).__name__}") from exc
     return Caller(AuthUser(fields), tuple(permissions))
 
 

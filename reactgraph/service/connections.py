@@ -33,6 +33,7 @@ async def service_connections(redis_url: str, gateway: Any) -> AsyncIterator[tup
         except (redis.ConnectionError, redis.TimeoutError, OSError, redis.exceptions.ClusterError) as exc:
             raise unavailable(redact(redis_url), exc) from None
         saver = AsyncRedisSaver.from_url(redis_url)
+        saver.pass_over_damaged_latest = False  # a state read or a run on a damaged thread names it (never an older)
         store = RedisStore.from_url(redis_url)
         try:
             yield client, Assistants(gateway, saver, store)

@@ -15,7 +15,7 @@ import redis.asyncio
 
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.record_index import INDEX_LUA
-from reactgraph.service.stored_json import decode_record, encoded
+from reactgraph.service.stored_json import decode_record, decode_thread, encoded
 from reactgraph.service.thread_index import ThreadIndex
 
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
@@ -107,7 +107,7 @@ class ServiceRecords:
     async def get_thread(self, thread_id: str, *, strict: bool = False) -> dict[str, Any] | None:
         """The thread's record, None when there is none; `strict`: an UnreadableRecord when it is damaged."""
         key = self.keys.thread(thread_id)
-        return decode_record(await self.client.get(key), key, ("thread_id", "created_at", "status"), strict)
+        return decode_thread(await self.client.get(key), key, strict)
 
     async def put_thread(self, record: dict[str, Any], owner: str | None = None, limit: int | None = None) -> None:
         record["updated_at"] = now_iso()
@@ -147,7 +147,7 @@ class ServiceRecords:
         key, k = self.keys.thread(thread_id), self.keys
         for _attempt in range(10):  # another write in between: read the record again
             raw = await self.client.get(key)
-            record = decode_record(raw, key, ("thread_id", "created_at", "status"))
+            record = decode_thread(raw, key)
             if raw is None or record is None or (condition != "started" and record["status"] != "busy"):
                 return False
             record.update(fields, status=status, updated_at=now_iso())

@@ -19,9 +19,10 @@ log = logging.getLogger("reactgraph.service")
 MAX_RECORD_BYTES = MAX_BODY_BYTES + 1024 * 1024
 
 
-def decode_record(raw: str | bytes | None, key: str, required: Sequence[str], strict: bool = False
-                  ) -> dict[str, Any] | None:
-    """The record stored at `key`, or None: absent, or (logged) not one we wrote. `strict`: a record that is
+def decode_record(raw: str | bytes | None, key: str, required: Sequence[str], strict: bool = False,
+                  objects: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The record stored at `key`, or None: absent, or (logged) not one we wrote — `required` names its string
+    fields, `objects` those that are JSON objects when present (a thread's metadata). `strict`: a record that is
     there but unreadable is an UnreadableRecord instead, for an answer that names it."""
     if raw is None:
         return None
@@ -35,7 +36,17 @@ def decode_record(raw: str | bytes | None, key: str, required: Sequence[str], st
     if not isinstance(record, dict) or any(not isinstance(record.get(name), str) for name in required):
         report_unreadable(key, "not a record this service wrote", strict)
         return None
+    for name in objects:
+        if record.get(name) is not None and not isinstance(record[name], dict):
+            report_unreadable(key, f"its {name} is {type(record[name]).__name__}, not an object", strict)
+            return None
     return record
+
+
+def decode_thread(raw: str | bytes | None, key: str, strict: bool = False) -> dict[str, Any] | None:
+    """A thread record as its readers take it (`decode_record`): its ids, dates and status strings, and its
+    metadata an object, which filters and searches read into (a list there would fail every search)."""
+    return decode_record(raw, key, ("thread_id", "created_at", "status"), strict, objects=("metadata",))
 
 
 class UnreadableRecord(BadRequest):

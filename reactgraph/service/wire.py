@@ -13,6 +13,7 @@ import dataclasses
 import enum
 import json
 import math
+import re
 import uuid
 from collections.abc import Mapping
 from datetime import date, datetime
@@ -27,6 +28,10 @@ MAX_BODY_BYTES = 4 * 1024 * 1024  # a request body larger than this is refused w
 # Deeper JSON is refused (422): LangGraph state is a few levels deep, and each level costs the C decoder and
 # encoder a frame of the interpreter's stack (a run input 900 deep could be stored but not read back).
 MAX_JSON_DEPTH = 64
+# A lone surrogate (`"\ud800"`, half of a pair) is valid JSON but no text: UTF-8 cannot encode it, so a value holding
+# one could be stored but never answered. Only a \uD800-\uDFFF escape can make one: bodies without are not walked.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class BadRequest(ReactGraphError, ValueError):
@@ -95,7 +100,31 @@ def strict_json(raw: str | bytes, what: str) -> Any:
         raise BadRequest(422, f"{what} is not JSON: {exc}") from None
     if depth_over(value, MAX_JSON_DEPTH):
         raise BadRequest(422, f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
+    if _may_hold_surrogate(raw) and _holds_surrogate(value):
+        raise BadRequest(422, f"{what} holds a lone surrogate (a \\ud800-\\udfff escape without its pair), "
+                              "which is no text")
     return value
+
+
+def _may_hold_surrogate(raw: str | bytes) -> bool:
+    if isinstance(raw, bytes):
+        return _SURROGATE_ESCAPE.search(raw) is not None
+    return _SURROGATE.search(raw) is not None or _SURROGATE_ESCAPE.search(raw.encode(errors="replace")) is not None
+
+
+def _holds_surrogate(value: Any) -> bool:
+    """Whether a string (or a key) anywhere in `value` (plain JSON) holds a lone surrogate; iterative."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend((*item.keys(), *item.values()))
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
 
 
 class _NotFinite(ReactGraphError, ValueError):

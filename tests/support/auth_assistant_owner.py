@@ -26,9 +26,12 @@ async def own_threads(ctx: Auth.types.AuthContext, value: dict) -> Auth.types.Fi
 
 @auth.on.assistants
 async def own_assistants(ctx: Auth.types.AuthContext, value: dict) -> Auth.types.FilterType:
-    """What a user creates is marked theirs; every other action sees only theirs."""
+    """What a user creates is marked theirs and stays theirs (an update naming another owner is refused); every
+    other action sees only theirs."""
     if ctx.action == "create":
         value.setdefault("metadata", {})["owner"] = ctx.user.identity
+    elif ctx.action == "update" and (value.get("metadata") or {}).get("owner", ctx.user.identity) != ctx.user.identity:
+        raise Auth.exceptions.HTTPException(status_code=403, detail="an assistant's owner cannot be changed")
     return {"owner": ctx.user.identity}
 
 

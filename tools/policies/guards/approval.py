@@ -25,6 +25,7 @@ from reactgraph.tools.policies.guards.validation import check_arguments, coerce_
 from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult, ToolStatus
 from reactgraph.tools.session import ToolSession
+from reactgraph.tools.visible_text import terminal_safe
 
 
 def approval_reason(meta: ToolMeta, session: ToolSession) -> str:
@@ -63,8 +64,9 @@ def approval_request(registry: ToolRegistry, call: Mapping[str, Any], session: T
 
 def describe_call(name: str, args: Any, reason: str) -> str:
     """What a person reads about a call put to them: why it asks, then the tool and its arguments (as LangChain's
-    HumanInTheLoopMiddleware lays out its default description)."""
-    return f"{reason}\n\nTool: {name}\nArgs: {json.dumps(args, ensure_ascii=False, default=str)}"
+    HumanInTheLoopMiddleware lays out its default description), control and bidi characters escaped as the CLI
+    shows them (a model wrote the arguments: a bidi override there would reorder what the person approves)."""
+    return terminal_safe(f"{reason}\n\nTool: {name}\nArgs: {json.dumps(args, ensure_ascii=False, default=str)}")
 
 
 @dataclass(frozen=True)
