@@ -19,10 +19,11 @@ from test_serve import WEATHER, human, start_service, stop, wait_for
 from test_serve_nonblocking import session_items
 
 
-def _collect(client, thread_id: str, run_id: str, into: list) -> threading.Thread:
-    """Follow the run's stream on a thread of its own, as a client would, until the run ends."""
+def _collect(client, thread_id: str, run_id: str, into: list, modes: tuple[str, ...] = ("updates",)
+             ) -> threading.Thread:
+    """Follow the run's stream (its `modes`) on a thread of its own, as a client would, until the run ends."""
     def follow() -> None:
-        into.extend(client.runs.join_stream(thread_id, run_id, stream_mode=["updates", "values"]))
+        into.extend(client.runs.join_stream(thread_id, run_id, stream_mode=list(modes)))
     reader = threading.Thread(target=follow, daemon=True)
     reader.start()
     return reader
@@ -51,7 +52,7 @@ def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_finishe
     run = client.runs.create(thread["thread_id"], "react", stream_mode=["updates", "values"], stream_resumable=True,
                              input=human(WEATHER))
     seen: list = []
-    reader = _collect(client, thread["thread_id"], run["run_id"], seen)
+    reader = _collect(client, thread["thread_id"], run["run_id"], seen, ("updates", "values"))
     wait_for(lambda: {"done 北京", "start 上海"} <= set(service.calls()), 60, "北京 done, 上海 started")
     wait_for(lambda: any("北京" in r for r in saved_tool_results(redis_url, thread["thread_id"])), 30,
              "the finished call saved")
