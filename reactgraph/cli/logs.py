@@ -128,3 +128,14 @@ def check_format(value: str | None) -> str | None:
 
         raise UserError(f"--log-format / ${FORMAT_ENV}: {value!r} is not one of json, text")
     return chosen
+
+
+def announce_server(url: str, where: str, workers: int, auth_settings: Any, no_auth: bool) -> None:
+    """Say where `reactgraph serve` serves; and a request that failed (a 500 with a request id) is logged to stderr
+    under that id even without --log-format, which configures the rest of the log: the id a client reports must
+    lead somewhere."""
+    auth = auth_settings.describe() if auth_settings is not None else "none (loopback)" if not no_auth else "none"
+    print(f"reactgraph serve on {url} · store: {where} · workers in this process: {workers} · auth: {auth}",
+          file=sys.stderr, flush=True)
+    if not logging.getLogger().handlers:
+        logging.getLogger("reactgraph.service.requests").addHandler(logging.StreamHandler())

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from reactgraph.cli.logs import announce_server
 from reactgraph.cli.otel_option import OtelOption, traced
 from reactgraph.cli.serve_options import (
     AllowedHosts,
@@ -191,11 +192,6 @@ def _redis_url(store: str | None) -> tuple[str, str]:
     return opened.redis_url, opened.description
 
 
-def _announce(url: str, where: str, workers: int, auth_settings: Any, no_auth: bool) -> None:
-    auth = auth_settings.describe() if auth_settings is not None else "none (loopback)" if not no_auth else "none"
-    _started(f"reactgraph serve on {url} · store: {where} · workers in this process: {workers} · auth: {auth}")
-
-
 def serve(
     host: Annotated[str, typer.Option(help="Interface to serve on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to serve on.")] = DEFAULT_PORT,
@@ -246,7 +242,7 @@ def serve(
     settings = _settings(operator, auth_settings, http, policy, quota)
     retention, url, where, gateway = _prepare(store, tools, mcp, index,
                                               (thread_ttl, ttl_strategy, sweep_every, operator))
-    _announce(f"http://{host}:{port}", where, workers, auth_settings, no_auth)
+    announce_server(f"http://{host}:{port}", where, workers, auth_settings, no_auth)
     try:
         app = build_app(url, gateway, workers=workers, settings=settings,
                         worker_options={"drain_s": drain, "retention": retention, "max_resumes": max_resumes})
@@ -255,17 +251,6 @@ def serve(
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
     finally:
         _close(gateway)
-
-
-def _started(line: str) -> None:
-    """Say where the server serves; and a request that failed (a 500 with a request id) is logged to stderr under
-    that id even without --log-format, which configures the rest of the log: the id a client reports must lead
-    somewhere."""
-    import logging
-
-    typer.echo(line, err=True)
-    if not logging.getLogger().handlers:
-        logging.getLogger("reactgraph.service.requests").addHandler(logging.StreamHandler())
 
 
 def worker(
