@@ -15,7 +15,7 @@ import redis
 from test_serve import TESTS, human, stop
 from test_serve_auth import start_with
 
-QUOTAS = {"threads": 40, "assistants": 6, "versions": 3, "runs_in_flight": 2}
+QUOTAS = {"threads": 40, "assistants": 6, "versions": 3, "runs_in_flight": 2, "store_items": 3}
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +71,25 @@ def test_the_threads_quota_is_per_caller_and_named_when_it_refuses(served):
     assert answer.status_code == 409 and "quota 'threads'" in one_line(answer) and "'bob'" in one_line(answer)
     assert bob.post("/threads/count", json={}).json() == QUOTAS["threads"]
     assert carol_like.post("/threads", json={}).status_code == 200  # alice is not held by bob's quota
+
+
+def test_the_store_items_quota_counts_each_callers_new_items_until_they_are_gone(served):
+    bob, alice = as_user(served, "token-bob"), as_user(served, "token-alice")
+
+    def put(user: httpx.Client, key: str) -> httpx.Response:
+        return user.put("/store/items", json={"namespace": ["notes"], "key": key, "value": {"text": key}})
+
+    assert [put(bob, f"k{i}").status_code for i in range(3)] == [204, 204, 204]
+    refused = put(bob, "k3")
+    assert refused.status_code == 409 and "quota 'store_items'" in one_line(refused) and "'bob'" in one_line(refused)
+    assert put(bob, "k1").status_code == 204  # a new value for an item held is no new item
+    assert put(alice, "k0").status_code == 204  # alice's are hers
+    assert bob.request("DELETE", "/store/items", json={"namespace": ["notes"], "key": "k0"}).status_code == 204
+    assert put(bob, "k3").status_code == 204  # what bob deleted no longer counts
+    assert bob.get("/store/items", params={"namespace": "notes", "key": "k0"}).json() is None
+    for key in ("k1", "k2", "k3"):
+        bob.request("DELETE", "/store/items", json={"namespace": ["notes"], "key": key})
+    alice.request("DELETE", "/store/items", json={"namespace": ["notes"], "key": "k0"})
 
 
 def test_concurrent_creates_never_pass_the_assistants_quota(served):

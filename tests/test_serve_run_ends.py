@@ -153,3 +153,25 @@ def test_a_run_whose_worker_died_can_be_cancelled_and_deleted_with_no_worker_run
     assert client.threads.get(thread["thread_id"])["status"] == "interrupted"
     client.threads.delete(thread["thread_id"])
 
+
+
+def test_a_run_on_a_thread_whose_latest_checkpoint_is_damaged_ends_once_naming_it(service):
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
+    client = service.client()
+    service.start_worker()
+    thread = client.threads.create()
+    client.runs.wait(thread["thread_id"], "react", input=human("计算 2 + 3 等于多少"))
+    latest = client.threads.get_state(thread["thread_id"])["checkpoint"]["checkpoint_id"]
+    with RedisSaver.from_url(service.env["REDIS_URL"]) as saver:
+        saver.client.hset(f"{saver.prefix}{{{thread['thread_id']}}}:cp:", latest, b"\x93garbage")
+    run = client.runs.create(thread["thread_id"], "react", input=human("计算 3 + 4 等于多少"))
+    final = client.runs.join(thread["thread_id"], run["run_id"])
+    assert latest in final["__error__"]["message"]  # named, not answered from an older state
+    assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "error"
+    errors = [p for p in client.runs.join_stream(thread["thread_id"], run["run_id"]) if p.event == "error"]
+    assert len(errors) == 1
+    with httpx.Client(base_url=service.url, timeout=30) as http:
+        assert http.get(f"/threads/{thread['thread_id']}").status_code == 500  # the thread names its damage
+        assert http.delete(f"/threads/{thread['thread_id']}/runs/{run['run_id']}").status_code == 204
+        assert http.delete(f"/threads/{thread['thread_id']}").status_code == 204

@@ -68,8 +68,8 @@ def usage_plan(saver: RedisSaverCore, thread_ids: Sequence[str] | None) -> Gener
 def _written_at(saver: RedisSaverCore, record: bytes | None) -> datetime | None:
     if record is None:
         return None
-    checkpoint, _ = saver.serde.loads_typed(layout.unpack_typed(record))
-    try:
+    try:  # Redis content: a damaged checkpoint has no known time (the session is not taken for idle by it)
+        checkpoint, _ = saver.serde.loads_typed(layout.unpack_typed(record))
         return datetime.fromisoformat(checkpoint["ts"])
-    except (KeyError, TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - whatever a damaged record raises in the serializer, the time is unknown
         return None

@@ -30,6 +30,7 @@ from reactgraph.service.assistant_input import with_assistant
 from reactgraph.service.auth import caller_of
 from reactgraph.service.auth_rules import authorize, matches
 from reactgraph.service.events import entry_id
+from reactgraph.service.owned_counts import create_counted
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
 from reactgraph.service.run_cancel import cancel_now, end_if_abandoned, nothing_to_cancel
@@ -41,7 +42,6 @@ from reactgraph.service.run_options import (
     on_completion,
     on_disconnect,
 )
-from reactgraph.service.run_quota import create_counted
 from reactgraph.service.run_streams import (
     event_stream,
     final_values,

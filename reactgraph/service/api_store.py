@@ -21,12 +21,14 @@ from starlette.routing import Route
 from reactgraph.memory.redis_store.filters import matches as item_matches
 from reactgraph.service.api_common import body_of, handler, int_param, json_response, service
 from reactgraph.service.auth_rules import authorize_store
+from reactgraph.service.owned_counts import OwnedCounts, item_member, store_items
+from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.wire import BadRequest, field
 
 MAX_LABELS, MAX_LABEL_CHARS, MAX_KEY_CHARS = 16, 256, 1024
 MAX_VALUE_BYTES = 1024 * 1024
 MAX_FILTER_BYTES = 16 * 1024
-MAX_SCAN = 10_000  # items a search filtered on both the caller's and the auth handler's condition looks at
+SCAN_PAGE = 100  # items read at a time when the caller's filter must be checked after the auth handler's
 MAX_TTL_MINUTES = 10 * 365 * 24 * 60
 FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")  # RedisStore's (reactgraph/memory/redis_store)
 
@@ -113,9 +115,22 @@ async def put_item(request: Request) -> Response:
         raise BadRequest(422, f"'ttl' must be minutes, more than 0 and at most {MAX_TTL_MINUTES}")
     request_value = {"namespace": _namespace(body.get("namespace"), "namespace"), "key": _key(body.get("key")),
                      "value": value, "index": index, "ttl": ttl}
-    namespace, _existing = await _allowed_item(request, "put", request_value)
-    await _call("put", _store(request).aput(namespace, request_value["key"], value, index=index, ttl=ttl))
+    namespace, existing = await _allowed_item(request, "put", request_value)
+    counted, owner, member = _counted(request), owner_of(request), item_member(namespace, request_value["key"])
+    if existing is None:  # a new item: counted against the caller's quota before it is stored
+        await counted.take(owner, quotas_of(request).of("store_items"), member)
+    try:
+        await _call("put", _store(request).aput(namespace, request_value["key"], value, index=index, ttl=ttl))
+    except BaseException:
+        if existing is None:
+            await counted.give_back(owner, member)
+        raise
     return Response(status_code=204)
+
+
+def _counted(request: Request) -> OwnedCounts:
+    svc = service(request)
+    return store_items(svc.client, svc.records.keys.prefix, svc.assistants.store)
 
 
 @handler
@@ -141,6 +156,7 @@ async def delete_item(request: Request) -> Response:
     value = {"namespace": _namespace(body.get("namespace"), "namespace"), "key": _key(body.get("key"))}
     namespace, _existing = await _allowed_item(request, "delete", value)
     await _call("delete", _store(request).adelete(namespace, value["key"]))
+    await _counted(request).give_back(owner_of(request), item_member(namespace, str(value["key"])))
     return Response(status_code=204)
 
 
@@ -171,9 +187,16 @@ async def search_items(request: Request) -> Response:
     options = {"query": query, "refresh_ttl": value["refresh_ttl"]}
     if not again:
         items = await _call("search", store.asearch(namespace, filter=wanted, limit=limit, offset=offset, **options))
-    else:
-        found = await _call("search", store.asearch(namespace, filter=wanted, limit=MAX_SCAN, offset=0, **options))
-        items = [item for item in found if item_matches(item.value, asked)][offset:offset + limit]
+    else:  # the caller's own filter is checked on the items the handler's lets through, a page at a time
+        items, start = [], 0
+        while len(items) < offset + limit:
+            found = await _call("search", store.asearch(namespace, filter=wanted, limit=SCAN_PAGE, offset=start,
+                                                        **options))
+            items += [item for item in found if item_matches(item.value, asked)]
+            start += SCAN_PAGE
+            if len(found) < SCAN_PAGE:
+                break
+        items = items[offset:offset + limit]
     return json_response({"items": [item.dict() for item in items]})
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.service.auth import caller_of
 from reactgraph.service.wire import BadRequest
 
@@ -24,6 +25,7 @@ QUOTAS: dict[str, tuple[int | None, str, int]] = {
     "threads": (10_000, "threads", 409),
     "assistants": (1_000, "assistants", 409),
     "versions": (1_000, "versions of one assistant", 409),
+    "store_items": (10_000, "store items put through the API", 409),
     # without auth every caller is one owner, so these two are the whole server's: set to what one busy client
     # (a load test's 50 clients, 4 runs each) stays within
     "runs_in_flight": (1_000, "runs pending or running", 429),
@@ -33,7 +35,7 @@ ANONYMOUS = "anonymous"
 RETRY_AFTER_S = 5
 
 
-class BadQuota(ValueError):
+class BadQuota(ReactGraphError, ValueError):
     """A `reactgraph.quotas` entry or --quota flag the service cannot start with (one line naming it)."""
 
 

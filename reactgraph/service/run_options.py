@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.service.wire import BadRequest, field
 
 DURABILITIES = ("sync", "async", "exit")
@@ -117,7 +118,7 @@ def graph_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return {"durability": durability if durability in DURABILITIES else "async"}
 
 
-class UnknownInterruptError(ValueError):
+class UnknownInterruptError(ReactGraphError, ValueError):
     """A `strict_resume` run's resume answers no interrupt the thread waits on: the run fails before it starts."""
 
 

@@ -15,10 +15,9 @@ from reactgraph.service.auth_rules import matches
 from reactgraph.service.index_search import BATCH, Query, Source, filter_terms
 from reactgraph.service.record_index import LEGACY_OWNER, term_of
 from reactgraph.service.records import ServiceRecords
-from reactgraph.service.stored_json import decode_record
+from reactgraph.service.stored_json import decode_thread
 from reactgraph.service.thread_index import thread_entry, thread_terms
 
-REQUIRED = ("thread_id", "created_at", "status")
 DECODE_ON_LOOP = 16  # more records than this are decoded on a worker thread
 
 
@@ -52,7 +51,8 @@ def thread_source(records: ServiceRecords) -> Source:
         read.update(zip(ids, raws, strict=True))
 
         def decoded() -> list[dict[str, Any] | None]:
-            found = [decode_record(raw, records.keys.thread(i), REQUIRED) for i, raw in zip(ids, raws, strict=True)]
+            # as a GET reads it: a damaged one (metadata no object, say) is passed over with a log line
+            found = [decode_thread(raw, records.keys.thread(i)) for i, raw in zip(ids, raws, strict=True)]
             return [r if r is not None and r["thread_id"] == i else None for i, r in zip(ids, found, strict=True)]
 
         return await asyncio.to_thread(decoded) if len(ids) > DECODE_ON_LOOP else decoded()
