@@ -4,7 +4,8 @@ updated threads of the whole server read and filtered — side by side. Nothing 
 
 Records are written through the service's own writers (the scripts that store a record with its index entries),
 pipelined; searches call the same search and count the API routes call (no HTTP in between), with the filter the
-documented owner handler returns ({"owner": identity}).
+documented owner handler returns ({"owner": identity}); then the same requests over HTTP to a `reactgraph serve`
+on those records, as alice, under the owner handler of tests/support/auth_assistant_owner.py (`--no-http` skips it).
 
     python benchmarks/service_search.py [--threads 100000] [--assistants 10000] [--mine 50] [--rounds 50]
                                         [--redis-url redis://127.0.0.1:6379/15]
@@ -33,6 +34,7 @@ from reactgraph.service.stored_json import decode_record, encoded
 from reactgraph.service.thread_index import thread_entry
 from reactgraph.service.thread_search import thread_query, thread_source
 
+ROOT = Path(__file__).resolve().parents[1]
 OLD_WINDOW = 10_000  # what search and count read before the index
 
 
@@ -100,6 +102,40 @@ async def timed(rounds: int, call) -> tuple[float, float, object]:
     return statistics.median(times), times[max(0, int(len(times) * 0.95) - 1)], result
 
 
+def over_http(args: argparse.Namespace, prefix: str) -> None:
+    """The same searches and counts as alice's HTTP requests to a `reactgraph serve` on the same records."""
+    import json
+    import tempfile
+
+    import httpx
+
+    sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests")]
+    from serve_harness import start_serve
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "langgraph.json"
+        config.write_text(json.dumps({"auth": {"path": f"{ROOT}/tests/support/auth_assistant_owner.py:auth"}}))
+        url, api = start_serve(args.redis_url, Path(tmp), 0, "--config", str(config), prefix=prefix)
+        try:
+            with httpx.Client(base_url=url, headers={"Authorization": "Bearer token-alice"}, timeout=60) as http:
+                for name, path, body in (("thread search (limit 10)", "/threads/search", {"limit": 10}),
+                                         ("thread count", "/threads/count", {}),
+                                         ("assistant search (limit 10)", "/assistants/search", {"limit": 10}),
+                                         ("assistant count", "/assistants/count", {})):
+                    times, answer = [], None
+                    for _ in range(args.rounds):
+                        started = time.perf_counter()
+                        answer = http.post(path, json=body).json()
+                        times.append((time.perf_counter() - started) * 1000)
+                    times.sort()
+                    shown = answer if isinstance(answer, int) else f"{len(answer)} records"
+                    print(f"{'HTTP ' + name:<34}{statistics.median(times):>9.2f}"
+                          f"{times[max(0, int(len(times) * 0.95) - 1)]:>9.2f}  {shown}")
+        finally:
+            api.terminate()
+            api.wait(timeout=60)
+
+
 async def main(args: argparse.Namespace) -> None:
     client = redis.asyncio.Redis.from_url(args.redis_url)
     keys = ServiceKeys(f"bench-search-{uuid.uuid4().hex[:8]}")
@@ -133,6 +169,8 @@ async def main(args: argparse.Namespace) -> None:
             print(f"{name:<34}{p50:>9.2f}{p95:>9.2f}  {shown}")
         p50, p95, result = await timed(max(3, args.rounds // 10), lambda: old_window_count(records, "alice"))
         print(f"{'before: count over 10,000 newest':<34}{p50:>9.2f}{p95:>9.2f}  {result} (alice has {len(mine)})")
+        if not args.no_http:
+            await asyncio.to_thread(over_http, args, keys.prefix.rstrip(":"))
     finally:
         found = [k async for k in client.scan_iter(match=f"{keys.prefix}*", count=5000)]
         for start in range(0, len(found), 1000):
@@ -146,5 +184,6 @@ if __name__ == "__main__":
     parser.add_argument("--assistants", type=int, default=10_000)
     parser.add_argument("--mine", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--no-http", action="store_true", help="only the in-process searches")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15")
     asyncio.run(main(parser.parse_args()))
