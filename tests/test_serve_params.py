@@ -10,7 +10,7 @@ from datetime import datetime
 
 import httpx
 import pytest
-from langgraph_sdk.errors import APIStatusError
+from langgraph_sdk.errors import APIStatusError, ConflictError
 
 from test_serve import Service, human, start_service, stop, wait_for
 
@@ -53,8 +53,19 @@ def test_a_run_cancelled_while_it_waits_for_its_time_never_starts(served):
     assert client.runs.get(thread, run["run_id"])["status"] == "interrupted"
     assert client.threads.get_state(thread)["values"] in ({}, None)  # the graph never ran
     gone = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"), after_seconds=2)
+    with pytest.raises(ConflictError):  # `reject` sees a run waiting for its time as it sees a queued one
+        client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"), multitask_strategy="reject")
     client.runs.cancel(thread, gone["run_id"], action="rollback")
     assert gone["run_id"] not in [r["run_id"] for r in client.runs.list(thread)]
+
+
+def test_deleting_an_assistant_cancels_its_runs_waiting_for_their_time(served):
+    client = served.client()
+    assistant = client.assistants.create("react")
+    thread = client.threads.create()["thread_id"]
+    run = client.runs.create(thread, assistant["assistant_id"], input=human("计算 2 + 3 等于多少"), after_seconds=30)
+    client.assistants.delete(assistant["assistant_id"])
+    assert client.runs.get(thread, run["run_id"])["status"] == "interrupted"
 
 
 @pytest.mark.parametrize("after", [-1, 10**9, "soon", True])

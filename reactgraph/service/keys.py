@@ -24,6 +24,7 @@ class ServiceKeys:
         self.unswept = f"{self.prefix}unswept"  # sorted set: the same, less threads the sweeper has pruned
         self.queue = f"{self.prefix}queue"      # stream: one entry per thread that has work
         self.with_work = f"{self.prefix}with-work"  # sorted set: thread id → when it was last given work (ms)
+        self.scheduled = f"{self.prefix}scheduled"  # sorted set: "<thread id> <run id>" → when it is due (ms)
         self.workers = f"{self.prefix}workers"  # sorted set: worker id → last heartbeat (ms)
         self.counters = f"{self.prefix}counters"  # hash: runs finished by status, for /metrics
         self.assistants = f"{self.prefix}assistants"  # sorted set: created assistant id → created_at (ms)
@@ -45,6 +46,10 @@ class ServiceKeys:
     def active(self, thread_id: str) -> str:
         """String: the run id being executed on the thread (kept if its worker dies: the next one resumes it)."""
         return thread_base(self.prefix, thread_id) + "active"
+
+    def scheduled_runs(self, thread_id: str) -> str:
+        """Sorted set: the thread's runs waiting for their time (`after_seconds`), run id → due (ms)."""
+        return thread_base(self.prefix, thread_id) + "scheduled"
 
     def queued(self, thread_id: str) -> str:
         """String: the id of the thread's latest token in the work queue (the sweep checks it still exists)."""

@@ -24,10 +24,10 @@ FINAL_RUN_STATUSES = ("error", "success", "timeout", "interrupted")
 LATENCY_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
-# Enqueue a run unless `reject` finds the thread busy (a run active or waiting): one atomic step, so two
-# creates on an idle thread cannot both pass a `reject` check. Returns {created, ids ahead of it}.
+# Enqueue a run unless `reject` finds the thread busy (a run active, waiting, or waiting for its time): one atomic
+# step, so two creates on an idle thread cannot both pass a `reject` check. Returns {created, ids ahead of it}.
 _CREATE_RUN = """
-local busy = redis.call('EXISTS', KEYS[4]) == 1 or redis.call('LLEN', KEYS[3]) > 0
+local busy = redis.call('EXISTS', KEYS[4]) == 1 or redis.call('LLEN', KEYS[3]) > 0 or redis.call('ZCARD', KEYS[5]) > 0
 if busy and ARGV[4] == 'reject' then return {0} end
 local ahead = redis.call('LRANGE', KEYS[3], 0, -1)
 local active = redis.call('GET', KEYS[4])
@@ -169,7 +169,7 @@ class ServiceRecords:
         run_ids = await self.run_ids(thread_id, limit=10_000)
         await self.indexed.drop(thread_id)  # the record and its index entries, together
         keys = [key(thread_id) for key in (self.keys.runs, self.keys.pending, self.keys.active, self.keys.fence,
-                                           self.keys.attempts, self.keys.queued)]
+                                           self.keys.attempts, self.keys.queued, self.keys.scheduled_runs)]
         for run_id in run_ids:
             keys += [self.keys.run(thread_id, run_id), self.keys.events(thread_id, run_id),
                      self.keys.cancel(thread_id, run_id)]
@@ -184,7 +184,7 @@ class ServiceRecords:
         thread_id, run_id = record["thread_id"], record["run_id"]
         result = await self._create_run(
             keys=[self.keys.run(thread_id, run_id), self.keys.runs(thread_id), self.keys.pending(thread_id),
-                  self.keys.active(thread_id)],
+                  self.keys.active(thread_id), self.keys.scheduled_runs(thread_id)],
             args=[encoded(record, "run record"), run_id, int(time.time() * 1000),
                   record["multitask_strategy"]])
         ahead = [i.decode() if isinstance(i, bytes) else str(i) for i in result[1:]]

@@ -21,6 +21,7 @@ from reactgraph.memory.session_lease_aio import asession_lease
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.execute import end_abandoned_run
 from reactgraph.service.records import ServiceRecords
+from reactgraph.service.scheduled_runs import cancel_scheduled
 from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.thread_hold import ThreadHold
 from reactgraph.service.thread_state import thread_after_run
@@ -104,6 +105,11 @@ async def cancel_runs_of_assistant(records: ServiceRecords, assistants: Any, ass
             if runs and await may_cancel(thread_id):
                 for run in runs:
                     cancelled += await cancel_now(records, assistants, run, "interrupt") != "done"
+    for member in await records.client.zrange(records.keys.scheduled, 0, -1):  # runs waiting for their time
+        thread_id, _, run_id = _text(member).partition(" ")
+        waiting = await records.get_run(thread_id, run_id)
+        if waiting is not None and waiting.get("assistant_id") == assistant_id and await may_cancel(thread_id):
+            cancelled += await cancel_scheduled(records, waiting, "interrupt")
     return cancelled
 
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import redis.asyncio
 
-from reactgraph.memory.redis_checkpoint.layout import thread_base
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords, encoded, now_iso
@@ -33,7 +32,7 @@ PROMOTE_BATCH = 200
 # KEYS: run, runs, pending, active, scheduled. ARGV: run json, run id, created ms, strategy, due ms.
 # As records' create-run script, but the run waits in `scheduled`, not `pending`.
 _SCHEDULE = """
-local busy = redis.call('EXISTS', KEYS[4]) == 1 or redis.call('LLEN', KEYS[3]) > 0
+local busy = redis.call('EXISTS', KEYS[4]) == 1 or redis.call('LLEN', KEYS[3]) > 0 or redis.call('ZCARD', KEYS[5]) > 0
 if busy and ARGV[4] == 'reject' then return {0} end
 local ahead = redis.call('LRANGE', KEYS[3], 0, -1)
 local active = redis.call('GET', KEYS[4])
@@ -59,15 +58,6 @@ def later_iso(seconds: float) -> str:
     return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()
 
 
-def global_key(keys: ServiceKeys) -> str:
-    return f"{keys.prefix}scheduled"
-
-
-def thread_key(keys: ServiceKeys, thread_id: str) -> str:
-    """Sorted set: the thread's runs waiting for their time, run id → due (ms)."""
-    return thread_base(keys.prefix, thread_id) + "scheduled"
-
-
 async def schedule_run(records: ServiceRecords, record: dict[str, Any], after_s: float) -> tuple[bool, list[str]]:
     """Store `record` to start `after_s` seconds from now, under its multitask strategy as records.create_run
     does: (created, run ids ahead of it)."""
@@ -76,11 +66,11 @@ async def schedule_run(records: ServiceRecords, record: dict[str, Any], after_s:
     script = records.client.register_script(_SCHEDULE)
     result: Any = await script(
         keys=[keys.run(thread_id, run_id), keys.runs(thread_id), keys.pending(thread_id), keys.active(thread_id),
-              thread_key(keys, thread_id)],
+              keys.scheduled_runs(thread_id)],
         args=[encoded(record, "run record"), run_id, int(time.time() * 1000), record["multitask_strategy"], due_ms])
     if not int(result[0]):
         return False, []
-    await records.client.zadd(global_key(keys), {f"{thread_id} {run_id}": due_ms})
+    await records.client.zadd(keys.scheduled, {f"{thread_id} {run_id}": due_ms})
     return True, [i.decode() if isinstance(i, bytes) else str(i) for i in result[1:]]
 
 
@@ -88,7 +78,7 @@ async def cancel_scheduled(records: ServiceRecords, run: dict[str, Any], action:
     """Cancel a run still waiting for its time: it never starts; it reads `interrupted` (`rollback`: it is
     deleted). False when it is not waiting for its time (promoted, or not scheduled at all)."""
     thread_id, run_id = run["thread_id"], run["run_id"]
-    if not await records.client.zrem(thread_key(records.keys, thread_id), run_id):
+    if not await records.client.zrem(records.keys.scheduled_runs(thread_id), run_id):
         return False
     await records.count("cancelled_before_start")
     if action == "rollback":
@@ -104,18 +94,18 @@ async def cancel_scheduled(records: ServiceRecords, run: dict[str, Any], action:
 async def promote_due(client: redis.asyncio.Redis, keys: ServiceKeys, queue: WorkQueue) -> int:
     """Move the runs whose time has come into their threads' queues; how many were moved."""
     script = client.register_script(_PROMOTE)
-    members: Any = await client.zrangebyscore(global_key(keys), "-inf", int(time.time() * 1000), start=0,
+    members: Any = await client.zrangebyscore(keys.scheduled, "-inf", int(time.time() * 1000), start=0,
                                               num=PROMOTE_BATCH)
     moved = 0
     for raw in members:
         member = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
         thread_id, _, run_id = member.partition(" ")
         if thread_id and run_id and await script(
-                keys=[thread_key(keys, thread_id), keys.run(thread_id, run_id), keys.cancel(thread_id, run_id),
+                keys=[keys.scheduled_runs(thread_id), keys.run(thread_id, run_id), keys.cancel(thread_id, run_id),
                       keys.pending(thread_id)], args=[run_id]):
             await queue.notify(thread_id)
             moved += 1
-        await client.zrem(global_key(keys), raw)
+        await client.zrem(keys.scheduled, raw)
     return moved
 
 
