@@ -68,14 +68,7 @@ def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_finishe
     assert calls.count("start 上海") == 2  # unfinished at the kill: run again by the second worker
     attempts = [p.data["attempt"] for p in seen if p.event == "metadata"]
     assert attempts == [1, 2]  # the client's one stream went on across the takeover
-    updates = [p.data for p in seen if p.event == "updates"]
-    assert "finalize" in {next(iter(update)) for update in updates}
-    # each event once across the takeover: LangGraph, resuming, streams the finished call's update and the
-    # checkpoint's values again; the client gets neither twice
-    beijing = [u for u in updates if "act" in u and "北京" in json.dumps(u, ensure_ascii=False)]
-    assert len(beijing) == 1, beijing
-    values = [json.dumps(p.data, sort_keys=True) for p in seen if p.event == "values"]
-    assert all(a != b for a, b in itertools.pairwise(values)), "a values event streamed twice in a row"
+    _each_event_once(seen)
 
 
 def test_sigterm_lets_a_running_run_finish_before_the_worker_exits(service, redis_url):
@@ -150,6 +143,17 @@ def test_keep_latest_from_langgraph_json_prunes_an_idle_thread_to_its_latest_sta
     assert [m["content"] for m in again["messages"] if m["type"] == "human"][-1] == "现在几点了？"
 
 
+def _each_event_once(seen: list) -> None:
+    """Each event once across a takeover: LangGraph, resuming, streams the finished call's update and the
+    checkpoint's values again; the client gets neither twice. The run went on to its end."""
+    updates = [p.data for p in seen if p.event == "updates"]
+    assert "finalize" in {next(iter(update)) for update in updates}
+    beijing = [u for u in updates if "act" in u and "北京" in json.dumps(u, ensure_ascii=False)]
+    assert len(beijing) == 1, beijing
+    values = [json.dumps(p.data, sort_keys=True) for p in seen if p.event == "values"]
+    assert all(a != b for a, b in itertools.pairwise(values)), "a values event streamed twice in a row"
+
+
 def _follow_and_compare(client, thread_id: str, run_id: str, seen: list, reader: threading.Thread) -> None:
     """The client's one stream got every event of the run, once each, in order (the run's own record of them)."""
     client.runs.join(thread_id, run_id)
@@ -157,14 +161,7 @@ def _follow_and_compare(client, thread_id: str, run_id: str, seen: list, reader:
     assert not reader.is_alive(), "the client's stream did not end"
     everything = list(client.runs.join_stream(thread_id, run_id))
     assert [(p.event, p.data) for p in seen] == [(p.event, p.data) for p in everything]
-    updates = [p.data for p in seen if p.event == "updates"]
-    assert "finalize" in {next(iter(update)) for update in updates}
-    # each event once across the takeover: LangGraph, resuming, streams the finished call's update and the
-    # checkpoint's values again; the client gets neither twice
-    beijing = [u for u in updates if "act" in u and "北京" in json.dumps(u, ensure_ascii=False)]
-    assert len(beijing) == 1, beijing
-    values = [json.dumps(p.data, sort_keys=True) for p in seen if p.event == "values"]
-    assert all(a != b for a, b in itertools.pairwise(values)), "a values event streamed twice in a row"
+    _each_event_once(seen)
 
 
 def test_an_api_process_restarted_mid_run_lets_the_client_stream_go_on(service):

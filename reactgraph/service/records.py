@@ -26,6 +26,7 @@ STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
 # Enqueue a run unless `reject` finds the thread busy (a run active, waiting, or waiting for its time): one atomic
 # step, so two creates on an idle thread cannot both pass a `reject` check. Returns {created, ids ahead of it}.
+# ARGV[5]: when the run is due (ms) for a run that waits for its time in `scheduled` (KEYS[5]), not in `pending`.
 _CREATE_RUN = """
 local busy = redis.call('EXISTS', KEYS[4]) == 1 or redis.call('LLEN', KEYS[3]) > 0 or redis.call('ZCARD', KEYS[5]) > 0
 if busy and ARGV[4] == 'reject' then return {0} end
@@ -34,7 +35,7 @@ local active = redis.call('GET', KEYS[4])
 if active then table.insert(ahead, 1, active) end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
-redis.call('RPUSH', KEYS[3], ARGV[2])
+if ARGV[5] == '' then redis.call('RPUSH', KEYS[3], ARGV[2]) else redis.call('ZADD', KEYS[5], ARGV[5], ARGV[2]) end
 local result = {1}
 for _, id in ipairs(ahead) do table.insert(result, id) end
 return result
@@ -179,14 +180,15 @@ class ServiceRecords:
         await self.client.zrem(self.keys.unswept, thread_id)
 
     # -- runs -----------------------------------------------------------------------------------------------
-    async def create_run(self, record: dict[str, Any]) -> tuple[bool, list[str]]:
-        """Store and enqueue `record` on its thread under its multitask strategy: (created, run ids ahead)."""
+    async def create_run(self, record: dict[str, Any], due_ms: int | None = None) -> tuple[bool, list[str]]:
+        """Store and enqueue `record` on its thread under its multitask strategy — or, `due_ms` given, keep it in
+        the thread's `scheduled` set until then (reactgraph/service/scheduled_runs.py): (created, run ids ahead)."""
         thread_id, run_id = record["thread_id"], record["run_id"]
         result = await self._create_run(
             keys=[self.keys.run(thread_id, run_id), self.keys.runs(thread_id), self.keys.pending(thread_id),
                   self.keys.active(thread_id), self.keys.scheduled_runs(thread_id)],
             args=[encoded(record, "run record"), run_id, int(time.time() * 1000),
-                  record["multitask_strategy"]])
+                  record["multitask_strategy"], "" if due_ms is None else due_ms])
         ahead = [i.decode() if isinstance(i, bytes) else str(i) for i in result[1:]]
         return bool(result[0]), ahead
 

@@ -29,21 +29,6 @@ log = logging.getLogger("reactgraph.service")
 PROMOTE_EVERY_S = 0.5  # how late past its time a scheduled run may start (plus the queue's own latency)
 PROMOTE_BATCH = 200
 
-# KEYS: run, runs, pending, active, scheduled. ARGV: run json, run id, created ms, strategy, due ms.
-# As records' create-run script, but the run waits in `scheduled`, not `pending`.
-_SCHEDULE = """
-local busy = redis.call('EXISTS', KEYS[4]) == 1 or redis.call('LLEN', KEYS[3]) > 0 or redis.call('ZCARD', KEYS[5]) > 0
-if busy and ARGV[4] == 'reject' then return {0} end
-local ahead = redis.call('LRANGE', KEYS[3], 0, -1)
-local active = redis.call('GET', KEYS[4])
-if active then table.insert(ahead, 1, active) end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
-redis.call('ZADD', KEYS[5], ARGV[5], ARGV[2])
-local result = {1}
-for _, id in ipairs(ahead) do table.insert(result, id) end
-return result
-"""
 # KEYS: scheduled, run, cancel mark, pending. ARGV: run id. 1: it joined `pending`; 0: nothing to do.
 _PROMOTE = """
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
@@ -63,15 +48,11 @@ async def schedule_run(records: ServiceRecords, record: dict[str, Any], after_s:
     does: (created, run ids ahead of it)."""
     thread_id, run_id, keys = record["thread_id"], record["run_id"], records.keys
     due_ms = int((time.time() + after_s) * 1000)
-    script = records.client.register_script(_SCHEDULE)
-    result: Any = await script(
-        keys=[keys.run(thread_id, run_id), keys.runs(thread_id), keys.pending(thread_id), keys.active(thread_id),
-              keys.scheduled_runs(thread_id)],
-        args=[encoded(record, "run record"), run_id, int(time.time() * 1000), record["multitask_strategy"], due_ms])
-    if not int(result[0]):
+    created, ahead = await records.create_run(record, due_ms=due_ms)
+    if not created:
         return False, []
     await records.client.zadd(keys.scheduled, {f"{thread_id} {run_id}": due_ms})
-    return True, [i.decode() if isinstance(i, bytes) else str(i) for i in result[1:]]
+    return True, ahead
 
 
 async def cancel_scheduled(records: ServiceRecords, run: dict[str, Any], action: str) -> bool:
