@@ -178,6 +178,8 @@ class RecordIndex:
 
     async def having(self, ids: list[str], terms: list[str], by: str) -> list[tuple[str, float]]:
         """The ids (of those given) under every term, with their `by` score."""
+        if not ids:  # no ids asked for: none found (Redis refuses an empty ZMSCORE)
+            return []
         pipe = self.client.pipeline(transaction=False)
         for term in terms:
             pipe.zmscore(f"{self.base}{by}:{term}", ids)
