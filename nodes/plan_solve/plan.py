@@ -11,7 +11,6 @@ from typing import Any
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
-from langgraph.types import Overwrite
 
 from reactgraph.nodes.conversation.transcript import current_question, tokens_of
 from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
@@ -19,21 +18,12 @@ from reactgraph.nodes.plan_solve.text_plan import parse_plan
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.prompting.text_replies import read_reply
-from reactgraph.nodes.runtime.budget import fresh_budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.state.fields import summary_of
-
-
-def fresh_turn(state: PlanSolveState) -> dict[str, Any]:
-    """Per-turn fields, reset: every run of the graph plans its question from scratch."""
-    question = current_question(state["messages"])
-    return {"turn_id": question.id if question else None, "iteration": 0, "reflection": None, "final_answer": None,
-            "status": None, "coverage": None, "plan": [], "cursor": 0, "step_rounds": 0, "step_results": [],
-            "avoid_tools": [], "replans": 0, "plan_parts": [], "structured_response": None, **fresh_budget()}
 
 
 def tool_list(schemas: list[dict[str, Any]]) -> str:
@@ -50,8 +40,7 @@ def _settle(state: PlanSolveState, steps: list[dict[str, Any]], status: str, not
             errors: Sequence[ExecutionStep] = ()) -> dict[str, Any]:
     record = make_step(step=0, node="plan", status=status, thought=note, observation=render_plan(steps),
                        tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
-    # Overwrite: the previous turn's records go, as ReAct's think resets them at the start of a turn.
-    return {**fresh_turn(state), "plan": steps, "plan_parts": parts or [], "steps": Overwrite([*errors, record])}
+    return {"plan": steps, "plan_parts": parts or [], "steps": [*errors, record]}
 
 
 def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) -> dict[str, Any]:

@@ -10,35 +10,22 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
-from langgraph.types import Overwrite
 
-from reactgraph.nodes.conversation.transcript import last_human_index, pending_calls, tokens_of
+from reactgraph.nodes.conversation.transcript import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.prompting.repetition import reply_without_repetition
 from reactgraph.nodes.prompting.text_protocol import ReactReply
 from reactgraph.nodes.prompting.text_replies import Attempts, format_errors, read_reply
 from reactgraph.nodes.react.inline_reflection import inline_record, inline_schema, split_text_reply, split_tools_reply
-from reactgraph.nodes.runtime.budget import fresh_budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.model_retry import model_failure
 from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import iteration_of, lessons_of, summary_of, turn_id_of, verdict_of
+from reactgraph.nodes.state.fields import iteration_of, lessons_of, summary_of, verdict_of
 from reactgraph.nodes.state.verdict import Verdict
-
-
-def start_of_turn(state: AgentState) -> dict[str, Any]:
-    """Per-turn fields to reset when a new question has arrived (empty dict inside a running turn)."""
-    messages = state["messages"]
-    i = last_human_index(messages)
-    question_id = messages[i].id if i >= 0 else None
-    if question_id is not None and question_id == turn_id_of(state):
-        return {}
-    return {"turn_id": question_id, "iteration": 0, "steps": Overwrite([]), "reflection": None,
-            "final_answer": None, "status": None, "coverage": None, "structured_response": None, **fresh_budget()}
 
 
 def notes_sections(state: AgentState, reflection: Verdict | None) -> list[str]:
@@ -78,7 +65,6 @@ class _Turn:
     """What one think call has done so far; a model failure at any point is reported from it."""
 
     iteration: int
-    reset: dict[str, Any]
     inline: bool = False  # reflection="inline": the reply carries the verdict
     started: float = field(default_factory=time.perf_counter)
     steps: list[ExecutionStep] = field(default_factory=list)
@@ -104,10 +90,9 @@ class _Turn:
         return {"reflection": record}
 
     def update(self, **fields: Any) -> dict[str, Any]:
-        update: dict[str, Any] = {**self.reset, "iteration": self.iteration, **fields}
+        update: dict[str, Any] = {"iteration": self.iteration, **fields}
         if self.steps:
-            # On the first think of a turn the steps channel is being reset; new records must replace it.
-            update["steps"] = Overwrite(self.steps) if "steps" in self.reset else self.steps
+            update["steps"] = self.steps
         return update
 
 
@@ -164,14 +149,13 @@ def make_think(services: AgentServices) -> Node:
 
     def think(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Decision:
         context = runtime.context
-        reset = start_of_turn(state)
-        turn = _Turn(iteration=(0 if reset else iteration_of(state)) + 1, reset=reset,
-                     inline=context.reflection == "inline")
+        # The turn began in the graph's first node (load_memory's begin_turn): its fields are this question's.
+        turn = _Turn(iteration=iteration_of(state) + 1, inline=context.reflection == "inline")
         schemas = services.schemas(context, config)
-        request = prompt_messages(state, context, None if reset else verdict_of(state), schemas)
+        request = prompt_messages(state, context, verdict_of(state), schemas)
         model = services.model(context)
         if context.protocol == "text":  # the tools are described in the prompt, never bound
-            spent = 0 if reset else format_errors(state)  # the turn's unusable replies so far
+            spent = format_errors(state)  # the turn's unusable replies so far
             decision = _text_decision(model.bind(stop=text_protocol.STOP), request, turn, schemas, spent, context)
         else:
             bound = [*schemas, inline_schema()] if turn.inline else schemas

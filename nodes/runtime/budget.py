@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
-from langgraph.types import Overwrite
 
 from reactgraph.errors import ReactGraphError
 from reactgraph.models.token_estimate import usage_for
@@ -140,11 +139,6 @@ def call_usage(request_input: Any, result: Any, model: str) -> Usage:
     price = price_of(model) or (0.0, 0.0)
     cost = (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000
     return Usage(input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=round(cost, 9))
-
-
-def fresh_budget() -> dict[str, Any]:
-    """The budget fields of a turn's reset: nothing used yet, no early stop (usage is replaced, not added to)."""
-    return {"usage": Overwrite(Usage()), "stop_reason": None, "budget": None}
 
 
 def tokens_used(usage: Mapping[str, Any] | None) -> int:
