@@ -10,9 +10,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.memory.session_memory import ConversationSummary, SessionMemory
+from reactgraph.models.gateway import ModelCall
 from reactgraph.nodes.conversation.question import turn_question
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState, begin_turn, in_turn
 from reactgraph.nodes.state.context import Context
@@ -39,16 +40,15 @@ def make_load_memory(services: AgentServices, start: TurnStart = react_turn) -> 
         if fold is None:
             return turn
         try:
-            output = yield from Call(services.structured(runtime.context, ConversationSummary), fold.prompt())
-            parsed = output.get("parsed")
-            if isinstance(parsed, ConversationSummary):
-                summary = parsed.summary
+            reply = yield from ModelCall("summarize", fold.prompt(), schema=ConversationSummary)
+            if isinstance(reply.parsed, ConversationSummary):
+                summary = reply.parsed.summary
             else:
-                log_fallback("load_memory", "summary_rules", output.get("parsing_error") or "no structured output")
+                log_fallback("load_memory", "summary_rules", reply.parsing_error or "no structured output")
                 summary = fold.fallback()
         except Exception as exc:  # noqa: BLE001 - a failed summary must not lose the facts: fall back deterministically
             log_fallback("load_memory", "summary_rules", exc)
             summary = fold.fallback()
         return {**turn, "messages": fold.remove, "summary": summary}
 
-    return dual_node(load_memory, name="load_memory", retry=services.retry)
+    return dual_node(load_memory, name="load_memory", models=services.models)

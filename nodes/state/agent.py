@@ -17,9 +17,9 @@ from langgraph.types import Overwrite
 # typing_extensions' TypedDict: pydantic (Studio's schemas, the API server) rejects typing's on Python < 3.12.
 from typing_extensions import TypedDict
 
+from reactgraph.models.gateway import Usage, add_usage
 from reactgraph.nodes.conversation.transcript import current_question
-from reactgraph.nodes.runtime.budget import add_usage
-from reactgraph.nodes.state.records import ActiveModel, Approvals, Budget, CoverageRecord, RunStatus, StopReason, Usage
+from reactgraph.nodes.state.records import ActiveModel, Approvals, Budget, CoverageRecord, RunStatus, StopReason
 from reactgraph.nodes.state.verdict import Verdict
 
 
@@ -83,7 +83,7 @@ class AgentState(TypedDict):
     # a dict for a TypedDict or JSON schema; None when it could not be had. Absent without a response format.
     structured_response: NotRequired[Any]
     # The fallback model (`Context.fallback_models`) that stands in for the failed model(s) of this turn:
-    # {"model": its spec, "question": the id of the question it took over for} (nodes/runtime/model_fallback.py).
+    # {"model": its spec, "question": the id of the question it took over for} (models/gateway.py).
     active_model: NotRequired[ActiveModel | None]
 
 

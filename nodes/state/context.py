@@ -82,7 +82,7 @@ class Context:
         "Messages kept verbatim in the prompt; older ones are folded into a running summary."))] = 8
     temperature: Annotated[float, Field(ge=0.0, le=2.0, description="Sampling temperature of the model.")] = 0.0
     # One field for every reply's length: plans, reflections and summaries get a fixed share of it
-    # (nodes/runtime/services.py), so a degenerate model stops early everywhere without a field per purpose.
+    # (models/gateway.py), so a degenerate model stops early everywhere without a field per purpose.
     max_output_tokens: Annotated[int, Field(ge=16, le=100_000, description=(
         "Most tokens one model reply may have (sent as max_tokens); plans, reflections and summaries get half. "
         "A reply cut there is marked truncated."))] = 1024
@@ -107,7 +107,7 @@ class Context:
         "Budget: seconds spent waiting for model replies per question (failed calls included). Empty means no "
         "budget."))] = None
 
-    # Tried in order once the retry policy gives up on the model in use (nodes/runtime/model_fallback.py).
+    # Tried in order once the retry policy gives up on the model in use (models/gateway.py).
     fallback_models: Annotated[tuple[ModelSpec, ...], Field(max_length=MAX_FALLBACK_MODELS, description=(
         "Model specs (as for model, at most 5) tried in order when the model in use fails for good, after its "
         "retries: the first that answers stands in for the rest of the question; the steps record the switch. "
