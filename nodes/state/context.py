@@ -190,16 +190,6 @@ def _check_field(context: Context, name: str) -> str:
     return ""
 
 
-@dataclass(kw_only=True)
-class FallbackContext(Context):
-    """A run's Context while a fallback model stands in: `model` is that fallback's spec, loaded even where the
-    graph was given a model object of its own (that object is the primary model)."""
-
-    @classmethod
-    def of(cls, context: Context, spec: str) -> FallbackContext:
-        return cls(**{**{f.name: getattr(context, f.name) for f in fields(Context)}, "model": spec})
-
-
 def resolve_context(value: Context | Mapping[str, Any] | None) -> Context:
     """A run's Context from what the caller passed: defaults for None, coerced from a mapping (the HTTP API
     sends JSON; LangGraph coerces a dict itself, older releases and direct callers may not)."""
