@@ -2,7 +2,7 @@
 
 The model layer already retries each call (the provider SDK: 408/409/429/5xx and refused connections with
 exponential backoff, honouring Retry-After up to a minute, REACTGRAPH_MODEL_RETRIES times; then the nodes'
-RetryPolicy re-runs the node, REACTGRAPH_NODE_RETRIES times, nodes/runtime/model_retry.py). A run whose call
+RetryPolicy re-runs the node, REACTGRAPH_NODE_RETRIES times, models/gateway.py). A run whose call
 still fails ends `failed` with the provider's one-line cause and is recorded so: it is not run again. What the
 eval adds is run-wide: after such a failure no new run starts for a while (2 s, doubling per failure in a row
 up to 60 s; a run that ends otherwise resets it), so N concurrent runs do not all spend their retries on a

@@ -24,7 +24,7 @@ from reactgraph.evals.deadline import DeadlineGuard, mark_timed_out
 from reactgraph.evals.graphs import GraphEntry
 from reactgraph.evals.results_file import RunKey, record_key
 from reactgraph.evals.tasks import Task
-from reactgraph.nodes.runtime.budget import price_of
+from reactgraph.models.gateway import price_of
 
 # How long past its limit a run stuck in one call is waited for before it is recorded as timed out.
 GRACE_S = 5.0

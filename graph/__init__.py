@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from reactgraph.memory.session_id import MAX_SESSION_ID, InvalidSessionId, check_session_id
     from reactgraph.memory.session_lease import SessionBusy, SessionLease, SessionLeaseLost, session_lease
     from reactgraph.memory.session_lease_aio import asession_lease
+    from reactgraph.models.gateway import model_retry_policy
     from reactgraph.models.loader import ModelConfigError, is_transient_model_error, load_chat_model, parse_spec, redact
     from reactgraph.nodes.reflexion.evaluate import register_checker
-    from reactgraph.nodes.runtime.model_retry import model_retry_policy
     from reactgraph.nodes.state.agent import AgentState, ExecutionStep
     from reactgraph.nodes.state.context import Context
 
@@ -30,7 +30,7 @@ _EXPORTS = {
     "parse_spec": "reactgraph.models.loader",
     "redact": "reactgraph.models.loader",
     "is_transient_model_error": "reactgraph.models.loader",
-    "model_retry_policy": "reactgraph.nodes.runtime.model_retry",
+    "model_retry_policy": "reactgraph.models.gateway",
     "AgentState": "reactgraph.nodes.state.agent",
     "check_session_id": "reactgraph.memory.session_id",
     "InvalidSessionId": "reactgraph.memory.session_id",

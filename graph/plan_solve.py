@@ -28,7 +28,7 @@ from reactgraph.nodes.plan_solve.observe import observe_step
 from reactgraph.nodes.plan_solve.plan import make_plan
 from reactgraph.nodes.plan_solve.replan import make_replan
 from reactgraph.nodes.plan_solve.solve import make_solve
-from reactgraph.nodes.plan_solve.state import PlanSolveState
+from reactgraph.nodes.plan_solve.state import PlanSolveState, plan_solve_turn
 from reactgraph.nodes.runtime.node_driver import edge
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import InputState
@@ -55,7 +55,7 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
     services = AgentServices(gateway_for(gateway, tools), model, model_retry)
     retry = services.retry
     builder = StateGraph(state_schema(PlanSolveState, response), context_schema=Context, input_schema=InputState)
-    builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
+    builder.add_node("load_memory", make_load_memory(services, plan_solve_turn), retry_policy=retry)
     builder.add_node("plan", make_plan(services), retry_policy=retry)
     builder.add_node("execute_step", make_execute_step(services), retry_policy=retry)
     builder.add_node("approve", make_approve(services))  # no retry: it only asks

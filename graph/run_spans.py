@@ -27,7 +27,7 @@ from langgraph.errors import GraphBubbleUp
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, get_current_span, set_span_in_context
 
-from reactgraph.nodes.runtime.model_fallback import EVENT as FALLBACK_EVENT
+from reactgraph.models.gateway import FALLBACK_EVENT
 
 # Provider finish reasons -> the GenAI conventions' values (stop, length, content_filter, tool_call, error).
 FINISH_REASONS = {"tool_calls": "tool_call", "function_call": "tool_call", "tool_use": "tool_call",
@@ -121,7 +121,7 @@ class RunSpans(BaseCallbackHandler):
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, error)
 
-    # -- a model fallback (nodes/runtime/model_fallback.py): an event on the node's span, naming both models ----
+    # -- a model fallback (models/gateway.py): an event on the node's span, naming both models --------------
     def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
         kept = self._kept(run_id) if name == FALLBACK_EVENT and isinstance(data, dict) else None
         if kept is not None and (opened := self.open.get(kept)) is not None:
@@ -162,6 +162,8 @@ class RunSpans(BaseCallbackHandler):
         attributes: dict[str, Any] = {"gen_ai.operation.name": operation, "gen_ai.request.model": str(model)}
         if isinstance(provider := metadata.get("ls_provider"), str):
             attributes["gen_ai.provider.name"] = provider
+        if isinstance(purpose := metadata.get("reactgraph_purpose"), str):  # the gateway's ModelCall.purpose
+            attributes["reactgraph.model.purpose"] = purpose
         for key, source in (("gen_ai.request.temperature", "temperature"), ("gen_ai.request.max_tokens", "max_tokens")):
             if isinstance(value := params.get(source, metadata.get(f"ls_{source}")), (int, float)):
                 attributes[key] = value

@@ -281,7 +281,7 @@ async def test_stream_mode_messages_yields_the_providers_tokens(provider):
             stream_mode="messages")]
     assert server.rejections == [] and len(server.requests) == 3
     think, reflect, finalize = server.requests
-    # the structured verdict is one plain request: its tokens are JSON, nothing to show (nodes/runtime/services.py)
+    # the structured verdict is one plain request: its tokens are JSON, nothing to show (models/gateway.py)
     assert think["stream"] is finalize["stream"] is True and not reflect.get("stream")
     assert "reflect" not in {node for _, node in chunks}
     finalize_tokens = [t for c, node in chunks if node == "finalize" for t in _texts(c)]

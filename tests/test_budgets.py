@@ -12,6 +12,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage
 
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
+from reactgraph.models import gateway as model_gateway
 from reactgraph.models.token_estimate import usage_for
 from reactgraph.nodes.runtime import budget
 from reactgraph.tools import ToolGateway
@@ -211,21 +212,21 @@ def test_a_larger_token_budget_lets_some_rounds_run_then_wraps_up():
 @pytest.fixture
 def prices(monkeypatch):
     """The price table, restored afterwards."""
-    monkeypatch.setattr(budget, "PRICES", dict(budget.PRICES))
-    monkeypatch.delenv(budget.PRICES_ENV, raising=False)
-    return budget.PRICES
+    monkeypatch.setattr(model_gateway, "PRICES", dict(model_gateway.PRICES))
+    monkeypatch.delenv(model_gateway.PRICES_ENV, raising=False)
+    return model_gateway.PRICES
 
 
 def test_the_table_knows_common_models_and_offline_is_free(prices):
-    assert budget.price_of("offline") == (0.0, 0.0)
-    assert budget.price_of("openai:gpt-4o-mini") == (0.15, 0.60)
-    assert budget.price_of("anthropic:claude-sonnet-4-0") == (3.0, 15.0)
-    assert budget.price_of("openai:some-local-model") is None
+    assert model_gateway.price_of("offline") == (0.0, 0.0)
+    assert model_gateway.price_of("openai:gpt-4o-mini") == (0.15, 0.60)
+    assert model_gateway.price_of("anthropic:claude-sonnet-4-0") == (3.0, 15.0)
+    assert model_gateway.price_of("openai:some-local-model") is None
 
 
 @pytest.mark.parametrize("name", BUILDERS)
 def test_a_registered_price_makes_the_cost_budget_stop_each_graph(name, prices):
-    budget.register_price("offline", 1000.0, 1000.0)  # a dear model: the first call costs more than a cent
+    model_gateway.register_price("offline", 1000.0, 1000.0)  # a dear model: the first call costs more than a cent
     builder, options = BUILDERS[name]
     gateway, ran = counting_gateway()
     result = ask(builder(gateway), COMPOUND, Context(max_cost_usd=0.01, **options))
@@ -237,8 +238,8 @@ def test_a_price_file_extends_the_table(prices, tmp_path, monkeypatch):
     path = tmp_path / "prices.json"
     path.write_text(json.dumps({"offline": {"input": 1000, "output": 2000}, "openai:my-model": {"input": 1,
                                                                                               "output": 2}}))
-    monkeypatch.setenv(budget.PRICES_ENV, str(path))
-    assert budget.price_of("openai:my-model") == (1.0, 2.0)
+    monkeypatch.setenv(model_gateway.PRICES_ENV, str(path))
+    assert model_gateway.price_of("openai:my-model") == (1.0, 2.0)
     reply = _with_usage(AIMessage("done"), 1010)  # 1000 in, 10 out
     model = ScriptedChatModel.of(reply)
     result = ask(build_react_graph(notes_gateway(), model=model), "q", Context(max_cost_usd=5))
@@ -250,7 +251,7 @@ def test_a_price_file_extends_the_table(prices, tmp_path, monkeypatch):
 def test_a_bad_price_file_is_one_line_before_anything_runs(content, cli, tmp_path, monkeypatch):
     path = tmp_path / "prices.json"
     path.write_text(content)
-    monkeypatch.setenv(budget.PRICES_ENV, str(path))
+    monkeypatch.setenv(model_gateway.PRICES_ENV, str(path))
     code, out, err = cli("ask", "计算 6*7", "--max-cost", "1", "--store", "memory")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert err.startswith("error: REACTGRAPH_PRICES") or "price of" in err
@@ -388,3 +389,61 @@ def test_a_passed_evaluation_keeps_its_status_even_when_judging_used_up_the_budg
     model = ScriptedChatModel.of(_with_usage(AIMessage("x is a letter."), 20), _judged(True, 200))
     result = ask(build_reflexion_graph(notes_gateway(), model=model), "what is x?", Context(max_model_tokens=100))
     assert result["status"] == "answered" and not result.get("stop_reason")
+
+
+# --- the memory summary is a model call of the turn ---------------------------------------------------------------
+
+HISTORY = [message for letter in "uvwyz" for message in (HumanMessage(f"what is {letter}?"),
+                                                         AIMessage(f"{letter} is a letter."))]
+FOLDING = {"memory_window": 2, "reflection": "off", "closing_check": False}  # the earlier turns are folded
+
+
+def _summary(total: int) -> AIMessage:
+    return _with_usage(AIMessage("", tool_calls=[call("ConversationSummary", "s1", summary="y and z are letters.")]),
+                       total)
+
+
+def _summarised_turn(name: str, *, answer_calls_a_tool: bool) -> list[AIMessage]:
+    """The model's replies for one turn whose summary runs first (300 tokens) and whose next call takes 100."""
+    first = (tool_reply("look x up", call("lookup", "a", topic="x")) if answer_calls_a_tool
+             else AIMessage("x is a letter."))
+    if name == "plan_solve":  # the plan is the call after the summary; a plan of no steps goes on to solve
+        plan = AIMessage("", tool_calls=[call("Plan", "p1", steps=[{"goal": "look x up", "tool": "lookup"}]
+                                              if answer_calls_a_tool else [])])
+        return [_summary(300), _with_usage(plan, 100), _with_usage(AIMessage("x is a letter."), 50)]
+    return [_summary(300), _with_usage(first, 100)]
+
+
+def _ask_with_history(name: str, model: ScriptedChatModel, topics: list[str], context: Context) -> dict:
+    gateway = notes_gateway(found=lambda topic: topics.append(topic) or True)
+    builder = {"react": build_react_graph, "plan_solve": build_plan_solve_graph,
+               "reflexion": build_reflexion_graph}[name]
+    question: dict = {"messages": [*HISTORY, HumanMessage("what is x?")]}
+    if name == "reflexion":
+        question["expected"] = "letter"  # the trial's answer is checked without a model call
+    return builder(gateway, model=model).invoke(question, context=context)
+
+
+@pytest.mark.parametrize("name", ["react", "plan_solve", "reflexion"])
+def test_the_memory_summary_counts_in_the_turns_usage(name):
+    from reactgraph.cli.usage import usage_totals
+
+    model = ScriptedChatModel.of(*_summarised_turn(name, answer_calls_a_tool=False))
+    result = _ask_with_history(name, model, [], Context(**FOLDING))
+    assert result["status"] == "answered"  # Reflexion's trial folds in its actor's state, not the run's
+    assert name == "reflexion" or result["summary"] == "y and z are letters."
+    expected = 450 if name == "plan_solve" else 400  # summary 300, then 100 (and plan_solve's answer, 50)
+    assert len(model.requests) == len(_summarised_turn(name, answer_calls_a_tool=False))
+    assert result["usage"]["input_tokens"] + result["usage"]["output_tokens"] == expected
+    assert usage_totals(result)["total_tokens"] == expected  # what `ask --json` prints
+
+
+@pytest.mark.parametrize("name", ["react", "plan_solve", "reflexion"])
+def test_a_token_budget_smaller_than_the_summary_and_the_first_call_stops_the_turn(name):
+    topics: list[str] = []
+    model = ScriptedChatModel.of(*_summarised_turn(name, answer_calls_a_tool=True), AIMessage("never asked"))
+    result = _ask_with_history(name, model, topics, Context(max_model_tokens=350, **FOLDING))
+    assert topics == []  # the first call's tool call was not run: summary 300 + 100 crossed 350
+    assert len(model.requests) == 2
+    assert_wrapped_up(result, "max_model_tokens", 350, "model-token budget of 350")
+    assert result["budget"]["used"] == 400

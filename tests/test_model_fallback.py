@@ -141,3 +141,25 @@ def test_ask_fallback_model(monkeypatch, capfd, redis_url):  # run_in_process cl
     assert "OPENAI_API_KEY is not set" in switch["thought"] and switch["observation"] == "offline answers from here on"
     done = run_in_process(monkeypatch, capfd, ["ask", QUESTION, "--fallback-model", "evil:x"], REDIS_URL=redis_url)
     assert done.returncode == 2 and "'--fallback-model'" in done.stderr and "evil:x" in done.stderr
+
+
+def test_a_fallback_retries_only_the_failed_request_not_the_whole_node(provider):
+    # think's first reply is empty, and its nudged second request fails for good: the fallback is asked that
+    # second request, once; the first (already answered) is not asked again.
+    primary = ScriptedChatModel.of(AIMessage(""), ProviderError401())
+    with ProviderServer(text("17 * 23 = 391.")) as server:
+        provider(server)
+        result = build_react_graph(default_gateway(), model=primary).invoke(
+            {"messages": [HumanMessage(QUESTION)]},
+            context=Context(fallback_models=["openai:up"], reflection="off", closing_check=False))
+    assert len(primary.requests) == 2 and len(server.requests) == 1
+    system = server.requests[0]["messages"][0]["content"]
+    assert "Your previous reply was empty" in (system if isinstance(system, str) else json.dumps(system))
+    assert result["status"] == "answered" and result["final_answer"] == "17 * 23 = 391."
+    assert [s["node"] for s in switches(result)] == ["think"] and result["active_model"]["model"] == "openai:up"
+
+
+class ProviderError401(Exception):
+    """A provider's refusal of the key: not transient, so the fallback takes over at once."""
+
+    status_code = 401

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer
+from reactgraph.models.gateway import Usage
 from reactgraph.nodes.closing.status import Coverage
 from reactgraph.nodes.state.fields import (
     approvals_of,
@@ -13,7 +14,7 @@ from reactgraph.nodes.state.fields import (
     usage_of,
     verdict_of,
 )
-from reactgraph.nodes.state.records import Approvals, Budget, Usage
+from reactgraph.nodes.state.records import Approvals, Budget
 from reactgraph.nodes.state.verdict import ReflectionVerdict
 
 

@@ -109,6 +109,9 @@ def test_one_trace_per_run_with_node_model_and_tool_spans(spans, mode):
     # reflect's model call is a child of reflect: its structured-output chain (sequence, parsers, …) has no spans
     assert sorted(by_id[s.parent.span_id].name for s in model) == [
         "execute_task finalize", "execute_task reflect", "execute_task think"]
+    # each model call says what it was for (the gateway's declared purpose), never read from its prompt
+    assert {by_id[s.parent.span_id].name: s.attributes["reactgraph.model.purpose"] for s in model} == {
+        "execute_task think": "think", "execute_task reflect": "reflect", "execute_task finalize": "answer"}
     assert not [s.name for s in finished if s.name.startswith(("execute_task Runnable", "execute_task Pydantic"))]
     for span in model:
         attrs = span.attributes

@@ -8,15 +8,15 @@ from collections.abc import Generator, Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.runtime import Runtime
 
+from reactgraph.models.gateway import ModelCall
 from reactgraph.nodes.closing.status import UNCHECKED, Coverage, model_account, verdict_coverage
 from reactgraph.nodes.conversation.transcript import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Call, Request
+from reactgraph.nodes.runtime.node_driver import Request
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.state.fields import messages_of, summary_of
@@ -34,25 +34,6 @@ def check_request(state: Mapping[str, Any], answer: str, context: Context) -> li
     return [SystemMessage(prompts.CLOSING_CHECK_PROMPT), *history]
 
 
-def _advisory(judge: Runnable) -> Runnable:
-    """The check's call with a failure as its output (`parsing_error`): the check is advisory, so a transient
-    error must not have LangGraph run the closing node (and its answer's call) again."""
-
-    def check(messages: list[AnyMessage], config: RunnableConfig) -> dict[str, Any]:
-        try:
-            return judge.invoke(messages, config)
-        except Exception as exc:  # noqa: BLE001 - no account rather than no answer
-            return {"raw": None, "parsed": None, "parsing_error": exc}
-
-    async def acheck(messages: list[AnyMessage], config: RunnableConfig) -> dict[str, Any]:
-        try:
-            return await judge.ainvoke(messages, config)
-        except Exception as exc:  # noqa: BLE001 - no account rather than no answer
-            return {"raw": None, "parsed": None, "parsing_error": exc}
-
-    return RunnableLambda(check, afunc=acheck, name="closing_check")
-
-
 def coverage_account(services: AgentServices, state: Mapping[str, Any], runtime: Runtime[Context], *, node: str,
                      answer: str) -> Generator[Request, Any, tuple[Coverage, int]]:
     """(`Coverage`, tokens the check used): the latest verdict's account, else the closing self-check's (one
@@ -62,15 +43,17 @@ def coverage_account(services: AgentServices, state: Mapping[str, Any], runtime:
     context = runtime.context
     if not context.closing_check:
         return UNCHECKED, 0
+    # Advisory: a failure is no account rather than no answer, and must not have LangGraph run the closing node
+    # (and its answer's call) again.
     try:
-        judge = _advisory(services.structured(context, ClosingCheck))
+        reply = yield from ModelCall("check", check_request(state, answer, context), schema=ClosingCheck,
+                                     advisory=True)
     except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output: no account
         log_fallback(node, "coverage_unchecked", exc)
         return UNCHECKED, 0
-    output = yield from Call(judge, check_request(state, answer, context))
-    parsed = output.get("parsed")
-    tokens = tokens_of(output.get("raw"))
+    parsed = reply.parsed
+    tokens = tokens_of(reply.message)
     if not isinstance(parsed, ClosingCheck):
-        log_fallback(node, "coverage_unchecked", output.get("parsing_error") or "no structured output")
+        log_fallback(node, "coverage_unchecked", reply.parsing_error or "no structured output")
         return UNCHECKED, tokens
     return model_account(parsed.parts, parsed.missing), tokens

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMe
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from reactgraph.models.loader import without_tool_use
+from reactgraph.models.gateway import ModelCall, failure_line
 from reactgraph.nodes.closing.check import coverage_account
 from reactgraph.nodes.closing.status import (
     UNCHECKED,
@@ -29,8 +29,7 @@ from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.model_retry import model_failure
-from reactgraph.nodes.runtime.node_driver import Call, Steps
+from reactgraph.nodes.runtime.node_driver import Steps
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
@@ -112,18 +111,19 @@ def close_turn(services: AgentServices, state: Mapping[str, Any], runtime: Runti
     answered without calling tools; the reply is the answer (`settle_answer`), an empty or failed one ends the
     turn failed with what the tools returned."""
     context = runtime.context
-    model: Any = services.model(context)
     history: list[AnyMessage] = with_notes(state["messages"], notes)
+    tools: list[dict[str, Any]] = []
     if context.protocol == "text":  # a text-only model reads tool rounds as Thought/Action/Observation
         history = text_protocol.as_text_messages(history)
     else:  # no tools to call; Anthropic still needs them defined when the history holds tool calls
         history = for_model(history)
-        model = without_tool_use(model, services.schemas(context, config))
+        tools = services.schemas(context, config)
     try:
-        reply = yield from Call(model, [SystemMessage(system), *history])
+        answered = yield from ModelCall("answer", [SystemMessage(system), *history], tools=tools, tool_choice="none")
     except Exception as exc:  # noqa: BLE001 - after the retries: the turn still ends with the records' answer
         log_fallback(node, "answer_from_records", exc)
-        return _failed(state, node, model_failure(exc, None, runtime), reason, started)
+        return _failed(state, node, failure_line(exc, runtime, name_model=False), reason, started)
+    reply = answered.message or AIMessage("")
     answer, given = _reply_answer(reply, context)
     if not answer:
         return _failed(state, node, "The model call failed: ValueError: empty reply", reason, started)

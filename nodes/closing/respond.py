@@ -24,11 +24,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models import response_format as formats
+from reactgraph.models.gateway import ModelCall, ModelReply, failure_line
 from reactgraph.models.response_format import ResponseFormat
 from reactgraph.nodes.conversation.transcript import question_text
 from reactgraph.nodes.runtime.fallback_log import describe, log_fallback
-from reactgraph.nodes.runtime.model_retry import model_failure
-from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
@@ -48,14 +48,13 @@ def make_respond(services: AgentServices, response_format: ResponseFormat) -> No
         answer = final_answer_of(state)
         if status_of(state) in NOT_ASKED or not answer:
             return {"structured_response": None}
-        runnable = services.structured_response(runtime.context, response_format)
         asked: list[BaseMessage] = formats.request(question_text(messages_of(state)), answer)
         problem = ""
         for _ in range(ATTEMPTS):
             try:
-                output = yield from Call(runnable, asked)
+                output = yield from ModelCall("respond", asked, schema=response_format)
             except Exception as exc:  # noqa: BLE001 - after the retries (and fallbacks): the text answer stays
-                problem = model_failure(exc, None, runtime)
+                problem = failure_line(exc, runtime, name_model=False)
                 break
             try:
                 value = _validated(output, response_format)
@@ -67,18 +66,16 @@ def make_respond(services: AgentServices, response_format: ResponseFormat) -> No
         log_fallback("respond", "no_structured_response", problem)
         return _unanswered(state, problem, started)
 
-    return dual_node(respond, name="respond", retry=services.retry)
+    return dual_node(respond, name="respond", models=services.models)
 
 
-def _validated(output: Any, response_format: ResponseFormat) -> Any:
-    """The structured response in a `{"raw", "parsed", "parsing_error"}` output; ValueError with why it is not."""
-    if not isinstance(output, Mapping):
-        raise ValueError(f"{response_format.name}: no structured reply")
-    if (error := output.get("parsing_error")) is not None:
+def _validated(output: ModelReply, response_format: ResponseFormat) -> Any:
+    """The structured response in a reply; ValueError with why it is not."""
+    if (error := output.parsing_error) is not None:
         raise ValueError(f"{response_format.name}: the reply could not be read ({describe(error)})")
-    if output.get("parsed") is None:
+    if output.parsed is None:
         raise ValueError(f"{response_format.name}: the reply held no structured answer")
-    return response_format.validate(output["parsed"])
+    return response_format.validate(output.parsed)
 
 
 def _responded(state: Mapping[str, Any], value: Any, response_format: ResponseFormat,

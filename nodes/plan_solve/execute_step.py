@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMe
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.models.gateway import ModelCall, failure_line
 from reactgraph.nodes.conversation.transcript import last_human_index, pending_calls, tokens_of
 from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import (
@@ -33,8 +34,7 @@ from reactgraph.nodes.prompting.repetition import reply_without_repetition
 from reactgraph.nodes.prompting.text_protocol import ReactReply
 from reactgraph.nodes.prompting.text_replies import Attempts, corrections_left, read_reply
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.model_retry import model_failure
-from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
@@ -115,21 +115,19 @@ def make_execute_step(services: AgentServices) -> Node:
         context = runtime.context
         avoid = set(avoid_tools_of(state))
         schemas = [s for s in services.schemas(context, config) if s["function"]["name"] not in avoid]
-        model = services.model(context)
-        bound = (model.bind(stop=text_protocol.STOP) if context.protocol == "text"
-                 else services.with_tools(context, schemas))
         request = step_request(state, context, schemas)
         try:
             if context.protocol == "text":  # a malformed reply gets the format-error budget ReAct's think gets
                 attempts = yield from read_reply(
-                    bound, request, text_protocol.parse_reply,
+                    ModelCall("step", request, stop=tuple(text_protocol.STOP)), text_protocol.parse_reply,
                     lambda problem: text_protocol.format_correction(problem, schemas), node="execute_step",
                     allowed=corrections_left(state, context.max_format_errors))
                 return _text_settled(state, attempts, schemas, started)
-            reply = reply_without_repetition((yield from Call(bound, request)))
+            reply = reply_without_repetition((yield from ModelCall("step", request, tools=schemas)).message
+                                             or AIMessage(""))
         except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed
             log_fallback("execute_step", "model_error_failed_step", exc)
-            return _failed(state, model_failure(exc, model, runtime), started)
+            return _failed(state, failure_line(exc, runtime), started)
         return _settled(state, reply, started)
 
-    return dual_node(execute_step, name="execute_step", retry=services.retry)
+    return dual_node(execute_step, name="execute_step", models=services.models)

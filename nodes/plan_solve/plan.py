@@ -9,31 +9,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.messages import SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
-from langgraph.types import Overwrite
 
+from reactgraph.models.gateway import ModelCall, ModelReply
 from reactgraph.nodes.conversation.transcript import current_question, tokens_of
 from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
 from reactgraph.nodes.plan_solve.text_plan import parse_plan
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.prompting.text_replies import read_reply
-from reactgraph.nodes.runtime.budget import fresh_budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.state.fields import summary_of
-
-
-def fresh_turn(state: PlanSolveState) -> dict[str, Any]:
-    """Per-turn fields, reset: every run of the graph plans its question from scratch."""
-    question = current_question(state["messages"])
-    return {"turn_id": question.id if question else None, "iteration": 0, "reflection": None, "final_answer": None,
-            "status": None, "coverage": None, "plan": [], "cursor": 0, "step_rounds": 0, "step_results": [],
-            "avoid_tools": [], "replans": 0, "plan_parts": [], "structured_response": None, **fresh_budget()}
 
 
 def tool_list(schemas: list[dict[str, Any]]) -> str:
@@ -50,18 +41,17 @@ def _settle(state: PlanSolveState, steps: list[dict[str, Any]], status: str, not
             errors: Sequence[ExecutionStep] = ()) -> dict[str, Any]:
     record = make_step(step=0, node="plan", status=status, thought=note, observation=render_plan(steps),
                        tokens=tokens, latency_ms=(time.perf_counter() - started) * 1000)
-    # Overwrite: the previous turn's records go, as ReAct's think resets them at the start of a turn.
-    return {**fresh_turn(state), "plan": steps, "plan_parts": parts or [], "steps": Overwrite([*errors, record])}
+    return {"plan": steps, "plan_parts": parts or [], "steps": [*errors, record]}
 
 
-def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) -> dict[str, Any]:
-    parsed = output.get("parsed")
-    tokens = tokens_of(output.get("raw"))
+def _from_output(state: PlanSolveState, output: ModelReply, started: float) -> dict[str, Any]:
+    parsed = output.parsed
+    tokens = tokens_of(output.message)
     if isinstance(parsed, Plan):
         steps = [s.model_dump() for s in parsed.steps if s.goal.strip()]
         parts = [p.strip() for p in parsed.parts if p.strip()]
         return _settle(state, steps, "plan", f"{len(steps)} step(s)", tokens, started, parts)
-    reason = str(output.get("parsing_error") or "no structured output")[:200]
+    reason = str(output.parsing_error or "no structured output")[:200]
     return _fallback(state, f"plan unusable ({reason})", tokens, started)
 
 
@@ -75,14 +65,13 @@ def _fallback(state: PlanSolveState, why: str, tokens: int, started: float,
                    errors=errors)
 
 
-def _text_plan(model: Runnable, state: PlanSolveState, context: Context, system: str, tools: str,
-               started: float) -> Steps:
+def _text_plan(state: PlanSolveState, context: Context, system: str, tools: str, started: float) -> Steps:
     """Text protocol: the plan as a numbered list (text_plan), within the format-error budget; when the budget
     runs out first the plan falls back to the whole question and the run goes on to solve (the `format` stop)."""
     history = text_protocol.as_text_messages(with_notes(state["messages"], summary_notes(state)))
     request = [SystemMessage(f"{system}\n\n{prompts.TEXT_PLAN_FORMAT.format(tools=tools)}"), *history]
     # The first model call of the turn: no earlier format error counts against it.
-    attempts = yield from read_reply(model, request, parse_plan,
+    attempts = yield from read_reply(ModelCall("plan", request), parse_plan,
                                      lambda problem: prompts.TEXT_PLAN_CORRECTION.format(problem=problem, tools=tools),
                                      node="plan", allowed=context.max_format_errors)
     errors = attempts.records("plan", lambda i: 0)
@@ -106,12 +95,11 @@ def make_plan(services: AgentServices) -> Node:
             system = prompts.PLAN_PROMPT.format(tools=tools, max_steps=context.max_iterations,
                                                 now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
             if context.protocol == "text":  # never json_schema: a text-only model writes its plan as a list
-                return (yield from _text_plan(services.model(context), state, context, system, tools, started))
-            planner = services.structured(context, Plan)
+                return (yield from _text_plan(state, context, system, tools, started))
             history = for_model(with_notes(state["messages"], summary_notes(state)))
-            output = yield from Call(planner, [SystemMessage(system), *history])
+            output = yield from ModelCall("plan", [SystemMessage(system), *history], schema=Plan)
         except Exception as exc:  # noqa: BLE001 - a plan that cannot be made falls back to one whole-question step
             return _fallback(state, f"planning failed ({type(exc).__name__}: {exc})"[:300], 0, started)
         return _from_output(state, output, started)
 
-    return dual_node(plan, name="plan", retry=services.retry)
+    return dual_node(plan, name="plan", models=services.models)

@@ -6,9 +6,10 @@ import time
 from typing import Any, cast
 
 from langchain_core.messages import AnyMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.models.gateway import ModelCall, ModelReply
 from reactgraph.nodes.conversation.transcript import question_text, tokens_of
 from reactgraph.nodes.plan_solve.plan import summary_notes, tool_list
 from reactgraph.nodes.plan_solve.state import (
@@ -29,7 +30,7 @@ from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
 from reactgraph.nodes.prompting.text_replies import corrections_left, read_reply
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
@@ -58,21 +59,21 @@ def _kept(state: PlanSolveState, why: str, tokens: int, started: float) -> dict[
     return {"replans": replans_of(state) + 1, "steps": [record]}
 
 
-def _from_output(state: PlanSolveState, output: dict[str, Any], started: float) -> dict[str, Any]:
-    tokens = tokens_of(output.get("raw"))
-    if isinstance(parsed := output.get("parsed"), Replan):
+def _from_output(state: PlanSolveState, output: ModelReply, started: float) -> dict[str, Any]:
+    tokens = tokens_of(output.message)
+    if isinstance(parsed := output.parsed, Replan):
         return _revised(state, parsed, tokens, started)
-    return _kept(state, f"revision unusable ({str(output.get('parsing_error') or 'no structured output')[:200]})",
+    return _kept(state, f"revision unusable ({str(output.parsing_error or 'no structured output')[:200]})",
                  tokens, started)
 
 
-def _text_replan(model: Runnable, state: PlanSolveState, context: Context, request: list[AnyMessage], tools: str,
+def _text_replan(state: PlanSolveState, context: Context, request: list[AnyMessage], tools: str,
                  started: float) -> Steps:
     """Text protocol: the revision as a numbered list (text_plan), within what is left of the format-error budget;
     when it runs out the plan is kept and the run goes on to solve (the `format` stop)."""
     request = [SystemMessage(f"{request[0].text}\n\n{prompts.TEXT_REPLAN_FORMAT.format(tools=tools)}"),
                *text_protocol.as_text_messages(request[1:])]
-    attempts = yield from read_reply(model, request, parse_plan,
+    attempts = yield from read_reply(ModelCall("replan", request), parse_plan,
                                      lambda problem: prompts.TEXT_PLAN_CORRECTION.format(problem=problem, tools=tools),
                                      node="replan", allowed=corrections_left(state, context.max_format_errors))
     errors = attempts.records("replan", lambda i: iteration_of(state))
@@ -102,13 +103,11 @@ def make_replan(services: AgentServices) -> Node:
                          remaining=render_plan(plan_of(state), start=cursor_of(state)))]
             history = with_notes(state["messages"], notes)
             if context.protocol == "text":  # never json_schema: a text-only model writes the revision as a list
-                return (yield from _text_replan(services.model(context), state, context,
-                                                [SystemMessage(system), *history], tools, started))
-            reviser = services.structured(context, Replan)
-            output = yield from Call(reviser, [SystemMessage(system), *for_model(history)])
+                return (yield from _text_replan(state, context, [SystemMessage(system), *history], tools, started))
+            output = yield from ModelCall("replan", [SystemMessage(system), *for_model(history)], schema=Replan)
         except Exception as exc:  # noqa: BLE001 - replanning is advisory: the plan is kept as it is
             log_fallback("replan", "plan_kept", exc)
             return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)
         return _from_output(state, output, started)
 
-    return dual_node(replan, name="replan", retry=services.retry)
+    return dual_node(replan, name="replan", models=services.models)

@@ -61,4 +61,4 @@ def make_solve(services: AgentServices) -> Node:
         return (yield from close_turn(services, state, runtime, config, node="solve", system=system,
                                       reason=reason, started=started, notes=notes))
 
-    return dual_node(solve, name="solve", retry=services.retry)
+    return dual_node(solve, name="solve", models=services.models)

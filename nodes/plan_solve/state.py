@@ -9,7 +9,7 @@ from typing import Any, Literal, NotRequired
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
+from reactgraph.nodes.state.agent import AGENT_TURN, AgentState, ExecutionStep, begin_turn, make_step
 from reactgraph.nodes.state.fields import iteration_of, steps_of
 from reactgraph.nodes.state.verdict import Verdict, parts_verdict
 from reactgraph.nodes.tool_round.loop_guard import found_nothing, tool_steps
@@ -80,6 +80,16 @@ class PlanSolveState(AgentState):
     avoid_tools: NotRequired[list[str]]  # from replan: tools no longer offered to the model
     replans: NotRequired[int]
     plan_parts: NotRequired[list[str]]  # the question's parts as the plan named them (empty: the rules judge)
+
+
+# Plan-and-Solve's per-turn fields (begin_turn): every run of the graph plans its question from scratch.
+PLAN_SOLVE_TURN: Mapping[str, Any] = {**AGENT_TURN, "plan": [], "cursor": 0, "step_rounds": 0, "step_results": [],
+                                      "avoid_tools": [], "replans": 0, "plan_parts": []}
+
+
+def plan_solve_turn(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Plan-and-Solve's turn start, always afresh (load_memory's `start`)."""
+    return begin_turn(state, PLAN_SOLVE_TURN)
 
 
 # Reading Plan-and-Solve's own fields, each with its default (the agent state's fields: nodes/state/fields.py).

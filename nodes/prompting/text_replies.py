@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langchain_core.runnables import Runnable
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from reactgraph.models.gateway import ModelCall
 from reactgraph.nodes.conversation.transcript import tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Call, Request
+from reactgraph.nodes.runtime.node_driver import Request
 from reactgraph.nodes.state.agent import ExecutionStep, make_step
 from reactgraph.nodes.state.fields import steps_of
 
@@ -73,18 +73,19 @@ def corrections_left(state: Mapping[str, Any], max_format_errors: int) -> int:
     return max(max_format_errors - format_errors(state), 0)
 
 
-def read_reply(model: Runnable, request: Sequence[AnyMessage], parse: Callable[[str], P],
-               correction: Callable[[str], str], *, node: str, allowed: int,
-               attempts: Attempts[P] | None = None) -> Generator[Request, Any, Attempts[P]]:
-    """Call `model` until `parse` finds no problem or `allowed` corrections are spent; returns `Attempts` (filled
-    in as they happen into `attempts` when given: a caller keeps the unusable replies of a call that then fails).
+def read_reply(call: ModelCall, parse: Callable[[str], P], correction: Callable[[str], str], *, node: str,
+               allowed: int, attempts: Attempts[P] | None = None) -> Generator[Request, Any, Attempts[P]]:
+    """Make `call` (its messages, then with the latest correction after them) until `parse` finds no problem
+    or `allowed` corrections are spent; returns `Attempts` (filled in as they happen into `attempts` when given:
+    a caller keeps the unusable replies of a call that then fails).
 
     A node body's part (see node_driver): `attempts = yield from read_reply(...)`."""
     attempts = attempts if attempts is not None else Attempts()
-    asked: list[AnyMessage] = list(request)
+    request: list[BaseMessage] = list(call.messages)
+    asked = call
     while True:
         started = time.perf_counter()
-        reply = yield from Call(model, asked)
+        reply = (yield from asked).message or AIMessage("")
         text = without_repetition(str(reply.text))
         parsed = parse(text)
         if parsed.problem is None:
@@ -96,5 +97,6 @@ def read_reply(model: Runnable, request: Sequence[AnyMessage], parse: Callable[[
                                            (time.perf_counter() - started) * 1000))
         if len(attempts.errors) > allowed:
             return attempts
-        asked = [*request, AIMessage(prompts.TEXT_REPLY_STAND_IN), HumanMessage(f"Observation: {note}")]
+        asked = replace(call, messages=[*request, AIMessage(prompts.TEXT_REPLY_STAND_IN),
+                                        HumanMessage(f"Observation: {note}")])
 

@@ -86,4 +86,4 @@ def make_finalize(services: AgentServices) -> Node:
         return (yield from close_turn(services, state, runtime, config, node="finalize", system=system,
                                       reason=reason, started=started))
 
-    return dual_node(finalize, name="finalize", retry=services.retry)
+    return dual_node(finalize, name="finalize", models=services.models)

@@ -9,11 +9,12 @@ from langchain_core.messages import AnyMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.models.gateway import ModelCall, ModelReply
 from reactgraph.nodes.conversation.transcript import tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.framing import for_model
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState, make_step
 from reactgraph.nodes.state.context import Context
@@ -35,14 +36,13 @@ def _settle(state: AgentState, verdict: ReflectionVerdict, tokens: int, started:
     return {"reflection": verdict.record(), "steps": [step]}
 
 
-def _from_model_output(output: dict[str, Any], state: AgentState) -> tuple[ReflectionVerdict, int]:
+def _from_model_output(reply: ModelReply, state: AgentState) -> tuple[ReflectionVerdict, int]:
     """The parsed verdict, or the rules' verdict when the model's output could not be parsed."""
-    tokens = tokens_of(output.get("raw"))
-    parsed = output.get("parsed")
-    if isinstance(parsed, ReflectionVerdict):
-        return parsed, tokens
+    tokens = tokens_of(reply.message)
+    if isinstance(reply.parsed, ReflectionVerdict):
+        return reply.parsed, tokens
     fallback = rules_verdict(steps_of(state), iteration_of(state))
-    reason = output.get("parsing_error") or "no structured output"
+    reason = reply.parsing_error or "no structured output"
     log_fallback("reflect", "reflection_rules", reason)
     return fallback.model_copy(update={"note": f"{fallback.note} (model reflection unusable: "
                                                f"{str(reason)[:120]}; used rules)".strip()}), tokens
@@ -62,15 +62,14 @@ def make_reflect(services: AgentServices) -> Node:
         # no call either; the rules judge this round now, the model's verdict comes with its next reply (think).
         if context.reflection != "llm" or context.protocol == "text":
             return _settle(state, rules_verdict(steps, iteration), 0, started, by_rules=True)
-        judge = services.structured(context, ReflectionVerdict)
         messages: list[AnyMessage] = [SystemMessage(prompts.REFLECT_PROMPT), *for_model(state["messages"])]
         try:
-            output = yield from Call(judge, messages)
+            reply = yield from ModelCall("reflect", messages, schema=ReflectionVerdict)
         except Exception as exc:  # noqa: BLE001 - reflection is advisory; the loop goes on without it
             log_fallback("reflect", "reflection_rules", exc)
             verdict = rules_verdict(steps, iteration)
             note = f"{verdict.note} (model reflection failed: {type(exc).__name__}; used rules)".strip()
             return _settle(state, verdict.model_copy(update={"note": note}), 0, started, by_rules=True)
-        return _settle(state, *_from_model_output(output, state), started)
+        return _settle(state, *_from_model_output(reply, state), started)
 
-    return dual_node(reflect, name="reflect", retry=services.retry)
+    return dual_node(reflect, name="reflect", models=services.models)

@@ -3,42 +3,29 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
-from langgraph.types import Overwrite
 
-from reactgraph.nodes.conversation.transcript import last_human_index, pending_calls, tokens_of
+from reactgraph.models.gateway import ModelCall, ModelReply, failure_line
+from reactgraph.nodes.conversation.transcript import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.prompting.repetition import reply_without_repetition
 from reactgraph.nodes.prompting.text_protocol import ReactReply
 from reactgraph.nodes.prompting.text_replies import Attempts, format_errors, read_reply
 from reactgraph.nodes.react.inline_reflection import inline_record, inline_schema, split_text_reply, split_tools_reply
-from reactgraph.nodes.runtime.budget import fresh_budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.model_retry import model_failure
-from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import iteration_of, lessons_of, summary_of, turn_id_of, verdict_of
+from reactgraph.nodes.state.fields import iteration_of, lessons_of, summary_of, verdict_of
 from reactgraph.nodes.state.verdict import Verdict
-
-
-def start_of_turn(state: AgentState) -> dict[str, Any]:
-    """Per-turn fields to reset when a new question has arrived (empty dict inside a running turn)."""
-    messages = state["messages"]
-    i = last_human_index(messages)
-    question_id = messages[i].id if i >= 0 else None
-    if question_id is not None and question_id == turn_id_of(state):
-        return {}
-    return {"turn_id": question_id, "iteration": 0, "steps": Overwrite([]), "reflection": None,
-            "final_answer": None, "status": None, "coverage": None, "structured_response": None, **fresh_budget()}
 
 
 def notes_sections(state: AgentState, reflection: Verdict | None) -> list[str]:
@@ -78,7 +65,6 @@ class _Turn:
     """What one think call has done so far; a model failure at any point is reported from it."""
 
     iteration: int
-    reset: dict[str, Any]
     inline: bool = False  # reflection="inline": the reply carries the verdict
     started: float = field(default_factory=time.perf_counter)
     steps: list[ExecutionStep] = field(default_factory=list)
@@ -104,10 +90,9 @@ class _Turn:
         return {"reflection": record}
 
     def update(self, **fields: Any) -> dict[str, Any]:
-        update: dict[str, Any] = {**self.reset, "iteration": self.iteration, **fields}
+        update: dict[str, Any] = {"iteration": self.iteration, **fields}
         if self.steps:
-            # On the first think of a turn the steps channel is being reset; new records must replace it.
-            update["steps"] = Overwrite(self.steps) if "steps" in self.reset else self.steps
+            update["steps"] = self.steps
         return update
 
 
@@ -119,12 +104,17 @@ def _is_empty(reply: AIMessage) -> bool:
     return not pending_calls(reply) and not reply.text.strip()
 
 
-def _tools_decision(model: Runnable, request: list[AnyMessage], turn: _Turn) -> Decision:
-    reply, carried = turn.split((yield from Call(model, request)))
+def _answer(reply: ModelReply) -> AIMessage:
+    return reply.message or AIMessage("")
+
+
+def _tools_decision(call: ModelCall, turn: _Turn) -> Decision:
+    request = call.messages
+    reply, carried = turn.split(_answer((yield from call)))
     if _is_empty(reply):  # one nudge before giving up: some models occasionally return nothing
         # In the leading system message: providers such as Anthropic refuse a second, later system message.
         nudged = SystemMessage(f"{request[0].text}\n{prompts.EMPTY_REPLY_NUDGE}")
-        reply, again = turn.split((yield from Call(model, [nudged, *request[1:]])))
+        reply, again = turn.split(_answer((yield from replace(call, messages=[nudged, *request[1:]]))))
         carried = again if again is not None else carried
     reply = reply_without_repetition(reply)  # a looping reply never reaches the conversation
     if _is_empty(reply):
@@ -135,8 +125,8 @@ def _tools_decision(model: Runnable, request: list[AnyMessage], turn: _Turn) -> 
     return turn.update(messages=[reply], **turn.verdict(carried))
 
 
-def _text_decision(model: Runnable, request: list[AnyMessage], turn: _Turn, schemas: list[dict[str, Any]],
-                   spent: int, context: Context) -> Decision:
+def _text_decision(call: ModelCall, turn: _Turn, schemas: list[dict[str, Any]], spent: int,
+                   context: Context) -> Decision:
     """Text protocol: parse the reply; a malformed one is answered with a format note (text_replies) and costs an
     iteration. Past the iteration limit or the format-error budget no message is added: finalize answers from
     what was observed (the budget's end is the `format` stop)."""
@@ -145,7 +135,7 @@ def _text_decision(model: Runnable, request: list[AnyMessage], turn: _Turn, sche
     first = turn.iteration
     attempts: Attempts[ReactReply] = Attempts()
     try:
-        yield from read_reply(model, request, lambda text: text_protocol.parse_reply(turn.split_text(text)[0]),
+        yield from read_reply(call, lambda text: text_protocol.parse_reply(turn.split_text(text)[0]),
                               lambda problem: text_protocol.format_correction(problem, schemas),
                               node="think", allowed=allowed, attempts=attempts)
     finally:  # a model error after unusable replies still reports them, with what they cost
@@ -164,25 +154,24 @@ def make_think(services: AgentServices) -> Node:
 
     def think(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Decision:
         context = runtime.context
-        reset = start_of_turn(state)
-        turn = _Turn(iteration=(0 if reset else iteration_of(state)) + 1, reset=reset,
-                     inline=context.reflection == "inline")
+        # The turn began in the graph's first node (load_memory's begin_turn): its fields are this question's.
+        turn = _Turn(iteration=iteration_of(state) + 1, inline=context.reflection == "inline")
         schemas = services.schemas(context, config)
-        request = prompt_messages(state, context, None if reset else verdict_of(state), schemas)
-        model = services.model(context)
+        request = prompt_messages(state, context, verdict_of(state), schemas)
         if context.protocol == "text":  # the tools are described in the prompt, never bound
-            spent = 0 if reset else format_errors(state)  # the turn's unusable replies so far
-            decision = _text_decision(model.bind(stop=text_protocol.STOP), request, turn, schemas, spent, context)
+            spent = format_errors(state)  # the turn's unusable replies so far
+            call = ModelCall("think", request, stop=tuple(text_protocol.STOP))
+            decision = _text_decision(call, turn, schemas, spent, context)
         else:
             bound = [*schemas, inline_schema()] if turn.inline else schemas
-            decision = _tools_decision(services.with_tools(context, bound), request, turn)
+            decision = _tools_decision(ModelCall("think", request, tools=bound), turn)
         try:
             return (yield from decision)
         except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed
             log_fallback("think", "model_error_failed_turn", exc)
-            reason = model_failure(exc, model, runtime)
+            reason = failure_line(exc, runtime)
             turn.steps.append(make_step(step=turn.iteration, node="think", status="model_error",
                                         observation=reason, latency_ms=turn.ms()))
             return turn.update(status="failed", final_answer=reason)
 
-    return dual_node(think, name="think", retry=services.retry)
+    return dual_node(think, name="think", models=services.models)

@@ -7,26 +7,26 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
+from reactgraph.models.gateway import ModelReply
 from reactgraph.nodes.conversation.transcript import question_text
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
-from reactgraph.nodes.runtime.budget import add_usage, call_usage, exhausted, wrap_up_note
+from reactgraph.nodes.runtime.budget import exhausted, wrap_up_note
 from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import final_answer_of, turn_id_of, usage_of
+from reactgraph.nodes.state.fields import final_answer_of, turn_id_of
 
 
 def _in_chinese(state: ReflexionState) -> bool:
     return any("\u4e00" <= ch <= "\u9fff" for ch in question_text(state["messages"]))
 
 
-def stopped_by_budget(state: ReflexionState, runtime: Runtime[Context], update: dict[str, Any], request: Any,
-                      output: Any) -> dict[str, Any]:
-    """`update` of an evaluate / self_reflect node whose model call (`request` → `output`) used up a budget:
+def stopped_by_budget(state: ReflexionState, runtime: Runtime[Context], update: dict[str, Any],
+                      reply: ModelReply) -> dict[str, Any]:
+    """`update` of an evaluate / self_reflect node whose model call (`reply`) used up a budget:
     the run ends (no further trial or lesson) with the last trial's answer plus the wrap-up note, status
     `budget_exhausted`, `stop_reason`/`budget` set. Unchanged when every budget still has room.
 
-    The node driver adds this call's usage to the update afterwards; it is counted here too, only to decide."""
-    usage = add_usage(usage_of(state), call_usage(request, output, runtime.context.model))
-    spent = exhausted(usage, runtime.context)
+    The node driver adds this call's usage to the update afterwards; the reply's `turn_usage` decides here."""
+    spent = exhausted(reply.turn_usage, runtime.context)
     if spent is None:
         return update
     answer = f"{final_answer_of(state)}\n\n{wrap_up_note(spent, _in_chinese(state))}".strip()

@@ -11,6 +11,7 @@ from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.models.gateway import ModelCall, ModelReply
 from reactgraph.nodes.conversation.transcript import tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.framing import for_model
@@ -24,7 +25,7 @@ from reactgraph.nodes.reflexion.state import (
     trial_of,
 )
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import ExecutionStep, make_step
 from reactgraph.nodes.state.context import Context
@@ -89,13 +90,13 @@ def _settle(state: ReflexionState, verdict: EvaluationRecord, tokens: int, start
     return {"evaluation": verdict, "steps": [record]}
 
 
-def _from_output(state: ReflexionState, output: dict[str, Any], started: float) -> dict[str, Any]:
-    parsed = output.get("parsed")
+def _from_output(state: ReflexionState, output: ModelReply, started: float) -> dict[str, Any]:
+    parsed = output.parsed
     if isinstance(parsed, Evaluation):
         verdict = EvaluationRecord(passed=parsed.passed, reason=parsed.reason, by="model")
     else:
-        verdict = by_rules(state, f"model judgement unusable: {str(output.get('parsing_error') or '')[:120]}")
-    return _settle(state, verdict, tokens_of(output.get("raw")), started)
+        verdict = by_rules(state, f"model judgement unusable: {str(output.parsing_error or '')[:120]}")
+    return _settle(state, verdict, tokens_of(output.message), started)
 
 
 def without_model(state: ReflexionState, context: Context) -> EvaluationRecord | None:
@@ -117,20 +118,15 @@ def make_evaluate(services: AgentServices) -> Node:
         started = time.perf_counter()
         if (verdict := without_model(state, runtime.context)) is not None:
             return _settle(state, verdict, 0, started)
-        try:
-            judge = services.structured(runtime.context, Evaluation)
-        except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output
-            log_fallback("evaluate", "judgement_rules", exc)
-            return _settle(state, by_rules(state, f"no model judgement: {type(exc).__name__}"), 0, started)
         request = [SystemMessage(prompts.EVALUATE_PROMPT), *for_model(trajectory_of(state))]
         try:
-            output = yield from Call(judge, request)
+            output = yield from ModelCall("evaluate", request, schema=Evaluation)
         except Exception as exc:  # noqa: BLE001 - judging is advisory; the rules decide without it
             log_fallback("evaluate", "judgement_rules", exc)
             return _settle(state, by_rules(state, f"model judgement failed: {type(exc).__name__}"), 0, started)
         update = _from_output(state, output, started)
         if update["evaluation"]["passed"]:  # a passed answer keeps its status, whatever the judging cost
             return update
-        return stopped_by_budget(state, runtime, update, request, output)
+        return stopped_by_budget(state, runtime, update, output)
 
-    return dual_node(evaluate, name="evaluate", retry=services.retry)
+    return dual_node(evaluate, name="evaluate", models=services.models)

@@ -8,13 +8,18 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
-from langgraph.types import Overwrite
 
 from reactgraph.nodes.conversation.question import turn_question
 from reactgraph.nodes.conversation.transcript import question_text
 from reactgraph.nodes.reflexion.evaluate import CHECKERS
-from reactgraph.nodes.reflexion.state import MAX_LESSONS, ReflexionState, input_criteria, lessons_namespace
-from reactgraph.nodes.runtime.budget import fresh_budget
+from reactgraph.nodes.reflexion.state import (
+    MAX_LESSONS,
+    REFLEXION_TURN,
+    ReflexionState,
+    input_criteria,
+    lessons_namespace,
+)
+from reactgraph.nodes.state.agent import begin_turn
 
 
 def session_of(config: RunnableConfig | None) -> str:
@@ -36,10 +41,6 @@ def load_lessons(state: ReflexionState, runtime: Runtime[Any]) -> dict[str, Any]
     # a bad input is refused before any model or tool is called
     if (checker := criteria["checker"]) and checker not in CHECKERS:
         raise ValueError(f"unknown checker {checker!r}; registered: {', '.join(sorted(CHECKERS)) or 'none'}")
-    question = turn_question(state["messages"])  # an empty question (a bare invoke, Studio) runs no trial
+    turn_question(state["messages"])  # an empty question (a bare invoke, Studio) runs no trial
     lessons = recalled_lessons(runtime.store, question_text(state["messages"]), session_of(get_config()))
-    return {"turn_id": question.id if question else None, "iteration": 0, "steps": Overwrite([]), "reflection": None,
-            "final_answer": None, "status": None, "coverage": None, "trial": 0, "evaluation": None, "trajectory": [],
-            "lessons": lessons, "criteria": criteria, "structured_response": None, **fresh_budget(),
-            # Cleared so that the next question on this thread is not checked against this one's criteria.
-            "expected": None, "checker": None, "checker_params": None}
+    return {**begin_turn(state, REFLEXION_TURN), "lessons": lessons, "criteria": criteria}

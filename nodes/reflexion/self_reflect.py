@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.models.gateway import ModelCall, ModelReply
 from reactgraph.nodes.conversation.transcript import question_text, tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.framing import for_model, with_notes
@@ -25,7 +25,7 @@ from reactgraph.nodes.reflexion.state import (
     trial_of,
 )
 from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Await, Call, Node, Steps, dual_node
+from reactgraph.nodes.runtime.node_driver import Await, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context
@@ -60,25 +60,25 @@ def make_self_reflect(services: AgentServices) -> Node:
 
     def self_reflect(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         started = time.perf_counter()
-        output: Any = None
-        request: list[Any] = []
+        output: ModelReply | None = None
+        asked = False
         if runtime.context.protocol != "text":  # a text-only model may offer no structured output
             reason = failed_because(state, "no reason given")
             notes = [prompts.FAILED_CHECK_SECTION.format(reason=reason)]
             request = [SystemMessage(prompts.SELF_REFLECT_PROMPT),
                        *for_model(with_notes(trajectory_of(state), notes))]
+            asked = True
             try:
-                output = yield from Call(services.structured(runtime.context, Lesson), request)
+                output = yield from ModelCall("lesson", request, schema=Lesson)
             except Exception as exc:  # noqa: BLE001 - a lesson from the rules still goes to the next trial
                 log_fallback("self_reflect", "lesson_rules", exc)
-                output = {}
-        if isinstance(output, dict) and isinstance(parsed := output.get("parsed"), Lesson) and parsed.lesson.strip():
+        if output is not None and isinstance(parsed := output.parsed, Lesson) and parsed.lesson.strip():
             update = yield from _remember(state, runtime, config, parsed.lesson.strip(), "model",
-                                          tokens_of(output.get("raw")), started)
+                                          tokens_of(output.message), started)
         else:
-            why = "rules (model lesson unusable)" if output is not None else "rules"
+            why = "rules (model lesson unusable)" if asked else "rules"
             update = yield from _remember(state, runtime, config, rules_lesson(state), why, 0, started)
         # The lesson is kept either way; a budget it used up ends the run before another trial.
-        return stopped_by_budget(state, runtime, update, request, output) if output else update
+        return stopped_by_budget(state, runtime, update, output) if output is not None else update
 
-    return dual_node(self_reflect, name="self_reflect", retry=services.retry)
+    return dual_node(self_reflect, name="self_reflect", models=services.models)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from reactgraph.memory.session_id import store_label
-from reactgraph.nodes.state.agent import AgentState
+from reactgraph.nodes.state.agent import AGENT_TURN, AgentState
 
 # Lessons shown to a trial: the newest few, so the prompt stays bounded when a question is retried often.
 MAX_LESSONS = 5
@@ -74,6 +74,12 @@ class ReflexionState(AgentState):
     trial: NotRequired[int]  # trials run so far for this question
     evaluation: NotRequired[EvaluationRecord | None]  # the last trial's judgement
     trajectory: NotRequired[list[AnyMessage]]  # the last trial's messages, from the question on
+
+
+# Reflexion's per-turn fields (begin_turn): every run of the graph starts its trials afresh. The input's criteria
+# are cleared so that the next question on this thread is not checked against this one's.
+REFLEXION_TURN: Mapping[str, Any] = {**AGENT_TURN, "trial": 0, "evaluation": None, "trajectory": [],
+                                     "expected": None, "checker": None, "checker_params": None}
 
 
 # Reading Reflexion's own fields, each with its default (the agent state's fields: nodes/state/fields.py).

@@ -1,150 +1,19 @@
 """Run budgets: what a turn has used (tool calls, model tokens, cost) and whether a `Context` budget ran out.
 
-Usage is counted once, where every call passes: the node driver adds up each model reply and tool result of a
-node into the node's update (`usage`, added up by `add_usage`). The routers read it (`exhausted`) next to the
-iteration limit; the closing node words the wrap-up (`wrap_up_note`).
+Usage is counted once, where every call passes: the model gateway counts each model call (tokens, cost from its
+price table, seconds; models/gateway.py), the node driver each tool result, into the node's update (`usage`,
+added up by `add_usage`). The routers read it (`exhausted`) next to the iteration limit; the closing node words
+the wrap-up (`wrap_up_note`).
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import replace
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
-from langgraph.types import Overwrite
-
-from reactgraph.errors import ReactGraphError
-from reactgraph.models.token_estimate import usage_for
 from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.records import Budget, BudgetKind, Usage
-from reactgraph.tools import ToolResult
-
-PRICES_ENV = "REACTGRAPH_PRICES"  # a JSON file {"<provider>:<model>": {"input": usd_per_m, "output": usd_per_m}}
-MAX_PRICES_BYTES = 1_000_000
-
-
-def add_usage(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> Usage:
-    """The reducer of the `usage` channel: the sum of two usages, key by key."""
-    total: dict[str, Any] = dict(left or {})
-    for key, value in (right or {}).items():
-        total[key] = round(total.get(key, 0) + value, 9) if isinstance(value, float) else total.get(key, 0) + value
-    return Usage(**total)  # type: ignore[typeddict-item]
-
-
-# USD per million (input, output) tokens, as published by the providers (2025); the offline model is free.
-# Extend with `register_price` or a JSON file named by $REACTGRAPH_PRICES (its entries win).
-PRICES: dict[str, tuple[float, float]] = {
-    "offline": (0.0, 0.0),
-    "openai:gpt-4o": (2.50, 10.00),
-    "openai:gpt-4o-mini": (0.15, 0.60),
-    "openai:gpt-4.1": (2.00, 8.00),
-    "openai:gpt-4.1-mini": (0.40, 1.60),
-    "openai:gpt-4.1-nano": (0.10, 0.40),
-    "openai:o4-mini": (1.10, 4.40),
-    "anthropic:claude-3-5-haiku-latest": (0.80, 4.00),
-    "anthropic:claude-sonnet-4-0": (3.00, 15.00),
-    "anthropic:claude-opus-4-0": (15.00, 75.00),
-}
-
-
-class InvalidPrices(ReactGraphError, ValueError):
-    """The price file named by $REACTGRAPH_PRICES cannot be read or holds an entry that is not a price."""
-
-
-def register_price(model: str, input_usd_per_m: float, output_usd_per_m: float) -> None:
-    """Add or replace a model's price (USD per million input / output tokens), e.g. for a local server's model."""
-    PRICES[model] = _price(model, {"input": input_usd_per_m, "output": output_usd_per_m})
-
-
-def _price(model: str, entry: Any) -> tuple[float, float]:
-    ok = isinstance(entry, Mapping) and all(
-        isinstance(entry.get(k), int | float) and not isinstance(entry.get(k), bool) and 0 <= entry[k] <= 10_000
-        for k in ("input", "output"))
-    if not ok:
-        raise InvalidPrices(f"price of {model[:100]!r} must be {{\"input\": usd_per_m, \"output\": usd_per_m}}, "
-                            "each a number from 0 to 10000")
-    return float(entry["input"]), float(entry["output"])
-
-
-def _file_prices() -> dict[str, tuple[float, float]]:
-    path = os.environ.get(PRICES_ENV, "").strip()
-    if not path:
-        return {}
-    try:
-        stat = Path(path).stat()
-    except OSError:
-        stat = None
-    # read once per version of the file, not on every model call
-    return _read_prices(path, (stat.st_mtime_ns, stat.st_size) if stat else None)
-
-
-@lru_cache(maxsize=8)
-def _read_prices(path: str, version: tuple[int, int] | None) -> dict[str, tuple[float, float]]:
-    try:
-        with Path(path).open("rb") as handle:  # bounded: a price list is small
-            raw = handle.read(MAX_PRICES_BYTES + 1)
-        if len(raw) > MAX_PRICES_BYTES:
-            raise InvalidPrices(f"{PRICES_ENV}={path}: larger than {MAX_PRICES_BYTES:,} bytes")
-        table = json.loads(raw)
-    except (OSError, ValueError) as exc:
-        if isinstance(exc, InvalidPrices):
-            raise
-        raise InvalidPrices(f"{PRICES_ENV}={path}: cannot be read as JSON ({type(exc).__name__})") from None
-    if not isinstance(table, dict):
-        raise InvalidPrices(f"{PRICES_ENV}={path}: expected a JSON object of model → price")
-    return {str(model): _price(str(model), entry) for model, entry in table.items()}
-
-
-def price_of(model: str) -> tuple[float, float] | None:
-    """A model spec's (input, output) USD per million tokens; None when no table knows it."""
-    table = {**PRICES, **_file_prices()}
-    return table.get(model) or table.get(model.split(":", 1)[-1]) if model else None
-
-
-def _reply_of(result: Any) -> AIMessage | None:
-    """The model reply in a call's result: a chat reply, or the raw reply of a structured-output call."""
-    if isinstance(result, AIMessage):
-        return result
-    raw = result.get("raw") if isinstance(result, dict) else None
-    return raw if isinstance(raw, AIMessage) else None
-
-
-def _reported(reply: AIMessage, request_input: Any) -> dict[str, Any]:
-    """The reply's token usage: the provider's where it reported one, else the one estimate over prompt and reply,
-    written onto the reply so that its step records it too (a reply's `usage_metadata` is what steps count)."""
-    metadata: dict[str, Any] = dict(reply.usage_metadata or {})
-    if metadata.get("total_tokens"):
-        return metadata
-    prompt = [m for m in request_input if isinstance(m, BaseMessage)] if isinstance(request_input, list) else []
-    reply.usage_metadata = usage_for(prompt, reply)
-    return dict(reply.usage_metadata)
-
-
-def call_usage(request_input: Any, result: Any, model: str) -> Usage:
-    """The usage of one call a node made: a tool call, or a model call's tokens (its reply's `usage_metadata`,
-    else the project's estimate over prompt and reply) and their cost. A subgraph's result counts nothing here:
-    its own nodes counted it."""
-    if isinstance(result, ToolResult):
-        return Usage(tool_calls=1)
-    reply = _reply_of(result)
-    if reply is None:
-        return Usage()
-    metadata = _reported(reply, request_input)
-    tokens_in, tokens_out = int(metadata.get("input_tokens") or 0), int(metadata.get("output_tokens") or 0)
-    tokens_in = tokens_in or max(int(metadata.get("total_tokens") or 0) - tokens_out, 0)
-    price = price_of(model) or (0.0, 0.0)
-    cost = (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000
-    return Usage(input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=round(cost, 9))
-
-
-def fresh_budget() -> dict[str, Any]:
-    """The budget fields of a turn's reset: nothing used yet, no early stop (usage is replaced, not added to)."""
-    return {"usage": Overwrite(Usage()), "stop_reason": None, "budget": None}
+from reactgraph.nodes.state.records import Budget, BudgetKind
 
 
 def tokens_used(usage: Mapping[str, Any] | None) -> int:

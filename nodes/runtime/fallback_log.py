@@ -6,16 +6,10 @@ from __future__ import annotations
 
 import logging
 
+from reactgraph.models.gateway import describe
+
 logger = logging.getLogger("reactgraph.nodes")
-
-
-def describe(exc: BaseException) -> str:
-    """The exception as one short line: its type and the start of its message (never its arguments' values)."""
-    try:
-        text = str(exc)
-    except Exception:  # noqa: BLE001 - an exception whose __str__ fails is still described, by its type
-        text = ""
-    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+__all__ = ["describe", "log_fallback"]  # describe: the gateway's one line for an exception
 
 
 def log_fallback(node: str, kind: str, reason: str | BaseException, *, level: int = logging.WARNING) -> None:

@@ -1,52 +1,57 @@
 """One body for a node's sync and async runs: the body is a generator that yields the calls it needs made.
 
-A body is `body(state, runtime, config)`. It asks for a call with `result = yield from Call(runnable, input)`
-(a chat model, a structured-output chain, a subgraph: `runnable.invoke`, or `ainvoke` under the graph's
-`ainvoke`) or `result = yield from Await(coroutine)` (the tool gateway's async API: awaited, or run on the
-sync bridge under `invoke`); `result` has the type the runnable or coroutine returns. A failed call is thrown
-into the body at its `yield from`, so failures are handled with an ordinary try/except. Only the driver
-differs between `invoke` and `ainvoke`, so no node is written twice.
+A body is `body(state, runtime, config)`. It asks for a model call with `reply = yield from ModelCall(...)`
+(the graph's model gateway makes it: models/gateway.py, a `ModelReply` comes back), for a subgraph run with
+`result = yield from Call(graph, input)` (`invoke`, or `ainvoke` under the graph's `ainvoke`), and for the tool
+gateway's async API with `result = yield from Await(coroutine)` (awaited, or run on the sync bridge under
+`invoke`). A failed call is thrown into the body at its `yield from`, so failures are handled with an ordinary
+try/except; a model call fails there only after the gateway's retry and fallback steps. Only the driver differs
+between `invoke` and `ainvoke`, so no node is written twice.
 
-The body returns its state update. What its calls used (model tokens and cost, tool calls; budget.call_usage)
-is counted by the driver, which returns it beside the update (`drive`, `adrive`); the node then writes the
-update `charged` with it, so every node's usage reaches the `usage` channel the same way.
-
-A transient model error is not thrown into the body while the node's `RetryPolicy` has attempts left:
-the driver raises it and LangGraph runs the node again (see model_retry).
+The body returns its state update. What its calls used (the gateway's account of the model calls, one per tool
+result) goes into the update's `usage`, and the model fallbacks the gateway took into its steps and
+`active_model`, the same way for every node (`Node`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-import logging
-import time
 from collections.abc import Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.runnables.config import set_config_context
-from langgraph.pregel import Pregel
 from langgraph.runtime import Runtime, get_runtime
-from langgraph.types import Overwrite, RetryPolicy
+from langgraph.types import Overwrite
 
-from reactgraph.nodes.runtime import model_fallback
-from reactgraph.nodes.runtime.budget import Usage, add_usage, call_usage
-from reactgraph.nodes.runtime.fallback_log import describe
-from reactgraph.nodes.runtime.model_fallback import SwitchModel, model_label, next_model
-from reactgraph.nodes.runtime.model_retry import attempt_of, leave_to_retry
-from reactgraph.nodes.state.agent import ExecutionStep
+from reactgraph.models.gateway import (
+    FALLBACK_EVENT,
+    Fallback,
+    ModelCall,
+    ModelFailure,
+    ModelGateway,
+    ModelTurn,
+    Usage,
+    add_usage,
+    attempt_of,
+)
+from reactgraph.nodes.conversation.transcript import current_question
+from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context, resolve_context
+from reactgraph.nodes.state.records import ActiveModel
+from reactgraph.tools import ToolResult
 from reactgraph.tools.sync_bridge import run_sync
 
 T = TypeVar("T")
-logger = logging.getLogger("reactgraph.nodes")
 
 
 @dataclass(frozen=True, slots=True)
 class Call(Generic[T]):
-    """A runnable call a body asks for: `runnable.invoke(input, config, **kwargs)` (or `ainvoke`).
-    `yield from` it: the value is the call's result."""
+    """A runnable call a body asks for (a subgraph run): `runnable.invoke(input, config, **kwargs)` (or
+    `ainvoke`). `yield from` it: the value is the call's result."""
 
     runnable: Runnable[Any, T]
     input: Any
@@ -68,7 +73,7 @@ class Await(Generic[T]):
         return (yield self)
 
 
-Request = Call[Any] | Await[Any]
+Request = ModelCall | Call[Any] | Await[Any]
 Update = dict[str, Any]
 # What a body is: it yields requests, is sent their results, and returns the node's state update.
 Steps = Generator[Request, Any, Update]
@@ -83,94 +88,91 @@ def _runtime() -> Runtime[Context]:
     return runtime.override(context=resolve_context(runtime.context))
 
 
-def _counted(usage: Usage, request: Request, result: Any, runtime: Runtime[Context], started: float) -> Usage:
-    """`usage` plus what this call used (a model reply's tokens and cost, a tool call; see budget.call_usage) and,
-    for a model call, the seconds it took (a failed one too: a timeout spends the model-time budget). A subgraph
-    (a Reflexion trial) is no model call: its own nodes count their calls."""
-    spent = call_usage(request.input if isinstance(request, Call) else None, result, runtime.context.model)
-    if isinstance(request, Call) and not isinstance(request.runnable, Pregel):
-        spent = Usage(**spent, model_seconds=round(time.perf_counter() - started, 6))
-    return add_usage(usage, spent) if spent else usage
+def _question_id(state: Any) -> str | None:
+    question = current_question(state.get("messages") or []) if isinstance(state, Mapping) else None
+    return question.id if question is not None else None
 
 
-def _answer(steps: Steps, request: Request, result: Any, failure: Exception | None, retry: RetryPolicy | None,
-            runtime: Runtime[Context], name: str) -> Request:
-    """Hand a call's outcome to the body: its result is sent in, its failure thrown in at the `yield` (or
-    raised for LangGraph's RetryPolicy while attempts are left, or, for a model call, as `SwitchModel` while a
-    fallback model is left); returns the body's next request."""
-    if failure is None:
-        return steps.send(result)
-    if leave_to_retry(retry, runtime, failure):
-        _log_retry(name, failure, runtime, retry)
-        raise failure
-    if isinstance(request, Call) and not isinstance(request.runnable, Pregel) and (
-            spec := next_model(runtime.context, failure)):
-        raise SwitchModel(failure, model_label(request.runnable, runtime.context), spec)
-    return steps.throw(failure)
+def _active_model(state: Any, context: Context) -> str | None:
+    """The fallback that took over earlier in this turn (the state's `active_model`), or None."""
+    active = state.get("active_model") if isinstance(state, Mapping) else None
+    if (not isinstance(active, Mapping) or active.get("question") != _question_id(state)
+            or active.get("model") not in context.fallback_models):
+        return None
+    return str(active["model"])
 
 
-def _log_retry(node: str, failure: Exception, runtime: Runtime[Context], retry: RetryPolicy | None) -> None:
-    """A transient model error the node is re-run for (LangGraph's RetryPolicy): a WARNING with the attempt."""
-    if logger.isEnabledFor(logging.WARNING):
-        attempt = attempt_of(runtime)
-        logger.warning("%s: transient model error, the node runs again (attempt %d of %d)", node, attempt + 1,
-                       retry.max_attempts if retry else 0,
-                       extra={"retry": {"node": node, "attempt": attempt, "next_attempt": attempt + 1,
-                                        "max_attempts": retry.max_attempts if retry else None,
-                                        "error": describe(failure)}})
+def _tool_usage(result: Any) -> Usage:
+    return Usage(tool_calls=1) if isinstance(result, ToolResult) else Usage()
 
 
-def drive(steps: Steps, runtime: Runtime[Context], retry: RetryPolicy | None, name: str) -> tuple[Update, Usage]:
-    """Run a body with sync calls: its update, and what its calls used."""
+def drive(steps: Steps, models: ModelGateway | None, turn: ModelTurn, config: RunnableConfig) -> tuple[Update, Usage]:
+    """Run a body with sync calls: its update, and what its tool calls used."""
     usage = Usage()
     try:
         request = next(steps)
-        while True:
-            result, failure, started = None, None, time.perf_counter()
-            try:
-                if isinstance(request, Call):
-                    result = request.runnable.invoke(request.input, request.config, **request.kwargs)
-                else:
-                    result = run_sync(request.coroutine)
-            except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
-                failure = exc
-            usage = _counted(usage, request, result, runtime, started)
-            request = _answer(steps, request, result, failure, retry, runtime, name)
-    except StopIteration as done:
+    except StopIteration as done:  # a body that asked for nothing
         return done.value, usage
-    except SwitchModel as switch:  # the body is run again from its start, with the fallback model
-        steps.close()
-        switch.usage = usage
-        raise
+    while True:
+        result, failure = None, None
+        try:
+            if isinstance(request, ModelCall):
+                result = _gateway(models).invoke(request, turn, config)
+            elif isinstance(request, Call):
+                result = request.runnable.invoke(request.input, request.config, **request.kwargs)
+            else:
+                result = run_sync(request.coroutine)
+        except ModelFailure as failed:  # after the gateway's retries and fallbacks: the body's to handle
+            failure = failed.error
+        except Exception as exc:
+            if isinstance(request, ModelCall):
+                raise  # raised for LangGraph's RetryPolicy, or a model that cannot be loaded at all
+            failure = exc
+        usage = add_usage(usage, _tool_usage(result))
+        try:
+            request = steps.send(result) if failure is None else steps.throw(failure)
+        except StopIteration as done:
+            return done.value, usage
 
 
-async def adrive(steps: Steps, runtime: Runtime[Context], retry: RetryPolicy | None,
-                 name: str) -> tuple[Update, Usage]:
-    """Run a body with awaited calls: its update, and what its calls used."""
+async def adrive(steps: Steps, models: ModelGateway | None, turn: ModelTurn,
+                 config: RunnableConfig) -> tuple[Update, Usage]:
+    """Run a body with awaited calls: its update, and what its tool calls used."""
     usage = Usage()
     try:
         request = next(steps)
-        while True:
-            result, failure, started = None, None, time.perf_counter()
-            try:
-                if isinstance(request, Call):
-                    result = await request.runnable.ainvoke(request.input, request.config, **request.kwargs)
-                else:
-                    result = await request.coroutine
-            except Exception as exc:  # noqa: BLE001 - handed to the body, or raised for the retry
-                failure = exc
-            usage = _counted(usage, request, result, runtime, started)
-            request = _answer(steps, request, result, failure, retry, runtime, name)
-    except StopIteration as done:
+    except StopIteration as done:  # a body that asked for nothing
         return done.value, usage
-    except SwitchModel as switch:  # the body is run again from its start, with the fallback model
-        steps.close()
-        switch.usage = usage
-        raise
+    while True:
+        result, failure = None, None
+        try:
+            if isinstance(request, ModelCall):
+                result = await _gateway(models).ainvoke(request, turn, config)
+            elif isinstance(request, Call):
+                result = await request.runnable.ainvoke(request.input, request.config, **request.kwargs)
+            else:
+                result = await request.coroutine
+        except ModelFailure as failed:  # after the gateway's retries and fallbacks: the body's to handle
+            failure = failed.error
+        except Exception as exc:
+            if isinstance(request, ModelCall):
+                raise  # raised for LangGraph's RetryPolicy, or a model that cannot be loaded at all
+            failure = exc
+        usage = add_usage(usage, _tool_usage(result))
+        try:
+            request = steps.send(result) if failure is None else steps.throw(failure)
+        except StopIteration as done:
+            return done.value, usage
+
+
+def _gateway(models: ModelGateway | None) -> ModelGateway:
+    if models is None:
+        raise TypeError("this node was built without a model gateway: it cannot make a model call")
+    return models
 
 
 def charged(update: Update, usage: Usage) -> Update:
-    """The node's update with what its calls used added to the `usage` channel (inside a turn's reset, which
+    """The node's update with what its calls used added to the `usage` channel (inside a turn's start, which
     replaces the channel with `Overwrite`, the node's own usage is kept)."""
     if not usage:
         return update
@@ -180,51 +182,69 @@ def charged(update: Update, usage: Usage) -> Update:
     return {**update, "usage": add_usage(current, usage)}
 
 
-class Node(Runnable[Any, Update]):
-    """A node to give `StateGraph.add_node`: `body` driven by sync calls under `invoke`, by awaits under `ainvoke`.
-    Untraced itself: LangGraph traces the node's run."""
+def with_fallbacks(update: Update, state: Any, turn: ModelTurn) -> Update:
+    """The node's update with a `model_fallback` record per switch the gateway made, before its own records,
+    and the turn's active model (the rest of the turn's nodes start with the fallback)."""
+    if not turn.fallbacks:
+        return update
+    iteration = (state.get("iteration") or 0) if isinstance(state, Mapping) else 0
+    records = [make_step(step=iteration, node=turn.node, status="model_fallback",
+                         thought=f"{switch.failed} failed: {switch.error}",
+                         observation=f"{switch.model} answers from here on") for switch in turn.fallbacks]
+    steps = update.get("steps")
+    steps = Overwrite([*records, *steps.value]) if isinstance(steps, Overwrite) else [*records, *(steps or [])]
+    active = ActiveModel(model=turn.spec or "", question=_question_id(state))
+    return {**update, "steps": steps, "active_model": active}
 
-    def __init__(self, body: Body, *, name: str, retry: RetryPolicy | None = None) -> None:
-        self.body, self.name, self.retry = body, name, retry
+
+def _event(switch: Fallback, node: str) -> dict[str, Any]:
+    return {"node": node, "failed": switch.failed, "model": switch.model, "error": switch.error}
+
+
+class Node(Runnable[Any, Update]):
+    """A node to give `StateGraph.add_node`: `body` driven by sync calls under `invoke`, by awaits under `ainvoke`;
+    its model calls go through `models`, whose retry policy is the node's. Untraced itself: LangGraph traces the
+    node's run."""
+
+    def __init__(self, body: Body, *, name: str, models: ModelGateway | None = None) -> None:
+        self.body, self.name, self.models = body, name, models
         self.node_name = name
+
+    def _turn(self, runtime: Runtime[Context], state: Any) -> ModelTurn:
+        spent = state.get("usage") if isinstance(state, Mapping) else None
+        return ModelTurn(settings=runtime.context, node=self.node_name,
+                         retry=self.models.retry if self.models is not None else None,
+                         attempt=attempt_of(runtime), spec=_active_model(state, runtime.context),
+                         spent=Usage(**(spent or {})))
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
         config = config if config is not None else ensure_config()
-        runtime, retry, used = model_fallback.active_runtime(_runtime(), input), self.retry, Usage()
-        records: list[ExecutionStep] = []
-        while True:
-            try:
-                update, usage = drive(self.body(input, runtime, config), runtime, retry, self.node_name)
-                break
-            except SwitchModel as switch:
-                model_fallback.announce(switch, self.node_name, config)
-                runtime, retry, used = self._switch(switch, input, runtime, used, records)
-        return charged(model_fallback.with_switches(update, input, records, runtime), add_usage(used, usage))
+        runtime = _runtime()
+        turn = self._turn(runtime, input)
+        try:
+            update, usage = drive(self.body(input, runtime, config), self.models, turn, config)
+        finally:
+            for switch in turn.fallbacks:
+                with contextlib.suppress(RuntimeError):  # outside a traced run (no parent run): nothing to tell
+                    dispatch_custom_event(FALLBACK_EVENT, _event(switch, self.node_name), config=config)
+        return with_fallbacks(charged(update, add_usage(turn.usage, usage)), input, turn)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
         config = config if config is not None else ensure_config()
-        runtime, retry, used = model_fallback.active_runtime(_runtime(), input), self.retry, Usage()
-        records: list[ExecutionStep] = []
-        while True:
-            try:
-                update, usage = await adrive(self.body(input, runtime, config), runtime, retry, self.node_name)
-                break
-            except SwitchModel as switch:
-                await model_fallback.aannounce(switch, self.node_name, config)
-                runtime, retry, used = self._switch(switch, input, runtime, used, records)
-        return charged(model_fallback.with_switches(update, input, records, runtime), add_usage(used, usage))
-
-    def _switch(self, switch: SwitchModel, state: Any, runtime: Runtime[Context], used: Usage,
-                records: list[ExecutionStep]) -> tuple[Runtime[Context], None, Usage]:
-        """After a model failed for good: the fallback's runtime, no node re-runs for it here (the node's attempts
-        were the failed model's), what was used so far; the switch's record is added to `records`."""
-        records.append(model_fallback.record(state, self.node_name, switch))
-        return model_fallback.switched(runtime, switch, self.node_name), None, add_usage(used, switch.usage or Usage())
+        runtime = _runtime()
+        turn = self._turn(runtime, input)
+        try:
+            update, usage = await adrive(self.body(input, runtime, config), self.models, turn, config)
+        finally:
+            for switch in turn.fallbacks:
+                with contextlib.suppress(RuntimeError):
+                    await adispatch_custom_event(FALLBACK_EVENT, _event(switch, self.node_name), config=config)
+        return with_fallbacks(charged(update, add_usage(turn.usage, usage)), input, turn)
 
 
-def dual_node(body: Body, *, name: str, retry: RetryPolicy | None = None) -> Node:
+def dual_node(body: Body, *, name: str, models: ModelGateway | None = None) -> Node:
     """The node LangGraph runs for `body` (see `Node`)."""
-    return Node(body, name=name, retry=retry)
+    return Node(body, name=name, models=models)
 
 
 class Route(Runnable[Any, Any]):

@@ -4,18 +4,22 @@ Its records and words are in records.py and verdict.py; reading a field with its
 
 from __future__ import annotations
 
+import copy
 import operator
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from langgraph.types import Overwrite
 
 # typing_extensions' TypedDict: pydantic (Studio's schemas, the API server) rejects typing's on Python < 3.12.
 from typing_extensions import TypedDict
 
-from reactgraph.nodes.runtime.budget import add_usage
-from reactgraph.nodes.state.records import ActiveModel, Approvals, Budget, CoverageRecord, RunStatus, StopReason, Usage
+from reactgraph.models.gateway import Usage, add_usage
+from reactgraph.nodes.conversation.transcript import current_question
+from reactgraph.nodes.state.records import ActiveModel, Approvals, Budget, CoverageRecord, RunStatus, StopReason
 from reactgraph.nodes.state.verdict import Verdict
 
 
@@ -79,7 +83,7 @@ class AgentState(TypedDict):
     # a dict for a TypedDict or JSON schema; None when it could not be had. Absent without a response format.
     structured_response: NotRequired[Any]
     # The fallback model (`Context.fallback_models`) that stands in for the failed model(s) of this turn:
-    # {"model": its spec, "question": the id of the question it took over for} (nodes/runtime/model_fallback.py).
+    # {"model": its spec, "question": the id of the question it took over for} (models/gateway.py).
     active_model: NotRequired[ActiveModel | None]
 
 
@@ -88,3 +92,29 @@ class InputState(TypedDict):
 
     messages: Annotated[list[AnyMessage], add_messages]
     lessons: NotRequired[list[str]]  # see AgentState.lessons
+
+
+# AgentState's per-turn fields and their values when a question arrives; a graph's state adds its own
+# (Plan-and-Solve's plan, Reflexion's trials). `begin_turn` in a graph's first node sets them, once per turn:
+# every model call of the turn, the memory summary included, then adds to the same `usage`.
+AGENT_TURN: Mapping[str, Any] = {
+    "iteration": 0, "steps": [], "reflection": None, "final_answer": None, "status": None, "coverage": None,
+    "structured_response": None, "usage": {}, "stop_reason": None, "budget": None}
+# Channels with a reducer: a new turn replaces what the last one added up.
+_REPLACED = frozenset({"steps", "usage"})
+
+
+def begin_turn(state: Mapping[str, Any], fields: Mapping[str, Any] = AGENT_TURN) -> dict[str, Any]:
+    """The update that starts the current question's turn: its id, and each per-turn field in `fields` afresh."""
+    question = current_question(state.get("messages") or [])
+    update: dict[str, Any] = {"turn_id": question.id if question is not None else None}
+    for name, value in fields.items():
+        fresh = copy.deepcopy(value)
+        update[name] = Overwrite(fresh) if name in _REPLACED else fresh
+    return update
+
+
+def in_turn(state: Mapping[str, Any]) -> bool:
+    """Whether the state's turn is the current question's (a run resumed or re-entered mid-turn)."""
+    question = current_question(state.get("messages") or [])
+    return question is not None and question.id is not None and question.id == state.get("turn_id")

@@ -82,7 +82,7 @@ class Context:
         "Messages kept verbatim in the prompt; older ones are folded into a running summary."))] = 8
     temperature: Annotated[float, Field(ge=0.0, le=2.0, description="Sampling temperature of the model.")] = 0.0
     # One field for every reply's length: plans, reflections and summaries get a fixed share of it
-    # (nodes/runtime/services.py), so a degenerate model stops early everywhere without a field per purpose.
+    # (models/gateway.py), so a degenerate model stops early everywhere without a field per purpose.
     max_output_tokens: Annotated[int, Field(ge=16, le=100_000, description=(
         "Most tokens one model reply may have (sent as max_tokens); plans, reflections and summaries get half. "
         "A reply cut there is marked truncated."))] = 1024
@@ -107,7 +107,7 @@ class Context:
         "Budget: seconds spent waiting for model replies per question (failed calls included). Empty means no "
         "budget."))] = None
 
-    # Tried in order once the retry policy gives up on the model in use (nodes/runtime/model_fallback.py).
+    # Tried in order once the retry policy gives up on the model in use (models/gateway.py).
     fallback_models: Annotated[tuple[ModelSpec, ...], Field(max_length=MAX_FALLBACK_MODELS, description=(
         "Model specs (as for model, at most 5) tried in order when the model in use fails for good, after its "
         "retries: the first that answers stands in for the rest of the question; the steps record the switch. "
@@ -188,16 +188,6 @@ def _check_field(context: Context, name: str) -> str:
         shown = shown if len(shown) <= 60 else shown[:59] + "…"
         return f"Context.{name} = {shown} is not accepted: expected {accepted}"
     return ""
-
-
-@dataclass(kw_only=True)
-class FallbackContext(Context):
-    """A run's Context while a fallback model stands in: `model` is that fallback's spec, loaded even where the
-    graph was given a model object of its own (that object is the primary model)."""
-
-    @classmethod
-    def of(cls, context: Context, spec: str) -> FallbackContext:
-        return cls(**{**{f.name: getattr(context, f.name) for f in fields(Context)}, "model": spec})
 
 
 def resolve_context(value: Context | Mapping[str, Any] | None) -> Context:

@@ -14,8 +14,9 @@ from typing import Any, cast
 
 from langchain_core.messages import AnyMessage
 
+from reactgraph.models.gateway import Usage
 from reactgraph.nodes.state.agent import ExecutionStep
-from reactgraph.nodes.state.records import Approvals, RunStatus, StopReason, Usage
+from reactgraph.nodes.state.records import Approvals, RunStatus, StopReason
 from reactgraph.nodes.state.verdict import Verdict, as_verdict
 
 State = Mapping[str, Any]

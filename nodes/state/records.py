@@ -29,17 +29,6 @@ BudgetKind = Literal["max_tool_calls", "max_model_tokens", "max_cost_usd", "max_
 CoverageJudge = Literal["model", "unchecked"]
 
 
-class Usage(TypedDict, total=False):
-    """What a turn has used so far; every key adds up across the nodes of the turn (nodes/runtime/budget.py)."""
-
-    tool_calls: int
-    tool_calls_refused: int  # calls answered "not run" because a budget did not allow them
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float
-    model_seconds: float  # time spent waiting for model calls, failed ones included
-
-
 class Budget(TypedDict):
     """The budget that ran out: which one, its limit, and how much was used."""
 
