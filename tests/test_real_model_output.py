@@ -82,8 +82,8 @@ def test_the_updates_stream_carries_values_only_and_each_message_once(redis_url)
     for question in ("北京和上海哪个更热？", "计算 (15+27)*3"):  # the second turn resets the steps again
         run(graph, plan_run(graph, question, "s-updates"), Context(), lambda node, u: updates.append((node, u)))
     assert updates and not [s for _, u in updates for s in _sentinels(u)]
-    first_thinks = [u for node, u in updates if node == "think" and "turn_id" in u]
-    assert len(first_thinks) == 2 and all(isinstance(u["steps"], list) for u in first_thinks)
+    turn_starts = [u for node, u in updates if node == "load_memory" and "turn_id" in u]  # begin_turn's reset
+    assert len(turn_starts) == 2 and all(isinstance(u["steps"], list) for u in turn_starts)
     ids = [m.id for _, u in updates for m in u.get("messages", []) if isinstance(m, BaseMessage)]
     assert len(ids) == len(set(ids))
 

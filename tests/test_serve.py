@@ -194,9 +194,10 @@ def test_a_streamed_run_sends_metadata_then_each_node_update_and_the_answer(serv
     assert parts[0].event == "metadata" and parts[0].data["run_id"]
     nodes = [next(iter(p.data)) for p in parts if p.event == "updates"]
     assert nodes[:3] == ["load_memory", "think", "act"] and "finalize" in nodes
-    # think's reset of the step records (LangGraph's Overwrite) reaches clients as the plain list it sets
-    think = next(p.data["think"] for p in parts if p.event == "updates" and "think" in p.data)
-    assert isinstance(think["steps"], list) and "__overwrite__" not in json.dumps(think)
+    # the turn's reset of the step records (LangGraph's Overwrite, in the first node) reaches clients as the plain
+    # list it sets
+    start = next(p.data["load_memory"] for p in parts if p.event == "updates" and "load_memory" in p.data)
+    assert isinstance(start["steps"], list) and "__overwrite__" not in json.dumps(start)
     final = [p.data for p in parts if p.event == "values"][-1]
     assert final["status"] == "answered" and "上海" in final["final_answer"]
     (run,) = client.runs.list(thread["thread_id"])

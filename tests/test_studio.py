@@ -532,7 +532,11 @@ def test_only_the_canonical_uuid_spelling_is_a_server_thread_id():
 # -- the same answers from `reactgraph serve` ------------------------------------------------------------------
 
 def shape(value):
-    """A JSON value's shape: objects by their keys, lists by their first item, scalars by type (null is any)."""
+    """A JSON value's shape: objects by their keys, lists by their first item, scalars by type (null is any). A
+    node's `Overwrite` is the value it sets: langgraph dev sends the object (`{"value", "type": "__overwrite__"}`),
+    reactgraph serve the value (docs/serving.md, Streams), which is what a client's state then holds."""
+    if isinstance(value, dict) and value.get("type") == "__overwrite__" and set(value) == {"value", "type"}:
+        return shape(value["value"])
     if isinstance(value, dict):
         return {key: shape(item) for key, item in value.items()}
     if isinstance(value, list):
