@@ -11,29 +11,17 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from reactgraph.tools.approval import ApprovalGate, approval_request, interrupt_on
+from reactgraph.tools.breaker import BreakerConfig, BreakerRecheck, BreakerStore, CircuitBreakerPolicy, CircuitBreakers
+from reactgraph.tools.guards import ArgumentValidation, Existence, Permission, ResultLimit
 from reactgraph.tools.injection import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
-from reactgraph.tools.policies.base import CallContext, Handler, chain
-from reactgraph.tools.policies.guards.approval import ApprovalGate, approval_request, interrupt_on
-from reactgraph.tools.policies.guards.existence import Existence
-from reactgraph.tools.policies.guards.permission import Permission
-from reactgraph.tools.policies.guards.result_limit import ResultLimit
-from reactgraph.tools.policies.guards.validation import ArgumentValidation
-from reactgraph.tools.policies.invoke import Invoke
-from reactgraph.tools.policies.observability.events import EventSink
-from reactgraph.tools.policies.observability.metrics_store import MetricsStore
-from reactgraph.tools.policies.observability.spans import ToolTracing
-from reactgraph.tools.policies.observability.telemetry import Telemetry
-from reactgraph.tools.policies.resilience.breaker_state import BreakerConfig
-from reactgraph.tools.policies.resilience.breaker_store import BreakerStore
-from reactgraph.tools.policies.resilience.bulkhead import Bulkhead
-from reactgraph.tools.policies.resilience.circuit_breaker import BreakerRecheck, CircuitBreakerPolicy, CircuitBreakers
-from reactgraph.tools.policies.resilience.normalise import Normalise
-from reactgraph.tools.policies.resilience.retry import Retry
-from reactgraph.tools.policies.resilience.timeout import Timeout
+from reactgraph.tools.pipeline import CallContext, EventSink, Handler, Invoke, chain
 from reactgraph.tools.registry import ToolRegistry
+from reactgraph.tools.resilience import Bulkhead, Normalise, Retry, Timeout
 from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession
+from reactgraph.tools.telemetry import MetricsStore, Telemetry, ToolTracing
 from reactgraph.tools.threads import ToolThreads
 
 log = logging.getLogger("reactgraph.tools.gateway")
@@ -43,8 +31,9 @@ ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id
 class ToolGateway:
     """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
 
-    The pipeline's steps live in `reactgraph.tools.policies` (guards, resilience, observability); their order is
-    the list `__init__` chains, outermost first.
+    The pipeline's steps live one module per concept (tools/guards.py, approval.py, breaker.py, resilience.py,
+    telemetry.py; the call record and the innermost step in pipeline.py); their order is the list `__init__`
+    chains, outermost first.
     """
 
     def __init__(self, tools: Iterable[ToolMeta | BaseTool | Callable[..., Any]] = (), *,

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from reactgraph.tools import observations
+from reactgraph.tools.guards import check_arguments, coerce_args
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.guards.validation import check_arguments, coerce_args
+from reactgraph.tools.pipeline import CallContext, Handler
 from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult, ToolStatus
 from reactgraph.tools.session import ToolSession
