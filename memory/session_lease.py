@@ -45,9 +45,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.memory.redis_checkpoint.errors import CheckpointStoreUnavailable, client_url, unavailable
 from reactgraph.memory.redis_checkpoint.layout import normalise_prefix, thread_base
-from reactgraph.memory.redis_checkpoint.limits import PoolLimits, answer_wait
+from reactgraph.memory.redis_checkpoint.settings import (
+    CheckpointStoreUnavailable,
+    PoolLimits,
+    answer_wait,
+    client_url,
+    unavailable,
+)
 from reactgraph.memory.session_id import check_session_id
 
 if TYPE_CHECKING:
@@ -241,8 +246,8 @@ def backend_for(target: Any, *, for_asyncio: bool = False) -> Any:
     return leases(saver.client, saver.prefix) if is_saver else leases(saver)  # a saver's leases: under its prefix
 
 
-_REDIS_SAVERS = (("reactgraph.memory.redis_checkpoint.sync", "RedisSaver"),
-                 ("reactgraph.memory.redis_checkpoint.aio", "AsyncRedisSaver"))
+_REDIS_SAVERS = (("reactgraph.memory.redis_checkpoint.savers", "RedisSaver"),
+                 ("reactgraph.memory.redis_checkpoint.savers", "AsyncRedisSaver"))
 
 
 class _ProcessLeases:

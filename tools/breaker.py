@@ -116,8 +116,8 @@ class RedisBreakerStore:
     def from_url(cls, url: str, prefix: str = "reactgraph:breaker:") -> RedisBreakerStore:
         # imported lazily: only shared-state users need a client. The savers' kind of client: a bounded pool, a
         # read timeout, and a bad URL refused in one line.
-        from reactgraph.memory.redis_checkpoint.limits import PoolLimits
         from reactgraph.memory.redis_checkpoint.pool import new_client
+        from reactgraph.memory.redis_checkpoint.settings import PoolLimits
 
         return cls(new_client(url, {}, PoolLimits.resolve(None, None), True), prefix)
 

@@ -127,9 +127,8 @@ class RedisMetricsStore:
     @classmethod
     def from_url(cls, url: str, prefix: str = DEFAULT_PREFIX, **options: Any) -> RedisMetricsStore:
         # The savers' kind of client (bounded pool, read timeout, a bad URL refused in one line), made lazily.
-        from reactgraph.memory.redis_checkpoint.errors import redact
-        from reactgraph.memory.redis_checkpoint.limits import PoolLimits
         from reactgraph.memory.redis_checkpoint.pool import new_client
+        from reactgraph.memory.redis_checkpoint.settings import PoolLimits, redact
 
         return cls(new_client(url, {}, PoolLimits.resolve(2, None), False), redact(url), prefix, **options)
 

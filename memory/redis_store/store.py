@@ -23,8 +23,8 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from reactgraph.memory.redis_checkpoint.errors import client_url, redact
 from reactgraph.memory.redis_checkpoint.pool import WiredClient
+from reactgraph.memory.redis_checkpoint.settings import client_url, redact
 from reactgraph.memory.redis_checkpoint.wire import Command
 from reactgraph.memory.redis_store import layout, scripts
 from reactgraph.memory.redis_store.filters import fixed_prefix, matches, namespace_matches
