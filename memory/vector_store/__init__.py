@@ -1,8 +1,8 @@
 """Knowledge retrieval: documents chunked, embedded and kept in a FAISS index on disk (used by `rag_search`).
 
 - `chunking`: markdown sections, then Chinese- and English-aware pieces (langchain-text-splitters).
-- `embedders`: the offline `HashingEmbedder` (default, no model download).
-- `langchain_embedder`: any LangChain `Embeddings` as an embedder (`LangChainEmbedder`); `OpenAIEmbedder` on it.
+- `embedders`: the offline `HashingEmbedder` (default, no model download), and any LangChain `Embeddings` as an
+  embedder (`LangChainEmbedder`; `OpenAIEmbedder` on it).
 - `index`: `VectorIndex`, exact inner product when small, HNSW beyond a size threshold.
 - `store`: `VectorStore`, add/replace/delete by source, search, atomic save; refuses a foreign embedder.
 - `records`: `ChunkRecord` (with its JSON metadata) and `Hit`; the bounds on what is added and read back.
@@ -14,11 +14,12 @@ from reactgraph.memory.vector_store.chunking import Chunk, split_document
 from reactgraph.memory.vector_store.embedders import (
            Embedder,
            HashingEmbedder,
+           LangChainEmbedder,
+           OpenAIEmbedder,
            embedder_from_spec,
            signature,
 )
 from reactgraph.memory.vector_store.index import HnswParams, VectorIndex
-from reactgraph.memory.vector_store.langchain_embedder import LangChainEmbedder, OpenAIEmbedder
 from reactgraph.memory.vector_store.langchain_store import ReactGraphVectorStore
 from reactgraph.memory.vector_store.loaders import (
            MAX_FILE_BYTES,
