@@ -16,12 +16,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from reactgraph.tools import observations
 from reactgraph.tools.pipeline import CallContext, Handler, emit
-from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult, ToolStatus
+
+if TYPE_CHECKING:
+    from reactgraph.tools.gateway import ToolRegistry  # the gateway holds the registry these steps read
 
 
 class BreakerState(StrEnum):

@@ -1,4 +1,4 @@
-"""`ToolGateway`: the one door every tool call of every graph goes through."""
+"""`ToolGateway`: the one door every tool call of every graph goes through, and the registry of the tools behind it."""
 
 from __future__ import annotations
 
@@ -6,18 +6,18 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.tools import BaseTool
 
 from reactgraph.tools.approval import ApprovalGate, approval_request, interrupt_on
 from reactgraph.tools.breaker import BreakerConfig, BreakerRecheck, BreakerStore, CircuitBreakerPolicy, CircuitBreakers
+from reactgraph.tools.errors import ToolRegistrationError
 from reactgraph.tools.guards import ArgumentValidation, Existence, Permission, ResultLimit
 from reactgraph.tools.injection import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
 from reactgraph.tools.pipeline import CallContext, EventSink, Handler, Invoke, chain
-from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.resilience import Bulkhead, Normalise, Retry, Timeout
 from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession
@@ -26,6 +26,34 @@ from reactgraph.tools.threads import ToolThreads
 
 log = logging.getLogger("reactgraph.tools.gateway")
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
+
+
+class ToolRegistry:
+    """Tools by name, in registration order; a name can be registered once."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolMeta] = {}
+
+    def add(self, meta: ToolMeta) -> None:
+        if meta.name in self._tools:
+            raise ToolRegistrationError(f"a tool named {meta.name!r} is already registered")
+        self._tools[meta.name] = meta
+
+    def get(self, name: str) -> ToolMeta | None:
+        return self._tools.get(name) if isinstance(name, str) else None
+
+    def __iter__(self) -> Iterator[ToolMeta]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def available(self, session: ToolSession) -> list[ToolMeta]:
+        """Enabled tools this session is permitted to call."""
+        return [m for m in self._tools.values() if m.enabled and session.permits(m.name, m.tags)]
+
+    def available_names(self, session: ToolSession) -> list[str]:
+        return [m.name for m in self.available(session)]
 
 
 class ToolGateway:

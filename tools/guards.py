@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
 from reactgraph.tools import json_schema, observations
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.pipeline import CallContext, Handler, tool_fault
-from reactgraph.tools.registry import ToolRegistry
 from reactgraph.tools.result import ToolResult, ToolStatus
+
+if TYPE_CHECKING:
+    from reactgraph.tools.gateway import ToolRegistry  # the gateway holds the registry these steps read
 
 
 class Existence:
