@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -24,7 +23,6 @@ from reactgraph.tools.session import ToolSession
 from reactgraph.tools.telemetry import MetricsStore, Telemetry, ToolTracing
 from reactgraph.tools.threads import ToolThreads
 
-log = logging.getLogger("reactgraph.tools.gateway")
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
 
 
@@ -195,10 +193,8 @@ class ToolGateway:
         asks for approval is answered `needs_approval` and not run. `injection`: the graph's state, store,
         context and config, for LangChain tools with injected arguments (the graphs' act node passes it).
         """
-        name, args, call_id = _unpack(call)
-        return await self._pipeline(CallContext(name=name, args=args, call_id=call_id,
-                                                session=session or ToolSession(), sink=events, approved=approved,
-                                                injection=injection))
+        return await self._pipeline(CallContext.of(call, session or ToolSession(), sink=events, approved=approved,
+                                                   injection=injection))
 
     def reads_state(self, name: str) -> bool:
         """Whether the tool `name` asks for the graph state (`InjectedState`, `ToolRuntime`): its act task then
@@ -251,20 +247,3 @@ class ToolGateway:
                 "schema": meta.openai_schema()["function"]["parameters"],
             })
         return rows
-
-
-def _unpack(call: Any) -> tuple[str, Any, str]:
-    """Accept the LangChain dict shape (and tolerate junk: a bad call must become a result, not an exception)."""
-    if isinstance(call, Mapping):
-        name = call.get("name")
-        return (name if isinstance(name, str) else _text(name)), call.get("args"), _text(call.get("id") or "")
-    return _text(call), None, ""
-
-
-def _text(value: Any) -> str:
-    try:
-        return str(value)
-    except Exception as exc:  # noqa: BLE001 - e.g. an int past Python's digit limit, a list nested 5,000 deep
-        log.debug("a tool call's name or id cannot be shown as text (%s)", type(exc).__name__,
-                  extra={"swallowed": {"where": "tool call name/id", "error_type": type(exc).__name__}})
-        return f"<{type(value).__name__}>"

@@ -76,6 +76,19 @@ class CallContext:
     injection: ToolInjection | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, call: Any, session: ToolSession, *, sink: EventSink | None = None, approved: bool = False,
+           injection: ToolInjection | None = None) -> CallContext:
+        """The record of one call as the model wrote it (LangChain's `{"name", "args", "id"}` dict), with junk
+        tolerated: a bad call must become a result, not an exception."""
+        if isinstance(call, Mapping):
+            name = call.get("name")
+            return cls(name=name if isinstance(name, str) else _text(name), args=call.get("args"),
+                       call_id=_text(call.get("id") or ""), session=session, sink=sink, approved=approved,
+                       injection=injection)
+        return cls(name=_text(call), args=None, call_id="", session=session, sink=sink, approved=approved,
+                   injection=injection)
+
     @property
     def tool(self) -> ToolMeta:
         """The called tool, for every step that runs after `Existence`, which resolves it."""
@@ -95,6 +108,19 @@ class CallContext:
         """A result for this call; latency is stamped by the telemetry policy on the way out."""
         return ToolResult(name=self.name, call_id=self.call_id, status=status, content=content,
                           attempts=self.attempts, value=value, detail={**self.detail, **detail}, artifact=artifact)
+
+
+# A call the model wrote that cannot even be shown is logged under the gateway's name, as it always was.
+_gateway_log = logging.getLogger("reactgraph.tools.gateway")
+
+
+def _text(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception as exc:  # noqa: BLE001 - e.g. an int past Python's digit limit, a list nested 5,000 deep
+        _gateway_log.debug("a tool call's name or id cannot be shown as text (%s)", type(exc).__name__,
+                           extra={"swallowed": {"where": "tool call name/id", "error_type": type(exc).__name__}})
+        return f"<{type(value).__name__}>"
 
 
 Handler = Callable[[CallContext], Awaitable[ToolResult]]
