@@ -20,7 +20,7 @@ import uuid
 import redis
 
 from reactgraph.tools import ToolGateway
-from reactgraph.tools.policies.observability.metrics_store import RedisMetricsStore
+from reactgraph.tools.telemetry import RedisMetricsStore
 
 
 async def ping() -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from reactgraph.tools import ToolError, ToolGateway, ToolMeta, TransientToolError, default_gateway
-from reactgraph.tools.policies.resilience.retry import Retry
+from reactgraph.tools.resilience import Retry
 
 LATENCY_SHAPES = ("fixed", "uniform", "exponential")
 

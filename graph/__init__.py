@@ -11,8 +11,13 @@ if TYPE_CHECKING:
     from reactgraph.graph.react import build_react_graph
     from reactgraph.graph.reflexion import build_reflexion_graph
     from reactgraph.memory.session_id import MAX_SESSION_ID, InvalidSessionId, check_session_id
-    from reactgraph.memory.session_lease import SessionBusy, SessionLease, SessionLeaseLost, session_lease
-    from reactgraph.memory.session_lease_aio import asession_lease
+    from reactgraph.memory.session_lease import (
+        SessionBusy,
+        SessionLease,
+        SessionLeaseLost,
+        asession_lease,
+        session_lease,
+    )
     from reactgraph.models.gateway import model_retry_policy
     from reactgraph.models.loader import ModelConfigError, is_transient_model_error, load_chat_model, parse_spec, redact
     from reactgraph.nodes.reflexion.evaluate import register_checker
@@ -36,7 +41,7 @@ _EXPORTS = {
     "InvalidSessionId": "reactgraph.memory.session_id",
     "MAX_SESSION_ID": "reactgraph.memory.session_id",
     "session_lease": "reactgraph.memory.session_lease",
-    "asession_lease": "reactgraph.memory.session_lease_aio",
+    "asession_lease": "reactgraph.memory.session_lease",
     "SessionBusy": "reactgraph.memory.session_lease",
     "SessionLease": "reactgraph.memory.session_lease",
     "SessionLeaseLost": "reactgraph.memory.session_lease",

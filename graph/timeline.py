@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.tools.policies.observability.telemetry import redact  # arguments as logs show them (masked, cut)
+from reactgraph.tools.telemetry import redact  # arguments as logs show them (masked, cut)
 
 MAX_CHECKPOINTS = 5000  # a session's checkpoints read at most: bounds the time and memory one trace takes
 

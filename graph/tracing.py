@@ -3,7 +3,7 @@
 Spans of the run, its nodes and its model calls come from our LangChain callback handler (`run_spans.RunSpans`,
 GenAI semantic conventions), which every LangChain callback manager of the process picks up through
 langchain-core's configure hook while tracing is on. Tool-call spans come from the gateway's own `ToolTracing`
-step (reactgraph.tools.policies.observability.spans), switched through reactgraph.tools.tracing. Importing this
+step (reactgraph.tools.telemetry), switched through reactgraph.tools.tracing. Importing this
 module loads nothing else (the CLI reads `tracing_requested` before any agent machinery is loaded).
 """
 

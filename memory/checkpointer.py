@@ -17,7 +17,7 @@ from reactgraph.errors import ReactGraphError
 
 # Each backend is imported in its own branch: `--store memory` never loads redis-py (~0.2 s with its
 # OpenTelemetry hooks), and the Redis path never loads SQLite.
-from reactgraph.memory.redis_checkpoint.errors import redact
+from reactgraph.memory.redis_checkpoint.settings import redact
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver

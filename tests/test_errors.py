@@ -69,7 +69,7 @@ def test_no_exception_class_is_defined_where_the_walk_cannot_see_it():
 
 def test_the_builtin_bases_are_kept():
     from reactgraph.graph import InvalidSessionId, ModelConfigError
-    from reactgraph.memory.redis_checkpoint.errors import CheckpointStoreUnavailable
+    from reactgraph.memory.redis_checkpoint.settings import CheckpointStoreUnavailable
     from reactgraph.tools import ToolError, ToolRegistrationError, TransientToolError
 
     assert issubclass(ModelConfigError, ValueError) and issubclass(InvalidSessionId, ValueError)

@@ -18,7 +18,7 @@ from reactgraph.tools import (
     ToolStatus,
     TransientToolError,
 )
-from reactgraph.tools.policies.resilience.retry import Retry
+from reactgraph.tools.resilience import Retry
 
 # the machine is shared and noisy: bound times generously, never tightly (1 s was the slack beside a suite at
 # load 10-14, where the worker process gets a fraction of a core); each hang below outlasts its bound by far

@@ -22,8 +22,7 @@ from langgraph_sdk.errors import NotFoundError
 from reactgraph.memory import AsyncRedisSaver, InvalidRedisURL, RedisSaver, RedisStore
 from reactgraph.memory.checkpointer import open_checkpointer
 from reactgraph.memory.redis_checkpoint.layout import thread_of
-from reactgraph.memory.session_lease import SessionBusy, session_lease
-from reactgraph.memory.session_lease_aio import asession_lease
+from reactgraph.memory.session_lease import SessionBusy, asession_lease, session_lease
 from support.cli_env import run_in_process
 from support.redis_cluster import LocalCluster, local_cluster
 from test_redis_checkpointer import assert_full_conformance, run_conformance

@@ -87,7 +87,7 @@ def test_releasing_an_asyncio_lease_ends_its_renewing_thread(redis_url):
 
     import redis.asyncio
 
-    from reactgraph.memory.redis_lease import AsyncRedisLeases
+    from reactgraph.memory.session_lease import AsyncRedisLeases
 
     session = f"session-{uuid.uuid4().hex[:8]}"
 

@@ -14,8 +14,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from reactgraph.tools import BreakerConfig, RedisBreakerStore, ToolGateway, as_tool_meta
-from reactgraph.tools.policies.observability.metrics_store import MemoryMetricsStore, RedisMetricsStore
 from reactgraph.tools.result import ToolResult, ToolStatus
+from reactgraph.tools.telemetry import MemoryMetricsStore, RedisMetricsStore
 
 # Tool names of this process's own, so other tests' calls on the shared default keys never mix in.
 SUFFIX = uuid.uuid4().hex[:8]

@@ -1,4 +1,5 @@
-"""The size rule as a test: no product module over 300 lines, no function over 60 (its `def` line to its last)."""
+"""The size rule as a test: a product module holds one concept, as long as the concept needs, up to 600 lines;
+no function over 60 lines (its `def` line to its last)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("graph", "nodes", "models", "tools", "memory", "evals", "reactgraph", "benchmarks")
-MAX_MODULE_LINES = 300
+# Rooms by concept, not fragments of one: a cap of 300 split approval into six files and the breaker into three.
+MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60
 
 
@@ -16,7 +18,7 @@ def product_files():
         yield from sorted((ROOT / folder).rglob("*.py"))
 
 
-def test_no_module_is_over_300_lines():
+def test_no_module_is_over_600_lines():
     over = {}
     for path in product_files():
         lines = len(path.read_text(encoding="utf-8").splitlines())

@@ -8,12 +8,17 @@ from typing import TYPE_CHECKING
 from reactgraph._lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    from reactgraph.tools.breaker import (
+        BreakerConfig,
+        BreakerSnapshot,
+        BreakerState,
+        CircuitBreaker,
+        MemoryBreakerStore,
+        RedisBreakerStore,
+    )
     from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
     from reactgraph.tools.gateway import ToolGateway
     from reactgraph.tools.meta import ToolMeta, as_tool_meta
-    from reactgraph.tools.policies.resilience.breaker_state import BreakerConfig, BreakerSnapshot, BreakerState
-    from reactgraph.tools.policies.resilience.breaker_store import MemoryBreakerStore, RedisBreakerStore
-    from reactgraph.tools.policies.resilience.circuit_breaker import CircuitBreaker
     from reactgraph.tools.result import ToolResult, ToolStatus
     from reactgraph.tools.session import ToolSession
 
@@ -25,12 +30,12 @@ _EXPORTS = {
     "ToolGateway": "reactgraph.tools.gateway",
     "ToolMeta": "reactgraph.tools.meta",
     "as_tool_meta": "reactgraph.tools.meta",
-    "BreakerConfig": "reactgraph.tools.policies.resilience.breaker_state",
-    "BreakerSnapshot": "reactgraph.tools.policies.resilience.breaker_state",
-    "BreakerState": "reactgraph.tools.policies.resilience.breaker_state",
-    "MemoryBreakerStore": "reactgraph.tools.policies.resilience.breaker_store",
-    "RedisBreakerStore": "reactgraph.tools.policies.resilience.breaker_store",
-    "CircuitBreaker": "reactgraph.tools.policies.resilience.circuit_breaker",
+    "BreakerConfig": "reactgraph.tools.breaker",
+    "BreakerSnapshot": "reactgraph.tools.breaker",
+    "BreakerState": "reactgraph.tools.breaker",
+    "MemoryBreakerStore": "reactgraph.tools.breaker",
+    "RedisBreakerStore": "reactgraph.tools.breaker",
+    "CircuitBreaker": "reactgraph.tools.breaker",
     "ToolResult": "reactgraph.tools.result",
     "ToolStatus": "reactgraph.tools.result",
     "ToolSession": "reactgraph.tools.session",

@@ -1,50 +1,65 @@
-"""`ToolGateway`: the one door every tool call of every graph goes through."""
+"""`ToolGateway`: the one door every tool call of every graph goes through, and the registry of the tools behind it."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from reactgraph.tools.approval import ApprovalGate, approval_request, interrupt_on
+from reactgraph.tools.breaker import BreakerConfig, BreakerRecheck, BreakerStore, CircuitBreakerPolicy, CircuitBreakers
+from reactgraph.tools.errors import ToolRegistrationError
+from reactgraph.tools.guards import ArgumentValidation, Existence, Permission, ResultLimit
 from reactgraph.tools.injection import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
-from reactgraph.tools.policies.base import CallContext, Handler, chain
-from reactgraph.tools.policies.guards.approval import ApprovalGate, approval_request, interrupt_on
-from reactgraph.tools.policies.guards.existence import Existence
-from reactgraph.tools.policies.guards.permission import Permission
-from reactgraph.tools.policies.guards.result_limit import ResultLimit
-from reactgraph.tools.policies.guards.validation import ArgumentValidation
-from reactgraph.tools.policies.invoke import Invoke
-from reactgraph.tools.policies.observability.events import EventSink
-from reactgraph.tools.policies.observability.metrics_store import MetricsStore
-from reactgraph.tools.policies.observability.spans import ToolTracing
-from reactgraph.tools.policies.observability.telemetry import Telemetry
-from reactgraph.tools.policies.resilience.breaker_state import BreakerConfig
-from reactgraph.tools.policies.resilience.breaker_store import BreakerStore
-from reactgraph.tools.policies.resilience.bulkhead import Bulkhead
-from reactgraph.tools.policies.resilience.circuit_breaker import BreakerRecheck, CircuitBreakerPolicy, CircuitBreakers
-from reactgraph.tools.policies.resilience.normalise import Normalise
-from reactgraph.tools.policies.resilience.retry import Retry
-from reactgraph.tools.policies.resilience.timeout import Timeout
-from reactgraph.tools.registry import ToolRegistry
+from reactgraph.tools.pipeline import CallContext, EventSink, Handler, Invoke, chain
+from reactgraph.tools.resilience import Bulkhead, Normalise, Retry, Timeout
 from reactgraph.tools.result import ToolResult
 from reactgraph.tools.session import ToolSession
+from reactgraph.tools.telemetry import MetricsStore, Telemetry, ToolTracing
 from reactgraph.tools.threads import ToolThreads
 
-log = logging.getLogger("reactgraph.tools.gateway")
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
+
+
+class ToolRegistry:
+    """Tools by name, in registration order; a name can be registered once."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolMeta] = {}
+
+    def add(self, meta: ToolMeta) -> None:
+        if meta.name in self._tools:
+            raise ToolRegistrationError(f"a tool named {meta.name!r} is already registered")
+        self._tools[meta.name] = meta
+
+    def get(self, name: str) -> ToolMeta | None:
+        return self._tools.get(name) if isinstance(name, str) else None
+
+    def __iter__(self) -> Iterator[ToolMeta]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def available(self, session: ToolSession) -> list[ToolMeta]:
+        """Enabled tools this session is permitted to call."""
+        return [m for m in self._tools.values() if m.enabled and session.permits(m.name, m.tags)]
+
+    def available_names(self, session: ToolSession) -> list[str]:
+        return [m.name for m in self.available(session)]
 
 
 class ToolGateway:
     """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
 
-    The pipeline's steps live in `reactgraph.tools.policies` (guards, resilience, observability); their order is
-    the list `__init__` chains, outermost first.
+    The pipeline's steps live one module per concept (tools/guards.py, approval.py, breaker.py, resilience.py,
+    telemetry.py; the call record and the innermost step in pipeline.py); their order is the list `__init__`
+    chains, outermost first.
     """
 
     def __init__(self, tools: Iterable[ToolMeta | BaseTool | Callable[..., Any]] = (), *,
@@ -178,10 +193,8 @@ class ToolGateway:
         asks for approval is answered `needs_approval` and not run. `injection`: the graph's state, store,
         context and config, for LangChain tools with injected arguments (the graphs' act node passes it).
         """
-        name, args, call_id = _unpack(call)
-        return await self._pipeline(CallContext(name=name, args=args, call_id=call_id,
-                                                session=session or ToolSession(), sink=events, approved=approved,
-                                                injection=injection))
+        return await self._pipeline(CallContext.of(call, session or ToolSession(), sink=events, approved=approved,
+                                                   injection=injection))
 
     def reads_state(self, name: str) -> bool:
         """Whether the tool `name` asks for the graph state (`InjectedState`, `ToolRuntime`): its act task then
@@ -234,20 +247,3 @@ class ToolGateway:
                 "schema": meta.openai_schema()["function"]["parameters"],
             })
         return rows
-
-
-def _unpack(call: Any) -> tuple[str, Any, str]:
-    """Accept the LangChain dict shape (and tolerate junk: a bad call must become a result, not an exception)."""
-    if isinstance(call, Mapping):
-        name = call.get("name")
-        return (name if isinstance(name, str) else _text(name)), call.get("args"), _text(call.get("id") or "")
-    return _text(call), None, ""
-
-
-def _text(value: Any) -> str:
-    try:
-        return str(value)
-    except Exception as exc:  # noqa: BLE001 - e.g. an int past Python's digit limit, a list nested 5,000 deep
-        log.debug("a tool call's name or id cannot be shown as text (%s)", type(exc).__name__,
-                  extra={"swallowed": {"where": "tool call name/id", "error_type": type(exc).__name__}})
-        return f"<{type(value).__name__}>"

@@ -1,7 +1,7 @@
 """The tool gateway's tracing switch, and W3C trace headers for outgoing requests; free while tracing is off.
 
 This module never imports opentelemetry itself: `reactgraph.graph.tracing.enable_tracing` (the `otel` extra)
-hands it a tracer. Until then the gateway's tracing step (`reactgraph.tools.policies.observability.spans`) is
+hands it a tracer. Until then the gateway's tracing step (`reactgraph.tools.telemetry`) is
 one function call per tool call, and `trace_headers()` returns `{}`, so a default install (no opentelemetry)
 pays nothing.
 """

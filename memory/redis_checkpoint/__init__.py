@@ -27,26 +27,25 @@ from typing import TYPE_CHECKING
 from reactgraph._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from reactgraph.memory.redis_checkpoint.aio import AsyncRedisSaver
-    from reactgraph.memory.redis_checkpoint.errors import (
+    from reactgraph.memory.redis_checkpoint.reading import UnreadableCheckpoint
+    from reactgraph.memory.redis_checkpoint.savers import AsyncRedisSaver, RedisSaver
+    from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer, RefusedPayload
+    from reactgraph.memory.redis_checkpoint.settings import (
         CheckpointStoreUnavailable,
         InvalidRedisSetting,
         InvalidRedisURL,
         RedisPoolExhausted,
     )
-    from reactgraph.memory.redis_checkpoint.reading import UnreadableCheckpoint
-    from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer, RefusedPayload
-    from reactgraph.memory.redis_checkpoint.sync import RedisSaver
 
 # Lazy, so that the error types (and `memory.checkpointer`) can be imported without loading redis-py.
 _EXPORTS = {
     "AllowListSerializer": "reactgraph.memory.redis_checkpoint.serde",
-    "AsyncRedisSaver": "reactgraph.memory.redis_checkpoint.aio",
-    "CheckpointStoreUnavailable": "reactgraph.memory.redis_checkpoint.errors",
-    "InvalidRedisSetting": "reactgraph.memory.redis_checkpoint.errors",
-    "InvalidRedisURL": "reactgraph.memory.redis_checkpoint.errors",
-    "RedisPoolExhausted": "reactgraph.memory.redis_checkpoint.errors",
-    "RedisSaver": "reactgraph.memory.redis_checkpoint.sync",
+    "AsyncRedisSaver": "reactgraph.memory.redis_checkpoint.savers",
+    "CheckpointStoreUnavailable": "reactgraph.memory.redis_checkpoint.settings",
+    "InvalidRedisSetting": "reactgraph.memory.redis_checkpoint.settings",
+    "InvalidRedisURL": "reactgraph.memory.redis_checkpoint.settings",
+    "RedisPoolExhausted": "reactgraph.memory.redis_checkpoint.settings",
+    "RedisSaver": "reactgraph.memory.redis_checkpoint.savers",
     "RefusedPayload": "reactgraph.memory.redis_checkpoint.serde",
     "UnreadableCheckpoint": "reactgraph.memory.redis_checkpoint.reading",
 }

@@ -21,10 +21,8 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from reactgraph.memory.redis_checkpoint.cluster_url import parse_cluster_url
-from reactgraph.memory.redis_checkpoint.errors import unavailable
-from reactgraph.memory.redis_checkpoint.limits import PoolLimits, client_kwargs
 from reactgraph.memory.redis_checkpoint.scripts import Script
+from reactgraph.memory.redis_checkpoint.settings import PoolLimits, client_kwargs, parse_cluster_url, unavailable
 
 Command = tuple[Any, ...]
 _DOWN = (redis.ConnectionError, redis.TimeoutError, OSError, redis.exceptions.ClusterError)

@@ -3,6 +3,20 @@
 Multi-step operations (list, prune, delete_for_runs) are written once as "plans": generators that
 yield a list of commands and receive the replies, or yield a `CheckpointTuple` for the caller. The sync
 and async savers only drive them, so the logic exists once and no I/O style leaks into it.
+
+`prune(strategy="keep_latest")`: what stays of each namespace, and the script calls that drop the rest.
+
+What each thread holds in Redis: checkpoints, bytes (MEMORY USAGE) and when its last checkpoint was written.
+
+Read with plain commands, never the LOAD script, so looking at a thread does not restart its TTL.
+
+Copying a thread's checkpoints to another thread, on one Redis or across the slots of a Redis Cluster.
+
+On one Redis, COPY_THREAD (scripts.py) does it in one atomic script. Two threads of a cluster live in two
+hash slots, maybe on two nodes, and no script may touch both, so there the copy is two scripts: READ_THREAD
+takes a consistent picture of the source (atomically, on its node), WRITE_THREAD merges it into the target
+(atomically, on its node). The target's indexes are written after its records, as PUT does, so a copy that
+fails half-way leaves nothing visible.
 """
 
 from __future__ import annotations
@@ -11,6 +25,8 @@ import logging
 import math
 import random
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -27,8 +43,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from reactgraph.memory.redis_checkpoint import layout, scripts
-from reactgraph.memory.redis_checkpoint.prune import keep_latest_plan
 from reactgraph.memory.redis_checkpoint.reading import Source, UnreadableCheckpoint, read_reply
+from reactgraph.memory.redis_checkpoint.scripts import Script
 from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer
 from reactgraph.memory.redis_checkpoint.wire import Command
 
@@ -273,3 +289,182 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                 yield [(scripts.DELETE_RUNS, 1, k, k[:-len(b"runs")], *run_ids) for k in keys]
             if cursor in (b"0", 0, "0"):
                 return
+
+
+def keep_latest_plan(serde: SerializerProtocol, bases: list[str], keep: int) -> Generator[Any, Any, None]:
+    """The newest `keep` checkpoints of each namespace of these threads (by key base) stay, with what they need."""
+    ns_sets = yield [("SMEMBERS", base + "ns") for base in bases]
+    targets = [(base, ns.decode()) for base, nss in zip(bases, ns_sets, strict=True) for ns in nss]
+    if not targets:
+        return
+    newest = yield [("ZREVRANGEBYLEX", base + "c:" + ns, "+", "-", "LIMIT", 0, keep) for base, ns in targets]
+    kept = [(base, ns, [i.decode() for i in ids]) for (base, ns), ids in zip(targets, newest, strict=True) if ids]
+    if not kept:
+        return
+    records = yield [("HMGET", base + "cp:" + ns, *ids) for base, ns, ids in kept]
+    commands = []
+    for (base, ns, ids), recs in zip(kept, records, strict=True):
+        args: list[Any] = []
+        for cid, record in zip(ids, recs, strict=True):
+            if record is None:
+                continue
+            metadata = _prunable_metadata(serde, base, ns, cid, record)
+            if metadata is None:  # a kept checkpoint we cannot read: leave the namespace as it is
+                args = []
+                break
+            # DeltaChannels not snapshotted at a kept checkpoint are rebuilt from ancestors' writes;
+            # the script keeps those ancestors (see BaseCheckpointSaver.prune).
+            delta = sorted((metadata.get("counters_since_delta_snapshot") or {}).keys())
+            args += [cid, len(delta), *delta]
+        if args:
+            commands.append((scripts.PRUNE, 1, base + "ns", base, ns, args[0], *args))
+    if commands:
+        yield commands
+
+
+def _prunable_metadata(serde: SerializerProtocol, base: str, ns: str, cid: str,
+                       record: bytes | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    try:
+        metadata = serde.loads_typed(layout.unpack_typed(record))[1]
+    except Exception as exc:  # noqa: BLE001 - untrusted bytes fail in many ways; the namespace is left as is
+        metadata = exc
+    if isinstance(metadata, dict):
+        return metadata
+    log.warning("not pruning %scp:%s: its kept checkpoint %s is unreadable (%s)", base, ns, cid, metadata)
+    return None
+
+
+_CHUNK = 100  # threads per round trip
+
+
+@dataclass(frozen=True)
+class ThreadUsage:
+    """One thread's footprint: its checkpoints (per namespace), bytes of its keys, its newest checkpoint's time."""
+
+    thread_id: str
+    per_namespace: dict[str, int]
+    bytes: int
+    last_checkpoint_at: datetime | None
+
+    @property
+    def checkpoints(self) -> int:
+        return sum(self.per_namespace.values())
+
+
+def usage_plan(saver: RedisSaverCore, thread_ids: Sequence[str] | None) -> Generator[Any, Any, None]:
+    """Yields command lists (and gets their replies), then a `ThreadUsage` per thread that has keys."""
+    threads = list(thread_ids) if thread_ids is not None else (yield from saver._threads_plan())
+    for start in range(0, len(threads), _CHUNK):
+        chunk = threads[start:start + _CHUNK]
+        bases = [saver._base(t) for t in chunk]
+        ns_sets = yield [("SMEMBERS", base + "ns") for base in bases]
+        namespaces = [sorted(ns.decode() for ns in nss) for nss in ns_sets]
+        commands: list[Any] = []
+        for base, nss in zip(bases, namespaces, strict=True):
+            keys = [base + "ns", base + "runs", *(base + kind + ns for ns in nss for kind in layout.KINDS)]
+            # SAMPLES 0: every element is counted; the default samples five and guesses the rest
+            commands += [("MEMORY", "USAGE", key, "SAMPLES", 0) for key in keys]
+            commands += [("ZCARD", base + "c:" + ns) for ns in nss]
+            commands += [("ZREVRANGEBYLEX", base + "c:" + ns, "+", "-", "LIMIT", 0, 1) for ns in nss]
+        replies = iter((yield commands))
+        newest: list[list[tuple[str, str]]] = []
+        totals = []
+        for nss in namespaces:
+            size = sum(next(replies) or 0 for _ in range(2 + len(layout.KINDS) * len(nss)))
+            counts = {ns: next(replies) for ns in nss}
+            tops = [(ns, ids[0].decode()) for ns in nss if (ids := next(replies))]
+            totals.append((size, counts))
+            newest.append(tops)
+        records = yield [("HGET", base + "cp:" + ns, cid) for base, tops in zip(bases, newest, strict=True)
+                         for ns, cid in tops]
+        records = iter(records)
+        for thread, (size, counts), tops in zip(chunk, totals, newest, strict=True):
+            stamps = [_written_at(saver, record) for record in (next(records) for _ in tops)]
+            if size:
+                yield ThreadUsage(thread, counts, size, max((s for s in stamps if s), default=None))
+
+
+def _written_at(saver: RedisSaverCore, record: bytes | None) -> datetime | None:
+    if record is None:
+        return None
+    try:  # Redis content: a damaged checkpoint has no known time (the session is not taken for idle by it)
+        checkpoint, _ = saver.serde.loads_typed(layout.unpack_typed(record))
+        return datetime.fromisoformat(checkpoint["ts"])
+    except Exception:  # noqa: BLE001 - whatever a damaged record raises in the serializer, the time is unknown
+        return None
+
+
+# KEYS[1] source ns-set; ARGV source base. Returns: the namespace count, then per namespace its name, for each
+# of cp: v: b: w: the field count and the field/value pairs, for each of wi: c: the member count and members;
+# last the runs index's count and members.
+READ_THREAD = Script("read_thread", r"""
+local src, out = ARGV[1], {}
+local function put_all(items)
+  out[#out + 1] = #items
+  for _, x in ipairs(items) do out[#out + 1] = x end
+end
+local namespaces = redis.call('SMEMBERS', KEYS[1])
+out[1] = #namespaces
+for _, ns in ipairs(namespaces) do
+  out[#out + 1] = ns
+  for _, kind in ipairs({'cp:', 'v:', 'b:', 'w:'}) do
+    local flat = redis.call('HGETALL', src .. kind .. ns)
+    out[#out + 1] = #flat / 2
+    for _, x in ipairs(flat) do out[#out + 1] = x end
+  end
+  put_all(redis.call('ZRANGE', src .. 'wi:' .. ns, 0, -1))
+  put_all(redis.call('ZRANGE', src .. 'c:' .. ns, 0, -1))
+end
+put_all(redis.call('ZRANGE', src .. 'runs', 0, -1))
+return out
+""")
+
+# KEYS[1] target ns-set; ARGV target base, ttl, then READ_THREAD's reply. Merges into the target.
+WRITE_THREAD = Script("write_thread", r"""
+local dst, at = ARGV[1], 3
+local function next_count()
+  local n = tonumber(ARGV[at]); at = at + 1
+  return n
+end
+local function copy_hash(key)
+  local n = next_count()  -- before `at` is read: it moves past the count
+  local last = at + 2 * n - 1
+  for i = at, last, 1000 do redis.call('HSET', key, unpack(ARGV, i, math.min(i + 999, last))) end
+  at = last + 1
+end
+local function copy_zset(key)
+  local n = next_count()
+  local last, args = at + n - 1, {}
+  for i = at, last do
+    args[#args + 1] = 0
+    args[#args + 1] = ARGV[i]
+    if #args >= 1000 then redis.call('ZADD', key, unpack(args)); args = {} end
+  end
+  if #args > 0 then redis.call('ZADD', key, unpack(args)) end
+  at = last + 1
+end
+local namespaces = next_count()
+for _ = 1, namespaces do
+  local ns = ARGV[at]; at = at + 1
+  for _, kind in ipairs({'cp:', 'v:', 'b:', 'w:'}) do copy_hash(dst .. kind .. ns) end
+  copy_zset(dst .. 'wi:' .. ns)
+  copy_zset(dst .. 'c:' .. ns)  -- the index last: a copy that failed above shows nothing
+  redis.call('SADD', KEYS[1], ns)
+end
+copy_zset(dst .. 'runs')
+touch(dst, tonumber(ARGV[2]))
+return namespaces
+""", "touch")
+
+
+def copy_thread_plan(saver: RedisSaverCore, source_thread_id: str, target_thread_id: str) -> Plan:
+    """One script on one Redis; on a cluster, a read on the source's slot, then a write on the target's."""
+    if not getattr(getattr(saver, "_wire", None), "is_cluster", False):
+        yield [saver._copy_thread_command(source_thread_id, target_thread_id)]
+        return
+    src, dst = saver._base(source_thread_id), saver._base(target_thread_id)
+    [picture] = yield [(READ_THREAD, 1, src + "ns", src)]
+    if picture and int(picture[0]) > 0:
+        yield [(WRITE_THREAD, 1, dst + "ns", dst, saver.ttl, *picture)]

@@ -11,9 +11,14 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from reactgraph.memory.redis_checkpoint.cluster_url import is_cluster_url
-from reactgraph.memory.redis_checkpoint.errors import check_url, redact
-from reactgraph.memory.redis_checkpoint.limits import PoolLimits, client_kwargs, socket_timeout
+from reactgraph.memory.redis_checkpoint.settings import (
+    PoolLimits,
+    check_url,
+    client_kwargs,
+    is_cluster_url,
+    redact,
+    socket_timeout,
+)
 from reactgraph.memory.redis_checkpoint.wire import SyncWire, wire_of
 
 

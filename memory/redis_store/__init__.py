@@ -6,7 +6,6 @@ list namespaces, per-item TTLs. No semantic (vector) search. Key layout in `layo
 `scripts.py`; failures are the checkpointer's `InvalidRedisURL` / `CheckpointStoreUnavailable`.
 """
 
-from reactgraph.memory.redis_store.reading import UnreadableItem
-from reactgraph.memory.redis_store.store import RedisStore
+from reactgraph.memory.redis_store.store import RedisStore, UnreadableItem
 
 __all__ = ["RedisStore", "UnreadableItem"]

@@ -1,9 +1,22 @@
-"""`RedisStore`: LangGraph's long-term memory (`BaseStore`) on plain Redis 6+ (no modules)."""
+"""`RedisStore`: LangGraph's long-term memory (`BaseStore`) on plain Redis 6+ (no modules), its search filters, and
+how it reads items back.
+
+Search filters have the same semantics as LangGraph's InMemoryStore (and, for top-level fields, its Postgres
+store): a plain value means equality (nested mappings and lists compare element by element), `{"$op": v}`
+applies $eq/$ne/$gt/$gte/$lt/$lte. One deliberate difference: an ordering operator on values that cannot be
+compared (a missing field, text against a number) does not match, where InMemoryStore raises.
+
+Reading store items back from Redis, which is untrusted: plain JSON objects only, nothing revived or built. An
+item that cannot be read names its Redis key: `get` raises `UnreadableItem`; `search` skips the item with a
+warning, so one bad item does not stop every run that searches its namespace.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import logging
+import operator
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -14,6 +27,7 @@ from langgraph.store.base import (
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
+    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -23,12 +37,119 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from reactgraph.memory.redis_checkpoint.errors import client_url, redact
+from reactgraph.errors import ReactGraphError
 from reactgraph.memory.redis_checkpoint.pool import WiredClient
+from reactgraph.memory.redis_checkpoint.settings import client_url, redact
 from reactgraph.memory.redis_checkpoint.wire import Command
 from reactgraph.memory.redis_store import layout, scripts
-from reactgraph.memory.redis_store.filters import fixed_prefix, matches, namespace_matches
-from reactgraph.memory.redis_store.reading import read_hit, read_item
+
+log = logging.getLogger("reactgraph.memory.redis_store")
+
+
+class UnreadableItem(ReactGraphError, ValueError):
+    """A stored item that is not what RedisStore writes (a JSON object after its header); names the key."""
+
+
+def _reason(exc: Exception) -> str:
+    detail = (str(exc).splitlines() or [""])[0][:120]
+    return f"it cannot be decoded ({type(exc).__name__}: {detail})"
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """Values are decoded by json.loads without object hooks (LangChain's "lc" JSON stays a dict); objects only."""
+    if not isinstance(value, dict):
+        raise ValueError(f"the value is a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def read_item(key: str, blob: bytes) -> tuple[dict[str, Any], int, int, float | None]:
+    """`layout.decode_item`, checked: raises UnreadableItem naming `key`."""
+    try:
+        value, created, updated, ttl = layout.decode_item(blob)
+        value = _object(value)
+    except (ValueError, IndexError, UnicodeDecodeError, RecursionError) as exc:
+        raise UnreadableItem(f"store item {key!r} is unreadable: {_reason(exc)}") from None
+    return value, created, updated, ttl
+
+
+def read_hit(prefix: str, hit: bytes) -> tuple[bytes, bytes, int, int, float | None, dict[str, Any]] | None:
+    """A search hit's (namespace, key, created, updated, ttl, value); None (and a warning naming the key) if
+    its item cannot be read."""
+    namespace, key, blob = layout.decode_hit(hit)
+    try:
+        value, created, updated, ttl = layout.decode_item(blob)
+        return namespace, key, created, updated, ttl, _object(value)
+    except (ValueError, IndexError, UnicodeDecodeError, RecursionError) as exc:
+        name = f"{prefix}i:{namespace.decode(errors='replace')}\0{key.decode(errors='replace')}"
+        log.warning("store item %r is unreadable, skipped: %s", name, _reason(exc))
+        return None
+
+
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
+
+
+def matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
+    """Whether an item's value passes every condition of a search filter."""
+    return not filter or all(_compare(value.get(field), wanted) for field, wanted in filter.items())
+
+
+def _compare(actual: Any, wanted: Any) -> bool:
+    if isinstance(wanted, Mapping):
+        if any(str(k).startswith("$") for k in wanted):
+            return all(_apply(actual, op, operand) for op, operand in wanted.items())
+        return isinstance(actual, Mapping) and all(_compare(actual.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, (list, tuple)):
+        return (isinstance(actual, (list, tuple)) and len(actual) == len(wanted)
+                and all(_compare(a, w) for a, w in zip(actual, wanted, strict=True)))
+    return actual == wanted
+
+
+def _apply(actual: Any, op: str, operand: Any) -> bool:
+    if op == "$eq":
+        return actual == operand
+    if op == "$ne":
+        return actual != operand
+    compare = _ORDER.get(op)
+    if compare is None:
+        raise ValueError(f"Unsupported operator: {op} (supported: $eq, $ne, $gt, $gte, $lt, $lte)")
+    try:
+        return compare(float(actual), float(operand))  # numbers, and numeric text, like InMemoryStore
+    except (TypeError, ValueError):
+        pass
+    if isinstance(actual, str) and isinstance(operand, str):
+        return compare(actual, operand)
+    return False
+
+
+def namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    """A prefix or suffix condition ("*" matches any one label), as InMemoryStore applies it."""
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(namespace, path, strict=False)
+    elif condition.match_type == "suffix":
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
+    else:
+        raise ValueError(f"Unsupported match type: {condition.match_type}")
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+def fixed_prefix(conditions: tuple[MatchCondition, ...] | None) -> tuple[str, ...]:
+    """The leading labels every listed namespace must have (narrows the index range to read)."""
+    best: tuple[str, ...] = ()
+    for condition in conditions or ():
+        if condition.match_type == "prefix":
+            labels = []
+            for label in condition.path:
+                if label == "*":
+                    break
+                labels.append(label)
+            if len(labels) > len(best):
+                best = tuple(labels)
+    return best
+
 
 ReadOp = GetOp | SearchOp | ListNamespacesOp  # what one batch sends before its writes
 

@@ -23,7 +23,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore as BaseVectorStore
 
-from reactgraph.memory.vector_store.langchain_embedder import LangChainEmbedder
+from reactgraph.memory.vector_store.embedders import LangChainEmbedder
 from reactgraph.memory.vector_store.records import ChunkRecord, Hit
 from reactgraph.memory.vector_store.store import META, VectorStore
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.memory.vector_store.chunking import Chunk, split_document
+from reactgraph.memory.vector_store.documents import Chunk, split_document
 from reactgraph.memory.vector_store.embedders import (
     Embedder,
     describe,

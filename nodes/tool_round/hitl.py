@@ -28,7 +28,7 @@ def describe(request: Mapping[str, Any], error: str = "") -> str:
     """What the person reads: why the call asks, the tool and its arguments (as LangChain's default does), after
     the problem with the last answer if there was one."""
     # imported here: the CLI's approval prompt reads this module, and `reactgraph --help` must not load the tools
-    from reactgraph.tools.policies.guards.approval import describe_call
+    from reactgraph.tools.approval import describe_call
     from reactgraph.tools.visible_text import terminal_safe
 
     text = describe_call(request["name"], request.get("args"), request["reason"])  # escaped there

@@ -37,7 +37,7 @@ def _progress(quiet: bool) -> Progress:
 
 def _ingest_files(store: VectorStore, files: list[Path], progress: Progress) -> list[dict[str, Any]]:
     from reactgraph.memory.vector_store import DocumentRejected, load_document
-    from reactgraph.memory.vector_store.loaders import MARKDOWN_SUFFIXES
+    from reactgraph.memory.vector_store.documents import MARKDOWN_SUFFIXES
 
     rows: list[dict[str, Any]] = []
     task = progress.add_task("", total=len(files))

@@ -182,8 +182,8 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
     mcp_config = str(mcp) if mcp is not None else os.environ.get("REACTGRAPH_MCP", "").strip()
     stores: dict[str, Any] = {}
     if shared_url:
-        from reactgraph.tools.policies.observability.metrics_store import RedisMetricsStore
-        from reactgraph.tools.policies.resilience.breaker_store import RedisBreakerStore
+        from reactgraph.tools.breaker import RedisBreakerStore
+        from reactgraph.tools.telemetry import RedisMetricsStore
 
         stores = {"metrics_store": RedisMetricsStore.from_url(shared_url)}
         if share_breakers:
@@ -205,9 +205,9 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
 def close_shared_stores(gateway: ToolGateway, *, breakers: bool = True) -> None:
     """Before the process ends: the calls' metrics written (up to 2 s), the shared stores' clients closed
     (`breakers=False`: the breakers' asyncio client was closed already, on the loop its calls ran on)."""
-    from reactgraph.tools.policies.observability.metrics_store import RedisMetricsStore
-    from reactgraph.tools.policies.resilience.breaker_store import RedisBreakerStore
+    from reactgraph.tools.breaker import RedisBreakerStore
     from reactgraph.tools.sync_bridge import run_sync
+    from reactgraph.tools.telemetry import RedisMetricsStore
 
     metrics, breaker_store, close_breakers = gateway.telemetry.store, gateway.breakers.store, breakers
     metrics.flush(2.0)

@@ -121,6 +121,6 @@ async def _status(tools: list[str], store: str | None, mcp: Path | None) -> list
 
 
 def _shown(url: str | None) -> str:
-    from reactgraph.memory.redis_checkpoint.errors import redact
+    from reactgraph.memory.redis_checkpoint.settings import redact
 
     return redact(url) if url else "the store"

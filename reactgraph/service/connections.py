@@ -14,10 +14,8 @@ from redis.backoff import ExponentialBackoff
 
 from reactgraph.memory import RedisStore
 from reactgraph.memory.redis_checkpoint import AsyncRedisSaver
-from reactgraph.memory.redis_checkpoint.cluster_url import is_cluster_url
 from reactgraph.memory.redis_checkpoint.cluster_wire import new_cluster_client
-from reactgraph.memory.redis_checkpoint.errors import redact, unavailable
-from reactgraph.memory.redis_checkpoint.limits import PoolLimits
+from reactgraph.memory.redis_checkpoint.settings import PoolLimits, is_cluster_url, redact, unavailable
 from reactgraph.service.assistants import Assistants
 
 CONNECT_TIMEOUT_S = 5.0

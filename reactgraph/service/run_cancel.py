@@ -16,8 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from reactgraph.memory.session_lease import SessionBusy
-from reactgraph.memory.session_lease_aio import asession_lease
+from reactgraph.memory.session_lease import SessionBusy, asession_lease
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.execute import end_abandoned_run
 from reactgraph.service.records import ServiceRecords

@@ -112,7 +112,7 @@ class RunPolicy:
     def _approval(self, asked: Any, gateway: Any) -> dict[str, str] | None:
         """The operator's overrides plus the client's, which may only add asking: a client's 'never' for a tool
         that asks under the operator's settings is refused."""
-        from reactgraph.tools.policies.guards.approval import approval_reason
+        from reactgraph.tools.approval import approval_reason
         from reactgraph.tools.session import ToolSession
 
         if asked is None:

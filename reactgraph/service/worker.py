@@ -28,8 +28,7 @@ from typing import Any
 
 import redis.asyncio
 
-from reactgraph.memory.session_lease import SessionBusy, lease_ttl
-from reactgraph.memory.session_lease_aio import asession_lease
+from reactgraph.memory.session_lease import SessionBusy, asession_lease, lease_ttl
 from reactgraph.service.assistants import Assistants
 from reactgraph.service.connections import REDIS_DOWN, Outage, service_connections
 from reactgraph.service.events import max_event_bytes

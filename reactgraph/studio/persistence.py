@@ -27,7 +27,7 @@ from reactgraph.memory.checkpointer import (
     resolve_url,
 )
 from reactgraph.memory.redis_checkpoint import RedisSaver
-from reactgraph.memory.redis_checkpoint.errors import redact
+from reactgraph.memory.redis_checkpoint.settings import redact
 from reactgraph.memory.redis_store import RedisStore
 from reactgraph.memory.retention import parse_duration, store_ttl
 

@@ -148,7 +148,7 @@ def rag_search_tool(index: str | Path | None = None, embedder: Embedder | Embedd
         return _retriever_tool(retriever)
     directory = resolve_index(index)
     if isinstance(embedder, Embeddings):
-        from reactgraph.memory.vector_store.langchain_embedder import LangChainEmbedder
+        from reactgraph.memory.vector_store.embedders import LangChainEmbedder
 
         embedder = LangChainEmbedder(embedder)
     chosen: list[Embedder] = [embedder] if embedder else []

@@ -1,4 +1,8 @@
-"""The circuit breaker: a per-tool breaker (CLOSED → OPEN → HALF_OPEN probe → CLOSED).
+"""The circuit breaker: a per-tool breaker (CLOSED → OPEN → HALF_OPEN probe → CLOSED), its state, and where that
+state lives.
+
+The transitions are pure functions over a `BreakerSnapshot`, so any store can apply them atomically: this
+process's (`MemoryBreakerStore`) or Redis (`RedisBreakerStore`), where several workers share one breaker.
 
 Our own small class rather than purgatory or pybreaker: purgatory reads `time.time()` directly (no
 injectable clock) and lets every call through while half-open; pybreaker's async support goes through
@@ -7,24 +11,153 @@ Tornado. We need one probe at a time, a testable clock, and state that can live 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from reactgraph.tools import observations
-from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.observability.events import emit
-from reactgraph.tools.policies.resilience.breaker_state import (
-    BreakerConfig,
-    BreakerSnapshot,
-    BreakerState,
-    admit,
-    on_failure,
-    on_neutral,
-    on_success,
-)
-from reactgraph.tools.policies.resilience.breaker_store import BreakerStore, MemoryBreakerStore
-from reactgraph.tools.registry import ToolRegistry
+from reactgraph.tools.pipeline import CallContext, Handler, emit
 from reactgraph.tools.result import ToolResult, ToolStatus
+
+if TYPE_CHECKING:
+    from reactgraph.tools.gateway import ToolRegistry  # the gateway holds the registry these steps read
+
+
+class BreakerState(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerSnapshot:
+    """Everything a breaker remembers; immutable so a shared store can compare-and-set it."""
+
+    state: BreakerState = BreakerState.CLOSED
+    consecutive_failures: int = 0
+    opened_at: float = 0.0
+    # Start time of the half-open probe in flight; a probe older than the cool-down counts as lost.
+    probe_started_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerConfig:
+    failure_threshold: int = 2
+    cooldown_s: float = 30.0
+
+
+def admit(s: BreakerSnapshot, now: float, cfg: BreakerConfig) -> tuple[bool, BreakerSnapshot]:
+    """May a call go through now? Half-open admits a single probe."""
+    if s.state is BreakerState.CLOSED:
+        return True, s
+    if s.state is BreakerState.OPEN:
+        if now - s.opened_at >= cfg.cooldown_s:
+            return True, replace(s, state=BreakerState.HALF_OPEN, probe_started_at=now)
+        return False, s
+    probe_lost = s.probe_started_at is None or now - s.probe_started_at >= cfg.cooldown_s
+    return (True, replace(s, probe_started_at=now)) if probe_lost else (False, s)
+
+
+def on_success(s: BreakerSnapshot) -> BreakerSnapshot:
+    # A straggler admitted before the circuit opened proves little; only the probe may close it.
+    if s.state is BreakerState.OPEN or (s.state is BreakerState.CLOSED and not s.consecutive_failures):
+        return s  # (the healthy case returns the same object: no allocation on the hot path)
+    return BreakerSnapshot()
+
+
+def on_failure(s: BreakerSnapshot, now: float, cfg: BreakerConfig) -> BreakerSnapshot:
+    failures = s.consecutive_failures + 1
+    if s.state is BreakerState.HALF_OPEN or (s.state is BreakerState.CLOSED and failures >= cfg.failure_threshold):
+        return BreakerSnapshot(BreakerState.OPEN, failures, opened_at=now)
+    return replace(s, consecutive_failures=failures)
+
+
+def on_neutral(s: BreakerSnapshot) -> BreakerSnapshot:
+    """The call never reached the tool (e.g. no concurrency slot): free the probe slot, change nothing else."""
+    return replace(s, probe_started_at=None) if s.state is BreakerState.HALF_OPEN else s
+
+
+T = TypeVar("T")
+
+
+class BreakerStore(Protocol):
+    """Atomic read-modify-write of one breaker's snapshot, keyed by tool name."""
+
+    async def read(self, name: str) -> BreakerSnapshot: ...
+
+    async def update(self, name: str, change: Callable[[BreakerSnapshot], tuple[T, BreakerSnapshot]]) -> T: ...
+
+
+class MemoryBreakerStore:
+    """Snapshots in a dict. Updates run on the event loop without awaiting, so they are atomic."""
+
+    def __init__(self) -> None:
+        self._snapshots: dict[str, BreakerSnapshot] = {}
+
+    async def read(self, name: str) -> BreakerSnapshot:
+        return self._snapshots.get(name) or BreakerSnapshot()
+
+    async def update(self, name: str, change: Callable[[BreakerSnapshot], tuple[T, BreakerSnapshot]]) -> T:
+        value, new = change(self._snapshots.get(name) or BreakerSnapshot())
+        self._snapshots[name] = new
+        return value
+
+
+class RedisBreakerStore:
+    """Snapshots as JSON strings in Redis, changed with WATCH/MULTI so concurrent workers never lose a transition."""
+
+    def __init__(self, client: Any, prefix: str = "reactgraph:breaker:") -> None:
+        # `client` is a `redis.asyncio.Redis`; breaker state must be shared, so the clock must be wall time.
+        self.client = client
+        self.prefix = prefix
+
+    @classmethod
+    def from_url(cls, url: str, prefix: str = "reactgraph:breaker:") -> RedisBreakerStore:
+        # imported lazily: only shared-state users need a client. The savers' kind of client: a bounded pool, a
+        # read timeout, and a bad URL refused in one line.
+        from reactgraph.memory.redis_checkpoint.pool import new_client
+        from reactgraph.memory.redis_checkpoint.settings import PoolLimits
+
+        return cls(new_client(url, {}, PoolLimits.resolve(None, None), True), prefix)
+
+    async def read(self, name: str) -> BreakerSnapshot:
+        return self._decode(await self.client.get(self.prefix + name))
+
+    async def update(self, name: str, change: Callable[[BreakerSnapshot], tuple[T, BreakerSnapshot]]) -> T:
+        from redis.exceptions import WatchError
+
+        key = self.prefix + name
+        async with self.client.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(key)
+                    current = self._decode(await pipe.get(key))
+                    value, new = change(current)
+                    if new != current:
+                        pipe.multi()
+                        pipe.set(key, self._encode(new))
+                        await pipe.execute()
+                    else:
+                        await pipe.unwatch()
+                    return value
+                except WatchError:
+                    continue
+
+    @staticmethod
+    def _encode(snapshot: BreakerSnapshot) -> str:
+        return json.dumps({"state": snapshot.state.value, "consecutive_failures": snapshot.consecutive_failures,
+                           "opened_at": snapshot.opened_at, "probe_started_at": snapshot.probe_started_at})
+
+    @staticmethod
+    def _decode(raw: bytes | str | None) -> BreakerSnapshot:
+        if not raw:
+            return BreakerSnapshot()
+        data = json.loads(raw)
+        return BreakerSnapshot(BreakerState(data["state"]), data["consecutive_failures"],
+                               data["opened_at"], data["probe_started_at"])
 
 
 class CircuitBreaker:

@@ -1,18 +1,63 @@
-"""The argument-validation guard: arguments must satisfy the tool's pydantic model or JSON schema; field errors
-go back to the model."""
+"""Guards: the steps that decide whether a call may run at all and how much of its result may leave the gateway.
+
+- `Existence`: the named tool must be registered and enabled.
+- `Permission`: the session must be allowed to use the tool (by name or tag; deny wins).
+- `ArgumentValidation`: arguments must satisfy the tool's pydantic model or JSON schema; field errors go back
+  to the model.
+- `ResultLimit`: no result leaves the gateway larger than its limit, so none reaches a graph's state whole.
+
+Approval, the guard that asks a person, has its own module (tools/approval.py).
+"""
 
 from __future__ import annotations
 
 import functools
 import json
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
 from reactgraph.tools import json_schema, observations
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.resilience.containment import tool_fault
+from reactgraph.tools.pipeline import CallContext, Handler, tool_fault
 from reactgraph.tools.result import ToolResult, ToolStatus
+
+if TYPE_CHECKING:
+    from reactgraph.tools.gateway import ToolRegistry  # the gateway holds the registry these steps read
+
+
+class Existence:
+    """Resolves the call's tool; unknown or disabled tools end the call with the list of usable ones."""
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        self.registry = registry
+
+    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+        meta = self.registry.get(call.name)
+        if meta is None:
+            available = self.registry.available_names(call.session)
+            return call.result(ToolStatus.UNKNOWN_TOOL, observations.unknown_tool(call.name, available))
+        if not meta.enabled:
+            available = self.registry.available_names(call.session)
+            return call.result(ToolStatus.DENIED, observations.disabled_tool(call.name, available),
+                               reason="disabled")
+        call.meta = meta
+        return await proceed(call)
+
+
+class Permission:
+    """Refuses tools the session's allow/deny lists exclude, naming the ones it may use."""
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        self.registry = registry
+
+    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+        meta = call.tool
+        if not call.session.permits(meta.name, meta.tags):
+            available = self.registry.available_names(call.session)
+            return call.result(ToolStatus.DENIED, observations.denied(meta.name, available),
+                               reason="session policy")
+        return await proceed(call)
 
 
 def coerce_args(args: object) -> object:
@@ -86,3 +131,27 @@ def check_arguments(call: CallContext) -> ToolResult | None:
     except BaseException as exc:  # noqa: BLE001 - the tool's own validators may raise anything (pydantic
         return tool_fault(call, exc)  # turns only ValueError and AssertionError into a ValidationError)
     return None
+
+
+class ResultLimit:
+    """Cuts a result's text to the tool's `max_result_chars` (else the gateway's), saying how much was cut.
+
+    A cut result also drops its raw `value`: the point is that a 100 MB tool output is gone before the
+    result is returned, not only from the text (results become messages, checkpoints and pending writes).
+    """
+
+    def __init__(self, max_chars: int) -> None:
+        if max_chars < 1:
+            raise ValueError("max_result_chars must be >= 1")
+        self.max_chars = max_chars
+
+    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+        result = await proceed(call)
+        meta = call.meta
+        limit = self.max_chars if meta is None or meta.max_result_chars is None else meta.max_result_chars
+        total = len(result.content)
+        if total > limit:
+            result.content = result.content[:limit] + observations.cut_note(limit, total)
+            result.value = None
+            result.detail["cut"] = {"kept_chars": limit, "total_chars": total}
+        return result

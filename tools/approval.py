@@ -16,16 +16,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactgraph.tools import observations
+from reactgraph.tools.guards import check_arguments, coerce_args
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.policies.base import CallContext, Handler
-from reactgraph.tools.policies.guards.validation import check_arguments, coerce_args
-from reactgraph.tools.registry import ToolRegistry
+from reactgraph.tools.pipeline import CallContext, Handler
 from reactgraph.tools.result import ToolResult, ToolStatus
 from reactgraph.tools.session import ToolSession
 from reactgraph.tools.visible_text import terminal_safe
+
+if TYPE_CHECKING:
+    from reactgraph.tools.gateway import ToolRegistry  # the gateway holds the registry these steps read
 
 
 def approval_reason(meta: ToolMeta, session: ToolSession) -> str:

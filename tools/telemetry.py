@@ -1,4 +1,8 @@
-"""Where per-tool call metrics live: in this process, or in Redis so the CLI, every worker and `reactgraph tools`
+"""Telemetry: what the pipeline tells about the calls it runs, without changing them — one structured log record
+per tool call, per-tool metrics for `reactgraph tools`, and an OpenTelemetry span per call while tracing is on
+(`reactgraph.tools.tracing` holds the switch).
+
+Where per-tool call metrics live: in this process, or in Redis so the CLI, every worker and `reactgraph tools`
 see one picture (as `RedisBreakerStore` shares breaker state).
 
 Redis keeps, per tool, one hash (calls, failures, a count per status) and one list of the most recent latencies
@@ -9,8 +13,11 @@ failure to write is logged once (then at DEBUG) and the metrics of that batch ar
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import queue
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -18,7 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reactgraph.tools.result import ToolResult
+from reactgraph.tools import tracing
+from reactgraph.tools.guards import coerce_args
+from reactgraph.tools.pipeline import CallContext, EventSink, Handler
+from reactgraph.tools.result import ToolResult, ToolStatus
 
 log = logging.getLogger("reactgraph.tools.metrics")
 DEFAULT_PREFIX = "reactgraph:metrics:"
@@ -117,9 +127,8 @@ class RedisMetricsStore:
     @classmethod
     def from_url(cls, url: str, prefix: str = DEFAULT_PREFIX, **options: Any) -> RedisMetricsStore:
         # The savers' kind of client (bounded pool, read timeout, a bad URL refused in one line), made lazily.
-        from reactgraph.memory.redis_checkpoint.errors import redact
-        from reactgraph.memory.redis_checkpoint.limits import PoolLimits
         from reactgraph.memory.redis_checkpoint.pool import new_client
+        from reactgraph.memory.redis_checkpoint.settings import PoolLimits, redact
 
         return cls(new_client(url, {}, PoolLimits.resolve(2, None), False), redact(url), prefix, **options)
 
@@ -237,3 +246,128 @@ def _decode(counts: dict[Any, Any], latencies: list[Any]) -> dict[str, Any]:
             metrics.by_status[key.removeprefix("status:")] = int(number(value))
     metrics.latencies_ms.extend(number(v) for v in latencies)
     return metrics.to_dict()
+
+
+logger = logging.getLogger("reactgraph.tools")  # a child of "reactgraph", which has a NullHandler
+
+_SECRET_KEY = re.compile(r"pass(word)?|secret|token|api[_-]?key|auth|credential|cookie|session[_-]?key", re.I)
+MAX_LOGGED_VALUE = 80
+MAX_LOGGED_DEPTH = 8
+
+
+def redact(value: Any, key: str = "", depth: int = 0) -> Any:
+    """Arguments as they may appear in logs: secrets masked, long values cut."""
+    if key and _SECRET_KEY.search(key):
+        return "***"
+    if isinstance(value, (dict, list, tuple)) and depth >= MAX_LOGGED_DEPTH:
+        return "…"
+    if isinstance(value, dict):
+        return {str(k): redact(v, str(k), depth + 1) for k, v in list(value.items())[:50]}
+    if isinstance(value, (list, tuple)):
+        return [redact(v, "", depth + 1) for v in value[:20]]
+    if isinstance(value, str) and len(value) > MAX_LOGGED_VALUE:
+        return f"{value[:MAX_LOGGED_VALUE]}…({len(value)} chars)"
+    return value
+
+
+def args_digest(args: Any) -> str:
+    """A short stable fingerprint of the arguments: lets logs correlate calls without storing them."""
+    try:
+        canonical = json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            canonical = repr(args)
+        except (ValueError, RecursionError):  # ints past Python's digit limit, absurd nesting
+            canonical = type(args).__name__
+    return hashlib.sha256(canonical.encode("utf-8", "replace")).hexdigest()[:12]
+
+
+class Telemetry:
+    """The telemetry step: stamps latency and attempts, logs the call once, and updates the tool's metrics."""
+
+    def __init__(self, store: MetricsStore | None = None) -> None:
+        self.store: MetricsStore = store or MemoryMetricsStore()
+
+    @property
+    def metrics(self) -> dict[str, ToolMetrics]:
+        """This process's metrics when they are kept in process ({} when a shared store holds them)."""
+        return self.store.metrics if isinstance(self.store, MemoryMetricsStore) else {}
+
+    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+        started = time.perf_counter()
+        result = await proceed(call)
+        result.latency_ms = (time.perf_counter() - started) * 1000
+        result.attempts = call.attempts
+        if call.meta is not None:  # unknown names stay out of the metrics, or junk calls would grow them forever
+            self.store.record(call.name, result)
+        level = logging.INFO if result.status is ToolStatus.OK else logging.WARNING
+        if logger.isEnabledFor(level):
+            args = coerce_args(call.args)  # JSON-string arguments are logged parsed, so their secrets are masked
+            logger.log(level, "tool call %s %s", call.name, result.status.value, extra={"tool_call": {
+                           "tool": call.name, "session": call.session.id, "call_id": call.call_id,
+                           "args_digest": args_digest(args), "args": redact(args),
+                           "status": result.status.value, "latency_ms": round(result.latency_ms, 3),
+                           "attempts": result.attempts}})
+        return result
+
+
+def _breaker_state(call: CallContext, result: ToolResult) -> str:
+    """The circuit as the call was admitted (closed, or half_open for the probe) or refused (open), from what
+    the pipeline already knows (no second read of a Redis breaker store); a call that moved it reports where."""
+    if result.status is ToolStatus.CIRCUIT_OPEN:
+        return "open"
+    return "half_open" if call.breaker_probe else "closed"
+
+
+def _event_attributes(event: dict[str, Any]) -> dict[str, Any]:
+    # Gateway events hold numbers and short strings (names, states, error class names), never arguments.
+    return {f"reactgraph.{k}": v for k, v in event.items()
+            if k not in ("type", "event", "tool", "call_id") and isinstance(v, (str, bool, int, float))}
+
+
+class ToolTracing:
+    """The tracing step: one `execute_tool` span per call, a child of the node span that made it, and
+    the current span while the call runs (so `trace_headers()` inside it, and the tool's own spans, follow it).
+
+    The gateway's events (retry, breaker, timeout, waiting) become span events through the call's sink, at
+    the points where they are emitted already. Attributes follow the OTel GenAI conventions (`gen_ai.*`) and
+    `reactgraph.tool.*` otherwise; arguments appear only as their digest, never as values.
+    """
+
+    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+        tracer = tracing.active_tracer()
+        if tracer is None:
+            return await proceed(call)
+        parent = tracing.parent_context()
+        with tracer.start_as_current_span(f"execute_tool {call.name}", context=parent, record_exception=False,
+                                          set_status_on_exception=False) as span:
+            span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                                 "gen_ai.tool.call.id": call.call_id,
+                                 "reactgraph.tool.args_digest": args_digest(call.args)})
+            breaker_moved: list[str] = []
+            call.sink = _tee(span, call.sink, breaker_moved)
+            result = await proceed(call)
+            span.set_attributes({"reactgraph.tool.status": result.status.value,
+                                 "reactgraph.tool.attempts": result.attempts,
+                                 "reactgraph.tool.latency_ms": round(result.latency_ms, 3),
+                                 "reactgraph.tool.breaker_state": (breaker_moved[-1] if breaker_moved
+                                                                   else _breaker_state(call, result))})
+            if not result.ok:
+                from opentelemetry.trace import Status, StatusCode
+
+                span.set_attribute("error.type", result.status.value)
+                span.set_status(Status(StatusCode.ERROR, result.status.value))
+            return result
+
+
+def _tee(span: Any, sink: EventSink | None, breaker_moved: list[str]) -> EventSink:
+    """A sink that records each gateway event on the span, then hands it to the caller's sink (if any)."""
+
+    def record(event: dict[str, Any]) -> None:
+        span.add_event(f"reactgraph.{event.get('event', 'gateway')}", _event_attributes(event))
+        if event.get("event") == "breaker" and isinstance(event.get("state"), str):
+            breaker_moved.append(event["state"])
+        if sink is not None:
+            sink(event)
+
+    return record
