@@ -30,9 +30,9 @@ from reactgraph.service.assistants import BUILDERS
 from reactgraph.service.index_search import count, search
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords, now_iso
-from reactgraph.service.stored_json import decode_record, encoded
 from reactgraph.service.thread_index import thread_entry
 from reactgraph.service.thread_search import thread_query, thread_source
+from reactgraph.service.wire import decode_record, encoded
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_WINDOW = 10_000  # what search and count read before the index

@@ -19,8 +19,7 @@ import redis.asyncio
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.quotas import QuotaReached
 from reactgraph.service.record_index import INDEX_LUA, RecordIndex, check_fields, entry, metadata_terms
-from reactgraph.service.stored_json import decode_record, encoded, report_unreadable
-from reactgraph.service.wire import BadRequest
+from reactgraph.service.wire import BadRequest, decode_record, encoded, report_unreadable
 
 REQUIRED = ("assistant_id", "graph_id", "created_at", "name")
 _MAPPINGS = ("config", "context", "metadata")

@@ -1,6 +1,6 @@
 """Thread and run records in Redis: what the API answers from and what workers update.
 
-Records are JSON objects, written and read back as reactgraph/service/stored_json.py says: Redis content is
+Records are JSON objects, written and read back as reactgraph/service/wire.py says: Redis content is
 input from outside like any other, so a record that is not one we wrote is treated as absent (and logged).
 """
 
@@ -15,8 +15,8 @@ import redis.asyncio
 
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.record_index import INDEX_LUA
-from reactgraph.service.stored_json import decode_record, decode_thread, encoded
 from reactgraph.service.thread_index import ThreadIndex
+from reactgraph.service.wire import decode_record, decode_thread, encoded
 
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")

@@ -15,8 +15,8 @@ from reactgraph.service.auth_rules import matches
 from reactgraph.service.index_search import BATCH, Query, Source, filter_terms
 from reactgraph.service.record_index import LEGACY_OWNER, term_of
 from reactgraph.service.records import ServiceRecords
-from reactgraph.service.stored_json import decode_thread
 from reactgraph.service.thread_index import thread_entry, thread_terms
+from reactgraph.service.wire import decode_thread
 
 DECODE_ON_LOOP = 16  # more records than this are decoded on a worker thread
 
