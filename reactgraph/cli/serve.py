@@ -231,7 +231,7 @@ def serve(
     import uvicorn
 
     from reactgraph.service.app import build_app
-    from reactgraph.service.header_deadline import header_deadline_protocol
+    from reactgraph.service.http_guard import header_deadline_protocol
 
     operator = _langgraph_config(config)
     auth_settings = _auth(operator, api_keys)

@@ -42,8 +42,7 @@ from reactgraph.service.assistant_search import index_own_and_backfill
 from reactgraph.service.assistants import BUILDERS
 from reactgraph.service.auth import Authenticated
 from reactgraph.service.connections import REDIS_DOWN, service_connections, stream_client
-from reactgraph.service.http_guard import LOOPBACK_NAMES, HttpSettings, http_middleware
-from reactgraph.service.internal_errors import InternalErrors
+from reactgraph.service.http_guard import LOOPBACK_NAMES, HttpSettings, InternalErrors, http_middleware
 from reactgraph.service.quotas import Quotas
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.server_config import ServerSettings

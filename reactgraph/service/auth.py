@@ -21,7 +21,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reactgraph.service.auth_loading import AuthSettings
-from reactgraph.service.internal_errors import ServerFault
+from reactgraph.service.http_guard import ServerFault
 from reactgraph.service.wire import BadRequest, dumps, plain
 
 # liveness, readiness, and what LangGraph's server answers without auth (the API's description included)
