@@ -147,9 +147,9 @@ def _close(gateway: Any) -> None:
 
 
 def _auth(config: Any, api_keys: Path | None) -> Any:
-    """Who may call (reactgraph/service/auth_loading.py) from --config's `auth` section or --api-keys (None: nobody
+    """Who may call (reactgraph/service/auth.py) from --config's `auth` section or --api-keys (None: nobody
     said; one line if they are bad)."""
-    from reactgraph.service.auth_loading import auth_settings
+    from reactgraph.service.auth import auth_settings
     from reactgraph.service.server_config import BadServerConfig
 
     try:

@@ -22,7 +22,7 @@ from reactgraph.service.api_common import body_of, handler, json_response, servi
 from reactgraph.service.api_threads import remove_thread
 from reactgraph.service.assistant_input import IF_EXISTS, described, graph_of, settings, uuid_of
 from reactgraph.service.assistants import BUILDERS, Assistant
-from reactgraph.service.auth_rules import authorize, matches
+from reactgraph.service.auth import authorize, matches
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import new_id, now_iso
 from reactgraph.service.run_cancel import cancel_runs_of_assistant

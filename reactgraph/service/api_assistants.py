@@ -19,7 +19,7 @@ from reactgraph.service.api_common import Service, body_of, handler, int_param, 
 from reactgraph.service.assistant_records import version_of
 from reactgraph.service.assistant_search import assistant_query, assistant_source, contains
 from reactgraph.service.assistants import Assistant
-from reactgraph.service.auth_rules import authorize, matches
+from reactgraph.service.auth import authorize, matches
 from reactgraph.service.index_search import count, search
 from reactgraph.service.thread_select import selected_fields
 from reactgraph.service.wire import BadRequest, field

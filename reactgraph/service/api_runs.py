@@ -27,8 +27,7 @@ from reactgraph.service.api_common import (
 )
 from reactgraph.service.api_threads import existing_thread, thread_quota, thread_record
 from reactgraph.service.assistant_input import with_assistant
-from reactgraph.service.auth import caller_of
-from reactgraph.service.auth_rules import authorize, matches
+from reactgraph.service.auth import authorize, caller_of, matches
 from reactgraph.service.events import entry_id
 from reactgraph.service.owned_counts import create_counted
 from reactgraph.service.quotas import owner_of, quotas_of

@@ -20,7 +20,7 @@ from reactgraph.memory.redis_checkpoint.reading import UnreadableCheckpoint
 from reactgraph.memory.redis_checkpoint.serde import RefusedPayload
 from reactgraph.service.api_common import body_of, handler, int_param, json_response
 from reactgraph.service.api_threads import DamagedThread, existing_thread, graph_of
-from reactgraph.service.auth_rules import authorize, matches
+from reactgraph.service.auth import authorize, matches
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.thread_state import thread_state
 from reactgraph.service.wire import BadRequest, field

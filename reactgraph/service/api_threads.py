@@ -24,7 +24,7 @@ from reactgraph.service.api_common import (
     service,
     thread_id_of,
 )
-from reactgraph.service.auth_rules import authorize, matches
+from reactgraph.service.auth import authorize, matches
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.index_search import count, search
 from reactgraph.service.quotas import owner_of, quotas_of

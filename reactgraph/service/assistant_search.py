@@ -11,7 +11,7 @@ from typing import Any
 
 from reactgraph.service.assistant_records import AssistantRecords, assistant_entry, assistant_terms
 from reactgraph.service.assistants import Assistants
-from reactgraph.service.auth_rules import matches
+from reactgraph.service.auth import matches
 from reactgraph.service.index_search import Query, Source, filter_terms
 from reactgraph.service.record_index import LEGACY_OWNER, term_of
 

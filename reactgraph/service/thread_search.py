@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from reactgraph.service.auth_rules import matches
+from reactgraph.service.auth import matches
 from reactgraph.service.index_search import BATCH, Query, Source, filter_terms
 from reactgraph.service.record_index import LEGACY_OWNER, term_of
 from reactgraph.service.records import ServiceRecords
