@@ -43,10 +43,9 @@ from reactgraph.service.assistants import BUILDERS
 from reactgraph.service.auth import Authenticated
 from reactgraph.service.connections import REDIS_DOWN, service_connections, stream_client
 from reactgraph.service.http_guard import LOOPBACK_NAMES, HttpSettings, InternalErrors, http_middleware
-from reactgraph.service.quotas import Quotas
+from reactgraph.service.quotas import Quotas, StreamSlots
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.server_config import ServerSettings
-from reactgraph.service.stream_slots import StreamSlots
 from reactgraph.service.thread_search import backfill
 from reactgraph.service.work_queue import WorkQueue
 from reactgraph.service.worker import Worker
