@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from reactgraph.service.assistant_records import AssistantRecords, assistant_entry, version_of
 from reactgraph.service.assistant_search import assistant_query, assistant_source
 from reactgraph.service.assistants import BUILDERS
-from reactgraph.service.index_search import count, search
+from reactgraph.service.index import count, search
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords, now_iso
 from reactgraph.service.thread_index import thread_entry

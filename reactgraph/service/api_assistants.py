@@ -20,7 +20,7 @@ from reactgraph.service.assistant_records import version_of
 from reactgraph.service.assistant_search import assistant_query, assistant_source, contains
 from reactgraph.service.assistants import Assistant
 from reactgraph.service.auth import authorize, matches
-from reactgraph.service.index_search import count, search
+from reactgraph.service.index import count, search
 from reactgraph.service.thread_select import selected_fields
 from reactgraph.service.wire import BadRequest, field
 
@@ -71,7 +71,7 @@ async def readable_assistant(request: Request) -> Assistant:
 
 
 async def _query(request: Request, body: dict[str, Any], limit: int, offset: int) -> Any:
-    """The Query (reactgraph/service/index_search.py) of a search or count, inside the handler's filter."""
+    """The Query (reactgraph/service/index.py) of a search or count, inside the handler's filter."""
     graph_id, name = field(body, "graph_id", str), field(body, "name", str)
     metadata = field(body, "metadata", dict, {})
     allowed = await authorize(request, "assistants", "search",

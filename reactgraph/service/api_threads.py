@@ -26,7 +26,7 @@ from reactgraph.service.api_common import (
 )
 from reactgraph.service.auth import authorize, matches
 from reactgraph.service.connections import REDIS_DOWN
-from reactgraph.service.index_search import count, search
+from reactgraph.service.index import count, search
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import THREAD_STATUSES, new_id
 from reactgraph.service.thread_options import (
@@ -160,7 +160,7 @@ def thread_quota(request: Request) -> tuple[str, int | None]:
 
 
 async def _query(request: Request, body: dict[str, Any]) -> Any:
-    """The search's or count's Query (reactgraph/service/index_search.py), inside the handler's filter."""
+    """The search's or count's Query (reactgraph/service/index.py), inside the handler's filter."""
     svc = service(request)
     wanted_ids = field(body, "ids", list)
     metadata = field(body, "metadata", dict, {})

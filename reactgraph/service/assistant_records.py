@@ -1,5 +1,5 @@
 """Created assistants in Redis: each one's current record and every version of it, under one hash tag (so a
-script may change both at once on a Redis Cluster), and their index entries (reactgraph/service/record_index.py),
+script may change both at once on a Redis Cluster), and their index entries (reactgraph/service/index.py),
 written in the same script on one Redis (after the record on a Cluster; before it for a create, under its quota).
 
 A version is never removed on its own: an update adds version n+1 and makes it current, `set_latest` makes an
@@ -16,9 +16,9 @@ from typing import Any
 
 import redis.asyncio
 
+from reactgraph.service.index import INDEX_LUA, RecordIndex, check_fields, entry, metadata_terms
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.quotas import QuotaReached
-from reactgraph.service.record_index import INDEX_LUA, RecordIndex, check_fields, entry, metadata_terms
 from reactgraph.service.wire import BadRequest, decode_record, encoded, report_unreadable
 
 REQUIRED = ("assistant_id", "graph_id", "created_at", "name")

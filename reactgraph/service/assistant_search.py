@@ -1,4 +1,4 @@
-"""Assistant search and count through the assistant index (reactgraph/service/index_search.py): graph, metadata
+"""Assistant search and count through the assistant index (reactgraph/service/index.py): graph, metadata
 (`@>`: a short scalar field is a term, anything else is checked on records) and name (checked on records),
 inside the `assistants.search` handler's filter. The graphs' own assistants are in the index too (owner
 `system`, put there at start), read from memory rather than Redis.
@@ -12,8 +12,7 @@ from typing import Any
 from reactgraph.service.assistant_records import AssistantRecords, assistant_entry, assistant_terms
 from reactgraph.service.assistants import Assistants
 from reactgraph.service.auth import matches
-from reactgraph.service.index_search import Query, Source, filter_terms
-from reactgraph.service.record_index import LEGACY_OWNER, term_of
+from reactgraph.service.index import LEGACY_OWNER, Query, Source, filter_terms, term_of
 
 SYSTEM_OWNER = "system"
 

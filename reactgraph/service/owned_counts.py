@@ -14,8 +14,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from reactgraph.service.index import index_tag
 from reactgraph.service.quotas import QuotaReached
-from reactgraph.service.record_index import index_tag
 from reactgraph.service.records import FINAL_RUN_STATUSES, ServiceRecords
 
 _RESERVE = """

@@ -13,8 +13,8 @@ from typing import Any
 
 import redis.asyncio
 
+from reactgraph.service.index import INDEX_LUA
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.record_index import INDEX_LUA
 from reactgraph.service.thread_index import ThreadIndex
 from reactgraph.service.wire import decode_record, decode_thread, encoded
 

@@ -1,4 +1,4 @@
-"""A thread record written together with its index entries (reactgraph/service/record_index.py): one script on
+"""A thread record written together with its index entries (reactgraph/service/index.py): one script on
 one Redis; on a Redis Cluster, the entries right after the record (before it, for a create under a quota).
 
 What a thread is indexed under: its status and its metadata's short scalar fields; it sorts by its status and
@@ -12,9 +12,9 @@ from typing import Any
 
 import redis.asyncio
 
+from reactgraph.service.index import INDEX_LUA, RecordIndex, check_fields, entry, metadata_terms, term_of
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.quotas import QuotaReached
-from reactgraph.service.record_index import INDEX_LUA, RecordIndex, check_fields, entry, metadata_terms, term_of
 
 # KEYS: the record, the index's entries. ARGV: record, index base, id, entry, quota limit or ''.
 _PUT = INDEX_LUA + """

@@ -1,4 +1,4 @@
-"""Thread search and count through the thread index (reactgraph/service/index_search.py): the body's
+"""Thread search and count through the thread index (reactgraph/service/index.py): the body's
 metadata, status and ids, inside the `threads.search` handler's filter, in the order asked.
 
 Without an auth filter every thread is the caller's, including sessions the CLI started on the same Redis that
@@ -12,8 +12,7 @@ import asyncio
 from typing import Any
 
 from reactgraph.service.auth import matches
-from reactgraph.service.index_search import BATCH, Query, Source, filter_terms
-from reactgraph.service.record_index import LEGACY_OWNER, term_of
+from reactgraph.service.index import BATCH, LEGACY_OWNER, Query, Source, filter_terms, term_of
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.thread_index import thread_entry, thread_terms
 from reactgraph.service.wire import decode_thread
