@@ -29,8 +29,7 @@ from reactgraph.service.assistant_search import assistant_query, assistant_sourc
 from reactgraph.service.assistants import BUILDERS
 from reactgraph.service.index import count, search
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.records import ServiceRecords, now_iso
-from reactgraph.service.thread_index import thread_entry
+from reactgraph.service.records import ServiceRecords, now_iso, thread_entry
 from reactgraph.service.thread_search import thread_query, thread_source
 from reactgraph.service.wire import decode_record, encoded
 

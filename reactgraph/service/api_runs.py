@@ -29,9 +29,8 @@ from reactgraph.service.api_threads import existing_thread, thread_quota, thread
 from reactgraph.service.assistant_input import with_assistant
 from reactgraph.service.auth import authorize, caller_of, matches
 from reactgraph.service.events import entry_id
-from reactgraph.service.owned_counts import create_counted
 from reactgraph.service.quotas import owner_of, quotas_of
-from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, new_id, now_iso
+from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, create_counted, new_id, now_iso
 from reactgraph.service.run_cancel import cancel_now, end_if_abandoned, nothing_to_cancel
 from reactgraph.service.run_input import channel_values, check_graph_input, run_kwargs, strategy
 from reactgraph.service.run_options import (

@@ -13,8 +13,7 @@ from typing import Any
 
 from reactgraph.service.auth import matches
 from reactgraph.service.index import BATCH, LEGACY_OWNER, Query, Source, filter_terms, term_of
-from reactgraph.service.records import ServiceRecords
-from reactgraph.service.thread_index import thread_entry, thread_terms
+from reactgraph.service.records import ServiceRecords, thread_entry, thread_terms
 from reactgraph.service.wire import decode_thread
 
 DECODE_ON_LOOP = 16  # more records than this are decoded on a worker thread
