@@ -28,7 +28,7 @@ from reactgraph.service.api_common import (
 from reactgraph.service.api_threads import existing_thread, thread_quota, thread_record
 from reactgraph.service.assistant_input import with_assistant
 from reactgraph.service.auth import authorize, caller_of, matches
-from reactgraph.service.events import entry_id
+from reactgraph.service.events import entry_id, run_mode_filter
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, create_counted, new_id, now_iso
 from reactgraph.service.run_cancel import cancel_now, end_if_abandoned, nothing_to_cancel
@@ -49,7 +49,6 @@ from reactgraph.service.run_streams import (
     wait_for_end,
 )
 from reactgraph.service.scheduled_runs import cancel_scheduled, later_iso, schedule_run
-from reactgraph.service.thread_streams import run_mode_filter
 from reactgraph.service.wire import BadRequest, field
 
 _RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")

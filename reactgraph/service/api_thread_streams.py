@@ -18,11 +18,9 @@ from starlette.routing import Route
 from reactgraph.service.api_common import body_of, handler, json_response
 from reactgraph.service.api_runs import create
 from reactgraph.service.api_threads import existing_thread
-from reactgraph.service.events import END, entry_id
-from reactgraph.service.protocol_events import ProtocolEvents, StreamFilter
+from reactgraph.service.events import END, ProtocolEvents, StreamFilter, ThreadReader, entry_id
 from reactgraph.service.records import FINAL_RUN_STATUSES
 from reactgraph.service.run_streams import HeldStream
-from reactgraph.service.thread_streams import ThreadReader
 from reactgraph.service.wire import BadRequest
 
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")

@@ -18,11 +18,10 @@ from typing import Any
 from reactgraph.errors import ReactGraphError
 from reactgraph.service.assistants import Assistants
 from reactgraph.service.connections import REDIS_DOWN
-from reactgraph.service.events import EarlierAttempts, bounded
+from reactgraph.service.events import EarlierAttempts, bounded, run_events
 from reactgraph.service.records import ServiceRecords, now_iso
 from reactgraph.service.run_input import graph_call, run_context
 from reactgraph.service.run_options import check_resume, graph_options
-from reactgraph.service.stream_events import run_events
 from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
 from reactgraph.service.thread_hold import FencedOut, ThreadHold
 from reactgraph.service.thread_state import thread_after_run

@@ -15,7 +15,7 @@ from reactgraph.service.run_options import config_extras, refuse_unserved, run_o
 from reactgraph.service.run_policy import PolicyRefusal, RunPolicy
 from reactgraph.service.wire import BadRequest, field
 
-# What the worker can stream (reactgraph/service/stream_events.py); LangGraph's `tools` and `lifecycle` are not.
+# What the worker can stream (reactgraph/service/events.py); LangGraph's `tools` and `lifecycle` are not.
 STREAM_MODES = ("values", "updates", "messages", "messages-tuple", "events", "custom", "debug", "tasks",
                 "checkpoints")
 MAX_RECURSION_LIMIT = 10_000
