@@ -30,7 +30,7 @@ from reactgraph.service.assistants import BUILDERS
 from reactgraph.service.index import count, search
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords, now_iso, thread_entry
-from reactgraph.service.thread_search import thread_query, thread_source
+from reactgraph.service.threads import thread_query, thread_source
 from reactgraph.service.wire import decode_record, encoded
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ from reactgraph.service.assistant_search import assistant_query, assistant_sourc
 from reactgraph.service.assistants import Assistant
 from reactgraph.service.auth import authorize, matches
 from reactgraph.service.index import count, search
-from reactgraph.service.thread_select import selected_fields
+from reactgraph.service.threads import selected_fields
 from reactgraph.service.wire import BadRequest, field
 
 # The fields of an assistant a search may `select` (the Agent Server's AssistantSelectField), and its sort keys.

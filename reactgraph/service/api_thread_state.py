@@ -22,7 +22,7 @@ from reactgraph.service.api_common import body_of, handler, int_param, json_resp
 from reactgraph.service.api_threads import DamagedThread, existing_thread, graph_of
 from reactgraph.service.auth import authorize, matches
 from reactgraph.service.connections import REDIS_DOWN
-from reactgraph.service.thread_state import thread_state
+from reactgraph.service.threads import thread_state
 from reactgraph.service.wire import BadRequest, field
 
 MAX_HISTORY = 1000

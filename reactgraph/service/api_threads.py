@@ -29,18 +29,20 @@ from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.index import count, search
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import THREAD_STATUSES, new_id
-from reactgraph.service.thread_options import (
+from reactgraph.service.threads import (
     apply_supersteps,
+    cli_sessions,
     extract_paths,
     extracted,
     refuse_include,
     refuse_ttl,
+    selected_fields,
     supersteps,
+    thread_after_run,
+    thread_query,
+    thread_source,
     values_match,
 )
-from reactgraph.service.thread_search import cli_sessions, thread_query, thread_source
-from reactgraph.service.thread_select import selected_fields
-from reactgraph.service.thread_state import thread_after_run
 from reactgraph.service.wire import BadRequest, dumps, field, plain
 
 log = logging.getLogger("reactgraph.service")

@@ -46,7 +46,7 @@ from reactgraph.service.http_guard import LOOPBACK_NAMES, HttpSettings, Internal
 from reactgraph.service.quotas import Quotas, StreamSlots
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.server_config import ServerSettings
-from reactgraph.service.thread_search import backfill
+from reactgraph.service.threads import backfill
 from reactgraph.service.work_queue import WorkQueue
 from reactgraph.service.worker import Worker
 

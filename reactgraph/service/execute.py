@@ -22,9 +22,7 @@ from reactgraph.service.events import EarlierAttempts, bounded, run_events
 from reactgraph.service.records import ServiceRecords, now_iso
 from reactgraph.service.run_input import graph_call, run_context
 from reactgraph.service.run_options import check_resume, graph_options
-from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
-from reactgraph.service.thread_hold import FencedOut, ThreadHold
-from reactgraph.service.thread_state import thread_after_run
+from reactgraph.service.threads import FencedOut, ThreadHold, expire_run, forget_temporary_thread, thread_after_run
 from reactgraph.service.wire import dumps
 
 log = logging.getLogger("reactgraph.service")

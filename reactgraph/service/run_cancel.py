@@ -22,9 +22,7 @@ from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.execute import end_abandoned_run
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.scheduled_runs import cancel_scheduled
-from reactgraph.service.temporary_threads import expire_run, forget_temporary_thread
-from reactgraph.service.thread_hold import ThreadHold
-from reactgraph.service.thread_state import thread_after_run
+from reactgraph.service.threads import ThreadHold, expire_run, forget_temporary_thread, thread_after_run
 from reactgraph.service.wire import BadRequest
 
 log = logging.getLogger("reactgraph.service")

@@ -38,7 +38,7 @@ from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.retention import Retention, sweep_forever
 from reactgraph.service.scheduled_runs import promote_forever
-from reactgraph.service.thread_hold import FencedOut, ThreadHold
+from reactgraph.service.threads import FencedOut, ThreadHold
 from reactgraph.service.work_queue import WorkQueue, sweep_lost_tokens_forever, sweep_settings
 
 log = logging.getLogger("reactgraph.service")
