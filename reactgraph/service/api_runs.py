@@ -32,13 +32,16 @@ from reactgraph.service.events import entry_id, run_mode_filter
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, create_counted, new_id, now_iso
 from reactgraph.service.run_cancel import cancel_now, end_if_abandoned, nothing_to_cancel
-from reactgraph.service.run_input import channel_values, check_graph_input, run_kwargs, strategy
-from reactgraph.service.run_options import (
+from reactgraph.service.run_request import (
     background,
+    channel_values,
     check_checkpoint,
+    check_graph_input,
     check_nodes,
     on_completion,
     on_disconnect,
+    run_kwargs,
+    strategy,
 )
 from reactgraph.service.run_streams import (
     event_stream,

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from reactgraph.service.run_input import run_kwargs
+from reactgraph.service.run_request import run_kwargs
 from reactgraph.service.wire import BadRequest, field
 
 MAX_NAME_CHARS = 200

@@ -58,7 +58,7 @@ class Assistants:
 
     def __init__(self, gateway: ToolGateway, checkpointer: AsyncRedisSaver, store: BaseStore | None) -> None:
         self.gateway, self.checkpointer, self.store = gateway, checkpointer, store
-        self.run_policy: Any = None  # the operator's RunPolicy (reactgraph/service/run_policy.py); None: its defaults
+        self.run_policy: Any = None  # the operator's RunPolicy (reactgraph/service/run_request.py); None: its defaults
         self.created: Any = None  # AssistantRecords, in an API process: the assistants clients created
         self._by_id: dict[str, Assistant] = {}
         for graph_id, build in BUILDERS.items():

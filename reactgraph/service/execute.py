@@ -20,8 +20,7 @@ from reactgraph.service.assistants import Assistants
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.events import EarlierAttempts, bounded, run_events
 from reactgraph.service.records import ServiceRecords, now_iso
-from reactgraph.service.run_input import graph_call, run_context
-from reactgraph.service.run_options import check_resume, graph_options
+from reactgraph.service.run_request import check_resume, graph_call, graph_options, run_context
 from reactgraph.service.threads import FencedOut, ThreadHold, expire_run, forget_temporary_thread, thread_after_run
 from reactgraph.service.wire import dumps
 

@@ -56,7 +56,7 @@ class ServerSettings:
 
     Each field is owned by the module that enforces it (built from `LanggraphConfig` plus flags):
     - `auth`: who may call and what they may see (reactgraph/service/auth.py); None only on loopback or --no-auth;
-    - `run_policy`: what a client's run `context`/`config` may choose (reactgraph/service/run_policy.py);
+    - `run_policy`: what a client's run `context`/`config` may choose (reactgraph/service/run_request.py);
     - `http`: allowed Host headers, CORS, body, stream and timeout limits (reactgraph/service/http_guard.py);
     - `retention`: the thread sweep (reactgraph/service/retention.py);
     - `quotas`: what one caller may keep or hold (reactgraph/service/quotas.py); None: the defaults.

@@ -208,7 +208,7 @@ class Worker:
 
 async def serve_worker(redis_url: str, gateway: Any, run_policy: Any = None, **options: Any) -> None:
     """Open the saver, store and graphs on `redis_url` and run a worker until SIGTERM, under the operator's
-    run policy (reactgraph/service/run_policy.py; None: its defaults)."""
+    run policy (reactgraph/service/run_request.py; None: its defaults)."""
     async with service_connections(redis_url, gateway) as (client, assistants):
         assistants.run_policy = run_policy
         await Worker(client, assistants, **options).run()
