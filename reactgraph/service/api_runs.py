@@ -51,8 +51,8 @@ from reactgraph.service.run_streams import (
     streamed_result,
     wait_for_end,
 )
-from reactgraph.service.scheduled_runs import cancel_scheduled, later_iso, schedule_run
 from reactgraph.service.wire import BadRequest, field
+from reactgraph.service.work_queue import cancel_scheduled, later_iso, schedule_run
 
 _RUN_ID = re.compile(r"[0-9a-fA-F-]{1,64}")
 RUN_FIELDS = ("run_id", "thread_id", "assistant_id", "created_at", "updated_at", "status", "metadata", "kwargs",

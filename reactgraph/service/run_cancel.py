@@ -21,9 +21,9 @@ from reactgraph.memory.session_lease_aio import asession_lease
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.execute import end_abandoned_run
 from reactgraph.service.records import ServiceRecords
-from reactgraph.service.scheduled_runs import cancel_scheduled
 from reactgraph.service.threads import ThreadHold, expire_run, forget_temporary_thread, thread_after_run
 from reactgraph.service.wire import BadRequest
+from reactgraph.service.work_queue import cancel_scheduled
 
 log = logging.getLogger("reactgraph.service")
 

@@ -21,8 +21,8 @@ from reactgraph.service.api_threads import current_state, graph_of
 from reactgraph.service.events import read_events
 from reactgraph.service.records import FINAL_RUN_STATUSES
 from reactgraph.service.run_cancel import cancel_now
-from reactgraph.service.scheduled_runs import cancel_scheduled
 from reactgraph.service.wire import plain
+from reactgraph.service.work_queue import cancel_scheduled
 
 JOIN_POLL_MS = 1000
 DISCONNECT_POLL_S = 0.5  # how often a wait that cancels on disconnect looks whether its client is there

@@ -37,9 +37,8 @@ from reactgraph.service.execute import MAX_RESUMES, execute_run
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.retention import Retention, sweep_forever
-from reactgraph.service.scheduled_runs import promote_forever
 from reactgraph.service.threads import FencedOut, ThreadHold
-from reactgraph.service.work_queue import WorkQueue, sweep_lost_tokens_forever, sweep_settings
+from reactgraph.service.work_queue import WorkQueue, promote_forever, sweep_lost_tokens_forever, sweep_settings
 
 log = logging.getLogger("reactgraph.service")
 HEARTBEAT_S = 2.0
