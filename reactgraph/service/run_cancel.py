@@ -19,11 +19,11 @@ from typing import Any
 from reactgraph.memory.session_lease import SessionBusy
 from reactgraph.memory.session_lease_aio import asession_lease
 from reactgraph.service.connections import REDIS_DOWN
-from reactgraph.service.execute import end_abandoned_run
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.threads import ThreadHold, expire_run, forget_temporary_thread, thread_after_run
 from reactgraph.service.wire import BadRequest
 from reactgraph.service.work_queue import cancel_scheduled
+from reactgraph.service.worker import end_abandoned_run
 
 log = logging.getLogger("reactgraph.service")
 
