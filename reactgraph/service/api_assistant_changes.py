@@ -25,7 +25,7 @@ from reactgraph.service.assistants import BUILDERS, Assistant
 from reactgraph.service.auth import authorize, matches
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import new_id, now_iso
-from reactgraph.service.run_cancel import cancel_runs_of_assistant
+from reactgraph.service.run_control import cancel_runs_of_assistant
 from reactgraph.service.wire import BadRequest, field
 
 GRAPHS = tuple(BUILDERS)

@@ -31,7 +31,17 @@ from reactgraph.service.auth import authorize, caller_of, matches
 from reactgraph.service.events import entry_id, run_mode_filter
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, create_counted, new_id, now_iso
-from reactgraph.service.run_cancel import cancel_now, end_if_abandoned, nothing_to_cancel
+from reactgraph.service.run_control import (
+    cancel_now,
+    end_if_abandoned,
+    event_stream,
+    final_values,
+    is_active,
+    locations,
+    nothing_to_cancel,
+    streamed_result,
+    wait_for_end,
+)
 from reactgraph.service.run_request import (
     background,
     channel_values,
@@ -42,14 +52,6 @@ from reactgraph.service.run_request import (
     on_disconnect,
     run_kwargs,
     strategy,
-)
-from reactgraph.service.run_streams import (
-    event_stream,
-    final_values,
-    is_active,
-    locations,
-    streamed_result,
-    wait_for_end,
 )
 from reactgraph.service.wire import BadRequest, field
 from reactgraph.service.work_queue import cancel_scheduled, later_iso, schedule_run

@@ -20,7 +20,7 @@ from reactgraph.service.api_runs import create
 from reactgraph.service.api_threads import existing_thread
 from reactgraph.service.events import END, ProtocolEvents, StreamFilter, ThreadReader, entry_id
 from reactgraph.service.records import FINAL_RUN_STATUSES
-from reactgraph.service.run_streams import HeldStream
+from reactgraph.service.run_control import HeldStream
 from reactgraph.service.wire import BadRequest
 
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
