@@ -25,7 +25,6 @@ from reactgraph.service import (
     api_runs,
     api_store,
     api_thread_state,
-    api_thread_streams,
     api_threads,
     health,
     not_served,
@@ -76,7 +75,6 @@ ROUTES = [
     *api_store.ROUTES,
     *api_threads.ROUTES,
     *api_thread_state.ROUTES,
-    *api_thread_streams.ROUTES,
     *api_runs.ROUTES,
     *not_served.ROUTES,  # last: a served route on the same path and method wins
 ]
