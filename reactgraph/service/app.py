@@ -24,7 +24,6 @@ from reactgraph.service import (
     api_assistants,
     api_runs,
     api_store,
-    api_thread_state,
     api_threads,
     health,
     not_served,
@@ -74,7 +73,6 @@ ROUTES = [
     *api_assistant_changes.ROUTES,
     *api_store.ROUTES,
     *api_threads.ROUTES,
-    *api_thread_state.ROUTES,
     *api_runs.ROUTES,
     *not_served.ROUTES,  # last: a served route on the same path and method wins
 ]
