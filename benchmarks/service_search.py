@@ -24,9 +24,14 @@ from pathlib import Path
 import redis.asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from reactgraph.service.assistant_records import AssistantRecords, assistant_entry, version_of
-from reactgraph.service.assistant_search import assistant_query, assistant_source
-from reactgraph.service.assistants import BUILDERS
+from reactgraph.service.assistants.catalogue import BUILDERS
+from reactgraph.service.assistants.records import (
+    AssistantRecords,
+    assistant_entry,
+    assistant_query,
+    assistant_source,
+    version_of,
+)
 from reactgraph.service.index import count, search
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords, now_iso, thread_entry

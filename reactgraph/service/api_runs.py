@@ -26,10 +26,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from reactgraph.service.api_assistants import run_assistant
 from reactgraph.service.api_common import Service, body_of, handler, int_param, json_response, service, thread_id_of
 from reactgraph.service.api_threads import existing_thread, thread_quota, thread_record
-from reactgraph.service.assistant_input import with_assistant
+from reactgraph.service.assistants.api import run_assistant
+from reactgraph.service.assistants.catalogue import with_assistant
 from reactgraph.service.auth import authorize, caller_of, matches
 from reactgraph.service.events import END, ProtocolEvents, StreamFilter, ThreadReader, entry_id, run_mode_filter
 from reactgraph.service.quotas import owner_of, quotas_of

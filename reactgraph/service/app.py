@@ -20,8 +20,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from reactgraph.service import (
-    api_assistant_changes,
-    api_assistants,
     api_runs,
     api_store,
     api_threads,
@@ -35,9 +33,9 @@ from reactgraph.service.api_common import (
     json_response,
     service,
 )
-from reactgraph.service.assistant_records import AssistantRecords
-from reactgraph.service.assistant_search import index_own_and_backfill
-from reactgraph.service.assistants import BUILDERS
+from reactgraph.service.assistants import api as assistants_api
+from reactgraph.service.assistants.catalogue import BUILDERS
+from reactgraph.service.assistants.records import AssistantRecords, index_own_and_backfill
 from reactgraph.service.auth import Authenticated
 from reactgraph.service.connections import REDIS_DOWN, service_connections, stream_client
 from reactgraph.service.http_guard import LOOPBACK_NAMES, HttpSettings, InternalErrors, http_middleware
@@ -69,8 +67,7 @@ ROUTES = [
     Route("/info", info, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
     Route("/openapi.json", openapi.openapi, methods=["GET"]),
-    *api_assistants.ROUTES,
-    *api_assistant_changes.ROUTES,
+    *assistants_api.ROUTES,
     *api_store.ROUTES,
     *api_threads.ROUTES,
     *api_runs.ROUTES,

@@ -18,7 +18,7 @@ from reactgraph.memory.redis_checkpoint.cluster_url import is_cluster_url
 from reactgraph.memory.redis_checkpoint.cluster_wire import new_cluster_client
 from reactgraph.memory.redis_checkpoint.errors import redact, unavailable
 from reactgraph.memory.redis_checkpoint.limits import PoolLimits
-from reactgraph.service.assistants import Assistants
+from reactgraph.service.assistants.catalogue import Assistants
 
 CONNECT_TIMEOUT_S = 5.0
 

@@ -42,7 +42,7 @@ import redis.asyncio
 from reactgraph.errors import ReactGraphError
 from reactgraph.memory.session_lease import SessionBusy, lease_ttl
 from reactgraph.memory.session_lease_aio import asession_lease
-from reactgraph.service.assistants import Assistants
+from reactgraph.service.assistants.catalogue import Assistants
 from reactgraph.service.connections import REDIS_DOWN, Outage, service_connections
 from reactgraph.service.events import EarlierAttempts, bounded, max_event_bytes, run_events
 from reactgraph.service.keys import ServiceKeys
