@@ -1,6 +1,6 @@
 """The threads API: create, read, search, copy and delete a thread; read and write its state and history.
 
-Threads: create, get, search, count, patch, delete, copy (their state: api_thread_state.py).
+Threads: create, get, search, count, patch, delete, copy (and their state, below).
 
 A thread's checkpoints are the same ones the CLI keeps for a session, so a session asked from the CLI is a
 thread here (its record is made the first time it is looked up) and a thread run here is a CLI session.

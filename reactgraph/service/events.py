@@ -31,7 +31,7 @@ lifecycles built from chat-model chunks) — a stream may name them, and gets no
 A thread's stream: the events of all its runs, in order, as they come — what `threads.join_stream` and the
 thread-centric (v3) stream read.
 
-Each run keeps its events in its own Redis stream (events.py); a thread's stream reads them all at once
+Each run keeps its events in its own Redis stream (above); a thread's stream reads them all at once
 (one blocking XREAD over the runs not yet ended), picks up runs created meanwhile, and marks each run's end.
 Entry ids are the events' ids: runs on a thread follow one another, so ids rise from one run's events to the
 next's, and a reader that reconnects after an id gets every later event of every run. (Two streams may hold

@@ -16,7 +16,7 @@ writes its entries (INDEX_LUA is prepended to it): one atomic step, so counts ar
 second script right after the record (before it, for a create, so a quota refusal writes nothing). A search
 checks every record it returns against its filter and repairs the entries of one that has changed or gone.
 
-A search or count served from a RecordIndex (reactgraph/service/index.py): ids in the order asked, a
+A search or count served from a RecordIndex: ids in the order asked, a
 page of them read and checked, a count from the index alone when its terms are the whole filter.
 
 A filter whose every condition is a term (metadata equality on short scalars, status, graph, the auth handler's

@@ -14,8 +14,8 @@ events on a Redis client of their own.
 
 A reader holds a Redis connection in a blocking XREAD for as long as it is open. Without a bound, enough of
 them (150 joins did) empty the pool every other request waits on, and all of them answer 503; with one, a
-reader beyond the bound is told to come back later (429 with Retry-After) and nothing else is slowed. Each owner
-(reactgraph/service/quotas.py) may hold at most its `stream_slots` quota of them, so one caller cannot take them
+reader beyond the bound is told to come back later (429 with Retry-After) and nothing else is slowed. Each owner (as
+the quotas above define it) may hold at most its `stream_slots` quota of them, so one caller cannot take them
 all. A request holds at most one slot; whose it is is kept in the request's context (the response that gives it
 back runs in that context), so a reader gives it back without naming the owner again.
 """
