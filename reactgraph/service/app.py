@@ -48,6 +48,7 @@ from reactgraph.service.assistants.records import AssistantRecords, index_own_an
 from reactgraph.service.auth import Authenticated
 from reactgraph.service.connections import REDIS_DOWN, service_connections, stream_client
 from reactgraph.service.http_guard import LOOPBACK_NAMES, HttpSettings, InternalErrors, http_middleware
+from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.quotas import Quotas, StreamSlots
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.server_config import ServerSettings
@@ -227,14 +228,17 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with service_connections(redis_url, gateway) as (client, assistants):
-            assistants.run_policy = settings.run_policy
-            quotas = settings.quotas or Quotas()
-            records = ServiceRecords(client)
-            assistants.created = AssistantRecords(client, records.keys, tuple(BUILDERS))
-            assistants.created.versions_limit = quotas.of("versions")
+        quotas, keys = settings.quotas or Quotas(), ServiceKeys()
+
+        def created(client: Any) -> AssistantRecords:
+            return AssistantRecords(client, keys, tuple(BUILDERS), quotas.of("versions"))
+
+        async with service_connections(redis_url, gateway, run_policy=settings.run_policy, created=created) as (
+                client, assistants):
+            records = ServiceRecords(client, keys)
             await backfill(records)  # threads written before the index was kept: indexed once
-            await index_own_and_backfill(assistants.created, assistants)  # and assistants
+            if assistants.created is not None:  # always, in an API process (made by `created` above)
+                await index_own_and_backfill(assistants.created, assistants)  # and assistants
             queue = WorkQueue(client, records.keys)
             await queue.ensure_group()
             readers = stream_client(redis_url, http.max_streams)

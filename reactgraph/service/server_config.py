@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactgraph.errors import ReactGraphError
+
+if TYPE_CHECKING:  # run_request.py reads the server's config through auth: the type only
+    from reactgraph.service.run_request import RunPolicy
 
 
 class BadServerConfig(ReactGraphError, ValueError):
@@ -63,7 +66,7 @@ class ServerSettings:
     """
 
     auth: Any = None
-    run_policy: Any = None
+    run_policy: RunPolicy | None = None
     http: Any = None
     retention: Any = None
     quotas: Any = None

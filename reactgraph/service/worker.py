@@ -48,7 +48,7 @@ from reactgraph.service.events import EarlierAttempts, bounded, max_event_bytes,
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords, now_iso
 from reactgraph.service.retention import Retention, sweep_forever
-from reactgraph.service.run_request import check_resume, graph_call, graph_options, run_context
+from reactgraph.service.run_request import RunPolicy, check_resume, graph_call, graph_options, run_context
 from reactgraph.service.threads import FencedOut, ThreadHold, expire_run, forget_temporary_thread, thread_after_run
 from reactgraph.service.wire import dumps
 from reactgraph.service.work_queue import WorkQueue, promote_forever, sweep_lost_tokens_forever, sweep_settings
@@ -429,9 +429,8 @@ class Worker:
             self.runs_done += 1
 
 
-async def serve_worker(redis_url: str, gateway: Any, run_policy: Any = None, **options: Any) -> None:
+async def serve_worker(redis_url: str, gateway: Any, run_policy: RunPolicy | None = None, **options: Any) -> None:
     """Open the saver, store and graphs on `redis_url` and run a worker until SIGTERM, under the operator's
     run policy (reactgraph/service/run_request.py; None: its defaults)."""
-    async with service_connections(redis_url, gateway) as (client, assistants):
-        assistants.run_policy = run_policy
+    async with service_connections(redis_url, gateway, run_policy=run_policy) as (client, assistants):
         await Worker(client, assistants, **options).run()

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import BaseStore
 
@@ -31,9 +31,12 @@ from reactgraph.graph.react import build_react_graph
 from reactgraph.graph.reflexion import build_reflexion_graph
 from reactgraph.graph.sessions import AnyGraph
 from reactgraph.memory.redis_checkpoint import AsyncRedisSaver
-from reactgraph.service.run_request import run_kwargs
+from reactgraph.service.run_request import RunPolicy, run_kwargs
 from reactgraph.service.wire import BadRequest, field
 from reactgraph.tools import ToolGateway
+
+if TYPE_CHECKING:  # records.py reads the catalogue: the type only, so no import cycle
+    from reactgraph.service.assistants.records import AssistantRecords
 
 # langgraph-api's namespace for assistant ids: uuid5(NAMESPACE_GRAPH, graph_id)
 NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
@@ -70,10 +73,11 @@ class Assistant:
 class Assistants:
     """Every graph, compiled once per process on the given gateway, saver and store."""
 
-    def __init__(self, gateway: ToolGateway, checkpointer: AsyncRedisSaver, store: BaseStore | None) -> None:
+    def __init__(self, gateway: ToolGateway, checkpointer: AsyncRedisSaver, store: BaseStore | None, *,
+                 run_policy: RunPolicy | None = None, created: AssistantRecords | None = None) -> None:
         self.gateway, self.checkpointer, self.store = gateway, checkpointer, store
-        self.run_policy: Any = None  # the operator's RunPolicy (reactgraph/service/run_request.py); None: its defaults
-        self.created: Any = None  # AssistantRecords, in an API process: the assistants clients created
+        self.run_policy = run_policy  # the operator's; None: its defaults
+        self.created = created  # in an API process: the assistants clients created (a worker has none)
         self._by_id: dict[str, Assistant] = {}
         for graph_id, build in BUILDERS.items():
             entry = Assistant(graph_id, build(gateway, checkpointer=checkpointer, store=store, name=graph_id))
@@ -154,7 +158,7 @@ def described(body: Mapping[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in given.items() if value is not None}
 
 
-def settings(body: Mapping[str, Any], policy: Any, gateway: Any) -> dict[str, Any]:
+def settings(body: Mapping[str, Any], policy: RunPolicy | None, gateway: Any) -> dict[str, Any]:
     """The config and context the body gives (absent: left out; a config without `configurable` leaves the context
     as it was), mirrored and checked as a run's would be."""
     config, context = _bounded_mapping(body, "config"), _bounded_mapping(body, "context")

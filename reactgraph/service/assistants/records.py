@@ -94,12 +94,13 @@ def assistant_entry(record: Mapping[str, Any], owner: str | None = None) -> str:
 class AssistantRecords:
     """The created assistants of one service (one key prefix of one Redis)."""
 
-    def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys, graphs: tuple[str, ...]) -> None:
+    def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys, graphs: tuple[str, ...],
+                 versions_limit: int | None = None) -> None:
         self.client, self.keys, self.graphs = client, keys, graphs
         self._create, self._replace = client.register_script(_CREATE), client.register_script(_REPLACE)
         self._delete = client.register_script(_DELETE)
         self.index = RecordIndex(client, keys.prefix, "a")
-        self.versions_limit: int | None = None  # the `versions` quota (reactgraph/service/quotas.py)
+        self.versions_limit = versions_limit  # the `versions` quota (reactgraph/service/quotas.py)
 
     def _script_keys(self, assistant_id: str) -> list[str]:
         """The keys of a script that writes the assistant: its record and versions, and on one Redis (not a
