@@ -24,15 +24,19 @@ from pathlib import Path
 import redis.asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from reactgraph.service.assistant_records import AssistantRecords, assistant_entry, version_of
-from reactgraph.service.assistant_search import assistant_query, assistant_source
-from reactgraph.service.assistants import BUILDERS
-from reactgraph.service.index_search import count, search
+from reactgraph.service.assistants.catalogue import BUILDERS
+from reactgraph.service.assistants.records import (
+    AssistantRecords,
+    assistant_entry,
+    assistant_query,
+    assistant_source,
+    version_of,
+)
+from reactgraph.service.index import count, search
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.records import ServiceRecords, now_iso
-from reactgraph.service.stored_json import decode_record, encoded
-from reactgraph.service.thread_index import thread_entry
-from reactgraph.service.thread_search import thread_query, thread_source
+from reactgraph.service.records import ServiceRecords, now_iso, thread_entry
+from reactgraph.service.threads import thread_query, thread_source
+from reactgraph.service.wire import decode_record, encoded
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_WINDOW = 10_000  # what search and count read before the index

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
         asession_lease,
         session_lease,
     )
-    from reactgraph.models.gateway import model_retry_policy
+    from reactgraph.models.gateway import model_retry_policy, register_price
     from reactgraph.models.loader import ModelConfigError, is_transient_model_error, load_chat_model, parse_spec, redact
     from reactgraph.nodes.reflexion.evaluate import register_checker
     from reactgraph.nodes.state.agent import AgentState, ExecutionStep
@@ -36,6 +36,7 @@ _EXPORTS = {
     "redact": "reactgraph.models.loader",
     "is_transient_model_error": "reactgraph.models.loader",
     "model_retry_policy": "reactgraph.models.gateway",
+    "register_price": "reactgraph.models.gateway",
     "AgentState": "reactgraph.nodes.state.agent",
     "check_session_id": "reactgraph.memory.session_id",
     "InvalidSessionId": "reactgraph.memory.session_id",

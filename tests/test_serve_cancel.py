@@ -134,7 +134,7 @@ def test_a_run_whose_first_cancellation_is_swallowed_is_still_stopped():
     import asyncio
     import contextlib
 
-    from reactgraph.service.execute import stop_task
+    from reactgraph.service.worker import stop_task
 
     async def swallows_one() -> None:
         with contextlib.suppress(asyncio.CancelledError):  # as such a command may

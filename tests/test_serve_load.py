@@ -64,7 +64,7 @@ class _SwallowsOneCancellation:
 
 
 def test_a_runs_cancel_watcher_ends_with_the_run_even_if_its_cancellation_is_swallowed():
-    from reactgraph.service.execute import watch_cancel
+    from reactgraph.service.worker import watch_cancel
 
     async def scenario() -> object:
         records = type("Records", (), {})()

@@ -57,7 +57,7 @@ def _ok_latencies(url: str, seconds: float) -> list[float]:
 
 
 def test_a_run_cannot_start_an_mcp_server_on_the_service(served, tmp_path):
-    """No MCP server starts because of a request (reactgraph/service/run_policy.py): the slow server a run names is
+    """No MCP server starts because of a request (reactgraph/service/run_request.py): the slow server a run names is
     refused at create, never spawned, and other runs and /ok go on. (Per-run MCP starts off the event loop are
     still what the Python API and Studio do; the service starts only the operator's `--mcp` servers, at start.)"""
     config, starts = slow_mcp_config(tmp_path)

@@ -1,4 +1,4 @@
-"""The operator decides what a client's run may choose (reactgraph/service/run_policy.py), against a real `reactgraph
+"""The operator decides what a client's run may choose (reactgraph/service/run_request.py), against a real `reactgraph
 serve` on loopback: no MCP server is started and no `${VAR}` expanded because of a request, no model off the list,
 no other system prompt, approval only stricter, budgets within the caps, and unknown checkpoints and interrupt
 nodes refused at create — each a one-line 403/422 naming the field, never a queued run that fails later."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reactgraph.service.run_policy import BadRunPolicy, PolicyRefusal, RunPolicy, run_policy_from
+from reactgraph.service.run_request import BadRunPolicy, PolicyRefusal, RunPolicy, run_policy_from
 from test_serve import Service, human, start_service, stop
 
 SECRET = "sk-policy-test-secret-4242"

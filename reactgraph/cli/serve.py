@@ -72,9 +72,9 @@ def _http(config: Any, host: str, allowed_hosts: list[str], max_body: int, max_s
 
 def _run_policy(config: Any, mcp: Path | None, models: list[str], allow_system_prompt: bool | None,
                 caps: tuple[int | None, int | None, int | None, float | None]) -> tuple[Any, Path | None]:
-    """What a client's run may choose (reactgraph/service/run_policy.py), from the flags and --config's `reactgraph`
+    """What a client's run may choose (reactgraph/service/run_request.py), from the flags and --config's `reactgraph`
     section; and the MCP file to start (--mcp, else reactgraph.mcp)."""
-    from reactgraph.service.run_policy import CAPPED, SECTION, BadRunPolicy, mcp_file_of, run_policy_from
+    from reactgraph.service.run_request import CAPPED, SECTION, BadRunPolicy, mcp_file_of, run_policy_from
     from reactgraph.service.server_config import BadServerConfig
 
     try:
@@ -90,7 +90,7 @@ def _settings(config: Any, auth: Any, http: Any, policy: Any, quota_flags: list[
     """The ServerSettings, with what one caller may keep or hold (reactgraph/service/quotas.py) from --quota and
     reactgraph.quotas."""
     from reactgraph.service.quotas import BadQuota, quotas_from
-    from reactgraph.service.run_policy import SECTION
+    from reactgraph.service.run_request import SECTION
     from reactgraph.service.server_config import BadServerConfig, ServerSettings
 
     try:
@@ -147,9 +147,9 @@ def _close(gateway: Any) -> None:
 
 
 def _auth(config: Any, api_keys: Path | None) -> Any:
-    """Who may call (reactgraph/service/auth_loading.py) from --config's `auth` section or --api-keys (None: nobody
+    """Who may call (reactgraph/service/auth.py) from --config's `auth` section or --api-keys (None: nobody
     said; one line if they are bad)."""
-    from reactgraph.service.auth_loading import auth_settings
+    from reactgraph.service.auth import auth_settings
     from reactgraph.service.server_config import BadServerConfig
 
     try:
@@ -231,7 +231,7 @@ def serve(
     import uvicorn
 
     from reactgraph.service.app import build_app
-    from reactgraph.service.header_deadline import header_deadline_protocol
+    from reactgraph.service.http_guard import header_deadline_protocol
 
     operator = _langgraph_config(config)
     auth_settings = _auth(operator, api_keys)

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reactgraph.memory.session_id import InvalidSessionId, check_session_id
-from reactgraph.service.assistants import Assistants
+from reactgraph.service.assistants.catalogue import Assistants
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.wire import BadRequest, dumps, read_body
 from reactgraph.service.work_queue import WorkQueue

@@ -20,9 +20,9 @@ from starlette.routing import Route
 
 from reactgraph.memory.redis_store.store import matches as item_matches
 from reactgraph.service.api_common import body_of, handler, int_param, json_response, service
-from reactgraph.service.auth_rules import authorize_store
-from reactgraph.service.owned_counts import OwnedCounts, item_member, store_items
+from reactgraph.service.auth import authorize_store
 from reactgraph.service.quotas import owner_of, quotas_of
+from reactgraph.service.records import OwnedCounts, item_member, store_items
 from reactgraph.service.wire import BadRequest, field
 
 MAX_LABELS, MAX_LABEL_CHARS, MAX_KEY_CHARS = 16, 256, 1024

@@ -1,14 +1,33 @@
-"""`reactgraph serve`: the part of the LangGraph Agent Server API that langgraph-sdk, `RemoteGraph` and Studio
+"""The Starlette app of `reactgraph serve`: its routes, health, OpenAPI document, and the routes it does not serve.
+
+`reactgraph serve`: the part of the LangGraph Agent Server API that langgraph-sdk, `RemoteGraph` and Studio
 use, as a Starlette app whose state all lives in Redis (so any number of API processes can serve one Redis).
 
 `build_app(redis_url, gateway, workers=N)` also runs N in-process workers (`reactgraph serve` alone is a whole
 service); with `workers=0` it only serves, and `reactgraph worker` processes execute the runs.
+
+Liveness and readiness: `/ok` says the process answers (no Redis call: a load balancer's liveness probe must
+not restart every API process because Redis blinked); `/ok?check_db=1` and `/ready` also ask Redis, as
+langgraph-api's `/ok?check_db=1` asks its database, and answer 503 in one line when it does not answer.
+
+The Agent Server routes the SDKs know that `reactgraph serve` does not serve: each answers 501 with one line
+naming what it is, so a program written for `langgraph dev` fails where it can see why instead of on a 404 it
+would take for a missing thread or assistant. (Taken from langgraph-sdk's client, Python and JS.)
+
+`GET /openapi.json`: the service's OpenAPI 3.1 document, made from its routes (Starlette's schema generator
+walks them: paths, methods, path parameters) and the fields each handler reads from a body or a query string.
+
+Offline and the same on every server: no request, no data of the operator's. It is what a client (or the
+schema-driven fuzz test in tests/test_serve_fuzz.py) learns the API from. Bodies are described loosely, as the
+handlers read them: each named field with its JSON type; unknown fields are allowed (clients send more than any
+one server reads), and what a handler refuses it answers with a 4xx naming the field.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,39 +37,159 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.schemas import BaseSchemaGenerator
 
-from reactgraph.service import (
-    api_assistant_changes,
-    api_assistants,
-    api_runs,
-    api_store,
-    api_thread_state,
-    api_thread_streams,
-    api_threads,
-    health,
-    not_served,
-    openapi,
-)
-from reactgraph.service.api_common import (
-    Service,
-    error_response,
-    json_response,
-    service,
-)
-from reactgraph.service.assistant_records import AssistantRecords
-from reactgraph.service.assistant_search import index_own_and_backfill
-from reactgraph.service.assistants import BUILDERS
+from reactgraph._version import __version__
+from reactgraph.service import api_runs, api_store, api_threads
+from reactgraph.service.api_common import Service, error_response, json_response, service
+from reactgraph.service.assistants import api as assistants_api
+from reactgraph.service.assistants.catalogue import BUILDERS
+from reactgraph.service.assistants.records import AssistantRecords, index_own_and_backfill
 from reactgraph.service.auth import Authenticated
 from reactgraph.service.connections import REDIS_DOWN, service_connections, stream_client
-from reactgraph.service.http_guard import LOOPBACK_NAMES, HttpSettings, http_middleware
-from reactgraph.service.internal_errors import InternalErrors
-from reactgraph.service.quotas import Quotas
+from reactgraph.service.http_guard import LOOPBACK_NAMES, HttpSettings, InternalErrors, http_middleware
+from reactgraph.service.keys import ServiceKeys
+from reactgraph.service.quotas import Quotas, StreamSlots
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.server_config import ServerSettings
-from reactgraph.service.stream_slots import StreamSlots
-from reactgraph.service.thread_search import backfill
+from reactgraph.service.threads import backfill
 from reactgraph.service.work_queue import WorkQueue
 from reactgraph.service.worker import Worker
+
+READY_TIMEOUT_S = 3.0  # langgraph-api's HEALTHCHECK_TIMEOUT_SECONDS
+
+
+async def ok(request: Request) -> Response:
+    check_db = request.query_params.get("check_db", "0")
+    if check_db not in ("0", "1"):
+        return error_response(422, f"check_db must be 0 or 1, not {check_db[:20]!r}")
+    return await ready(request) if check_db == "1" else json_response({"ok": True})
+
+
+async def ready(request: Request) -> Response:
+    """200 once Redis answers a PING within READY_TIMEOUT_S, else 503 naming why."""
+    try:
+        await asyncio.wait_for(service(request).client.ping(), READY_TIMEOUT_S)
+    except TimeoutError:
+        return error_response(503, f"not ready: Redis did not answer within {READY_TIMEOUT_S:g} s")
+    except REDIS_DOWN as exc:
+        reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        return error_response(503, f"not ready: cannot reach Redis: {reason}")
+    return json_response({"ok": True, "services": {"redis": "healthy"}})
+
+
+_CRONS = "cron jobs (the /info flags say crons: false)"
+
+NOT_SERVED: list[tuple[str, str, str]] = [
+    ("POST", "/runs/batch", "batches of stateless runs (create each: POST /runs)"),
+    ("POST", "/runs/cancel", "cancelling many runs at once (cancel each: POST /threads/{id}/runs/{run_id}/cancel)"),
+    ("POST", "/runs/crons", _CRONS),
+    ("POST", "/runs/crons/search", _CRONS),
+    ("POST", "/runs/crons/count", _CRONS),
+    ("PATCH", "/runs/crons/{cron_id}", _CRONS),
+    ("DELETE", "/runs/crons/{cron_id}", _CRONS),
+    ("POST", "/threads/{thread_id}/runs/crons", _CRONS),
+    ("POST", "/threads/prune", "pruning threads (retention expires them: `reactgraph serve --retention`)"),
+]
+
+
+def _not_served(method: str, path: str, what: str) -> Route:
+    async def answer(_request: Request) -> Response:
+        return error_response(501, f"{method} {path}: {what} is not served by reactgraph serve")
+    return Route(path, answer, methods=[method])
+
+
+NOT_SERVED_ROUTES = [_not_served(method, path, what) for method, path, what in NOT_SERVED]
+
+
+S, INT, N, B, OBJ, L, ANY = "string", "integer", "number", "boolean", "object", "array", "any"
+_RUN = {"assistant_id": S, "input": ANY, "command": OBJ, "metadata": OBJ, "config": OBJ, "context": OBJ,
+        "checkpoint": OBJ, "checkpoint_id": S, "interrupt_before": ANY, "interrupt_after": ANY, "stream_mode": ANY,
+        "stream_subgraphs": B, "stream_resumable": B, "multitask_strategy": S, "if_not_exists": S,
+        "on_completion": S, "on_disconnect": S, "webhook": S, "after_seconds": N, "durability": S, "feedback_keys": L}
+_THREAD_SEARCH = {"ids": L, "metadata": OBJ, "values": OBJ, "status": S, "limit": INT, "offset": INT, "sort_by": S,
+                  "sort_order": S, "select": L}
+_ASSISTANT_SEARCH = {"graph_id": S, "name": S, "metadata": OBJ, "limit": INT, "offset": INT, "sort_by": S,
+                     "sort_order": S, "select": L}
+_ASSISTANT = {"assistant_id": S, "graph_id": S, "config": OBJ, "context": OBJ, "metadata": OBJ, "name": S,
+              "description": S, "if_exists": S}
+# The body fields each handler reads (POST, PUT, PATCH), by handler name.
+BODIES: dict[str, dict[str, str]] = {
+    "create_thread": {"thread_id": S, "metadata": OBJ, "if_exists": S, "supersteps": L},
+    "search_threads": _THREAD_SEARCH, "count_threads": _THREAD_SEARCH,
+    "patch_thread": {"metadata": OBJ},
+    "get_state": {"checkpoint": OBJ, "subgraphs": B},
+    "update_state": {"values": ANY, "as_node": S, "checkpoint": OBJ, "checkpoint_id": S},
+    "history": {"limit": INT, "before": ANY, "metadata": OBJ, "checkpoint": OBJ},
+    "search_assistants": _ASSISTANT_SEARCH, "count_assistants": _ASSISTANT_SEARCH,
+    "get_versions": {"metadata": OBJ, "limit": INT, "offset": INT},
+    "create_assistant": _ASSISTANT, "update_assistant": _ASSISTANT, "set_latest": {"version": INT},
+    "put_item": {"namespace": L, "key": S, "value": OBJ, "index": ANY, "ttl": N},
+    "delete_item": {"namespace": L, "key": S},
+    "search_items": {"namespace_prefix": L, "filter": OBJ, "limit": INT, "offset": INT, "query": S, "refresh_ttl": B},
+    "list_namespaces": {"prefix": L, "suffix": L, "max_depth": INT, "limit": INT, "offset": INT},
+    "create_stateless_run": _RUN, "stream_stateless_run": _RUN, "wait_stateless_run": _RUN,
+    "create_run": _RUN, "stream_run": _RUN, "wait_run": _RUN,
+    "cancel_run": {}, "copy_thread": {}, "answer": {},
+}
+# The query parameters each handler reads (GET and DELETE; and cancel's POST), by handler name.
+QUERIES: dict[str, dict[str, str]] = {
+    "ready": {"check_db": S}, "get_state": {"subgraphs": S}, "history": {"limit": INT, "before": S},
+    "get_assistant_graph": {"xray": S},
+    "delete_assistant": {"delete_threads": S},
+    "get_item": {"namespace": S, "key": S, "refresh_ttl": S},
+    "list_runs": {"limit": INT, "offset": INT, "status": S},
+    "join_stream": {"cancel_on_disconnect": S},
+    "cancel_run": {"wait": S, "action": S},
+}
+_ERROR = {"type": "object", "properties": {"detail": {"type": "string"}, "request_id": {"type": "string"}},
+          "required": ["detail"]}
+_PATH_PARAM = re.compile(r"{(\w+)}")
+
+
+def _schema(kind: str) -> dict[str, Any]:
+    return {} if kind == ANY else {"type": kind}
+
+
+def _operation(path: str, method: str, func: Any) -> dict[str, Any]:
+    name = func.__name__
+    summary = ((func.__doc__ or "").strip().splitlines() or [name.replace("_", " ")])[0]
+    parameters = [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
+                  for p in _PATH_PARAM.findall(path)]
+    if method in ("get", "delete") or (method == "post" and name == "cancel_run"):
+        parameters += [{"name": q, "in": "query", "required": False, "schema": _schema(kind)}
+                       for q, kind in QUERIES.get(name, {}).items()]
+    operation: dict[str, Any] = {
+        "operationId": f"{method}_{path.strip('/').replace('/', '_').replace('{', '').replace('}', '') or 'root'}",
+        "summary": summary, "parameters": parameters,
+        "responses": {"200": {"description": "the answer"},
+                      "default": {"description": "an error, one line naming its cause",
+                                  "content": {"application/json": {"schema": _ERROR}}}}}
+    if method in ("post", "put", "patch") or (method == "delete" and name in BODIES):
+        fields = BODIES.get(name, {})
+        operation["requestBody"] = {"required": False, "content": {"application/json": {"schema": {
+            "type": "object", "properties": {f: _schema(kind) for f, kind in fields.items()}}}}}
+    return operation
+
+
+def document(routes: list[Any]) -> dict[str, Any]:
+    """The OpenAPI document of these routes (this one included)."""
+    paths: dict[str, dict[str, Any]] = {}
+    for endpoint in BaseSchemaGenerator().get_endpoints(routes):
+        paths.setdefault(endpoint.path, {})[endpoint.http_method] = _operation(endpoint.path, endpoint.http_method,
+                                                                                endpoint.func)
+    return {"openapi": "3.1.0", "info": {"title": "reactgraph serve", "version": __version__,
+                                         "description": "The LangGraph Agent Server API as reactgraph serves it"},
+            "paths": paths}
+
+
+async def openapi(request: Request) -> Response:
+    """The service's OpenAPI document."""
+    state = request.app.state
+    if getattr(state, "openapi", None) is None:  # the routes never change: made once per process
+        state.openapi = document(request.app.routes)
+    return json_response(state.openapi)
+
 
 API_VERSION = "0.1"
 
@@ -68,19 +207,16 @@ async def info(_request: Request) -> Response:
 
 
 ROUTES = [
-    Route("/ok", health.ok, methods=["GET"]),
-    Route("/ready", health.ready, methods=["GET"]),
+    Route("/ok", ok, methods=["GET"]),
+    Route("/ready", ready, methods=["GET"]),
     Route("/info", info, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
-    Route("/openapi.json", openapi.openapi, methods=["GET"]),
-    *api_assistants.ROUTES,
-    *api_assistant_changes.ROUTES,
+    Route("/openapi.json", openapi, methods=["GET"]),
+    *assistants_api.ROUTES,
     *api_store.ROUTES,
     *api_threads.ROUTES,
-    *api_thread_state.ROUTES,
-    *api_thread_streams.ROUTES,
     *api_runs.ROUTES,
-    *not_served.ROUTES,  # last: a served route on the same path and method wins
+    *NOT_SERVED_ROUTES,  # last: a served route on the same path and method wins
 ]
 
 
@@ -92,14 +228,17 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with service_connections(redis_url, gateway) as (client, assistants):
-            assistants.run_policy = settings.run_policy
-            quotas = settings.quotas or Quotas()
-            records = ServiceRecords(client)
-            assistants.created = AssistantRecords(client, records.keys, tuple(BUILDERS))
-            assistants.created.versions_limit = quotas.of("versions")
+        quotas, keys = settings.quotas or Quotas(), ServiceKeys()
+
+        def created(client: Any) -> AssistantRecords:
+            return AssistantRecords(client, keys, tuple(BUILDERS), quotas.of("versions"))
+
+        async with service_connections(redis_url, gateway, run_policy=settings.run_policy, created=created) as (
+                client, assistants):
+            records = ServiceRecords(client, keys)
             await backfill(records)  # threads written before the index was kept: indexed once
-            await index_own_and_backfill(assistants.created, assistants)  # and assistants
+            if assistants.created is not None:  # always, in an API process (made by `created` above)
+                await index_own_and_backfill(assistants.created, assistants)  # and assistants
             queue = WorkQueue(client, records.keys)
             await queue.ensure_group()
             readers = stream_client(redis_url, http.max_streams)

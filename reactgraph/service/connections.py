@@ -4,9 +4,9 @@ session asked from the CLI is a thread of the service and the other way round.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio
 from redis.asyncio.retry import Retry
@@ -16,14 +16,23 @@ from reactgraph.memory import RedisStore
 from reactgraph.memory.redis_checkpoint import AsyncRedisSaver
 from reactgraph.memory.redis_checkpoint.cluster_wire import new_cluster_client
 from reactgraph.memory.redis_checkpoint.settings import PoolLimits, is_cluster_url, redact, unavailable
-from reactgraph.service.assistants import Assistants
+from reactgraph.service.assistants.catalogue import Assistants
+
+if TYPE_CHECKING:
+    from reactgraph.service.assistants.records import AssistantRecords
+    from reactgraph.service.run_request import RunPolicy
 
 CONNECT_TIMEOUT_S = 5.0
 
 
 @asynccontextmanager
-async def service_connections(redis_url: str, gateway: Any) -> AsyncIterator[tuple[redis.asyncio.Redis, Assistants]]:
-    """(records client, assistants); Redis is pinged first, so a wrong URL fails in one line before serving."""
+async def service_connections(
+        redis_url: str, gateway: Any, *, run_policy: RunPolicy | None = None,
+        created: Callable[[redis.asyncio.Redis], AssistantRecords] | None = None,
+) -> AsyncIterator[tuple[redis.asyncio.Redis, Assistants]]:
+    """(records client, assistants); Redis is pinged first, so a wrong URL fails in one line before serving.
+    The assistants get the operator's `run_policy` and, in an API process, the records `created` makes on the
+    client: whole at construction, never assigned later."""
     client = _records_client(redis_url)
     try:
         try:
@@ -34,7 +43,8 @@ async def service_connections(redis_url: str, gateway: Any) -> AsyncIterator[tup
         saver.pass_over_damaged_latest = False  # a state read or a run on a damaged thread names it (never an older)
         store = RedisStore.from_url(redis_url)
         try:
-            yield client, Assistants(gateway, saver, store)
+            yield client, Assistants(gateway, saver, store, run_policy=run_policy,
+                                     created=created(client) if created is not None else None)
         finally:
             store.close()
             await saver.aclose()

@@ -1,4 +1,6 @@
-"""A run's events in a Redis stream: written by the worker that runs it, read by any API process.
+"""A run's events: written to its stream with bounds, turned from graph chunks, read back per protocol and per thread.
+
+A run's events in a Redis stream: written by the worker that runs it, read by any API process.
 
 Entry ids are the SSE event ids, so a client that reconnects with `Last-Event-ID` gets exactly the events
 after it, from whichever API process it reaches. An `__end__` entry closes the stream for readers.
@@ -6,6 +8,35 @@ after it, from whichever API process it reaches. An `__end__` entry closes the s
 An event is bounded (MAX_EVENT_BYTES, or $REACTGRAPH_MAX_EVENT_BYTES): a larger one — a `values` event of a
 state holding a huge tool result, an `events` event carrying whole states — is replaced by a small event of the
 same name that says so in one line; the stream and the run go on, and the state keeps what it holds.
+
+What a worker streams for a run: LangGraph's chunks as the events of the Agent Server, named and shaped as
+langgraph-api sends them (so langgraph-sdk, `RemoteGraph` and Studio read them unchanged).
+
+- a mode the client asked for is an event of its name, `mode|ns…` for a subgraph's when it asked for subgraphs;
+- `messages-tuple`: LangGraph's `messages` chunks, `[message, metadata]`, as the event `messages`;
+- `messages`: each message's metadata once (`messages/metadata`), then the message so far on each chunk
+  (`messages/partial`) or whole (`messages/complete`) — never namespaced, as langgraph-api sends them;
+- `events`: the graph run through `astream_events(version="v2")`; every callback event but the root graph's own
+  stream chunks (which are the other modes' events) is an `events` event.
+
+A thread's run events as the thread-centric (v3) stream protocol's events, shaped as langgraph-api sends them
+(`{"type": "event", "event_id", "seq", "method", "params": {"namespace", "timestamp", "data"}}`), and the
+subscription filter a stream request carries (channels, namespaces, depth, since).
+
+What maps: a run's start and end (`lifecycle`: running, then completed, failed or interrupted), `values` and
+`updates` (with the interrupts they carry as `input.requested`), `custom`, `tasks` and `checkpoints`, each at
+its subgraph's namespace. What does not: the protocol's `messages` and `tools` channels (message and tool-call
+lifecycles built from chat-model chunks) — a stream may name them, and gets no events on them.
+
+A thread's stream: the events of all its runs, in order, as they come — what `threads.join_stream` and the
+thread-centric (v3) stream read.
+
+Each run keeps its events in its own Redis stream (above); a thread's stream reads them all at once
+(one blocking XREAD over the runs not yet ended), picks up runs created meanwhile, and marks each run's end.
+Entry ids are the events' ids: runs on a thread follow one another, so ids rise from one run's events to the
+next's, and a reader that reconnects after an id gets every later event of every run. (Two streams may hold
+the same id when one run ends and the next starts in the same millisecond: the run whose stream holds the id
+is read after it, the others from it, so neither side of that boundary is lost.)
 """
 
 from __future__ import annotations
@@ -15,14 +46,16 @@ import json
 import os
 import re
 import time
+import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any
 
 import redis.asyncio
+from langchain_core.messages import BaseMessage, BaseMessageChunk, message_chunk_to_message
 
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.wire import dumps
+from reactgraph.service.wire import BadRequest, dumps
 
 END = "__end__"
 MAX_EVENTS_PER_RUN = 20_000  # approximate trim: a run streaming more keeps its newest events
@@ -144,3 +177,301 @@ def _text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     return "" if value is None else str(value)
+
+
+HIDDEN_TAG = "langsmith:hidden"  # callback events LangChain marks as not for clients (langgraph-api drops them too)
+
+
+class EventNames:
+    """Turns one run's (namespace, mode, chunk) into its events, keeping what `messages` mode accumulates."""
+
+    def __init__(self, requested: set[str], subgraphs: bool) -> None:
+        self.requested, self.subgraphs = requested, subgraphs
+        self._messages: dict[str, BaseMessage] = {}
+
+    def events(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> list[tuple[str, Any]]:
+        if namespace and not self.subgraphs:
+            return []
+        if mode == "messages":
+            if "messages-tuple" in self.requested:  # what langgraph-api prefers when both are asked for
+                return [(_named("messages", namespace), list(chunk))]
+            return self._whole_messages(chunk) if "messages" in self.requested else []
+        return [(_named(mode, namespace), chunk)] if mode in self.requested else []
+
+    def _whole_messages(self, chunk: Any) -> list[tuple[str, Any]]:
+        message, metadata = chunk
+        if not isinstance(message, BaseMessage) or not message.id:
+            return []
+        found: list[tuple[str, Any]] = []
+        earlier = self._messages.get(message.id)
+        if earlier is None:
+            self._messages[message.id] = message
+            found.append(("messages/metadata", {message.id: {"metadata": metadata}}))
+        elif isinstance(earlier, BaseMessageChunk) and isinstance(message, BaseMessageChunk):
+            self._messages[message.id] = earlier + message
+        else:  # a whole message after its chunks (a node's output): it is the message now
+            self._messages[message.id] = message
+        kind = "messages/partial" if isinstance(message, BaseMessageChunk) else "messages/complete"
+        found.append((kind, [message_chunk_to_message(self._messages[message.id])]))
+        return found
+
+
+def _named(mode: str, namespace: tuple[str, ...]) -> str:
+    return f"{mode}|{'|'.join(namespace)}" if namespace else mode
+
+
+def graph_modes(requested: list[str]) -> list[str]:
+    """LangGraph's stream modes for the requested ones: both message modes are LangGraph's `messages`;
+    `events` is no LangGraph mode (it is how the graph is run)."""
+    modes = {"messages" if m in ("messages", "messages-tuple") else m for m in requested} - {"events"}
+    return sorted(modes or {"values"})  # a run that asked only for `events` still runs its graph to the end
+
+
+async def run_events(graph: Any, graph_input: Any, config: Mapping[str, Any], run_id: str, requested: list[str],
+                     subgraphs: bool, **options: Any) -> AsyncIterator[tuple[str, Any]]:
+    """(event name, data) for each event of the run `run_id`, in order."""
+    names = EventNames(set(requested), subgraphs)
+    modes = graph_modes(requested)
+    if "events" not in requested:
+        async for part in graph.astream(graph_input, dict(config), stream_mode=modes, subgraphs=subgraphs, **options):
+            for event in names.events(*_split(part, subgraphs)):
+                yield event
+        return
+    root = _uuid(run_id)  # the root graph's callback run id is the run's, as langgraph-api has it
+    async for raw in graph.astream_events(graph_input, {**config, "run_id": root}, version="v2", stream_mode=modes,
+                                          subgraphs=subgraphs, **options):
+        if HIDDEN_TAG in (raw.get("tags") or []):
+            continue
+        if raw["event"] == "on_chain_stream" and str(raw.get("run_id")) == str(root):
+            for event in names.events(*_split(raw["data"]["chunk"], subgraphs)):
+                yield event
+        else:
+            yield "events", raw
+
+
+def _split(part: Any, subgraphs: bool) -> tuple[tuple[str, ...], str, Any]:
+    """LangGraph's stream part as (namespace, mode, chunk), with or without subgraphs."""
+    if subgraphs:
+        namespace, mode, chunk = part
+        return tuple(namespace), mode, chunk
+    mode, chunk = part
+    return (), mode, chunk
+
+
+def _uuid(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:  # a run id from Redis is input like any other: a run without one still streams
+        return uuid.uuid4()
+
+
+CHANNELS = ("values", "updates", "checkpoints", "messages", "tools", "custom", "lifecycle", "input", "tasks")
+_DIRECT = ("values", "updates", "custom", "tasks", "checkpoints")
+INTERRUPT = "__interrupt__"
+
+
+def seq_of(entry_id: str) -> int:
+    """The protocol's integer `seq` of an event id (`ms-n`): rising with the ids, within JavaScript's safe range."""
+    ms, _, n = entry_id.partition("-")
+    return int(ms) * 1000 + min(int(n or 0), 999)
+
+
+class StreamFilter:
+    """A stream request's subscription: which channels, which namespaces (and how deep), after which `seq`."""
+
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        channels = body.get("channels")
+        if not isinstance(channels, list) or not channels:
+            raise BadRequest(422, "'channels' must be a non-empty list of channel names")
+        bad = [c for c in channels if not isinstance(c, str) or (c not in CHANNELS and not c.startswith("custom:"))]
+        if bad:
+            raise BadRequest(422, f"'channels' holds unsupported entries: {', '.join(map(repr, bad[:5]))}; "
+                                  f"allowed: {', '.join(CHANNELS)}, or custom:<name>")
+        self.channels = set(channels)
+        namespaces = body.get("namespaces")
+        self.namespaces = [ns for ns in namespaces if isinstance(ns, list) and all(isinstance(s, str) for s in ns)
+                           ] if isinstance(namespaces, list) else None
+        depth, since = body.get("depth"), body.get("since")
+        self.depth = depth if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 else None
+        self.since = since if isinstance(since, int) and not isinstance(since, bool) and since >= 0 else None
+
+    def wants(self, event: Mapping[str, Any]) -> bool:
+        if self.since is not None and event["seq"] <= self.since:
+            return False
+        method, params = event["method"], event["params"]
+        channel = "input" if method == "input.requested" else method
+        named = channel == "custom" and f"custom:{(params['data'] or {}).get('name')}" in self.channels
+        if channel not in self.channels and not named:
+            return False
+        return self._namespace_ok(params["namespace"])
+
+    def _namespace_ok(self, namespace: list[str]) -> bool:
+        if not self.namespaces:
+            return self.depth is None or len(namespace) <= self.depth
+        return any(namespace[:len(prefix)] == prefix and (self.depth is None or len(namespace) - len(prefix)
+                                                          <= self.depth) for prefix in self.namespaces)
+
+
+class ProtocolEvents:
+    """Turns one thread's run events (thread_streams.ThreadReader) into protocol events, run by run."""
+
+    def __init__(self, graph_names: Mapping[str, str]) -> None:
+        self.graph_names = graph_names  # run id → its graph's name, for `lifecycle`
+        self._asked: dict[str, set[str]] = {}  # run id → interrupt ids already sent as `input.requested`
+        self._failed: set[str] = set()
+
+    def events(self, entry_id: str, event: str, data: str, run_id: str, status: str | None = None
+               ) -> list[dict[str, Any]]:
+        """The protocol events of one run event; `status`, for the run's end, is its record's final status."""
+        name, _, rest = event.partition("|")
+        namespace = [part for part in rest.split("|") if part] if rest else []
+        try:
+            value = json.loads(data) if data else None
+        except ValueError:  # Redis content: an event that is not JSON carries nothing here
+            value = None
+        made: list[tuple[str, Any]] = []
+        if name == "metadata" and not namespace:
+            made.append(("lifecycle", {"event": "running", "graph_name": self.graph_names.get(run_id, "")}))
+        elif name == "error":
+            self._failed.add(run_id)
+            message = value.get("message") if isinstance(value, dict) else None
+            made.append(("lifecycle", {"event": "failed", "error": message or "the run failed"}))
+        elif name == END:
+            made += self._end(run_id, status)
+        elif name in _DIRECT:
+            made += self._with_interrupts(run_id, name, value)
+        return [self._event(entry_id, run_id, n, method, namespace, data) for n, (method, data) in enumerate(made)]
+
+    def _end(self, run_id: str, status: str | None) -> list[tuple[str, Any]]:
+        if run_id in self._failed:
+            return []
+        if status == "success":
+            phase = "interrupted" if self._asked.get(run_id) else "completed"
+            return [("lifecycle", {"event": phase, "graph_name": self.graph_names.get(run_id, "")})]
+        reason = "the run was cancelled" if status == "interrupted" else f"the run ended {status or 'unknown'}"
+        return [("lifecycle", {"event": "failed", "error": reason})]
+
+    def _with_interrupts(self, run_id: str, name: str, value: Any) -> list[tuple[str, Any]]:
+        made: list[tuple[str, Any]] = []
+        if isinstance(value, dict) and isinstance(value.get(INTERRUPT), list) and name in ("values", "updates"):
+            asked = self._asked.setdefault(run_id, set())
+            for interrupt in value[INTERRUPT]:
+                if isinstance(interrupt, dict) and isinstance(interrupt.get("id"), str) \
+                        and interrupt["id"] not in asked:
+                    asked.add(interrupt["id"])
+                    made.append(("input.requested", {"interrupt_id": interrupt["id"], "value": interrupt.get("value"),
+                                                     "payload": interrupt.get("value")}))
+            value = {k: v for k, v in value.items() if k != INTERRUPT}
+            if name == "updates" and not value:
+                return made
+        return [(name, value), *made]
+
+    @staticmethod
+    def _event(entry_id: str, run_id: str, n: int, method: str, namespace: list[str], data: Any) -> dict[str, Any]:
+        return {"type": "event", "event_id": f"{run_id}:{entry_id}:{n}", "seq": seq_of(entry_id), "method": method,
+                "params": {"namespace": namespace, "timestamp": int(entry_id.partition("-")[0]), "data": data}}
+
+
+MAX_RUNS_READ = 1000  # a thread's newest runs a stream follows (older ones have long ended)
+BLOCK_MS = 500  # how long a read waits for events before it looks for new runs
+_MAX_SEQ = 2**64 - 1
+
+
+def _before(entry: str) -> str:
+    """The greatest entry id below `entry`: reading after it includes `entry`."""
+    ms, _, seq = entry.partition("-")
+    if seq and int(seq) > 0:
+        return f"{ms}-{int(seq) - 1}"
+    return f"{int(ms) - 1}-{_MAX_SEQ}" if int(ms) > 0 else "0"
+
+
+class ThreadReader:
+    """Where a thread's stream has got to in each of its runs."""
+
+    def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str) -> None:
+        self.client, self.keys, self.thread_id = client, keys, thread_id
+        self.positions: dict[str, str] = {}  # run id → the last entry id read (events after it are next)
+        self.ended: set[str] = set()
+
+    async def run_ids(self) -> list[str]:
+        """The thread's runs, oldest first (the newest MAX_RUNS_READ)."""
+        ids: Any = await self.client.zrange(self.keys.runs(self.thread_id), -MAX_RUNS_READ, -1)
+        return [_text(i) for i in ids]
+
+    async def start(self, after: str | None, replay: Collection[str] = ()) -> None:
+        """From `after` (an event id) in every run; else from now, but from the start in the runs `replay` names."""
+        for run_id in await self.run_ids():
+            key = self.keys.events(self.thread_id, run_id)
+            if after is not None:
+                held: Any = await self.client.xrange(key, after, after, count=1)
+                self.positions[run_id] = after if held else _before(after)
+            elif run_id in replay:
+                self.positions[run_id] = "0"
+            else:
+                last: Any = await self.client.xrevrange(key, count=1)
+                if last and _text(last[0][1].get(b"e", last[0][1].get("e"))) == END:
+                    self.ended.add(run_id)  # over before the reader came: nothing of it is live
+                self.positions[run_id] = _text(last[0][0]) if last else "0"
+
+    async def _follow_new_runs(self) -> None:
+        known = await self.run_ids()
+        for run_id in known:
+            self.positions.setdefault(run_id, "0")  # created after the reader started: all of it
+        for gone in set(self.positions) - set(known):  # deleted (rolled back, or the thread's history pruned)
+            self.positions.pop(gone, None)
+
+    async def events(self, block_ms: int = BLOCK_MS) -> AsyncIterator[tuple[str, str, str, str]]:
+        """(entry id, event name, data, run id) for ever, oldest first; a run's end is an `__end__` event."""
+        outage_since: float | None = None
+        while True:
+            await self._follow_new_runs()
+            reading: dict[Any, Any] = {self.keys.events(self.thread_id, r): p for r, p in self.positions.items()
+                                       if r not in self.ended}
+            if not reading:
+                await asyncio.sleep(block_ms / 1000)
+                continue
+            try:
+                answer: Any = await self.client.xread(reading, count=200, block=block_ms)
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                outage_since = outage_since or time.monotonic()  # a blip is ridden out, as a run's stream does
+                if time.monotonic() - outage_since > READ_OUTAGE_S:
+                    raise
+                await asyncio.sleep(0.2)
+                continue
+            outage_since = None
+            for found in self._entries(answer or []):
+                entry, event, _data, run_id = found
+                self.positions[run_id] = entry
+                if event == END:
+                    self.ended.add(run_id)
+                yield found
+
+    def _entries(self, answer: list) -> list[tuple[str, str, str, str]]:
+        prefix = self.keys.events(self.thread_id, "")
+        found = []
+        for raw_key, entries in answer:
+            run_id = _text(raw_key)[len(prefix):]
+            for raw_id, fields in entries:
+                found.append((_text(raw_id), _text(fields.get(b"e", fields.get("e"))),
+                              _text(fields.get(b"d", fields.get("d"))), run_id))
+        # ids compare as (ms, seq), not as text
+        found.sort(key=lambda item: tuple(int(part) for part in item[0].split("-")))
+        return found
+
+
+def run_mode_filter(asked: list[str], run_modes: list[str]) -> Callable[[str], bool] | None:
+    """For a join that names stream modes (langgraph-sdk's `stream_mode=`, a subset of its run's; unset, it sends
+    one empty value): whether an event is one of them, or None when it names none. The run's own events
+    (`metadata`, `error`, `end`) always are; `messages/…` are the `messages` mode's."""
+    modes = [mode for mode in asked if mode]
+    if unknown := [mode for mode in modes if mode not in run_modes]:
+        raise BadRequest(422, f"'stream_mode' {', '.join(map(repr, unknown[:5]))} is not one of this run's modes: "
+                              f"{', '.join(run_modes)}")
+    if not modes:
+        return None
+    wanted = set(modes) | ({"messages"} if "messages-tuple" in modes else set())
+
+    def keep(event: str) -> bool:
+        mode = event.split("|")[0].split("/")[0]
+        return mode in ("metadata", "error", "end") or mode in wanted
+    return keep

@@ -1,4 +1,6 @@
-"""What an HTTP request must be before the API sees it: addressed to a host this server answers to, a JSON body
+"""The HTTP edge: Host, body and concurrency limits, the header deadline, and a 500 with a request id.
+
+What an HTTP request must be before the API sees it: addressed to a host this server answers to, a JSON body
 (or none) of bounded size that arrives in bounded time, and — from a browser — sent by an origin the operator
 allowed. Pure ASGI middleware, so a body is counted as it streams in and an oversized one is never read whole.
 
@@ -6,6 +8,20 @@ The checks close what a web page could otherwise do to a server on the user's ma
 or form POST (no CORS preflight) creating runs, DNS rebinding (a page whose host name resolves to 127.0.0.1
 reading the answers), an `<img>` GET with side effects. CORS is off unless `http.cors` in langgraph.json turns it
 on, read as LangGraph's server reads it (Starlette's CORSMiddleware with those keys).
+
+uvicorn's HTTP protocol with a deadline for a request's line and headers (uvicorn has none: a client sending
+its headers a byte at a time — slowloris — holds a connection for ever, and enough of them hold them all).
+
+The deadline runs from the connection's start, and from the first byte of each further request on a kept-alive
+connection (an idle kept-alive connection is uvicorn's keep-alive timeout's to close). A request whose head is
+not complete by then gets a 408 and the connection is closed.
+
+The last line of defence of `reactgraph serve`: an exception no handler turned into an answer is a 500 in the
+Agent Server's error shape, `{"detail": …, "request_id": …}`, and one log record that carries the same request
+id (with the traceback), so a client's report finds the server's record and no traceback is ever anonymous.
+
+Pure ASGI middleware, outermost of the app's own: it also covers the auth and HTTP checks. A failure after the
+answer has started (a stream) can only be logged: the client sees the connection end.
 """
 
 from __future__ import annotations
@@ -13,7 +29,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import re
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -270,3 +288,107 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replayed
+
+
+_TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+              b"connection: close\r\n\r\n%s")
+
+
+def _base() -> type:
+    try:  # what uvicorn's "auto" picks when httptools is installed (uvicorn[standard])
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+        return HttpToolsProtocol
+    except ImportError:
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+        return H11Protocol
+
+
+def header_deadline_protocol(header_timeout_s: float) -> type:
+    """A uvicorn `http=` protocol class closing a connection whose request head takes over `header_timeout_s`."""
+    base: Any = _base()
+
+    class HeaderDeadlineProtocol(base):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._deadline is None and self._between_requests():
+                self._arm()  # a further request's first bytes on a kept-alive connection
+            super().data_received(data)
+            if not self._between_requests():
+                self._disarm()  # its head is in: the body's time is the app's to bound
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _between_requests(self) -> bool:
+            cycle = getattr(self, "cycle", None)
+            return cycle is None or cycle.response_complete
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(header_timeout_s, self._timed_out)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _timed_out(self) -> None:
+            self._deadline = None
+            if self.transport.is_closing() or not self._between_requests():
+                return
+            body = (b'{"detail":"the request line and headers did not arrive within %g s"}' % header_timeout_s)
+            self.transport.write(_TIMED_OUT % (len(body), body))
+            self.transport.close()
+
+    return HeaderDeadlineProtocol
+
+
+log = logging.getLogger("reactgraph.service.requests")
+
+
+class ServerFault(ReactGraphError, RuntimeError):
+    """A failure on the server's side (the operator's auth handler, say) whose one line the 500 shows: raised
+    `from` the exception, so the log has its traceback under the request id."""
+
+
+class InternalErrors:
+    """A 500 with a request id (and `x-request-id`) for any exception that reaches it; logged under that id."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:  # the point: whatever was not answered is answered here
+            request_id = uuid.uuid4().hex
+            cause = (str(exc).splitlines() or [""])[0][:200]
+            log.error("request id %s: %s %s failed: %s: %s", request_id, scope.get("method"), scope.get("path"),
+                      type(exc).__name__, cause, exc_info=exc, extra={"request_id": request_id})
+            if not started:
+                shown = str(exc) if isinstance(exc, ServerFault) else f"internal error ({type(exc).__name__})"
+                await _answer(send, request_id, f"{shown}; the server's log has it under request id {request_id}")
+
+
+async def _answer(send: Send, request_id: str, detail: str) -> None:
+    body = json.dumps({"detail": detail, "request_id": request_id}).encode()
+    await send({"type": "http.response.start", "status": 500,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"x-request-id", request_id.encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,4 +1,6 @@
-"""Quotas per owner: how much one caller may keep or hold at once, so that no caller can fill a limit for everyone.
+"""What one caller may keep or hold: the quotas, and the stream slots they bound.
+
+Quotas per owner: how much one caller may keep or hold at once, so that no caller can fill a limit for everyone.
 
 The owner is the authenticated caller's identity (reactgraph/service/auth.py), or one anonymous owner when the
 service runs without auth. Each quota is checked in the same Redis script that adds what it counts (threads,
@@ -6,11 +8,23 @@ assistants, versions of one assistant, runs in flight), so concurrent creates ne
 slots are counted in each API process. The operator sets them in langgraph.json (`reactgraph.quotas`) or with
 `--quota NAME=N` (a flag wins); null or 0 lifts one. A refusal is one JSON line naming the quota: 409 for what is
 kept (delete some first), 429 for what is held for a while (retry later).
+
+The open SSE streams, joins and waits of one API process: at most `limit` at once, each reading its run's
+events on a Redis client of their own.
+
+A reader holds a Redis connection in a blocking XREAD for as long as it is open. Without a bound, enough of
+them (150 joins did) empty the pool every other request waits on, and all of them answer 503; with one, a
+reader beyond the bound is told to come back later (429 with Retry-After) and nothing else is slowed. Each owner (as
+the quotas above define it) may hold at most its `stream_slots` quota of them, so one caller cannot take them
+all. A request holds at most one slot; whose it is is kept in the request's context (the response that gives it
+back runs in that context), so a reader gives it back without naming the owner again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,3 +112,47 @@ def quotas_from(section: Mapping[str, Any], flags: Iterable[str] = (), *, where:
             raise BadQuota(f"{where}: reactgraph.quotas.{name} must be a whole number (0 or null: no limit), "
                            f"not {value!r}")
     return Quotas({name: value or None for name, value in chosen.items()})
+
+
+_HOLDER: ContextVar[str | None] = ContextVar("stream_slot_holder", default=None)
+
+
+
+class StreamSlots:
+    """Slots for the process's event readers, and the Redis client they read with (a pool of `limit` + 1)."""
+
+    def __init__(self, client: Any, limit: int, per_owner: int | None = None) -> None:
+        self.client, self.limit, self.per_owner, self.open = client, limit, per_owner, 0
+        self.held_by: dict[str, int] = {}
+
+    def take(self, owner: str = ANONYMOUS) -> None:
+        """One slot for `owner`, or a 429 naming the limit or the quota (given back with `give_back`)."""
+        if self.per_owner is not None and self.held_by.get(owner, 0) >= self.per_owner:
+            raise QuotaReached("stream_slots", self.per_owner, owner)
+        if self.open >= self.limit:
+            raise BadRequest(429, f"this server has {self.limit} streams and waits open, its limit: retry later",
+                             headers={"Retry-After": str(RETRY_AFTER_S)})
+        self.open += 1
+        self.held_by[owner] = self.held_by.get(owner, 0) + 1
+        _HOLDER.set(owner)
+
+    def give_back(self) -> None:
+        """The slot this request holds."""
+        owner = _HOLDER.get()
+        if owner is None:
+            return
+        _HOLDER.set(None)
+        self.open = max(0, self.open - 1)
+        left = self.held_by.get(owner, 1) - 1
+        if left > 0:
+            self.held_by[owner] = left
+        else:
+            self.held_by.pop(owner, None)
+
+    @asynccontextmanager
+    async def held(self, owner: str = ANONYMOUS) -> AsyncIterator[None]:
+        self.take(owner)
+        try:
+            yield
+        finally:
+            self.give_back()

@@ -1,22 +1,40 @@
-"""Thread and run records in Redis: what the API answers from and what workers update.
+"""Run and thread records in Redis: their statuses, their index of threads, and the counts one owner holds.
 
-Records are JSON objects, written and read back as reactgraph/service/stored_json.py says: Redis content is
+Thread and run records in Redis: what the API answers from and what workers update.
+
+Records are JSON objects, written and read back as reactgraph/service/wire.py says: Redis content is
 input from outside like any other, so a record that is not one we wrote is treated as absent (and logged).
+
+A thread record written together with its index entries (reactgraph/service/index.py): one script on
+one Redis; on a Redis Cluster, the entries right after the record (before it, for a create under a quota).
+
+What a thread is indexed under: its status and its metadata's short scalar fields; it sorts by its status and
+state_updated_at as well as by updated_at and created_at.
+
+Quotas on what an owner holds at once, counted as it is taken (reactgraph/service/quotas.py): the runs they
+have pending or running (`runs_in_flight`) and the store items they put through the API (`store_items`).
+
+Each count is a sorted set per owner in the index's slot, added to by one script that checks it first (concurrent
+takes never pass the quota). What ends elsewhere — a run its worker ends, an item that expires or that a graph or
+another caller deletes — is not taken out there: when an owner's set is full, the members whose thing has gone
+are let go (each looked at once, at most the quota's number) and the script tries once more.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio
 
+from reactgraph.service.index import INDEX_LUA, RecordIndex, check_fields, entry, index_tag, metadata_terms, term_of
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.record_index import INDEX_LUA
-from reactgraph.service.stored_json import decode_record, decode_thread, encoded
-from reactgraph.service.thread_index import ThreadIndex
+from reactgraph.service.quotas import QuotaReached
+from reactgraph.service.wire import decode_record, decode_thread, encoded
 
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
@@ -295,3 +313,188 @@ class ServiceRecords:
         pipe.hincrby(self.keys.counters, f"latency_le_{bucket}", 1)
         pipe.hincrbyfloat(self.keys.counters, "latency_sum", max(0.0, latency_s))
         await pipe.execute()
+
+
+# KEYS: the record, the index's entries. ARGV: record, index base, id, entry, quota limit or ''.
+_PUT = INDEX_LUA + """
+if index_apply(ARGV[2], ARGV[3], ARGV[4], ARGV[5]) == -1 then return -1 end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+"""
+# KEYS: the record, the index's entries. ARGV: index base, id. The record and its entries go together.
+_DROP = INDEX_LUA + """
+redis.call('DEL', KEYS[1])
+return index_apply(ARGV[1], ARGV[2], '', '')
+"""
+
+# KEYS: the record, the index's entries. ARGV: index base, id, entry ('' to remove), the record as it was read.
+# A search's repair of an entry its record did not match, unless the record has been written since (whose
+# writer indexed it).
+_REPAIR = INDEX_LUA + """
+if (redis.call('GET', KEYS[1]) or '') ~= ARGV[4] then return 0 end
+return index_apply(ARGV[1], ARGV[2], ARGV[3], '')
+"""
+
+
+def thread_terms(record: Mapping[str, Any]) -> list[str]:
+    return [f"st={record.get('status')}", *metadata_terms(record.get("metadata"))]
+
+
+def thread_entry(record: Mapping[str, Any], owner: str | None = None) -> str:
+    sort = {"thread_id": str(record.get("thread_id")), "status": str(record.get("status") or ""),
+            "state_updated_at": str(record.get("state_updated_at") or "")}
+    return entry(thread_terms(record), record, sort, owner)
+
+
+class ThreadIndex:
+    """Thread records and their index entries, written together."""
+
+    def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys) -> None:
+        self.client, self.keys = client, keys
+        self.index = RecordIndex(client, keys.prefix, "t")
+        self._put, self._drop = client.register_script(_PUT), client.register_script(_DROP)
+        self._repair = client.register_script(_REPAIR)
+
+    async def put(self, record: dict[str, Any], text: str, owner: str | None = None, limit: int | None = None
+                  ) -> None:
+        """Store the thread's record `text` and its entries; `owner` and `limit`: a create under that quota
+        (QuotaReached, nothing written, when the owner has `limit` threads)."""
+        check_fields(record.get("metadata"), "a thread")
+        thread_id, key = record["thread_id"], self.keys.thread(record["thread_id"])
+        found = thread_entry(record, owner)
+        if not self.index.on_cluster:
+            done = await self._put(keys=[key, self.index.entries],
+                                   args=[text, self.index.base, thread_id, found, "" if limit is None else limit])
+        elif limit is not None:  # a create: its quota first, so a refusal writes nothing
+            done = 1 if await self.index.apply(thread_id, found, limit) else -1
+            if done == 1:
+                await self.client.set(key, text)
+        else:
+            await self.client.set(key, text)
+            done = 1 if await self.index.apply(thread_id, found) else -1
+        if done == -1 and limit is not None:
+            raise QuotaReached("threads", limit, str(owner))
+
+    async def ids_where(self, name: str, value: Any, batch: int = 1000) -> list[str]:
+        """Every thread whose metadata `name` is `value` (a short scalar: an indexed term), read page by page."""
+        term = term_of(name, value)
+        if term is None:
+            raise ValueError(f"metadata {name!r} = {str(value)[:40]!r} is not an indexed value")
+        found: list[str] = []
+        while True:
+            ids, total = await self.index.page([term], "c", len(found), len(found) + batch - 1, False)
+            found += ids
+            if not ids or len(found) >= total:
+                return found
+
+    def status_args(self, record: Mapping[str, Any]) -> list[str]:
+        """What a script that replaces the record in place (records._SET_THREAD_IF) needs to index it too (one
+        Redis); on a Cluster, nothing (`after_replace` indexes it)."""
+        return [] if self.index.on_cluster else [self.index.base, record["thread_id"], thread_entry(record)]
+
+    async def after_replace(self, record: Mapping[str, Any]) -> None:
+        if self.index.on_cluster:
+            await self.index.apply(record["thread_id"], thread_entry(record))
+
+    async def drop(self, thread_id: str) -> None:
+        """Delete the thread's record and its entries."""
+        if self.index.on_cluster:
+            await self.client.delete(self.keys.thread(thread_id))
+            await self.index.apply(thread_id, "")
+        else:
+            await self._drop(keys=[self.keys.thread(thread_id), self.index.entries],
+                             args=[self.index.base, thread_id])
+
+    async def repair(self, thread_id: str, raw: Any, record: Mapping[str, Any] | None) -> None:
+        """Set the entry of a thread a search read as `raw` (decoded: `record`, None if absent or unreadable)
+        right, unless the record has changed since (on a Cluster, without that check)."""
+        found = "" if record is None else thread_entry(record)
+        if self.index.on_cluster:
+            await self.index.apply(thread_id, found)
+        else:
+            await self._repair(keys=[self.keys.thread(thread_id), self.index.entries],
+                               args=[self.index.base, thread_id, found, raw or ""])
+
+
+_RESERVE = """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 1 end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return 1
+"""
+
+
+class OwnedCounts:
+    """One quota's counted sets (`name`, one of QUOTAS; `kind`: its key's letter); `alive(member)` says whether
+    what a member counts is still held."""
+
+    def __init__(self, client: Any, prefix: str, name: str, kind: str,
+                 alive: Callable[[str], Awaitable[bool]]) -> None:
+        self.client, self.prefix, self.name, self.kind, self.alive = client, prefix, name, kind, alive
+        self._reserve = client.register_script(_RESERVE)
+
+    def key(self, owner: str) -> str:
+        return f"{self.prefix}{index_tag(self.prefix)}:{self.kind}:n:{owner}"
+
+    async def take(self, owner: str, limit: int | None, member: str) -> None:
+        """Count `member` against `owner` (once however often it is taken), or QuotaReached when `limit` of
+        theirs are held."""
+        if limit is None:
+            return
+        args: list[str | float] = [member, time.time() * 1000, limit]
+        if await self._reserve(keys=[self.key(owner)], args=args):
+            return
+        await self._let_go_of_gone(self.key(owner))
+        if not await self._reserve(keys=[self.key(owner)], args=args):
+            raise QuotaReached(self.name, limit, owner)
+
+    async def give_back(self, owner: str, member: str) -> None:
+        """A member counted but not held after all (not created, or deleted by its owner)."""
+        await self.client.zrem(self.key(owner), member)
+
+    async def _let_go_of_gone(self, key: str) -> None:
+        members: Any = await self.client.zrange(key, 0, -1)
+        gone = [m for m in members if not await self.alive(m.decode() if isinstance(m, bytes) else str(m))]
+        if gone:
+            await self.client.zrem(key, *gone)
+
+
+def runs_in_flight(records: ServiceRecords) -> OwnedCounts:
+    """Runs counted from their create until they end; a member is `<thread id> <run id>`."""
+    async def going(member: str) -> bool:
+        thread_id, _, run_id = member.partition(" ")
+        run = await records.get_run(thread_id, run_id)
+        return run is not None and run["status"] not in FINAL_RUN_STATUSES
+    return OwnedCounts(records.client, records.keys.prefix, "runs_in_flight", "r", going)
+
+
+def store_items(client: Any, prefix: str, store: Any) -> OwnedCounts:
+    """Store items a caller put through the API, until they are gone; a member is `[namespace, key]` as JSON."""
+    async def kept(member: str) -> bool:
+        try:
+            namespace, key = json.loads(member)
+            return await store.aget(tuple(namespace), key, refresh_ttl=False) is not None
+        except (ValueError, TypeError):
+            return False  # not a member this module wrote: nothing to keep counting
+    return OwnedCounts(client, prefix, "store_items", "s", kept)
+
+
+def item_member(namespace: tuple[str, ...], key: str) -> str:
+    return json.dumps([list(namespace), key], ensure_ascii=False)
+
+
+async def create_counted(records: ServiceRecords, owner: str, limit: int | None, run: dict[str, Any],
+                         store: Callable[[dict[str, Any]], Awaitable[tuple[bool, list[str]]]] | None = None
+                         ) -> tuple[bool, list[str]]:
+    """`store(run)` (default `records.create_run`; a scheduled run's own) under `owner`'s `runs_in_flight` quota
+    (not counted if it is not created)."""
+    counted, member = runs_in_flight(records), f"{run['thread_id']} {run['run_id']}"
+    await counted.take(owner, limit, member)
+    try:
+        created, ahead = await (store or records.create_run)(run)
+    except BaseException:
+        await counted.give_back(owner, member)
+        raise
+    if not created:
+        await counted.give_back(owner, member)
+    return created, ahead

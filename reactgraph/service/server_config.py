@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactgraph.errors import ReactGraphError
+
+if TYPE_CHECKING:  # run_request.py reads the server's config through auth: the type only
+    from reactgraph.service.run_request import RunPolicy
 
 
 class BadServerConfig(ReactGraphError, ValueError):
@@ -56,14 +59,14 @@ class ServerSettings:
 
     Each field is owned by the module that enforces it (built from `LanggraphConfig` plus flags):
     - `auth`: who may call and what they may see (reactgraph/service/auth.py); None only on loopback or --no-auth;
-    - `run_policy`: what a client's run `context`/`config` may choose (reactgraph/service/run_policy.py);
+    - `run_policy`: what a client's run `context`/`config` may choose (reactgraph/service/run_request.py);
     - `http`: allowed Host headers, CORS, body, stream and timeout limits (reactgraph/service/http_guard.py);
     - `retention`: the thread sweep (reactgraph/service/retention.py);
     - `quotas`: what one caller may keep or hold (reactgraph/service/quotas.py); None: the defaults.
     """
 
     auth: Any = None
-    run_policy: Any = None
+    run_policy: RunPolicy | None = None
     http: Any = None
     retention: Any = None
     quotas: Any = None

@@ -1,4 +1,13 @@
-"""`reactgraph worker`: claim threads that have work from the Redis stream, run their runs one at a time.
+"""A worker: claims a queued run, executes it under the thread's lease with heartbeats, ends it once and acks it.
+
+Execute one run on the thread a worker holds: stream the graph, write each event, end with a status.
+
+Every way a run ends is its own branch: success (the thread may still wait on an interrupt), cancelled
+(`interrupt` keeps what it did, `rollback` deletes its checkpoints and the run), failed (an `error` event
+and status `error`), fenced out (another worker took the thread: stop writing, leave the run to it), and
+the worker shutting down (the run stays active and is resumed from its checkpoint by the next holder).
+
+`reactgraph worker`: claim threads that have work from the Redis stream, run their runs one at a time.
 
 The queue (a Redis Streams consumer group) carries "thread T has work" tokens, not runs: a worker that gets a
 token takes T's session lease — the same lease the CLI takes — bumps T's fence, then runs T's runs in order
@@ -18,29 +27,243 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
 import socket
 import time
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.memory.session_lease import SessionBusy, asession_lease, lease_ttl
-from reactgraph.service.assistants import Assistants
+from reactgraph.service.assistants.catalogue import Assistants
 from reactgraph.service.connections import REDIS_DOWN, Outage, service_connections
-from reactgraph.service.events import max_event_bytes
-from reactgraph.service.execute import MAX_RESUMES, execute_run
+from reactgraph.service.events import EarlierAttempts, bounded, max_event_bytes, run_events
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.records import ServiceRecords
+from reactgraph.service.records import ServiceRecords, now_iso
 from reactgraph.service.retention import Retention, sweep_forever
-from reactgraph.service.scheduled_runs import promote_forever
-from reactgraph.service.thread_hold import FencedOut, ThreadHold
-from reactgraph.service.work_queue import WorkQueue, sweep_lost_tokens_forever, sweep_settings
+from reactgraph.service.run_request import RunPolicy, check_resume, graph_call, graph_options, run_context
+from reactgraph.service.threads import FencedOut, ThreadHold, expire_run, forget_temporary_thread, thread_after_run
+from reactgraph.service.wire import dumps
+from reactgraph.service.work_queue import WorkQueue, promote_forever, sweep_lost_tokens_forever, sweep_settings
 
 log = logging.getLogger("reactgraph.service")
+CANCEL_POLL_S = 0.2
+MAX_RESUMES = 3  # times a run left unended by its worker is resumed by another before it ends `error`
+_NOT_THE_RUNS_OUTCOME = (FencedOut, asyncio.CancelledError, *REDIS_DOWN)  # the worker stops; the run is resumed
+STOP_WAIT_S = 5.0  # for the stream's tasks to end once the run is over (they do at once unless one is stuck)
+
+
+class Cancelled(ReactGraphError):
+    def __init__(self, action: str) -> None:
+        super().__init__(action)
+        self.action = action
+
+
+async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run_id: str,
+                      resumed: bool, attempt: int = 1, max_resumes: int = MAX_RESUMES) -> str:
+    """Run `run_id` to its end on the held thread; returns its final status. Whatever fails on the way — the
+    graph, reading the thread after it, writing a status — the run ends here, once, with a cause; only the
+    worker's own stopping (a lost fence, Redis gone, shutdown) leaves it for the next holder."""
+    thread_id = hold.thread_id
+    run = await records.get_run(thread_id, run_id)
+    if run is None:  # deleted while it waited (or its record is unreadable): nothing to run
+        await hold.end_run(run_id, "")
+        return "gone"
+    run["status"] = "running"
+    started = await records.start_run(run)  # not if a cancel came first: the run then never reads `running`
+    outcome = Outcome(cancel=None if started else await records.cancel_requested(thread_id, run_id) or "interrupt")
+    if started:
+        if not resumed:
+            await records.count("started")
+        # unless it was cancelled meanwhile: the API has then shown the thread as the run will leave it
+        await records.set_thread_status_if(thread_id, run_id, "started", "busy")
+        if attempt > 1 + max_resumes:
+            outcome.failed(run_id, "RunAttemptsExhausted",
+                           f"run {run_id} was taken by a worker {attempt} times without ending (each holder stopped "
+                           f"before it could finish: a crash, a kill, a lost connection); at most {max_resumes} "
+                           "resumptions are allowed, so it ends here")
+        else:
+            await _run_graph(hold, records, assistants, run, attempt if resumed else 0, outcome)
+        if outcome.error is not None:
+            await hold.add_event(run_id, "error", dumps(outcome.error))
+    return await _end(hold, records, assistants, run, started, outcome)
+
+
+async def end_abandoned_run(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+                            action: str) -> str:
+    """End a cancelled run that no worker holds (its worker died and none has taken the thread since) as its
+    worker would have: the caller holds the thread's lease and has just taken the thread."""
+    return await _end(hold, records, assistants, run, True, Outcome(cancel=action))
+
+
+class Outcome:
+    """How a run ended: its status, the cause when it failed, the cancel action when somebody stopped it."""
+
+    def __init__(self, cancel: str | None = None) -> None:
+        self.status, self.cancel = "success", cancel
+        self.error: dict[str, str] | None = None
+
+    def failed(self, run_id: str, kind: str, message: str) -> None:
+        if self.error is None:  # the first cause is the run's; later ones are in the log
+            self.status, self.error = "error", {"error": kind, "message": message[:2000]}
+        log.warning("run %s failed: %s: %s", run_id, kind, message.splitlines()[0][:300] if message else "")
+
+
+async def _run_graph(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+                     resumed_at: int, outcome: Outcome) -> None:
+    """Stream the run's graph (`resumed_at`: the attempt that resumes it from its last checkpoint, 0 when new)."""
+    try:
+        await _stream(hold, records, assistants.for_run(run).graph, assistants, run, resumed_at)
+    except Cancelled as stop:
+        outcome.cancel = stop.action
+    except _NOT_THE_RUNS_OUTCOME:
+        raise
+    except Exception as exc:  # the run failed: the error is the run's outcome, the worker goes on
+        log.debug("run %s failed", run["run_id"], exc_info=True)
+        outcome.failed(run["run_id"], type(exc).__name__, str(exc) or type(exc).__name__)
+
+
+async def _end(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+               started: bool, outcome: Outcome) -> str:
+    """The run's end: its checkpoints rolled back if asked, the thread's status, its record, its stream closed."""
+    thread_id, run_id, cancel = hold.thread_id, run["run_id"], outcome.cancel
+    if cancel == "rollback":  # what the run wrote goes: its checkpoints carry its run id
+        await assistants.checkpointer.adelete_for_runs([run_id])
+    # The thread's status first: a client that sees the run end (the stream's end) must see the thread after it.
+    forgotten = await _settle_thread(hold, records, assistants, run, outcome)
+    status = "interrupted" if cancel is not None else outcome.status
+    run.update(status=status, updated_at=now_iso())  # when it ended (the record written at its start: the start)
+    if outcome.error is not None:
+        run["error"] = outcome.error
+    await hold.end_run(run_id, "" if cancel == "rollback" else _record_json(run))
+    if cancel == "rollback":
+        await records.delete_run(thread_id, run_id)
+    if started:
+        await records.count_finished(status, _seconds_since(run["created_at"]))
+    else:
+        await records.count("cancelled_before_start")
+    if forgotten:
+        await expire_run(records, thread_id, run_id)
+    return status
+
+
+async def _settle_thread(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+                         outcome: Outcome) -> bool:
+    """The thread's status after the run (`error` when its state cannot be read back, which fails the run too);
+    a stateless run's thread goes with it (its record and events stay a while, for its readers). Whether it went."""
+    thread_id, run_id = hold.thread_id, run["run_id"]
+    status = "interrupted" if outcome.cancel is not None else outcome.status
+    try:
+        thread_status, interrupts = await thread_after_run(assistants.for_run(run).graph, thread_id, status)
+    except _NOT_THE_RUNS_OUTCOME:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a state no read can decode: the thread is in error, the run too
+        first = outcome.error is None
+        outcome.failed(run_id, type(exc).__name__, f"the thread's state could not be read after the run: {exc}")
+        thread_status, interrupts = "error", {}
+        if first and outcome.cancel is None:
+            await hold.add_event(run_id, "error", dumps(outcome.error))
+    try:
+        if outcome.cancel is None:
+            await records.set_thread_status(thread_id, thread_status, interrupts=interrupts)
+        else:  # unless the API showed the thread's status when it cancelled the run: it keeps that (no flip)
+            await records.set_thread_status_if(thread_id, run_id, "stopped", thread_status, interrupts=interrupts)
+        return bool(run["kwargs"].get("temporary")) and await forget_temporary_thread(records, assistants, thread_id)
+    except _NOT_THE_RUNS_OUTCOME:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the run still ends; what could not be written is in the log
+        outcome.failed(run_id, type(exc).__name__, f"the thread's status could not be written: {exc}")
+        return False
+
+
+def _record_json(run: dict[str, Any]) -> str:
+    """The run's final record as stored: as written, unless it holds text Redis cannot take as UTF-8 (a lone
+    surrogate from a client's JSON escape), which is then stored escaped, as JSON allows."""
+    text = json.dumps(run, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(run)
+    return text
+
+
+async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assistants: Assistants,
+                  run: dict[str, Any], resumed_at: int) -> None:
+    gateway, policy = assistants.gateway, assistants.run_policy
+    kwargs, thread_id, run_id = run["kwargs"], hold.thread_id, run["run_id"]
+    graph_input, config = graph_call(kwargs, thread_id, run_id, resumed=resumed_at > 0)
+    await hold.add_event(run_id, "metadata", dumps({"run_id": run_id, "attempt": max(1, resumed_at)}))
+    # the policy again: the stored record is untrusted too (a refusal fails the run before anything starts)
+    context = run_context(kwargs.get("context") or {}, policy, gateway)
+    if kwargs.get("strict_resume") and graph_input is not None and not resumed_at:
+        await check_resume(graph, config, kwargs.get("command"))
+    stream = run_events(graph, graph_input, config, run_id, kwargs["stream_mode"],
+                        kwargs.get("stream_subgraphs", False), context=context, **graph_options(kwargs),
+                        interrupt_before=kwargs.get("interrupt_before"), interrupt_after=kwargs.get("interrupt_after"))
+    over = asyncio.Event()
+    watcher = asyncio.create_task(watch_cancel(records, thread_id, run_id, over))
+    earlier = await EarlierAttempts.read(hold.client, hold.keys, thread_id, run_id) if resumed_at else None
+    producer = asyncio.create_task(_forward(hold, run_id, stream, earlier))
+    try:
+        done, _ = await asyncio.wait({watcher, producer}, return_when=asyncio.FIRST_COMPLETED)
+        if watcher in done:
+            await stop_task(producer)
+            raise Cancelled(watcher.result() or "interrupt")
+        producer.result()  # re-raises the run's error
+    finally:
+        over.set()  # the watcher ends by itself too: a cancellation can be lost inside redis-py's asyncio client
+        for task in (watcher, producer):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.wait_for(asyncio.gather(watcher, producer, return_exceptions=True), STOP_WAIT_S)
+
+
+async def _forward(hold: ThreadHold, run_id: str, stream: Any, earlier: EarlierAttempts | None) -> None:
+    async for name, data in stream:
+        text = dumps(data)
+        if earlier is not None and earlier.streamed_before(name, data, bounded(name, text, hold.max_event_bytes)):
+            continue
+        await hold.add_event(run_id, name, text)
+
+
+async def stop_task(task: asyncio.Task) -> None:
+    """Cancel `task` until it has ended. Once is not always enough: a cancellation that lands inside a redis-py
+    asyncio command (an event written, a checkpoint saved) can be swallowed there (redis/redis-py#2028), and the run
+    would go on — into a tool that may take minutes — so it is asked again until the task stops."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+    with contextlib.suppress(asyncio.CancelledError, Exception):  # how it ended is not the run's outcome: cancelled
+        task.result()
+
+
+async def watch_cancel(records: ServiceRecords, thread_id: str, run_id: str, over: asyncio.Event) -> str | None:
+    """The cancel action once somebody asks for one, or None once `over` is set (the run ended first).
+
+    `over`, not only `Task.cancel()`, ends the loop: a cancellation that lands in a redis-py asyncio command can be
+    swallowed there (redis/redis-py#2028), and the run's end would then wait on this loop for ever."""
+    while not over.is_set():
+        action = await records.cancel_requested(thread_id, run_id)
+        if action is not None:
+            return action
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(over.wait(), CANCEL_POLL_S)
+    return None
+
+
+def _seconds_since(stamp: str) -> float:
+    try:
+        return (datetime.now(UTC) - datetime.fromisoformat(stamp)).total_seconds()
+    except (TypeError, ValueError):
+        return 0.0
+
+
 HEARTBEAT_S = 2.0
 CLAIM_BATCH = 100  # idle tokens claimed at a time
 
@@ -205,9 +428,8 @@ class Worker:
             self.runs_done += 1
 
 
-async def serve_worker(redis_url: str, gateway: Any, run_policy: Any = None, **options: Any) -> None:
+async def serve_worker(redis_url: str, gateway: Any, run_policy: RunPolicy | None = None, **options: Any) -> None:
     """Open the saver, store and graphs on `redis_url` and run a worker until SIGTERM, under the operator's
-    run policy (reactgraph/service/run_policy.py; None: its defaults)."""
-    async with service_connections(redis_url, gateway) as (client, assistants):
-        assistants.run_policy = run_policy
+    run policy (reactgraph/service/run_request.py; None: its defaults)."""
+    async with service_connections(redis_url, gateway, run_policy=run_policy) as (client, assistants):
         await Worker(client, assistants, **options).run()

@@ -1,10 +1,17 @@
-"""Created assistants in Redis: each one's current record and every version of it, under one hash tag (so a
-script may change both at once on a Redis Cluster), and their index entries (reactgraph/service/record_index.py),
+"""Assistants clients created, kept in Redis as versioned records, indexed, and searched.
+
+Created assistants in Redis: each one's current record and every version of it, under one hash tag (so a
+script may change both at once on a Redis Cluster), and their index entries (reactgraph/service/index.py),
 written in the same script on one Redis (after the record on a Cluster; before it for a create, under its quota).
 
 A version is never removed on its own: an update adds version n+1 and makes it current, `set_latest` makes an
 earlier one current again. A record read back is Redis content: it must be one this service wrote, for a graph
 this service serves, or it is treated as absent (and logged).
+
+Assistant search and count through the assistant index (reactgraph/service/index.py): graph, metadata
+(`@>`: a short scalar field is a term, anything else is checked on records) and name (checked on records),
+inside the `assistants.search` handler's filter. The graphs' own assistants are in the index too (owner
+`system`, put there at start), read from memory rather than Redis.
 """
 
 from __future__ import annotations
@@ -16,11 +23,23 @@ from typing import Any
 
 import redis.asyncio
 
+from reactgraph.service.assistants.catalogue import Assistants
+from reactgraph.service.auth import matches
+from reactgraph.service.index import (
+    INDEX_LUA,
+    LEGACY_OWNER,
+    Query,
+    RecordIndex,
+    Source,
+    check_fields,
+    entry,
+    filter_terms,
+    metadata_terms,
+    term_of,
+)
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.quotas import QuotaReached
-from reactgraph.service.record_index import INDEX_LUA, RecordIndex, check_fields, entry, metadata_terms
-from reactgraph.service.stored_json import decode_record, encoded, report_unreadable
-from reactgraph.service.wire import BadRequest
+from reactgraph.service.wire import BadRequest, decode_record, encoded, report_unreadable
 
 REQUIRED = ("assistant_id", "graph_id", "created_at", "name")
 _MAPPINGS = ("config", "context", "metadata")
@@ -75,12 +94,13 @@ def assistant_entry(record: Mapping[str, Any], owner: str | None = None) -> str:
 class AssistantRecords:
     """The created assistants of one service (one key prefix of one Redis)."""
 
-    def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys, graphs: tuple[str, ...]) -> None:
+    def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys, graphs: tuple[str, ...],
+                 versions_limit: int | None = None) -> None:
         self.client, self.keys, self.graphs = client, keys, graphs
         self._create, self._replace = client.register_script(_CREATE), client.register_script(_REPLACE)
         self._delete = client.register_script(_DELETE)
         self.index = RecordIndex(client, keys.prefix, "a")
-        self.versions_limit: int | None = None  # the `versions` quota (reactgraph/service/quotas.py)
+        self.versions_limit = versions_limit  # the `versions` quota (reactgraph/service/quotas.py)
 
     def _script_keys(self, assistant_id: str) -> list[str]:
         """The keys of a script that writes the assistant: its record and versions, and on one Redis (not a
@@ -183,3 +203,65 @@ class AssistantRecords:
         else:
             await self._delete(keys=keys, args=[self.index.base, assistant_id])
         await self.client.zrem(self.keys.assistants, assistant_id)
+
+
+SYSTEM_OWNER = "system"
+
+
+def contains(held: Any, wanted: Any) -> bool:
+    """Postgres' `@>` on JSON, as the Agent Server's metadata filter applies it."""
+    if isinstance(wanted, Mapping):
+        return isinstance(held, Mapping) and all(k in held and contains(held[k], v) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return isinstance(held, list) and all(any(contains(h, w) for h in held) for w in wanted)
+    return held == wanted
+
+
+def assistant_query(allowed: dict[str, Any] | None, graph_id: str | None, name: str | None,
+                    metadata: dict[str, Any], sort: str, newest_first: bool) -> Query:
+    terms, exact = filter_terms(allowed)
+    for key, value in metadata.items():
+        term = term_of(key, value)
+        exact = exact and term is not None
+        terms += [term] if term else []
+    if graph_id is not None:
+        terms.append(f"g={graph_id}")
+    exact = exact and not name
+
+    def check(record: dict[str, Any]) -> bool:
+        return (graph_id in (None, record["graph_id"]) and (not name or name.lower() in str(record.get("name") or
+                                                                                          "").lower())
+                and contains(record["metadata"], metadata) and matches(record["metadata"], allowed))
+
+    return Query(sorted(set(terms)) or ["all"], check, exact, assistant_terms, sort, newest_first)
+
+
+def assistant_source(created: AssistantRecords, assistants: Assistants) -> Source:
+    async def load(ids: list[str]) -> list[dict[str, Any] | None]:
+        own = {i: a.record() for i in ids if (a := assistants.find(i)) is not None and a.stored is None}
+        stored = iter(await created.load([i for i in ids if i not in own]))
+        return [own[i] if i in own else next(stored) for i in ids]
+
+    async def repair(assistant_id: str, record: dict[str, Any] | None) -> None:
+        await created.index.apply(assistant_id, "" if record is None else assistant_entry(record))
+
+    return Source(created.index, load, repair)
+
+
+async def index_own_and_backfill(created: AssistantRecords, assistants: Assistants) -> None:
+    """At start: the graphs' own assistants into the index, and (once) the assistants created before it."""
+    for assistant in assistants.all():
+        await created.index.apply(assistant.assistant_id, assistant_entry(assistant.record(), SYSTEM_OWNER))
+    marker = f"{created.index.base}backfilled"
+    if await created.client.exists(marker):
+        return
+    done = 0
+    while raw := await created.client.zrange(created.keys.assistants, done, done + 499):
+        batch = [i.decode() if isinstance(i, bytes) else str(i) for i in raw]
+        pipe = created.client.pipeline(transaction=False)
+        for assistant_id, record in zip(batch, await created.load(batch), strict=True):
+            if record is not None:
+                await created.index.backfill_in(pipe, assistant_id, assistant_entry(record, LEGACY_OWNER))
+        await pipe.execute()
+        done += len(batch)
+    await created.client.set(marker, "1")

@@ -1,0 +1,191 @@
+"""The assistants the service offers: one per graph, and what a client may set on one it creates.
+
+The assistants the service offers: one per graph (react, plan_solve, reflexion), compiled on the service's
+Redis saver and store, with ids derived from the graph name exactly as the LangGraph server derives them (so
+a client that hard-codes an assistant id of `langgraph dev` finds the same one here); and those clients
+created (kept in Redis: reactgraph/service/assistants/records.py), each one of these graphs with its own
+settings.
+
+A client's assistant (the body of `assistants.create` and `assistants.update`) → the fields stored with it:
+each one bounded, and its settings checked exactly as a run's are. An assistant's context goes through the
+operator's run policy when it is made (a model off the list is refused then, not when a run on it starts), and
+again, merged with the run's own, whenever a run uses it.
+
+As in the Agent Server, `config.configurable` and `context` mirror each other (give one of them); a run's
+settings go over its assistant's (`with_assistant`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from langgraph.store.base import BaseStore
+
+from reactgraph.graph.plan_solve import build_plan_solve_graph
+from reactgraph.graph.react import build_react_graph
+from reactgraph.graph.reflexion import build_reflexion_graph
+from reactgraph.graph.sessions import AnyGraph
+from reactgraph.memory.redis_checkpoint import AsyncRedisSaver
+from reactgraph.service.run_request import RunPolicy, run_kwargs
+from reactgraph.service.wire import BadRequest, field
+from reactgraph.tools import ToolGateway
+
+if TYPE_CHECKING:  # records.py reads the catalogue: the type only, so no import cycle
+    from reactgraph.service.assistants.records import AssistantRecords
+
+# langgraph-api's namespace for assistant ids: uuid5(NAMESPACE_GRAPH, graph_id)
+NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+BUILDERS: dict[str, Callable[..., AnyGraph]] = {
+    "react": build_react_graph, "plan_solve": build_plan_solve_graph, "reflexion": build_reflexion_graph}
+DESCRIPTIONS = {"react": "ReAct: think → act → observe → reflect, until it can answer",
+                "plan_solve": "Plan-and-Solve: plan the steps, run each, solve",
+                "reflexion": "Reflexion: ReAct trials, each failed one followed by a lesson"}
+_STARTED = datetime.now(UTC).isoformat()
+
+
+def assistant_id(graph_id: str) -> str:
+    return str(uuid.uuid5(NAMESPACE_GRAPH, graph_id))
+
+
+@dataclass(frozen=True)
+class Assistant:
+    graph_id: str
+    graph: AnyGraph
+    stored: Mapping[str, Any] | None = None  # a created assistant's record; None: the graph's own assistant
+
+    @property
+    def assistant_id(self) -> str:
+        return str(self.stored["assistant_id"]) if self.stored is not None else assistant_id(self.graph_id)
+
+    def record(self) -> dict[str, Any]:
+        if self.stored is not None:
+            return dict(self.stored)
+        return {"assistant_id": self.assistant_id, "graph_id": self.graph_id, "config": {}, "context": {},
+                "created_at": _STARTED, "updated_at": _STARTED, "metadata": {"created_by": "system"},
+                "version": 1, "name": self.graph_id, "description": DESCRIPTIONS.get(self.graph_id)}
+
+
+class Assistants:
+    """Every graph, compiled once per process on the given gateway, saver and store."""
+
+    def __init__(self, gateway: ToolGateway, checkpointer: AsyncRedisSaver, store: BaseStore | None, *,
+                 run_policy: RunPolicy | None = None, created: AssistantRecords | None = None) -> None:
+        self.gateway, self.checkpointer, self.store = gateway, checkpointer, store
+        self.run_policy = run_policy  # the operator's; None: its defaults
+        self.created = created  # in an API process: the assistants clients created (a worker has none)
+        self._by_id: dict[str, Assistant] = {}
+        for graph_id, build in BUILDERS.items():
+            entry = Assistant(graph_id, build(gateway, checkpointer=checkpointer, store=store, name=graph_id))
+            self._by_id[entry.assistant_id] = entry
+
+    def all(self) -> list[Assistant]:
+        return list(self._by_id.values())
+
+    def find(self, key: str) -> Assistant | None:
+        """By assistant id, or by graph name (langgraph-sdk accepts either)."""
+        return self._by_id.get(key) or self._by_id.get(assistant_id(key)) if key else None
+
+    def of_record(self, record: Mapping[str, Any]) -> Assistant:
+        """A created assistant (its record read back from Redis names one of the served graphs)."""
+        graph_id = str(record["graph_id"])
+        return Assistant(graph_id, self._by_id[assistant_id(graph_id)].graph, record)
+
+    def for_run(self, run: Mapping[str, Any]) -> Assistant:
+        """The graph a stored run executes: its assistant's, or for a created assistant's run the graph recorded
+        in its config (api_runs puts it there), else the default one."""
+        kwargs = run.get("kwargs")
+        config = kwargs.get("config") if isinstance(kwargs, Mapping) else None
+        configurable = config.get("configurable") if isinstance(config, Mapping) else None
+        graph_id = configurable.get("graph_id") if isinstance(configurable, Mapping) else None
+        return (self.find(str(run.get("assistant_id") or ""))
+                or (self.find(graph_id) if isinstance(graph_id, str) and graph_id in BUILDERS else None)
+                or self.default())
+
+    def default(self) -> Assistant:
+        return self._by_id[assistant_id("react")]
+
+
+MAX_NAME_CHARS = 200
+MAX_DESCRIPTION_CHARS = 2000
+MAX_SETTINGS_BYTES = 16 * 1024  # each of config, context and metadata, as JSON (a search reads them all)
+MAX_TAGS, MAX_TAG_CHARS = 32, 100
+CONFIG_KEYS = ("configurable", "recursion_limit", "tags")
+IF_EXISTS = ("raise", "do_nothing")
+_BOTH = ("give 'context' or 'config.configurable', not both: they are the same settings (context is what "
+         "LangGraph 0.6 and later use)")
+
+
+def uuid_of(value: Any, name: str = "assistant_id") -> str:
+    """A UUID as the canonical text it is stored under (any spelling the uuid module reads), else a 422."""
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise BadRequest(422, f"{name!r} must be a UUID, got {str(value)[:80]!r}") from None
+
+
+def graph_of(body: Mapping[str, Any], graphs: tuple[str, ...], *, required: bool) -> str | None:
+    graph_id = field(body, "graph_id", str)
+    if graph_id is None and required:
+        raise BadRequest(422, f"'graph_id' is required: one of {', '.join(graphs)}")
+    if graph_id is not None and graph_id not in graphs:
+        raise BadRequest(404, f"graph {graph_id[:80]!r} not found; this server serves {', '.join(graphs)}")
+    return graph_id
+
+
+def _bounded_mapping(body: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    value = field(body, name, dict)
+    if value is not None and (size := len(json.dumps(value, ensure_ascii=False).encode())) > MAX_SETTINGS_BYTES:
+        raise BadRequest(413, f"'{name}' is {size} bytes as JSON, over the limit of {MAX_SETTINGS_BYTES}")
+    return value
+
+
+def _bounded_text(body: Mapping[str, Any], name: str, limit: int) -> str | None:
+    value = field(body, name, str)
+    if value is not None and len(value) > limit:
+        raise BadRequest(422, f"'{name}' is {len(value)} characters, over the limit of {limit}")
+    return value
+
+
+def described(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata, name and description the body gives (absent ones left out)."""
+    given = {"metadata": _bounded_mapping(body, "metadata"), "name": _bounded_text(body, "name", MAX_NAME_CHARS),
+             "description": _bounded_text(body, "description", MAX_DESCRIPTION_CHARS)}
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def settings(body: Mapping[str, Any], policy: RunPolicy | None, gateway: Any) -> dict[str, Any]:
+    """The config and context the body gives (absent: left out; a config without `configurable` leaves the context
+    as it was), mirrored and checked as a run's would be."""
+    config, context = _bounded_mapping(body, "config"), _bounded_mapping(body, "context")
+    if config is None and context is None:
+        return {}
+    config = dict(config or {})
+    if unknown := sorted(map(str, set(config) - set(CONFIG_KEYS))):
+        raise BadRequest(422, f"'config' takes {', '.join(CONFIG_KEYS)}; got {', '.join(unknown)}")
+    configurable = field(config, "configurable", dict, {})
+    if configurable and context:
+        raise BadRequest(400, _BOTH)
+    given = bool(configurable) or context is not None
+    context = dict(configurable or context or {})
+    tags = field(config, "tags", list, [])
+    if len(tags) > MAX_TAGS or not all(isinstance(t, str) and 0 < len(t) <= MAX_TAG_CHARS for t in tags):
+        raise BadRequest(422, f"'config.tags' must be at most {MAX_TAGS} texts of 1 to {MAX_TAG_CHARS} characters")
+    run_kwargs({"config": config, "context": context}, policy, gateway)  # the checks a run's settings get
+    return {"config": {**config, "configurable": context}, **({"context": context} if given else {})}
+
+
+def with_assistant(body: Mapping[str, Any], record: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A run's body with its created assistant's settings under the run's own (each key of the run's context and
+    configurable over the assistant's, as the Agent Server merges them); a graph's own assistant has none."""
+    if record is None:
+        return dict(body)
+    config = field(body, "config", dict, {})
+    mine = record.get("config") or {}
+    configurable = {**(mine.get("configurable") or {}), **field(config, "configurable", dict, {})}
+    return {**body, "config": {**mine, **config, "configurable": configurable},
+            "context": {**(record.get("context") or {}), **field(body, "context", dict, {})}}
