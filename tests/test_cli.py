@@ -187,3 +187,21 @@ def test_history_shows_each_checkpoint_id_whole_on_one_line_and_a_copied_id_fork
     forked = run_cli("ask", "计算 3+4", "--session", "s-hist", "--store", store, "--from", shown[-1])
     assert forked.returncode == 0, forked.stderr
     assert f"forked from {shown[-1]}" in forked.stdout and "7" in forked.stdout
+
+
+def test_tools_of_a_module_in_the_current_directory_load_from_the_console_script(tmp_path):
+    """`--tools my_tools:TOOLS` beside the user's own file works as `python -m` would (the console script's path does
+    not hold the directory it runs in); a module found nowhere is one line naming where it was looked for."""
+    (tmp_path / "my_tools.py").write_text('def shout(text: str) -> str:\n    """Shout a text.\n\n    Args:\n'
+                                          '        text: What to shout.\n    """\n    return text.upper()\n\n\n'
+                                          "TOOLS = [shout]\n")
+    environment = clean_env()
+    listed = subprocess.run([REACTGRAPH, "tools", "--tools", "my_tools:TOOLS"], capture_output=True, text=True,
+                            timeout=120, env=environment, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "Shout a text." in listed.stdout
+    missing = subprocess.run([REACTGRAPH, "tools", "--tools", "nope_tools:TOOLS"], capture_output=True, text=True,
+                             timeout=120, env=environment, cwd=tmp_path)
+    assert missing.returncode != 0
+    assert "No module named 'nope_tools'" in missing.stderr and str(tmp_path) in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1

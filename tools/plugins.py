@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -51,6 +52,21 @@ def load_attribute(spec: str, what: str) -> Any:
     if not module_name or not attribute:
         raise ToolRegistrationError(f"{what} spec {spec!r} must look like 'module:attribute'")
     try:
-        return getattr(importlib.import_module(module_name), attribute)
+        return getattr(_import(module_name), attribute)
     except (ImportError, AttributeError) as exc:
-        raise ToolRegistrationError(f"cannot load {what} from {spec!r}: {exc}") from exc
+        raise ToolRegistrationError(f"cannot load {what} from {spec!r}: {exc} (looked on the Python path and in "
+                                    f"the current directory, {os.getcwd()})") from exc
+
+
+def _import(module_name: str) -> Any:
+    """The module, found on the Python path or else in the current directory: the console script's path does not
+    hold the directory it runs in (as `python -m` and uvicorn's `--app-dir .` would), and a user's own tools are
+    usually there. It is looked in last, so no installed module is shadowed."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        if exc.name != module_name.split(".")[0] or here in sys.path:
+            raise
+        sys.path.append(here)
+        return importlib.import_module(module_name)
