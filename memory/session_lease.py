@@ -451,6 +451,8 @@ class RedisLeases(_LeaseRules):
                 self.start_renewing(lease)
                 return lease, None
             held = self.client.getrange(key, 0, _MAX_VALUE - 1)
+            if held and dead_here(session, held) and self._release(keys=[key], args=[held]):
+                return self.try_acquire(session, ttl_s)  # its holder is gone: nobody else can have taken it since
         except _redis_down() as exc:
             raise self.down(exc) from exc
         return None, parse_holder(held) if held else None
@@ -495,6 +497,8 @@ class AsyncRedisLeases(_LeaseRules):
 
         self._on_loop = isinstance(client, (redis.asyncio.Redis, redis.asyncio.RedisCluster))
         self._release = client.register_script(_RELEASE)
+        from reactgraph.memory.redis_checkpoint.pool import sync_twin  # (redis-py only once a lease is in Redis)
+
         self._renewer = RedisLeases(sync_twin(client) if self._on_loop else client, self.prefix)
 
     @classmethod
@@ -516,6 +520,8 @@ class AsyncRedisLeases(_LeaseRules):
                 self._renewer.start_renewing(lease)
                 return lease, None
             held = await self._call(self.client.getrange, key, 0, _MAX_VALUE - 1)
+            if held and dead_here(session, held) and await self._call(self._release, keys=[key], args=[held]):
+                return await self.try_acquire(session, ttl_s)  # its holder is gone (see dead_here)
         except _redis_down() as exc:
             raise self.down(exc) from exc
         return None, parse_holder(held) if held else None
@@ -531,41 +537,6 @@ class AsyncRedisLeases(_LeaseRules):
             await self.client.aclose()
 
 
-# asyncio client -> its sync twin; the twin's connections close when the asyncio client is collected
-_TWINS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-_TWINS_LOCK = threading.Lock()
-
-
-def sync_twin(client: Any) -> Any:
-    """A sync redis-py client to the same server(s) as a redis.asyncio one, with the same connection settings
-    (TLS, credentials, timeouts) and connections of its own, for the lease-renewing threads. One per client."""
-    with _TWINS_LOCK:
-        twin = _TWINS.get(client)
-        if twin is None:
-            twin = _TWINS[client] = _new_twin(client)
-            weakref.finalize(client, twin.close)
-        return twin
-
-
-def _new_twin(client: Any) -> Any:
-    import redis.asyncio
-
-    if isinstance(client, redis.asyncio.RedisCluster):
-        from redis.cluster import ClusterNode
-
-        nodes = [ClusterNode(node.host, node.port) for node in client.get_nodes()] or [
-            ClusterNode(*hostport.rsplit(":", 1)) for hostport in client.nodes_manager.startup_nodes]
-        kwargs = {k: v for k, v in client.nodes_manager.connection_kwargs.items()
-                  if k not in ("host", "port", "connection_class", "connection_pool_class")}
-        return redis.RedisCluster(startup_nodes=nodes, **kwargs)
-    pool = client.connection_pool
-    # redis.asyncio.SSLConnection -> redis.SSLConnection, and so on: the kwargs are the same for both
-    kind = getattr(redis.connection, pool.connection_class.__name__, redis.connection.Connection)
-    # Blocking: renewals of many leases at once wait for a free connection instead of failing with "too many"
-    return redis.Redis(connection_pool=redis.BlockingConnectionPool(connection_class=kind, max_connections=8,
-                                                                    timeout=5, **pool.connection_kwargs))
-
-
 def _redis_down() -> tuple[type[BaseException], ...]:
     """What a Redis that does not answer raises (looked up when a lease is in Redis, so redis-py is loaded then)."""
     import redis
@@ -579,6 +550,25 @@ def _host() -> str:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
+def dead_here(session: str, held: Any) -> bool:
+    """Whether the lease value `held` names a process of this machine that no longer runs (a turn killed, or its
+    machine's Redis gone, before it released): then its lease need not be waited out. The value is Redis content:
+    only our own `pid N on HOST` form, this host's name and a pid that is not ours are taken at their word."""
+    owner = parse_holder(held).owner
+    pid, _, host = owner.removeprefix("pid ").partition(" on ")
+    if not owner or host != _host() or not pid.isdigit() or int(pid) in (0, os.getpid()):
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        log.warning("session %s: its lease was held by %s, which no longer runs; taking it over", session, owner,
+                    extra={"redis": {"event": "lease_taken_over", "session": session, "holder": owner}})
+        return True
+    except OSError:  # alive under another user (PermissionError), or not ours to ask about
+        return False
+    return False
 
 
 def parse_holder(raw: Any) -> LeaseHolder:

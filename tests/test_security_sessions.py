@@ -383,6 +383,23 @@ def test_a_killed_holders_lease_expires_and_the_next_ask_proceeds(redis_url, cli
     assert payload["status"] == "answered" and payload["resumed"] is True
 
 
+def test_a_lease_whose_holder_died_on_this_machine_is_taken_over_at_once(redis_url, client, cli_session, tmp_path):
+    """Its holder's process is gone (SIGKILL): the next ask on this machine does not wait out the lease (10 minutes
+    here) — `--no-wait` proceeds, logs that it took over from that pid, and resumes the turn. A lease naming a process
+    that still runs is still waited for (test_no_wait_refuses_a_busy_session…)."""
+    log = tmp_path / "calls.log"
+    holder = start(ask(Q1, cli_session), cli_env(redis_url, log, LEASE_GATE=str(tmp_path / "never"),
+                                                 REACTGRAPH_SESSION_LEASE_TTL="600"), tmp_path / "holder.err")
+    wait_for(lambda: log.exists() and "start 北京" in log.read_text())
+    holder.send_signal(signal.SIGKILL)
+    holder.communicate(timeout=30)
+    assert client.pttl(f"reactgraph:{{{cli_session}}}:lease") > 500_000  # the dead process still holds it
+    after = run_to_end(ask(Q1, cli_session, "--no-wait"), cli_env(redis_url, log, REACTGRAPH_LOG_FORMAT="text"))
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout)["status"] == "answered" and json.loads(after.stdout)["resumed"] is True
+    assert f"pid {holder.pid} on " in after.stderr and "no longer runs; taking it over" in after.stderr
+
+
 async def test_an_asyncio_lease_outlives_an_event_loop_blocked_past_its_expiry(redis_url):
     """The renewals run on a thread of their own: a blocked loop (a CPU-bound or blocking tool) keeps the lease."""
     session = f"blocked-{uuid.uuid4().hex[:8]}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,3 +133,36 @@ class WiredClient:
     def ping(self) -> None:
         """Raise CheckpointStoreUnavailable (naming the URL, never its password) now, not at first use."""
         self._wire.call(("PING",))
+
+
+# asyncio client -> its sync twin; the twin's connections close when the asyncio client is collected
+_TWINS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_TWINS_LOCK = threading.Lock()
+
+
+def sync_twin(client: Any) -> Any:
+    """A sync redis-py client to the same server(s) as a redis.asyncio one, with the same connection settings
+    (TLS, credentials, timeouts) and connections of its own, for the lease-renewing threads. One per client."""
+    with _TWINS_LOCK:
+        twin = _TWINS.get(client)
+        if twin is None:
+            twin = _TWINS[client] = _new_twin(client)
+            weakref.finalize(client, twin.close)
+        return twin
+
+
+def _new_twin(client: Any) -> Any:
+    if isinstance(client, redis.asyncio.RedisCluster):
+        from redis.cluster import ClusterNode
+
+        nodes = [ClusterNode(node.host, node.port) for node in client.get_nodes()] or [
+            ClusterNode(*hostport.rsplit(":", 1)) for hostport in client.nodes_manager.startup_nodes]
+        kwargs = {k: v for k, v in client.nodes_manager.connection_kwargs.items()
+                  if k not in ("host", "port", "connection_class", "connection_pool_class")}
+        return redis.RedisCluster(startup_nodes=nodes, **kwargs)
+    pool = client.connection_pool
+    # redis.asyncio.SSLConnection -> redis.SSLConnection, and so on: the kwargs are the same for both
+    kind = getattr(redis.connection, pool.connection_class.__name__, redis.connection.Connection)
+    # Blocking: renewals of many leases at once wait for a free connection instead of failing with "too many"
+    return redis.Redis(connection_pool=redis.BlockingConnectionPool(connection_class=kind, max_connections=8,
+                                                                    timeout=5, **pool.connection_kwargs))
