@@ -19,7 +19,7 @@ import contextlib
 import inspect
 from collections.abc import Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
@@ -122,17 +122,12 @@ def drive(steps: Steps, models: ModelGateway | None, turn: ModelTurn, config: Ru
                 result = request.runnable.invoke(request.input, request.config, **request.kwargs)
             else:
                 result = run_sync(request.coroutine)
-        except ModelFailure as failed:  # after the gateway's retries and fallbacks: the body's to handle
-            failure = failed.error
-        except Exception as exc:
-            if isinstance(request, ModelCall):
-                raise  # raised for LangGraph's RetryPolicy, or a model that cannot be loaded at all
-            failure = exc
+        except Exception as exc:  # noqa: BLE001 - handed to the body, or re-raised (see _failure_of)
+            failure = _failure_of(request, exc)
         usage = add_usage(usage, _tool_usage(result))
-        try:
-            request = steps.send(result) if failure is None else steps.throw(failure)
-        except StopIteration as done:
-            return done.value, usage
+        request = _advance(steps, result, failure)
+        if isinstance(request, _Ended):
+            return request.update, usage
 
 
 async def adrive(steps: Steps, models: ModelGateway | None, turn: ModelTurn,
@@ -152,17 +147,35 @@ async def adrive(steps: Steps, models: ModelGateway | None, turn: ModelTurn,
                 result = await request.runnable.ainvoke(request.input, request.config, **request.kwargs)
             else:
                 result = await request.coroutine
-        except ModelFailure as failed:  # after the gateway's retries and fallbacks: the body's to handle
-            failure = failed.error
-        except Exception as exc:
-            if isinstance(request, ModelCall):
-                raise  # raised for LangGraph's RetryPolicy, or a model that cannot be loaded at all
-            failure = exc
+        except Exception as exc:  # noqa: BLE001 - handed to the body, or re-raised (see _failure_of)
+            failure = _failure_of(request, exc)
         usage = add_usage(usage, _tool_usage(result))
-        try:
-            request = steps.send(result) if failure is None else steps.throw(failure)
-        except StopIteration as done:
-            return done.value, usage
+        request = _advance(steps, result, failure)
+        if isinstance(request, _Ended):
+            return request.update, usage
+
+
+def _failure_of(request: Any, exc: Exception) -> BaseException:
+    """What the body is told of its request's failure. A model call's failure after the gateway's retries and
+    fallbacks is the body's to handle; anything else a model call raises propagates — for LangGraph's
+    RetryPolicy, or a model that cannot be loaded at all."""
+    if isinstance(exc, ModelFailure):
+        return exc.error
+    if isinstance(request, ModelCall):
+        raise exc
+    return exc
+
+
+class _Ended(NamedTuple):
+    update: Update
+
+
+def _advance(steps: Steps, result: Any, failure: BaseException | None) -> Any:
+    """The body's next request, given its last one's result or failure; `_Ended` with its update once it ends."""
+    try:
+        return steps.send(result) if failure is None else steps.throw(failure)
+    except StopIteration as done:
+        return _Ended(done.value)
 
 
 def _gateway(models: ModelGateway | None) -> ModelGateway:
