@@ -55,7 +55,7 @@ import redis.asyncio
 from langchain_core.messages import BaseMessage, BaseMessageChunk, message_chunk_to_message
 
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.wire import BadRequest, dumps
+from reactgraph.service.wire import BadRequest, dumps, redis_text
 
 END = "__end__"
 MAX_EVENTS_PER_RUN = 20_000  # approximate trim: a run streaming more keeps its newest events
@@ -133,10 +133,10 @@ async def read_events(client: redis.asyncio.Redis, keys: ServiceKeys, thread_id:
             continue
         for raw_id, fields in entries:
             after = raw_id.decode() if isinstance(raw_id, bytes) else raw_id
-            event = _text(fields.get(b"e", fields.get("e")))
+            event = redis_text(fields.get(b"e", fields.get("e")))
             if event == END:
                 return
-            yield after, event, _text(fields.get(b"d", fields.get("d")))
+            yield after, event, redis_text(fields.get(b"d", fields.get("d")))
 
 
 class EarlierAttempts:
@@ -156,7 +156,8 @@ class EarlierAttempts:
     async def read(cls, client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str, run_id: str
                    ) -> EarlierAttempts:
         entries: Any = await client.xrange(keys.events(thread_id, run_id), count=MAX_EVENTS_PER_RUN)
-        return cls([(_text(fields.get(b"e", fields.get("e"))), _text(fields.get(b"d", fields.get("d"))))
+        return cls([(redis_text(fields.get(b"e", fields.get("e"))),
+                     redis_text(fields.get(b"d", fields.get("d"))))
                     for _entry, fields in entries])
 
     def streamed_before(self, event: str, data: Any, text: str) -> bool:
@@ -171,12 +172,6 @@ class EarlierAttempts:
                 self._updates[original] -= 1
                 return True
         return False
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return "" if value is None else str(value)
 
 
 HIDDEN_TAG = "langsmith:hidden"  # callback events LangChain marks as not for clients (langgraph-api drops them too)
@@ -396,7 +391,7 @@ class ThreadReader:
     async def run_ids(self) -> list[str]:
         """The thread's runs, oldest first (the newest MAX_RUNS_READ)."""
         ids: Any = await self.client.zrange(self.keys.runs(self.thread_id), -MAX_RUNS_READ, -1)
-        return [_text(i) for i in ids]
+        return [redis_text(i) for i in ids]
 
     async def start(self, after: str | None, replay: Collection[str] = ()) -> None:
         """From `after` (an event id) in every run; else from now, but from the start in the runs `replay` names."""
@@ -409,9 +404,9 @@ class ThreadReader:
                 self.positions[run_id] = "0"
             else:
                 last: Any = await self.client.xrevrange(key, count=1)
-                if last and _text(last[0][1].get(b"e", last[0][1].get("e"))) == END:
+                if last and redis_text(last[0][1].get(b"e", last[0][1].get("e"))) == END:
                     self.ended.add(run_id)  # over before the reader came: nothing of it is live
-                self.positions[run_id] = _text(last[0][0]) if last else "0"
+                self.positions[run_id] = redis_text(last[0][0]) if last else "0"
 
     async def _follow_new_runs(self) -> None:
         known = await self.run_ids()
@@ -450,10 +445,10 @@ class ThreadReader:
         prefix = self.keys.events(self.thread_id, "")
         found = []
         for raw_key, entries in answer:
-            run_id = _text(raw_key)[len(prefix):]
+            run_id = redis_text(raw_key)[len(prefix):]
             for raw_id, fields in entries:
-                found.append((_text(raw_id), _text(fields.get(b"e", fields.get("e"))),
-                              _text(fields.get(b"d", fields.get("d"))), run_id))
+                found.append((redis_text(raw_id), redis_text(fields.get(b"e", fields.get("e"))),
+                              redis_text(fields.get(b"d", fields.get("d"))), run_id))
         # ids compare as (ms, seq), not as text
         found.sort(key=lambda item: tuple(int(part) for part in item[0].split("-")))
         return found

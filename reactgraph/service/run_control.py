@@ -38,7 +38,7 @@ from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.events import read_events
 from reactgraph.service.records import FINAL_RUN_STATUSES, ServiceRecords
 from reactgraph.service.threads import ThreadHold, expire_run, forget_temporary_thread, thread_after_run
-from reactgraph.service.wire import BadRequest, plain
+from reactgraph.service.wire import BadRequest, plain, redis_text
 from reactgraph.service.work_queue import cancel_scheduled
 from reactgraph.service.worker import end_abandoned_run
 
@@ -114,22 +114,18 @@ async def cancel_runs_of_assistant(records: ServiceRecords, assistants: Any, ass
     cancelled, start = 0, 0
     while page := await records.client.zrange(records.keys.with_work, start, start + 999):  # every thread given
         start += len(page)  # work (the sweep drops those with nothing left: none of them has a run to cancel)
-        for thread_id, going in await _going_runs(records, [_text(t) for t in page]):
+        for thread_id, going in await _going_runs(records, [redis_text(t) for t in page]):
             runs = [run for run in [await records.get_run(thread_id, run_id) for run_id in going]
                     if run is not None and run.get("assistant_id") == assistant_id]
             if runs and await may_cancel(thread_id):
                 for run in runs:
                     cancelled += await cancel_now(records, assistants, run, "interrupt") != "done"
     for member in await records.client.zrange(records.keys.scheduled, 0, -1):  # runs waiting for their time
-        thread_id, _, run_id = _text(member).partition(" ")
+        thread_id, _, run_id = redis_text(member).partition(" ")
         waiting = await records.get_run(thread_id, run_id)
         if waiting is not None and waiting.get("assistant_id") == assistant_id and await may_cancel(thread_id):
             cancelled += await cancel_scheduled(records, waiting, "interrupt")
     return cancelled
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 async def _going_runs(records: ServiceRecords, thread_ids: list[str]) -> list[tuple[str, list[str]]]:

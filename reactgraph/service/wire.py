@@ -77,6 +77,13 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
+def redis_text(value: Any) -> str:
+    """A Redis reply as text: bytes decoded (what is not UTF-8 replaced, as Redis content is untrusted), None empty."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return "" if value is None else str(value)
+
+
 def dumps(value: Any) -> str:
     return json.dumps(plain(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

@@ -37,6 +37,7 @@ import redis.asyncio
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords, encoded, now_iso
+from reactgraph.service.wire import redis_text
 
 log = logging.getLogger("reactgraph.service")
 GROUP = "workers"
@@ -150,7 +151,8 @@ class WorkQueue:
         while True:
             page: Any = await self.client.zrangebyscore(self.keys.with_work, low, newest, start=0,
                                                         num=SWEEP_BATCH + len(seen_at_low), withscores=True)
-            batch = [(_text(member), float(score)) for member, score in page if _text(member) not in seen_at_low]
+            batch = [(thread, float(score)) for member, score in page
+                     if (thread := redis_text(member)) not in seen_at_low]
             if not batch:
                 return done
             await self._sweep_batch(batch, done)
@@ -171,7 +173,7 @@ class WorkQueue:
         for index, (thread_id, score) in enumerate(batch):
             active, pending, entry = answers[3 * index: 3 * index + 3]
             if active or pending:
-                waiting.append((thread_id, _text(entry) if entry else "0-0"))
+                waiting.append((thread_id, redis_text(entry) if entry else "0-0"))
             elif await self._drop(keys=[k.with_work], args=[thread_id, repr(score)]):
                 done["dropped"] += 1
         if not waiting:
@@ -202,10 +204,6 @@ async def sweep_lost_tokens_forever(queue: WorkQueue, stopping: asyncio.Event, e
                                 "were notified again (%(looked_at)d looked at)", done)
         except (redis.RedisError, OSError) as exc:  # retried at the next interval; the worker goes on
             log.warning("work queue sweep failed: %s", str(exc).splitlines()[0][:200] if str(exc) else exc)
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def _tokens(entries: list) -> list[tuple[str, str]]:
