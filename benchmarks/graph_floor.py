@@ -59,18 +59,29 @@ def two_node_loop():
     return graph.compile(checkpointer=InMemorySaver())
 
 
-def four_node_loop():
-    """react-graph's shape: think → act → observe → reflect → think."""
+def four_node_loop(*, turn_nodes: bool = False):
+    """react-graph's shape: think → act → observe → reflect → think. With `turn_nodes`, also the turn's own
+    nodes around the loop, as our ReAct graph has them: load_memory before it, finalize and save_memory after."""
     graph = StateGraph(MessagesState)
     graph.add_node("think", _model)
     graph.add_node("tools", _tools)  # named as in _route; this is the act node
     graph.add_node("observe", _pass)
     graph.add_node("reflect", _pass)
-    graph.add_edge(START, "think")
-    graph.add_conditional_edges("think", _route, ["tools", END])
     graph.add_edge("tools", "observe")
     graph.add_edge("observe", "reflect")
     graph.add_edge("reflect", "think")
+    if not turn_nodes:
+        graph.add_edge(START, "think")
+        graph.add_conditional_edges("think", _route, ["tools", END])
+        return graph.compile(checkpointer=InMemorySaver())
+    for name in ("load_memory", "finalize", "save_memory"):
+        graph.add_node(name, _pass)
+    graph.add_edge(START, "load_memory")
+    graph.add_edge("load_memory", "think")
+    graph.add_conditional_edges("think", lambda state: "tools" if _route(state) == "tools" else "finalize",
+                                ["tools", "finalize"])
+    graph.add_edge("finalize", "save_memory")
+    graph.add_edge("save_memory", END)
     return graph.compile(checkpointer=InMemorySaver())
 
 
