@@ -426,7 +426,7 @@ def _ask_with_history(name: str, model: ScriptedChatModel, topics: list[str], co
 
 @pytest.mark.parametrize("name", ["react", "plan_solve", "reflexion"])
 def test_the_memory_summary_counts_in_the_turns_usage(name):
-    from reactgraph.cli.usage import usage_totals
+    from reactgraph.cli.console_view import usage_totals
 
     model = ScriptedChatModel.of(*_summarised_turn(name, answer_calls_a_tool=False))
     result = _ask_with_history(name, model, [], Context(**FOLDING))

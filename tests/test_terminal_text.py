@@ -8,7 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from reactgraph.cli.terminal_text import SafeConsole, terminal_safe
+from reactgraph.cli.console_view import SafeConsole, terminal_safe
 
 HOSTILE = "晴 \x1b]0;pwned\x07\x1b[2J"
 

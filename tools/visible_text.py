@@ -2,7 +2,7 @@
 stored sessions) made safe to show a person: control characters written as visible escapes instead of acting on
 the terminal or page that shows them.
 
-`terminal_safe` is the one function: the CLI applies it to everything it prints (reactgraph/cli/terminal_text.py),
+`terminal_safe` is the one function: the CLI applies it to everything it prints (reactgraph/cli/console_view.py),
 and an approval request's `description` — the text an approval screen shows — is made with it, so a bidi override
 in a model-written argument cannot reorder what the person approves, on a terminal or a web page alike.
 """

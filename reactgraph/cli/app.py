@@ -91,7 +91,7 @@ def studio(
 
 
 def _error(message: str) -> None:
-    from reactgraph.cli.terminal_text import SafeConsole
+    from reactgraph.cli.console_view import SafeConsole
 
     SafeConsole(stderr=True, soft_wrap=True).print(message, highlight=False, markup=False)
 

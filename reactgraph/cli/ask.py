@@ -51,7 +51,6 @@ from reactgraph.cli.shared import (
     session_option,
     store_errors,
 )
-from reactgraph.cli.usage import usage_totals
 
 BUSY_EXIT = 75  # EX_TEMPFAIL: the session is busy with another turn; the same command later will run
 WAIT_HELP = "Seconds to wait for another turn on the same session to finish before giving up (exit 75)."
@@ -151,7 +150,7 @@ def _answer(question: str, session: str, context: Any, options: AskOptions) -> N
     opened = open_store(options.store, parse_ttl(options.ttl))
     out = None
     if not options.as_json:
-        from reactgraph.cli.terminal_text import SafeConsole
+        from reactgraph.cli.console_view import SafeConsole
         out = SafeConsole(soft_wrap=False)
         out.print(f"[dim]model: {model_label(context.model)} · store: {opened.description} · "
                   f"session: {session}[/dim]", soft_wrap=True)
@@ -240,6 +239,7 @@ def _hold_session(turn: ExitStack, graph: Any, session: str, wait_s: float) -> N
 
 def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: str) -> dict[str, Any]:
     """What `--json` prints: the one object documented in the README."""
+    from reactgraph.cli.console_view import usage_totals
     from reactgraph.models.response_format import jsonable
 
     return {"answer": result.get("final_answer"), "status": result.get("status"), "coverage": result.get("coverage"),

@@ -34,7 +34,7 @@ class Output:
 
     @classmethod
     def make(cls, as_json: bool, quiet: bool) -> Output:
-        from reactgraph.cli.terminal_text import SafeConsole
+        from reactgraph.cli.console_view import SafeConsole
 
         return cls(SafeConsole(stderr=True, soft_wrap=True), as_json, quiet)
 

@@ -1,17 +1,27 @@
-"""Rendering a run for people: each step as it happens, then the final answer."""
+"""Rendering a run for people: each step as it happens, the final answer, and what the turn used — on a console
+that shows text from outside as text.
+
+Tool output, model replies, MCP servers' descriptions, stored sessions and log fields reach the terminal through
+`SafeConsole`, which passes every segment rich writes through `terminal_safe` (reactgraph/tools/visible_text.py,
+which approval requests use too): rich's `Text` keeps ESC and most controls, so without it an OSC title, a
+clear-screen or a bidi override in a tool's output would be obeyed; with it they print as `\\x1b]0;…`. Newlines,
+tabs and rich's own styling pass unchanged. `usage_totals` is the turn's usage as the panel shows it and `--json`
+prints it.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
 from rich.panel import Panel
+from rich.segment import Segment
 from rich.text import Text
 
-from reactgraph.cli.terminal_text import terminal_safe
-from reactgraph.cli.usage import usage_totals
 from reactgraph.nodes.conversation.transcript import pending_calls
+from reactgraph.tools.visible_text import terminal_safe
 
 STATUS_STYLE = {"ok": "green", "responded": "yellow", "answered": "green", "partial": "yellow", "no_answer": "yellow",
                 "limit_reached": "yellow", "budget_exhausted": "yellow", "failed": "red"}
@@ -157,3 +167,27 @@ class StepPrinter:
                  f"{elapsed_s:.2f} s · ~{tokens} tokens")
         self.console.print(Panel(Text(terminal_safe(result.get("final_answer") or "(no answer)")), title=title,
                                  border_style=STATUS_STYLE.get(status, "red"), title_align="left"))
+
+
+def usage_totals(result: dict[str, Any]) -> dict[str, Any]:
+    """What the turn used, from its `usage` channel (every model call, the provider's count or the estimate):
+    tokens in, out and in all, model calls' seconds, tool calls and cost. A state without the channel (a run
+    from before it existed) counts its steps' tokens."""
+    usage = result.get("usage") or {}
+    tokens_in, tokens_out = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+    total = tokens_in + tokens_out or sum(int(s.get("tokens", 0)) for s in result.get("steps", []))
+    return {"input_tokens": tokens_in, "output_tokens": tokens_out, "total_tokens": total,
+            "model_seconds": round(float(usage.get("model_seconds", 0.0)), 3),
+            "tool_calls": int(usage.get("tool_calls", 0)), "cost_usd": float(usage.get("cost_usd", 0.0))}
+
+
+
+
+class SafeConsole(Console):
+    """A rich `Console` that passes the text of every segment it writes through `terminal_safe` (its own
+    control segments and the styles' escape codes are rich's and pass unchanged)."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            segment if segment.control else Segment(terminal_safe(segment.text), segment.style)
+            for segment in buffer)

@@ -46,7 +46,7 @@ def show_history(
     if as_json:
         sys.stdout.write(json.dumps(rows, ensure_ascii=False, default=str) + "\n")
         return
-    from reactgraph.cli.terminal_text import SafeConsole
+    from reactgraph.cli.console_view import SafeConsole
 
     console = SafeConsole()
     console.print(history_table(session, rows, wide=console.width >= WIDE))

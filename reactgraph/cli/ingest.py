@@ -19,7 +19,7 @@ INDEX_HELP = ("Index directory (default: $REACTGRAPH_INDEX, else $REACTGRAPH_HOM
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    from reactgraph.cli.terminal_text import SafeConsole
+    from reactgraph.cli.console_view import SafeConsole
 
     SafeConsole(stderr=True, soft_wrap=True).print(f"error: {message}", highlight=False, markup=False)
     return typer.Exit(code)
@@ -28,7 +28,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 def _progress(quiet: bool) -> Progress:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from reactgraph.cli.terminal_text import SafeConsole
+    from reactgraph.cli.console_view import SafeConsole
 
     return Progress(TextColumn("[bold]ingesting[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TextColumn("{task.description}"), console=SafeConsole(stderr=True, soft_wrap=True), transient=True,
@@ -128,7 +128,7 @@ def _report(rows: list[dict[str, Any]], index: dict[str, Any], as_json: bool) ->
                    "sources_total": index["sources_total"]}
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
         return
-    from reactgraph.cli.terminal_text import SafeConsole
+    from reactgraph.cli.console_view import SafeConsole
 
     summary = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v) or "nothing to do"
     SafeConsole(soft_wrap=True).print(f"{summary} · index {index['index']}: {index['chunks_total']} chunks from "

@@ -35,7 +35,7 @@ def list_tools(
     if as_json:
         sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
         return
-    from reactgraph.cli.terminal_text import SafeConsole
+    from reactgraph.cli.console_view import SafeConsole
 
     console = SafeConsole()
     wide = wide or console.width >= WIDE_COLUMNS

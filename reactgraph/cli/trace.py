@@ -36,7 +36,7 @@ def show_trace(
     if as_json:
         sys.stdout.write(json.dumps(timeline, ensure_ascii=False, default=str) + "\n")
         return
-    from reactgraph.cli.terminal_text import SafeConsole
+    from reactgraph.cli.console_view import SafeConsole
 
     SafeConsole(highlight=False).print(render(timeline), markup=False, soft_wrap=True)
 
