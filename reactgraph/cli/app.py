@@ -14,14 +14,13 @@ from typer.exceptions import TyperException
 
 from reactgraph.cli.ask import ask
 from reactgraph.cli.compare import compare
-from reactgraph.cli.history import show_history
+from reactgraph.cli.history import show_history, show_trace
 from reactgraph.cli.ingest import ingest
 from reactgraph.cli.prune import prune
 from reactgraph.cli.serve import serve, worker
 from reactgraph.cli.server import server_app
 from reactgraph.cli.shared import is_user_error
 from reactgraph.cli.tool_list import list_tools
-from reactgraph.cli.trace import show_trace
 
 # Plain (click-style) help: rich's boxed help would import rich and markdown-it first, doubling the time
 # `reactgraph --help` takes (0.10x → 0.21x of `import langgraph.graph` measured by benchmarks/startup.py).

@@ -19,21 +19,22 @@ import typer
 
 from reactgraph.cli.approval_prompt import APPROVE_HELP
 from reactgraph.cli.history import check_newest, unreadable_as_user_error
-from reactgraph.cli.otel_option import OtelOption, traced
-from reactgraph.cli.response_option import FallbackModelOption, ResponseFormatOption, load_response_format
 from reactgraph.cli.shared import (
     MCP_HELP,
     RETRIEVER_HELP,
     STORE_HELP,
     TOOLS_HELP,
+    FallbackModelOption,
     MaxCost,
     MaxTokens,
     MaxToolCalls,
+    OtelOption,
     Protocol,
     ProtocolOption,
     Reflection,
     ReflectionOption,
     RequireApproval,
+    ResponseFormatOption,
     SkipApproval,
     TtlOption,
     UserError,
@@ -43,6 +44,7 @@ from reactgraph.cli.shared import (
     check_index,
     close_shared_stores,
     gateway_with,
+    load_response_format,
     long_term_store,
     model_label,
     open_store,
@@ -50,6 +52,7 @@ from reactgraph.cli.shared import (
     question_argument,
     session_option,
     store_errors,
+    traced,
 )
 
 BUSY_EXIT = 75  # EX_TEMPFAIL: the session is busy with another turn; the same command later will run

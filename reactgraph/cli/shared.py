@@ -1,10 +1,17 @@
-"""What the commands share: option types and help texts, the one-line user error, and the builders of a run's
-context, tools and store. Importing this module stays cheap: each builder imports its layer when called."""
+"""What the commands share: option types and help texts (`--otel`, `--response-format`, `--fallback-model`
+among them), the one-line user error, and the builders of a run's context, tools and store.
+
+Importing this module stays cheap, since `reactgraph --help` imports it: each builder imports its layer when
+called, and `traced` imports tracing only when a command asks for it.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -294,3 +301,90 @@ def long_term_store(opened: OpenedCheckpointer) -> Any:
         return store
     from langgraph.store.memory import InMemoryStore
     return InMemoryStore()
+
+
+OTEL_HELP = ("Send OpenTelemetry traces over OTLP/HTTP to $OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT or "
+             "http://localhost:4318/v1/traces (on by itself when one of those variables is set; needs the otel extra).")
+TIMEOUT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+EXPORT_TIMEOUT_S = 3.0
+OtelOption = Annotated[bool, typer.Option("--otel", help=OTEL_HELP)]
+
+
+@contextmanager
+def traced(flag: bool) -> Iterator[None]:
+    """Trace what runs inside when asked (`--otel` or the standard endpoint variables); export it all on the way out.
+
+    Without the extra, `--otel` is an error; an endpoint variable alone (perhaps set for other programs) only
+    earns a one-line notice, and the command runs untraced.
+    """
+    from reactgraph.graph.tracing import TracingUnavailable, disable_tracing, enable_tracing, tracing_requested
+
+    if not tracing_requested(flag):
+        yield
+        return
+    # A collector that is down must not hold the answer back long at exit: 3 s unless the standard variables say.
+    timeout_s = None if any(os.environ.get(v) for v in TIMEOUT_ENVS) else EXPORT_TIMEOUT_S
+    try:
+        enable_tracing(timeout_s=timeout_s)
+    except TracingUnavailable as exc:
+        if flag:
+            raise UserError(str(exc)) from None
+        print(f"note: OTEL_EXPORTER_OTLP_ENDPOINT is set, but {exc}; running untraced", file=sys.stderr)
+        yield
+        return
+    try:
+        yield
+    finally:
+        disable_tracing()  # flushes the batch processor: the run's spans leave before the process does
+
+
+RESPONSE_FORMAT_HELP = ("Also answer in this structure (state's structured_response, --json's too): MODULE:ATTR "
+                        "(a pydantic model, TypedDict, dataclass or JSON schema dict) or a .json file holding a JSON "
+                        "schema.")
+MAX_SCHEMA_BYTES = 256 * 1024
+
+
+def _model_specs(specs: list[str] | None) -> list[str] | None:
+    """--fallback-model's specs, each checked as --model's is (a bad one: typer's usage error naming the flag)."""
+    if specs:
+        from reactgraph.models.loader import ModelConfigError, parse_spec
+
+        for spec in specs:
+            try:
+                parse_spec(spec)
+            except ModelConfigError as exc:
+                raise typer.BadParameter(str(exc)) from None
+    return specs
+
+
+FALLBACK_HELP = ("A model to answer when --model fails for good (after its retries); repeat for more, tried in "
+                 "order (Context.fallback_models).")
+FallbackModelOption = Annotated[list[str], typer.Option("--fallback-model", metavar="SPEC", callback=_model_specs,
+                                                        help=FALLBACK_HELP)]
+ResponseFormatOption = Annotated[str | None, typer.Option("--response-format", metavar="MODULE:ATTR|FILE",
+                                                          help=RESPONSE_FORMAT_HELP)]
+
+
+def load_response_format(spec: str | None) -> Any:
+    """The `ResponseFormat` a --response-format names (None: none); a UserError in one line when it is unusable."""
+    if spec is None or not spec.strip():
+        return None
+    from reactgraph.models.response_format import response_format_of
+    from reactgraph.tools.errors import ToolRegistrationError
+    from reactgraph.tools.plugins import load_attribute
+
+    spec = spec.strip()
+    try:
+        value = _schema_file(Path(spec)) if spec.endswith(".json") else load_attribute(spec, "a response format")
+        return response_format_of(value)
+    except (ToolRegistrationError, TypeError, ValueError, OSError) as exc:
+        raise UserError(f"--response-format {spec!r}: {exc}") from None
+
+
+def _schema_file(path: Path) -> Any:
+    if path.stat().st_size > MAX_SCHEMA_BYTES:
+        raise ValueError(f"a JSON schema file of at most {MAX_SCHEMA_BYTES // 1024} KB is read")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
