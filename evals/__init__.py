@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from reactgraph._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from reactgraph.evals.bfcl_suite import load_bfcl
+    from reactgraph.evals.bfcl import load_bfcl
     from reactgraph.evals.faults import FaultPlan, faulty_gateway
     from reactgraph.evals.graphs import (
         GRAPHS,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from reactgraph.evals.tasks import SuiteError, Task, check, load_suite, select
 
 _EXPORTS = {
-    "load_bfcl": "reactgraph.evals.bfcl_suite",
+    "load_bfcl": "reactgraph.evals.bfcl",
     "FaultPlan": "reactgraph.evals.faults",
     "faulty_gateway": "reactgraph.evals.faults",
     "GRAPHS": "reactgraph.evals.graphs",

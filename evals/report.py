@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from reactgraph.evals.call_report import call_accuracy, call_section, notices
+from reactgraph.evals.bfcl import call_accuracy, call_section, notices
 from reactgraph.evals.labels import SCRIPTED_NOTE, SCRIPTED_PROVIDERS, provider_of, run_dates, what_it_measures
 from reactgraph.evals.metrics import summarize
 from reactgraph.evals.results_file import RESULTS, rewrite_results

@@ -18,11 +18,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
+from reactgraph.evals.bfcl import recorded_gateway
 from reactgraph.evals.deadline import DeadlineGuard, mark_timed_out
 from reactgraph.evals.faults import FaultPlan, faulty_gateway
 from reactgraph.evals.graphs import GraphEntry, resolve_graphs
 from reactgraph.evals.metrics import UsageMeter, failure_mode, step_counts
-from reactgraph.evals.recorded_tools import recorded_gateway
 from reactgraph.evals.schedule import Outcome, PlannedRun, execute, plan_runs
 from reactgraph.evals.tasks import Task, check, task_fields
 from reactgraph.graph import load_chat_model, parse_spec, redact

@@ -16,8 +16,8 @@ Criteria (all that are given must hold; at least one must be given):
   a reference trajectory, judged by LangChain's agentevals (evals/trajectory.py).
 
 - `expected_calls` (+ `tools`): the tool calls the run must make, in BFCL's possible-answer format
-  (`[{"fn": {"param": [allowed values]}}]`), scored by BFCL's AST rules (evals/bfcl_score.py); `tools` are the
-  function docs the task offers instead of the built-in tools, as schema-only tools (evals/recorded_tools.py).
+  (`[{"fn": {"param": [allowed values]}}]`), scored by BFCL's AST rules (evals/bfcl.py); `tools` are the
+  function docs the task offers instead of the built-in tools, as schema-only tools (evals/bfcl.py).
   With no answer criterion beside it, the answer text is not judged.
 
 `expect_status` (optional, with the criteria above): the run's status must also be this one (e.g. `partial` for a
@@ -141,8 +141,7 @@ def check(task: Task, answer: str, steps: list[dict[str, Any]] | None = None, st
 
 def calls_score(task: Task, steps: list[dict[str, Any]]) -> Any:
     """The run's recorded calls scored against `task.expected_calls` (a `bfcl_score.CallScore`)."""
-    from reactgraph.evals.bfcl_score import CallScore, score_calls
-    from reactgraph.evals.recorded_tools import recorded_calls
+    from reactgraph.evals.bfcl import CallScore, recorded_calls, score_calls
 
     calls, refused = recorded_calls(steps)
     score = score_calls(list(task.tools), list(task.expected_calls), calls)
@@ -161,8 +160,8 @@ def task_fields(task: Task, steps: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _parse_lines(lines: list[str], source: str) -> list[Task]:
+    from reactgraph.evals.bfcl import recorded_gateway
     from reactgraph.evals.checks import CHECKERS, PARAM_CHECKS
-    from reactgraph.evals.recorded_tools import recorded_gateway
 
     tasks: list[Task] = []
     seen: set[str] = set()
@@ -204,8 +203,8 @@ def suite_names() -> list[str]:
 def load_suite(name_or_path: str | Path) -> list[Task]:
     """The tasks of a bundled suite (by name, e.g. "default"), of BFCL (`bfcl:<category>`) or of a JSONL file."""
     text = str(name_or_path)
-    if text.startswith("bfcl:"):  # BFCL's data, read from the bfcl-eval wheel (evals/bfcl_suite.py)
-        from reactgraph.evals.bfcl_suite import load_bfcl
+    if text.startswith("bfcl:"):  # BFCL's data, read from the bfcl-eval wheel (evals/bfcl.py)
+        from reactgraph.evals.bfcl import load_bfcl
 
         return load_bfcl(text)
     path = Path(text)

@@ -1,12 +1,11 @@
-"""The BFCL call scorer (evals/bfcl_score.py) on hand-made cases, one rule each, and the BFCL function docs as JSON
-schema (evals/recorded_tools.py)."""
+"""The BFCL call scorer (evals/bfcl.py) on hand-made cases, one rule each, and the BFCL function docs as JSON
+schema (evals/bfcl.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from reactgraph.evals.bfcl_score import score_calls, standardise
-from reactgraph.evals.recorded_tools import RECORDED, json_schema, recorded_calls, recorded_gateway
+from reactgraph.evals.bfcl import RECORDED, json_schema, recorded_calls, recorded_gateway, score_calls, standardise
 
 AREA = {"name": "geometry.area", "description": "Area of a shape.", "parameters": {"type": "dict", "properties": {
     "base": {"type": "integer"}, "height": {"type": "float"}, "unit": {"type": "string"},

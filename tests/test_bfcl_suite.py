@@ -19,9 +19,15 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
 from reactgraph.evals import RunConfig, SuiteError, load_bfcl, load_suite, run_comparison, write_report
-from reactgraph.evals.bfcl_data import BFCL_VERSION, WHEEL_ENV, download_wheel, find_wheel
-from reactgraph.evals.bfcl_score import score_calls, tool_name
-from reactgraph.evals.recorded_tools import recorded_gateway
+from reactgraph.evals.bfcl import (
+    BFCL_VERSION,
+    WHEEL_ENV,
+    download_wheel,
+    find_wheel,
+    recorded_gateway,
+    score_calls,
+    tool_name,
+)
 from support.cli_env import clean_env, run_in_process
 from support.forked_commands import forked_run
 from support.provider_server import ProviderServer, calls, closing_check, text, verdict

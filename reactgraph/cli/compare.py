@@ -145,7 +145,7 @@ def _settings(graphs: str | None, suite: str, model: str | None, repeat: int, se
 def _load_tasks(suite: str, tags: list[str], limit: int | None) -> tuple[list[Any], list[Any]]:
     """(the selected tasks, the whole suite: its fingerprint lets a resume check that the suite is the same)."""
     from reactgraph.evals import load_suite, select
-    from reactgraph.evals.bfcl_suite import is_bfcl, load_bfcl
+    from reactgraph.evals.bfcl import is_bfcl, load_bfcl
 
     if is_bfcl(suite):  # --limit counts per BFCL category, so that every category is in the report
         import itertools
