@@ -1,20 +1,94 @@
 """The comparison's outputs: records as JSONL, a markdown summary (per graph with 95 % intervals, paired tests
-between graphs, per tag) and PNG plots with error bars."""
+between graphs, per tag) and PNG plots with error bars — and the same tables in the docs, made from a results file.
+
+Every report says at its top what it measures: which model, from which provider, when, at what cost; and, for the
+scripted model, that its numbers are the graphs' control flow under the scripted rules, not a model's quality.
+
+The docs' tables are never typed: `.ci/update-compare-tables` rewrites each block between
+`<!-- compare-tables: RESULTS -->` and `<!-- /compare-tables -->` (and the full report and figure beside RESULTS),
+and tests/test_compare_tables.py fails when a page differs from what its results file gives.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import shutil
 import statistics
+import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from reactgraph.evals.bfcl import call_accuracy, call_section, notices
-from reactgraph.evals.labels import SCRIPTED_NOTE, SCRIPTED_PROVIDERS, provider_of, run_dates, what_it_measures
 from reactgraph.evals.metrics import summarize
-from reactgraph.evals.results_file import RESULTS, rewrite_results
+from reactgraph.evals.results_file import RESULTS, SETTINGS, ordered, read_records, rewrite_results
 from reactgraph.evals.stats import ALPHA
+from reactgraph.graph import parse_spec
 from reactgraph.nodes.closing.status import RUN_STATUSES
+
+SCRIPTED_NOTE = "control flow only — the scripted model's rules, not model quality"
+SCRIPTED_PROVIDERS = ("offline", "test")
+
+
+def provider_of(spec: str) -> str:
+    try:
+        return parse_spec(spec)[0]
+    except ValueError:
+        return "unknown"
+
+
+def endpoint_of(model: Any) -> str | None:
+    """Where a real model's requests go: the host (and port) of its base URL, nothing else (no path, no query,
+    no credentials); None for the provider's default endpoint."""
+    url = getattr(model, "openai_api_base", None) or getattr(model, "anthropic_api_url", None)
+    if not url:
+        return None
+    parts = urlsplit(str(url))
+    return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
+
+
+def run_dates(records: list[dict[str, Any]], config: dict[str, Any]) -> str:
+    """The day(s) the runs finished on (UTC), from the records; else the day the comparison started."""
+    days = sorted({str(r["finished_at"])[:10] for r in records if r.get("finished_at")})
+    if not days:
+        return str(config.get("started_at") or "unknown")[:10]
+    return days[0] if len(days) == 1 else f"{days[0]} – {days[-1]}"
+
+
+def cost_text(records: list[dict[str, Any]]) -> str:
+    costs = [r.get("cost_usd") for r in records]
+    if not records or any(c is None for c in costs):
+        return "unknown (no price for this model: reactgraph.graph.register_price or $REACTGRAPH_PRICES)"
+    return f"${sum(float(c or 0) for c in costs):.4f}"
+
+
+def what_it_measures(records: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
+    """The report's first lines (markdown list items) after the model line."""
+    models = sorted({str(r["model"]) for r in records})
+    scripted = bool(models) and all(provider_of(m) in SCRIPTED_PROVIDERS for m in models)
+    endpoint = config.get("endpoint")
+    providers = ", ".join(sorted({provider_of(m) for m in models})) + (f" at {endpoint}" if endpoint else "")
+    lines = [f"- run on {run_dates(records, config)} (UTC) · provider: {providers or '-'} · "
+             f"total cost: {cost_text(records)}"]
+    if scripted:
+        lines.append(f"- **{SCRIPTED_NOTE}**: every decision comes from the scripted offline model's rules")
+    if config.get("stopped"):
+        lines.append(f"- **{config['stopped']}**: {config.get('not_started', 0)} planned run(s) not started; "
+                     f"`--resume` with a higher `--max-total-cost` runs them")
+    return lines
+
+
+def run_heading(records: list[dict[str, Any]], spec: str) -> str:
+    """A notebook table's heading (markdown): the model, then what the runs measure (date, provider and where
+    its server is, total cost; for the scripted model, that it is control flow only)."""
+    endpoint = None
+    if provider_of(spec) not in (*SCRIPTED_PROVIDERS, "unknown"):
+        from reactgraph.graph import load_chat_model
+
+        endpoint = endpoint_of(load_chat_model(spec))  # e.g. a local OpenAI-compatible server, not OpenAI's
+    return "\n".join([f"**model: {spec}**", "", *what_it_measures(records, {"endpoint": endpoint})])
 
 
 def _pct(value: float) -> str:
@@ -237,3 +311,73 @@ def write_report(records: list[dict[str, Any]], out_dir: str | Path, config: dic
                                                  indent=2), encoding="utf-8")
     return {"results": out / RESULTS, "summary": out / "summary.md", "summary_json": out / "summary.json",
             "markdown": text, "plots": plot(records, out, config, summary) if plots else []}
+
+
+BLOCK = re.compile(r"(^<!-- compare-tables: (?P<source>\S+) -->\n)(?P<body>.*?)(^<!-- /compare-tables -->$)",
+                   re.M | re.S)
+FIGURES = ("success.png",)  # the figures the docs show; the others stay out of the repository
+
+
+def load(results: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A results file's records, in report order, and its run's settings (run.json beside it, if any)."""
+    import json
+
+    settings_path = results.parent / SETTINGS
+    settings = json.loads(settings_path.read_text(encoding="utf-8")) if settings_path.is_file() else {}
+    records, _ = read_records(results)
+    return ordered(records, settings.get("graphs")), settings
+
+
+def _compact_table(summary: dict[str, Any]) -> str:
+    """Per graph: success with its interval, success on the compound tasks, mean calls, tokens, failure modes."""
+    lines = ["| graph | success | 95% interval | compound tasks | model calls | tool calls | tokens in | "
+             "failure modes |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    compound = summary["tags"].get("compound", {})
+    for name, a in summary["graphs"].items():
+        part = f"{compound[name]['success_rate'] * 100:.0f}%" if name in compound else "-"
+        modes = ", ".join(f"{k} {v}" for k, v in a["failure_modes"].items()) or "-"
+        lines.append(f"| {name} | {a['success_rate'] * 100:.0f}% | {a['success_low'] * 100:.0f}–"
+                     f"{a['success_high'] * 100:.0f}% | {part} | {a['model_calls']:.1f} | {a['tool_calls']:.1f} | "
+                     f"{a['tokens_in']:.0f} | {modes} |")
+    return "\n".join(lines)
+
+
+def tables(records: list[dict[str, Any]], settings: dict[str, Any], source: str) -> str:
+    """The block's markdown: what was measured, per graph, how the runs ended, and which gaps are real."""
+    summary = summarize(records)
+    return "\n".join([
+        f"Generated from `{source}` by `python .ci/update-compare-tables` (do not edit by hand):", "",
+        *what_it_measures(records, settings), "",
+        _compact_table(summary), "", "How the same runs ended (`status`):", "", status_table(summary), "",
+        "Which gaps are more than noise (paired on the same tasks and faults):", "", pair_table(summary), "",
+        verdicts(summary), ""])
+
+
+def render_page(text: str, root: Path) -> str:
+    """The page with every compare-tables block made anew from the results file it names (relative to `root`)."""
+    def block(match: re.Match[str]) -> str:
+        source = match.group("source")
+        records, settings = load(root / source)
+        return match.group(1) + tables(records, settings, source) + match.group(4)
+
+    return BLOCK.sub(block, text)
+
+
+def write_reports(results: Path) -> list[Path]:
+    """summary.md and the figures the docs show, beside the results file, made from it."""
+    records, settings = load(results)
+    with tempfile.TemporaryDirectory() as scratch:
+        written = write_report(records, scratch, settings, plots=True, results=False)
+        outputs = [results.parent / "summary.md"]
+        shutil.copyfile(written["summary"], outputs[0])
+        for name in FIGURES:
+            shutil.copyfile(Path(scratch) / name, results.parent / name)
+            outputs.append(results.parent / name)
+    return outputs
+
+
+def sources(text: str) -> list[str]:
+    return [m.group("source") for m in BLOCK.finditer(text)]
+
+
+__all__ = ["RESULTS", "load", "render_page", "sources", "tables", "write_reports"]

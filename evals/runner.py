@@ -4,14 +4,25 @@ Every (graph, seed, task, repeat) run gets a fresh gateway (its own circuit brea
 and, for the noisy offline model, its own seed, all derived from the run's seed (`RunConfig.seed`, or
 seed, seed+1, … with `seeds=N`), the task id and the repeat: the same seed gives the same numbers (wall
 times aside), whatever else ran before. Every record carries its seed.
+
+`recorded_comparison` is the notebooks' way in: with $REACTGRAPH_RESULTS_DIR set, each comparison keeps a
+directory of its own there (named by the model and a hash of every setting that identifies it); the runs already
+in its results.jsonl are read, not made again, and the rest are made and appended as `compare --resume` does, so
+the notebooks' tables and figures come from results files (`python .ci/update-notebooks` re-makes them, running
+nothing). Unset, it runs as `run_comparison` does.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import re
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -19,11 +30,20 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
 from reactgraph.evals.bfcl import recorded_gateway
-from reactgraph.evals.deadline import DeadlineGuard, mark_timed_out
 from reactgraph.evals.faults import FaultPlan, faulty_gateway
 from reactgraph.evals.graphs import GraphEntry, resolve_graphs
 from reactgraph.evals.metrics import UsageMeter, failure_mode, step_counts
-from reactgraph.evals.schedule import Outcome, PlannedRun, execute, plan_runs
+from reactgraph.evals.results_file import (
+    IDENTITY,
+    RESULTS,
+    SETTINGS,
+    open_results,
+    ordered,
+    record_key,
+    rewrite_results,
+    suite_fingerprint,
+)
+from reactgraph.evals.schedule import DeadlineGuard, Outcome, PlannedRun, execute, mark_timed_out, plan_runs
 from reactgraph.evals.tasks import Task, check, task_fields
 from reactgraph.graph import load_chat_model, parse_spec, redact
 from reactgraph.nodes.tool_round.hitl import answer_with, is_approval_request, requested_calls
@@ -201,3 +221,35 @@ DETERMINISTIC_FIELDS = ("graph", "task", "seed", "repeat", "answer", "status", "
 def comparable(records: list[dict[str, Any]], fields: tuple[str, ...] = DETERMINISTIC_FIELDS) -> list[dict[str, Any]]:
     """The records without what legitimately varies between identical runs (wall time)."""
     return [{k: r[k] for k in fields} for r in records]
+
+
+RESULTS_DIR_ENV = "REACTGRAPH_RESULTS_DIR"
+# Settings that joined the identity after results were committed: named in the hash only when set, so the
+# directories made before them keep their names.
+SET_ONLY = ("max_output_tokens",)
+
+
+def results_directory(tasks: list[Task], config: RunConfig, root: Path) -> tuple[Path, dict[str, Any]]:
+    """The directory of this comparison under `root`, and the settings its run.json holds."""
+    settings = {**config.describe(), "suite": f"{len(tasks)} selected tasks", "suite_sha": suite_fingerprint(tasks)}
+    identity = {key: settings.get(key) for key in (*IDENTITY, "seed_values", "repeat")
+                if key not in SET_ONLY or settings.get(key) is not None}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return root / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', config.model)}-{digest}", settings
+
+
+def recorded_comparison(tasks: list[Task], config: RunConfig, model: BaseChatModel | None = None,
+                        root: str | Path | None = None) -> list[dict[str, Any]]:
+    """`run_comparison`, kept in (and read from) a results directory under `root` ($REACTGRAPH_RESULTS_DIR)."""
+    root = root or os.environ.get(RESULTS_DIR_ENV, "").strip()
+    if not root:
+        return run_comparison(tasks, config, model=model)
+    out, settings = results_directory(tasks, config, Path(root))
+    writer, done = open_results(out, settings, resume=(out / SETTINGS).is_file())
+    (out / SETTINGS).touch()  # used now: .ci/update-notebooks removes the directories no notebook uses any more
+    with writer:
+        outcome = compare_runs(tasks, config, writer.append, model, done)
+    if outcome.new:  # in report order, so the committed file does not change with the order runs finished in
+        kept = {record_key(r): r for r in done} | {record_key(r): r for r in outcome.records}
+        rewrite_results(out / RESULTS, ordered(kept.values(), list(config.graphs)))
+    return outcome.records

@@ -5,26 +5,178 @@ Each run is a thread of its own (a graph run is synchronous; the provider calls 
 at a time. A run's result does not depend on what runs beside it (its gateway, fault draws and the noisy
 model's seed come from its own key, evals/runner.py), so concurrency 4 gives the records concurrency 1 gives,
 wall times aside.
+
+**The time limit** (`--task-timeout`): a Python thread cannot be stopped from outside, so a callback on every
+node, model and tool start raises `TaskTimedOut` once the deadline has passed (the run ends at its next step,
+without another paid call), and the scheduler stops waiting for a run still busy a grace period later (one stuck
+in a single long call): it is recorded as timed out and its thread finishes on its own.
+
+**A provider that refuses**: the model layer already retries each call (the SDK's retries, then the nodes'
+RetryPolicy, models/gateway.py); a run whose call still fails ends `failed` and is recorded so, not run again.
+What the schedule adds is run-wide: after such a failure no new run starts for a while (2 s, doubling per failure
+in a row up to 60 s; a run that ends otherwise resets it), so N concurrent runs do not all spend their retries
+on a provider that is rate-limiting or down.
+
+**Progress** goes to stderr only on a terminal (rich.progress: runs done of planned, elapsed, ETA, running cost,
+the last run's outcome); a pipe, a CI log, `--json` and `--quiet` get none.
 """
 
 from __future__ import annotations
 
 import contextvars
+import logging
 import queue
+import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reactgraph.evals.backoff import StartGate
-from reactgraph.evals.deadline import DeadlineGuard, mark_timed_out
+from langchain_core.callbacks import BaseCallbackHandler
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from reactgraph.errors import ReactGraphError
 from reactgraph.evals.graphs import GraphEntry
 from reactgraph.evals.results_file import RunKey, record_key
 from reactgraph.evals.tasks import Task
 from reactgraph.models.gateway import price_of
+
+FIRST_PAUSE_S = 2.0
+MAX_PAUSE_S = 60.0
+# The causes the model layer words for a provider that refused or failed (models/loader.describe_model_error).
+_PROVIDER_TROUBLE = re.compile(r"model provider error: (?:(?:408|409|429|5\d\d) |cannot connect|no reply)")
+
+
+def provider_trouble(record: dict[str, Any]) -> bool:
+    """The run failed because the provider refused or failed (after every retry of the model layer)."""
+    return bool(_PROVIDER_TROUBLE.search(str(record.get("error") or "")))
+
+
+class StartGate:
+    """When the next run may start: at once, or after a pause that doubles with each provider failure in a row."""
+
+    def __init__(self, first_s: float = FIRST_PAUSE_S, max_s: float = MAX_PAUSE_S) -> None:
+        self.first_s, self.max_s = first_s, max_s
+        self.failures = 0
+        self.open_at = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            if not provider_trouble(record):
+                self.failures = 0
+                return
+            pause = min(self.first_s * 2 ** self.failures, self.max_s)
+            self.failures += 1
+            self.open_at = max(self.open_at, time.monotonic() + pause)
+
+    def wait_s(self) -> float:
+        """Seconds until a run may start (0: now)."""
+        return max(0.0, self.open_at - time.monotonic())
+
+
+TIMED_OUT = "timed_out"  # the status and failure mode of a run past its time limit
+
+
+class TaskTimedOut(ReactGraphError):
+    """Raised into a run by `DeadlineGuard` when its time limit has passed."""
+
+
+class DeadlineGuard(BaseCallbackHandler):
+    """Stops a run at its next node, model or tool start once `deadline` (time.monotonic()) has passed."""
+
+    raise_error = True  # LangChain swallows a callback's errors unless the handler asks for them to be raised
+
+    def __init__(self, deadline: float, limit_s: float) -> None:
+        self.deadline = deadline
+        self.limit_s = limit_s
+        self.expired = False
+
+    def _check(self) -> None:
+        if time.monotonic() >= self.deadline:
+            self.expired = True
+            raise TaskTimedOut(f"task timed out after {self.limit_s:g} s")
+
+    def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+        self._check()
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self._check()
+
+    def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+        self._check()
+
+
+class _QuietTimeouts(logging.Filter):
+    """LangChain logs a warning for every error a callback raises, even one it raises on purpose: not for ours."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "TaskTimedOut" not in record.getMessage()
+
+
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_QuietTimeouts())
+
+
+def mark_timed_out(record: dict[str, Any], limit_s: float) -> dict[str, Any]:
+    """The record of a run that its time limit stopped: failed, status and failure mode `timed_out`."""
+    return {**record, "status": TIMED_OUT, "success": False, "failure_mode": TIMED_OUT,
+            "error": f"task timed out after {limit_s:g} s"}
+
+
+class RunProgress(AbstractContextManager["RunProgress"]):
+    """`with RunProgress(console, total, done=already) as bar: bar.advance(record)` — silent when `enabled` is
+    false; the running cost counts the records given at the start (a resumed run's) too."""
+
+    def __init__(self, console: Console, total: int, *, done: list[dict[str, Any]] | None = None,
+                 enabled: bool = True) -> None:
+        done = done or []
+        self.enabled = enabled and console.is_terminal
+        self.cost: float | None = _add(0.0, done)
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                  TextColumn("{task.fields[cost]}"), TextColumn("{task.fields[last]}"),
+                                  console=console, transient=True, disable=not self.enabled)
+        self._bar = self._progress.add_task("comparing", total=total, completed=len(done), cost=self._cost(),
+                                            last="")
+
+    def _cost(self) -> str:
+        return "cost ?" if self.cost is None else f"${self.cost:.4f}"
+
+    def advance(self, record: dict[str, Any]) -> None:
+        self.cost = _add(self.cost, [record])
+        mark = "ok" if record.get("success") else record.get("failure_mode")
+        self._progress.update(self._bar, advance=1, description=f"{record['graph']:<18}", cost=self._cost(),
+                              last=f"{record['task']}: {mark}")
+
+    def __enter__(self) -> RunProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+
+def _add(total: float | None, records: list[dict[str, Any]]) -> float | None:
+    """The cost so far plus the records' (None once any cost is unknown)."""
+    for record in records:
+        cost = record.get("cost_usd", 0.0)
+        if total is None or cost is None:
+            return None
+        total += float(cost)
+    return total
+
 
 # How long past its limit a run stuck in one call is waited for before it is recorded as timed out.
 GRACE_S = 5.0

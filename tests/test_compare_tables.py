@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reactgraph.evals.doc_tables import load, render_page, sources
-from reactgraph.evals.report import markdown
+from reactgraph.evals.report import load, markdown, render_page, sources
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "evals-and-compare.md"

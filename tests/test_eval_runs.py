@@ -189,7 +189,7 @@ def test_a_real_model_report_names_the_model_provider_date_and_cost(suite, tmp_p
 
 
 def test_a_notebook_heading_names_the_model_its_server_the_day_and_the_cost(suite, monkeypatch):
-    from reactgraph.evals.labels import run_heading
+    from reactgraph.evals.report import run_heading
 
     tasks = load_suite(str(suite))[:1]
     with ProviderServer(then=Provider()) as server:

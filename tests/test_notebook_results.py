@@ -1,5 +1,5 @@
 """The notebooks' tables and figures are what their committed results files give (notebooks/results/, read by
-evals/recorded.py): executed on those files they run nothing new and show the outputs that are committed
+evals/runner.py): executed on those files they run nothing new and show the outputs that are committed
 (`python .ci/update-notebooks` re-makes them)."""
 
 from __future__ import annotations

@@ -193,11 +193,10 @@ class Output:
 
 def run_and_report(settings: Settings, out: Path, resume: bool, plots: bool, output: Output) -> None:
     """Run what `out` does not have yet, appending each record as it finishes, then write the report."""
-    from reactgraph.evals.labels import endpoint_of
-    from reactgraph.evals.progress import RunProgress
+    from reactgraph.evals.report import endpoint_of
     from reactgraph.evals.results_file import ResultsFileError, open_results, suite_fingerprint
     from reactgraph.evals.runner import compare_runs
-    from reactgraph.evals.schedule import record_cost, utc_now
+    from reactgraph.evals.schedule import RunProgress, record_cost, utc_now
     from reactgraph.models.loader import load_chat_model
 
     config = settings.config
