@@ -80,12 +80,11 @@ def drop_items(store: BaseStore, items: Sequence[ItemName]) -> None:
 
 def items_bytes(store: Any, items: Sequence[ItemName]) -> int | None:
     """Bytes the items and their namespaces' indexes take in Redis (MEMORY USAGE); None for other stores."""
-    from reactgraph.memory.redis_store import RedisStore
-    from reactgraph.memory.redis_store import layout as store_layout
+    from reactgraph.memory.redis_store import RedisStore, item_key, ns_text
 
     if not isinstance(store, RedisStore) or not items:
         return None if not isinstance(store, RedisStore) else 0
-    keys = [store_layout.item_key(store.prefix, ns, key) for ns, key in items]
-    keys += sorted({f"{store.prefix}u:{store_layout.ns_text(ns)}" for ns, _ in items})
+    keys = [item_key(store.prefix, ns, key) for ns, key in items]
+    keys += sorted({f"{store.prefix}u:{ns_text(ns)}" for ns, _ in items})
     sizes = store._wire.batch([("MEMORY", "USAGE", key, "SAMPLES", 0) for key in keys])
     return sum(size or 0 for size in sizes)

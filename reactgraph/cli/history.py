@@ -108,7 +108,7 @@ def unreadable_as_user_error(session: str) -> Iterator[None]:
     except RefusedPayload as exc:  # from a store without key names (SQLite): still one line
         raise UserError(f"session {session!r} holds a value react-graph will not decode: {exc}") from exc
     except ValueError as exc:  # the long-term store's UnreadableItem (loaded only with a Redis store) names its key
-        store_reading = sys.modules.get("reactgraph.memory.redis_store.store")
+        store_reading = sys.modules.get("reactgraph.memory.redis_store")
         if store_reading is None or not isinstance(exc, store_reading.UnreadableItem):
             raise
         raise UserError(str(exc)) from exc

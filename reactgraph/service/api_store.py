@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from reactgraph.memory.redis_store.store import matches as item_matches
+from reactgraph.memory.redis_store import matches as item_matches
 from reactgraph.service.api_common import body_of, handler, int_param, json_response, service
 from reactgraph.service.auth import authorize_store
 from reactgraph.service.quotas import owner_of, quotas_of
