@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reactgraph._lazy import lazy_attributes
 
@@ -48,5 +48,32 @@ _EXPORTS = {
     "SessionLeaseLost": "reactgraph.memory.session_lease",
     "ExecutionStep": "reactgraph.nodes.state.agent",
 }
-__all__ = [*_EXPORTS]
+__all__ = [*_EXPORTS, "GRAPH_BUILDERS", "GRAPH_METADATA", "graph_builder", "session_graph"]
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
+
+# The paradigms by the name each builder gives its compiled graph (and a session's checkpoints record): what
+# `reactgraph ask --graph` offers, and how `history`, `trace` and a resumed turn rebuild a session's graph.
+GRAPH_METADATA = "graph"  # the checkpoint metadata key naming the graph that wrote it (graph/sessions.py's run)
+GRAPH_BUILDERS = {"react": "build_react_graph", "plan_solve": "build_plan_solve_graph",
+                  "reflexion": "build_reflexion_graph"}
+
+
+def graph_builder(name: str) -> Any:
+    """The builder of the graph called `name`; ValueError in one line naming the known ones."""
+    if name not in GRAPH_BUILDERS:
+        raise ValueError(f"unknown graph {name!r}: choose from {', '.join(GRAPH_BUILDERS)}")
+    return __getattr__(GRAPH_BUILDERS[name])
+
+
+def session_graph(saver: Any, session: str) -> str | None:
+    """The name of the graph that ran the session's newest checkpoint (`GRAPH_METADATA`); "react" for a session
+    written before graphs were recorded; None for a new session, or one whose newest checkpoint cannot be read
+    (the turn's own reading then says why)."""
+    try:
+        newest = saver.get_tuple({"configurable": {"thread_id": session, "checkpoint_ns": ""}})
+    except Exception:  # noqa: BLE001 - a damaged checkpoint is reported where the turn reads it, with a hint
+        return None
+    if newest is None:
+        return None
+    name = (newest.metadata or {}).get(GRAPH_METADATA, "react")
+    return name if isinstance(name, str) else None

@@ -13,6 +13,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Overwrite, StreamMode
 
+from reactgraph.graph import GRAPH_METADATA
 from reactgraph.graph.run_context import run_scope
 from reactgraph.memory.session_id import check_session_id
 from reactgraph.memory.session_lease import DEFAULT_WAIT_S, SessionLease, WaitNotice, session_lease
@@ -68,9 +69,9 @@ def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink 
         on_token: TokenSink | None = None, *, wait_s: float = DEFAULT_WAIT_S,
         on_wait: WaitNotice | None = None, on_event: EventSink | None = None,
         approver: Approver | None = None) -> dict:
-    """Stream the run node by node (to `on_update`), model tokens as they arrive (to `on_token`, with the id
-    of the reply they belong to; only from providers that stream) and gateway events (to `on_event`), then return
-    the session's final state values.
+    """Stream the run node by node (to `on_update`; a nested graph's nodes too, by their own names), model tokens
+    as they arrive (to `on_token`, with the id of the reply they belong to; only from providers that stream) and
+    gateway events (to `on_event`), then return the session's final state values.
 
     When the run pauses for approval, `approver` is asked and the run resumed with its answer, under the same
     lease; without one (or after MAX_APPROVAL_ROUNDS) the session stays paused: its values have no status,
@@ -81,8 +82,10 @@ def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink 
     session = check_session_id((plan.config.get("configurable") or {})["thread_id"])
     thread: RunnableConfig = {"configurable": {"thread_id": session}}
     with session_lease(graph, session, wait_s=wait_s, on_wait=on_wait) as lease, run_scope(session) as run_id:
-        # The log records' run id is the root run's id in LangChain callbacks (LangSmith, tracers) too.
-        plan = replace(plan, config={**plan.config, "run_id": uuid.UUID(run_id)})
+        # The log records' run id is the root run's id in LangChain callbacks (LangSmith, tracers) too. The
+        # graph's name goes into every checkpoint's metadata: history, trace and the next turn rebuild it by name.
+        metadata = {**(plan.config.get("metadata") or {}), GRAPH_METADATA: graph.name}
+        plan = replace(plan, config={**plan.config, "run_id": uuid.UUID(run_id), "metadata": metadata})
         _stream(graph, plan, context, lease, on_update, on_token, on_event)
         for _ in range(MAX_APPROVAL_ROUNDS if approver else 0):
             paused = pending_approval(graph, session)
@@ -110,11 +113,13 @@ def _stream(graph: AnyGraph, plan: RunPlan, context: Context, lease: SessionLeas
     # durability="sync": each step's checkpoint and each finished tool call's writes are in the store before
     # the next step starts. With LangGraph's default ("async") they are saved while the next step runs, so a
     # store lost mid-run could drop a finished call's result and the resumed run would call the tool again.
+    # subgraphs=True: the steps of a graph run inside a node (Reflexion's actor, one ReAct run per trial) are
+    # streamed as they happen too, under their own node names (think, act, observe…), not only as the trial's end.
     parts = graph.stream(plan.graph_input, config=plan.config, context=context, stream_mode=modes,
-                         durability="sync")
+                         durability="sync", subgraphs=True)
     for part in parts:
         lease.check()  # a lease lost mid-turn (renewals failed) stops the turn before another step is saved
-        mode, payload = cast(tuple[str, Any], part)  # with a list of modes, each part is (mode, payload)
+        _namespace, mode, payload = cast(tuple[tuple[str, ...], str, Any], part)  # each: (namespace, mode, payload)
         if mode == "messages":
             chunk, metadata = payload
             # Only chunks are streamed tokens; a whole message is a non-streaming model's reply, shown as a step.

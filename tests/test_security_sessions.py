@@ -372,7 +372,8 @@ def test_no_wait_refuses_a_busy_session_with_one_line_while_renewals_keep_the_fi
 def test_a_lease_held_on_another_machine_is_waited_out_until_it_expires(redis_url, client, cli_session, tmp_path):
     """A holder this machine cannot see (another host's pid) is never taken for dead: its lease is waited out."""
     key = f"reactgraph:{{{cli_session}}}:lease"
-    client.set(key, f"{'0' * 32}\0{int(time.time() * 1000)}\0pid 4242 on some-other-host", px=2000)
+    # 8 s: long enough for the first CLI to find it held (starting one took over 2 s at load 12)
+    client.set(key, f"{'0' * 32}\0{int(time.time() * 1000)}\0pid 4242 on some-other-host", px=8000)
     after = run_to_end(ask(Q1, cli_session, "--no-wait"), cli_env(redis_url, tmp_path / "calls.log"))
     assert after.returncode == 75 and "pid 4242 on some-other-host" in after.stderr  # busy while it holds
     after = run_to_end(ask(Q1, cli_session), cli_env(redis_url, tmp_path / "calls.log"))

@@ -54,6 +54,7 @@ from reactgraph.cli.shared import (
     store_errors,
     traced,
 )
+from reactgraph.graph import GRAPH_BUILDERS
 
 BUSY_EXIT = 75  # EX_TEMPFAIL: the session is busy with another turn; the same command later will run
 WAIT_HELP = "Seconds to wait for another turn on the same session to finish before giving up (exit 75)."
@@ -75,9 +76,22 @@ FromOption = Annotated[str | None, typer.Option("--from", metavar="CHECKPOINT",
 ApproveOption = Annotated[list[str], typer.Option("--approve", metavar="all|none|TOOL", help=APPROVE_HELP)]
 
 
+def _known_graph(name: str | None) -> str | None:
+    if name is not None and name not in GRAPH_BUILDERS:
+        raise typer.BadParameter(f"unknown graph {name!r}: choose from {', '.join(GRAPH_BUILDERS)}")
+    return name
+
+
+GraphOption = Annotated[str | None, typer.Option(
+    "--graph", metavar="|".join(GRAPH_BUILDERS), callback=_known_graph,
+    help="Which paradigm answers: ReAct, Plan-and-Solve or Reflexion, each showing its own steps (default: the "
+         "session's graph, else react).")]
+
+
 def ask(
     question: QuestionArgument,
     session: SessionOption = None,
+    graph: GraphOption = None,
     model: ModelOption = None,
     max_iterations: Annotated[int, typer.Option(help="Think→act rounds before answering from what was gathered.")] = 5,
     max_tool_calls: MaxToolCalls = None,
@@ -122,7 +136,7 @@ def ask(
         raise UserError("--from needs --session: a checkpoint belongs to a session")
     check_index(index)
     options = AskOptions(from_checkpoint, store, ttl, tools, mcp, index, 0.0 if no_wait else wait, approve, as_json,
-                         otel, retriever, load_response_format(response_format))
+                         otel, retriever, load_response_format(response_format), graph)
     _answer(question, session or uuid.uuid4().hex[:12], context, options)
 
 
@@ -142,6 +156,7 @@ class AskOptions:
     otel: bool
     retriever: str | None = None
     response_format: Any = None  # a models.response_format.ResponseFormat
+    graph: str | None = None  # --graph: None is the session's own graph, else react
 
 
 def _answer(question: str, session: str, context: Any, options: AskOptions) -> None:
@@ -151,23 +166,24 @@ def _answer(question: str, session: str, context: Any, options: AskOptions) -> N
     # With fallbacks, a model that cannot be loaded fails over like one that cannot be reached (structured-output.md)
     chat_model = None if context.fallback_models else load_chat_model(context.model, context.temperature)
     opened = open_store(options.store, parse_ttl(options.ttl))
+    graph_name = _graph_of(opened.saver, session, options.graph)
     out = None
     if not options.as_json:
         from reactgraph.cli.console_view import SafeConsole
         out = SafeConsole(soft_wrap=False)
         out.print(f"[dim]model: {model_label(context.model)} · store: {opened.description} · "
-                  f"session: {session}[/dim]", soft_wrap=True)
+                  f"session: {session} · graph: {graph_name}[/dim]", soft_wrap=True)
         out.file.flush()
 
-    from reactgraph.graph.react import build_react_graph
+    from reactgraph.graph import graph_builder
 
     # Metrics go to the store's Redis; breakers stay this process's: a one-shot command sharing them would let
     # failures of unrelated runs refuse its calls (a worker service passes RedisBreakerStore itself).
     gateway = gateway_with(options.tools, options.index, context, options.mcp, shared_url=opened.redis_url,
                            share_breakers=False, retriever=options.retriever)
     approver = _approver(options.approve, gateway, interactive=not options.as_json and sys.stdin.isatty())
-    graph = build_react_graph(gateway, checkpointer=opened.saver, store=long_term_store(opened), model=chat_model,
-                              response_format=options.response_format)
+    graph = graph_builder(graph_name)(gateway, checkpointer=opened.saver, store=long_term_store(opened),
+                                      model=chat_model, response_format=options.response_format)
     try:
         with traced(options.otel), unreadable_as_user_error(session):
             result, elapsed, mode = _turn(graph, question, session, options.from_checkpoint, context, out,
@@ -175,16 +191,30 @@ def _answer(question: str, session: str, context: Any, options: AskOptions) -> N
     finally:
         gateway.close()  # the MCP servers' sessions (stdio servers' processes end with them)
         close_shared_stores(gateway)  # the calls' metrics reach Redis before this process ends
-    _report(result, session, context.model, elapsed, mode, as_json=options.as_json)
+    _report(result, session, context.model, elapsed, mode, as_json=options.as_json, graph=graph_name)
 
 
-def _report(result: dict, session: str, model: str, elapsed: float, mode: str, *, as_json: bool) -> None:
+def _graph_of(saver: Any, session: str, asked: str | None) -> str:
+    """The graph that answers: --graph, else the session's own (its checkpoints name it), else react. A session
+    holds one paradigm's state, so --graph naming another is refused rather than run on that state."""
+    from reactgraph.graph import session_graph
+
+    recorded = session_graph(saver, session)
+    if asked and recorded and asked != recorded:
+        raise UserError(f"session {session!r} is a {recorded} session: ask it with --graph {recorded} (or leave "
+                        f"--graph out), or start a new session for {asked}")
+    return asked or recorded or "react"
+
+
+def _report(result: dict, session: str, model: str, elapsed: float, mode: str, *, as_json: bool,
+            graph: str) -> None:
     """The --json object (the steps were printed live otherwise); exit 1 unless the turn gave an answer."""
     if not result.get("status"):  # never an exit 0 with "answer": null: the store did not give the turn back
         raise UserError(f"the run on session {session!r} left no answer in the store; "
                         f"see `reactgraph history --session {session}`")
     if as_json:
-        sys.stdout.write(json.dumps(_json_payload(result, session, model, elapsed, mode), ensure_ascii=False) + "\n")
+        payload = _json_payload(result, session, model, elapsed, mode, graph)
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     from reactgraph.nodes.closing.status import SUCCESS_STATUSES
 
     if result.get("status") not in SUCCESS_STATUSES:  # exit 0 only for an answer: answered or partial
@@ -240,13 +270,15 @@ def _hold_session(turn: ExitStack, graph: Any, session: str, wait_s: float) -> N
         raise UserError(str(exc)) from exc
 
 
-def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: str) -> dict[str, Any]:
-    """What `--json` prints: the one object documented in the README."""
+def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: str,
+                  graph: str) -> dict[str, Any]:
+    """What `--json` prints: the one object documented in the README, the same keys for every graph (a
+    paradigm's own steps, plan and replan or trial and lesson, are among its `steps` records)."""
     from reactgraph.cli.console_view import usage_totals
     from reactgraph.models.response_format import jsonable
 
     return {"answer": result.get("final_answer"), "status": result.get("status"), "coverage": result.get("coverage"),
-            "session": session, "model": model, "iterations": result.get("iteration", 0),
+            "session": session, "graph": graph, "model": model, "iterations": result.get("iteration", 0),
             "elapsed_s": round(elapsed, 3), "resumed": mode == "resume", "usage": usage_totals(result),
             "steps": result.get("steps", []), "structured_response": jsonable(result.get("structured_response"))}
 

@@ -70,6 +70,9 @@ class StepPrinter:
         self.console = console
         self._streaming = False
         self._reply = ""  # the id of the reply being streamed
+        self._plan_length = 0  # Plan-and-Solve: the steps in the plan, and the one under way (0-based)
+        self._cursor = 0
+        self._trial = 0  # Reflexion: the trial under way
 
     def token(self, node: str, text: str, reply: str = "") -> None:
         """A streamed model token, printed as it arrives. Each reply (each attempt: a node may ask again after a
@@ -108,13 +111,13 @@ class StepPrinter:
         if text := gateway_event_line(event):
             self.line(Text(f"  {text}", style="dim"))
 
-    def _on_think(self, update: dict[str, Any]) -> None:
+    def _on_think(self, update: dict[str, Any], label: str = "") -> None:
         for message in update.get("messages", []):
             calls = pending_calls(message) if message.type == "ai" else []
             if not calls:
                 continue
             thought = message.text.strip()
-            self.line(Text(f"[{update.get('iteration', '?')}] Thought: ", style="bold cyan") +
+            self.line(Text(f"[{label or update.get('iteration', '?')}] Thought: ", style="bold cyan") +
                                Text(_clip(thought) or "(no thought given)"))
             for call in calls:
                 self.line(Text("    Action: ", style="bold magenta") +
@@ -147,6 +150,62 @@ class StepPrinter:
                  if verdict.get(name)]
         note = f" — {verdict['note']}" if verdict.get("note") else ""
         self.line(Text("    Reflection: ", style="bold yellow") + Text(f"{', '.join(flags) or 'continue'}{note}"))
+
+    # Plan-and-Solve: the plan, each step's rounds (its tool calls as ReAct's think shows them) and result, replans.
+    def _on_plan(self, update: dict[str, Any]) -> None:
+        plan = update.get("plan") or []
+        self._plan_length, self._cursor = len(plan), 0
+        self.line(Text("Plan: ", style="bold cyan") + Text(f"{len(plan)} step(s)" if plan else "no steps"))
+        for number, step in enumerate(plan, 1):
+            tool = f"  [{step['tool']}]" if step.get("tool") else ""
+            self.line(Text(f"    {number}. ") + Text(_clip(str(step.get("goal", "")), 200)) + Text(tool, style="dim"))
+        self._model_failures(update)
+
+    def _on_execute_step(self, update: dict[str, Any]) -> None:
+        self._on_think(update, label=f"step {self._cursor + 1}/{self._plan_length}")
+        for step in update.get("steps", []) if isinstance(update.get("steps"), list) else []:
+            if step["status"] in ("done", "failed", "skipped"):
+                style = "green" if step["status"] == "done" else "red"
+                self.line(Text(f"    Step {self._cursor + 1} {step['status']}: ", style=f"bold {style}") +
+                          Text(_clip(step["observation"].splitlines()[-1] if step["observation"] else "")))
+        if "cursor" in update:
+            self._cursor = int(update["cursor"])
+
+    def _on_replan(self, update: dict[str, Any]) -> None:
+        if update.get("plan") is not None:
+            self._plan_length = len(update["plan"])
+        for step in update.get("steps", []):
+            if step["status"] in ("replan", "replan_failed"):
+                self.line(Text("Replan: ", style="bold yellow") + Text(_clip(step["thought"], 200)))
+                for row in step["observation"].splitlines():
+                    self.line(Text(f"    {_clip(row, 200)}"))
+
+    # Reflexion: each trial is a ReAct run (its steps print as ReAct's), then its evaluation and, after a
+    # failed one, the lesson the next trial is given.
+    def _on_load_lessons(self, update: dict[str, Any]) -> None:
+        lessons = update.get("lessons") or []
+        known = f" · {len(lessons)} lesson(s) from earlier turns" if lessons else ""
+        self._trial = 1
+        self.line(Text("Trial 1", style="bold cyan") + Text(known, style="dim"))
+
+    def _on_evaluate(self, update: dict[str, Any]) -> None:
+        verdict = update.get("evaluation") or {}
+        passed = bool(verdict.get("passed"))
+        self.line(Text(f"    Evaluation [trial {self._trial} · by {verdict.get('by', '?')}]: ", style="bold") +
+                  Text("passed" if passed else "failed", style="green" if passed else "red") +
+                  Text(f" — {_clip(str(verdict.get('reason', '')), 200)}" if verdict.get("reason") else ""))
+
+    def _on_self_reflect(self, update: dict[str, Any]) -> None:
+        for step in update.get("steps", []):
+            if step["status"] == "lesson":
+                self.line(Text("    Lesson: ", style="bold yellow") + Text(_clip(step["observation"], 300)))
+        self._trial += 1
+        self.line(Text(f"Trial {self._trial}", style="bold cyan"))
+
+    def _model_failures(self, update: dict[str, Any]) -> None:
+        for step in update.get("steps", []) if isinstance(update.get("steps"), list) else []:
+            if step["status"] in ("model_error", "empty_reply", "format_error"):
+                self.line(Text("    Model: ", style="bold red") + Text(_clip(step["observation"])))
 
     def _on_respond(self, update: dict[str, Any]) -> None:
         for step in update.get("steps", []):

@@ -38,11 +38,10 @@ def show_history(
     if drop:
         _drop(opened.saver, session, drop, as_json)
         return
-    from reactgraph.graph.react import build_react_graph
     from reactgraph.graph.sessions import history
 
     with unreadable_as_user_error(session):
-        rows = list(history(build_react_graph(checkpointer=opened.saver), session, limit))
+        rows = list(history(session_reader(opened.saver, session), session, limit))
     if not rows:
         raise UserError(f"session {session!r} has no checkpoints in this store")
     if as_json:
@@ -154,12 +153,11 @@ def show_trace(
     and tool calls (status, latency) it made, and the turn's final status."""
     session = session_option(session) or session
     opened = open_store(store, parse_ttl(ttl))
-    from reactgraph.graph.react import build_react_graph
     from reactgraph.graph.timeline import TraceError, turn_timeline
 
     try:
         with unreadable_as_user_error(session):
-            timeline = turn_timeline(build_react_graph(checkpointer=opened.saver), session, turn)
+            timeline = turn_timeline(session_reader(opened.saver, session), session, turn)
     except TraceError as exc:
         raise UserError(str(exc)) from exc
     if as_json:
@@ -204,3 +202,11 @@ def render(t: dict[str, Any]) -> str:
         answer = t["answer"].strip().replace("\n", " ")
         lines.append(f"Final ({t['status']}): {answer[:200]}{'…' if len(answer) > 200 else ''}")
     return "\n".join(lines)
+
+
+def session_reader(saver: Any, session: str) -> Any:
+    """The graph that wrote the session (its checkpoints name it; react for older sessions), compiled on the
+    store's saver to read its checkpoints with that paradigm's channels."""
+    from reactgraph.graph import graph_builder, session_graph
+
+    return graph_builder(session_graph(saver, session) or "react")(checkpointer=saver)
