@@ -44,3 +44,20 @@ def test_compare_report_of_a_missing_file_is_one_line(tmp_path, cli):
     code, out, err = cli("compare", "--report", str(tmp_path / "nothing.jsonl"))
     missing = tmp_path / "nothing.jsonl"
     assert code == 2 and out == "" and err.strip() == f"error: --report {missing}: no results file there"
+
+
+def test_compare_at_an_80_column_terminal_fits_its_lines_and_lists_the_wide_tables(tmp_path, cli, monkeypatch):
+    """At a terminal the report is wrapped to its width: no line over 80 columns, each too-wide table a list of its
+    rows (every value still there), narrow tables kept as tables. A pipe gets summary.md as it is (test above)."""
+    for name in ("results.jsonl", "run.json"):
+        shutil.copyfile(RESULTS.parent / name, tmp_path / name)
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    code, out, err = cli("compare", "--report", str(tmp_path), "--no-plots")
+    assert code == 0, err
+    assert max(map(len, out.splitlines())) <= 80
+    records, settings = load(RESULTS)
+    graph = records[0]["graph"]
+    listed = " ".join(out.split())  # the list items' wrapped lines joined back
+    assert f"- {graph}: runs " in listed and " · success " in listed and " · 95% interval " in listed
+    assert "| --- |" not in out.split("## Per graph")[1].split("\n## ")[0]  # that table is a list now

@@ -279,10 +279,48 @@ def _write(records: list[dict[str, Any]], out: Path, described: dict[str, Any], 
     written = write_report(records, out, described, plots=plots, results=False)
     if output.as_json:
         sys.stdout.write(written["summary_json"].read_text(encoding="utf-8") + "\n")
+    elif sys.stdout.isatty():  # fitted to the terminal; a pipe or a file gets the report as summary.md holds it
+        _show_markdown(written["markdown"])
     else:
         sys.stdout.write(written["markdown"])
     files = [written["results"], written["summary"], written["summary_json"], *written["plots"]]
     output.note(f"wrote {', '.join(str(p) for p in files)}")
+
+
+def _show_markdown(markdown: str) -> None:
+    """The report at a terminal: Markdown still, wrapped to the terminal's width, each table wider than it as a
+    list of its rows (`- react: runs 6 · success 83% · …`), where the terminal would wrap rows mid-cell."""
+    import shutil
+
+    sys.stdout.write(fit_tables(markdown, shutil.get_terminal_size().columns))
+
+
+def fit_tables(markdown: str, width: int) -> str:
+    """`markdown` with its lines wrapped to `width` at spaces, and every table that has a line wider than `width`
+    written as a list, one item per row: the first cell, then each other column's header and value."""
+    import textwrap
+
+    out: list[str] = []
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("|"):  # prose and list items wrapped at spaces, not mid-word by the terminal
+            indent = "  " if lines[i].startswith("- ") else ""
+            out.extend(textwrap.wrap(lines[i], width, subsequent_indent=indent, break_on_hyphens=False) or [""])
+            i += 1
+            continue
+        table = []
+        while i < len(lines) and lines[i].startswith("|"):
+            table.append(lines[i])
+            i += 1
+        if max(map(len, table)) <= width or len(table) < 2:
+            out.extend(table)
+            continue
+        header, *rows = ([cell.strip() for cell in row.strip().strip("|").split("|")] for row in table)
+        for row in rows[1:]:  # rows[0] is the alignment row
+            fields = " · ".join(f"{name} {value}" for name, value in zip(header[1:], row[1:], strict=False) if value)
+            out.extend(textwrap.wrap(f"- {row[0]}: {fields}", width, subsequent_indent="  ", break_on_hyphens=False))
+    return "\n".join(out) + "\n"
 
 
 def regenerate(path: Path, plots: bool, output: Output) -> None:
