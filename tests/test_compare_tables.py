@@ -56,8 +56,7 @@ def test_compare_at_an_80_column_terminal_fits_its_lines_and_lists_the_wide_tabl
     code, out, err = cli("compare", "--report", str(tmp_path), "--no-plots")
     assert code == 0, err
     assert max(map(len, out.splitlines())) <= 80
-    records, settings = load(RESULTS)
-    graph = records[0]["graph"]
+    graph = load(RESULTS)[0][0]["graph"]
     listed = " ".join(out.split())  # the list items' wrapped lines joined back
     assert f"- {graph}: runs " in listed and " · success " in listed and " · 95% interval " in listed
     assert "| --- |" not in out.split("## Per graph")[1].split("\n## ")[0]  # that table is a list now
