@@ -400,6 +400,11 @@ def test_reactgraph_studio_serves_the_packaged_config_only_to_studios_origin_and
             assert f"config: the packaged {studio.PACKAGED_CONFIG} (no langgraph.json in {tmp_path.resolve()})" in logs
             assert "threads: Redis redis://" in logs
             assert (tmp_path / ".langgraph_api").is_dir()  # its files in the working directory, not site-packages
+            # Our lines and "ready", not the dev server's dozens: those are in its log file (--verbose: here).
+            server_log = tmp_path / ".langgraph_api" / "studio-server.log"
+            assert logs.splitlines()[-1] == "ready" and len(logs.splitlines()) == 6, logs
+            assert f"server log: {server_log} (--verbose shows it here)" in logs
+            assert server_log.stat().st_size > 0
 
             studio_page = _preflight(server.url, studio.STUDIO_ORIGIN)
             assert studio_page.headers.get("access-control-allow-origin") == studio.STUDIO_ORIGIN
@@ -415,6 +420,23 @@ def test_reactgraph_studio_serves_the_packaged_config_only_to_studios_origin_and
             assert not _listening(server.url), "langgraph dev still serves the port after SIGTERM"
     finally:
         server.stop()
+
+
+def test_a_server_that_cannot_start_says_why_with_the_end_of_its_log(tmp_path, redis_url):
+    """A graph that fails to import: `reactgraph studio` stops waiting, prints the log's last lines (the cause
+    among them) on stderr and exits non-zero, where the dev server's reloader would wait for a code change."""
+    (tmp_path / "broken.py").write_text("raise RuntimeError('the broken graph module')\n", encoding="utf-8")
+    config = {"dependencies": ["."], "graphs": {"broken": "./broken.py:graph"}}
+    (tmp_path / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
+    launch = ("import sys; from pathlib import Path; from reactgraph.studio.launcher import run_studio; "
+              "sys.exit(run_studio(config=Path(sys.argv[1])))")
+    done = subprocess.run([sys.executable, "-c", launch, str(tmp_path / "langgraph.json")], cwd=tmp_path,
+                          env=dict(os.environ, REDIS_URL=redis_url), capture_output=True, text=True,
+                          timeout=studio.STARTUP_TIMEOUT_S + 30, start_new_session=True)
+    assert done.returncode != 0
+    assert "error: the Studio server did not start; the end of " in done.stderr
+    assert "the broken graph module" in done.stderr
+    assert "ready" not in done.stdout
 
 
 def test_a_configs_own_http_cors_is_left_to_it(tmp_path):

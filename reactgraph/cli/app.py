@@ -77,6 +77,8 @@ def studio(
     store: Annotated[str | None, typer.Option(metavar="URL", help="The Redis where threads and sessions live: "
                                               "redis://host:port/db, rediss://…, unix:///path.sock (default: "
                                               "$REDIS_URL, else the embedded Redis).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Print the dev server's log lines here (default: "
+                                                            "to .langgraph_api/studio-server.log).")] = False,
 ) -> None:
     """Serve the graphs to LangGraph Studio (`langgraph dev`), with no analytics or version checks.
 
@@ -86,7 +88,7 @@ def studio(
     """
     from reactgraph.studio.launcher import run_studio  # imported on demand: it needs the dev extra's langgraph-cli
 
-    raise typer.Exit(run_studio(host, port, browser, store=store))
+    raise typer.Exit(run_studio(host, port, browser, store=store, verbose=verbose))
 
 
 def _error(message: str) -> None:

@@ -54,6 +54,8 @@ STUDIO_CORS = {"allow_origins": [STUDIO_ORIGIN], "allow_methods": ["*"], "allow_
                "allow_credentials": False,
                "expose_headers": ["x-pagination-total", "x-pagination-next", "content-location"]}
 STOP_GRACE_S = 15.0  # for the server to save its threads and end, once told to stop; then it is killed
+STARTUP_TIMEOUT_S = 180.0  # for the dev server to answer on its port (it imports the graphs first)
+LOG_TAIL_LINES = 30  # of the server's log, shown when it cannot start
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -130,7 +132,7 @@ def uses_our_persistence(config: Path) -> bool:
 
 
 def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: bool = False, *,
-               config: Path | None = None, store: str | None = None) -> int:
+               config: Path | None = None, store: str | None = None, verbose: bool = False) -> int:
     """Serve the graphs of `config` (see `choose_config`) with `langgraph dev` until Ctrl+C.
 
     Threads are kept where the CLI keeps sessions: `store` (a Redis URL), else $REDIS_URL, else the embedded
@@ -158,11 +160,24 @@ def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: b
     print(f"LangGraph Studio: {studio_url(host, port)}")
     print(f"config: {config_label}")
     print(f"threads: {threads}")
-    print(f"API: http://{host}:{port}  (docs: http://{host}:{port}/docs) · Ctrl+C stops the server", flush=True)
-    process = subprocess.Popen(studio_command(host, port, open_browser=open_browser, config=config),
-                               cwd=run_dir, env=env, process_group=0)
+    print(f"API: http://{host}:{port}  (docs: http://{host}:{port}/docs) · Ctrl+C stops the server")
+    # The dev server's own log lines (dozens, wider than a terminal) would bury these four: they go to a file,
+    # shown here only with --verbose, or when the server cannot start.
+    log_path = None if verbose else run_dir / ".langgraph_api" / "studio-server.log"
+    if log_path is not None:
+        log_path.parent.mkdir(exist_ok=True)
+        print(f"server log: {log_path} (--verbose shows it here)")
+    sys.stdout.flush()
+    with contextlib.ExitStack() as opened:
+        log = opened.enter_context(log_path.open("w", encoding="utf-8")) if log_path is not None else None
+        process = subprocess.Popen(studio_command(host, port, open_browser=open_browser, config=config),
+                                   cwd=run_dir, env=env, process_group=0, stdout=log,
+                                   stderr=subprocess.STDOUT if log is not None else None)
     restore = _stop_on(signal.SIGTERM, signal.SIGHUP)
     try:
+        if log_path is not None and not _started(process, host, port, log_path):
+            ended = process.poll()
+            return _exit_code(ended) or 1 if ended is not None else 1  # the finally below stops a server left
         return _exit_code(process.wait())
     except (KeyboardInterrupt, _StopAsked):
         # SIGTERM to the group, not SIGINT: uvicorn takes a second SIGINT as "force quit" and skips the
@@ -179,6 +194,27 @@ def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: b
         _signal_group(process, signal.SIGKILL)  # whatever is left of the group (a reload worker) goes too
         if process.poll() is None:
             process.wait()
+
+
+def _started(process: subprocess.Popen, host: str, port: int, log_path: Path) -> bool:
+    """Wait until the server answers on its port ("ready" is printed), or say why it did not: it exited, or its
+    application failed to start (the reloader would then wait for a code change forever): the log's last lines
+    on stderr. Bounded by STARTUP_TIMEOUT_S."""
+    import time
+
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        log = log_path.read_text(encoding="utf-8", errors="replace")
+        if process.poll() is not None or "Application startup failed" in log:
+            tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
+            print(f"error: the Studio server did not start; the end of {log_path}:\n{tail}", file=sys.stderr)
+            return False
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+            print("ready", flush=True)
+            return True
+        time.sleep(0.25)
+    print(f"error: the Studio server did not answer within {STARTUP_TIMEOUT_S:g} s; see {log_path}", file=sys.stderr)
+    return False
 
 
 class _StopAsked(ReactGraphError):
