@@ -11,6 +11,7 @@ from typing import Any, cast
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import RunControl
 from langgraph.types import Command, Overwrite, StreamMode
 
 from reactgraph.graph import GRAPH_METADATA
@@ -58,7 +59,9 @@ def plan_run(graph: AnyGraph, question: str, session: str, from_checkpoint: str 
                               f"see `reactgraph history --session {session}`")
         return RunPlan(config, new_turn, "fork")
     snapshot = graph.get_state(config)
-    unfinished = bool(snapshot.next)
+    # `tasks` too: a step whose tasks all finished (their writes saved) before the process stopped has no `next`
+    # left, yet the turn has not moved past it
+    unfinished = bool(snapshot.next or snapshot.tasks)
     pending = current_question(snapshot.values.get("messages", [])) if unfinished else None
     if pending is not None and pending.text.strip() == question.strip():
         return RunPlan(config, None, "resume")
@@ -68,7 +71,7 @@ def plan_run(graph: AnyGraph, question: str, session: str, from_checkpoint: str 
 def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink | None = None,
         on_token: TokenSink | None = None, *, wait_s: float = DEFAULT_WAIT_S,
         on_wait: WaitNotice | None = None, on_event: EventSink | None = None,
-        approver: Approver | None = None) -> dict:
+        approver: Approver | None = None, control: RunControl | None = None) -> dict:
     """Stream the run node by node (to `on_update`; a nested graph's nodes too, by their own names), model tokens
     as they arrive (to `on_token`, with the id of the reply they belong to; only from providers that stream) and
     gateway events (to `on_event`), then return the session's final state values.
@@ -78,7 +81,12 @@ def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink 
     and `pending_approval` tells what it waits for.
 
     The turn holds the session's lease (`session_lease`): another turn on it waits up to `wait_s` (`on_wait`
-    is told), else `SessionBusy`; a caller that already holds the lease (to plan under it too) shares it."""
+    is told), else `SessionBusy`; a caller that already holds the lease (to plan under it too) shares it.
+
+    `control` (LangGraph's `RunControl`) stops the turn cooperatively: after `control.request_drain()` (from a
+    signal handler, another thread…) the run ends at the next step boundary with every finished step saved and
+    raises LangGraph's `GraphDrained`; the same question asked again on the session (`plan_run`) resumes it from
+    there, without running a finished tool call again."""
     session = check_session_id((plan.config.get("configurable") or {})["thread_id"])
     thread: RunnableConfig = {"configurable": {"thread_id": session}}
     with session_lease(graph, session, wait_s=wait_s, on_wait=on_wait) as lease, run_scope(session) as run_id:
@@ -86,13 +94,13 @@ def run(graph: AnyGraph, plan: RunPlan, context: Context, on_update: UpdateSink 
         # graph's name goes into every checkpoint's metadata: history, trace and the next turn rebuild it by name.
         metadata = {**(plan.config.get("metadata") or {}), GRAPH_METADATA: graph.name}
         plan = replace(plan, config={**plan.config, "run_id": uuid.UUID(run_id), "metadata": metadata})
-        _stream(graph, plan, context, lease, on_update, on_token, on_event)
+        _stream(graph, plan, context, lease, on_update, on_token, on_event, control)
         for _ in range(MAX_APPROVAL_ROUNDS if approver else 0):
             paused = pending_approval(graph, session)
             if paused is None:
                 break
             resume = RunPlan(thread, Command(resume=approver(paused)) if approver else None, "resume")
-            _stream(graph, resume, context, lease, on_update, on_token, on_event)
+            _stream(graph, resume, context, lease, on_update, on_token, on_event, control)
         return graph.get_state(thread).values
 
 
@@ -106,7 +114,7 @@ def pending_approval(graph: AnyGraph, session: str) -> dict[str, Any] | None:
 
 
 def _stream(graph: AnyGraph, plan: RunPlan, context: Context, lease: SessionLease, on_update: UpdateSink | None,
-            on_token: TokenSink | None, on_event: EventSink | None = None) -> None:
+            on_token: TokenSink | None, on_event: EventSink | None = None, control: RunControl | None = None) -> None:
     modes: list[StreamMode] = ["updates", "messages"] if on_token else ["updates"]
     if on_event:
         modes.append("custom")
@@ -116,7 +124,7 @@ def _stream(graph: AnyGraph, plan: RunPlan, context: Context, lease: SessionLeas
     # subgraphs=True: the steps of a graph run inside a node (Reflexion's actor, one ReAct run per trial) are
     # streamed as they happen too, under their own node names (think, act, observe…), not only as the trial's end.
     parts = graph.stream(plan.graph_input, config=plan.config, context=context, stream_mode=modes,
-                         durability="sync", subgraphs=True)
+                         durability="sync", subgraphs=True, control=control)
     for part in parts:
         lease.check()  # a lease lost mid-turn (renewals failed) stops the turn before another step is saved
         _namespace, mode, payload = cast(tuple[tuple[str, ...], str, Any], part)  # each: (namespace, mode, payload)

@@ -7,10 +7,15 @@ at once what is about to run; LangGraph, the nodes and the tools are imported on
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
 import sys
+import threading
 import time
 import uuid
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -185,7 +190,7 @@ def _answer(question: str, session: str, context: Any, options: AskOptions) -> N
     graph = graph_builder(graph_name)(gateway, checkpointer=opened.saver, store=long_term_store(opened),
                                       model=chat_model, response_format=options.response_format)
     try:
-        with traced(options.otel), unreadable_as_user_error(session):
+        with traced(options.otel), unreadable_as_user_error(session), _stopped_by_ctrl_c(question, session):
             result, elapsed, mode = _turn(graph, question, session, options.from_checkpoint, context, out,
                                           options.wait_s, approver)
     finally:
@@ -248,7 +253,7 @@ def _turn(graph: Any, question: str, session: str, from_checkpoint: str | None, 
             plan = plan_run(graph, question, session, from_checkpoint)
         except LookupError as exc:
             raise UserError(str(exc)) from exc
-        result, elapsed = _run(graph, plan, context, out, from_checkpoint, approver)
+        result, elapsed = _run(graph, plan, context, out, from_checkpoint, approver, _resume_hint(question, session))
     return result, elapsed, plan.mode
 
 
@@ -283,9 +288,11 @@ def _json_payload(result: dict, session: str, model: str, elapsed: float, mode: 
             "steps": result.get("steps", []), "structured_response": jsonable(result.get("structured_response"))}
 
 
-def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | None,
-         approver: Any = None) -> tuple[dict, float]:
+def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | None, approver: Any,
+         resume_hint: str) -> tuple[dict, float]:
     """Run the planned turn, printing each step to `out` (none with --json); the final state and wall time."""
+    from langgraph.runtime import RunControl
+
     from reactgraph.cli.prune import refresh_session
     from reactgraph.graph.sessions import run
     from reactgraph.memory.session_lease import SessionLeaseLost
@@ -299,9 +306,12 @@ def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | N
         if plan.mode in notes:
             out.print(f"[dim]{notes[plan.mode]}[/dim]", soft_wrap=True)
     started = time.perf_counter()
+    control = RunControl()
     try:
-        result = run(graph, plan, context, printer.update if printer else None, printer.token if printer else None,
-                     on_event=printer.event if printer else None, approver=approver)
+        with _drain_on_ctrl_c(control, resume_hint):
+            result = run(graph, plan, context, printer.update if printer else None,
+                         printer.token if printer else None, on_event=printer.event if printer else None,
+                         approver=approver, control=control)
         refresh_session(graph.store, plan.config["configurable"]["thread_id"])  # its Q&A log lives on with it
     except store_errors() as exc:
         raise UserError(f"{exc}; the session is saved up to its last checkpoint: run the same command again "
@@ -312,3 +322,56 @@ def _run(graph: Any, plan: Any, context: Any, out: Any, from_checkpoint: str | N
     if printer:
         printer.final(result, elapsed)
     return result, elapsed
+
+
+INTERRUPTED_EXIT = 130  # as a shell reports a command stopped by Ctrl-C (128 + SIGINT)
+
+
+@contextmanager
+def _drain_on_ctrl_c(control: Any, resume_hint: str) -> Iterator[None]:
+    """While the turn runs, the first Ctrl-C asks it to stop at the next step boundary (the step under way
+    finishes and is saved; `GraphDrained` then ends the run) and the second stops the process at once.
+
+    At once means without waiting for the calls under way: LangGraph's executor waits for its running tasks
+    before an exception leaves `stream`, so a KeyboardInterrupt would wait out a slow tool. The process ends
+    instead, and loses nothing finished: each step and each finished call is saved as it ends (durability
+    "sync"); the session's lease, left behind, is taken over at once by the next turn on this machine."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+
+    def stop_now(_signum: int, _frame: object) -> None:
+        sys.stdout.flush()
+        sys.stderr.write("\n" + resume_hint)
+        sys.stderr.flush()
+        os._exit(INTERRUPTED_EXIT)
+
+    def drain(_signum: int, _frame: object) -> None:
+        control.request_drain("Ctrl-C")
+        signal.signal(signal.SIGINT, stop_now)
+        sys.stderr.write("\nstopping after the step under way (Ctrl-C again stops at once)…\n")
+        sys.stderr.flush()
+
+    previous = signal.signal(signal.SIGINT, drain)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _stopped_by_ctrl_c(question: str, session: str) -> Iterator[None]:
+    """A turn stopped by Ctrl-C (drained at a step boundary, or interrupted at once) ends the command with one
+    line saying that the turn is saved and how to resume it, and exit 130."""
+    from langgraph.errors import GraphDrained
+
+    try:
+        yield
+    except (GraphDrained, KeyboardInterrupt):
+        sys.stderr.write(_resume_hint(question, session))
+        raise typer.Exit(INTERRUPTED_EXIT) from None
+
+
+def _resume_hint(question: str, session: str) -> str:
+    return (f"interrupted: the turn is saved up to its last finished step; to resume it, ask the same question on "
+            f"the session: reactgraph ask --session {shlex.quote(session)} {shlex.quote(question)}\n")
