@@ -26,7 +26,7 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from typing_extensions import is_typeddict
 
-from reactgraph.tools.errors import ToolRegistrationError
+from reactgraph.tools.call import ToolRegistrationError
 from reactgraph.tools.json_schema import compile_schema, describe, field_errors
 
 Strategy = Literal["auto", "provider", "tool"]

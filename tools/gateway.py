@@ -12,14 +12,11 @@ from langchain_core.tools import BaseTool
 
 from reactgraph.tools.approval import ApprovalGate, approval_request, interrupt_on
 from reactgraph.tools.breaker import BreakerConfig, BreakerRecheck, BreakerStore, CircuitBreakerPolicy, CircuitBreakers
-from reactgraph.tools.errors import ToolRegistrationError
+from reactgraph.tools.call import EventSink, Handler, Invoke, ToolRegistrationError, ToolResult, ToolSession, chain
 from reactgraph.tools.guards import ArgumentValidation, Existence, Permission, ResultLimit
 from reactgraph.tools.injection import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
-from reactgraph.tools.pipeline import CallContext, EventSink, Handler, Invoke, chain
 from reactgraph.tools.resilience import Bulkhead, Normalise, Retry, Timeout
-from reactgraph.tools.result import ToolResult
-from reactgraph.tools.session import ToolSession
 from reactgraph.tools.telemetry import MetricsStore, Telemetry, ToolTracing
 from reactgraph.tools.threads import ToolThreads
 
@@ -193,7 +190,7 @@ class ToolGateway:
         asks for approval is answered `needs_approval` and not run. `injection`: the graph's state, store,
         context and config, for LangChain tools with injected arguments (the graphs' act node passes it).
         """
-        return await self._pipeline(CallContext.of(call, session or ToolSession(), sink=events, approved=approved,
+        return await self._pipeline(ToolResult.of(call, session or ToolSession(), sink=events, approved=approved,
                                                    injection=injection))
 
     def reads_state(self, name: str) -> bool:

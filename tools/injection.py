@@ -52,7 +52,7 @@ class InjectedArgs:
         is not the tool's fault, nor the model's to fix, so it never counts against the tool's breaker."""
         injection = injection or ToolInjection()
         if self.state and injection.state is None:
-            from reactgraph.tools.errors import ToolInputError
+            from reactgraph.tools.call import ToolInputError
 
             raise ToolInputError(f"this tool reads the graph state ({', '.join(self.state)}: InjectedState); run it "
                                  "in a graph's tool step, where the state is given")

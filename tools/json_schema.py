@@ -8,7 +8,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, SchemaError, validators
 from jsonschema.protocols import Validator
 
-from reactgraph.tools.errors import ToolRegistrationError
+from reactgraph.tools.call import ToolRegistrationError
 
 _MAX_ERRORS = 5  # a model fixing its call needs the first few problems, not all of a hostile payload's
 _MAX_MESSAGE_CHARS = 200  # jsonschema quotes the offending value, which may be huge

@@ -9,10 +9,9 @@ from langchain_core.tools import BaseTool, ToolException
 from langchain_core.utils.pydantic import TypeBaseModel
 from pydantic import ConfigDict, create_model
 
+from reactgraph.tools.call import ToolResult, ToolSession
 from reactgraph.tools.injection import ToolInjection
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.result import ToolResult
-from reactgraph.tools.session import ToolSession
 from reactgraph.tools.sync_bridge import run_sync
 
 

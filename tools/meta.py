@@ -12,10 +12,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
-from reactgraph.tools.errors import ToolError, ToolRegistrationError
+from reactgraph.tools.call import ToolError, ToolOutput, ToolRegistrationError
 from reactgraph.tools.injection import InjectedArgs, injected_args
 from reactgraph.tools.json_schema import compile_schema
-from reactgraph.tools.result import ToolOutput
 
 # What a person may answer an approval request with, as LangChain's HumanInTheLoopMiddleware names them: run the
 # call, run an edited call, don't run it (the model reads why), or answer it with their own text as its result.

@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from reactgraph.tools import tracing
+from reactgraph.tools.call import EventSink, Handler, ToolResult, ToolStatus
 from reactgraph.tools.guards import coerce_args
-from reactgraph.tools.pipeline import CallContext, EventSink, Handler
-from reactgraph.tools.result import ToolResult, ToolStatus
 
 log = logging.getLogger("reactgraph.tools.metrics")
 DEFAULT_PREFIX = "reactgraph:metrics:"
@@ -283,7 +282,7 @@ def args_digest(args: Any) -> str:
 
 
 class Telemetry:
-    """The telemetry step: stamps latency and attempts, logs the call once, and updates the tool's metrics."""
+    """The telemetry step: stamps latency, logs the call once, and updates the tool's metrics."""
 
     def __init__(self, store: MetricsStore | None = None) -> None:
         self.store: MetricsStore = store or MemoryMetricsStore()
@@ -293,11 +292,10 @@ class Telemetry:
         """This process's metrics when they are kept in process ({} when a shared store holds them)."""
         return self.store.metrics if isinstance(self.store, MemoryMetricsStore) else {}
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         started = time.perf_counter()
         result = await proceed(call)
         result.latency_ms = (time.perf_counter() - started) * 1000
-        result.attempts = call.attempts
         if call.meta is not None:  # unknown names stay out of the metrics, or junk calls would grow them forever
             self.store.record(call.name, result)
         level = logging.INFO if result.status is ToolStatus.OK else logging.WARNING
@@ -311,7 +309,7 @@ class Telemetry:
         return result
 
 
-def _breaker_state(call: CallContext, result: ToolResult) -> str:
+def _breaker_state(call: ToolResult, result: ToolResult) -> str:
     """The circuit as the call was admitted (closed, or half_open for the probe) or refused (open), from what
     the pipeline already knows (no second read of a Redis breaker store); a call that moved it reports where."""
     if result.status is ToolStatus.CIRCUIT_OPEN:
@@ -334,7 +332,7 @@ class ToolTracing:
     `reactgraph.tool.*` otherwise; arguments appear only as their digest, never as values.
     """
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         tracer = tracing.active_tracer()
         if tracer is None:
             return await proceed(call)

@@ -43,7 +43,7 @@ from reactgraph.nodes.tool_round.decision import BadAnswer, Decision
 from reactgraph.nodes.tool_round.gateway_facts import gateway_facts
 from reactgraph.nodes.tool_round.hitl import decision_schema, hitl_request, tool_approval_request
 from reactgraph.tools import ToolSession, observations
-from reactgraph.tools.pipeline import emit
+from reactgraph.tools.call import emit
 
 MAX_ASKS = 5  # interrupts per request (a reply's, or a call's per call): edit rounds and answers not understood
 

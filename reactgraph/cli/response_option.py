@@ -42,7 +42,7 @@ def load_response_format(spec: str | None) -> Any:
     if spec is None or not spec.strip():
         return None
     from reactgraph.models.response_format import response_format_of
-    from reactgraph.tools.errors import ToolRegistrationError
+    from reactgraph.tools.call import ToolRegistrationError
     from reactgraph.tools.plugins import load_attribute
 
     spec = spec.strip()

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
+from reactgraph.tools.call import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.tracing import trace_headers
 
