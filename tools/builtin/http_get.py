@@ -16,7 +16,7 @@ import httpx
 
 from reactgraph.tools.call import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.tracing import trace_headers
+from reactgraph.tools.telemetry import trace_headers
 
 ALLOW_ENV = "REACTGRAPH_HTTP_ALLOW"
 MAX_QUERY_ENV, MAX_PATH_ENV = "REACTGRAPH_HTTP_MAX_QUERY", "REACTGRAPH_HTTP_MAX_PATH"

@@ -14,7 +14,7 @@ from reactgraph.tools.mcp import loop
 from reactgraph.tools.mcp.config import McpServerConfig, read_config
 from reactgraph.tools.mcp.server import McpServer
 from reactgraph.tools.meta import ToolMeta, in_band_outcome
-from reactgraph.tools.tracing import trace_headers
+from reactgraph.tools.telemetry import trace_headers
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
