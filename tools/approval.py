@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reactgraph.tools import observations
+from reactgraph.tools import untrusted
 from reactgraph.tools.call import Handler, ToolResult, ToolSession, ToolStatus
 from reactgraph.tools.guards import check_arguments, coerce_args
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.visible_text import terminal_safe
+from reactgraph.tools.untrusted import terminal_safe
 
 if TYPE_CHECKING:
     from reactgraph.tools.gateway import ToolRegistry  # the gateway holds the registry these steps read
@@ -91,6 +91,6 @@ class ApprovalGate:
 
     async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         if not call.approved and (reason := approval_reason(call.tool, call.session)):
-            return call.answer(ToolStatus.NEEDS_APPROVAL, observations.needs_approval(call.name, reason),
+            return call.answer(ToolStatus.NEEDS_APPROVAL, untrusted.needs_approval(call.name, reason),
                                reason=reason)
         return await proceed(call)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from reactgraph.tools import observations
+from reactgraph.tools import untrusted
 from reactgraph.tools.call import Handler, ToolResult, ToolStatus, emit
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ def refusal(call: ToolResult, breaker: CircuitBreaker, snap: BreakerSnapshot, ot
     """The `circuit_open` result: when the tool will be tried again, and which tools remain."""
     retry_in = breaker.retry_in(snap)
     return call.answer(ToolStatus.CIRCUIT_OPEN,
-                       observations.circuit_open(call.name, retry_in, snap.consecutive_failures, others),
+                       untrusted.circuit_open(call.name, retry_in, snap.consecutive_failures, others),
                        retry_in_s=round(retry_in, 3))
 
 

@@ -44,7 +44,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.tools import observations
+from reactgraph.tools import untrusted
 from reactgraph.tools.threads import ToolAborted, ToolThreads
 
 if TYPE_CHECKING:
@@ -308,7 +308,7 @@ def tool_fault(call: ToolResult, exc: BaseException) -> ToolResult:
     if log.isEnabledFor(logging.DEBUG):
         log.debug("tool %s raised %s (contained as an error result)", call.name, type(cause).__name__,
                   exc_info=cause, extra={"swallowed": {"tool": call.name, "error_type": type(cause).__name__}})
-    return call.answer(ToolStatus.ERROR, observations.failed(call.name, cause), error_type=type(cause).__name__)
+    return call.answer(ToolStatus.ERROR, untrusted.failed(call.name, cause), error_type=type(cause).__name__)
 
 
 class Invoke:
@@ -329,17 +329,17 @@ class Invoke:
         if tool.is_async:
             value = await tool.run(**kwargs)
             if isinstance(value, ToolOutput):
-                return call.answer(ToolStatus.OK, observations.render_value(value.content), value=value.content,
+                return call.answer(ToolStatus.OK, untrusted.render_value(value.content), value=value.content,
                                    artifact=value.artifact)
-            return call.answer(ToolStatus.OK, observations.render_value(value), value=value)
+            return call.answer(ToolStatus.OK, untrusted.render_value(value), value=value)
         stuck = self.threads.refusal(call.name)
         if stuck is not None:
-            return call.answer(ToolStatus.ERROR, observations.stuck(call.name, stuck, tool.timeout_s),
+            return call.answer(ToolStatus.ERROR, untrusted.stuck(call.name, stuck, tool.timeout_s),
                                reason="stuck threads", stuck_threads=stuck)
         value, content = await self.threads.run(call.name, lambda: _run_and_render(tool.run, kwargs))
         if content is None:  # a sync-looking callable (partial, callable object) that is async inside
             value = await value
-            content = observations.render_value(value)
+            content = untrusted.render_value(value)
         return call.answer(ToolStatus.OK, content, value=value)
 
 
@@ -348,4 +348,4 @@ def _run_and_render(run: Callable[..., Any], kwargs: Mapping[str, Any]) -> tuple
     value = run(**kwargs)
     if inspect.isawaitable(value):
         return value, None
-    return value, observations.render_value(value)
+    return value, untrusted.render_value(value)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
-from reactgraph.tools import json_schema, observations
+from reactgraph.tools import json_schema, untrusted
 from reactgraph.tools.call import Handler, ToolResult, ToolStatus, tool_fault
 from reactgraph.tools.meta import ToolMeta
 
@@ -35,10 +35,10 @@ class Existence:
         meta = self.registry.get(call.name)
         if meta is None:
             available = self.registry.available_names(call.session)
-            return call.answer(ToolStatus.UNKNOWN_TOOL, observations.unknown_tool(call.name, available))
+            return call.answer(ToolStatus.UNKNOWN_TOOL, untrusted.unknown_tool(call.name, available))
         if not meta.enabled:
             available = self.registry.available_names(call.session)
-            return call.answer(ToolStatus.DENIED, observations.disabled_tool(call.name, available),
+            return call.answer(ToolStatus.DENIED, untrusted.disabled_tool(call.name, available),
                                reason="disabled")
         call.meta = meta
         return await proceed(call)
@@ -54,7 +54,7 @@ class Permission:
         meta = call.tool
         if not call.session.permits(meta.name, meta.tags):
             available = self.registry.available_names(call.session)
-            return call.answer(ToolStatus.DENIED, observations.denied(meta.name, available),
+            return call.answer(ToolStatus.DENIED, untrusted.denied(meta.name, available),
                                reason="session policy")
         return await proceed(call)
 
@@ -112,12 +112,12 @@ def check_arguments(call: ToolResult) -> ToolResult | None:
     meta = call.tool
     args = coerce_args(call.args)
     if not isinstance(args, dict):
-        return call.answer(ToolStatus.INVALID_ARGS, observations.invalid_args(
+        return call.answer(ToolStatus.INVALID_ARGS, untrusted.invalid_args(
             meta.name, f"arguments must be a JSON object, got {type(args).__name__}", schema_hint(meta)))
     if meta.params_model is None:
         errors = json_schema.field_errors(meta.validator, args)
         if errors:
-            return call.answer(ToolStatus.INVALID_ARGS, observations.invalid_args(
+            return call.answer(ToolStatus.INVALID_ARGS, untrusted.invalid_args(
                 meta.name, json_schema.describe(errors), schema_hint(meta)), field_errors=errors)
         call.params = args
         return None
@@ -125,7 +125,7 @@ def check_arguments(call: ToolResult) -> ToolResult | None:
         call.params = meta.params_model.model_validate(args)
     except ValidationError as exc:
         return call.answer(ToolStatus.INVALID_ARGS,
-                           observations.invalid_args(meta.name, exc, schema_hint(meta)),
+                           untrusted.invalid_args(meta.name, exc, schema_hint(meta)),
                            field_errors=[{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()])
     except BaseException as exc:  # noqa: BLE001 - the tool's own validators may raise anything (pydantic
         return tool_fault(call, exc)  # turns only ValueError and AssertionError into a ValidationError)
@@ -150,7 +150,7 @@ class ResultLimit:
         limit = self.max_chars if meta is None or meta.max_result_chars is None else meta.max_result_chars
         total = len(result.content)
         if total > limit:
-            result.content = result.content[:limit] + observations.cut_note(limit, total)
+            result.content = result.content[:limit] + untrusted.cut_note(limit, total)
             result.value = None
             result.detail["cut"] = {"kept_chars": limit, "total_chars": total}
         return result

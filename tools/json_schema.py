@@ -40,7 +40,7 @@ def field_errors(validator: Validator, args: Mapping[str, Any]) -> list[dict[str
 
 
 def describe(errors: list[dict[str, Any]]) -> str:
-    """`field: message; ...`, the same wording `observations.invalid_args` uses for pydantic errors."""
+    """`field: message; ...`, the same wording `untrusted.invalid_args` uses for pydantic errors."""
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in errors)
 
 

@@ -16,7 +16,7 @@ import random
 import time
 import weakref
 
-from reactgraph.tools import observations
+from reactgraph.tools import untrusted
 from reactgraph.tools.call import Handler, ToolInputError, ToolResult, ToolStatus, TransientToolError, emit, tool_fault
 from reactgraph.tools.guards import schema_hint
 
@@ -33,10 +33,10 @@ class Normalise:
         try:
             return await proceed(call)
         except TimeoutError:
-            return call.answer(ToolStatus.TIMEOUT, observations.timeout(call.name, call.tool.timeout_s))
+            return call.answer(ToolStatus.TIMEOUT, untrusted.timeout(call.name, call.tool.timeout_s))
         except ToolInputError as exc:
             return call.answer(ToolStatus.INVALID_ARGS,
-                               observations.invalid_args(call.name, str(exc), schema_hint(call.tool)))
+                               untrusted.invalid_args(call.name, str(exc), schema_hint(call.tool)))
         except BaseException as exc:  # noqa: BLE001 - a tool's fault, of any kind, must never escape the gateway
             return tool_fault(call, exc)
 
@@ -103,7 +103,7 @@ class Bulkhead:
             held = await self._acquire_all(semaphores, call.waited_for_slot)
         except TimeoutError:
             return call.answer(ToolStatus.RATE_LIMITED,
-                               observations.rate_limited(call.name, time.monotonic() - started))
+                               untrusted.rate_limited(call.name, time.monotonic() - started))
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:

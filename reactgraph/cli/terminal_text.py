@@ -1,7 +1,7 @@
 """Text from outside (tool output, model replies, MCP servers' descriptions, stored sessions, log fields) made
 safe for a terminal: control characters shown as visible escapes instead of acting on the terminal.
 
-`terminal_safe` (reactgraph/tools/visible_text.py, which approval requests use too) is the one function;
+`terminal_safe` (reactgraph/tools/untrusted.py, which approval requests use too) is the one function;
 `SafeConsole` applies it to everything a rich console prints (rich's
 `Text` keeps ESC and most controls), so an OSC title, a clear-screen or a bidi override in a tool's output is
 printed as `\\x1b]0;…`, never obeyed. Newlines and tabs are kept; rich's own styling is untouched.
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.segment import Segment
 
-from reactgraph.tools.visible_text import terminal_safe
+from reactgraph.tools.untrusted import terminal_safe
 
 __all__ = ["SafeConsole", "terminal_safe"]
 
