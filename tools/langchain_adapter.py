@@ -12,7 +12,7 @@ from pydantic import ConfigDict, create_model
 from reactgraph.tools.call import ToolResult, ToolSession
 from reactgraph.tools.injection import ToolInjection
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.sync_bridge import run_sync
+from reactgraph.tools.threads import run_sync
 
 
 class GatewayTool(BaseTool):

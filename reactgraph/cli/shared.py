@@ -206,8 +206,8 @@ def close_shared_stores(gateway: ToolGateway, *, breakers: bool = True) -> None:
     """Before the process ends: the calls' metrics written (up to 2 s), the shared stores' clients closed
     (`breakers=False`: the breakers' asyncio client was closed already, on the loop its calls ran on)."""
     from reactgraph.tools.breaker import RedisBreakerStore
-    from reactgraph.tools.sync_bridge import run_sync
     from reactgraph.tools.telemetry import RedisMetricsStore
+    from reactgraph.tools.threads import run_sync
 
     metrics, breaker_store, close_breakers = gateway.telemetry.store, gateway.breakers.store, breakers
     metrics.flush(2.0)
