@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
-from reactgraph.tools import json_schema, untrusted
+from reactgraph.tools import untrusted
 from reactgraph.tools.call import Handler, ToolResult, ToolStatus, tool_fault
-from reactgraph.tools.meta import ToolMeta
+from reactgraph.tools.meta import ToolMeta, describe_field_errors, field_errors
 
 if TYPE_CHECKING:
     from reactgraph.tools.gateway import ToolRegistry  # the gateway holds the registry these steps read
@@ -115,10 +115,10 @@ def check_arguments(call: ToolResult) -> ToolResult | None:
         return call.answer(ToolStatus.INVALID_ARGS, untrusted.invalid_args(
             meta.name, f"arguments must be a JSON object, got {type(args).__name__}", schema_hint(meta)))
     if meta.params_model is None:
-        errors = json_schema.field_errors(meta.validator, args)
+        errors = field_errors(meta.validator, args)
         if errors:
             return call.answer(ToolStatus.INVALID_ARGS, untrusted.invalid_args(
-                meta.name, json_schema.describe(errors), schema_hint(meta)), field_errors=errors)
+                meta.name, describe_field_errors(errors), schema_hint(meta)), field_errors=errors)
         call.params = args
         return None
     try:
