@@ -25,7 +25,7 @@ class Normalise:
     """The boundary below which tools may raise anything; above it, every outcome is a `ToolResult`.
 
     Only the caller stopping the run (its task cancelled, a user's Ctrl-C) passes through, re-raised: see
-    pipeline.py (`tool_fault`) for how that is told apart from a tool raising KeyboardInterrupt or
+    call.py (`tool_fault`) for how that is told apart from a tool raising KeyboardInterrupt or
     CancelledError itself.
     """
 
