@@ -50,7 +50,7 @@ from reactgraph.tools.threads import ToolAborted, ToolThreads
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from reactgraph.tools.injection import ToolInjection
+    from reactgraph.tools.langchain_adapter import ToolInjection
     from reactgraph.tools.meta import ToolMeta
 
 

@@ -14,7 +14,7 @@ from reactgraph.tools.approval import ApprovalGate, approval_request, interrupt_
 from reactgraph.tools.breaker import BreakerConfig, BreakerRecheck, BreakerStore, CircuitBreakerPolicy, CircuitBreakers
 from reactgraph.tools.call import EventSink, Handler, Invoke, ToolRegistrationError, ToolResult, ToolSession, chain
 from reactgraph.tools.guards import ArgumentValidation, Existence, Permission, ResultLimit
-from reactgraph.tools.injection import ToolInjection
+from reactgraph.tools.langchain_adapter import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
 from reactgraph.tools.resilience import Bulkhead, Normalise, Retry, Timeout
 from reactgraph.tools.telemetry import MetricsStore, Telemetry, ToolTracing

@@ -22,7 +22,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
 from reactgraph.tools.call import ToolError, ToolOutput, ToolRegistrationError
-from reactgraph.tools.injection import InjectedArgs, injected_args
+from reactgraph.tools.langchain_adapter import InjectedArgs, injected_args
 
 # What a person may answer an approval request with, as LangChain's HumanInTheLoopMiddleware names them: run the
 # call, run an edited call, don't run it (the model reads why), or answer it with their own text as its result.
@@ -129,7 +129,7 @@ class ToolMeta:
         A dict `args_schema` (StructuredTool with a JSON schema, MCP adapters, our own `as_langchain_tools()`)
         is kept as a JSON schema: its root-model wrapper from `get_input_schema()` would hide the parameters.
         Injected parameters (`InjectedToolCallId`, `InjectedState`, `InjectedStore`, `ToolRuntime`) stay out of
-        the model's schema (LangChain's `tool_call_schema`) and are filled in by the gateway (`injection.py`).
+        the model's schema (LangChain's `tool_call_schema`) and are filled in by the gateway (`langchain_adapter.py`).
         A `content_and_artifact` tool's artifact comes back beside its content (`ToolOutput`).
         """
         injects = injected_args(tool)

@@ -13,7 +13,7 @@ from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.tool_round.gateway_facts import gateway_facts
 from reactgraph.tools import ToolResult, ToolStatus, untrusted
-from reactgraph.tools.injection import ToolInjection
+from reactgraph.tools.langchain_adapter import ToolInjection
 
 
 def unparsable_result(call: dict[str, Any]) -> ToolResult:
