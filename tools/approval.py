@@ -54,8 +54,8 @@ def approval_request(registry: ToolRegistry, call: Mapping[str, Any], session: T
     reason = approval_reason(meta, session)
     if not reason:
         return None
-    context = ToolResult(name=meta.name, args=call.get("args"), call_id=call_id, session=session, meta=meta)
-    if check_arguments(context) is not None:
+    record = ToolResult(name=meta.name, args=call.get("args"), call_id=call_id, session=session, meta=meta)
+    if check_arguments(record) is not None:
         return None
     args = coerce_args(call.get("args"))
     return {"id": call_id, "name": meta.name, "args": args if isinstance(args, dict) else {}, "reason": reason,
