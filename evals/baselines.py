@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from reactgraph.graph import Context
 from reactgraph.tools import ToolSession
-from reactgraph.tools.result import ToolResult
+from reactgraph.tools.call import ToolResult
 
 
 class CreateAgentBaseline:

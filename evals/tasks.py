@@ -140,7 +140,7 @@ def check(task: Task, answer: str, steps: list[dict[str, Any]] | None = None, st
 
 
 def calls_score(task: Task, steps: list[dict[str, Any]]) -> Any:
-    """The run's recorded calls scored against `task.expected_calls` (a `bfcl_score.CallScore`)."""
+    """The run's recorded calls scored against `task.expected_calls` (a `bfcl.CallScore`)."""
     from reactgraph.evals.bfcl import CallScore, recorded_calls, score_calls
 
     calls, refused = recorded_calls(steps)

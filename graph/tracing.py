@@ -3,7 +3,7 @@
 Spans of the run, its nodes and its model calls come from our LangChain callback handler (`run_spans.RunSpans`,
 GenAI semantic conventions), which every LangChain callback manager of the process picks up through
 langchain-core's configure hook while tracing is on. Tool-call spans come from the gateway's own `ToolTracing`
-step (reactgraph.tools.telemetry), switched through reactgraph.tools.tracing. Importing this
+step and switch (reactgraph.tools.telemetry). Importing this
 module loads nothing else (the CLI reads `tracing_requested` before any agent machinery is loaded).
 """
 
@@ -102,7 +102,7 @@ def enable_tracing(endpoint: str | None = None, *, exporter: Any = None, provide
                 exporter = OTLPSpanExporter(endpoint=endpoint or endpoint_from_env() or DEFAULT_ENDPOINT,
                                             timeout=timeout_s)
             provider.add_span_processor(BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter))
-        from reactgraph.tools import tracing as tool_tracing
+        from reactgraph.tools import telemetry as tool_tracing
 
         tracer = provider.get_tracer("reactgraph")
         _register_hook()
@@ -131,7 +131,7 @@ def disable_tracing() -> None:
     with _lock:
         if not _state:
             return
-        from reactgraph.tools import tracing as tool_tracing
+        from reactgraph.tools import telemetry as tool_tracing
 
         tool_tracing.set_tracer(None)
         _switch.handler = None

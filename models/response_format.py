@@ -26,8 +26,8 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from typing_extensions import is_typeddict
 
-from reactgraph.tools.errors import ToolRegistrationError
-from reactgraph.tools.json_schema import compile_schema, describe, field_errors
+from reactgraph.tools.call import ToolRegistrationError
+from reactgraph.tools.meta import compile_schema, describe_field_errors, field_errors
 
 Strategy = Literal["auto", "provider", "tool"]
 Kind = Literal["pydantic", "dataclass", "typeddict", "json_schema"]
@@ -57,7 +57,7 @@ class ResponseFormat:
                 raise ValueError(f"{self.name}: expected a JSON object, got {type(data).__name__}")
             errors = field_errors(self._checker, data)
             if errors:
-                raise ValueError(f"{self.name}: {describe(errors)}")
+                raise ValueError(f"{self.name}: {describe_field_errors(errors)}")
             return dict(data)
         if self.kind in ("pydantic", "dataclass") and isinstance(data, self.schema):
             return data

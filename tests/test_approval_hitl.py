@@ -251,7 +251,7 @@ def test_interrupt_on_lists_the_tools_that_ask_in_a_session(ran):
 
 def test_a_description_shows_control_and_bidi_characters_escaped_as_the_cli_shows_them(ran):
     from reactgraph.nodes.tool_round.hitl import hitl_request, tool_approval_request
-    from reactgraph.tools.visible_text import terminal_safe
+    from reactgraph.tools.untrusted import terminal_safe
 
     # a model-written argument that would read "invoice.pdf" reversed on a page, and a problem quoting one
     argument, problem = "invoice\u202efdp.exe\u0085", "not JSON: \u2066\x9b2J"

@@ -21,7 +21,7 @@ from reactgraph.nodes.conversation.question import EmptyQuestion
 from reactgraph.nodes.state.context import InvalidContext, UnknownToolNames, resolve_context
 from reactgraph.tools import default_gateway
 from reactgraph.tools.breaker import BreakerConfig
-from reactgraph.tools.errors import ToolError, TransientToolError
+from reactgraph.tools.call import ToolError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
 from support.scripted import ScriptedChatModel, notes_gateway
 

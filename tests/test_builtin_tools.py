@@ -25,7 +25,7 @@ from reactgraph.tools.builtin.clock import get_time_tool
 from reactgraph.tools.builtin.http_get import MAX_BODY_BYTES, host_allowed, http_get_tool, is_public_address
 from reactgraph.tools.builtin.search import search_tool
 from reactgraph.tools.builtin.weather import get_weather_tool
-from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
+from reactgraph.tools.call import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

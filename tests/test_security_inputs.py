@@ -15,7 +15,7 @@ from langgraph.store.sqlite import SqliteStore
 
 from reactgraph.cli.app import main
 from reactgraph.tools.builtin.calculator import calculator_tool
-from reactgraph.tools.errors import ToolInputError
+from reactgraph.tools.call import ToolInputError
 from support.cli_env import clean_env
 from support.provider_openai import EMBEDDING_DIM
 from support.provider_server import ProviderServer

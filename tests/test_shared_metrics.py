@@ -14,7 +14,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from reactgraph.tools import BreakerConfig, RedisBreakerStore, ToolGateway, as_tool_meta
-from reactgraph.tools.result import ToolResult, ToolStatus
+from reactgraph.tools.call import ToolResult, ToolStatus
 from reactgraph.tools.telemetry import MemoryMetricsStore, RedisMetricsStore
 
 # Tool names of this process's own, so other tests' calls on the shared default keys never mix in.

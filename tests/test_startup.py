@@ -40,7 +40,7 @@ def test_help_and_version_load_no_agent_machinery(args):
     ours = {name for name in modules if name.startswith("reactgraph.")}
     # the CLI's text escaping lives with the tools that escape model-written text too (a module of plain str work)
     assert ours <= {"reactgraph._lazy", "reactgraph._version", "reactgraph.errors", "reactgraph.graph",
-                    "reactgraph.cli", "reactgraph.tools", "reactgraph.tools.visible_text"} | {
+                    "reactgraph.cli", "reactgraph.tools", "reactgraph.tools.untrusted"} | {
         name for name in ours if name.startswith("reactgraph.cli.")}
 
 

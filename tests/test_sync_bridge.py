@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from reactgraph.tools.sync_bridge import run_sync
+from reactgraph.tools.threads import run_sync
 
 HELPER = "reactgraph-sync-bridge"  # the thread that drives the loop on for coroutines their caller left running
 

@@ -22,7 +22,7 @@ from reactgraph.graph import Context, build_react_graph
 from reactgraph.graph.tracing import disable_tracing, enable_tracing, endpoint_from_env, tracing_requested
 from reactgraph.tools import BreakerConfig, ToolGateway, default_gateway
 from reactgraph.tools.builtin.http_get import http_get_tool
-from reactgraph.tools.tracing import trace_headers
+from reactgraph.tools.telemetry import trace_headers
 from support.flaky_tools import FLAKY, reset
 from support.local_servers import http_recorder
 

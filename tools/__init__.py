@@ -16,17 +16,23 @@ if TYPE_CHECKING:
         MemoryBreakerStore,
         RedisBreakerStore,
     )
-    from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
+    from reactgraph.tools.call import (
+        ToolError,
+        ToolInputError,
+        ToolRegistrationError,
+        ToolResult,
+        ToolSession,
+        ToolStatus,
+        TransientToolError,
+    )
     from reactgraph.tools.gateway import ToolGateway
     from reactgraph.tools.meta import ToolMeta, as_tool_meta
-    from reactgraph.tools.result import ToolResult, ToolStatus
-    from reactgraph.tools.session import ToolSession
 
 _EXPORTS = {
-    "ToolError": "reactgraph.tools.errors",
-    "ToolInputError": "reactgraph.tools.errors",
-    "ToolRegistrationError": "reactgraph.tools.errors",
-    "TransientToolError": "reactgraph.tools.errors",
+    "ToolError": "reactgraph.tools.call",
+    "ToolInputError": "reactgraph.tools.call",
+    "ToolRegistrationError": "reactgraph.tools.call",
+    "TransientToolError": "reactgraph.tools.call",
     "ToolGateway": "reactgraph.tools.gateway",
     "ToolMeta": "reactgraph.tools.meta",
     "as_tool_meta": "reactgraph.tools.meta",
@@ -36,9 +42,9 @@ _EXPORTS = {
     "MemoryBreakerStore": "reactgraph.tools.breaker",
     "RedisBreakerStore": "reactgraph.tools.breaker",
     "CircuitBreaker": "reactgraph.tools.breaker",
-    "ToolResult": "reactgraph.tools.result",
-    "ToolStatus": "reactgraph.tools.result",
-    "ToolSession": "reactgraph.tools.session",
+    "ToolResult": "reactgraph.tools.call",
+    "ToolStatus": "reactgraph.tools.call",
+    "ToolSession": "reactgraph.tools.call",
 }
 __all__ = [*_EXPORTS, "default_gateway", "gateway_for"]
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

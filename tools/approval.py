@@ -18,13 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reactgraph.tools import observations
+from reactgraph.tools import untrusted
+from reactgraph.tools.call import Handler, ToolResult, ToolSession, ToolStatus
 from reactgraph.tools.guards import check_arguments, coerce_args
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.pipeline import CallContext, Handler
-from reactgraph.tools.result import ToolResult, ToolStatus
-from reactgraph.tools.session import ToolSession
-from reactgraph.tools.visible_text import terminal_safe
+from reactgraph.tools.untrusted import terminal_safe
 
 if TYPE_CHECKING:
     from reactgraph.tools.gateway import ToolRegistry  # the gateway holds the registry these steps read
@@ -56,8 +54,8 @@ def approval_request(registry: ToolRegistry, call: Mapping[str, Any], session: T
     reason = approval_reason(meta, session)
     if not reason:
         return None
-    context = CallContext(name=meta.name, args=call.get("args"), call_id=call_id, session=session, meta=meta)
-    if check_arguments(context) is not None:
+    record = ToolResult(name=meta.name, args=call.get("args"), call_id=call_id, session=session, meta=meta)
+    if check_arguments(record) is not None:
         return None
     args = coerce_args(call.get("args"))
     return {"id": call_id, "name": meta.name, "args": args if isinstance(args, dict) else {}, "reason": reason,
@@ -91,8 +89,8 @@ def interrupt_on(registry: ToolRegistry, session: ToolSession) -> dict[str, dict
 class ApprovalGate:
     """The approval gate: a call that needs a person's approval runs only if it carries one."""
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         if not call.approved and (reason := approval_reason(call.tool, call.session)):
-            return call.result(ToolStatus.NEEDS_APPROVAL, observations.needs_approval(call.name, reason),
+            return call.answer(ToolStatus.NEEDS_APPROVAL, untrusted.needs_approval(call.name, reason),
                                reason=reason)
         return await proceed(call)

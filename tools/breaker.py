@@ -18,9 +18,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from reactgraph.tools import observations
-from reactgraph.tools.pipeline import CallContext, Handler, emit
-from reactgraph.tools.result import ToolResult, ToolStatus
+from reactgraph.tools import untrusted
+from reactgraph.tools.call import Handler, ToolResult, ToolStatus, emit
 
 if TYPE_CHECKING:
     from reactgraph.tools.gateway import ToolRegistry  # the gateway holds the registry these steps read
@@ -173,7 +172,7 @@ class CircuitBreaker:
     async def try_acquire(self) -> bool:
         return await self.admit() is not None
 
-    async def admit(self, call: CallContext | None = None) -> BreakerState | None:
+    async def admit(self, call: ToolResult | None = None) -> BreakerState | None:
         """Admit a call now: the state it was admitted in (CLOSED, or else it is the probe), or None if refused."""
         now = self.clock()
 
@@ -187,7 +186,7 @@ class CircuitBreaker:
             self._announce(call, old, new)
         return admitted_in
 
-    async def record(self, status: ToolStatus, call: CallContext | None = None) -> None:
+    async def record(self, status: ToolStatus, call: ToolResult | None = None) -> None:
         now = self.clock()
         if status.counts_as_failure:
             step = lambda s: on_failure(s, now, self.config)  # noqa: E731
@@ -204,7 +203,7 @@ class CircuitBreaker:
         if call is not None and call.sink is not None:
             self._announce(call, old, new)
 
-    def _announce(self, call: CallContext, old: BreakerSnapshot, new: BreakerSnapshot) -> None:
+    def _announce(self, call: ToolResult, old: BreakerSnapshot, new: BreakerSnapshot) -> None:
         """A `breaker` event when this call moved the circuit (open, half_open, closed); only the mover tells."""
         if new.state is not old.state and call.sink is not None:
             emit(call.sink, self.name, call.call_id, "breaker", state=new.state.value, previous=old.state.value,
@@ -235,11 +234,11 @@ class CircuitBreakers:
         return breaker
 
 
-def refusal(call: CallContext, breaker: CircuitBreaker, snap: BreakerSnapshot, others: list[str]) -> ToolResult:
+def refusal(call: ToolResult, breaker: CircuitBreaker, snap: BreakerSnapshot, others: list[str]) -> ToolResult:
     """The `circuit_open` result: when the tool will be tried again, and which tools remain."""
     retry_in = breaker.retry_in(snap)
-    return call.result(ToolStatus.CIRCUIT_OPEN,
-                       observations.circuit_open(call.name, retry_in, snap.consecutive_failures, others),
+    return call.answer(ToolStatus.CIRCUIT_OPEN,
+                       untrusted.circuit_open(call.name, retry_in, snap.consecutive_failures, others),
                        retry_in_s=round(retry_in, 3))
 
 
@@ -250,7 +249,7 @@ class CircuitBreakerPolicy:
         self.breakers = breakers
         self.registry = registry
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         breaker = self.breakers.for_tool(call.name)
         admitted_in = await breaker.admit(call)
         if admitted_in is None:
@@ -276,7 +275,7 @@ class BreakerRecheck:
         self.breakers = breakers
         self.registry = registry
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         breaker = self.breakers.for_tool(call.name)
         call.breaker_settled = True
         if call.waited_for_slot and not call.breaker_probe:

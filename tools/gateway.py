@@ -12,14 +12,11 @@ from langchain_core.tools import BaseTool
 
 from reactgraph.tools.approval import ApprovalGate, approval_request, interrupt_on
 from reactgraph.tools.breaker import BreakerConfig, BreakerRecheck, BreakerStore, CircuitBreakerPolicy, CircuitBreakers
-from reactgraph.tools.errors import ToolRegistrationError
+from reactgraph.tools.call import EventSink, Handler, Invoke, ToolRegistrationError, ToolResult, ToolSession, chain
 from reactgraph.tools.guards import ArgumentValidation, Existence, Permission, ResultLimit
-from reactgraph.tools.injection import ToolInjection
+from reactgraph.tools.langchain_adapter import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
-from reactgraph.tools.pipeline import CallContext, EventSink, Handler, Invoke, chain
 from reactgraph.tools.resilience import Bulkhead, Normalise, Retry, Timeout
-from reactgraph.tools.result import ToolResult
-from reactgraph.tools.session import ToolSession
 from reactgraph.tools.telemetry import MetricsStore, Telemetry, ToolTracing
 from reactgraph.tools.threads import ToolThreads
 
@@ -58,7 +55,7 @@ class ToolGateway:
     """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
 
     The pipeline's steps live one module per concept (tools/guards.py, approval.py, breaker.py, resilience.py,
-    telemetry.py; the call record and the innermost step in pipeline.py); their order is the list `__init__`
+    telemetry.py; the call record and the innermost step in call.py); their order is the list `__init__`
     chains, outermost first.
     """
 
@@ -186,15 +183,18 @@ class ToolGateway:
     async def execute(self, call: ToolCall, session: ToolSession | None = None, *,
                       events: EventSink | None = None, approved: bool = False,
                       injection: ToolInjection | None = None) -> ToolResult:
-        """Run one tool call through the pipeline and return its normalised result.
+        """Run one tool call (the model's `{"name", "args", "id"}` dict) through the pipeline: its one record,
+        answered (the normalised result, with the call it answers).
 
         `events` receives the call's gateway events (retry, breaker, timeout, waiting) as small dicts.
         `approved`: a person approved this call (see `approval_request`); without it, a call of a tool that
         asks for approval is answered `needs_approval` and not run. `injection`: the graph's state, store,
         context and config, for LangChain tools with injected arguments (the graphs' act node passes it).
         """
-        return await self._pipeline(CallContext.of(call, session or ToolSession(), sink=events, approved=approved,
-                                                   injection=injection))
+        record = await self._pipeline(ToolResult.of(call, session or ToolSession(), sink=events, approved=approved,
+                                                     injection=injection))
+        record.sink = record.injection = None  # answered: the record lets go of the run's writer, state and store
+        return record
 
     def reads_state(self, name: str) -> bool:
         """Whether the tool `name` asks for the graph state (`InjectedState`, `ToolRuntime`): its act task then

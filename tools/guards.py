@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
-from reactgraph.tools import json_schema, observations
-from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.pipeline import CallContext, Handler, tool_fault
-from reactgraph.tools.result import ToolResult, ToolStatus
+from reactgraph.tools import untrusted
+from reactgraph.tools.call import Handler, ToolResult, ToolStatus, tool_fault
+from reactgraph.tools.meta import ToolMeta, describe_field_errors, field_errors
 
 if TYPE_CHECKING:
     from reactgraph.tools.gateway import ToolRegistry  # the gateway holds the registry these steps read
@@ -32,14 +31,14 @@ class Existence:
     def __init__(self, registry: ToolRegistry) -> None:
         self.registry = registry
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         meta = self.registry.get(call.name)
         if meta is None:
             available = self.registry.available_names(call.session)
-            return call.result(ToolStatus.UNKNOWN_TOOL, observations.unknown_tool(call.name, available))
+            return call.answer(ToolStatus.UNKNOWN_TOOL, untrusted.unknown_tool(call.name, available))
         if not meta.enabled:
             available = self.registry.available_names(call.session)
-            return call.result(ToolStatus.DENIED, observations.disabled_tool(call.name, available),
+            return call.answer(ToolStatus.DENIED, untrusted.disabled_tool(call.name, available),
                                reason="disabled")
         call.meta = meta
         return await proceed(call)
@@ -51,11 +50,11 @@ class Permission:
     def __init__(self, registry: ToolRegistry) -> None:
         self.registry = registry
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         meta = call.tool
         if not call.session.permits(meta.name, meta.tags):
             available = self.registry.available_names(call.session)
-            return call.result(ToolStatus.DENIED, observations.denied(meta.name, available),
+            return call.answer(ToolStatus.DENIED, untrusted.denied(meta.name, available),
                                reason="session policy")
         return await proceed(call)
 
@@ -100,12 +99,12 @@ def _hint_from(schema: dict) -> str:
 class ArgumentValidation:
     """Validates arguments before anything runs, so a malformed call never reaches the tool."""
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         refused = check_arguments(call)
         return refused if refused is not None else await proceed(call)
 
 
-def check_arguments(call: CallContext) -> ToolResult | None:
+def check_arguments(call: ToolResult) -> ToolResult | None:
     """Set `call.params` from valid arguments (None returned), or the `invalid_args` (or fault) result.
 
     Synchronous, so the approval check can ask it before a graph pauses: a call that would be refused
@@ -113,20 +112,20 @@ def check_arguments(call: CallContext) -> ToolResult | None:
     meta = call.tool
     args = coerce_args(call.args)
     if not isinstance(args, dict):
-        return call.result(ToolStatus.INVALID_ARGS, observations.invalid_args(
+        return call.answer(ToolStatus.INVALID_ARGS, untrusted.invalid_args(
             meta.name, f"arguments must be a JSON object, got {type(args).__name__}", schema_hint(meta)))
     if meta.params_model is None:
-        errors = json_schema.field_errors(meta.validator, args)
+        errors = field_errors(meta.validator, args)
         if errors:
-            return call.result(ToolStatus.INVALID_ARGS, observations.invalid_args(
-                meta.name, json_schema.describe(errors), schema_hint(meta)), field_errors=errors)
+            return call.answer(ToolStatus.INVALID_ARGS, untrusted.invalid_args(
+                meta.name, describe_field_errors(errors), schema_hint(meta)), field_errors=errors)
         call.params = args
         return None
     try:
         call.params = meta.params_model.model_validate(args)
     except ValidationError as exc:
-        return call.result(ToolStatus.INVALID_ARGS,
-                           observations.invalid_args(meta.name, exc, schema_hint(meta)),
+        return call.answer(ToolStatus.INVALID_ARGS,
+                           untrusted.invalid_args(meta.name, exc, schema_hint(meta)),
                            field_errors=[{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()])
     except BaseException as exc:  # noqa: BLE001 - the tool's own validators may raise anything (pydantic
         return tool_fault(call, exc)  # turns only ValueError and AssertionError into a ValidationError)
@@ -145,13 +144,13 @@ class ResultLimit:
             raise ValueError("max_result_chars must be >= 1")
         self.max_chars = max_chars
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         result = await proceed(call)
         meta = call.meta
         limit = self.max_chars if meta is None or meta.max_result_chars is None else meta.max_result_chars
         total = len(result.content)
         if total > limit:
-            result.content = result.content[:limit] + observations.cut_note(limit, total)
+            result.content = result.content[:limit] + untrusted.cut_note(limit, total)
             result.value = None
             result.detail["cut"] = {"kept_chars": limit, "total_chars": total}
         return result

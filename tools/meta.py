@@ -1,21 +1,28 @@
-"""`ToolMeta`: everything the gateway needs to know about one tool, from any source."""
+"""`ToolMeta`: everything the gateway needs to know about one tool, from any source — a typed function, a LangChain
+tool, MCP, or a JSON schema.
+
+A tool's arguments are described by a pydantic model or by a JSON schema. A JSON schema reaches the model
+unchanged, is checked once at registration (`compile_schema`: its `$schema` dialect, else Draft 2020-12; an
+invalid one is a one-line error) and validates every call (`field_errors`, reported in the shape of pydantic's
+errors and worded as they are).
+"""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jsonschema import Draft202012Validator, SchemaError, validators
+from jsonschema.protocols import Validator
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
-from reactgraph.tools.errors import ToolError, ToolRegistrationError
-from reactgraph.tools.injection import InjectedArgs, injected_args
-from reactgraph.tools.json_schema import compile_schema
-from reactgraph.tools.result import ToolOutput
+from reactgraph.tools.call import ToolError, ToolOutput, ToolRegistrationError
+from reactgraph.tools.langchain_adapter import InjectedArgs, injected_args
 
 # What a person may answer an approval request with, as LangChain's HumanInTheLoopMiddleware names them: run the
 # call, run an edited call, don't run it (the model reads why), or answer it with their own text as its result.
@@ -122,7 +129,7 @@ class ToolMeta:
         A dict `args_schema` (StructuredTool with a JSON schema, MCP adapters, our own `as_langchain_tools()`)
         is kept as a JSON schema: its root-model wrapper from `get_input_schema()` would hide the parameters.
         Injected parameters (`InjectedToolCallId`, `InjectedState`, `InjectedStore`, `ToolRuntime`) stay out of
-        the model's schema (LangChain's `tool_call_schema`) and are filled in by the gateway (`injection.py`).
+        the model's schema (LangChain's `tool_call_schema`) and are filled in by the gateway (`langchain_adapter.py`).
         A `content_and_artifact` tool's artifact comes back beside its content (`ToolOutput`).
         """
         injects = injected_args(tool)
@@ -180,3 +187,43 @@ def as_tool_meta(tool: AnyTool, **options: Any) -> ToolMeta:
     if callable(tool):
         return ToolMeta.from_function(tool, **options)
     raise ToolRegistrationError(f"cannot register {tool!r}: expected ToolMeta, a LangChain tool or a function")
+
+
+# -- tools described by a JSON schema ----------------------------------------------------------------------------------
+
+_MAX_ERRORS = 5  # a model fixing its call needs the first few problems, not all of a hostile payload's
+_MAX_MESSAGE_CHARS = 200  # jsonschema quotes the offending value, which may be huge
+
+
+def compile_schema(name: str, schema: object) -> Validator:
+    """A validator for `schema` (its `$schema` dialect, else Draft 2020-12); one line if the schema is invalid."""
+    if not isinstance(schema, Mapping):
+        raise ToolRegistrationError(f"tool {name!r}: the JSON schema must be an object, got {type(schema).__name__}")
+    if schema.get("type", "object") != "object":
+        raise ToolRegistrationError(f"tool {name!r}: the JSON schema must describe an object (tool arguments), "
+                                    f"got type {schema.get('type')!r}")
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(top level)"
+        raise ToolRegistrationError(f"tool {name!r}: invalid JSON schema at {where}: {_short(exc.message)}") from None
+    return cls(dict(schema))
+
+
+def field_errors(validator: Validator, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The arguments' problems as `{"loc", "msg"}` (the shape pydantic errors are reported in); empty if valid."""
+    try:
+        errors = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))
+    except RecursionError:  # arguments nested past what the validator can walk
+        return [{"loc": [], "msg": "arguments are nested too deeply"}]
+    return [{"loc": list(e.absolute_path), "msg": _short(e.message)} for e in errors[:_MAX_ERRORS]]
+
+
+def describe_field_errors(errors: list[dict[str, Any]]) -> str:
+    """`field: message; ...`, the same wording `untrusted.invalid_args` uses for pydantic errors."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in errors)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MAX_MESSAGE_CHARS else text[:_MAX_MESSAGE_CHARS] + "…"

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from reactgraph.tools.errors import ToolRegistrationError
+from reactgraph.tools.call import ToolRegistrationError
 from reactgraph.tools.meta import ToolMeta
 
 ENV_VAR = "REACTGRAPH_TOOLS"

@@ -16,29 +16,27 @@ import random
 import time
 import weakref
 
-from reactgraph.tools import observations
-from reactgraph.tools.errors import ToolInputError, TransientToolError
+from reactgraph.tools import untrusted
+from reactgraph.tools.call import Handler, ToolInputError, ToolResult, ToolStatus, TransientToolError, emit, tool_fault
 from reactgraph.tools.guards import schema_hint
-from reactgraph.tools.pipeline import CallContext, Handler, emit, tool_fault
-from reactgraph.tools.result import ToolResult, ToolStatus
 
 
 class Normalise:
     """The boundary below which tools may raise anything; above it, every outcome is a `ToolResult`.
 
     Only the caller stopping the run (its task cancelled, a user's Ctrl-C) passes through, re-raised: see
-    pipeline.py (`tool_fault`) for how that is told apart from a tool raising KeyboardInterrupt or
+    call.py (`tool_fault`) for how that is told apart from a tool raising KeyboardInterrupt or
     CancelledError itself.
     """
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         try:
             return await proceed(call)
         except TimeoutError:
-            return call.result(ToolStatus.TIMEOUT, observations.timeout(call.name, call.tool.timeout_s))
+            return call.answer(ToolStatus.TIMEOUT, untrusted.timeout(call.name, call.tool.timeout_s))
         except ToolInputError as exc:
-            return call.result(ToolStatus.INVALID_ARGS,
-                               observations.invalid_args(call.name, str(exc), schema_hint(call.tool)))
+            return call.answer(ToolStatus.INVALID_ARGS,
+                               untrusted.invalid_args(call.name, str(exc), schema_hint(call.tool)))
         except BaseException as exc:  # noqa: BLE001 - a tool's fault, of any kind, must never escape the gateway
             return tool_fault(call, exc)
 
@@ -92,7 +90,7 @@ class Bulkhead:
             raise
         return held
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         semaphores = [self._semaphore(None, self.max_concurrent)]
         if call.tool.max_concurrency:
             semaphores.insert(0, self._semaphore(call.name, call.tool.max_concurrency))
@@ -104,8 +102,8 @@ class Bulkhead:
         try:
             held = await self._acquire_all(semaphores, call.waited_for_slot)
         except TimeoutError:
-            return call.result(ToolStatus.RATE_LIMITED,
-                               observations.rate_limited(call.name, time.monotonic() - started))
+            return call.answer(ToolStatus.RATE_LIMITED,
+                               untrusted.rate_limited(call.name, time.monotonic() - started))
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
@@ -123,7 +121,7 @@ class Timeout:
     the backoff; retry reads the deadline to avoid starting an attempt it cannot finish.
     """
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         loop = asyncio.get_running_loop()
         call.deadline = loop.time() + call.tool.timeout_s
         try:
@@ -152,7 +150,7 @@ class Retry:
         """Full jitter: a random delay up to base·2^(attempt-1), capped, so retrying workers spread out."""
         return self.rng.uniform(0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)))
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         while True:
             call.attempts += 1
             try:

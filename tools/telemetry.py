@@ -1,6 +1,10 @@
 """Telemetry: what the pipeline tells about the calls it runs, without changing them — one structured log record
-per tool call, per-tool metrics for `reactgraph tools`, and an OpenTelemetry span per call while tracing is on
-(`reactgraph.tools.tracing` holds the switch).
+per tool call, per-tool metrics for `reactgraph tools`, and an OpenTelemetry span per call while tracing is on.
+
+Tracing is a switch this module holds and never imports opentelemetry for: `reactgraph.graph.tracing.enable_tracing`
+(the `otel` extra) hands it a tracer (`set_tracer`). Until then the tracing step is one function call per tool
+call and `trace_headers()` (the W3C headers for outgoing requests to hosts we trust with our trace ids) returns
+`{}`, so a default install pays nothing.
 
 Where per-tool call metrics live: in this process, or in Redis so the CLI, every worker and `reactgraph tools`
 see one picture (as `RedisBreakerStore` shares breaker state).
@@ -16,19 +20,79 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import queue
 import re
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reactgraph.tools import tracing
+from reactgraph.tools.call import EventSink, Handler, ToolResult, ToolStatus
 from reactgraph.tools.guards import coerce_args
-from reactgraph.tools.pipeline import CallContext, EventSink, Handler
-from reactgraph.tools.result import ToolResult, ToolStatus
+
+# -- the tracing switch -----------------------------------------------------------------------------------------------
+
+PROPAGATE_ENV = "REACTGRAPH_OTEL_PROPAGATE"
+_FALSE = {"0", "false", "no", "off"}
+
+_tracer: Any = None  # an opentelemetry Tracer while tracing is on
+_run_context: Callable[[], Any] | None = None  # the OTel context of the graph node the caller runs in, if any
+
+
+def set_tracer(tracer: Any, run_context: Callable[[], Any] | None = None) -> None:
+    """Turn gateway spans on (an OpenTelemetry `Tracer`) or off (None); called by enable/disable_tracing.
+
+    `run_context()`: the context of the node (or model call) that the calling code runs in, or None; a tool
+    span is its child. Outside a graph run (or without it), the current OpenTelemetry span is the parent.
+    """
+    global _tracer, _run_context
+    _tracer, _run_context = tracer, run_context
+
+
+def tracing_on() -> bool:
+    return _tracer is not None
+
+
+def active_tracer() -> Any:
+    """The OpenTelemetry `Tracer` while tracing is on, else None."""
+    return _tracer
+
+
+def parent_context() -> Any:
+    """The OpenTelemetry context of the graph node the caller runs in (a tool span's parent), or None: then the
+    current span is the parent."""
+    return _run_context() if _run_context is not None else None
+
+
+def propagation_allowed() -> bool:
+    """Whether REACTGRAPH_OTEL_PROPAGATE lets trace context go out on requests (default: yes)."""
+    return os.environ.get(PROPAGATE_ENV, "").strip().lower() not in _FALSE
+
+
+def propagation_on() -> bool:
+    """Whether trace context goes out on HTTP (and MCP) requests: tracing is on and not switched off."""
+    return _tracer is not None and propagation_allowed()
+
+
+def trace_headers() -> dict[str, str]:
+    """W3C `traceparent` / `tracestate` headers of the current span, to add to an outgoing request.
+
+    `{}` when tracing is off or REACTGRAPH_OTEL_PROPAGATE=false. For every client of remote services that we
+    trust with our trace ids (allow-listed `http_get` hosts, MCP servers).
+    """
+    if not propagation_on():
+        return {}
+    from opentelemetry.propagate import inject
+
+    headers: dict[str, str] = {}
+    inject(headers)
+    return headers
+
+
+# -- metrics ----------------------------------------------------------------------------------------------------------
 
 log = logging.getLogger("reactgraph.tools.metrics")
 DEFAULT_PREFIX = "reactgraph:metrics:"
@@ -283,7 +347,7 @@ def args_digest(args: Any) -> str:
 
 
 class Telemetry:
-    """The telemetry step: stamps latency and attempts, logs the call once, and updates the tool's metrics."""
+    """The telemetry step: stamps latency, logs the call once, and updates the tool's metrics."""
 
     def __init__(self, store: MetricsStore | None = None) -> None:
         self.store: MetricsStore = store or MemoryMetricsStore()
@@ -293,11 +357,10 @@ class Telemetry:
         """This process's metrics when they are kept in process ({} when a shared store holds them)."""
         return self.store.metrics if isinstance(self.store, MemoryMetricsStore) else {}
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
         started = time.perf_counter()
         result = await proceed(call)
         result.latency_ms = (time.perf_counter() - started) * 1000
-        result.attempts = call.attempts
         if call.meta is not None:  # unknown names stay out of the metrics, or junk calls would grow them forever
             self.store.record(call.name, result)
         level = logging.INFO if result.status is ToolStatus.OK else logging.WARNING
@@ -311,7 +374,7 @@ class Telemetry:
         return result
 
 
-def _breaker_state(call: CallContext, result: ToolResult) -> str:
+def _breaker_state(call: ToolResult, result: ToolResult) -> str:
     """The circuit as the call was admitted (closed, or half_open for the probe) or refused (open), from what
     the pipeline already knows (no second read of a Redis breaker store); a call that moved it reports where."""
     if result.status is ToolStatus.CIRCUIT_OPEN:
@@ -334,11 +397,11 @@ class ToolTracing:
     `reactgraph.tool.*` otherwise; arguments appear only as their digest, never as values.
     """
 
-    async def __call__(self, call: CallContext, proceed: Handler) -> ToolResult:
-        tracer = tracing.active_tracer()
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
+        tracer = active_tracer()
         if tracer is None:
             return await proceed(call)
-        parent = tracing.parent_context()
+        parent = parent_context()
         with tracer.start_as_current_span(f"execute_tool {call.name}", context=parent, record_exception=False,
                                           set_status_on_exception=False) as span:
             span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from reactgraph.tools.builtin.calculator import evaluate_python
-from reactgraph.tools.errors import ToolInputError
+from reactgraph.tools.call import ToolInputError
 
 from .lexicon import normalize
 from .vocabulary import word_list

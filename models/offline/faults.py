@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-# How the gateway words each failing ToolStatus (tools/observations.py), for results that carry no status (the
+# How the gateway words each failing ToolStatus (tools/untrusted.py), for results that carry no status (the
 # text protocol's observations): the status the text was written for.
 _GATEWAY_TEXTS = (
     (r"Tool \S+ is temporarily unavailable \(circuit open", "circuit_open"),

@@ -43,7 +43,7 @@ from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context, resolve_context
 from reactgraph.nodes.state.records import ActiveModel
 from reactgraph.tools import ToolResult
-from reactgraph.tools.sync_bridge import run_sync
+from reactgraph.tools.threads import run_sync
 
 T = TypeVar("T")
 

@@ -12,14 +12,14 @@ from reactgraph.nodes.runtime.node_driver import Await, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.tool_round.gateway_facts import gateway_facts
-from reactgraph.tools import ToolResult, ToolStatus, observations
-from reactgraph.tools.injection import ToolInjection
+from reactgraph.tools import ToolResult, ToolStatus, untrusted
+from reactgraph.tools.langchain_adapter import ToolInjection
 
 
 def unparsable_result(call: dict[str, Any]) -> ToolResult:
     """A call whose arguments the provider could not parse never reaches the gateway; the model is told why."""
     return ToolResult(name=call["name"], call_id=call["id"], status=ToolStatus.INVALID_ARGS,
-                      content=observations.invalid_args(call["name"] or "<unnamed tool>", call["parse_error"]))
+                      content=untrusted.invalid_args(call["name"] or "<unnamed tool>", call["parse_error"]))
 
 
 def to_message(result: ToolResult) -> ToolMessage:

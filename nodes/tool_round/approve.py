@@ -42,8 +42,8 @@ from reactgraph.nodes.tool_round.approval_answer import read_answer
 from reactgraph.nodes.tool_round.decision import BadAnswer, Decision
 from reactgraph.nodes.tool_round.gateway_facts import gateway_facts
 from reactgraph.nodes.tool_round.hitl import decision_schema, hitl_request, tool_approval_request
-from reactgraph.tools import ToolSession, observations
-from reactgraph.tools.pipeline import emit
+from reactgraph.tools import ToolSession, untrusted
+from reactgraph.tools.call import emit
 
 MAX_ASKS = 5  # interrupts per request (a reply's, or a call's per call): edit rounds and answers not understood
 
@@ -198,7 +198,7 @@ def _answer(call_id: str, name: str, status: str, decision: Decision) -> ToolMes
         return ToolMessage(decision.message, tool_call_id=call_id, name=name, status="success",
                            response_metadata=gateway_facts("responded", 0.0, 0))
     reason = decision.message if decision.kind == "reject" else "not approved"
-    return ToolMessage(observations.rejected(name, reason), tool_call_id=call_id, name=name, status="error",
+    return ToolMessage(untrusted.rejected(name, reason), tool_call_id=call_id, name=name, status="error",
                        response_metadata=gateway_facts("rejected", 0.0, 0))
 
 

@@ -29,7 +29,7 @@ def describe(request: Mapping[str, Any], error: str = "") -> str:
     the problem with the last answer if there was one."""
     # imported here: the CLI's approval prompt reads this module, and `reactgraph --help` must not load the tools
     from reactgraph.tools.approval import describe_call
-    from reactgraph.tools.visible_text import terminal_safe
+    from reactgraph.tools.untrusted import terminal_safe
 
     text = describe_call(request["name"], request.get("args"), request["reason"])  # escaped there
     return terminal_safe(f"The last answer was not understood: {error}\n\n") + text if error else text

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.tools.visible_text import terminal_safe
+from reactgraph.tools.untrusted import terminal_safe
 
 APPROVE_HELP = ("Answer approval requests without asking: all | none | TOOL (names or tags whose calls are "
                 "approved; the others are rejected); repeatable. Default: ask at a terminal, else reject.")

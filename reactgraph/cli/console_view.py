@@ -2,7 +2,7 @@
 that shows text from outside as text.
 
 Tool output, model replies, MCP servers' descriptions, stored sessions and log fields reach the terminal through
-`SafeConsole`, which passes every segment rich writes through `terminal_safe` (reactgraph/tools/visible_text.py,
+`SafeConsole`, which passes every segment rich writes through `terminal_safe` (reactgraph/tools/untrusted.py,
 which approval requests use too): rich's `Text` keeps ESC and most controls, so without it an OSC title, a
 clear-screen or a bidi override in a tool's output would be obeyed; with it they print as `\\x1b]0;…`. Newlines,
 tabs and rich's own styling pass unchanged. `usage_totals` is the turn's usage as the panel shows it and `--json`
@@ -21,7 +21,7 @@ from rich.segment import Segment
 from rich.text import Text
 
 from reactgraph.nodes.conversation.transcript import pending_calls
-from reactgraph.tools.visible_text import terminal_safe
+from reactgraph.tools.untrusted import terminal_safe
 
 STATUS_STYLE = {"ok": "green", "responded": "yellow", "answered": "green", "partial": "yellow", "no_answer": "yellow",
                 "limit_reached": "yellow", "budget_exhausted": "yellow", "failed": "red"}

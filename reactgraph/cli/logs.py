@@ -70,7 +70,7 @@ class TextFormatter(logging.Formatter):
                          else "%(levelname)s %(name)s %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        from reactgraph.tools.visible_text import terminal_safe
+        from reactgraph.tools.untrusted import terminal_safe
 
         return terminal_safe(self._line(record))  # messages and fields carry tool and model text: for a terminal
 

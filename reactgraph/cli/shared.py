@@ -213,8 +213,8 @@ def close_shared_stores(gateway: ToolGateway, *, breakers: bool = True) -> None:
     """Before the process ends: the calls' metrics written (up to 2 s), the shared stores' clients closed
     (`breakers=False`: the breakers' asyncio client was closed already, on the loop its calls ran on)."""
     from reactgraph.tools.breaker import RedisBreakerStore
-    from reactgraph.tools.sync_bridge import run_sync
     from reactgraph.tools.telemetry import RedisMetricsStore
+    from reactgraph.tools.threads import run_sync
 
     metrics, breaker_store, close_breakers = gateway.telemetry.store, gateway.breakers.store, breakers
     metrics.flush(2.0)
@@ -370,7 +370,7 @@ def load_response_format(spec: str | None) -> Any:
     if spec is None or not spec.strip():
         return None
     from reactgraph.models.response_format import response_format_of
-    from reactgraph.tools.errors import ToolRegistrationError
+    from reactgraph.tools.call import ToolRegistrationError
     from reactgraph.tools.plugins import load_attribute
 
     spec = spec.strip()

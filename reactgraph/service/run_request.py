@@ -261,7 +261,7 @@ class RunPolicy:
         """The operator's overrides plus the client's, which may only add asking: a client's 'never' for a tool
         that asks under the operator's settings is refused."""
         from reactgraph.tools.approval import approval_reason
-        from reactgraph.tools.session import ToolSession
+        from reactgraph.tools.call import ToolSession
 
         if asked is None:
             return dict(self.approval) or None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reactgraph.tools import ToolMeta
-from reactgraph.tools.errors import TransientToolError
+from reactgraph.tools.call import TransientToolError
 
 _calls: dict[str, int] = {}
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reactgraph.tools.builtin.calculator_notation import MAX_EXPRESSION_CHARS, normalise
-from reactgraph.tools.errors import ToolInputError
+from reactgraph.tools.call import ToolInputError
 from reactgraph.tools.meta import ToolMeta
 
 PARSE_ATTEMPTS = 3

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from reactgraph.tools.errors import ToolInputError
+from reactgraph.tools.call import ToolInputError
 
 # Checked on the raw text before anything else, so a 10 MB string costs one len().
 MAX_EXPRESSION_CHARS = 1_000

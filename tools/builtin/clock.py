@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo, available_timezones
 
-from reactgraph.tools.errors import ToolInputError
+from reactgraph.tools.call import ToolInputError
 from reactgraph.tools.meta import ToolMeta
 
 # The product's primary users are in China, so a question without a place means China time.

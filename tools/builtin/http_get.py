@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 
-from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
+from reactgraph.tools.call import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
-from reactgraph.tools.tracing import trace_headers
+from reactgraph.tools.telemetry import trace_headers
 
 ALLOW_ENV = "REACTGRAPH_HTTP_ALLOW"
 MAX_QUERY_ENV, MAX_PATH_ENV = "REACTGRAPH_HTTP_MAX_QUERY", "REACTGRAPH_HTTP_MAX_PATH"

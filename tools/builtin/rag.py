@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 
-from reactgraph.tools.errors import ToolError, ToolInputError
+from reactgraph.tools.call import ToolError, ToolInputError
 from reactgraph.tools.meta import ToolMeta
 
 if TYPE_CHECKING:  # FAISS, numpy and the splitter load on the first search, not with the gateway

@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore as LangChainVectorStore
 
-from reactgraph.tools.errors import ToolError
+from reactgraph.tools.call import ToolError
 
 MAX_SNIPPET_CHARS = 600
 MAX_LABEL_CHARS = 200

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from reactgraph.tools.errors import ToolInputError
+from reactgraph.tools.call import ToolInputError
 from reactgraph.tools.meta import ToolMeta
 
 MAX_QUERY_CHARS = 500

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 
 from reactgraph.tools.builtin.http_get import read_capped
-from reactgraph.tools.errors import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
+from reactgraph.tools.call import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
 
 WEATHER_URL_ENV = "REACTGRAPH_WEATHER_URL"

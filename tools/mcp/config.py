@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from reactgraph.tools.errors import ToolRegistrationError
+from reactgraph.tools.call import ToolRegistrationError
 
 ENV_VAR = "REACTGRAPH_MCP"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a server's name goes into tags and tool-name prefixes
@@ -63,7 +63,7 @@ class McpServerConfig:
 
 def scope_of(path: str | os.PathLike[str]) -> str:
     """The scope tag of an MCP config file: its resolved path (two spellings of one file are one scope)."""
-    from reactgraph.tools.session import SCOPE_PREFIX
+    from reactgraph.tools.call import SCOPE_PREFIX
 
     return SCOPE_PREFIX + str(Path(path).expanduser().resolve())
 

@@ -20,7 +20,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from mcp import ClientSession, McpError, types
 
-from reactgraph.tools.errors import ToolError, ToolRegistrationError
+from reactgraph.tools.call import ToolError, ToolRegistrationError
 from reactgraph.tools.mcp.config import McpServerConfig
 from reactgraph.tools.mcp.transports import TRACE_KEYS, open_transport, stderr_report
 

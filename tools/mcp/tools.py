@@ -9,13 +9,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from reactgraph.tools.errors import ToolRegistrationError
+from reactgraph.tools.call import ToolOutput, ToolRegistrationError
 from reactgraph.tools.mcp import loop
 from reactgraph.tools.mcp.config import McpServerConfig, read_config
 from reactgraph.tools.mcp.server import McpServer
 from reactgraph.tools.meta import ToolMeta, in_band_outcome
-from reactgraph.tools.result import ToolOutput
-from reactgraph.tools.tracing import trace_headers
+from reactgraph.tools.telemetry import trace_headers
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
