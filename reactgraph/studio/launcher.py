@@ -161,18 +161,9 @@ def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: b
     print(f"config: {config_label}")
     print(f"threads: {threads}")
     print(f"API: http://{host}:{port}  (docs: http://{host}:{port}/docs) · Ctrl+C stops the server")
-    # The dev server's own log lines (dozens, wider than a terminal) would bury these four: they go to a file,
-    # shown here only with --verbose, or when the server cannot start.
     log_path = None if verbose else run_dir / ".langgraph_api" / "studio-server.log"
-    if log_path is not None:
-        log_path.parent.mkdir(exist_ok=True)
-        print(f"server log: {log_path} (--verbose shows it here)")
-    sys.stdout.flush()
-    with contextlib.ExitStack() as opened:
-        log = opened.enter_context(log_path.open("w", encoding="utf-8")) if log_path is not None else None
-        process = subprocess.Popen(studio_command(host, port, open_browser=open_browser, config=config),
-                                   cwd=run_dir, env=env, process_group=0, stdout=log,
-                                   stderr=subprocess.STDOUT if log is not None else None)
+    process = _start_server(studio_command(host, port, open_browser=open_browser, config=config), run_dir, env,
+                            log_path)
     restore = _stop_on(signal.SIGTERM, signal.SIGHUP)
     try:
         if log_path is not None and not _started(process, host, port, log_path):
@@ -194,6 +185,19 @@ def run_studio(host: str = "127.0.0.1", port: int | None = None, open_browser: b
         _signal_group(process, signal.SIGKILL)  # whatever is left of the group (a reload worker) goes too
         if process.poll() is None:
             process.wait()
+
+
+def _start_server(command: list[str], run_dir: Path, env: dict[str, str], log_path: Path | None) -> subprocess.Popen:
+    """The dev server in a process group of its own. Its log lines (dozens, wider than a terminal) would bury the
+    lines above: they go to `log_path`, shown only when the server cannot start (`--verbose`: None, here)."""
+    if log_path is not None:
+        log_path.parent.mkdir(exist_ok=True)
+        print(f"server log: {log_path} (--verbose shows it here)")
+    sys.stdout.flush()
+    with contextlib.ExitStack() as opened:
+        log = opened.enter_context(log_path.open("w", encoding="utf-8")) if log_path is not None else None
+        return subprocess.Popen(command, cwd=run_dir, env=env, process_group=0, stdout=log,
+                                stderr=subprocess.STDOUT if log is not None else None)
 
 
 def _started(process: subprocess.Popen, host: str, port: int, log_path: Path) -> bool:
