@@ -18,8 +18,6 @@ from langgraph.types import RetryPolicy
 from reactgraph.graph.routing import react as routing
 from reactgraph.graph.routing.tool_round import after_approve
 from reactgraph.graph.structured import add_respond, response_format_of, state_schema
-from reactgraph.nodes.conversation.load_memory import make_load_memory
-from reactgraph.nodes.conversation.save_memory import save_memory
 from reactgraph.nodes.react.finalize import make_finalize
 from reactgraph.nodes.react.reflect import make_reflect
 from reactgraph.nodes.react.think import make_think
@@ -30,6 +28,7 @@ from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.tool_round.act import make_act
 from reactgraph.nodes.tool_round.approve import approval_check, make_approve
 from reactgraph.nodes.tool_round.observe import observe
+from reactgraph.nodes.turn_memory import make_load_memory, save_memory
 from reactgraph.tools import ToolGateway, gateway_for
 from reactgraph.tools.meta import AnyTool
 

@@ -16,8 +16,7 @@ from langgraph.types import Command, Overwrite, StreamMode
 from reactgraph.graph.run_context import run_scope
 from reactgraph.memory.session_id import check_session_id
 from reactgraph.memory.session_lease import DEFAULT_WAIT_S, SessionLease, WaitNotice, session_lease
-from reactgraph.nodes.conversation.question import check_question
-from reactgraph.nodes.conversation.transcript import current_question
+from reactgraph.nodes.conversation import check_question, current_question
 from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.tool_round.hitl import is_approval_request
 
@@ -199,8 +198,8 @@ def _snapshot(graph: AnyGraph, session: str, checkpoint_id: str) -> Any:
 
 def session_namespaces(session: str) -> list[tuple[str, ...]]:
     """The store namespaces that belong to a session: its Q&A log (and anything under it), its lessons."""
-    from reactgraph.nodes.conversation.save_memory import qa_namespace
     from reactgraph.nodes.reflexion.state import lessons_namespace
+    from reactgraph.nodes.turn_memory import qa_namespace
 
     return [qa_namespace(session)[:2], lessons_namespace(session)]
 

@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_tasks
-from reactgraph.nodes.conversation.transcript import pending_calls
+from reactgraph.nodes.conversation import pending_calls
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.state.agent import AgentState
 from reactgraph.nodes.state.context import Context, context_of

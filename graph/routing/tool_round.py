@@ -9,7 +9,7 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from reactgraph.nodes.conversation.transcript import last_ai, latest_tool_messages, pending_calls
+from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.state.agent import AgentState
 from reactgraph.nodes.state.context import Context, context_of

@@ -12,7 +12,7 @@ from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall
 from reactgraph.nodes.closing.status import UNCHECKED, Coverage, model_account, verdict_coverage
-from reactgraph.nodes.conversation.transcript import pending_calls, tokens_of
+from reactgraph.nodes.conversation import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.runtime.fallback_log import log_fallback

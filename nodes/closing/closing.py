@@ -22,7 +22,7 @@ from reactgraph.nodes.closing.status import (
     settled_by_evidence,
     verdict_coverage,
 )
-from reactgraph.nodes.conversation.transcript import last_human_index, tokens_of
+from reactgraph.nodes.conversation import last_human_index, tokens_of
 from reactgraph.nodes.prompting import react_markup, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
 from reactgraph.nodes.prompting.react_markup import answer_without_markup

@@ -26,7 +26,7 @@ from langgraph.runtime import Runtime
 from reactgraph.models import response_format as formats
 from reactgraph.models.gateway import ModelCall, ModelReply, failure_line
 from reactgraph.models.response_format import ResponseFormat
-from reactgraph.nodes.conversation.transcript import question_text
+from reactgraph.nodes.conversation import question_text
 from reactgraph.nodes.runtime.fallback_log import describe, log_fallback
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices

@@ -15,7 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, failure_line
-from reactgraph.nodes.conversation.transcript import last_human_index, pending_calls, tokens_of
+from reactgraph.nodes.conversation import last_human_index, pending_calls, tokens_of
 from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import (
     PlanSolveState,

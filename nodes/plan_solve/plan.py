@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply
-from reactgraph.nodes.conversation.transcript import current_question, tokens_of
+from reactgraph.nodes.conversation import current_question, tokens_of
 from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
 from reactgraph.nodes.plan_solve.text_plan import parse_plan
 from reactgraph.nodes.prompting import prompts, text_protocol

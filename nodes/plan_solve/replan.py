@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply
-from reactgraph.nodes.conversation.transcript import question_text, tokens_of
+from reactgraph.nodes.conversation import question_text, tokens_of
 from reactgraph.nodes.plan_solve.plan import summary_notes, tool_list
 from reactgraph.nodes.plan_solve.state import (
     PlanSolveState,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
 
-from reactgraph.nodes.conversation.transcript import last_human_index
+from reactgraph.nodes.conversation import last_human_index
 from reactgraph.nodes.prompting import prompts
 from reactgraph.tools import untrusted
 

@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from reactgraph.models.gateway import ModelCall
-from reactgraph.nodes.conversation.transcript import tokens_of
+from reactgraph.nodes.conversation import tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.runtime.fallback_log import log_fallback

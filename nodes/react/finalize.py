@@ -16,7 +16,7 @@ from reactgraph.nodes.closing.closing import (
     observations_digest,
     settle_answer,
 )
-from reactgraph.nodes.conversation.transcript import pending_calls, tokens_of
+from reactgraph.nodes.conversation import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.prompting.repetition import without_repetition

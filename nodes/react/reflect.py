@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply
-from reactgraph.nodes.conversation.transcript import tokens_of
+from reactgraph.nodes.conversation import tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.framing import for_model
 from reactgraph.nodes.runtime.fallback_log import log_fallback

@@ -12,7 +12,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply, failure_line
-from reactgraph.nodes.conversation.transcript import pending_calls, tokens_of
+from reactgraph.nodes.conversation import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.prompting.repetition import reply_without_repetition

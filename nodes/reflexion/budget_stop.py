@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelReply
-from reactgraph.nodes.conversation.transcript import question_text
+from reactgraph.nodes.conversation import question_text
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
 from reactgraph.nodes.runtime.budget import exhausted, wrap_up_note
 from reactgraph.nodes.state.context import Context

@@ -9,8 +9,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
-from reactgraph.nodes.conversation.question import turn_question
-from reactgraph.nodes.conversation.transcript import question_text
+from reactgraph.nodes.conversation import question_text, turn_question
 from reactgraph.nodes.reflexion.evaluate import CHECKERS
 from reactgraph.nodes.reflexion.state import (
     MAX_LESSONS,

@@ -11,7 +11,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import add_usage
-from reactgraph.nodes.conversation.transcript import last_human_index
+from reactgraph.nodes.conversation import last_human_index
 from reactgraph.nodes.prompting.text_replies import corrections_left
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id, trial_of
 from reactgraph.nodes.runtime.budget import exhausted, remaining_context, wrap_up_note

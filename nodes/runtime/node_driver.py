@@ -38,7 +38,7 @@ from reactgraph.models.gateway import (
     add_usage,
     attempt_of,
 )
-from reactgraph.nodes.conversation.transcript import current_question
+from reactgraph.nodes.conversation import current_question
 from reactgraph.nodes.state.agent import make_step
 from reactgraph.nodes.state.context import Context, resolve_context
 from reactgraph.nodes.state.records import ActiveModel

@@ -18,7 +18,7 @@ from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
 from reactgraph.models.gateway import Usage, add_usage
-from reactgraph.nodes.conversation.transcript import current_question
+from reactgraph.nodes.conversation import current_question
 from reactgraph.nodes.state.records import ActiveModel, Approvals, Budget, CoverageRecord, RunStatus, StopReason
 from reactgraph.nodes.state.verdict import Verdict
 

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from reactgraph.cli.terminal_text import terminal_safe
 from reactgraph.cli.usage import usage_totals
-from reactgraph.nodes.conversation.transcript import pending_calls
+from reactgraph.nodes.conversation import pending_calls
 
 STATUS_STYLE = {"ok": "green", "responded": "yellow", "answered": "green", "partial": "yellow", "no_answer": "yellow",
                 "limit_reached": "yellow", "budget_exhausted": "yellow", "failed": "red"}

@@ -72,7 +72,7 @@ def session_option(session: str | None) -> str | None:
 
 def question_argument(question: str) -> str:
     """QUESTION checked by the one rule for questions (`check_question`): one line, before anything is loaded."""
-    from reactgraph.nodes.conversation.question import EmptyQuestion, check_question
+    from reactgraph.nodes.conversation import EmptyQuestion, check_question
 
     try:
         return check_question(question)
