@@ -16,8 +16,8 @@ from langgraph.types import Command, Overwrite, StreamMode
 from reactgraph.graph.run_context import run_scope
 from reactgraph.memory.session_id import check_session_id
 from reactgraph.memory.session_lease import DEFAULT_WAIT_S, SessionLease, WaitNotice, session_lease
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import check_question, current_question
-from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.tool_round.hitl import is_approval_request
 
 AnyGraph = CompiledStateGraph[Any, Any, Any, Any]  # any of the compiled graphs

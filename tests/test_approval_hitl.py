@@ -16,7 +16,7 @@ from langgraph.types import Command
 
 from reactgraph.cli.approval_prompt import make_approver
 from reactgraph.graph import build_react_graph
-from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.tool_round.approve import MAX_ASKS
 from reactgraph.tools import ToolRegistrationError, ToolSession
 from support.approval_tools import risky_gateway

@@ -272,7 +272,7 @@ def test_bad_budget_values_are_one_line(field, value, accepted):
 
 
 def test_budgets_arrive_as_a_mapping_from_the_api():
-    from reactgraph.nodes.state.context import resolve_context
+    from reactgraph.nodes.context import resolve_context
 
     context = resolve_context({"max_tool_calls": 2, "max_model_tokens": None, "max_cost_usd": 0.5})
     assert (context.max_tool_calls, context.max_model_tokens, context.max_cost_usd) == (2, None, 0.5)

@@ -12,15 +12,14 @@ from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall
 from reactgraph.nodes.closing.status import UNCHECKED, Coverage, model_account, verdict_coverage
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Request
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import messages_of, summary_of
-from reactgraph.nodes.state.verdict import ClosingCheck
+from reactgraph.nodes.state import ClosingCheck, messages_of, summary_of
 
 
 def check_request(state: Mapping[str, Any], answer: str, context: Context) -> list[AnyMessage]:

@@ -22,6 +22,7 @@ from reactgraph.nodes.closing.status import (
     settled_by_evidence,
     verdict_coverage,
 )
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import last_human_index, tokens_of
 from reactgraph.nodes.prompting import react_markup, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, with_notes
@@ -31,10 +32,7 @@ from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Steps
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import make_step
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import iteration_of, messages_of, steps_of, usage_of
-from reactgraph.nodes.state.records import CloseReason, RunStatus
+from reactgraph.nodes.state import CloseReason, RunStatus, iteration_of, make_step, messages_of, steps_of, usage_of
 from reactgraph.nodes.tool_round.loop_guard import tool_steps
 
 

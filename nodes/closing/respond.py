@@ -26,13 +26,12 @@ from langgraph.runtime import Runtime
 from reactgraph.models import response_format as formats
 from reactgraph.models.gateway import ModelCall, ModelReply, failure_line
 from reactgraph.models.response_format import ResponseFormat
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import question_text
 from reactgraph.nodes.runtime.fallback_log import describe, log_fallback
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import make_step
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import final_answer_of, iteration_of, messages_of, status_of
+from reactgraph.nodes.state import final_answer_of, iteration_of, make_step, messages_of, status_of
 
 ATTEMPTS = 3  # the first request and two more, each told what was wrong with the reply before
 NOT_ASKED = frozenset({"failed", "budget_exhausted"})

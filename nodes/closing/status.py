@@ -12,9 +12,17 @@ from typing import Any, get_args
 
 from langchain_core.messages import BaseMessage
 
-from reactgraph.nodes.state.agent import ExecutionStep
-from reactgraph.nodes.state.fields import has_failed, steps_of, stop_reason_of, verdict_of
-from reactgraph.nodes.state.records import CloseReason, CoverageJudge, CoverageRecord, RunStatus
+from reactgraph.nodes.state import (
+    CloseReason,
+    CoverageJudge,
+    CoverageRecord,
+    ExecutionStep,
+    RunStatus,
+    has_failed,
+    steps_of,
+    stop_reason_of,
+    verdict_of,
+)
 
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 # The statuses a caller may rely on as an answer (CLI exit code 0); every other one is a failure to answer.

@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, failure_line
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import last_human_index, pending_calls, tokens_of
 from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import (
@@ -36,9 +37,7 @@ from reactgraph.nodes.prompting.text_replies import Attempts, corrections_left, 
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import make_step
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import iteration_of
+from reactgraph.nodes.state import iteration_of, make_step
 
 
 def plan_notes(state: PlanSolveState) -> list[str]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.plan_solve.state import (
     STEP_TOOL_ROUNDS,
     PlanSolveState,
@@ -15,7 +16,6 @@ from reactgraph.nodes.plan_solve.state import (
     step_records,
     step_rounds_of,
 )
-from reactgraph.nodes.state.context import Context
 from reactgraph.nodes.tool_round.observe import observe
 
 

@@ -13,6 +13,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import current_question, tokens_of
 from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
 from reactgraph.nodes.plan_solve.text_plan import parse_plan
@@ -22,9 +23,7 @@ from reactgraph.nodes.prompting.text_replies import read_reply
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import ExecutionStep, make_step
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import summary_of
+from reactgraph.nodes.state import ExecutionStep, make_step, summary_of
 
 
 def tool_list(schemas: list[dict[str, Any]]) -> str:

@@ -10,6 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import question_text, tokens_of
 from reactgraph.nodes.plan_solve.plan import summary_notes, tool_list
 from reactgraph.nodes.plan_solve.state import (
@@ -32,9 +33,7 @@ from reactgraph.nodes.prompting.text_replies import corrections_left, read_reply
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import make_step
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import iteration_of
+from reactgraph.nodes.state import iteration_of, make_step
 
 
 def _revised(state: PlanSolveState, replan: Replan, tokens: int, started: float) -> dict[str, Any]:

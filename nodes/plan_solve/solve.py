@@ -8,6 +8,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.closing.closing import budget_close, close_turn, finish_turn, observations_digest
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import (
     PlanSolveState,
@@ -21,9 +22,7 @@ from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.runtime.budget import exhausted
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import budget_stopped, final_answer_of, has_failed, stop_reason_of, usage_of
-from reactgraph.nodes.state.records import SolveReason
+from reactgraph.nodes.state import SolveReason, budget_stopped, final_answer_of, has_failed, stop_reason_of, usage_of
 
 
 def solve_reason(state: PlanSolveState) -> SolveReason:

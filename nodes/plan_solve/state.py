@@ -9,9 +9,17 @@ from typing import Any, Literal, NotRequired
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from reactgraph.nodes.state.agent import AGENT_TURN, AgentState, ExecutionStep, begin_turn, make_step
-from reactgraph.nodes.state.fields import iteration_of, steps_of
-from reactgraph.nodes.state.verdict import Verdict, parts_verdict
+from reactgraph.nodes.state import (
+    AGENT_TURN,
+    AgentState,
+    ExecutionStep,
+    Verdict,
+    begin_turn,
+    iteration_of,
+    make_step,
+    parts_verdict,
+    steps_of,
+)
 from reactgraph.nodes.tool_round.loop_guard import found_nothing, tool_steps
 
 # Tool rounds one step may use before it is settled from what it observed: enough for a fallback or two,
@@ -92,7 +100,7 @@ def plan_solve_turn(state: Mapping[str, Any]) -> dict[str, Any]:
     return begin_turn(state, PLAN_SOLVE_TURN)
 
 
-# Reading Plan-and-Solve's own fields, each with its default (the agent state's fields: nodes/state/fields.py).
+# Reading Plan-and-Solve's own fields, each with its default (the agent state's fields: nodes/state.py).
 
 def plan_of(state: Mapping[str, Any]) -> list[PlanStepRecord]:
     return list(state.get("plan") or [])

@@ -22,8 +22,7 @@ from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Request
-from reactgraph.nodes.state.agent import ExecutionStep, make_step
-from reactgraph.nodes.state.fields import steps_of
+from reactgraph.nodes.state import ExecutionStep, make_step, steps_of
 
 FORMAT_ERROR = "format_error"  # the status of a record for an unusable reply
 

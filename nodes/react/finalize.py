@@ -16,6 +16,7 @@ from reactgraph.nodes.closing.closing import (
     observations_digest,
     settle_answer,
 )
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
@@ -23,9 +24,9 @@ from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.runtime.budget import exhausted
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import AgentState
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import (
+from reactgraph.nodes.state import (
+    AgentState,
+    FinalizeReason,
     budget_stopped,
     final_answer_of,
     has_failed,
@@ -34,7 +35,6 @@ from reactgraph.nodes.state.fields import (
     usage_of,
     verdict_of,
 )
-from reactgraph.nodes.state.records import FinalizeReason
 
 
 def stop_reason(state: AgentState, context: Context) -> FinalizeReason:

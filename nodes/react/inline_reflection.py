@@ -22,8 +22,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ValidationError
 
 from reactgraph.nodes.closing.status import model_account
-from reactgraph.nodes.state.agent import ExecutionStep, make_step
-from reactgraph.nodes.state.verdict import ReflectionVerdict, Verdict, parts_verdict
+from reactgraph.nodes.state import ExecutionStep, ReflectionVerdict, Verdict, make_step, parts_verdict
 
 INLINE_TOOL = "InlineReflection"
 MAX_VERDICT_CHARS = 8000  # a verdict's JSON past this is not read (model output is untrusted)

@@ -10,16 +10,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.framing import for_model
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import AgentState, make_step
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import iteration_of, steps_of
-from reactgraph.nodes.state.verdict import ReflectionVerdict
+from reactgraph.nodes.state import AgentState, ReflectionVerdict, iteration_of, make_step, steps_of
 from reactgraph.nodes.tool_round.loop_guard import repeated_calls, rules_verdict
 
 

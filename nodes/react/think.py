@@ -12,6 +12,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply, failure_line
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
 from reactgraph.nodes.prompting import prompts, text_protocol
 from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
@@ -22,10 +23,16 @@ from reactgraph.nodes.react.inline_reflection import inline_record, inline_schem
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import iteration_of, lessons_of, summary_of, verdict_of
-from reactgraph.nodes.state.verdict import Verdict
+from reactgraph.nodes.state import (
+    AgentState,
+    ExecutionStep,
+    Verdict,
+    iteration_of,
+    lessons_of,
+    make_step,
+    summary_of,
+    verdict_of,
+)
 
 
 def notes_sections(state: AgentState, reflection: Verdict | None) -> list[str]:

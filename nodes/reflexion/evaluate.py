@@ -12,6 +12,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.framing import for_model
@@ -27,9 +28,15 @@ from reactgraph.nodes.reflexion.state import (
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import ExecutionStep, make_step
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import final_answer_of, has_failed, iteration_of, status_of, steps_of
+from reactgraph.nodes.state import (
+    ExecutionStep,
+    final_answer_of,
+    has_failed,
+    iteration_of,
+    make_step,
+    status_of,
+    steps_of,
+)
 
 # A checker takes the answer, the run's ExecutionStep records and the task's params (the same shape as
 # evals.checks, so a harness can register its own): True/False, or (passed, reason).

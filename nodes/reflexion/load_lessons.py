@@ -18,7 +18,7 @@ from reactgraph.nodes.reflexion.state import (
     input_criteria,
     lessons_namespace,
 )
-from reactgraph.nodes.state.agent import begin_turn
+from reactgraph.nodes.state import begin_turn
 
 
 def session_of(config: RunnableConfig | None) -> str:

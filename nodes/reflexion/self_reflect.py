@@ -10,6 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply
+from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import question_text, tokens_of
 from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.framing import for_model, with_notes
@@ -27,9 +28,7 @@ from reactgraph.nodes.reflexion.state import (
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Await, Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import make_step
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.fields import final_answer_of, iteration_of, lessons_of, turn_id_of
+from reactgraph.nodes.state import final_answer_of, iteration_of, lessons_of, make_step, turn_id_of
 
 
 def rules_lesson(state: ReflexionState) -> str:

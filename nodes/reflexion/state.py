@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from reactgraph.memory.session_id import store_label
-from reactgraph.nodes.state.agent import AGENT_TURN, AgentState
+from reactgraph.nodes.state import AGENT_TURN, AgentState
 
 # Lessons shown to a trial: the newest few, so the prompt stays bounded when a question is retried often.
 MAX_LESSONS = 5
@@ -82,7 +82,7 @@ REFLEXION_TURN: Mapping[str, Any] = {**AGENT_TURN, "trial": 0, "evaluation": Non
                                      "expected": None, "checker": None, "checker_params": None}
 
 
-# Reading Reflexion's own fields, each with its default (the agent state's fields: nodes/state/fields.py).
+# Reading Reflexion's own fields, each with its default (the agent state's fields: nodes/state.py).
 
 def trial_of(state: Mapping[str, Any]) -> int:
     """Trials run so far for this question."""

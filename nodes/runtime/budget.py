@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.state.records import Budget, BudgetKind
+from reactgraph.nodes.context import Context
+from reactgraph.nodes.state import Budget, BudgetKind
 
 
 def tokens_used(usage: Mapping[str, Any] | None) -> int:

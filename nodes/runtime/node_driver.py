@@ -38,10 +38,9 @@ from reactgraph.models.gateway import (
     add_usage,
     attempt_of,
 )
+from reactgraph.nodes.context import Context, resolve_context
 from reactgraph.nodes.conversation import current_question
-from reactgraph.nodes.state.agent import make_step
-from reactgraph.nodes.state.context import Context, resolve_context
-from reactgraph.nodes.state.records import ActiveModel
+from reactgraph.nodes.state import ActiveModel, make_step
 from reactgraph.tools import ToolResult
 from reactgraph.tools.sync_bridge import run_sync
 

@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import RetryPolicy
 
 from reactgraph.models.gateway import ModelGateway
-from reactgraph.nodes.state.context import Context, UnknownToolNames, unknown_tool_names
+from reactgraph.nodes.context import Context, UnknownToolNames, unknown_tool_names
 from reactgraph.tools import ToolGateway, ToolMeta, ToolSession
 
 

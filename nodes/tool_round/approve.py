@@ -31,13 +31,11 @@ from langgraph.errors import GraphInterrupt
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
+from reactgraph.nodes.context import Context, context_of
 from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import AgentState, make_step
-from reactgraph.nodes.state.context import Context, context_of
-from reactgraph.nodes.state.fields import approvals_of, iteration_of, usage_of
-from reactgraph.nodes.state.records import Approvals
+from reactgraph.nodes.state import AgentState, Approvals, approvals_of, iteration_of, make_step, usage_of
 from reactgraph.nodes.tool_round.approval_answer import read_answer
 from reactgraph.nodes.tool_round.decision import BadAnswer, Decision
 from reactgraph.nodes.tool_round.gateway_facts import gateway_facts

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from reactgraph.nodes.state.agent import ExecutionStep
-from reactgraph.nodes.state.verdict import ReflectionVerdict
+from reactgraph.nodes.state import ExecutionStep, ReflectionVerdict
 
 
 def _call_key(step: ExecutionStep) -> str:

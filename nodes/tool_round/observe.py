@@ -7,10 +7,9 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes.context import Context, context_of
 from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls, tokens_of
-from reactgraph.nodes.state.agent import AgentState, ExecutionStep, make_step
-from reactgraph.nodes.state.context import Context, context_of
-from reactgraph.nodes.state.fields import iteration_of
+from reactgraph.nodes.state import AgentState, ExecutionStep, iteration_of, make_step
 from reactgraph.nodes.tool_round.gateway_facts import facts_of
 
 

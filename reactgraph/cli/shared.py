@@ -15,7 +15,7 @@ from reactgraph.errors import ReactGraphError
 
 if TYPE_CHECKING:
     from reactgraph.memory.checkpointer import OpenedCheckpointer
-    from reactgraph.nodes.state.context import Context
+    from reactgraph.nodes.context import Context
     from reactgraph.tools import ToolGateway
 
 
@@ -109,7 +109,7 @@ def build_context(model: str | None, max_iterations: int, reflection: Reflection
     """The run's Context from the flags (`budgets`: max_tool_calls / max_model_tokens / max_cost_usd, None for
     no budget); a bad value is one line naming the flag."""
     from reactgraph.models.loader import parse_spec
-    from reactgraph.nodes.state.context import Context
+    from reactgraph.nodes.context import Context
 
     chosen: dict[str, Any] = {"model": model} if model else {}  # else Context's default: $REACTGRAPH_MODEL
     try:
@@ -175,7 +175,7 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
     `mcp_startup_cap_s`: no MCP server start or restart waits longer (the service's: below its lease expiry)."""
     import os
 
-    from reactgraph.nodes.state.context import unknown_tool_names
+    from reactgraph.nodes.context import unknown_tool_names
     from reactgraph.tools import ToolRegistrationError, default_gateway
     from reactgraph.tools.plugins import load_retriever, load_tools
 
