@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes import prompts
 
 if TYPE_CHECKING:  # Context itself must stay importable without langgraph (the CLI's start-up)
     from langgraph.runtime import Runtime

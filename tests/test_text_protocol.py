@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.models.offline.textproto import as_tool_messages
-from reactgraph.nodes.prompting import prompts
+from reactgraph.nodes import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup, input_text
 from reactgraph.nodes.prompting.text_protocol import (
     STOP,

@@ -11,11 +11,12 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall
+from reactgraph.nodes import prompts
 from reactgraph.nodes.closing.status import UNCHECKED, Coverage, model_account, verdict_coverage
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
-from reactgraph.nodes.prompting import prompts, text_protocol
-from reactgraph.nodes.prompting.framing import for_model, summary_section, with_notes
+from reactgraph.nodes.prompting import text_protocol
+from reactgraph.nodes.prompts import for_model, summary_section, with_notes
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Request
 from reactgraph.nodes.runtime.services import AgentServices

@@ -25,9 +25,9 @@ from reactgraph.nodes.closing.status import (
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import last_human_index, tokens_of
 from reactgraph.nodes.prompting import react_markup, text_protocol
-from reactgraph.nodes.prompting.framing import for_model, with_notes
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.prompting.repetition import without_repetition
+from reactgraph.nodes.prompts import for_model, with_notes
 from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Steps

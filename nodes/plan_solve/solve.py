@@ -7,6 +7,7 @@ import time
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes import prompts
 from reactgraph.nodes.closing.closing import budget_close, close_turn, finish_turn, observations_digest
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.plan_solve.plan import summary_notes
@@ -18,7 +19,6 @@ from reactgraph.nodes.plan_solve.state import (
     render_results,
     step_results_of,
 )
-from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.runtime.budget import exhausted
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices

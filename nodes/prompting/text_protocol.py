@@ -19,8 +19,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
+from reactgraph.nodes import prompts
 from reactgraph.nodes.conversation import pending_calls
-from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting import react_markup as markup
 from reactgraph.tools import untrusted
 

@@ -17,8 +17,8 @@ from typing import Any, Generic, Protocol, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from reactgraph.models.gateway import ModelCall
+from reactgraph.nodes import prompts
 from reactgraph.nodes.conversation import tokens_of
-from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Request

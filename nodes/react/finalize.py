@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from reactgraph.nodes import prompts
 from reactgraph.nodes.closing.closing import (
     budget_close,
     close_turn,
@@ -18,7 +19,6 @@ from reactgraph.nodes.closing.closing import (
 )
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
-from reactgraph.nodes.prompting import prompts
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.runtime.budget import exhausted

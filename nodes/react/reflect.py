@@ -10,10 +10,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply
+from reactgraph.nodes import prompts
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import tokens_of
-from reactgraph.nodes.prompting import prompts
-from reactgraph.nodes.prompting.framing import for_model
+from reactgraph.nodes.prompts import for_model
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
