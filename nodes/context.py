@@ -100,7 +100,7 @@ class Context:
         "Budget: model tokens (prompt + completion, from the provider's usage, else estimated) per question. "
         "Empty means no budget."))] = None
     max_cost_usd: Annotated[float | None, Field(gt=0, le=10_000, description=(
-        "Budget: model cost in USD per question, from the price table (nodes/runtime/budget.py, extended by "
+        "Budget: model cost in USD per question, from the price table (nodes/budget.py, extended by "
         "$REACTGRAPH_PRICES); a model without a price counts 0. Empty means no budget."))] = None
 
     max_model_seconds: Annotated[float | None, Field(gt=0, le=86_400, description=(

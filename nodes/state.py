@@ -198,7 +198,7 @@ class AgentState(TypedDict):
     # Reflexion: lessons from earlier failed attempts at this question, shown in think's system prompt.
     # Supplied with the input (the Reflexion graph's trial passes them); kept until a caller replaces them.
     lessons: NotRequired[list[str]]
-    # What this turn has used (tool calls, model tokens, cost), added up per node; see nodes/runtime/budget.py.
+    # What this turn has used (tool calls, model tokens, cost), added up per node; see nodes/budget.py.
     usage: NotRequired[Annotated[Usage, add_usage]]
     # Which budget ran out when `stop_reason` is "budget".
     budget: NotRequired[Budget | None]

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
 from reactgraph.models import gateway as model_gateway
 from reactgraph.models.token_estimate import usage_for
-from reactgraph.nodes.runtime import budget
+from reactgraph.nodes import budget
 from reactgraph.tools import ToolGateway
 from reactgraph.tools.builtin import builtin_tools
 from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply

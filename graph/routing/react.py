@@ -9,9 +9,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_tasks
+from reactgraph.nodes import budget
 from reactgraph.nodes.context import Context, context_of
 from reactgraph.nodes.conversation import pending_calls
-from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.state import AgentState, has_failed, iteration_of, usage_of, verdict_of
 
 

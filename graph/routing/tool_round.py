@@ -9,9 +9,9 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from reactgraph.nodes import budget
 from reactgraph.nodes.context import Context, context_of
 from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls
-from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.state import AgentState, usage_of
 from reactgraph.nodes.tool_round.act import ToolCallTask
 from reactgraph.nodes.tool_round.approve import approvals_for

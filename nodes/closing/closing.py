@@ -11,6 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, failure_line
+from reactgraph.nodes import budget
 from reactgraph.nodes.closing.check import coverage_account
 from reactgraph.nodes.closing.status import (
     UNCHECKED,
@@ -28,7 +29,6 @@ from reactgraph.nodes.prompting import react_markup, text_protocol
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.prompts import for_model, with_notes
-from reactgraph.nodes.runtime import budget
 from reactgraph.nodes.runtime.fallback_log import log_fallback
 from reactgraph.nodes.runtime.node_driver import Steps
 from reactgraph.nodes.runtime.services import AgentServices

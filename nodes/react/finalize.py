@@ -10,6 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes import prompts
+from reactgraph.nodes.budget import exhausted
 from reactgraph.nodes.closing.closing import (
     budget_close,
     close_turn,
@@ -21,7 +22,6 @@ from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.prompting.repetition import without_repetition
-from reactgraph.nodes.runtime.budget import exhausted
 from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
 from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import (

@@ -8,10 +8,10 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelReply
+from reactgraph.nodes.budget import exhausted, wrap_up_note
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import question_text
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id
-from reactgraph.nodes.runtime.budget import exhausted, wrap_up_note
 from reactgraph.nodes.state import final_answer_of, turn_id_of
 
 
