@@ -22,14 +22,13 @@ from reactgraph.graph.routing import plan_solve as routing
 from reactgraph.graph.routing.tool_round import after_approve
 from reactgraph.graph.structured import add_respond, response_format_of, state_schema
 from reactgraph.nodes.context import Context
+from reactgraph.nodes.driver import AgentServices, edge
 from reactgraph.nodes.plan_solve.execute_step import make_execute_step
 from reactgraph.nodes.plan_solve.observe import observe_step
 from reactgraph.nodes.plan_solve.plan import make_plan
 from reactgraph.nodes.plan_solve.replan import make_replan
 from reactgraph.nodes.plan_solve.solve import make_solve
 from reactgraph.nodes.plan_solve.state import PlanSolveState, plan_solve_turn
-from reactgraph.nodes.runtime.node_driver import edge
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import InputState
 from reactgraph.nodes.tool_round.act import make_act
 from reactgraph.nodes.tool_round.approve import approval_check, make_approve

@@ -19,11 +19,10 @@ from reactgraph.graph.routing import react as routing
 from reactgraph.graph.routing.tool_round import after_approve
 from reactgraph.graph.structured import add_respond, response_format_of, state_schema
 from reactgraph.nodes.context import Context
+from reactgraph.nodes.driver import AgentServices, edge
 from reactgraph.nodes.react.finalize import make_finalize
 from reactgraph.nodes.react.reflect import make_reflect
 from reactgraph.nodes.react.think import make_think
-from reactgraph.nodes.runtime.node_driver import edge
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import AgentState, InputState
 from reactgraph.nodes.tool_round.act import make_act
 from reactgraph.nodes.tool_round.approve import approval_check, make_approve

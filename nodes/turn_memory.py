@@ -22,9 +22,7 @@ from reactgraph.memory.session_memory import ConversationSummary, SessionMemory
 from reactgraph.models.gateway import ModelCall
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import current_question, turn_question
-from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.state import AgentState, begin_turn, final_answer_of, in_turn, iteration_of, status_of, summary_of
 
 # --- load_memory ------------------------------------------------------------------------------------------------------

@@ -15,11 +15,9 @@ from reactgraph.nodes import prompts
 from reactgraph.nodes.closing.status import UNCHECKED, Coverage, model_account, verdict_coverage
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
+from reactgraph.nodes.driver import AgentServices, Request, log_fallback
 from reactgraph.nodes.prompting import text_protocol
 from reactgraph.nodes.prompts import for_model, summary_section, with_notes
-from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Request
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import ClosingCheck, messages_of, summary_of
 
 

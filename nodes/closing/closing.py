@@ -25,13 +25,11 @@ from reactgraph.nodes.closing.status import (
 )
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import last_human_index, tokens_of
+from reactgraph.nodes.driver import AgentServices, Steps, log_fallback
 from reactgraph.nodes.prompting import react_markup, text_protocol
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.prompts import for_model, with_notes
-from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Steps
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import CloseReason, RunStatus, iteration_of, make_step, messages_of, steps_of, usage_of
 from reactgraph.nodes.tool_round.loop_guard import tool_steps
 

@@ -24,13 +24,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models import response_format as formats
-from reactgraph.models.gateway import ModelCall, ModelReply, failure_line
+from reactgraph.models.gateway import ModelCall, ModelReply, describe, failure_line
 from reactgraph.models.response_format import ResponseFormat
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import question_text
-from reactgraph.nodes.runtime.fallback_log import describe, log_fallback
-from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.state import final_answer_of, iteration_of, make_step, messages_of, status_of
 
 ATTEMPTS = 3  # the first request and two more, each told what was wrong with the reply before

@@ -18,6 +18,7 @@ from reactgraph.models.gateway import ModelCall, failure_line
 from reactgraph.nodes import prompts
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import last_human_index, pending_calls, tokens_of
+from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import (
     PlanSolveState,
@@ -35,9 +36,6 @@ from reactgraph.nodes.prompting.repetition import reply_without_repetition
 from reactgraph.nodes.prompting.text_protocol import ReactReply
 from reactgraph.nodes.prompting.text_replies import Attempts, corrections_left, read_reply
 from reactgraph.nodes.prompts import for_model, with_notes
-from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import iteration_of, make_step
 
 

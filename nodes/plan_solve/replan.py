@@ -13,6 +13,7 @@ from reactgraph.models.gateway import ModelCall, ModelReply
 from reactgraph.nodes import prompts
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import question_text, tokens_of
+from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.plan_solve.plan import summary_notes, tool_list
 from reactgraph.nodes.plan_solve.state import (
     PlanSolveState,
@@ -31,9 +32,6 @@ from reactgraph.nodes.plan_solve.text_plan import parse_plan
 from reactgraph.nodes.prompting import text_protocol
 from reactgraph.nodes.prompting.text_replies import corrections_left, read_reply
 from reactgraph.nodes.prompts import for_model, with_notes
-from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import iteration_of, make_step
 
 

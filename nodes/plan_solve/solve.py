@@ -11,6 +11,7 @@ from reactgraph.nodes import prompts
 from reactgraph.nodes.budget import exhausted
 from reactgraph.nodes.closing.closing import budget_close, close_turn, finish_turn, observations_digest
 from reactgraph.nodes.context import Context
+from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node
 from reactgraph.nodes.plan_solve.plan import summary_notes
 from reactgraph.nodes.plan_solve.state import (
     PlanSolveState,
@@ -20,8 +21,6 @@ from reactgraph.nodes.plan_solve.state import (
     render_results,
     step_results_of,
 )
-from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import SolveReason, budget_stopped, final_answer_of, has_failed, stop_reason_of, usage_of
 
 

@@ -19,9 +19,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from reactgraph.models.gateway import ModelCall
 from reactgraph.nodes import prompts
 from reactgraph.nodes.conversation import tokens_of
+from reactgraph.nodes.driver import Request, log_fallback
 from reactgraph.nodes.prompting.repetition import without_repetition
-from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Request
 from reactgraph.nodes.state import ExecutionStep, make_step, steps_of
 
 FORMAT_ERROR = "format_error"  # the status of a record for an unusable reply

@@ -20,10 +20,9 @@ from reactgraph.nodes.closing.closing import (
 )
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
+from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node
 from reactgraph.nodes.prompting.react_markup import answer_without_markup
 from reactgraph.nodes.prompting.repetition import without_repetition
-from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import (
     AgentState,
     FinalizeReason,

@@ -13,10 +13,8 @@ from reactgraph.models.gateway import ModelCall, ModelReply
 from reactgraph.nodes import prompts
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import tokens_of
+from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.prompts import for_model
-from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import AgentState, ReflectionVerdict, iteration_of, make_step, steps_of
 from reactgraph.nodes.tool_round.loop_guard import repeated_calls, rules_verdict
 

@@ -15,15 +15,13 @@ from reactgraph.models.gateway import ModelCall, ModelReply, failure_line
 from reactgraph.nodes import prompts
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
+from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.prompting import text_protocol
 from reactgraph.nodes.prompting.repetition import reply_without_repetition
 from reactgraph.nodes.prompting.text_protocol import ReactReply
 from reactgraph.nodes.prompting.text_replies import Attempts, format_errors, read_reply
 from reactgraph.nodes.prompts import for_model, summary_section, with_notes
 from reactgraph.nodes.react.inline_reflection import inline_record, inline_schema, split_text_reply, split_tools_reply
-from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import (
     AgentState,
     ExecutionStep,

@@ -15,6 +15,7 @@ from reactgraph.models.gateway import ModelCall, ModelReply
 from reactgraph.nodes import prompts
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import tokens_of
+from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.prompts import for_model
 from reactgraph.nodes.reflexion.budget_stop import stopped_by_budget
 from reactgraph.nodes.reflexion.state import (
@@ -25,9 +26,6 @@ from reactgraph.nodes.reflexion.state import (
     trajectory_of,
     trial_of,
 )
-from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Node, Steps, dual_node
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import (
     ExecutionStep,
     final_answer_of,

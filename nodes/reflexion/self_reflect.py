@@ -13,6 +13,7 @@ from reactgraph.models.gateway import ModelCall, ModelReply
 from reactgraph.nodes import prompts
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import question_text, tokens_of
+from reactgraph.nodes.driver import AgentServices, Await, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.prompts import for_model, with_notes
 from reactgraph.nodes.reflexion.budget_stop import stopped_by_budget
 from reactgraph.nodes.reflexion.load_lessons import session_of
@@ -25,9 +26,6 @@ from reactgraph.nodes.reflexion.state import (
     trajectory_of,
     trial_of,
 )
-from reactgraph.nodes.runtime.fallback_log import log_fallback
-from reactgraph.nodes.runtime.node_driver import Await, Node, Steps, dual_node
-from reactgraph.nodes.runtime.services import AgentServices
 from reactgraph.nodes.state import final_answer_of, iteration_of, lessons_of, make_step, turn_id_of
 
 

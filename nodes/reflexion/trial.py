@@ -14,9 +14,9 @@ from reactgraph.models.gateway import add_usage
 from reactgraph.nodes.budget import exhausted, remaining_context, wrap_up_note
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import last_human_index
+from reactgraph.nodes.driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.prompting.text_replies import corrections_left
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id, trial_of
-from reactgraph.nodes.runtime.node_driver import Call, Node, Steps, dual_node
 from reactgraph.nodes.state import (
     budget_stopped,
     final_answer_of,

@@ -9,8 +9,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.context import Context
-from reactgraph.nodes.runtime.node_driver import Await, Node, Steps, dual_node
-from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.driver import AgentServices, Await, Node, Steps, dual_node
 from reactgraph.nodes.tool_round.gateway_facts import gateway_facts
 from reactgraph.tools import ToolResult, ToolStatus, observations
 from reactgraph.tools.injection import ToolInjection

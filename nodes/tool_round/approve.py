@@ -34,7 +34,7 @@ from langgraph.types import interrupt
 from reactgraph.nodes import budget
 from reactgraph.nodes.context import Context, context_of
 from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls
-from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.driver import AgentServices
 from reactgraph.nodes.state import AgentState, Approvals, approvals_of, iteration_of, make_step, usage_of
 from reactgraph.nodes.tool_round.approval_answer import read_answer
 from reactgraph.nodes.tool_round.decision import BadAnswer, Decision

@@ -1,31 +1,41 @@
-"""One body for a node's sync and async runs: the body is a generator that yields the calls it needs made.
+"""How a node runs: one body for its sync and async runs, the services a compiled graph's nodes share, and
+one log record for every fallback a node takes.
 
-A body is `body(state, runtime, config)`. It asks for a model call with `reply = yield from ModelCall(...)`
-(the graph's model gateway makes it: models/gateway.py, a `ModelReply` comes back), for a subgraph run with
-`result = yield from Call(graph, input)` (`invoke`, or `ainvoke` under the graph's `ainvoke`), and for the tool
-gateway's async API with `result = yield from Await(coroutine)` (awaited, or run on the sync bridge under
-`invoke`). A failed call is thrown into the body at its `yield from`, so failures are handled with an ordinary
-try/except; a model call fails there only after the gateway's retry and fallback steps. Only the driver differs
-between `invoke` and `ainvoke`, so no node is written twice.
+A body is `body(state, runtime, config)`, a generator that yields the calls it needs made. It asks for a model
+call with `reply = yield from ModelCall(...)` (the graph's model gateway makes it: models/gateway.py, a
+`ModelReply` comes back), for a subgraph run with `result = yield from Call(graph, input)` (`invoke`, or
+`ainvoke` under the graph's `ainvoke`), and for the tool gateway's async API with
+`result = yield from Await(coroutine)` (awaited, or run on the sync bridge under `invoke`). A failed call is
+thrown into the body at its `yield from`, so failures are handled with an ordinary try/except; a model call
+fails there only after the gateway's retry and fallback steps. Only the driver differs between `invoke` and
+`ainvoke`, so no node is written twice. The body returns its state update. What its calls used (the gateway's
+account of the model calls, one per tool result) goes into the update's `usage`, and the model fallbacks the
+gateway took into its steps and `active_model`, the same way for every node (`Node`).
 
-The body returns its state update. What its calls used (the gateway's account of the model calls, one per tool
-result) goes into the update's `usage`, and the model fallbacks the gateway took into its steps and
-`active_model`, the same way for every node (`Node`).
+`AgentServices` is what the nodes of one compiled graph share: the tool gateway and the model gateway (whose
+retry policy is the model-calling nodes'), and the tool schemas derived from them once rather than on every step.
+
+`log_fallback` records every fallback a node takes (a summary, a reflection, a plan, a lesson, a judgement made
+by the rules because the model's failed; a malformed reply sent back; a model error that ends the turn): what
+would otherwise happen silently. The CLI shows them (`--debug`, `--log-format`); see reactgraph/cli/logs.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
+import warnings
 from collections.abc import Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
+from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.runnables.config import set_config_context
 from langgraph.runtime import Runtime, get_runtime
-from langgraph.types import Overwrite
+from langgraph.types import Overwrite, RetryPolicy
 
 from reactgraph.models.gateway import (
     FALLBACK_EVENT,
@@ -37,12 +47,15 @@ from reactgraph.models.gateway import (
     Usage,
     add_usage,
     attempt_of,
+    describe,
 )
-from reactgraph.nodes.context import Context, resolve_context
+from reactgraph.nodes.context import Context, UnknownToolNames, resolve_context, unknown_tool_names
 from reactgraph.nodes.conversation import current_question
 from reactgraph.nodes.state import ActiveModel, make_step
-from reactgraph.tools import ToolResult
+from reactgraph.tools import ToolGateway, ToolMeta, ToolResult, ToolSession
 from reactgraph.tools.sync_bridge import run_sync
+
+# --- the node driver ----------------------------------------------------------------------------------------
 
 T = TypeVar("T")
 
@@ -282,3 +295,64 @@ class Route(Runnable[Any, Any]):
 def edge(route: Callable[..., Any]) -> Route:
     """`route` as a conditional edge (see `Route`)."""
     return Route(route)
+
+
+
+# --- what a graph's nodes share -----------------------------------------------------------------------------
+
+class AgentServices:
+    """The tool gateway and the model gateway, built once per graph and reused across runs."""
+
+    def __init__(self, gateway: ToolGateway, model: BaseChatModel | None = None,
+                 retry: RetryPolicy | None = None) -> None:
+        self.gateway = gateway
+        # An explicit model (tests' scripted models, a user's configured client) overrides Context.model.
+        self.models = ModelGateway(model, retry)
+        # Keyed by object ids; the objects are kept alongside, so an id is never reused while it is a key.
+        self._schemas: dict[int, tuple[ToolMeta, dict[str, Any]]] = {}
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The model-calling nodes' retry policy (the model gateway's)."""
+        return self.models.retry
+
+    def session(self, context: Context, config: RunnableConfig | None) -> ToolSession:
+        """The run's gateway session; a Context naming an MCP config file adds its servers' tools (once per file
+        per gateway: the first run waits for them to start) and lets this session see them."""
+        thread_id = ((config or {}).get("configurable") or {}).get("thread_id") or "default"
+        scopes = (self.gateway.mcp_config_scope(context.mcp_config.strip()),) if context.mcp_config.strip() else ()
+        return ToolSession.of(id=str(thread_id), allow=context.allowed_tools or None, deny=context.denied_tools,
+                              approval=context.approval, mcp_scopes=scopes)
+
+    def schemas(self, context: Context, config: RunnableConfig | None) -> list[dict[str, Any]]:
+        """The OpenAI schemas of the tools this run may use (each tool's schema is built once)."""
+        session = self.session(context, config)  # first: it may add the tools of the Context's MCP config
+        # A warning, not an error: one Context may serve graphs whose gateways hold different tools, and an
+        # unknown name fails closed (allow: fewer tools; deny: nothing more denied). Shown once per message.
+        if (context.allowed_tools or context.denied_tools or context.approval) and (
+                problem := unknown_tool_names(context, self.gateway.registry)):
+            warnings.warn(problem, UnknownToolNames, stacklevel=2)
+        return [self._schema(meta) for meta in self.gateway.tools(session)]
+
+    def _schema(self, meta: ToolMeta) -> dict[str, Any]:
+        cached = self._schemas.get(id(meta))
+        if cached is None or cached[0] is not meta:
+            cached = self._schemas[id(meta)] = (meta, meta.openai_schema())
+        return cached[1]
+
+
+
+# --- the fallback log ---------------------------------------------------------------------------------------
+
+logger = logging.getLogger("reactgraph.nodes")
+
+
+def log_fallback(node: str, kind: str, reason: str | BaseException, *, level: int = logging.WARNING) -> None:
+    """Record that `node` fell back (`kind`: summary_rules, reflection_rules, plan_one_step, …) and why; an
+    exception's traceback goes along at DEBUG."""
+    if not logger.isEnabledFor(level):
+        return
+    why = describe(reason) if isinstance(reason, BaseException) else str(reason)[:300]
+    exc_info = reason if isinstance(reason, BaseException) and logger.isEnabledFor(logging.DEBUG) else None
+    logger.log(level, "%s fell back: %s (%s)", node, kind, why, exc_info=exc_info,
+               extra={"fallback": {"node": node, "kind": kind, "reason": why}})
