@@ -11,12 +11,11 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall
-from reactgraph.nodes import prompts
+from reactgraph.nodes import prompts, text_protocol
 from reactgraph.nodes.closing.status import UNCHECKED, Coverage, model_account, verdict_coverage
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
 from reactgraph.nodes.driver import AgentServices, Request, log_fallback
-from reactgraph.nodes.prompting import text_protocol
 from reactgraph.nodes.prompts import for_model, summary_section, with_notes
 from reactgraph.nodes.state import ClosingCheck, messages_of, summary_of
 

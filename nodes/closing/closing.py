@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, failure_line
-from reactgraph.nodes import budget
+from reactgraph.nodes import budget, text_protocol
 from reactgraph.nodes.closing.check import coverage_account
 from reactgraph.nodes.closing.status import (
     UNCHECKED,
@@ -26,11 +26,9 @@ from reactgraph.nodes.closing.status import (
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import last_human_index, tokens_of
 from reactgraph.nodes.driver import AgentServices, Steps, log_fallback
-from reactgraph.nodes.prompting import react_markup, text_protocol
-from reactgraph.nodes.prompting.react_markup import answer_without_markup
-from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.prompts import for_model, with_notes
 from reactgraph.nodes.state import CloseReason, RunStatus, iteration_of, make_step, messages_of, steps_of, usage_of
+from reactgraph.nodes.text_protocol import answer_without_markup, without_repetition
 from reactgraph.nodes.tool_round.loop_guard import tool_steps
 
 
@@ -88,7 +86,7 @@ def _reply_answer(reply: AIMessage, context: Context) -> tuple[str, bool]:
     Final Answer gave none, its Thought standing in; a plain reply is the answer the closing prompt asked for."""
     answer, given = without_repetition(reply.text).strip(), True
     if context.protocol == "text":  # the model may still write "Final Answer: …"
-        given = bool(text_protocol.parse_reply(answer).final_answer) or not react_markup.LABEL.search(answer)
+        given = bool(text_protocol.parse_reply(answer).final_answer) or not text_protocol.LABEL.search(answer)
         answer = text_protocol.answer_text(answer)
     return answer_without_markup(answer), given  # in either protocol: a user reads the answer, not the labels
 

@@ -15,7 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, failure_line
-from reactgraph.nodes import prompts
+from reactgraph.nodes import prompts, text_protocol
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import last_human_index, pending_calls, tokens_of
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
@@ -31,12 +31,9 @@ from reactgraph.nodes.plan_solve.state import (
     step_results_of,
     step_rounds_of,
 )
-from reactgraph.nodes.prompting import text_protocol
-from reactgraph.nodes.prompting.repetition import reply_without_repetition
-from reactgraph.nodes.prompting.text_protocol import ReactReply
-from reactgraph.nodes.prompting.text_replies import Attempts, corrections_left, read_reply
 from reactgraph.nodes.prompts import for_model, with_notes
 from reactgraph.nodes.state import iteration_of, make_step
+from reactgraph.nodes.text_protocol import Attempts, ReactReply, corrections_left, read_reply, reply_without_repetition
 
 
 def plan_notes(state: PlanSolveState) -> list[str]:

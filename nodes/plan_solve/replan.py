@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply
-from reactgraph.nodes import prompts
+from reactgraph.nodes import prompts, text_protocol
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import question_text, tokens_of
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
@@ -29,10 +29,9 @@ from reactgraph.nodes.plan_solve.state import (
     step_results_of,
 )
 from reactgraph.nodes.plan_solve.text_plan import parse_plan
-from reactgraph.nodes.prompting import text_protocol
-from reactgraph.nodes.prompting.text_replies import corrections_left, read_reply
 from reactgraph.nodes.prompts import for_model, with_notes
 from reactgraph.nodes.state import iteration_of, make_step
+from reactgraph.nodes.text_protocol import corrections_left, read_reply
 
 
 def _revised(state: PlanSolveState, replan: Replan, tokens: int, started: float) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 A text-only model is never asked for `json_schema`: it writes `Parts:`, `Plan:` and `1. <goal> (tool: <name>)`
 lines, as it writes Thought/Action for ReAct, and a reply the reader cannot use costs the same format-error
-budget (nodes/prompting/text_replies.py).
+budget (nodes/text_protocol.py).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from reactgraph.nodes import text_protocol
 from reactgraph.nodes.plan_solve.state import PlanStep
-from reactgraph.nodes.prompting import react_markup as markup
 
 _LABEL = re.compile(r"^[ \t>#*_-]*(?P<label>parts|plan|reason|avoid[ \t_-]*tools)[ \t*_]*[:：][ \t*_]*(?P<value>.*)$",
                     re.I)
@@ -55,7 +55,7 @@ def _listed(value: str, separators: str) -> list[str]:
 def parse_plan(text: str) -> TextPlan:
     """The plan in a reply: its numbered (or bulleted) steps with their tool hints, the `Parts:`, `Reason:` and
     `Avoid tools:` lines; "Plan: none" is a plan of no steps; a reply with neither is a format problem."""
-    lines = markup.unwrap(markup.normalized(text)).splitlines()
+    lines = text_protocol.unwrap(text_protocol.normalized(text)).splitlines()
     steps: list[PlanStep] = []
     parts: list[str] = []
     avoid: list[str] = []

@@ -21,8 +21,6 @@ from reactgraph.nodes.closing.closing import (
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node
-from reactgraph.nodes.prompting.react_markup import answer_without_markup
-from reactgraph.nodes.prompting.repetition import without_repetition
 from reactgraph.nodes.state import (
     AgentState,
     FinalizeReason,
@@ -34,6 +32,7 @@ from reactgraph.nodes.state import (
     usage_of,
     verdict_of,
 )
+from reactgraph.nodes.text_protocol import answer_without_markup, without_repetition
 
 
 def stop_reason(state: AgentState, context: Context) -> FinalizeReason:

@@ -12,14 +12,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from reactgraph.models.gateway import ModelCall, ModelReply, failure_line
-from reactgraph.nodes import prompts
+from reactgraph.nodes import prompts, text_protocol
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import pending_calls, tokens_of
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
-from reactgraph.nodes.prompting import text_protocol
-from reactgraph.nodes.prompting.repetition import reply_without_repetition
-from reactgraph.nodes.prompting.text_protocol import ReactReply
-from reactgraph.nodes.prompting.text_replies import Attempts, format_errors, read_reply
 from reactgraph.nodes.prompts import for_model, summary_section, with_notes
 from reactgraph.nodes.react.inline_reflection import inline_record, inline_schema, split_text_reply, split_tools_reply
 from reactgraph.nodes.state import (
@@ -32,6 +28,7 @@ from reactgraph.nodes.state import (
     summary_of,
     verdict_of,
 )
+from reactgraph.nodes.text_protocol import Attempts, ReactReply, format_errors, read_reply, reply_without_repetition
 
 
 def notes_sections(state: AgentState, reflection: Verdict | None) -> list[str]:

@@ -15,7 +15,6 @@ from reactgraph.nodes.budget import exhausted, remaining_context, wrap_up_note
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import last_human_index
 from reactgraph.nodes.driver import Call, Node, Steps, dual_node
-from reactgraph.nodes.prompting.text_replies import corrections_left
 from reactgraph.nodes.reflexion.state import ReflexionState, answer_id, trial_of
 from reactgraph.nodes.state import (
     budget_stopped,
@@ -29,6 +28,7 @@ from reactgraph.nodes.state import (
     turn_id_of,
     usage_of,
 )
+from reactgraph.nodes.text_protocol import corrections_left
 
 
 def _actor_input(state: ReflexionState) -> dict[str, Any]:
