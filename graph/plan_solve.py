@@ -21,6 +21,7 @@ from langgraph.types import RetryPolicy
 from reactgraph.graph.routing import plan_solve as routing
 from reactgraph.graph.routing.tool_round import after_approve
 from reactgraph.graph.structured import add_respond, response_format_of, state_schema
+from reactgraph.nodes.approval import approval_check, make_approve
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.driver import AgentServices, edge
 from reactgraph.nodes.plan_solve.execute_step import make_execute_step
@@ -31,7 +32,6 @@ from reactgraph.nodes.plan_solve.solve import make_solve
 from reactgraph.nodes.plan_solve.state import PlanSolveState, plan_solve_turn
 from reactgraph.nodes.state import InputState
 from reactgraph.nodes.tool_round.act import make_act
-from reactgraph.nodes.tool_round.approve import approval_check, make_approve
 from reactgraph.nodes.turn_memory import make_load_memory, save_memory
 from reactgraph.tools import ToolGateway, gateway_for
 from reactgraph.tools.meta import AnyTool

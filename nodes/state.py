@@ -70,7 +70,7 @@ class CoverageRecord(TypedDict):
 
 
 class Approvals(TypedDict):
-    """The approval step's outcome for the reply it decided on (the `approvals` field; nodes/tool_round/approve.py):
+    """The approval step's outcome for the reply it decided on (the `approvals` field; nodes/approval.py):
     the calls let through, and what a person changed in each edited call."""
 
     message_id: str | None  # the reply's id: the outcome holds for that reply only
@@ -202,7 +202,7 @@ class AgentState(TypedDict):
     usage: NotRequired[Annotated[Usage, add_usage]]
     # Which budget ran out when `stop_reason` is "budget".
     budget: NotRequired[Budget | None]
-    # The approval step's outcome for the reply it decided on; see nodes/tool_round/approve.py.
+    # The approval step's outcome for the reply it decided on; see nodes/approval.py.
     approvals: NotRequired[Approvals | None]
     # The answer in the graph's `response_format` (nodes/closing/respond.py): the pydantic or dataclass instance,
     # a dict for a TypedDict or JSON schema; None when it could not be had. Absent without a response format.

@@ -10,13 +10,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from reactgraph.nodes import budget
+from reactgraph.nodes.approval import approvals_for
 from reactgraph.nodes.context import Context, context_of
 from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls
 from reactgraph.nodes.state import AgentState, usage_of
 from reactgraph.nodes.tool_round.act import ToolCallTask
-from reactgraph.nodes.tool_round.approve import approvals_for
 
-# Whether a reply's calls need a person's approval before they run (nodes/tool_round/approve.py `approval_check`).
+# Whether a reply's calls need a person's approval before they run (nodes/approval.py `approval_check`).
 ApprovalCheck = Callable[[AgentState, Context], bool]
 # Whether a tool asks for the graph state (InjectedState, ToolRuntime): `ToolGateway.reads_state`.
 ReadsState = Callable[[str], bool]
