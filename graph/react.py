@@ -25,8 +25,7 @@ from reactgraph.nodes.react.finalize import make_finalize
 from reactgraph.nodes.react.reflect import make_reflect
 from reactgraph.nodes.react.think import make_think
 from reactgraph.nodes.state import AgentState, InputState
-from reactgraph.nodes.tool_round.act import make_act
-from reactgraph.nodes.tool_round.observe import observe
+from reactgraph.nodes.tool_round import make_act, observe
 from reactgraph.nodes.turn_memory import make_load_memory, save_memory
 from reactgraph.tools import ToolGateway, gateway_for
 from reactgraph.tools.meta import AnyTool

@@ -54,7 +54,7 @@ from reactgraph.nodes.context import Context, context_of
 from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls
 from reactgraph.nodes.driver import AgentServices
 from reactgraph.nodes.state import AgentState, Approvals, approvals_of, iteration_of, make_step, usage_of
-from reactgraph.nodes.tool_round.gateway_facts import gateway_facts
+from reactgraph.nodes.tool_round import gateway_facts
 from reactgraph.tools import ToolSession, observations
 from reactgraph.tools.approval import describe_call
 from reactgraph.tools.meta import APPROVAL_DECISIONS, ApprovalDecision

@@ -14,7 +14,7 @@ from reactgraph.nodes.approval import approvals_for
 from reactgraph.nodes.context import Context, context_of
 from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls
 from reactgraph.nodes.state import AgentState, usage_of
-from reactgraph.nodes.tool_round.act import ToolCallTask
+from reactgraph.nodes.tool_round import ToolCallTask
 
 # Whether a reply's calls need a person's approval before they run (nodes/approval.py `approval_check`).
 ApprovalCheck = Callable[[AgentState, Context], bool]

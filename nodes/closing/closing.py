@@ -29,7 +29,7 @@ from reactgraph.nodes.driver import AgentServices, Steps, log_fallback
 from reactgraph.nodes.prompts import for_model, with_notes
 from reactgraph.nodes.state import CloseReason, RunStatus, iteration_of, make_step, messages_of, steps_of, usage_of
 from reactgraph.nodes.text_protocol import answer_without_markup, without_repetition
-from reactgraph.nodes.tool_round.loop_guard import tool_steps
+from reactgraph.nodes.tool_round import tool_steps
 
 
 def observations_digest(state: Mapping[str, Any]) -> str:

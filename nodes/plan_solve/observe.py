@@ -16,7 +16,7 @@ from reactgraph.nodes.plan_solve.state import (
     step_records,
     step_rounds_of,
 )
-from reactgraph.nodes.tool_round.observe import observe
+from reactgraph.nodes.tool_round import observe
 
 
 def observe_step(state: PlanSolveState, runtime: Runtime[Context]) -> dict[str, Any]:

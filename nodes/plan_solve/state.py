@@ -20,7 +20,7 @@ from reactgraph.nodes.state import (
     parts_verdict,
     steps_of,
 )
-from reactgraph.nodes.tool_round.loop_guard import found_nothing, tool_steps
+from reactgraph.nodes.tool_round import found_nothing, tool_steps
 
 # Tool rounds one step may use before it is settled from what it observed: enough for a fallback or two,
 # few enough that one broken step cannot eat the whole budget.

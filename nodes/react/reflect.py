@@ -16,7 +16,7 @@ from reactgraph.nodes.conversation import tokens_of
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.prompts import for_model
 from reactgraph.nodes.state import AgentState, ReflectionVerdict, iteration_of, make_step, steps_of
-from reactgraph.nodes.tool_round.loop_guard import repeated_calls, rules_verdict
+from reactgraph.nodes.tool_round import repeated_calls, rules_verdict
 
 
 def _settle(state: AgentState, verdict: ReflectionVerdict, tokens: int, started: float,
