@@ -14,7 +14,7 @@ from reactgraph.evals.labels import SCRIPTED_NOTE, SCRIPTED_PROVIDERS, provider_
 from reactgraph.evals.metrics import summarize
 from reactgraph.evals.results_file import RESULTS, rewrite_results
 from reactgraph.evals.stats import ALPHA
-from reactgraph.nodes.closing.status import RUN_STATUSES
+from reactgraph.nodes.closing import RUN_STATUSES
 
 
 def _pct(value: float) -> str:

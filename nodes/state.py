@@ -35,7 +35,7 @@ from reactgraph.nodes.conversation import current_question
 
 # --- the records a checkpoint holds, and the words its fields take ----------------------------------------------------
 
-# How a turn ended (the `status` field; nodes/closing/status.py picks it).
+# How a turn ended (the `status` field; nodes/closing.py picks it).
 RunStatus = Literal["answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed"]
 # Why a loop stopped early (the `stop_reason` field; the budget checks set "budget", a text-protocol reply past the
 # format-error budget "format"); each maps to a status.
@@ -204,7 +204,7 @@ class AgentState(TypedDict):
     budget: NotRequired[Budget | None]
     # The approval step's outcome for the reply it decided on; see nodes/approval.py.
     approvals: NotRequired[Approvals | None]
-    # The answer in the graph's `response_format` (nodes/closing/respond.py): the pydantic or dataclass instance,
+    # The answer in the graph's `response_format` (nodes/closing.py): the pydantic or dataclass instance,
     # a dict for a TypedDict or JSON schema; None when it could not be had. Absent without a response format.
     structured_response: NotRequired[Any]
     # The fallback model (`Context.fallback_models`) that stands in for the failed model(s) of this turn:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer
 from reactgraph.models.gateway import Usage
-from reactgraph.nodes.closing.status import Coverage
+from reactgraph.nodes.closing import Coverage
 from reactgraph.nodes.state import (
     Approvals,
     Budget,

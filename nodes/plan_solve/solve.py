@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 
 from reactgraph.nodes import prompts
 from reactgraph.nodes.budget import exhausted
-from reactgraph.nodes.closing.closing import budget_close, close_turn, finish_turn, observations_digest
+from reactgraph.nodes.closing import budget_close, close_turn, finish_turn, observations_digest
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node
 from reactgraph.nodes.plan_solve.plan import summary_notes

@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 
 from reactgraph.nodes import prompts
 from reactgraph.nodes.budget import exhausted
-from reactgraph.nodes.closing.closing import (
+from reactgraph.nodes.closing import (
     budget_close,
     close_turn,
     finish_turn,

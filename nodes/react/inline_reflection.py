@@ -21,7 +21,7 @@ from langchain_core.messages.utils import message_chunk_to_message
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ValidationError
 
-from reactgraph.nodes.closing.status import model_account
+from reactgraph.nodes.closing import model_account
 from reactgraph.nodes.state import ExecutionStep, ReflectionVerdict, Verdict, make_step, parts_verdict
 
 INLINE_TOOL = "InlineReflection"

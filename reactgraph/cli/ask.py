@@ -183,7 +183,7 @@ def _report(result: dict, session: str, model: str, elapsed: float, mode: str, *
                         f"see `reactgraph history --session {session}`")
     if as_json:
         sys.stdout.write(json.dumps(_json_payload(result, session, model, elapsed, mode), ensure_ascii=False) + "\n")
-    from reactgraph.nodes.closing.status import SUCCESS_STATUSES
+    from reactgraph.nodes.closing import SUCCESS_STATUSES
 
     if result.get("status") not in SUCCESS_STATUSES:  # exit 0 only for an answer: answered or partial
         raise typer.Exit(1)
