@@ -21,9 +21,7 @@ from reactgraph.graph.structured import add_respond, response_format_of, state_s
 from reactgraph.nodes.approval import approval_check, make_approve
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.driver import AgentServices, edge
-from reactgraph.nodes.react.finalize import make_finalize
-from reactgraph.nodes.react.reflect import make_reflect
-from reactgraph.nodes.react.think import make_think
+from reactgraph.nodes.react import make_finalize, make_reflect, make_think
 from reactgraph.nodes.state import AgentState, InputState
 from reactgraph.nodes.tool_round import make_act, observe
 from reactgraph.nodes.turn_memory import make_load_memory, save_memory

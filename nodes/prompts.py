@@ -45,7 +45,7 @@ results and decide, honestly and strictly:
 - note: one or two sentences of advice for the agent's next step, in the language of the question.
 """ + DATA_RULE
 
-# reflection="inline": the verdict rides on the think reply (nodes/react/inline_reflection.py).
+# reflection="inline": the verdict rides on the think reply (nodes/react.py).
 INLINE_REFLECTION_RULE = """With every reply, also call InlineReflection exactly once, beside your tool calls or
 your final answer (it runs nothing). Judge the tool results so far: enough_information (they answer the whole
 question), tool_error (the latest call failed), need_other_tool (another tool or other arguments are needed),

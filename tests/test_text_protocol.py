@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.models.offline.textproto import as_tool_messages
 from reactgraph.nodes import prompts
-from reactgraph.nodes.react.think import prompt_messages
+from reactgraph.nodes.react import prompt_messages
 from reactgraph.nodes.text_protocol import (
     STOP,
     answer_text,
