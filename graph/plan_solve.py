@@ -29,7 +29,7 @@ from reactgraph.nodes.plan_solve.observe import observe_step
 from reactgraph.nodes.plan_solve.plan import make_plan
 from reactgraph.nodes.plan_solve.replan import make_replan
 from reactgraph.nodes.plan_solve.solve import make_solve
-from reactgraph.nodes.plan_solve.state import PlanSolveState, plan_solve_turn
+from reactgraph.nodes.plan_solve_state import PlanSolveState, plan_solve_turn
 from reactgraph.nodes.state import InputState
 from reactgraph.nodes.tool_round import make_act
 from reactgraph.nodes.turn_memory import make_load_memory, save_memory

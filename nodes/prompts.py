@@ -203,7 +203,7 @@ tools that failed and should not be offered again in this run. Tools: {tools}.
 
 REMAINING_SECTION = "Remaining steps of the current plan:\n{remaining}"
 
-# Plans in the text protocol: written as a numbered list the product parses (nodes/plan_solve/text_plan.py),
+# Plans in the text protocol: written as a numbered list the product parses (nodes/plan_solve_state.py),
 # never asked for as `json_schema`, which a text-only model's server may not offer.
 TEXT_PLAN_FORMAT = """Write the plan as text, a numbered list, in exactly this format:
 Parts: every distinct thing the question asks for, separated by "; "

@@ -12,7 +12,7 @@ from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_t
 from reactgraph.nodes import budget
 from reactgraph.nodes.context import Context, context_of
 from reactgraph.nodes.conversation import pending_calls
-from reactgraph.nodes.plan_solve.state import REPLAN_AFTER, PlanSolveState, remaining, step_results_of, step_rounds_of
+from reactgraph.nodes.plan_solve_state import REPLAN_AFTER, PlanSolveState, remaining, step_results_of, step_rounds_of
 from reactgraph.nodes.state import has_failed, iteration_of, stop_reason_of, usage_of
 
 Onward = Literal["execute_step", "replan", "solve"]

@@ -20,7 +20,7 @@ from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import last_human_index, pending_calls, tokens_of
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.plan_solve.plan import summary_notes
-from reactgraph.nodes.plan_solve.state import (
+from reactgraph.nodes.plan_solve_state import (
     PlanSolveState,
     StepOutcome,
     avoid_tools_of,

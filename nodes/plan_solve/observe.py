@@ -8,7 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from reactgraph.nodes.context import Context
-from reactgraph.nodes.plan_solve.state import (
+from reactgraph.nodes.plan_solve_state import (
     STEP_TOOL_ROUNDS,
     PlanSolveState,
     observed,

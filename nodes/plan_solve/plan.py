@@ -17,8 +17,7 @@ from reactgraph.nodes import prompts, text_protocol
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import current_question, tokens_of
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
-from reactgraph.nodes.plan_solve.state import Plan, PlanSolveState, render_plan
-from reactgraph.nodes.plan_solve.text_plan import parse_plan
+from reactgraph.nodes.plan_solve_state import Plan, PlanSolveState, parse_plan, render_plan
 from reactgraph.nodes.prompts import for_model, summary_section, with_notes
 from reactgraph.nodes.state import ExecutionStep, make_step, summary_of
 from reactgraph.nodes.text_protocol import read_reply

@@ -15,12 +15,13 @@ from reactgraph.nodes.context import Context
 from reactgraph.nodes.conversation import question_text, tokens_of
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.plan_solve.plan import summary_notes, tool_list
-from reactgraph.nodes.plan_solve.state import (
+from reactgraph.nodes.plan_solve_state import (
     PlanSolveState,
     PlanStepRecord,
     Replan,
     avoid_tools_of,
     cursor_of,
+    parse_plan,
     plan_of,
     remaining,
     render_plan,
@@ -28,7 +29,6 @@ from reactgraph.nodes.plan_solve.state import (
     replans_of,
     step_results_of,
 )
-from reactgraph.nodes.plan_solve.text_plan import parse_plan
 from reactgraph.nodes.prompts import for_model, with_notes
 from reactgraph.nodes.state import iteration_of, make_step
 from reactgraph.nodes.text_protocol import corrections_left, read_reply

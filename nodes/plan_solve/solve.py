@@ -13,7 +13,7 @@ from reactgraph.nodes.closing import budget_close, close_turn, finish_turn, obse
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node
 from reactgraph.nodes.plan_solve.plan import summary_notes
-from reactgraph.nodes.plan_solve.state import (
+from reactgraph.nodes.plan_solve_state import (
     PlanSolveState,
     plan_of,
     plan_verdict,
