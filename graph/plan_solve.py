@@ -24,11 +24,7 @@ from reactgraph.graph.structured import add_respond, response_format_of, state_s
 from reactgraph.nodes.approval import approval_check, make_approve
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.driver import AgentServices, edge
-from reactgraph.nodes.plan_solve.execute_step import make_execute_step
-from reactgraph.nodes.plan_solve.observe import observe_step
-from reactgraph.nodes.plan_solve.plan import make_plan
-from reactgraph.nodes.plan_solve.replan import make_replan
-from reactgraph.nodes.plan_solve.solve import make_solve
+from reactgraph.nodes.plan_solve import make_execute_step, make_plan, make_replan, make_solve, observe_step
 from reactgraph.nodes.plan_solve_state import PlanSolveState, plan_solve_turn
 from reactgraph.nodes.state import InputState
 from reactgraph.nodes.tool_round import make_act
