@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from reactgraph.models.gateway import model_retry_policy, register_price
     from reactgraph.models.loader import ModelConfigError, is_transient_model_error, load_chat_model, parse_spec, redact
     from reactgraph.nodes.context import Context
-    from reactgraph.nodes.reflexion.evaluate import register_checker
+    from reactgraph.nodes.reflexion import register_checker
     from reactgraph.nodes.state import AgentState, ExecutionStep
 
 _EXPORTS = {
@@ -29,7 +29,7 @@ _EXPORTS = {
     "build_react_graph": "reactgraph.graph.react",
     "build_reflexion_graph": "reactgraph.graph.reflexion",
     "Context": "reactgraph.nodes.context",
-    "register_checker": "reactgraph.nodes.reflexion.evaluate",
+    "register_checker": "reactgraph.nodes.reflexion",
     "ModelConfigError": "reactgraph.models.loader",
     "load_chat_model": "reactgraph.models.loader",
     "parse_spec": "reactgraph.models.loader",

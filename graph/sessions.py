@@ -198,7 +198,7 @@ def _snapshot(graph: AnyGraph, session: str, checkpoint_id: str) -> Any:
 
 def session_namespaces(session: str) -> list[tuple[str, ...]]:
     """The store namespaces that belong to a session: its Q&A log (and anything under it), its lessons."""
-    from reactgraph.nodes.reflexion.state import lessons_namespace
+    from reactgraph.nodes.reflexion import lessons_namespace
     from reactgraph.nodes.turn_memory import qa_namespace
 
     return [qa_namespace(session)[:2], lessons_namespace(session)]

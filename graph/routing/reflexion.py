@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 
 from reactgraph.nodes import budget
 from reactgraph.nodes.context import Context, context_of
-from reactgraph.nodes.reflexion.state import ReflexionState, evaluation_of, trial_of
+from reactgraph.nodes.reflexion import ReflexionState, evaluation_of, trial_of
 from reactgraph.nodes.state import budget_stopped, stop_reason_of, usage_of
 
 
