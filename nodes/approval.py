@@ -118,7 +118,7 @@ def tool_approval_request(request: dict[str, Any], error: str = "") -> dict[str,
 def decision_schema(request: Mapping[str, Any], args_schema: Mapping[str, Any] | None) -> dict[str, Any]:
     """The per-call interrupt's `response_schema` (JSON Schema, as LangChain's per-call mode surfaces it): the
     decisions the tool allows, an edit's `name` pinned to the tool and its `args` in the tool's own schema. Shown
-    to clients, not enforced by LangGraph: the approve step reads the answer (approval_answer.py)."""
+    to clients, not enforced by LangGraph: the approve step reads the answer (`read_answer`)."""
     message = {"type": "string"}
     branches = {
         "approve": _decision_branch("approve", {}, []),

@@ -263,8 +263,8 @@ def settle_answer(services: AgentServices, state: Mapping[str, Any], runtime: Ru
                   tokens: int = 0, message: AIMessage | None = None) -> Steps:
     """End a turn with the model's answer, its status from the evidence: the reply (`given` in the protocol,
     cut off or not), what the run's tools and steps did, and, where that allows `answered`, the coverage
-    account (`check.coverage_account`: the verdict's, or one self-check call). The answer gains a line saying
-    what its status rests on (a cut-off, the missing parts) unless it says so itself (`status.annotated`)."""
+    account (`coverage_account`: the verdict's, or one self-check call). The answer gains a line saying
+    what its status rests on (a cut-off, the missing parts) unless it says so itself (`annotated`)."""
     evidence = Evidence(given=given, truncated=cut_off(reply))
     if (settled := settled_by_evidence(state, reason, evidence)) is not None:
         (status, why), coverage = settled, verdict_coverage(state) or UNCHECKED  # the account changes nothing

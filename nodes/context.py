@@ -51,7 +51,7 @@ class Context:
         "prompt, for models without tool calling)."))] = "tools"
     max_iterations: Annotated[int, Field(ge=1, le=50, description=(
         "Think→act rounds allowed per question; at the limit the agent answers from what it gathered."))] = 5
-    # One budget for every graph, so that the paradigms compare on equal terms (see nodes/text_protocol.py).
+    # One budget for every graph, so that the paradigms compare on equal terms (see nodes/text_protocol.py: read_reply).
     max_format_errors: Annotated[int, Field(ge=0, le=20, description=(
         "Text protocol: replies in the wrong format (no Action or Final Answer, no numbered plan) a run may have "
         "corrected, each answered with a short format note and asked again; the next one ends the run's steps "

@@ -107,7 +107,7 @@ def _fallback(state: PlanSolveState, why: str, tokens: int, started: float,
 
 
 def _text_plan(state: PlanSolveState, context: Context, system: str, tools: str, started: float) -> Steps:
-    """Text protocol: the plan as a numbered list (text_plan), within the format-error budget; when the budget
+    """Text protocol: the plan as a numbered list (parse_plan), within the format-error budget; when the budget
     runs out first the plan falls back to the whole question and the run goes on to solve (the `format` stop)."""
     history = text_protocol.as_text_messages(with_notes(state["messages"], summary_notes(state)))
     request = [SystemMessage(f"{system}\n\n{prompts.TEXT_PLAN_FORMAT.format(tools=tools)}"), *history]
@@ -290,7 +290,7 @@ def _replan_from_output(state: PlanSolveState, output: ModelReply, started: floa
 
 def _text_replan(state: PlanSolveState, context: Context, request: list[AnyMessage], tools: str,
                  started: float) -> Steps:
-    """Text protocol: the revision as a numbered list (text_plan), within what is left of the format-error budget;
+    """Text protocol: the revision as a numbered list (parse_plan), within what is left of the format-error budget;
     when it runs out the plan is kept and the run goes on to solve (the `format` stop)."""
     request = [SystemMessage(f"{request[0].text}\n\n{prompts.TEXT_REPLAN_FORMAT.format(tools=tools)}"),
                *text_protocol.as_text_messages(request[1:])]

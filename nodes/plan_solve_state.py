@@ -208,7 +208,7 @@ def _key(text: object) -> str:
 
 def plan_verdict(state: PlanSolveState) -> Verdict | None:
     """The plan's account of the question's parts, in the reflection verdict's terms (`parts`, `missing`), for
-    `status.verdict_coverage`; None when the plan named no parts (the closing self-check asks the model then).
+    `closing.verdict_coverage`; None when the plan named no parts (the closing self-check asks the model then).
 
     A part is missing when the steps for it were all carried out without a usable result (failed, found nothing)
     or never carried out (a limit or budget stopped the plan); a part no step names is the model's own knowledge.

@@ -214,7 +214,7 @@ def prompt_messages(state: AgentState, context: Context, reflection: Verdict | N
         history = text_protocol.as_text_messages(history)
     else:
         history = for_model(history)
-    if context.reflection == "inline":  # the verdict is asked for with the step (nodes/react.py)
+    if context.reflection == "inline":  # the verdict is asked for with the step (the inline verdict, above)
         system += "\n\n" + (prompts.TEXT_INLINE_REFLECTION if context.protocol == "text"
                              else prompts.INLINE_REFLECTION_RULE)
     return [SystemMessage(system), *history]
@@ -256,7 +256,7 @@ class _Turn:
         return update
 
 
-# A decision is a node body's part: it yields the model calls to make and receives the replies (see node_driver).
+# A decision is a node body's part: it yields the model calls to make and receives the replies (see driver.py).
 Decision = Steps
 
 
@@ -287,7 +287,7 @@ def _tools_decision(call: ModelCall, turn: _Turn) -> Decision:
 
 def _text_decision(call: ModelCall, turn: _Turn, schemas: list[dict[str, Any]], spent: int,
                    context: Context) -> Decision:
-    """Text protocol: parse the reply; a malformed one is answered with a format note (text_replies) and costs an
+    """Text protocol: parse the reply; a malformed one is answered with a format note (read_reply) and costs an
     iteration. Past the iteration limit or the format-error budget no message is added: finalize answers from
     what was observed (the budget's end is the `format` stop)."""
     by_budget = max(context.max_format_errors - spent, 0)

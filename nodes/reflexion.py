@@ -83,7 +83,7 @@ class ReflexionInput(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     # Text(s) the answer must contain (case-insensitive; "127,750" matches "127750").
     expected: NotRequired[str | list[str] | None]
-    # Name of a checker registered in nodes.evaluate.CHECKERS, and its keyword arguments.
+    # Name of a checker registered in CHECKERS (`register_checker`), and its keyword arguments.
     checker: NotRequired[str | None]
     checker_params: NotRequired[dict[str, Any] | None]
 

@@ -493,7 +493,7 @@ def read_reply(call: ModelCall, parse: Callable[[str], P], correction: Callable[
     or `allowed` corrections are spent; returns `Attempts` (filled in as they happen into `attempts` when given:
     a caller keeps the unusable replies of a call that then fails).
 
-    A node body's part (see node_driver): `attempts = yield from read_reply(...)`."""
+    A node body's part (see driver.py): `attempts = yield from read_reply(...)`."""
     attempts = attempts if attempts is not None else Attempts()
     request: list[BaseMessage] = list(call.messages)
     asked = call

@@ -92,7 +92,7 @@ def make_act(services: AgentServices) -> Node:
             return {"messages": [not_run_message(call, why)], "usage": {"tool_calls_refused": 1}}
         if "parse_error" in call:
             return {"messages": [to_message(unparsable_result(call))]}
-        # The gateway is async: awaited under ainvoke, run on the sync bridge under invoke (see node_driver).
+        # The gateway is async: awaited under ainvoke, run on the sync bridge under invoke (see driver.py).
         # Gateway events go to LangGraph's `custom` stream (its writer is a no-op when that is not streamed); the
         # writer is taken here, in the node's context, never looked up on the bridge's loop thread.
         injection = ToolInjection(state=task.get("state"), context=runtime.context, config=config,
