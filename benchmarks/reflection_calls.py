@@ -37,7 +37,7 @@ GRAPHS = ("react", "react_inline", "create_agent")
 LABELS = {"react": "react (llm reflection)", "react_inline": "react (inline reflection)",
           "create_agent": "create_agent (LangChain)", "react_plain": "react (reflection off)"}
 GOAL_CALLS = 1.05
-# The fallback records (nodes/runtime/fallback_log.py) that say a reflection was not the model's own verdict.
+# The fallback records (nodes/driver.py) that say a reflection was not the model's own verdict.
 FALLBACKS = {"reflection_rules": "llm verdict unusable, rules judged",
              "inline_verdict_default": "no usable inline verdict, safe default"}
 

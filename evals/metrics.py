@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 
 from reactgraph.evals.stats import compare_pairs, success_interval
-from reactgraph.nodes.closing.status import RUN_STATUSES
+from reactgraph.nodes.closing import RUN_STATUSES
 
 FAILURE_MODES = ("error", "timed_out", "tool_hallucination", "invalid_args", "loop", "limit", "budget", "tool_error",
                  "early_stop")

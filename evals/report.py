@@ -26,7 +26,7 @@ from reactgraph.evals.metrics import summarize
 from reactgraph.evals.results_file import RESULTS, SETTINGS, ordered, read_records, rewrite_results
 from reactgraph.evals.stats import ALPHA
 from reactgraph.graph import parse_spec
-from reactgraph.nodes.closing.status import RUN_STATUSES
+from reactgraph.nodes.closing import RUN_STATUSES
 
 SCRIPTED_NOTE = "control flow only — the scripted model's rules, not model quality"
 SCRIPTED_PROVIDERS = ("offline", "test")

@@ -46,7 +46,7 @@ from reactgraph.evals.results_file import (
 from reactgraph.evals.schedule import DeadlineGuard, Outcome, PlannedRun, execute, mark_timed_out, plan_runs
 from reactgraph.evals.tasks import Task, check, task_fields
 from reactgraph.graph import load_chat_model, parse_spec, redact
-from reactgraph.nodes.tool_round.hitl import answer_with, is_approval_request, requested_calls
+from reactgraph.nodes.approval import answer_with, is_approval_request, requested_calls
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,16 @@ if TYPE_CHECKING:
     )
     from reactgraph.models.gateway import model_retry_policy, register_price
     from reactgraph.models.loader import ModelConfigError, is_transient_model_error, load_chat_model, parse_spec, redact
-    from reactgraph.nodes.reflexion.evaluate import register_checker
-    from reactgraph.nodes.state.agent import AgentState, ExecutionStep
-    from reactgraph.nodes.state.context import Context
+    from reactgraph.nodes.context import Context
+    from reactgraph.nodes.reflexion import register_checker
+    from reactgraph.nodes.state import AgentState, ExecutionStep
 
 _EXPORTS = {
     "build_plan_solve_graph": "reactgraph.graph.plan_solve",
     "build_react_graph": "reactgraph.graph.react",
     "build_reflexion_graph": "reactgraph.graph.reflexion",
-    "Context": "reactgraph.nodes.state.context",
-    "register_checker": "reactgraph.nodes.reflexion.evaluate",
+    "Context": "reactgraph.nodes.context",
+    "register_checker": "reactgraph.nodes.reflexion",
     "ModelConfigError": "reactgraph.models.loader",
     "load_chat_model": "reactgraph.models.loader",
     "parse_spec": "reactgraph.models.loader",
@@ -37,7 +37,7 @@ _EXPORTS = {
     "is_transient_model_error": "reactgraph.models.loader",
     "model_retry_policy": "reactgraph.models.gateway",
     "register_price": "reactgraph.models.gateway",
-    "AgentState": "reactgraph.nodes.state.agent",
+    "AgentState": "reactgraph.nodes.state",
     "check_session_id": "reactgraph.memory.session_id",
     "InvalidSessionId": "reactgraph.memory.session_id",
     "MAX_SESSION_ID": "reactgraph.memory.session_id",
@@ -46,7 +46,7 @@ _EXPORTS = {
     "SessionBusy": "reactgraph.memory.session_lease",
     "SessionLease": "reactgraph.memory.session_lease",
     "SessionLeaseLost": "reactgraph.memory.session_lease",
-    "ExecutionStep": "reactgraph.nodes.state.agent",
+    "ExecutionStep": "reactgraph.nodes.state",
 }
 __all__ = [*_EXPORTS, "GRAPH_BUILDERS", "GRAPH_METADATA", "graph_builder", "session_graph"]
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

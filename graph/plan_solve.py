@@ -21,20 +21,14 @@ from langgraph.types import RetryPolicy
 from reactgraph.graph.routing import plan_solve as routing
 from reactgraph.graph.routing.tool_round import after_approve
 from reactgraph.graph.structured import add_respond, response_format_of, state_schema
-from reactgraph.nodes.conversation.load_memory import make_load_memory
-from reactgraph.nodes.conversation.save_memory import save_memory
-from reactgraph.nodes.plan_solve.execute_step import make_execute_step
-from reactgraph.nodes.plan_solve.observe import observe_step
-from reactgraph.nodes.plan_solve.plan import make_plan
-from reactgraph.nodes.plan_solve.replan import make_replan
-from reactgraph.nodes.plan_solve.solve import make_solve
-from reactgraph.nodes.plan_solve.state import PlanSolveState, plan_solve_turn
-from reactgraph.nodes.runtime.node_driver import edge
-from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import InputState
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.tool_round.act import make_act
-from reactgraph.nodes.tool_round.approve import approval_check, make_approve
+from reactgraph.nodes.approval import approval_check, make_approve
+from reactgraph.nodes.context import Context
+from reactgraph.nodes.driver import AgentServices, edge
+from reactgraph.nodes.plan_solve import make_execute_step, make_plan, make_replan, make_solve, observe_step
+from reactgraph.nodes.plan_solve_state import PlanSolveState, plan_solve_turn
+from reactgraph.nodes.state import InputState
+from reactgraph.nodes.tool_round import make_act
+from reactgraph.nodes.turn_memory import make_load_memory, save_memory
 from reactgraph.tools import ToolGateway, gateway_for
 from reactgraph.tools.meta import AnyTool
 

@@ -1,6 +1,6 @@
 """The ReAct graph: load_memory → think → [approve] → act → observe → reflect → think … → finalize → save_memory.
 
-`approve` is visited only when a call of the model's reply needs a person's approval (nodes/tool_round/approve.py)."""
+`approve` is visited only when a call of the model's reply needs a person's approval (nodes/approval.py)."""
 
 from __future__ import annotations
 
@@ -18,18 +18,13 @@ from langgraph.types import RetryPolicy
 from reactgraph.graph.routing import react as routing
 from reactgraph.graph.routing.tool_round import after_approve
 from reactgraph.graph.structured import add_respond, response_format_of, state_schema
-from reactgraph.nodes.conversation.load_memory import make_load_memory
-from reactgraph.nodes.conversation.save_memory import save_memory
-from reactgraph.nodes.react.finalize import make_finalize
-from reactgraph.nodes.react.reflect import make_reflect
-from reactgraph.nodes.react.think import make_think
-from reactgraph.nodes.runtime.node_driver import edge
-from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.agent import AgentState, InputState
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.tool_round.act import make_act
-from reactgraph.nodes.tool_round.approve import approval_check, make_approve
-from reactgraph.nodes.tool_round.observe import observe
+from reactgraph.nodes.approval import approval_check, make_approve
+from reactgraph.nodes.context import Context
+from reactgraph.nodes.driver import AgentServices, edge
+from reactgraph.nodes.react import make_finalize, make_reflect, make_think
+from reactgraph.nodes.state import AgentState, InputState
+from reactgraph.nodes.tool_round import make_act, observe
+from reactgraph.nodes.turn_memory import make_load_memory, save_memory
 from reactgraph.tools import ToolGateway, gateway_for
 from reactgraph.tools.meta import AnyTool
 

@@ -21,14 +21,16 @@ from langgraph.types import RetryPolicy
 from reactgraph.graph.react import build_react_graph
 from reactgraph.graph.routing import reflexion as routing
 from reactgraph.graph.structured import ResponseFormat, add_respond, response_format_of, state_schema
-from reactgraph.nodes.reflexion.evaluate import make_evaluate
-from reactgraph.nodes.reflexion.load_lessons import load_lessons
-from reactgraph.nodes.reflexion.self_reflect import make_self_reflect
-from reactgraph.nodes.reflexion.state import ReflexionInput, ReflexionState
-from reactgraph.nodes.reflexion.trial import make_trial
-from reactgraph.nodes.runtime.node_driver import edge
-from reactgraph.nodes.runtime.services import AgentServices
-from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.context import Context
+from reactgraph.nodes.driver import AgentServices, edge
+from reactgraph.nodes.reflexion import (
+    ReflexionInput,
+    ReflexionState,
+    load_lessons,
+    make_evaluate,
+    make_self_reflect,
+    make_trial,
+)
 from reactgraph.tools import ToolGateway, gateway_for
 from reactgraph.tools.meta import AnyTool
 

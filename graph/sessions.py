@@ -18,10 +18,9 @@ from reactgraph.graph import GRAPH_METADATA
 from reactgraph.graph.run_context import run_scope
 from reactgraph.memory.session_id import check_session_id
 from reactgraph.memory.session_lease import DEFAULT_WAIT_S, SessionLease, WaitNotice, session_lease
-from reactgraph.nodes.conversation.question import check_question
-from reactgraph.nodes.conversation.transcript import current_question
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.tool_round.hitl import is_approval_request
+from reactgraph.nodes.approval import is_approval_request
+from reactgraph.nodes.context import Context
+from reactgraph.nodes.conversation import check_question, current_question
 
 AnyGraph = CompiledStateGraph[Any, Any, Any, Any]  # any of the compiled graphs
 UpdateSink = Callable[[str, dict[str, Any]], None]
@@ -29,7 +28,7 @@ UpdateSink = Callable[[str, dict[str, Any]], None]
 TokenSink = Callable[[str, str, str], None]
 EventSink = Callable[[dict[str, Any]], None]  # the gateway's events (retry, breaker, timeout, waiting)
 # Asked when the run pauses for approval: given the interrupt's value (LangChain's HITL request, batched or per
-# call: nodes/tool_round/hitl.py), returns the answer to resume with (`answer_with` builds it).
+# call: nodes/approval.py), returns the answer to resume with (`answer_with` builds it).
 Approver = Callable[[dict[str, Any]], Any]
 MAX_APPROVAL_ROUNDS = 100  # pauses answered within one turn (each model reply asking may pause once or twice)
 
@@ -212,8 +211,8 @@ def _snapshot(graph: AnyGraph, session: str, checkpoint_id: str) -> Any:
 
 def session_namespaces(session: str) -> list[tuple[str, ...]]:
     """The store namespaces that belong to a session: its Q&A log (and anything under it), its lessons."""
-    from reactgraph.nodes.conversation.save_memory import qa_namespace
-    from reactgraph.nodes.reflexion.state import lessons_namespace
+    from reactgraph.nodes.reflexion import lessons_namespace
+    from reactgraph.nodes.turn_memory import qa_namespace
 
     return [qa_namespace(session)[:2], lessons_namespace(session)]
 

@@ -19,8 +19,8 @@ from langgraph.channels import LastValue
 from langgraph.graph import StateGraph
 
 from reactgraph.models.response_format import ResponseFormat, jsonable, response_format_of
-from reactgraph.nodes.closing.respond import make_respond
-from reactgraph.nodes.runtime.services import AgentServices
+from reactgraph.nodes.closing import make_respond
+from reactgraph.nodes.driver import AgentServices
 
 RESPOND = "respond"
 S = TypeVar("S")

@@ -75,7 +75,7 @@ FALLBACK_EVENT = "reactgraph.model_fallback"  # the callback event of a switch (
 
 @dataclass(frozen=True)
 class ModelCall:
-    """One model request a node body asks for: `reply = yield from ModelCall(...)` (see nodes/runtime/node_driver).
+    """One model request a node body asks for: `reply = yield from ModelCall(...)` (see nodes/driver.py).
 
     `schema`: a structured reply (a pydantic model or JSON schema of the project's own, or a caller's
     `ResponseFormat`); `tool_choice="none"`: the tools are defined but may not be called (a closing reply over a

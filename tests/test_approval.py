@@ -20,8 +20,8 @@ from langgraph.types import Command
 
 from reactgraph.graph import build_plan_solve_graph, build_react_graph, build_reflexion_graph
 from reactgraph.graph.sessions import pending_approval, plan_run, run
-from reactgraph.nodes.state.context import Context, InvalidContext
-from reactgraph.nodes.tool_round.approve import MAX_ASKS
+from reactgraph.nodes.approval import MAX_ASKS
+from reactgraph.nodes.context import Context, InvalidContext
 from reactgraph.tools import ToolGateway, ToolRegistrationError, ToolSession, ToolStatus, default_gateway
 from reactgraph.tools.builtin import http_get_tool
 from support.approval_tools import risky_gateway

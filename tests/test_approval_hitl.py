@@ -16,8 +16,8 @@ from langgraph.types import Command
 
 from reactgraph.cli.approval_prompt import make_approver
 from reactgraph.graph import build_react_graph
-from reactgraph.nodes.state.context import Context
-from reactgraph.nodes.tool_round.approve import MAX_ASKS
+from reactgraph.nodes.approval import MAX_ASKS
+from reactgraph.nodes.context import Context
 from reactgraph.tools import ToolRegistrationError, ToolSession
 from support.approval_tools import risky_gateway
 from support.scripted import ScriptedChatModel, call, tool_reply
@@ -250,7 +250,7 @@ def test_interrupt_on_lists_the_tools_that_ask_in_a_session(ran):
 
 
 def test_a_description_shows_control_and_bidi_characters_escaped_as_the_cli_shows_them(ran):
-    from reactgraph.nodes.tool_round.hitl import hitl_request, tool_approval_request
+    from reactgraph.nodes.approval import hitl_request, tool_approval_request
     from reactgraph.tools.untrusted import terminal_safe
 
     # a model-written argument that would read "invoice.pdf" reversed on a page, and a problem quoting one

@@ -17,8 +17,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
 from reactgraph.graph.sessions import plan_run
 from reactgraph.memory.redis_checkpoint import RedisSaver
-from reactgraph.nodes.conversation.question import EmptyQuestion
-from reactgraph.nodes.state.context import InvalidContext, UnknownToolNames, resolve_context
+from reactgraph.nodes.context import InvalidContext, UnknownToolNames, resolve_context
+from reactgraph.nodes.conversation import EmptyQuestion
 from reactgraph.tools import default_gateway
 from reactgraph.tools.breaker import BreakerConfig
 from reactgraph.tools.call import ToolError, TransientToolError

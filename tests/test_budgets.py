@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
 from reactgraph.models import gateway as model_gateway
 from reactgraph.models.token_estimate import usage_for
-from reactgraph.nodes.runtime import budget
+from reactgraph.nodes import budget
 from reactgraph.tools import ToolGateway
 from reactgraph.tools.builtin import builtin_tools
 from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
@@ -272,7 +272,7 @@ def test_bad_budget_values_are_one_line(field, value, accepted):
 
 
 def test_budgets_arrive_as_a_mapping_from_the_api():
-    from reactgraph.nodes.state.context import resolve_context
+    from reactgraph.nodes.context import resolve_context
 
     context = resolve_context({"max_tool_calls": 2, "max_model_tokens": None, "max_cost_usd": 0.5})
     assert (context.max_tool_calls, context.max_model_tokens, context.max_cost_usd) == (2, None, 0.5)

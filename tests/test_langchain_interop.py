@@ -167,7 +167,7 @@ async def test_tool_runs_of_our_graphs_nest_under_their_act_node(mode: str):
     from langchain_core.messages import HumanMessage
 
     from reactgraph.graph import build_react_graph
-    from reactgraph.nodes.state.context import Context
+    from reactgraph.nodes.context import Context
 
     model = ScriptedChatModel.of(AIMessage("", tool_calls=[call("shout", "s1", text="hi")]), AIMessage("HI"))
     graph = build_react_graph(interop_gateway(), model=model)

@@ -24,7 +24,7 @@ from langchain_tests.integration_tests import ToolsIntegrationTests
 from langchain_tests.unit_tests import ToolsUnitTests
 
 from reactgraph.graph import Context, build_react_graph
-from reactgraph.nodes.state.context import InvalidContext
+from reactgraph.nodes.context import InvalidContext
 from reactgraph.tools import BreakerConfig, ToolGateway, ToolRegistrationError, ToolSession, default_gateway
 from reactgraph.tools.mcp.config import McpConfigError, read_config
 from reactgraph.tools.mcp.server import McpServer, McpStartError

@@ -7,8 +7,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from reactgraph.graph import Context, build_react_graph
-from reactgraph.nodes.conversation.save_memory import qa_namespace
-from reactgraph.nodes.conversation.transcript import last_human_index
+from reactgraph.nodes.conversation import last_human_index
+from reactgraph.nodes.turn_memory import qa_namespace
 
 CITIES = ["北京", "上海", "广州", "深圳", "杭州", "成都", "武汉", "西安"]
 

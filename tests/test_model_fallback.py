@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
-from reactgraph.nodes.state.context import InvalidContext
+from reactgraph.nodes.context import InvalidContext
 from reactgraph.service.run_request import PolicyRefusal, RunPolicy
 from reactgraph.tools import default_gateway
 from support.provider_server import ProviderServer, error, text

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 import reactgraph.models.offline
 from reactgraph.models.offline import OfflineChatModel
-from reactgraph.nodes.state.verdict import ReflectionVerdict
+from reactgraph.nodes.state import ReflectionVerdict
 
 # --- the tool contract (schemas only: the model sees names and parameters) -------------------------------
 

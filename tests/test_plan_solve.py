@@ -8,7 +8,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.graph import Context, build_plan_solve_graph, model_retry_policy
 from reactgraph.graph.routing.plan_solve import after_settled
-from reactgraph.nodes.plan_solve.state import STEP_TOOL_ROUNDS
+from reactgraph.nodes.plan_solve_state import STEP_TOOL_ROUNDS
 from reactgraph.tools import ToolError, ToolGateway
 from reactgraph.tools.builtin import builtin_tools
 from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from reactgraph.graph import Context, build_reflexion_graph, register_checker
 from reactgraph.models.offline import OfflineChatModel
-from reactgraph.nodes.reflexion.state import lessons_namespace
+from reactgraph.nodes.reflexion import lessons_namespace
 from reactgraph.tools import ToolError, ToolGateway
 from reactgraph.tools.builtin import builtin_tools
 from support.scripted import ScriptedChatModel, call, prompt_notes

@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
-from reactgraph.nodes.prompting.prompts import DATA_RULE
+from reactgraph.nodes.prompts import DATA_RULE
 from reactgraph.tools import ToolError, ToolGateway, ToolSession, default_gateway
 from reactgraph.tools.builtin import builtin_tools, http_get_tool
 from support.scripted import ScriptedChatModel, call, prompt_notes, tool_reply

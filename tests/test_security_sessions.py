@@ -30,8 +30,8 @@ from reactgraph.graph import (
 from reactgraph.graph.sessions import history, plan_run, run
 from reactgraph.memory import AsyncRedisSaver, RedisSaver, RedisStore
 from reactgraph.memory.session_id import session_of_label, store_label
-from reactgraph.nodes.conversation.save_memory import qa_namespace
-from reactgraph.nodes.reflexion.state import lessons_namespace
+from reactgraph.nodes.reflexion import lessons_namespace
+from reactgraph.nodes.turn_memory import qa_namespace
 from support.lease_cli import ask, cli_env, finished, run_to_end, start
 
 RULES = Context(reflection="rules")

@@ -163,7 +163,7 @@ def test_a_bad_reactgraph_section_is_one_line_at_start(tmp_path, refused_start):
 # -- the policy alone ------------------------------------------------------------------------------------------
 
 def test_policy_limits_mcp_tools_to_the_named_servers():
-    from reactgraph.nodes.state.context import resolve_context
+    from reactgraph.nodes.context import resolve_context
     from reactgraph.tools import ToolGateway, ToolSession
 
     gateway = ToolGateway()

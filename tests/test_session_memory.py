@@ -29,7 +29,7 @@ from reactgraph.memory.session_memory import (
 )
 from reactgraph.models.offline import OfflineChatModel
 from reactgraph.models.offline.data_blocks import unframed
-from reactgraph.nodes.prompting.framing import summary_section, with_notes
+from reactgraph.nodes.prompts import summary_section, with_notes
 
 _ids = itertools.count()
 

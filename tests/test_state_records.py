@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer
 from reactgraph.models.gateway import Usage
-from reactgraph.nodes.closing.status import Coverage
-from reactgraph.nodes.state.fields import (
+from reactgraph.nodes.closing import Coverage
+from reactgraph.nodes.state import (
+    Approvals,
+    Budget,
+    ReflectionVerdict,
     approvals_of,
     budget_stopped,
     has_failed,
@@ -14,8 +17,6 @@ from reactgraph.nodes.state.fields import (
     usage_of,
     verdict_of,
 )
-from reactgraph.nodes.state.records import Approvals, Budget
-from reactgraph.nodes.state.verdict import ReflectionVerdict
 
 
 def test_records_are_plain_dicts_the_allow_list_serializer_round_trips():

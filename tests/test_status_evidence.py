@@ -157,7 +157,7 @@ def test_reflexion_keeps_its_trials_status_even_when_the_judge_passes_it():
 
 
 def test_a_models_coverage_account_is_bounded():
-    from reactgraph.nodes.closing.status import model_account
+    from reactgraph.nodes.closing import model_account
 
     account = model_account(["x" * 5000, *[f"part {n}\n" for n in range(500)]], ["y" * 5000])
     assert len(account.parts) == 20 and len(account.parts[0]) == 200 and account.parts[1] == "part 0"

@@ -13,7 +13,7 @@ from reactgraph.evals.metrics import summarize
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.graph.plan_solve import build_plan_solve_graph
 from reactgraph.graph.reflexion import build_reflexion_graph
-from reactgraph.nodes.closing.status import RUN_STATUSES, Coverage, pick_status
+from reactgraph.nodes.closing import RUN_STATUSES, Coverage, pick_status
 from reactgraph.tools import default_gateway
 from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 

@@ -20,7 +20,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 
 from reactgraph.graph import studio as studio_graphs
-from reactgraph.nodes.state.context import Context
+from reactgraph.nodes.context import Context
 from reactgraph.studio import launcher as studio
 from reactgraph.studio import persistence as studio_persistence
 

@@ -11,17 +11,18 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.models.offline.textproto import as_tool_messages
-from reactgraph.nodes.prompting import prompts
-from reactgraph.nodes.prompting.react_markup import answer_without_markup, input_text
-from reactgraph.nodes.prompting.text_protocol import (
+from reactgraph.nodes import prompts
+from reactgraph.nodes.react import prompt_messages
+from reactgraph.nodes.text_protocol import (
     STOP,
     answer_text,
+    answer_without_markup,
     as_text_messages,
+    input_text,
     instructions,
     parse_reply,
     to_ai_message,
 )
-from reactgraph.nodes.react.think import prompt_messages
 from reactgraph.tools import ToolSession, default_gateway
 from support.cli_env import run_in_process
 from support.scripted import ScriptedChatModel, call, tool_reply

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
-from reactgraph.nodes.plan_solve.text_plan import parse_plan
-from reactgraph.nodes.prompting import prompts
-from reactgraph.nodes.prompting.repetition import without_repetition
+from reactgraph.nodes import prompts
+from reactgraph.nodes.plan_solve_state import parse_plan
+from reactgraph.nodes.text_protocol import without_repetition
 from support.provider_server import ProviderServer, text
 from support.scripted import ScriptedChatModel
 

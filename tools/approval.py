@@ -1,7 +1,7 @@
 """Approval as a gateway policy: which calls need a person's yes before they run, and the step that holds the
 ones that came without it.
 
-The gateway decides; the graphs ask (they pause with LangGraph's `interrupt`, see nodes/tool_round/approve.py)
+The gateway decides; the graphs ask (they pause with LangGraph's `interrupt`, see nodes/approval.py)
 and pass the calls a person approved back in with `approved=True`. Anyone else who calls the gateway — a
 LangChain agent through `as_langchain_tools()`, a script — gets `needs_approval` for such a call, so no path
 runs it unasked.

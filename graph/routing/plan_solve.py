@@ -9,11 +9,11 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_tasks
-from reactgraph.nodes.conversation.transcript import pending_calls
-from reactgraph.nodes.plan_solve.state import REPLAN_AFTER, PlanSolveState, remaining, step_results_of, step_rounds_of
-from reactgraph.nodes.runtime import budget
-from reactgraph.nodes.state.context import Context, context_of
-from reactgraph.nodes.state.fields import has_failed, iteration_of, stop_reason_of, usage_of
+from reactgraph.nodes import budget
+from reactgraph.nodes.context import Context, context_of
+from reactgraph.nodes.conversation import pending_calls
+from reactgraph.nodes.plan_solve_state import REPLAN_AFTER, PlanSolveState, remaining, step_results_of, step_rounds_of
+from reactgraph.nodes.state import has_failed, iteration_of, stop_reason_of, usage_of
 
 Onward = Literal["execute_step", "replan", "solve"]
 

@@ -9,11 +9,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_tasks
-from reactgraph.nodes.conversation.transcript import pending_calls
-from reactgraph.nodes.runtime import budget
-from reactgraph.nodes.state.agent import AgentState
-from reactgraph.nodes.state.context import Context, context_of
-from reactgraph.nodes.state.fields import has_failed, iteration_of, usage_of, verdict_of
+from reactgraph.nodes import budget
+from reactgraph.nodes.context import Context, context_of
+from reactgraph.nodes.conversation import pending_calls
+from reactgraph.nodes.state import AgentState, has_failed, iteration_of, usage_of, verdict_of
 
 
 def after_think(state: AgentState, runtime: Runtime[Context], approval: ApprovalCheck | None = None,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from langgraph.graph import END
 from langgraph.runtime import Runtime
 
-from reactgraph.nodes.reflexion.state import ReflexionState, evaluation_of, trial_of
-from reactgraph.nodes.runtime import budget
-from reactgraph.nodes.state.context import Context, context_of
-from reactgraph.nodes.state.fields import budget_stopped, stop_reason_of, usage_of
+from reactgraph.nodes import budget
+from reactgraph.nodes.context import Context, context_of
+from reactgraph.nodes.reflexion import ReflexionState, evaluation_of, trial_of
+from reactgraph.nodes.state import budget_stopped, stop_reason_of, usage_of
 
 
 def after_trial(state: ReflexionState) -> str:

@@ -9,15 +9,14 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from reactgraph.nodes.conversation.transcript import last_ai, latest_tool_messages, pending_calls
-from reactgraph.nodes.runtime import budget
-from reactgraph.nodes.state.agent import AgentState
-from reactgraph.nodes.state.context import Context, context_of
-from reactgraph.nodes.state.fields import usage_of
-from reactgraph.nodes.tool_round.act import ToolCallTask
-from reactgraph.nodes.tool_round.approve import approvals_for
+from reactgraph.nodes import budget
+from reactgraph.nodes.approval import approvals_for
+from reactgraph.nodes.context import Context, context_of
+from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls
+from reactgraph.nodes.state import AgentState, usage_of
+from reactgraph.nodes.tool_round import ToolCallTask
 
-# Whether a reply's calls need a person's approval before they run (nodes/tool_round/approve.py `approval_check`).
+# Whether a reply's calls need a person's approval before they run (nodes/approval.py `approval_check`).
 ApprovalCheck = Callable[[AgentState, Context], bool]
 # Whether a tool asks for the graph state (InjectedState, ToolRuntime): `ToolGateway.reads_state`.
 ReadsState = Callable[[str], bool]

@@ -20,7 +20,7 @@ _ACTION = re.compile(r"Action\s*[:：]\s*(?P<name>[\w.-]+)\s*\n\s*Action Input\s
                      r"(?=\n\s*Observation\s*[:：]|\n\s*Thought\s*[:：]|\Z)", re.S)
 _OBSERVATION = re.compile(r"^\s*Observation\s*[:：]\s*", re.S)
 _LABELLED = re.compile(r"^\s*(?:Question|Observation)\s*[:：]", re.M)
-# How the product asks a text-only model for a plan (nodes/prompting/prompts.py, TEXT_PLAN_FORMAT and
+# How the product asks a text-only model for a plan (nodes/prompts.py, TEXT_PLAN_FORMAT and
 # TEXT_REPLAN_FORMAT): read from the prompt, as any model reads it.
 _PLAN_REQUEST = re.compile(r"^Write the (?P<revised>revised )?plan as text, a numbered list", re.M)
 _ERROR = re.compile(r"timed out|failed|invalid arguments|unknown tool|unavailable|circuit open|denied|"

@@ -1,6 +1,6 @@
 """Who answers an approval request in the CLI: a person at the terminal, or `--approve` in scripts.
 
-The request and the answers are LangChain's HITL format (nodes/tool_round/hitl.py), batched or per call.
+The request and the answers are LangChain's HITL format (nodes/approval.py), batched or per call.
 `--approve all` approves every call, `--approve none` rejects every call, `--approve TOOL` (repeatable, tool
 names or tags) approves those tools' calls and rejects the others. Without `--approve`, a terminal asks, among
 the decisions the tool allows: approve, edit (new arguments as JSON, optionally another tool when batched),
@@ -45,7 +45,7 @@ def make_approver(approve: Iterable[str], tags_of: Callable[[str], tuple[str, ..
     given LangChain's HITL request (batched or per call) and answers with its decisions."""
     # imported here, not at the top: `ask` reads APPROVE_HELP from this module, and `reactgraph --help` must not
     # load the nodes and tools
-    from reactgraph.nodes.tool_round.hitl import answer_with, requested_calls
+    from reactgraph.nodes.approval import answer_with, requested_calls
 
     stream: TextIO = out or sys.stderr
     chosen = [value.strip() for value in approve if value.strip()]
@@ -80,7 +80,7 @@ def _scripted(call: dict[str, Any], chosen: list[str], tags_of: Callable[[str], 
 
 
 def _interactive(request: dict[str, Any], ask: Callable[[str], str], out: TextIO) -> Any:
-    from reactgraph.nodes.tool_round.hitl import TOOL_APPROVAL, answer_with, requested_calls
+    from reactgraph.nodes.approval import TOOL_APPROVAL, answer_with, requested_calls
 
     if request.get("error"):
         out.write(terminal_safe(f"  (the last answer was not understood: {request['error']})\n"))

@@ -220,7 +220,7 @@ def _report(result: dict, session: str, model: str, elapsed: float, mode: str, *
     if as_json:
         payload = _json_payload(result, session, model, elapsed, mode, graph)
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-    from reactgraph.nodes.closing.status import SUCCESS_STATUSES
+    from reactgraph.nodes.closing import SUCCESS_STATUSES
 
     if result.get("status") not in SUCCESS_STATUSES:  # exit 0 only for an answer: answered or partial
         raise typer.Exit(1)

@@ -20,7 +20,7 @@ from rich.panel import Panel
 from rich.segment import Segment
 from rich.text import Text
 
-from reactgraph.nodes.conversation.transcript import pending_calls
+from reactgraph.nodes.conversation import pending_calls
 from reactgraph.tools.untrusted import terminal_safe
 
 STATUS_STYLE = {"ok": "green", "responded": "yellow", "answered": "green", "partial": "yellow", "no_answer": "yellow",

@@ -22,7 +22,7 @@ from reactgraph.errors import ReactGraphError
 
 if TYPE_CHECKING:
     from reactgraph.memory.checkpointer import OpenedCheckpointer
-    from reactgraph.nodes.state.context import Context
+    from reactgraph.nodes.context import Context
     from reactgraph.tools import ToolGateway
 
 
@@ -79,7 +79,7 @@ def session_option(session: str | None) -> str | None:
 
 def question_argument(question: str) -> str:
     """QUESTION checked by the one rule for questions (`check_question`): one line, before anything is loaded."""
-    from reactgraph.nodes.conversation.question import EmptyQuestion, check_question
+    from reactgraph.nodes.conversation import EmptyQuestion, check_question
 
     try:
         return check_question(question)
@@ -116,7 +116,7 @@ def build_context(model: str | None, max_iterations: int, reflection: Reflection
     """The run's Context from the flags (`budgets`: max_tool_calls / max_model_tokens / max_cost_usd, None for
     no budget); a bad value is one line naming the flag."""
     from reactgraph.models.loader import parse_spec
-    from reactgraph.nodes.state.context import Context
+    from reactgraph.nodes.context import Context
 
     chosen: dict[str, Any] = {"model": model} if model else {}  # else Context's default: $REACTGRAPH_MODEL
     try:
@@ -182,7 +182,7 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
     `mcp_startup_cap_s`: no MCP server start or restart waits longer (the service's: below its lease expiry)."""
     import os
 
-    from reactgraph.nodes.state.context import unknown_tool_names
+    from reactgraph.nodes.context import unknown_tool_names
     from reactgraph.tools import ToolRegistrationError, default_gateway
     from reactgraph.tools.plugins import load_retriever, load_tools
 

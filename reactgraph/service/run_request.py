@@ -31,8 +31,8 @@ from typing import Any
 from langgraph.types import Command
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.nodes.prompting import prompts
-from reactgraph.nodes.state.context import Context, InvalidContext, resolve_context
+from reactgraph.nodes import prompts
+from reactgraph.nodes.context import Context, InvalidContext, resolve_context
 from reactgraph.service.auth import AUTH_KEYS, AuthUser
 from reactgraph.service.records import STRATEGIES
 from reactgraph.service.wire import BadRequest, field

@@ -1,0 +1,358 @@
+"""How a node runs: one body for its sync and async runs, the services a compiled graph's nodes share, and
+one log record for every fallback a node takes.
+
+A body is `body(state, runtime, config)`, a generator that yields the calls it needs made. It asks for a model
+call with `reply = yield from ModelCall(...)` (the graph's model gateway makes it: models/gateway.py, a
+`ModelReply` comes back), for a subgraph run with `result = yield from Call(graph, input)` (`invoke`, or
+`ainvoke` under the graph's `ainvoke`), and for the tool gateway's async API with
+`result = yield from Await(coroutine)` (awaited, or run on the sync bridge under `invoke`). A failed call is
+thrown into the body at its `yield from`, so failures are handled with an ordinary try/except; a model call
+fails there only after the gateway's retry and fallback steps. Only the driver differs between `invoke` and
+`ainvoke`, so no node is written twice. The body returns its state update. What its calls used (the gateway's
+account of the model calls, one per tool result) goes into the update's `usage`, and the model fallbacks the
+gateway took into its steps and `active_model`, the same way for every node (`Node`).
+
+`AgentServices` is what the nodes of one compiled graph share: the tool gateway and the model gateway (whose
+retry policy is the model-calling nodes'), and the tool schemas derived from them once rather than on every step.
+
+`log_fallback` records every fallback a node takes (a summary, a reflection, a plan, a lesson, a judgement made
+by the rules because the model's failed; a malformed reply sent back; a model error that ends the turn): what
+would otherwise happen silently. The CLI shows them (`--debug`, `--log-format`); see reactgraph/cli/logs.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import warnings
+from collections.abc import Callable, Coroutine, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables.config import set_config_context
+from langgraph.runtime import Runtime, get_runtime
+from langgraph.types import Overwrite, RetryPolicy
+
+from reactgraph.models.gateway import (
+    FALLBACK_EVENT,
+    Fallback,
+    ModelCall,
+    ModelFailure,
+    ModelGateway,
+    ModelTurn,
+    Usage,
+    add_usage,
+    attempt_of,
+    describe,
+)
+from reactgraph.nodes.context import Context, UnknownToolNames, resolve_context, unknown_tool_names
+from reactgraph.nodes.conversation import current_question
+from reactgraph.nodes.state import ActiveModel, make_step
+from reactgraph.tools import ToolGateway, ToolMeta, ToolResult, ToolSession
+from reactgraph.tools.threads import run_sync
+
+# --- the node driver ----------------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """A runnable call a body asks for (a subgraph run): `runnable.invoke(input, config, **kwargs)` (or
+    `ainvoke`). `yield from` it: the value is the call's result."""
+
+    runnable: Runnable[Any, T]
+    input: Any
+    config: RunnableConfig | None = None
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __iter__(self) -> Generator[Request, Any, T]:
+        return (yield self)
+
+
+@dataclass(frozen=True, slots=True)
+class Await(Generic[T]):
+    """A coroutine a body asks to have awaited (on the sync bridge under `invoke`). `yield from` it: the value is
+    the coroutine's."""
+
+    coroutine: Coroutine[Any, Any, T]
+
+    def __iter__(self) -> Generator[Request, Any, T]:
+        return (yield self)
+
+
+Request = ModelCall | Call[Any] | Await[Any]
+Update = dict[str, Any]
+# What a body is: it yields requests, is sent their results, and returns the node's state update.
+Steps = Generator[Request, Any, Update]
+Body = Callable[[Any, Runtime[Context], RunnableConfig], Steps]
+
+
+def _runtime() -> Runtime[Context]:
+    """The run's runtime (LangGraph's public accessor), with a resolved `Context` (None or a mapping becomes one)."""
+    runtime: Runtime[Context] = get_runtime()
+    if isinstance(runtime.context, Context):
+        return runtime
+    return runtime.override(context=resolve_context(runtime.context))
+
+
+def _question_id(state: Any) -> str | None:
+    question = current_question(state.get("messages") or []) if isinstance(state, Mapping) else None
+    return question.id if question is not None else None
+
+
+def _active_model(state: Any, context: Context) -> str | None:
+    """The fallback that took over earlier in this turn (the state's `active_model`), or None."""
+    active = state.get("active_model") if isinstance(state, Mapping) else None
+    if (not isinstance(active, Mapping) or active.get("question") != _question_id(state)
+            or active.get("model") not in context.fallback_models):
+        return None
+    return str(active["model"])
+
+
+def _tool_usage(result: Any) -> Usage:
+    return Usage(tool_calls=1) if isinstance(result, ToolResult) else Usage()
+
+
+def drive(steps: Steps, models: ModelGateway | None, turn: ModelTurn, config: RunnableConfig) -> tuple[Update, Usage]:
+    """Run a body with sync calls: its update, and what its tool calls used."""
+    usage = Usage()
+    try:
+        request = next(steps)
+    except StopIteration as done:  # a body that asked for nothing
+        return done.value, usage
+    while True:
+        result, failure = None, None
+        try:
+            if isinstance(request, ModelCall):
+                result = _gateway(models).invoke(request, turn, config)
+            elif isinstance(request, Call):
+                result = request.runnable.invoke(request.input, request.config, **request.kwargs)
+            else:
+                result = run_sync(request.coroutine)
+        except Exception as exc:  # noqa: BLE001 - handed to the body, or re-raised (see _failure_of)
+            failure = _failure_of(request, exc)
+        usage = add_usage(usage, _tool_usage(result))
+        request = _advance(steps, result, failure)
+        if isinstance(request, _Ended):
+            return request.update, usage
+
+
+async def adrive(steps: Steps, models: ModelGateway | None, turn: ModelTurn,
+                 config: RunnableConfig) -> tuple[Update, Usage]:
+    """Run a body with awaited calls: its update, and what its tool calls used."""
+    usage = Usage()
+    try:
+        request = next(steps)
+    except StopIteration as done:  # a body that asked for nothing
+        return done.value, usage
+    while True:
+        result, failure = None, None
+        try:
+            if isinstance(request, ModelCall):
+                result = await _gateway(models).ainvoke(request, turn, config)
+            elif isinstance(request, Call):
+                result = await request.runnable.ainvoke(request.input, request.config, **request.kwargs)
+            else:
+                result = await request.coroutine
+        except Exception as exc:  # noqa: BLE001 - handed to the body, or re-raised (see _failure_of)
+            failure = _failure_of(request, exc)
+        usage = add_usage(usage, _tool_usage(result))
+        request = _advance(steps, result, failure)
+        if isinstance(request, _Ended):
+            return request.update, usage
+
+
+def _failure_of(request: Any, exc: Exception) -> BaseException:
+    """What the body is told of its request's failure. A model call's failure after the gateway's retries and
+    fallbacks is the body's to handle; anything else a model call raises propagates — for LangGraph's
+    RetryPolicy, or a model that cannot be loaded at all."""
+    if isinstance(exc, ModelFailure):
+        return exc.error
+    if isinstance(request, ModelCall):
+        raise exc
+    return exc
+
+
+class _Ended(NamedTuple):
+    update: Update
+
+
+def _advance(steps: Steps, result: Any, failure: BaseException | None) -> Any:
+    """The body's next request, given its last one's result or failure; `_Ended` with its update once it ends."""
+    try:
+        return steps.send(result) if failure is None else steps.throw(failure)
+    except StopIteration as done:
+        return _Ended(done.value)
+
+
+def _gateway(models: ModelGateway | None) -> ModelGateway:
+    if models is None:
+        raise TypeError("this node was built without a model gateway: it cannot make a model call")
+    return models
+
+
+def charged(update: Update, usage: Usage) -> Update:
+    """The node's update with what its calls used added to the `usage` channel (inside a turn's start, which
+    replaces the channel with `Overwrite`, the node's own usage is kept)."""
+    if not usage:
+        return update
+    current = update.get("usage")
+    if isinstance(current, Overwrite):
+        return {**update, "usage": Overwrite(add_usage(current.value, usage))}
+    return {**update, "usage": add_usage(current, usage)}
+
+
+def with_fallbacks(update: Update, state: Any, turn: ModelTurn) -> Update:
+    """The node's update with a `model_fallback` record per switch the gateway made, before its own records,
+    and the turn's active model (the rest of the turn's nodes start with the fallback)."""
+    if not turn.fallbacks:
+        return update
+    iteration = (state.get("iteration") or 0) if isinstance(state, Mapping) else 0
+    records = [make_step(step=iteration, node=turn.node, status="model_fallback",
+                         thought=f"{switch.failed} failed: {switch.error}",
+                         observation=f"{switch.model} answers from here on") for switch in turn.fallbacks]
+    steps = update.get("steps")
+    steps = Overwrite([*records, *steps.value]) if isinstance(steps, Overwrite) else [*records, *(steps or [])]
+    active = ActiveModel(model=turn.spec or "", question=_question_id(state))
+    return {**update, "steps": steps, "active_model": active}
+
+
+def _event(switch: Fallback, node: str) -> dict[str, Any]:
+    return {"node": node, "failed": switch.failed, "model": switch.model, "error": switch.error}
+
+
+class Node(Runnable[Any, Update]):
+    """A node to give `StateGraph.add_node`: `body` driven by sync calls under `invoke`, by awaits under `ainvoke`;
+    its model calls go through `models`, whose retry policy is the node's. Untraced itself: LangGraph traces the
+    node's run."""
+
+    def __init__(self, body: Body, *, name: str, models: ModelGateway | None = None) -> None:
+        self.body, self.name, self.models = body, name, models
+        self.node_name = name
+
+    def _turn(self, runtime: Runtime[Context], state: Any) -> ModelTurn:
+        spent = state.get("usage") if isinstance(state, Mapping) else None
+        return ModelTurn(settings=runtime.context, node=self.node_name,
+                         retry=self.models.retry if self.models is not None else None,
+                         attempt=attempt_of(runtime), spec=_active_model(state, runtime.context),
+                         spent=Usage(**(spent or {})))
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
+        config = config if config is not None else ensure_config()
+        runtime = _runtime()
+        turn = self._turn(runtime, input)
+        try:
+            update, usage = drive(self.body(input, runtime, config), self.models, turn, config)
+        finally:
+            for switch in turn.fallbacks:
+                with contextlib.suppress(RuntimeError):  # outside a traced run (no parent run): nothing to tell
+                    dispatch_custom_event(FALLBACK_EVENT, _event(switch, self.node_name), config=config)
+        return with_fallbacks(charged(update, add_usage(turn.usage, usage)), input, turn)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
+        config = config if config is not None else ensure_config()
+        runtime = _runtime()
+        turn = self._turn(runtime, input)
+        try:
+            update, usage = await adrive(self.body(input, runtime, config), self.models, turn, config)
+        finally:
+            for switch in turn.fallbacks:
+                with contextlib.suppress(RuntimeError):
+                    await adispatch_custom_event(FALLBACK_EVENT, _event(switch, self.node_name), config=config)
+        return with_fallbacks(charged(update, add_usage(turn.usage, usage)), input, turn)
+
+
+def dual_node(body: Body, *, name: str, models: ModelGateway | None = None) -> Node:
+    """The node LangGraph runs for `body` (see `Node`)."""
+    return Node(body, name=name, models=models)
+
+
+class Route(Runnable[Any, Any]):
+    """A routing function for `add_conditional_edges`, run without a trace span of its own (LangGraph traces a
+    plain function's every call; a route is a pure function of the state, and the node before it is traced).
+    It is passed `runtime` when it takes a parameter of that name."""
+
+    def __init__(self, route: Callable[..., Any]) -> None:
+        self.route = route
+        self.name = getattr(route, "__name__", None) or getattr(getattr(route, "func", None), "__name__", None)
+        self._runtime = "runtime" in inspect.signature(route).parameters
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if self._runtime:  # LangGraph runs a route outside its node's config context: set it to read the runtime
+            with set_config_context(config or ensure_config()) as context:
+                kwargs["runtime"] = context.run(_runtime)
+        return self.route(input, **kwargs)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return self.invoke(input, config, **kwargs)
+
+
+def edge(route: Callable[..., Any]) -> Route:
+    """`route` as a conditional edge (see `Route`)."""
+    return Route(route)
+
+
+
+# --- what a graph's nodes share -----------------------------------------------------------------------------
+
+class AgentServices:
+    """The tool gateway and the model gateway, built once per graph and reused across runs."""
+
+    def __init__(self, gateway: ToolGateway, model: BaseChatModel | None = None,
+                 retry: RetryPolicy | None = None) -> None:
+        self.gateway = gateway
+        # An explicit model (tests' scripted models, a user's configured client) overrides Context.model.
+        self.models = ModelGateway(model, retry)
+        # Keyed by object ids; the objects are kept alongside, so an id is never reused while it is a key.
+        self._schemas: dict[int, tuple[ToolMeta, dict[str, Any]]] = {}
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The model-calling nodes' retry policy (the model gateway's)."""
+        return self.models.retry
+
+    def session(self, context: Context, config: RunnableConfig | None) -> ToolSession:
+        """The run's gateway session; a Context naming an MCP config file adds its servers' tools (once per file
+        per gateway: the first run waits for them to start) and lets this session see them."""
+        thread_id = ((config or {}).get("configurable") or {}).get("thread_id") or "default"
+        scopes = (self.gateway.mcp_config_scope(context.mcp_config.strip()),) if context.mcp_config.strip() else ()
+        return ToolSession.of(id=str(thread_id), allow=context.allowed_tools or None, deny=context.denied_tools,
+                              approval=context.approval, mcp_scopes=scopes)
+
+    def schemas(self, context: Context, config: RunnableConfig | None) -> list[dict[str, Any]]:
+        """The OpenAI schemas of the tools this run may use (each tool's schema is built once)."""
+        session = self.session(context, config)  # first: it may add the tools of the Context's MCP config
+        # A warning, not an error: one Context may serve graphs whose gateways hold different tools, and an
+        # unknown name fails closed (allow: fewer tools; deny: nothing more denied). Shown once per message.
+        if (context.allowed_tools or context.denied_tools or context.approval) and (
+                problem := unknown_tool_names(context, self.gateway.registry)):
+            warnings.warn(problem, UnknownToolNames, stacklevel=2)
+        return [self._schema(meta) for meta in self.gateway.tools(session)]
+
+    def _schema(self, meta: ToolMeta) -> dict[str, Any]:
+        cached = self._schemas.get(id(meta))
+        if cached is None or cached[0] is not meta:
+            cached = self._schemas[id(meta)] = (meta, meta.openai_schema())
+        return cached[1]
+
+
+
+# --- the fallback log ---------------------------------------------------------------------------------------
+
+logger = logging.getLogger("reactgraph.nodes")
+
+
+def log_fallback(node: str, kind: str, reason: str | BaseException, *, level: int = logging.WARNING) -> None:
+    """Record that `node` fell back (`kind`: summary_rules, reflection_rules, plan_one_step, …) and why; an
+    exception's traceback goes along at DEBUG."""
+    if not logger.isEnabledFor(level):
+        return
+    why = describe(reason) if isinstance(reason, BaseException) else str(reason)[:300]
+    exc_info = reason if isinstance(reason, BaseException) and logger.isEnabledFor(logging.DEBUG) else None
+    logger.log(level, "%s fell back: %s (%s)", node, kind, why, exc_info=exc_info,
+               extra={"fallback": {"node": node, "kind": kind, "reason": why}})

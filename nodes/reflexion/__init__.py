@@ -1,1 +1,0 @@
-"""Reflexion nodes: load_lessons, trial, evaluate, self_reflect, and their state."""

@@ -1,1 +1,0 @@
-"""The agent's state and configuration: `AgentState` and its step records, `Context`, the reflection verdict."""
