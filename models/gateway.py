@@ -21,8 +21,9 @@ policies run in one order, the same under `invoke` and `ainvoke` (only the reque
 
 **Budget**: the reply carries the turn's usage after it (`turn_usage`), which the nodes and routers hold
 against the Context's budgets; the gateway never refuses a call itself: the graph decides where a turn ends
-and how its answer is worded. `purpose` is recorded on the request's run (metadata `reactgraph_purpose`) for
-tracing, and on log records. Nothing here reads a prompt's text.
+and how its answer is worded. `purpose` is recorded on the request's run (metadata `reactgraph_purpose`,
+models/purpose.py) for tracing and for models of our own to read (no provider sends run metadata over the wire),
+and on log records. Nothing here reads a prompt's text.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from reactgraph.models.loader import (
     structured_runnable,
     without_tool_use,
 )
+from reactgraph.models.purpose import PURPOSE_METADATA
 from reactgraph.models.response_format import ResponseFormat
 from reactgraph.models.token_estimate import usage_for
 from reactgraph.models.unloadable import UnloadableModel
@@ -460,7 +462,7 @@ class ModelGateway:
             runnable = bounded
         if call.stop:
             runnable = runnable.bind(stop=list(call.stop))
-        return runnable.with_config(metadata={"reactgraph_purpose": call.purpose})
+        return runnable.with_config(metadata={PURPOSE_METADATA: call.purpose})
 
     def _bounded(self, model: BaseChatModel, limit: int) -> BaseChatModel:
         """The model with replies of at most `limit` tokens; one without that setting (a scripted test model)

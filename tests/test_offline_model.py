@@ -38,6 +38,8 @@ def http_get(url: str) -> dict:
 
 
 ALL_TOOLS = [calculator, get_time, get_weather, search, http_get]
+# The purpose the model gateway tags a request with (run metadata, models/purpose.py)
+REFLECT = {"metadata": {"reactgraph_purpose": "reflect"}}
 
 # --- canned data ----------------------------------------------------------------------------------------
 
@@ -494,18 +496,19 @@ def _after_first_round(question: str, executor: FakeExecutor | None = None) -> l
     return [*messages, reply, *[(executor or FakeExecutor())(c) for c in reply.tool_calls]]
 
 
-def test_reflection_advice_to_stop_is_honoured():
+def test_the_words_of_a_prompt_change_nothing():
+    # It reads the conversation, the tools and the request's purpose, never the wording of our prompts.
     messages = _after_first_round(PYTHON_QUESTION)
     advice = SystemMessage("You are a ReAct agent.\n"
                            "Reflection: 最近一次调用重复了之前的调用，请停止重复，直接根据已有信息回答。")
-    reply = OfflineChatModel().bind_tools(ALL_TOOLS).invoke([advice, *messages])
-    assert not reply.tool_calls
-    assert "1991" in reply.content and "还缺少" in reply.content
+    model = OfflineChatModel().bind_tools(ALL_TOOLS)
+    with_advice, without = model.invoke([advice, *messages]), model.invoke(messages)
+    assert with_advice.tool_calls == without.tool_calls and with_advice.tool_calls
 
 
 def test_reflection_verdict_after_a_successful_round():
     messages = _after_first_round("北京和上海的天气分别怎么样？哪个城市更热？")
-    verdict = OfflineChatModel().with_structured_output(ReflectionVerdict).invoke(messages)
+    verdict = OfflineChatModel().with_structured_output(ReflectionVerdict).invoke(messages, REFLECT)
     assert isinstance(verdict, ReflectionVerdict)
     assert verdict.enough_information and not verdict.tool_error and not verdict.repeated_call
     assert not verdict.need_other_tool and verdict.note
@@ -514,14 +517,14 @@ def test_reflection_verdict_after_a_successful_round():
 def test_reflection_verdict_after_a_failure_suggests_the_alternative():
     messages = _after_first_round("北京和上海的天气分别怎么样？哪个城市更热？",
                                   FakeExecutor(fail={("get_weather", "上海"): TIMEOUT}))
-    verdict = OfflineChatModel().with_structured_output(ReflectionVerdict).invoke(messages)
+    verdict = OfflineChatModel().with_structured_output(ReflectionVerdict).invoke(messages, REFLECT)
     assert verdict.tool_error and verdict.need_other_tool and not verdict.enough_information
     assert "上海 天气" in verdict.note
 
 
 def test_reflection_verdict_mid_chain_is_not_enough_yet():
     messages = _after_first_round(PYTHON_QUESTION)
-    verdict = OfflineChatModel().with_structured_output(ReflectionVerdict).invoke(messages)
+    verdict = OfflineChatModel().with_structured_output(ReflectionVerdict).invoke(messages, REFLECT)
     assert not verdict.enough_information and not verdict.tool_error and "2026 - 1991" in verdict.note
 
 
@@ -533,25 +536,26 @@ def test_repeated_call_is_detected_and_its_advice_stops_the_loop():
         AIMessage("", tool_calls=[{**call, "id": "a"}]), ToolMessage(content, tool_call_id="a"),
         AIMessage("", tool_calls=[{**call, "id": "b"}]), ToolMessage(content, tool_call_id="b"),
     ]
-    verdict = OfflineChatModel().with_structured_output(ReflectionVerdict).invoke(messages)
+    verdict = OfflineChatModel().with_structured_output(ReflectionVerdict).invoke(messages, REFLECT)
     assert verdict.repeated_call and "重复" in verdict.note
-    reply = OfflineChatModel().bind_tools(ALL_TOOLS).invoke([SystemMessage(f"Reflection: {verdict.note}"), *messages])
-    assert not reply.tool_calls and "LangChain" in reply.content
+    reply = OfflineChatModel().bind_tools(ALL_TOOLS).invoke(messages)  # it sees the repeat itself
+    assert not reply.tool_calls and "LangChain" in reply.content and "repeated" not in reply.content
 
 
-def test_structured_output_for_an_unknown_schema_says_which():
+def test_structured_output_of_any_schema_is_filled_from_the_answer_by_type():
     from pydantic import BaseModel
 
     class Poem(BaseModel):
         text: str
+        lines: int
 
-    with pytest.raises(NotImplementedError, match="Poem"):
-        OfflineChatModel().with_structured_output(Poem)
+    poem = OfflineChatModel().with_structured_output(Poem).invoke(_after_first_round("计算 3 + 4 等于多少"))
+    assert isinstance(poem, Poem) and "7" in poem.text
 
 
 def test_structured_output_include_raw():
     messages = _after_first_round("现在几点了？")
-    out = OfflineChatModel().with_structured_output(ReflectionVerdict, include_raw=True).invoke(messages)
+    out = OfflineChatModel().with_structured_output(ReflectionVerdict, include_raw=True).invoke(messages, REFLECT)
     assert out["parsed"].enough_information and out["raw"].tool_calls[0]["name"] == "ReflectionVerdict"
 
 
@@ -606,11 +610,12 @@ def run_text(question: str, executor: FakeExecutor | None = None, max_steps: int
     import re
 
     executor = executor or FakeExecutor()
-    model = OfflineChatModel()
+    # the text protocol binds no tools (the model's reach is then every built-in one); these are the prompt's
+    model = OfflineChatModel().bind_tools([calculator, get_time, get_weather, search])
     messages: list[BaseMessage] = [
         SystemMessage("Answer using tools: calculator, get_time, get_weather, search.\n"
                       "Format: Thought / Action / Action Input / Observation ... Final Answer"),
-        HumanMessage(f"Question: {question}")]
+        HumanMessage(question)]
     actions: list[str] = []
     for step in range(max_steps):
         reply = model.invoke(messages, stop=["Observation:"])
@@ -640,7 +645,7 @@ def test_text_protocol_chain_and_failure():
 def test_reflection_ignores_a_trailing_human_prompt():
     messages = _after_first_round("北京和上海的天气分别怎么样？哪个城市更热？")
     prompt = HumanMessage("Reflect on the observations above and give your verdict.")
-    verdict = OfflineChatModel().with_structured_output(ReflectionVerdict).invoke([*messages, prompt])
+    verdict = OfflineChatModel().with_structured_output(ReflectionVerdict).invoke([*messages, prompt], REFLECT)
     assert verdict.enough_information and not verdict.tool_error
 
 
@@ -656,17 +661,18 @@ def test_a_search_result_truncated_by_the_observe_budget_is_still_read():
     assert reply.tool_calls[0]["args"] == {"expression": "2026 - 1991"}
 
 
-def test_a_new_structured_schema_is_one_registry_entry(monkeypatch):
+def test_structured_replies_are_keyed_by_the_requests_purpose(monkeypatch):
     from pydantic import BaseModel
 
     from reactgraph.models.offline import RESPONDERS
 
-    class Summary(BaseModel):
+    class Anything(BaseModel):
         summary: str
 
-    monkeypatch.setitem(RESPONDERS, "Summary", lambda messages: {"summary": f"{len(messages)} messages"})
-    out = OfflineChatModel().with_structured_output(Summary).invoke([HumanMessage("hi")])
-    assert out == Summary(summary="1 messages")
+    monkeypatch.setitem(RESPONDERS, "summarize", lambda messages: {"summary": f"{len(messages)} messages"})
+    out = OfflineChatModel().with_structured_output(Anything).invoke(
+        [HumanMessage("hi")], {"metadata": {"reactgraph_purpose": "summarize"}})
+    assert out == Anything(summary="1 messages")
 
 
 def test_a_person_is_not_given_the_release_year_of_their_product():

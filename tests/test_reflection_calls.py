@@ -24,6 +24,7 @@ from reactgraph.evals import (
 )
 from reactgraph.evals.baselines import build_create_agent
 from reactgraph.graph import Context, build_react_graph
+from reactgraph.testing import FunctionModel, RequestInfo
 from support.provider_server import ProviderServer, calls, text
 
 SUITE = [
@@ -100,9 +101,28 @@ def test_the_run_wide_reflection_option_selects_inline_too():
     assert records[0]["success"] and records[0]["model_calls"] == 2
 
 
+def text_model_with_inline_verdicts() -> FunctionModel:
+    """A text-protocol model that begins each reply with its verdict block, as the prompt asks."""
+    verdict = {"enough_information": False, "tool_error": False, "need_other_tool": False, "repeated_call": False,
+               "note": "compute it", "parts": ["the product"], "missing": ["the product"]}
+
+    def reply(messages, info: RequestInfo) -> str:
+        if info.purpose != "think":
+            return "It is 126."
+        if "126" not in messages[-1].text:
+            return (f"<reflection>{json.dumps(verdict)}</reflection>\nThought: compute it\nAction: calculator\n"
+                    'Action Input: {"expression": "(15 + 27) * 3"}')
+        done = {**verdict, "enough_information": True, "missing": []}
+        return f"<reflection>{json.dumps(done)}</reflection>\nThought: I can answer now.\nFinal Answer: It is 126."
+    return FunctionModel(function=reply)
+
+
 @pytest.mark.parametrize("protocol", ["tools", "text"])
 def test_an_inline_verdict_is_read_from_the_reply_and_never_joins_the_conversation(protocol):
-    graph = build_react_graph(checkpointer=InMemorySaver())
+    # The offline model fills in a verdict tool it is offered; a text-protocol verdict block is asked for in the
+    # prompt's words only, which it does not read, so a test model writes that one.
+    model = text_model_with_inline_verdicts() if protocol == "text" else None
+    graph = build_react_graph(checkpointer=InMemorySaver(), model=model)
     result = graph.invoke({"messages": [HumanMessage("计算 (15 + 27) * 3 等于多少")]},
                           config={"configurable": {"thread_id": "t"}},
                           context=Context(reflection="inline", protocol=protocol))

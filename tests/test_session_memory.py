@@ -235,7 +235,8 @@ def test_summary_travels_in_the_notes_block_never_a_system_message() -> None:
 
 def summarise(previous: str, messages: list[BaseMessage]) -> str:
     model = OfflineChatModel().with_structured_output(ConversationSummary)
-    return model.invoke(summary_prompt(previous, messages)).summary
+    # the purpose the model gateway tags a summary request with (run metadata, models/purpose.py)
+    return model.invoke(summary_prompt(previous, messages), {"metadata": {"reactgraph_purpose": "summarize"}}).summary
 
 
 def test_the_offline_model_summarises_like_the_fallback() -> None:

@@ -269,8 +269,9 @@ def final_answer(plan: Plan, lang: str) -> str:
     if missing:
         lines.append(("还缺少：" + "；".join(missing) + "。") if zh else ("Missing: " + "; ".join(missing) + "."))
     if plan.stopped:
-        lines.append("（根据上一步反思的建议，不再重复调用工具，直接基于已有信息作答。）" if zh
-                     else "(Following the reflection's advice, I stopped calling tools and answered with what I have.)")
+        lines.append("（上一次调用与之前的完全重复，没有新信息，所以不再调用工具，直接基于已有信息作答。）" if zh
+                     else "(The last call repeated an earlier one with nothing new, so I stopped calling tools and "
+                          "answered with what I have.)")
     if question.unhandled:
         quoted = ("、".join(f"「{u}」" for u in question.unhandled) if zh
                   else ", ".join(f'"{u}"' for u in question.unhandled))

@@ -1,4 +1,4 @@
-"""Reading a conversation: the current question, this turn's tool observations and reflection advice."""
+"""Reading a conversation: the current question, the earlier questions, and this turn's tool observations."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from .lexicon import language_of
 
@@ -57,7 +57,6 @@ class Turn:
     history: tuple[str, ...] = ()
     observations: tuple[Observation, ...] = ()
     rounds: int = 0
-    advice: str = ""
     prior_calls: int = 0
     used_ids: frozenset[str] = frozenset()
 
@@ -70,6 +69,11 @@ class Turn:
 
     def earlier(self) -> tuple[Observation, ...]:
         return tuple(o for o in self.observations if o.round < self.rounds)
+
+    def repeated(self) -> bool:
+        """The latest round re-ran an earlier call of this turn (same tool and arguments) and learned nothing new."""
+        earlier = self.earlier()
+        return any(o.call == e.call and o.content == e.content for o in self.latest_round() for e in earlier)
 
     def find(self, call: Call) -> Observation | None:
         """The latest observation of exactly this call (an ok one preferred), if it was made this turn."""
@@ -112,18 +116,6 @@ def _outcome(result: ToolMessage) -> tuple[str, int]:
             attempts if isinstance(attempts, int) and 0 <= attempts <= 1000 else 0)
 
 
-def reflection_advice(messages: Sequence[BaseMessage]) -> str:
-    """The last line starting "Reflection:" in any system message (advice from the previous reflect step)."""
-    advice = ""
-    for message in messages:
-        if isinstance(message, SystemMessage):
-            for line in message.text.splitlines():
-                match = re.match(r"\s*Reflection\s*[:：]\s*(.*)", line)
-                if match:
-                    advice = match.group(1).strip()
-    return advice
-
-
 def read_turn(messages: Sequence[BaseMessage]) -> Turn:
     """Split the conversation at the last human message: before it is context, after it is this turn."""
     last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
@@ -163,19 +155,4 @@ def read_turn(messages: Sequence[BaseMessage]) -> Turn:
         observations.append(Observation(call, call_id, round_no, ok, content, _parse(content) if ok else None,
                                         status, attempts))
     return Turn(question=question, history=history, observations=tuple(observations), rounds=rounds,
-                advice=reflection_advice(messages), prior_calls=prior_calls, used_ids=frozenset(used_ids))
-
-
-_STOP_ADVICE = re.compile(
-    r"停止|直接回答|直接作答|根据已有|(?<!不)足够|重复了|完全重复|重复调用了|"
-    r"answer (?:now|directly|with what|from what)|stop (?:calling|repeating|using)|no further tools?|"
-    r"do not call (?:any )?(?:more|further)|(?<!not )enough information|information is sufficient|"
-    r"repeated (?:an|the) (?:earlier|previous|same)|was repeated|is a repeat", re.I)
-
-
-def advice_says_stop(advice: str) -> bool:
-    """Whether reflection advice asks to stop calling tools and answer with what is known.
-
-    "Don't repeat the call, try search" is not a stop: the planner never repeats a call anyway.
-    """
-    return bool(_STOP_ADVICE.search(advice or ""))
+                prior_calls=prior_calls, used_ids=frozenset(used_ids))

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage
 
 from .conversation import read_turn
 from .describe import describe_call, label, missing_reason
 from .planner import BUILTIN_TOOLS, Plan, make_plan
 from .question import decompose
 from .recall import recall_reply
-
-_REASON = re.compile(r"did not pass\s*[:：]\s*(.+)")
 
 
 def _attempt(messages: Sequence[BaseMessage]) -> Plan:
@@ -47,10 +44,10 @@ def evaluation_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
 
 
 def lesson_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
-    """A Lesson: why the attempt failed, which sub-tasks stayed open, and what to try first next time."""
-    prompt = " ".join(m.text for m in messages if isinstance(m, SystemMessage))
-    found = _REASON.search(prompt)
-    reason = found.group(1).strip() if found else ""
+    """A Lesson: why the attempt failed (its own evaluation of it), which sub-tasks stayed open, and what to try
+    first next time."""
+    evaluation = evaluation_args(messages)
+    reason = "" if evaluation["passed"] else str(evaluation["reason"])
     plan = _attempt(messages)
     lang = plan.question.lang or "en"
     zh = lang == "zh"

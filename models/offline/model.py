@@ -15,26 +15,18 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from reactgraph.models.purpose import purpose_of
 from reactgraph.models.token_estimate import estimate_tokens, usage_for
 
 from .answer import final_answer
 from .conversation import Turn, read_turn
 from .data_blocks import unframed
 from .describe import thought
-from .inline import INLINE_SCHEMA, asks_for_block, with_block, with_call
+from .inline import verdict_tools, with_call
 from .planner import BUILTIN_TOOLS, make_plan
 from .recall import recall_reply
-from .response import answer_responder
-from .structured import RESPONDERS, responder_for, schema_name
-from .textproto import (
-    as_tool_messages,
-    is_text_protocol,
-    plan_request,
-    render_action,
-    render_final,
-    render_plan,
-    text_tools,
-)
+from .structured import RESPONDERS, responder_for
+from .textproto import as_tool_messages, is_text_protocol, render_action, render_final, render_plan
 
 MODEL_NAME = "offline-scripted"
 
@@ -60,6 +52,16 @@ def _forced_schema(tool_names: list[str], tool_choice: Any) -> str | None:
     if forced is None or forced in BUILTIN_TOOLS:
         return None
     return forced
+
+
+def _before_request(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """The conversation without a request the caller appended as a human message after the tool round (it is
+    not the user's question)."""
+    while (len(messages) >= 2 and isinstance(messages[-1], HumanMessage)
+           and (isinstance(messages[-2], ToolMessage)
+                or (isinstance(messages[-2], AIMessage) and messages[-2].tool_calls))):
+        messages = messages[:-1]
+    return messages
 
 
 def _call_ids(turn: Turn, count: int) -> list[str]:
@@ -89,13 +91,17 @@ def _cut_to(reply: AIMessage, limit: int | None) -> bool:
 class OfflineChatModel(BaseChatModel):
     """Scripted offline chat model — deterministic rules, NOT a language model.
 
-    It decomposes a question into sub-tasks for the built-in tools (calculator, get_time, get_weather, search,
-    http_get), calls only tools that are bound, reads the observations of the current turn, falls back when a
-    tool fails, and answers in the question's language. With no tools bound it composes the best answer from
-    the observations so far and says what is missing. Questions outside the tools get an honest "cannot answer
-    offline". `with_structured_output(ReflectionVerdict)` returns a verdict derived from the observations.
-    Called with stop=["Observation:"] it speaks the text ReAct protocol (Thought / Action / Action Input, or
-    Final Answer). Same messages in, same message out.
+    It reads what any model reads: the conversation (the question, earlier questions, tool results), the tools
+    bound and the schema of a structured reply, the stop sequences, and the request's purpose from its run
+    metadata (models/purpose.py), never the wording of a prompt. It decomposes a question into sub-tasks for
+    the built-in tools (calculator, get_time, get_weather, search, http_get), calls only tools that are bound,
+    reads the observations of the current turn, falls back when a tool fails, and answers in the question's
+    language. With no tools bound it composes the best answer from the observations so far and says what is
+    missing. Questions outside the tools get an honest "cannot answer offline". A structured reply is answered
+    by the request's purpose (a reflection verdict, a plan, an evaluation, …) or, without one it knows, from
+    the schema's fields by type. Called with stop=["Observation:"] it speaks the text ReAct protocol (Thought /
+    Action / Action Input, or Final Answer); asked for a plan with no schema, it writes the plan as a numbered
+    list. Same request in, same message out.
     """
 
     model_name: str = MODEL_NAME
@@ -119,29 +125,33 @@ class OfflineChatModel(BaseChatModel):
 
     def with_structured_output(self, schema: Any, *, include_raw: bool = False,
                                **kwargs: Any) -> Runnable[LanguageModelInput, Any]:
-        """Structured output for the schemas with a scripted responder; NotImplementedError for others."""
-        if not isinstance(schema, dict):  # a JSON schema is a caller's response_format: answered from the answer
-            responder_for(schema_name(schema))
+        """Structured output (the schema as the one tool to call), answered by the request's purpose."""
         return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, tools: list[dict[str, Any]] | None = None,
                   tool_choice: Any = None, **kwargs: Any) -> ChatResult:
+        purpose = purpose_of(run_manager)
         tool_names = [_tool_name(t) for t in tools or []]
         forced = _forced_schema(tool_names, tool_choice)
         normalized = as_tool_messages(unframed(messages))
         if forced is not None:
-            reply = self._structured(normalized, forced, _parameters(tools or [], forced))
-        elif (planned := plan_request(messages)) is not None:  # a text protocol plan: the same plan, as a list
-            reply = AIMessage(content=render_plan(self._structured(normalized, planned).tool_calls[0]["args"]))
-        elif is_text_protocol(stop):
-            reply = self._text_step(normalized, set(tool_names) if tools else text_tools(messages))
-            reply = with_block(reply, normalized) if asks_for_block(messages) else reply
-        else:  # a verdict schema offered beside the tools is filled in beside the step, as the prompt asks
-            reply = self._tool_step(normalized, set(tool_names) - {INLINE_SCHEMA} if tools else None)
-            if INLINE_SCHEMA in tool_names:
-                reply = with_call(reply, normalized, _call_ids(read_turn(normalized), len(reply.tool_calls) + 1)[-1])
-        cut = _cut_to(reply, kwargs.get("max_tokens") or self.max_tokens)
+            reply = self._structured(normalized, forced, purpose, _parameters(tools or [], forced))
+        elif purpose in ("plan", "replan"):  # a plan asked for with no schema: the same plan, as a numbered list
+            reply = AIMessage(content=render_plan(RESPONDERS[purpose](_before_request(normalized))))
+        elif is_text_protocol(stop):  # the text protocol binds no tools: the built-in ones are its reach
+            reply = self._text_step(normalized, set(tool_names) if tools else set(BUILTIN_TOOLS))
+        else:  # a verdict schema offered beside the tools is filled in beside the step
+            verdicts = verdict_tools(tools or [])
+            reply = self._tool_step(normalized, set(tool_names) - set(verdicts) if tools else None)
+            if verdicts:
+                call_id = _call_ids(read_turn(normalized), len(reply.tool_calls) + 1)[-1]
+                reply = with_call(reply, normalized, verdicts[0], call_id)
+        return self._result(messages, reply, tools, kwargs.get("max_tokens") or self.max_tokens)
+
+    def _result(self, messages: list[BaseMessage], reply: AIMessage, tools: list[dict[str, Any]] | None,
+                limit: int | None) -> ChatResult:
+        cut = _cut_to(reply, limit)
         reply.usage_metadata = usage_for(messages, reply, tools)
         # Where providers put them, so that tracing instrumentations read model name and finish reason
         finish = "length" if cut else "tool_calls" if reply.tool_calls else "stop"
@@ -150,14 +160,9 @@ class OfflineChatModel(BaseChatModel):
                           llm_output={"model_name": self.model_name})
 
     @staticmethod
-    def _structured(messages: list[BaseMessage], schema: str, parameters: dict[str, Any] | None = None) -> AIMessage:
-        # A prompt the caller appends as a human message after the tool round is not the user's question.
-        while (len(messages) >= 2 and isinstance(messages[-1], HumanMessage)
-               and (isinstance(messages[-2], ToolMessage)
-                    or (isinstance(messages[-2], AIMessage) and messages[-2].tool_calls))):
-            messages = messages[:-1]
-        respond = answer_responder(parameters) if schema not in RESPONDERS and parameters else responder_for(schema)
-        args = respond(messages)
+    def _structured(messages: list[BaseMessage], schema: str, purpose: str | None,
+                    parameters: dict[str, Any] | None = None) -> AIMessage:
+        args = responder_for(purpose, parameters)(_before_request(messages))
         call_id = _call_ids(read_turn(messages), 1)[0]
         return AIMessage(content="", tool_calls=[{"name": schema, "args": args, "id": call_id, "type": "tool_call"}])
 

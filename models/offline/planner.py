@@ -14,7 +14,7 @@ from typing import Any
 from . import derive, passthrough, rag
 from .arith import as_number, compact, format_number
 from .chain import origin_query
-from .conversation import Call, Observation, Turn, advice_says_stop
+from .conversation import Call, Observation, Turn
 from .extract import (
     DateFact,
     Person,
@@ -64,7 +64,7 @@ class Plan:
     question: Question
     states: dict[str, TaskState]
     calls: list[Call]
-    stopped: bool = False  # reflection advice said to stop and answer with what is known
+    stopped: bool = False  # the latest round repeated an earlier call: answer with what is known
 
     def value(self, key: str) -> Any:
         state = self.states.get(key)
@@ -276,7 +276,7 @@ def make_plan(turn: Turn, tools: Collection[str] | None) -> Plan:
     plan = Plan(question=question, states={}, calls=[])
     for task in question.tasks:
         plan.states[task.key] = _resolve(task, plan, question.lang, turn, tools)
-    plan.stopped = bool(turn.observations) and advice_says_stop(turn.advice)
+    plan.stopped = bool(turn.observations) and turn.repeated()
     if tools is not None and not plan.stopped:
         plan.calls = _unique([s.next_call for s in plan.states.values() if s.next_call is not None])
     return plan

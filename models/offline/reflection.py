@@ -13,12 +13,6 @@ from .describe import describe_call
 from .planner import BUILTIN_TOOLS, Plan, make_plan
 
 
-def _repeated(turn: Turn) -> bool:
-    """The latest round re-ran an earlier call of this turn (same tool and arguments) and learned nothing new."""
-    earlier = turn.earlier()
-    return any(o.call == e.call and o.content == e.content for o in turn.latest_round() for e in earlier)
-
-
 def _came_up_empty(turn: Turn, plan: Plan) -> bool:
     latest = {o.call for o in turn.latest_round()}
     return any(call in latest for s in plan.states.values() for call, _ in s.failures)
@@ -31,7 +25,7 @@ def verdict(turn: Turn) -> dict[str, Any]:
     zh = lang == "zh"
     latest = turn.latest_round()
     tool_error = any(not o.ok for o in latest)
-    repeated = _repeated(turn)
+    repeated = turn.repeated()
     parts, missing = plan_coverage(plan)
     # Nothing left to call is not enough information when every sub-task came up empty.
     found = any(s.status == "done" for s in plan.states.values())

@@ -1,5 +1,6 @@
-"""Structured output of the scripted model: one responder per schema name (ReflectionVerdict,
-ConversationSummary, Plan and Replan, Evaluation and Lesson, ClosingCheck)."""
+"""Structured output of the scripted model: one responder per request purpose (reflect, summarize, plan,
+replan, evaluate, lesson, check: models/purpose.py); any other structured request (a caller's response format,
+a direct `with_structured_output`) is answered from the schema's fields by type (response.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
-from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from reactgraph.memory.session_memory import fallback_summary, read_summary_prompt
 
@@ -15,6 +15,7 @@ from .coverage import coverage_args
 from .judge import evaluation_args, lesson_args
 from .plan import plan_args, replan_args
 from .reflection import reflection_args
+from .response import answer_responder
 
 Responder = Callable[[Sequence[BaseMessage]], dict[str, Any]]
 
@@ -32,32 +33,16 @@ def closing_check_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
 
 
 RESPONDERS: dict[str, Responder] = {
-    "ReflectionVerdict": reflection_args,
-    "ConversationSummary": summary_args,
-    "Plan": plan_args,
-    "Replan": replan_args,
-    "Evaluation": evaluation_args,
-    "Lesson": lesson_args,
-    "ClosingCheck": closing_check_args,
+    "reflect": reflection_args,
+    "summarize": summary_args,
+    "plan": plan_args,
+    "replan": replan_args,
+    "evaluate": evaluation_args,
+    "lesson": lesson_args,
+    "check": closing_check_args,
 }
 
 
-def schema_name(schema: Any) -> str:
-    """The tool name a schema is bound under (a pydantic model's class name / title)."""
-    if isinstance(schema, str):
-        return schema
-    if isinstance(schema, dict) and "function" in schema:
-        return schema["function"]["name"]
-    return convert_to_openai_tool(schema)["function"]["name"]
-
-
-def responder_for(name: str) -> Responder:
-    """The scripted responder for a schema, or NotImplementedError naming it."""
-    try:
-        return RESPONDERS[name]
-    except KeyError:
-        supported = ", ".join(sorted(RESPONDERS))
-        raise NotImplementedError(
-            f"The scripted offline model has no structured output for schema {name!r} "
-            f"(supported: {supported}). Register a responder in reactgraph.models.offline.structured.RESPONDERS "
-            f"or use a real model.") from None
+def responder_for(purpose: str | None, parameters: dict[str, Any] | None) -> Responder:
+    """The scripted responder of a request's purpose, else one that fills `parameters` from the answer."""
+    return RESPONDERS.get(purpose or "") or answer_responder(parameters or {})

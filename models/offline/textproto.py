@@ -14,28 +14,16 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from reactgraph.tools import untrusted
 
-from .planner import BUILTIN_TOOLS
-
 _ACTION = re.compile(r"Action\s*[:：]\s*(?P<name>[\w.-]+)\s*\n\s*Action Input\s*[:：]\s*(?P<input>.*?)"
                      r"(?=\n\s*Observation\s*[:：]|\n\s*Thought\s*[:：]|\Z)", re.S)
 _OBSERVATION = re.compile(r"^\s*Observation\s*[:：]\s*", re.S)
-_LABELLED = re.compile(r"^\s*(?:Question|Observation)\s*[:：]", re.M)
-# How the product asks a text-only model for a plan (nodes/prompts.py, TEXT_PLAN_FORMAT and
-# TEXT_REPLAN_FORMAT): read from the prompt, as any model reads it.
-_PLAN_REQUEST = re.compile(r"^Write the (?P<revised>revised )?plan as text, a numbered list", re.M)
+_LABELLED = re.compile(r"^\s*Observation\s*[:：]", re.M)
 _ERROR = re.compile(r"timed out|failed|invalid arguments|unknown tool|unavailable|circuit open|denied|"
                     r"not permitted|is disabled|is busy|rate limit|^error\b", re.I)
 
 
 def is_text_protocol(stop: Sequence[str] | None) -> bool:
     return any(s.strip().startswith("Observation") for s in stop or [])
-
-
-def text_tools(messages: Sequence[BaseMessage]) -> set[str]:
-    """Built-in tools the prompt mentions (all of them when it names none)."""
-    prompt = " ".join(m.text for m in messages if isinstance(m, SystemMessage))
-    named = {t for t in BUILTIN_TOOLS if re.search(rf"\b{t}\b", prompt)}
-    return named or set(BUILTIN_TOOLS)
 
 
 def _parse_input(raw: str) -> dict:
@@ -45,11 +33,6 @@ def _parse_input(raw: str) -> dict:
     except ValueError:
         return {"input": raw}
     return value if isinstance(value, dict) else {"input": value}
-
-
-def _question(text: str) -> str:
-    match = list(re.finditer(r"^\s*Question\s*[:：]\s*(.+)$", text, re.M))
-    return match[-1].group(1).strip() if match else text
 
 
 def to_tool_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -79,7 +62,7 @@ def to_tool_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         elif isinstance(message, (HumanMessage, ToolMessage)) and _OBSERVATION.match(text):
             observe(text)
         elif isinstance(message, HumanMessage):
-            out.append(HumanMessage(_question(text)))
+            out.append(message)
         elif isinstance(message, AIMessage):
             parts = re.split(r"\n\s*(?=Observation\s*[:：])", text)
             for part in parts:
@@ -105,15 +88,9 @@ def as_tool_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     return to_tool_messages(messages) if textual and not has_calls else list(messages)
 
 
-def plan_request(messages: Sequence[BaseMessage]) -> str | None:
-    """"Plan" or "Replan" when the system prompt asks for a plan written as a numbered list, else None."""
-    prompt = "\n".join(m.text for m in messages if isinstance(m, SystemMessage))
-    match = _PLAN_REQUEST.search(prompt)
-    return None if match is None else "Replan" if match.group("revised") else "Plan"
-
-
 def render_plan(args: dict) -> str:
-    """A Plan's or Replan's arguments in the numbered-list format the prompt asks for."""
+    """A Plan's or Replan's arguments as a numbered list, one `N. goal (tool: name)` line a step: how a plan is
+    written without a schema (the text protocol's plan and replan requests)."""
     lines = []
     if "avoid_tools" in args:
         lines += [f"Reason: {args.get('reason') or ''}", f"Avoid tools: {', '.join(args['avoid_tools']) or 'none'}"]
