@@ -32,7 +32,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import QueryParams
@@ -42,6 +42,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from reactgraph.service.http_guard import ServerFault
 from reactgraph.service.server_config import BadServerConfig, LanggraphConfig
 from reactgraph.service.wire import BadRequest, dumps, plain
+
+if TYPE_CHECKING:  # the type only: the functions that use it import it where they run
+    from langgraph_sdk import Auth
 
 # What `@auth.authenticate` may ask for by name, as langgraph-api injects them (`body` is listed there but
 # never given; we do not offer it either: reading the body here would consume it before the route does).
@@ -54,7 +57,7 @@ MIN_KEY_CHARS = 16
 class AuthSettings:
     """`ServerSettings.auth`: at most one of `handlers` (the Auth object) and `api_keys` (name → key)."""
 
-    handlers: Any = None
+    handlers: Auth | None = None
     api_keys: dict[str, str] = field(default_factory=dict, repr=False)  # repr=False: keys never printed
     source: str = ""  # what the startup line says: "auth.py:auth" or "api keys from FILE (3)"
     parameters: frozenset[str] = frozenset()  # what `@auth.authenticate` asked for
@@ -84,7 +87,7 @@ def auth_settings(config: LanggraphConfig, api_keys: Path | None) -> AuthSetting
                         parameters=authenticate_parameters(handlers._authenticate_handler, path))
 
 
-def load_auth_object(path: str, base: Path) -> Any:
+def load_auth_object(path: str, base: Path) -> Auth:
     """The `Auth` at "file.py:name" (relative to `base`, the langgraph.json's directory) or "module:name"."""
     from langgraph_sdk import Auth
 
@@ -258,7 +261,8 @@ async def authenticate(settings: AuthSettings, scope: Scope) -> Caller:
             raise BadRequest(401, "missing or unknown api key (send it in the x-api-key header)")
         return Caller(AuthUser({"identity": matched, "display_name": matched, "is_authenticated": True,
                                 "permissions": []}), ())
-    fn = settings.handlers._authenticate_handler
+    # the operator's function (auth_settings made sure there is one), sync or async
+    fn: Any = settings.handlers._authenticate_handler if settings.handlers is not None else None
     arguments = _arguments(scope, settings.parameters)
     try:
         if _is_async(fn):

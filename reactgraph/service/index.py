@@ -34,7 +34,7 @@ import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import redis.asyncio
 
@@ -214,13 +214,13 @@ class RecordIndex:
         return found
 
 
-Record = dict[str, Any]
+Record = TypeVar("Record", bound=Mapping[str, Any])  # a thread's or an assistant's record (records.py)
 SCORED = {"updated_at": "u", "created_at": "c"}  # sort keys the index keeps scores for
 BATCH = 100  # records read (and decoded) at once when a filter is checked on records
 
 
 @dataclass
-class Query:
+class Query(Generic[Record]):
     """What a search asks: the terms every hit has, the whole filter as a check on a record, and the order."""
 
     terms: list[str]
@@ -235,7 +235,7 @@ class Query:
 
 
 @dataclass
-class Source:
+class Source(Generic[Record]):
     """Where records come from: `load(ids)` (None for an absent or damaged one) and `repair(id, record)`, which
     rewrites (or, for None, removes) the index entry of a record that does not match it."""
 
@@ -248,7 +248,7 @@ class _Ordered:
     """The query's ids in its order, a slice at a time: from the index's scores, else sorted once on the
     entries' sort fields (ids only: no record is read)."""
 
-    def __init__(self, index: RecordIndex, query: Query) -> None:
+    def __init__(self, index: RecordIndex, query: Query[Any]) -> None:
         self.index, self.query = index, query
         self.listed: list[str] | None = None
 
@@ -275,7 +275,7 @@ class _Ordered:
                       reverse=q.newest_first)
 
 
-async def _kept(source: Source, query: Query, ids: list[str]) -> list[Record]:
+async def _kept(source: Source[Record], query: Query[Record], ids: list[str]) -> list[Record]:
     found = []
     for record_id, record in zip(ids, await source.load(ids), strict=True):
         if record is None or not set(query.terms) <= {"all", *query.terms_of(record)}:
@@ -285,7 +285,7 @@ async def _kept(source: Source, query: Query, ids: list[str]) -> list[Record]:
     return found
 
 
-async def search(source: Source, query: Query, offset: int, limit: int) -> list[Record]:
+async def search(source: Source[Record], query: Query[Record], offset: int, limit: int) -> list[Record]:
     """The page `offset`..`offset + limit` of the records the query finds."""
     ordered = _Ordered(source.index, query)
     if query.exact:
@@ -293,7 +293,7 @@ async def search(source: Source, query: Query, offset: int, limit: int) -> list[
     return (await _scan(source, query, ordered, offset + limit))[0][offset:]
 
 
-async def count(source: Source, query: Query) -> int:
+async def count(source: Source[Record], query: Query[Record]) -> int:
     """How many records the query finds: from the index when it is exact, else by reading them."""
     if query.exact and query.ids is None:
         return await source.index.count(query.terms)
@@ -303,7 +303,8 @@ async def count(source: Source, query: Query) -> int:
     return (await _scan(source, query, ordered, None))[1]
 
 
-async def _scan(source: Source, query: Query, ordered: _Ordered, want: int | None) -> tuple[list[Record], int]:
+async def _scan(source: Source[Record], query: Query[Record], ordered: _Ordered, want: int | None
+                ) -> tuple[list[Record], int]:
     """(the first `want` records the query keeps (None: none kept, only counted), how many it keeps in all or
     until `want`), reading BATCH records at a time in the query's order."""
     kept: list[Record] = []

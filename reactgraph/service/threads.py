@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 import redis.asyncio
@@ -42,13 +42,14 @@ from langgraph.types import Command, Send, StateSnapshot, StateUpdate
 
 from reactgraph.errors import ReactGraphError
 from reactgraph.graph.sessions import adrop_session_items
+from reactgraph.service.assistants.catalogue import Assistants
 from reactgraph.service.auth import matches
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.events import EVENTS_KEPT_S, MAX_EVENT_BYTES, MAX_EVENTS_PER_RUN, bounded
 from reactgraph.service.index import BATCH, LEGACY_OWNER, Query, Source, filter_terms, term_of
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.records import ServiceRecords, thread_entry, thread_terms
-from reactgraph.service.wire import BadRequest, decode_thread, field, plain
+from reactgraph.service.records import ServiceRecords, ThreadRecord, decode_thread, thread_entry, thread_terms
+from reactgraph.service.wire import BadRequest, field, plain
 
 MAX_ROLLED_BACK_STEPS = 500  # checkpoints of one run looked past to find the state before it
 
@@ -250,7 +251,8 @@ DECODE_ON_LOOP = 16  # more records than this are decoded on a worker thread
 
 
 def thread_query(allowed: dict[str, Any] | None, metadata: dict[str, Any], status: str | None,
-                 ids: list[str] | None, sort: str, newest_first: bool) -> Query:
+                 ids: list[str] | None, sort: str, newest_first: bool,
+                 check_async: Callable[[ThreadRecord], Awaitable[bool]] | None = None) -> Query[ThreadRecord]:
     terms, exact = filter_terms(allowed)
     for name, value in metadata.items():
         term = term_of(name, value)
@@ -259,33 +261,34 @@ def thread_query(allowed: dict[str, Any] | None, metadata: dict[str, Any], statu
     if status:
         terms.append(f"st={status}")
 
-    def check(record: dict[str, Any]) -> bool:
+    def check(record: ThreadRecord) -> bool:
         held: Any = record.get("metadata")
         held = held if isinstance(held, dict) else {}
         return ((not status or record.get("status") == status)
                 and all(held.get(k) == v for k, v in metadata.items()) and matches(held, allowed))
 
-    return Query(sorted(set(terms)) or ["all"], check, exact, thread_terms, sort, newest_first, ids)
+    return Query(sorted(set(terms)) or ["all"], check, exact and check_async is None, thread_terms, sort, newest_first,
+                 ids, check_async)
 
 
-def thread_source(records: ServiceRecords) -> Source:
+def thread_source(records: ServiceRecords) -> Source[ThreadRecord]:
     read: dict[str, Any] = {}  # each id's record as last read, for a repair to check it is still the same
 
-    async def load(ids: list[str]) -> list[dict[str, Any] | None]:
+    async def load(ids: list[str]) -> list[ThreadRecord | None]:
         pipe = records.client.pipeline(transaction=False)
         for thread_id in ids:
             pipe.get(records.keys.thread(thread_id))
         raws = await pipe.execute()
         read.update(zip(ids, raws, strict=True))
 
-        def decoded() -> list[dict[str, Any] | None]:
+        def decoded() -> list[ThreadRecord | None]:
             # as a GET reads it: a damaged one (metadata no object, say) is passed over with a log line
             found = [decode_thread(raw, records.keys.thread(i)) for i, raw in zip(ids, raws, strict=True)]
             return [r if r is not None and r["thread_id"] == i else None for i, r in zip(ids, found, strict=True)]
 
         return await asyncio.to_thread(decoded) if len(ids) > DECODE_ON_LOOP else decoded()
 
-    async def repair(thread_id: str, record: dict[str, Any] | None) -> None:
+    async def repair(thread_id: str, record: ThreadRecord | None) -> None:
         await records.indexed.repair(thread_id, read.get(thread_id), record)
 
     return Source(records.indexed.index, load, repair)
@@ -323,7 +326,7 @@ async def backfill(records: ServiceRecords) -> int:
     return done
 
 
-async def forget_temporary_thread(records: ServiceRecords, assistants: Any, thread_id: str) -> bool:
+async def forget_temporary_thread(records: ServiceRecords, assistants: Assistants, thread_id: str) -> bool:
     """Delete the thread of its ended temporary run before the run's end is told (who sees the end sees it gone);
     False (kept) when another run waits on it."""
     keys, client = records.keys, records.client

@@ -214,12 +214,6 @@ def decode_record(raw: str | bytes | None, key: str, required: Sequence[str], st
     return record
 
 
-def decode_thread(raw: str | bytes | None, key: str, strict: bool = False) -> dict[str, Any] | None:
-    """A thread record as its readers take it (`decode_record`): its ids, dates and status strings, and its
-    metadata an object, which filters and searches read into (a list there would fail every search)."""
-    return decode_record(raw, key, ("thread_id", "created_at", "status"), strict, objects=("metadata",))
-
-
 class UnreadableRecord(BadRequest):
     """A thread or run record in Redis that cannot be read back (500, one line naming its key)."""
 
@@ -235,7 +229,7 @@ def report_unreadable(key: str, reason: str, strict: bool) -> None:
         raise UnreadableRecord(key, reason)
 
 
-def encoded(record: dict[str, Any], what: str) -> str:
+def encoded(record: Mapping[str, Any], what: str) -> str:
     """`record` as the JSON stored for it, or a 413 naming the limit when it would be too large to read back."""
     text = json.dumps(record, ensure_ascii=False)
     size = len(text.encode())

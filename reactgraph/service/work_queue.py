@@ -36,7 +36,7 @@ import redis.asyncio
 
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.records import ServiceRecords, encoded, now_iso
+from reactgraph.service.records import RunRecord, ServiceRecords, encoded, now_iso
 from reactgraph.service.wire import redis_text
 
 log = logging.getLogger("reactgraph.service")
@@ -236,7 +236,7 @@ def later_iso(seconds: float) -> str:
     return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()
 
 
-async def schedule_run(records: ServiceRecords, record: dict[str, Any], after_s: float) -> tuple[bool, list[str]]:
+async def schedule_run(records: ServiceRecords, record: RunRecord, after_s: float) -> tuple[bool, list[str]]:
     """Store `record` to start `after_s` seconds from now, under its multitask strategy as records.create_run
     does: (created, run ids ahead of it)."""
     thread_id, run_id, keys = record["thread_id"], record["run_id"], records.keys
@@ -248,7 +248,7 @@ async def schedule_run(records: ServiceRecords, record: dict[str, Any], after_s:
     return True, ahead
 
 
-async def cancel_scheduled(records: ServiceRecords, run: dict[str, Any], action: str) -> bool:
+async def cancel_scheduled(records: ServiceRecords, run: RunRecord, action: str) -> bool:
     """Cancel a run still waiting for its time: it never starts; it reads `interrupted` (`rollback`: it is
     deleted). False when it is not waiting for its time (promoted, or not scheduled at all)."""
     thread_id, run_id = run["thread_id"], run["run_id"]
@@ -260,7 +260,7 @@ async def cancel_scheduled(records: ServiceRecords, run: dict[str, Any], action:
         return True
     current = await records.get_run(thread_id, run_id)
     if current is not None:  # nobody else writes it now: no worker will ever take it
-        current.update(status="interrupted", updated_at=now_iso())
+        current["status"], current["updated_at"] = "interrupted", now_iso()
         await records.client.set(records.keys.run(thread_id, run_id), encoded(current, "run record"))
     return True
 
