@@ -1,17 +1,11 @@
-"""The runs API: create, wait for, stream, join, list and cancel runs; a thread's stream and its protocol commands.
+"""The runs API: runs created (in the background, streamed or waited on; on a thread or stateless), listed, read,
+joined, cancelled and deleted, and a thread's own streams.
 
-Runs: create (background, streamed, waited on; on a thread or stateless), list, get, delete, join, join the
-stream, cancel.
-
-The API process only stores and enqueues runs and reads their events from Redis: a worker (any, anywhere)
-executes them. A stream is therefore the same whether the client stays connected or reconnects to another
-API process with `Last-Event-ID`.
-
-A thread's own streams: `threads.join_stream` (GET /threads/{id}/stream: every run's events as they come,
-each run's end as `metadata {"status": "run_done"}`), and the thread-centric (v3) protocol of langgraph-sdk's
-`threads.stream` — commands (POST /threads/{id}/commands: `run.start`, `input.respond`) and the event stream
-(POST /threads/{id}/stream/events, SSE, resumed from `since` or `Last-Event-ID`). Both stay open until the
-client leaves, as langgraph-api's do; both hold one of the process's stream slots meanwhile.
+An API process only stores and enqueues a run and reads its events from Redis; a worker, anywhere, executes
+it. So a stream is the same whether its client stays or reconnects to another process with `Last-Event-ID`. A
+thread's streams — `threads.join_stream` and the thread-centric (v3) protocol of `threads.stream`, with its
+`run.start` and `input.respond` commands — read every run of the thread, stay open until the client leaves as
+langgraph-api's do, and hold one of the process's stream slots meanwhile.
 """
 
 from __future__ import annotations

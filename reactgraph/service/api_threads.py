@@ -1,16 +1,10 @@
-"""The threads API: create, read, search, copy and delete a thread; read and write its state and history.
+"""The threads API: threads created, read, searched, counted, patched, copied and deleted, and their state read,
+updated and listed as history.
 
-Threads: create, get, search, count, patch, delete, copy (and their state, below).
-
-A thread's checkpoints are the same ones the CLI keeps for a session, so a session asked from the CLI is a
-thread here (its record is made the first time it is looked up) and a thread run here is a CLI session.
-
-A thread's state: get (the latest, or at a checkpoint), update (a checkpoint written as if by a node), history.
-
-What LangGraph refuses of an update — a node the graph has not, `__end__`, values that are no update of this
-state, messages LangChain cannot read, a subgraph the graph has not — is the client's: a 422 with its one line. A
-checkpoint that cannot be read back is a 500 naming the thread and the damage (DamagedThread): the service's saver
-raises for a damaged latest checkpoint instead of passing over it to an older one.
+A thread's checkpoints are the CLI's session checkpoints, so a CLI session is a thread here (it gets a record
+the first time it is looked up) and the other way round. What LangGraph refuses of a state update is the
+client's: a 422 with its one line. A checkpoint that cannot be read back is the service's: a 500 naming the
+thread (DamagedThread), since the service's saver never passes over a damaged latest checkpoint to an older one.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
-"""Who is calling and what they may touch: the auth handler's loading, the authentication, the rules.
+"""Who is calling and what they may touch: the operator's auth (a `langgraph_sdk.Auth` named in langgraph.json, or
+an `--api-keys` file), each request's authentication, and the `@auth.on…` handlers' verdicts with
+langgraph-api's meaning.
 
-Who may call the service, as the operator configured it at start: a `langgraph_sdk.Auth` object named by the
-`auth` section of `--config` (written exactly as for LangGraph's server), or an `--api-keys` file for one team.
-
-Everything here runs once, before the server binds: a missing file, an object that is not an `Auth`, an
-`@auth.authenticate` asking for a parameter we cannot give, a short key or a duplicate name is one line
-(`BadServerConfig`). Key material never appears in a message.
-
-Who is calling, and what they may see: authentication of every request (but /ok, /info, /metrics, open as on
-LangGraph's server) and the `@auth.on…` handlers' verdicts, with langgraph-api's meaning.
-
-- No or bad credentials: 401. A handler returning False (or failing an assert): 403. A handler's
-  `Auth.exceptions.HTTPException`: its status and detail.
-- A handler returning a filter dict restricts the request to threads whose metadata match it; the routes
-  answer a thread outside it as 404, so that its existence is not revealed.
-- The most specific handler wins: (resource, action), (resource, "*"), ("*", action), ("*", "*"), `@auth.on`.
-
-The `@auth.on…` handlers' verdict on one action, and whether a record's metadata is inside the filter it
-returned — with langgraph-api's resolution order and filter operators ($eq, $contains, $and, $or).
-
-An unknown operator fails closed (500 naming it), where langgraph-api's in-memory server ignores it.
+The auth is loaded and checked once, before the server binds: a bad file or key is one line (BadServerConfig),
+and key material never appears in a message. Every route but /ok, /info and /metrics is authenticated: no or
+bad credentials are a 401, a handler's False a 403, its HTTPException its own status. The most specific handler
+wins, and a filter it returns keeps the request to records whose metadata match it ($eq, $contains, $and,
+$or): the routes answer a record outside it as 404, so its existence is not revealed. An unknown operator fails
+closed (500), where langgraph-api's in-memory server ignores it.
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
-"""The record index: a sorted set per owner and term, kept by one Lua script, and the searches over it.
+"""The record index: the sorted sets that a thread or assistant search, count and quota read instead of the
+records, kept by one Lua script, and the searches over them.
 
-Indexes of the service's threads and assistants in Redis: what a search, a count and a quota read instead of
-the records themselves.
-
-Each record is indexed under its *terms*: `all`; its status (a thread) or graph (an assistant); and one term per
-top-level metadata field whose value is a short scalar (`m:["owner","alice"]`; metadata may hold at most
-INDEXED_FIELDS fields). A term is two sorted sets of ids, by updated_at and by created_at (ms); an entry hash
-holds each id's terms, sort fields and quota owner; and one sorted set per quota owner holds the ids that owner
-created, so a quota is one ZCARD in the same script that adds the id.
-
-Every index key carries one hash tag, `{<prefix>ix}`: the index is one slot of a Redis Cluster, and one script
-changes all of a record's entries at once. On one Redis (or under Sentinel) the script that writes a record also
-writes its entries (INDEX_LUA is prepended to it): one atomic step, so counts are exact. On a Cluster the record
-(in its thread's or assistant's slot) and the index slot cannot be one script: the entries are written by a
-second script right after the record (before it, for a create, so a quota refusal writes nothing). A search
-checks every record it returns against its filter and repairs the entries of one that has changed or gone.
-
-A search or count served from a RecordIndex: ids in the order asked, a
-page of them read and checked, a count from the index alone when its terms are the whole filter.
-
-A filter whose every condition is a term (metadata equality on short scalars, status, graph, the auth handler's
-equality filter) is *exact*: the page is the index's, the count one ZCARD or ZINTERCARD, and no record is read
-but those returned. Any other condition ($or, $contains, a nested or long value, a name to match) is checked
-on the records of the narrowest indexed set — the terms that are indexed, at least the owner's — read BATCH at
-a time: such a search reads as many records as that set holds until its page is full, a count all of them.
-Records are decoded off the event loop when there are more than a few.
+A record is indexed under its terms — `all`, its status or graph, each short scalar metadata field (at most
+INDEXED_FIELDS) — each a sorted set of ids by updated_at and by created_at, beside an entry hash of each id's
+terms, sort fields and quota owner. All index keys share one hash tag, so one script changes a record's entries
+at once: on one Redis the script that writes the record (exact counts), on a Cluster a second one right after
+it. A filter made only of terms is exact: its page and count come from the index alone. Any other condition is
+checked on the records of the narrowest indexed set, BATCH at a time, and an entry its record no longer matches
+is repaired on the way.
 """
 
 from __future__ import annotations

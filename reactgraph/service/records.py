@@ -1,23 +1,14 @@
-"""Run and thread records in Redis: their statuses, their index of threads, and the counts one owner holds.
+"""The service's thread and run records in Redis, and the counts of what each owner holds.
 
-Thread and run records in Redis: what the API answers from and what workers update.
-
-Records are JSON objects, written and read back as reactgraph/service/wire.py says: Redis content is
-input from outside like any other, so a record that is not one we wrote is treated as absent (and logged).
-
-A thread record written together with its index entries (reactgraph/service/index.py): one script on
-one Redis; on a Redis Cluster, the entries right after the record (before it, for a create under a quota).
-
-What a thread is indexed under: its status and its metadata's short scalar fields; it sorts by its status and
-state_updated_at as well as by updated_at and created_at.
-
-Quotas on what an owner holds at once, counted as it is taken (reactgraph/service/quotas.py): the runs they
-have pending or running (`runs_in_flight`) and the store items they put through the API (`store_items`).
-
-Each count is a sorted set per owner in the index's slot, added to by one script that checks it first (concurrent
-takes never pass the quota). What ends elsewhere — a run its worker ends, an item that expires or that a graph or
-another caller deletes — is not taken out there: when an owner's set is full, the members whose thing has gone
-are let go (each looked at once, at most the quota's number) and the script tries once more.
+A record is a JSON object with the Agent Server's fields (ThreadRecord, RunRecord) that the API answers from and
+the workers update. Redis content is untrusted input, so a record read back is checked (`decode_thread`,
+`decode_run`) and one that is not ours is treated as absent, and logged. Each change that could race is one Lua
+script on keys that share the thread's hash tag — a run created under its multitask strategy, started unless a
+cancel came first, a thread's status replaced only if it is still the record read — and a thread record is
+written with its index entries (reactgraph/service/index.py): in the same script on one Redis, right after it on
+a Cluster (before it, for a create under a quota). The owner counts behind the `runs_in_flight` and
+`store_items` quotas live here too: one script checks and adds, and what ended elsewhere (a run its worker
+ended, an item that expired) is let go only once an owner's set is full.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
-"""A run after it is queued: cancelled, joined, or streamed to a client, with what happens when the client leaves.
+"""A run after it is queued, seen from the API: cancelled, read as SSE until its end, and the result a wait
+answers with.
 
-Cancelling runs from the API: what the caller sees at once, while a running run's worker stops it within a
-moment (it polls the run's cancel mark).
-
-At once: the run reads `interrupted` (or is gone, for `rollback`); a stateless run that had not started takes
-its thread with it; and when no other run is going or waiting on the thread, the thread reads its status after
-the run — from its latest checkpoint: `interrupted` when the run stopped before a node, else `idle`; rolled back,
-from the checkpoint before the run — rather than `busy` until the worker has noticed. The worker then keeps that
-status (records.set_thread_status_if `stopped`): what the caller saw does not flip. The write is one step in
-Redis with a check that the cancelled run is still the one its worker holds and nothing waits after it
-(records.set_thread_status_if `freed`), so it never overwrites what the worker wrote once it had stopped the run,
-or its `busy` for the next run; the keys it checks share the thread's hash tag, so it holds on a Redis Cluster.
-
-Reading a run's events from Redis for a client: as SSE (streams and joins), until the run's end (waits,
-joins, `cancel?wait=true`), and the result a wait answers with.
-
-A run has ended for its readers when its worker closed its event stream (`__end__`). A reader that waits with
-nothing new also asks whether the run is still going — its worker still holds it, or its record has yet to
-reach a final status — so a run whose events expired, or that vanished, ends its readers too.
+A cancel shows its outcome at once — the run `interrupted` (gone, for `rollback`) and the thread its status
+after the run rather than `busy` — while the run's worker stops it within a moment. That write of the thread is
+one script that checks the cancelled run is still the one its worker holds and that nothing waits after it
+(records.set_thread_status_if), so it never overwrites what the worker wrote, and the worker keeps it. A run has
+ended for its readers when its worker closed its event stream; a reader that waits with nothing new also asks
+whether the run is still going, so a run whose events expired, or that vanished, ends its readers too.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
-"""A run request: its options parsed, the operator's run policy applied, the graph's input and config built.
+"""A run request's body turned into what the graph is called with, checked at create time under the operator's
+run policy: a bad run is a 422 (or 403) with one line, never a queued run that fails later.
 
-The run options langgraph-sdk sends beside a run's input, each honoured or refused with a 422 naming it (never
-taken and then ignored): when the run may start (`after_seconds`), how often it checkpoints (`durability`, and the
-older `checkpoint_during`), whether a resume must answer a waiting interrupt (`strict_resume`), the graph config's
-own keys, and what this service does not do (`webhook`, `feedback_keys`, `langsmith_tracer`).
-
-What a client's run `context` may choose on this service: the operator's run policy, and the one function that
-turns a client's context into the Context a run gets (applied at create time and again by the worker: a run
-record in Redis is untrusted input too).
-
-The operator (flags, langgraph.json's `reactgraph` section, the environment) is trusted; a client is not. A client
-never names a process to start, a file to read or an environment variable to expand (`mcp_config` is at most the
-names of the operator's MCP servers), never picks a model off the list, never replaces the system prompt unless
-allowed, never loosens approval, and never goes past the operator's caps. A refusal is a `PolicyRefusal`: 403 for
-a value that is well-formed but not permitted, 422 for one that is malformed, its one line naming the field.
-
-A run request's body → what the graph is called with. Checked at create time, so a bad run is a 422 with
-one line, never a queued run that fails later; the worker rebuilds the same values from the stored kwargs.
+Each run option langgraph-sdk sends is honoured or refused naming it, never taken and then ignored. The
+operator is trusted, a client is not: a client's `context` never names a process, a file or an environment
+variable (only the operator's MCP servers), never picks a model off the list, never replaces the system prompt
+unless allowed, never loosens approval and never passes the operator's caps. The worker builds the same call
+from the stored kwargs and applies the policy again, since a run record in Redis is untrusted too.
 """
 
 from __future__ import annotations

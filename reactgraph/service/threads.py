@@ -1,33 +1,12 @@
-"""A thread outside the API handlers: its state, selected fields, options, search, temporary end, and run hold.
+"""A thread beyond its API handlers: its checkpointed state in the Agent Server's shapes, the thread options a
+request may carry, its search, the end of a stateless run's thread, and a worker's fenced hold on it.
 
-A thread's checkpointed state in the Agent Server's shapes: `ThreadState`, checkpoints, thread status.
-
-`select` of a search: which fields of each record the answer holds (the Agent Server's ThreadSelectField and
-AssistantSelectField), checked against the fields such a record has.
-
-The thread options langgraph-sdk sends that are more than a record's fields, each honoured as langgraph-api
-does or refused naming it: `threads.create(supersteps=…)` (the updates applied to the new thread as
-`bulk_update_state` applies them), `threads.search(extract=…)` (named paths of a thread picked into
-`extracted`), `threads.search/count(values=…)`, and `ttl` (refused: expiry is the operator's `--retention`).
-
-Thread search and count through the thread index (reactgraph/service/index.py): the body's
-metadata, status and ids, inside the `threads.search` handler's filter, in the order asked.
-
-Without an auth filter every thread is the caller's, including sessions the CLI started on the same Redis that
-the service has no record of yet: such a search first gives those a record (BATCH at a time, by a SCAN of the
-checkpoints' keys). Threads written before the index existed are indexed when the service starts (`backfill`).
-
-A stateless run's thread (`POST /runs…` with `on_completion: delete`, the default) goes once the run has
-ended, as on langgraph-api: its checkpoints, its session's long-term items and its records. The run's own
-record and cancel mark stay as long as its events do (EVENTS_KEPT_S), for the readers still reading them — the
-stream or wait that started the run answers from its events, not from the thread.
-
-What a worker may do to a thread while it holds the thread's session lease, fenced.
-
-Taking the thread bumps its fence counter; every later write of this holder (taking the next run, adding an
-event, ending a run) runs in a script that first checks the counter still has this holder's number. A
-worker that lost its lease without noticing (a long pause, a partition) and woke up after another took over
-is refused there instead of interleaving its writes with the new holder's.
+`supersteps`, `extract` and `values` are honoured as langgraph-api does them; `ttl` is refused (expiry is the
+operator's `--retention`). A search goes through the thread index and, without an auth filter, first gives a
+record to the CLI sessions the service has not seen. A stateless run's thread goes when its run ends; the run's
+record and events stay as long as their readers may read them. A worker holding a thread's lease writes only
+through scripts that check its fence number, so a holder that lost its lease without noticing is refused
+instead of interleaving its writes with the new holder's.
 """
 
 from __future__ import annotations

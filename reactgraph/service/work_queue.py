@@ -1,24 +1,11 @@
-"""The work queue: runs queued on a Redis stream now, or at their time, claimed by workers and acknowledged once.
+"""The work queue: "thread T has work" tokens on a Redis stream read by the workers' consumer group, the sweep
+that gives a lost token back, and the promote step of runs scheduled with `after_seconds`.
 
-The work queue: a Redis stream of "thread T has work" tokens, read by the workers' consumer group, and the
-sweep that gives a token back to any thread whose runs wait without one.
-
-No accepted run depends on the stream alone. The stream is never trimmed (a token not yet delivered would go
-with the trim, its runs left `pending` for ever); a token leaves it only when a worker acknowledges it. Every
-thread that was given work is also in the `with_work` index (written before its run is stored, so it survives
-whatever a failover keeps of the run), and each thread remembers the id of its latest token: the sweep walks
-the index and re-notifies a thread that still has runs waiting but whose latest token is gone — lost in a
-failover, deleted by hand — and drops the threads that have nothing left to do.
-
-Runs created with `after_seconds`: stored at once, started no earlier than that.
-
-Such a run is kept out of its thread's `pending` list — the list a worker holding the thread takes runs from —
-in the thread's `scheduled` sorted set (run id → when it is due, ms), and named in a global sorted set
-(`<thread id> <run id>` → due ms) that the workers' promote step reads. Promoting a due run is one script on
-the thread's keys: it leaves the thread's set (only one promoter, or a cancel, can take it out), and unless it
-was deleted or cancelled meanwhile it joins the end of `pending`; then the thread is notified and the global
-entry dropped. A promoter that dies between the two steps leaves the global entry, which the next one finds
-and drops (its script answers 0). Every script touches only one thread's keys (one hash tag): Cluster-safe.
+Tokens name threads, not runs: the thread's lease decides who runs (reactgraph/service/worker.py). No accepted
+run depends on the stream alone: it is never trimmed, every thread given work is in the `with_work` index
+(written before its run is stored), and the sweep re-notifies a thread whose runs wait without a token. A
+scheduled run waits in its thread's `scheduled` set rather than in `pending` until a promoter moves it there,
+in one script on the thread's keys (Cluster-safe; a promoter that dies halfway leaves an entry the next drops).
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
-"""A worker: claims a queued run, executes it under the thread's lease with heartbeats, ends it once and acks it.
+"""A worker: it claims threads with work from the queue and runs their runs one at a time under each thread's
+session lease, ending every run once, with a cause.
 
-Execute one run on the thread a worker holds: stream the graph, write each event, end with a status.
-
-Every way a run ends is its own branch: success (the thread may still wait on an interrupt), cancelled
-(`interrupt` keeps what it did, `rollback` deletes its checkpoints and the run), failed (an `error` event
-and status `error`), fenced out (another worker took the thread: stop writing, leave the run to it), and
-the worker shutting down (the run stays active and is resumed from its checkpoint by the next holder).
-
-`reactgraph worker`: claim threads that have work from the Redis stream, run their runs one at a time.
-
-The queue (a Redis Streams consumer group) carries "thread T has work" tokens, not runs: a worker that gets a
-token takes T's session lease — the same lease the CLI takes — bumps T's fence, then runs T's runs in order
-until none waits, releases the lease and acks the token. The lease, not the stream, decides who runs:
-
-- a token for a thread whose lease is held is left unacknowledged; the holder looks for new runs after it
-  releases, and if it died, the token is claimed again (XAUTOCLAIM) once idle and retried until the dead
-  holder's lease has expired; the run left active is then resumed from its last checkpoint;
-- so a run that takes longer than the claim idle time is never run twice: a claimer finds the lease held.
-  (This is the trap of brokers that re-deliver a task idle too long: redelivery here only ever retries the lease.)
-
-SIGTERM/SIGINT: stop taking tokens, let running runs finish for up to `drain_s`, then stop them where they
-are: they stay active, their threads are handed back to the queue, and the next worker resumes them.
+A worker that gets a thread's token takes its lease (the CLI's lease too), bumps its fence, runs its runs in
+order until none waits, then releases it and acknowledges the token. The lease, not the stream, decides who
+runs, so a run longer than the claim idle time is never run twice: a token claimed again only retries the lease,
+and a dead holder's active run is resumed from its last checkpoint once that lease expires (at most MAX_RESUMES
+times). Each way a run ends is its own branch: success, cancelled (`interrupt` keeps what it did, `rollback`
+deletes it), failed, fenced out, and the worker stopping (SIGTERM: running runs get `drain_s`, then are handed
+back and resumed by the next worker).
 """
 
 from __future__ import annotations

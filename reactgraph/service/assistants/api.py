@@ -1,18 +1,10 @@
-"""The assistants API: read, search, count, create, update, version and delete assistants.
+"""The assistants API: assistants read (get, search, count, versions, a graph's drawing, schemas and subgraphs)
+and changed (create, update as a new version, set the latest, delete).
 
-Assistants, read: search, count, get, versions, and a graph's drawing, schemas and subgraphs.
-
-The served graphs' own assistants and those clients created (reactgraph/service/assistants/api.py) are
-found alike, each inside what the `assistants.read` / `assistants.search` auth handler lets the caller see.
-
-Assistants, changed: create, update (a new version), set the latest version, delete — kept in Redis.
-
-A created assistant is one of the served graphs with its own settings (config, context) and description
-(name, description, metadata). Its settings pass the checks a run's settings pass (the operator's run policy:
-a model off the list is refused). The `assistants.create/update/delete` auth handlers decide as for threads:
-what a create handler writes into the metadata (an owner) is kept, and a filter one returns hides what is
-outside it (404). The graphs' own assistants are the operator's: they are read, never changed. Deleting an
-assistant cancels its pending and running runs, as langgraph-api does.
+The graphs' own assistants and those clients created are found alike, each inside what the `assistants.*`
+auth handler lets the caller see: a filter hides the rest as 404, and what a create handler writes into the
+metadata is kept. The graphs' own are the operator's, read and never changed. A created assistant's settings
+pass the checks a run's pass, and deleting one cancels its pending and running runs, as langgraph-api does.
 """
 
 from __future__ import annotations

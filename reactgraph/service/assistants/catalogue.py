@@ -1,18 +1,11 @@
-"""The assistants the service offers: one per graph, and what a client may set on one it creates.
+"""The assistants the service offers: one per graph (react, plan_solve, reflexion), compiled once per process on
+the service's saver and store, and what a client may set on an assistant it creates.
 
-The assistants the service offers: one per graph (react, plan_solve, reflexion), compiled on the service's
-Redis saver and store, with ids derived from the graph name exactly as the LangGraph server derives them (so
-a client that hard-codes an assistant id of `langgraph dev` finds the same one here); and those clients
-created (kept in Redis: reactgraph/service/assistants/records.py), each one of these graphs with its own
-settings.
-
-A client's assistant (the body of `assistants.create` and `assistants.update`) → the fields stored with it:
-each one bounded, and its settings checked exactly as a run's are. An assistant's context goes through the
-operator's run policy when it is made (a model off the list is refused then, not when a run on it starts), and
-again, merged with the run's own, whenever a run uses it.
-
-As in the Agent Server, `config.configurable` and `context` mirror each other (give one of them); a run's
-settings go over its assistant's (`with_assistant`).
+A graph's own assistant has the id `langgraph dev` derives from the graph name, so a client that hard-codes it
+finds it here too. A created assistant is one of these graphs with its own settings (Settings) and description
+(Described), each bounded; its settings pass the operator's run policy when it is made and again, under the
+run's own (`with_assistant`), whenever a run uses it. As in the Agent Server, `config.configurable` and
+`context` mirror each other.
 """
 
 from __future__ import annotations

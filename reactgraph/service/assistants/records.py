@@ -1,17 +1,13 @@
-"""Assistants clients created, kept in Redis as versioned records, indexed, and searched.
+"""The assistants clients created, in Redis: each one's current record and every version of it, their index
+entries, and their search.
 
-Created assistants in Redis: each one's current record and every version of it, under one hash tag (so a
-script may change both at once on a Redis Cluster), and their index entries (reactgraph/service/index.py),
-written in the same script on one Redis (after the record on a Cluster; before it for a create, under its quota).
-
-A version is never removed on its own: an update adds version n+1 and makes it current, `set_latest` makes an
-earlier one current again. A record read back is Redis content: it must be one this service wrote, for a graph
-this service serves, or it is treated as absent (and logged).
-
-Assistant search and count through the assistant index (reactgraph/service/index.py): graph, metadata
-(`@>`: a short scalar field is a term, anything else is checked on records) and name (checked on records),
-inside the `assistants.search` handler's filter. The graphs' own assistants are in the index too (owner
-`system`, put there at start), read from memory rather than Redis.
+A record and its versions share one hash tag, so one script changes both, and on one Redis the same script
+writes the index entries (on a Cluster a second one does, after it; before it for a create under its quota). A
+version is never removed on its own: an update adds version n+1 and makes it current, `set_latest` makes an
+earlier one current again. A record read back must be one this service wrote, for a graph it serves
+(AssistantRecord, checked), or it is absent. A search narrows by the index's terms (graph, short scalar
+metadata) and checks the rest (`@>` metadata, name) on the records; the graphs' own assistants are indexed at
+start under owner `system` and read from memory.
 """
 
 from __future__ import annotations
