@@ -111,6 +111,31 @@ class ThreadRecord(TypedDict):
     extracted: NotRequired[dict[str, Any]]  # in a search's answer only: its `extract` paths
 
 
+class RunKwargs(TypedDict, total=False):
+    """What a run's graph is called with, stored with the run as plain JSON: written whole by
+    run_request.run_kwargs from the request (checked there), read back from Redis as found — so no key is
+    required, and the worker applies the run policy to `context` again."""
+
+    input: Any
+    command: dict[str, Any] | None  # resume, update, goto
+    stream_mode: list[str]
+    context: dict[str, Any]
+    config: dict[str, Any]  # configurable (with the caller's and the graph's ids), recursion_limit, tags, …
+    checkpoint_id: str | None
+    stream_subgraphs: bool
+    interrupt_before: list[str] | str | None  # node names, or "*"
+    interrupt_after: list[str] | str | None
+    subgraphs: bool  # the Agent Server records these with a run; kept as given
+    resumable: bool
+    webhook: None
+    feedback_keys: None
+    temporary: bool  # a stateless run whose thread goes with it
+    durability: str  # run_request.RunOptions
+    checkpoint_during: bool
+    after_seconds: float
+    strict_resume: bool
+
+
 class RunRecord(TypedDict):
     """A run as it is stored, queued, executed and answered: langgraph_sdk.schema.Run's fields (dates as ISO text),
     with `kwargs`, what the graph is called with (reactgraph/service/run_request.py).
@@ -125,7 +150,7 @@ class RunRecord(TypedDict):
     created_at: NotRequired[str]
     updated_at: NotRequired[str]
     metadata: NotRequired[dict[str, Any]]
-    kwargs: NotRequired[dict[str, Any]]
+    kwargs: NotRequired[RunKwargs]
     multitask_strategy: NotRequired[str]  # one of STRATEGIES
     langsmith_session_name: NotRequired[None]
     error: NotRequired[dict[str, str]]  # a failed run's cause: {"error", "message"}
