@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict, cast
 
@@ -413,11 +413,11 @@ return index_apply(ARGV[1], ARGV[2], ARGV[3], '')
 """
 
 
-def thread_terms(record: Mapping[str, Any]) -> list[str]:
+def thread_terms(record: ThreadRecord) -> list[str]:
     return [f"st={record.get('status')}", *metadata_terms(record.get("metadata"))]
 
 
-def thread_entry(record: Mapping[str, Any], owner: str | None = None) -> str:
+def thread_entry(record: ThreadRecord, owner: str | None = None) -> str:
     sort = {"thread_id": str(record.get("thread_id")), "status": str(record.get("status") or ""),
             "state_updated_at": str(record.get("state_updated_at") or "")}
     return entry(thread_terms(record), record, sort, owner)
@@ -464,12 +464,12 @@ class ThreadIndex:
             if not ids or len(found) >= total:
                 return found
 
-    def status_args(self, record: Mapping[str, Any]) -> list[str]:
+    def status_args(self, record: ThreadRecord) -> list[str]:
         """What a script that replaces the record in place (records._SET_THREAD_IF) needs to index it too (one
         Redis); on a Cluster, nothing (`after_replace` indexes it)."""
         return [] if self.index.on_cluster else [self.index.base, record["thread_id"], thread_entry(record)]
 
-    async def after_replace(self, record: Mapping[str, Any]) -> None:
+    async def after_replace(self, record: ThreadRecord) -> None:
         if self.index.on_cluster:
             await self.index.apply(record["thread_id"], thread_entry(record))
 
@@ -482,7 +482,7 @@ class ThreadIndex:
             await self._drop(keys=[self.keys.thread(thread_id), self.index.entries],
                              args=[self.index.base, thread_id])
 
-    async def repair(self, thread_id: str, raw: Any, record: Mapping[str, Any] | None) -> None:
+    async def repair(self, thread_id: str, raw: Any, record: ThreadRecord | None) -> None:
         """Set the entry of a thread a search read as `raw` (decoded: `record`, None if absent or unreadable)
         right, unless the record has changed since (on a Cluster, without that check)."""
         found = "" if record is None else thread_entry(record)

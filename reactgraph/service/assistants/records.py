@@ -112,11 +112,11 @@ def version_of(record: AssistantRecord) -> AssistantVersion:
             "created_at": record["updated_at"], "name": record["name"], "description": record.get("description")}
 
 
-def assistant_terms(record: Mapping[str, Any]) -> list[str]:
+def assistant_terms(record: AssistantRecord) -> list[str]:
     return [f"g={record.get('graph_id')}", *metadata_terms(record.get("metadata"))]
 
 
-def assistant_entry(record: Mapping[str, Any], owner: str | None = None) -> str:
+def assistant_entry(record: AssistantRecord, owner: str | None = None) -> str:
     sort = {k: str(record.get(k) or "").lower() for k in ("assistant_id", "graph_id", "name")}
     return entry(assistant_terms(record), record, sort, owner)
 
@@ -138,7 +138,7 @@ class AssistantRecords:
         own = [self.keys.assistant(assistant_id), self.keys.assistant_versions(assistant_id)]
         return own if self.index.on_cluster else [*own, self.index.entries]
 
-    def _indexed(self, record: Mapping[str, Any], owner: str | None = None, limit: int | None = None) -> list[Any]:
+    def _indexed(self, record: AssistantRecord, owner: str | None = None, limit: int | None = None) -> list[Any]:
         """The index arguments of a script that writes `record` (none on a Cluster: written by a second script)."""
         if self.index.on_cluster:
             return []
