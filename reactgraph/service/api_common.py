@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from reactgraph.memory.session_id import InvalidSessionId, check_session_id
 from reactgraph.service.assistants.catalogue import Assistants
+from reactgraph.service.quotas import StreamSlots
 from reactgraph.service.records import ServiceRecords
 from reactgraph.service.wire import BadRequest, dumps, read_body
 from reactgraph.service.work_queue import WorkQueue
@@ -26,7 +27,7 @@ class Service:
     records: ServiceRecords
     assistants: Assistants
     queue: WorkQueue
-    streams: Any = None  # StreamSlots: the process's event readers and their Redis client
+    streams: StreamSlots  # the process's event readers and their Redis client
 
 
 def service(request: Request) -> Service:

@@ -1,24 +1,18 @@
-"""The runs API: create, wait for, stream, join, list and cancel runs; a thread's stream and its protocol commands.
+"""The runs API: runs created (in the background, streamed or waited on; on a thread or stateless), listed, read,
+joined, cancelled and deleted, and a thread's own streams.
 
-Runs: create (background, streamed, waited on; on a thread or stateless), list, get, delete, join, join the
-stream, cancel.
-
-The API process only stores and enqueues runs and reads their events from Redis: a worker (any, anywhere)
-executes them. A stream is therefore the same whether the client stays connected or reconnects to another
-API process with `Last-Event-ID`.
-
-A thread's own streams: `threads.join_stream` (GET /threads/{id}/stream: every run's events as they come,
-each run's end as `metadata {"status": "run_done"}`), and the thread-centric (v3) protocol of langgraph-sdk's
-`threads.stream` — commands (POST /threads/{id}/commands: `run.start`, `input.respond`) and the event stream
-(POST /threads/{id}/stream/events, SSE, resumed from `since` or `Last-Event-ID`). Both stay open until the
-client leaves, as langgraph-api's do; both hold one of the process's stream slots meanwhile.
+An API process only stores and enqueues a run and reads its events from Redis; a worker, anywhere, executes
+it. So a stream is the same whether its client stays or reconnects to another process with `Last-Event-ID`. A
+thread's streams — `threads.join_stream` and the thread-centric (v3) protocol of `threads.stream`, with its
+`run.start` and `input.respond` commands — read every run of the thread, stay open until the client leaves as
+langgraph-api's do, and hold one of the process's stream slots meanwhile.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from sse_starlette import ServerSentEvent
@@ -33,7 +27,15 @@ from reactgraph.service.assistants.catalogue import with_assistant
 from reactgraph.service.auth import authorize, caller_of, matches
 from reactgraph.service.events import END, ProtocolEvents, StreamFilter, ThreadReader, entry_id, run_mode_filter
 from reactgraph.service.quotas import owner_of, quotas_of
-from reactgraph.service.records import FINAL_RUN_STATUSES, RUN_STATUSES, create_counted, new_id, now_iso
+from reactgraph.service.records import (
+    FINAL_RUN_STATUSES,
+    RUN_STATUSES,
+    RunRecord,
+    ThreadRecord,
+    create_counted,
+    new_id,
+    now_iso,
+)
 from reactgraph.service.run_control import (
     HeldStream,
     cancel_now,
@@ -66,7 +68,7 @@ RUN_FIELDS = ("run_id", "thread_id", "assistant_id", "created_at", "updated_at",
 
 
 async def create(request: Request, *, stateless: bool = False, body: dict[str, Any] | None = None
-                 ) -> tuple[Service, dict[str, Any], dict[str, Any]]:
+                 ) -> tuple[Service, ThreadRecord, RunRecord]:
     """Store and enqueue the body's run (`body`, else the request's): on the path's thread, or (`stateless`) on a
     new thread of its own, which its worker deletes after the run unless the body says `on_completion: keep` (as
     langgraph-api does)."""
@@ -111,7 +113,7 @@ async def create(request: Request, *, stateless: bool = False, body: dict[str, A
                               "assistant_id": assistant.assistant_id}
         await svc.records.put_thread(thread)
     stamp, after = now_iso(), kwargs["after_seconds"]
-    run = {"run_id": new_id(), "thread_id": thread_id, "assistant_id": assistant.assistant_id,
+    run: RunRecord = {"run_id": new_id(), "thread_id": thread_id, "assistant_id": assistant.assistant_id,
            # as langgraph-api: a run that waits `after_seconds` is created that much later
            "created_at": later_iso(after) if after else stamp, "updated_at": stamp, "status": "pending",
            "metadata": metadata, "kwargs": kwargs, "multitask_strategy": chosen,
@@ -120,12 +122,14 @@ async def create(request: Request, *, stateless: bool = False, body: dict[str, A
     return svc, thread, run
 
 
-async def _enqueue(request: Request, svc: Service, run: dict[str, Any], after: float) -> None:
+async def _enqueue(request: Request, svc: Service, run: RunRecord, after: float) -> None:
     """Store the run on its thread under the caller's `runs_in_flight` quota and its multitask strategy (the runs it
     interrupts or rolls back stop first), and tell the workers (a scheduled run: once it is due)."""
     thread_id, chosen = run["thread_id"], run["multitask_strategy"]
     await svc.queue.mark(thread_id)  # before the run is stored: see work_queue's docstring
-    store = (lambda record: schedule_run(svc.records, record, after)) if after else svc.records.create_run
+    def store(record: RunRecord) -> Awaitable[tuple[bool, list[str]]]:
+        return schedule_run(svc.records, record, after) if after else svc.records.create_run(record)
+
     created, ahead = await create_counted(svc.records, owner_of(request), quotas_of(request).of("runs_in_flight"),
                                           run, store)
     if not created:
@@ -138,7 +142,7 @@ async def _enqueue(request: Request, svc: Service, run: dict[str, Any], after: f
         await svc.queue.notify(thread_id)
 
 
-async def _existing_run(request: Request, action: str = "read") -> tuple[Service, str, dict[str, Any]]:
+async def _existing_run(request: Request, action: str = "read") -> tuple[Service, str, RunRecord]:
     """The path's run, if its thread is the caller's to `action` (`threads.<action>`): else a 404."""
     svc, thread_id, _thread = await existing_thread(request, action, {"run_id": request.path_params["run_id"]})
     run_id = str(request.path_params["run_id"])
@@ -225,8 +229,7 @@ async def join_run(request: Request) -> Response:
     svc, thread_id, run = await _existing_run(request)
     async with svc.streams.held(owner_of(request)):
         await wait_for_end(svc, run)
-    thread = await svc.records.get_thread(thread_id) or {"thread_id": thread_id}
-    return json_response(await final_values(svc, thread, run))
+    return json_response(await final_values(svc, await svc.records.get_thread(thread_id), run))
 
 
 @handler
@@ -243,7 +246,7 @@ async def list_runs(request: Request) -> Response:
     if select := [name for name in request.query_params.getlist("select") if name]:  # runs.list(select=[…])
         if unknown := sorted(set(select) - set(RUN_FIELDS)):
             raise BadRequest(422, f"'select' takes {', '.join(RUN_FIELDS)}; got {', '.join(unknown[:5])}")
-        runs = [{key: value for key, value in run.items() if key in select} for run in runs]
+        return json_response([{key: value for key, value in run.items() if key in select} for run in runs])
     return json_response(runs)
 
 
@@ -365,15 +368,20 @@ async def protocol_stream(request: Request) -> Response:
         async for entry, event, data, run_id in reader.events():
             run = await svc.records.get_run(thread_id, run_id) if run_id not in graphs or event == END else None
             if run_id not in graphs:
-                graphs[run_id] = str(((run or {}).get("kwargs", {}).get("config", {}).get("configurable", {})
-                                      .get("graph_id")) or "")
-            for out in protocol.events(entry, event, data, run_id, (run or {}).get("status")):
+                graphs[run_id] = _graph_id(run)
+            for out in protocol.events(entry, event, data, run_id, run["status"] if run is not None else None):
                 if wanted.wants(out):
                     yield ServerSentEvent(data=json.dumps(out, ensure_ascii=False), event=out["method"],
                                           id=str(out["seq"]))
 
     svc.streams.take()
     return HeldStream(svc.streams, events(), ping=15)
+
+
+def _graph_id(run: RunRecord | None) -> str:
+    """The graph a run executes, as api_runs recorded it in its config ('' when it is not known)."""
+    kwargs = run.get("kwargs", {}) if run is not None else {}
+    return str(kwargs.get("config", {}).get("configurable", {}).get("graph_id") or "")
 
 
 async def _replayed(svc: Any, thread_id: str, reader: ThreadReader) -> set[str]:

@@ -1,22 +1,16 @@
-"""The threads API: create, read, search, copy and delete a thread; read and write its state and history.
+"""The threads API: threads created, read, searched, counted, patched, copied and deleted, and their state read,
+updated and listed as history.
 
-Threads: create, get, search, count, patch, delete, copy (and their state, below).
-
-A thread's checkpoints are the same ones the CLI keeps for a session, so a session asked from the CLI is a
-thread here (its record is made the first time it is looked up) and a thread run here is a CLI session.
-
-A thread's state: get (the latest, or at a checkpoint), update (a checkpoint written as if by a node), history.
-
-What LangGraph refuses of an update — a node the graph has not, `__end__`, values that are no update of this
-state, messages LangChain cannot read, a subgraph the graph has not — is the client's: a 422 with its one line. A
-checkpoint that cannot be read back is a 500 naming the thread and the damage (DamagedThread): the service's saver
-raises for a damaged latest checkpoint instead of passing over it to an older one.
+A thread's checkpoints are the CLI's session checkpoints, so a CLI session is a thread here (it gets a record
+the first time it is looked up) and the other way round. What LangGraph refuses of a state update is the
+client's: a 422 with its one line. A checkpoint that cannot be read back is the service's: a 500 naming the
+thread (DamagedThread), since the service's saver never passes over a damaged latest checkpoint to an older one.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,9 +25,9 @@ from reactgraph.memory.session_id import InvalidSessionId, check_session_id
 from reactgraph.service.api_common import Service, body_of, handler, int_param, json_response, service, thread_id_of
 from reactgraph.service.auth import authorize, matches
 from reactgraph.service.connections import REDIS_DOWN
-from reactgraph.service.index import count, search
+from reactgraph.service.index import Query, count, search
 from reactgraph.service.quotas import owner_of, quotas_of
-from reactgraph.service.records import THREAD_STATUSES, new_id
+from reactgraph.service.records import THREAD_STATUSES, ThreadRecord, new_id
 from reactgraph.service.threads import (
     apply_supersteps,
     cli_sessions,
@@ -63,7 +57,7 @@ class DamagedThread(BadRequest):
         super().__init__(500, f"thread {thread_id!r} is unreadable: {reason}")
 
 
-async def thread_record(svc: Service, thread_id: str, *, with_values: bool = True) -> dict[str, Any] | None:
+async def thread_record(svc: Service, thread_id: str, *, with_values: bool = True) -> ThreadRecord | None:
     """The thread's record (made from its checkpoints if only the CLI knew it), with its current values."""
     try:
         record = await svc.records.get_thread(thread_id, strict=True)
@@ -99,13 +93,13 @@ async def current_state(graph: Any, thread_id: str) -> tuple[Any, Any]:
     return snapshot, values
 
 
-def graph_of(svc: Service, record: dict[str, Any] | None) -> Any:
-    graph_id = ((record or {}).get("metadata") or {}).get("graph_id") or "react"
+def graph_of(svc: Service, record: ThreadRecord | None) -> Any:
+    graph_id = ((record.get("metadata") if record is not None else None) or {}).get("graph_id") or "react"
     return (svc.assistants.find(str(graph_id)) or svc.assistants.default()).graph
 
 
 async def existing_thread(request: Request, action: str = "read", value: dict[str, Any] | None = None,
-                          *, with_values: bool = False) -> tuple[Service, str, dict[str, Any]]:
+                          *, with_values: bool = False) -> tuple[Service, str, ThreadRecord]:
     """The path's thread if the caller may `action` it (`threads.<action>` handler, given `value`). A thread
     outside the handler's filter is a 404 like one that does not exist: its existence is not revealed."""
     svc, thread_id = service(request), thread_id_of(request)
@@ -143,7 +137,7 @@ async def create_thread(request: Request) -> Response:
     return json_response(record)
 
 
-async def _with_supersteps(svc: Service, record: dict[str, Any], steps: list[Any]) -> dict[str, Any]:
+async def _with_supersteps(svc: Service, record: ThreadRecord, steps: list[Any]) -> ThreadRecord:
     graph, thread_id = graph_of(svc, record), record["thread_id"]
     try:
         await apply_supersteps(graph, thread_id, steps)
@@ -167,7 +161,7 @@ def thread_quota(request: Request) -> tuple[str, int | None]:
     return owner_of(request), quotas_of(request).of("threads")
 
 
-async def _query(request: Request, body: dict[str, Any]) -> Any:
+async def _query(request: Request, body: dict[str, Any]) -> Query[ThreadRecord]:
     """The search's or count's Query (reactgraph/service/index.py), inside the handler's filter."""
     svc = service(request)
     wanted_ids = field(body, "ids", list)
@@ -186,11 +180,10 @@ async def _query(request: Request, body: dict[str, Any]) -> Any:
                                "limit": body.get("limit"), "offset": body.get("offset")})
     if allowed is None:  # every thread is the caller's: the CLI's sessions too
         await cli_sessions(svc.records, svc.assistants.checkpointer, lambda i: _record_or_none(svc, i))
-    query = thread_query(allowed, metadata, status, None if wanted_ids is None else [str(i) for i in wanted_ids],
-                         sort_by, field(body, "sort_order", str, "desc") != "asc")
-    if values:  # no index holds a thread's values: checked on its checkpoint, record by record
-        query.exact, query.check_async = False, lambda record: _values_match(svc, record, values)
-    return query
+    # no index holds a thread's values: checked on its checkpoint, record by record
+    return thread_query(allowed, metadata, status, None if wanted_ids is None else [str(i) for i in wanted_ids],
+                        sort_by, field(body, "sort_order", str, "desc") != "asc",
+                        (lambda record: _values_match(svc, record, values)) if values else None)
 
 
 async def _record_or_none(svc: Service, thread_id: str) -> None:
@@ -200,7 +193,7 @@ async def _record_or_none(svc: Service, thread_id: str) -> None:
         log.warning("search passes over a thread: %s", exc)
 
 
-async def _values_match(svc: Service, record: dict[str, Any], values: dict[str, Any]) -> bool:
+async def _values_match(svc: Service, record: ThreadRecord, values: dict[str, Any]) -> bool:
     try:
         return values_match(await current_values(graph_of(svc, record), record["thread_id"]), values)
     except DamagedThread as exc:
@@ -215,7 +208,7 @@ async def search_threads(request: Request) -> Response:
     offset = int_param(body.get("offset"), "offset", 0, 0, 1_000_000)
     found = await search(thread_source(svc.records), await _query(request, body), offset, limit)
     select, extract = selected_fields(body), extract_paths(body)
-    page: list[dict[str, Any]] = []
+    page: list[Mapping[str, Any]] = []
     for record in found:
         # the checkpoint is read only when the values are asked for (or a path in them)
         if select is None or "values" in select or any(p.startswith("values") for p in (extract or {}).values()):

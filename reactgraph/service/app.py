@@ -1,26 +1,12 @@
-"""The Starlette app of `reactgraph serve`: its routes, health, OpenAPI document, and the routes it does not serve.
+"""The Starlette app of `reactgraph serve`: its routes, the service's parts opened at start, health, the OpenAPI
+document, and the Agent Server routes it does not serve.
 
-`reactgraph serve`: the part of the LangGraph Agent Server API that langgraph-sdk, `RemoteGraph` and Studio
-use, as a Starlette app whose state all lives in Redis (so any number of API processes can serve one Redis).
-
-`build_app(redis_url, gateway, workers=N)` also runs N in-process workers (`reactgraph serve` alone is a whole
-service); with `workers=0` it only serves, and `reactgraph worker` processes execute the runs.
-
-Liveness and readiness: `/ok` says the process answers (no Redis call: a load balancer's liveness probe must
-not restart every API process because Redis blinked); `/ok?check_db=1` and `/ready` also ask Redis, as
-langgraph-api's `/ok?check_db=1` asks its database, and answer 503 in one line when it does not answer.
-
-The Agent Server routes the SDKs know that `reactgraph serve` does not serve: each answers 501 with one line
-naming what it is, so a program written for `langgraph dev` fails where it can see why instead of on a 404 it
-would take for a missing thread or assistant. (Taken from langgraph-sdk's client, Python and JS.)
-
-`GET /openapi.json`: the service's OpenAPI 3.1 document, made from its routes (Starlette's schema generator
-walks them: paths, methods, path parameters) and the fields each handler reads from a body or a query string.
-
-Offline and the same on every server: no request, no data of the operator's. It is what a client (or the
-schema-driven fuzz test in tests/test_serve_fuzz.py) learns the API from. Bodies are described loosely, as the
-handlers read them: each named field with its JSON type; unknown fields are allowed (clients send more than any
-one server reads), and what a handler refuses it answers with a 4xx naming the field.
+All state lives in Redis, so any number of API processes serve one Redis; `build_app(…, workers=N)` also runs N
+in-process workers (0: `reactgraph worker` processes run the runs). `/ok` never calls Redis (a liveness probe
+must not restart every process because Redis blinked); `/ok?check_db=1` and `/ready` do. A route the SDKs know
+that this server does not serve answers 501 naming what it is, not a 404 a client would take for a missing
+thread. `/openapi.json` is made offline from the routes and the fields each handler reads (BODIES, QUERIES):
+what a client, or the fuzz test, learns the API from.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
-"""Who is calling and what they may touch: the auth handler's loading, the authentication, the rules.
+"""Who is calling and what they may touch: the operator's auth (a `langgraph_sdk.Auth` named in langgraph.json, or
+an `--api-keys` file), each request's authentication, and the `@auth.on…` handlers' verdicts with
+langgraph-api's meaning.
 
-Who may call the service, as the operator configured it at start: a `langgraph_sdk.Auth` object named by the
-`auth` section of `--config` (written exactly as for LangGraph's server), or an `--api-keys` file for one team.
-
-Everything here runs once, before the server binds: a missing file, an object that is not an `Auth`, an
-`@auth.authenticate` asking for a parameter we cannot give, a short key or a duplicate name is one line
-(`BadServerConfig`). Key material never appears in a message.
-
-Who is calling, and what they may see: authentication of every request (but /ok, /info, /metrics, open as on
-LangGraph's server) and the `@auth.on…` handlers' verdicts, with langgraph-api's meaning.
-
-- No or bad credentials: 401. A handler returning False (or failing an assert): 403. A handler's
-  `Auth.exceptions.HTTPException`: its status and detail.
-- A handler returning a filter dict restricts the request to threads whose metadata match it; the routes
-  answer a thread outside it as 404, so that its existence is not revealed.
-- The most specific handler wins: (resource, action), (resource, "*"), ("*", action), ("*", "*"), `@auth.on`.
-
-The `@auth.on…` handlers' verdict on one action, and whether a record's metadata is inside the filter it
-returned — with langgraph-api's resolution order and filter operators ($eq, $contains, $and, $or).
-
-An unknown operator fails closed (500 naming it), where langgraph-api's in-memory server ignores it.
+The auth is loaded and checked once, before the server binds: a bad file or key is one line (BadServerConfig),
+and key material never appears in a message. Every route but /ok, /info and /metrics is authenticated: no or
+bad credentials are a 401, a handler's False a 403, its HTTPException its own status. The most specific handler
+wins, and a filter it returns keeps the request to records whose metadata match it ($eq, $contains, $and,
+$or): the routes answer a record outside it as 404, so its existence is not revealed. An unknown operator fails
+closed (500), where langgraph-api's in-memory server ignores it.
 """
 
 from __future__ import annotations
@@ -32,7 +20,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import QueryParams
@@ -42,6 +30,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from reactgraph.service.http_guard import ServerFault
 from reactgraph.service.server_config import BadServerConfig, LanggraphConfig
 from reactgraph.service.wire import BadRequest, dumps, plain
+
+if TYPE_CHECKING:  # the type only: the functions that use it import it where they run
+    from langgraph_sdk import Auth
 
 # What `@auth.authenticate` may ask for by name, as langgraph-api injects them (`body` is listed there but
 # never given; we do not offer it either: reading the body here would consume it before the route does).
@@ -54,7 +45,7 @@ MIN_KEY_CHARS = 16
 class AuthSettings:
     """`ServerSettings.auth`: at most one of `handlers` (the Auth object) and `api_keys` (name → key)."""
 
-    handlers: Any = None
+    handlers: Auth | None = None
     api_keys: dict[str, str] = field(default_factory=dict, repr=False)  # repr=False: keys never printed
     source: str = ""  # what the startup line says: "auth.py:auth" or "api keys from FILE (3)"
     parameters: frozenset[str] = frozenset()  # what `@auth.authenticate` asked for
@@ -84,7 +75,7 @@ def auth_settings(config: LanggraphConfig, api_keys: Path | None) -> AuthSetting
                         parameters=authenticate_parameters(handlers._authenticate_handler, path))
 
 
-def load_auth_object(path: str, base: Path) -> Any:
+def load_auth_object(path: str, base: Path) -> Auth:
     """The `Auth` at "file.py:name" (relative to `base`, the langgraph.json's directory) or "module:name"."""
     from langgraph_sdk import Auth
 
@@ -258,7 +249,8 @@ async def authenticate(settings: AuthSettings, scope: Scope) -> Caller:
             raise BadRequest(401, "missing or unknown api key (send it in the x-api-key header)")
         return Caller(AuthUser({"identity": matched, "display_name": matched, "is_authenticated": True,
                                 "permissions": []}), ())
-    fn = settings.handlers._authenticate_handler
+    # the operator's function (auth_settings made sure there is one), sync or async
+    fn: Any = settings.handlers._authenticate_handler if settings.handlers is not None else None
     arguments = _arguments(scope, settings.parameters)
     try:
         if _is_async(fn):

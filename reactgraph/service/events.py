@@ -1,42 +1,13 @@
-"""A run's events: written to its stream with bounds, turned from graph chunks, read back per protocol and per thread.
+"""A run's events: LangGraph's chunks as the Agent Server's events, written by the worker to the run's own Redis
+stream, and read back by any API process — per run, per thread, and as the thread-centric (v3) protocol.
 
-A run's events in a Redis stream: written by the worker that runs it, read by any API process.
-
-Entry ids are the SSE event ids, so a client that reconnects with `Last-Event-ID` gets exactly the events
-after it, from whichever API process it reaches. An `__end__` entry closes the stream for readers.
-
-An event is bounded (MAX_EVENT_BYTES, or $REACTGRAPH_MAX_EVENT_BYTES): a larger one — a `values` event of a
-state holding a huge tool result, an `events` event carrying whole states — is replaced by a small event of the
-same name that says so in one line; the stream and the run go on, and the state keeps what it holds.
-
-What a worker streams for a run: LangGraph's chunks as the events of the Agent Server, named and shaped as
-langgraph-api sends them (so langgraph-sdk, `RemoteGraph` and Studio read them unchanged).
-
-- a mode the client asked for is an event of its name, `mode|ns…` for a subgraph's when it asked for subgraphs;
-- `messages-tuple`: LangGraph's `messages` chunks, `[message, metadata]`, as the event `messages`;
-- `messages`: each message's metadata once (`messages/metadata`), then the message so far on each chunk
-  (`messages/partial`) or whole (`messages/complete`) — never namespaced, as langgraph-api sends them;
-- `events`: the graph run through `astream_events(version="v2")`; every callback event but the root graph's own
-  stream chunks (which are the other modes' events) is an `events` event.
-
-A thread's run events as the thread-centric (v3) stream protocol's events, shaped as langgraph-api sends them
-(`{"type": "event", "event_id", "seq", "method", "params": {"namespace", "timestamp", "data"}}`), and the
-subscription filter a stream request carries (channels, namespaces, depth, since).
-
-What maps: a run's start and end (`lifecycle`: running, then completed, failed or interrupted), `values` and
-`updates` (with the interrupts they carry as `input.requested`), `custom`, `tasks` and `checkpoints`, each at
-its subgraph's namespace. What does not: the protocol's `messages` and `tools` channels (message and tool-call
-lifecycles built from chat-model chunks) — a stream may name them, and gets no events on them.
-
-A thread's stream: the events of all its runs, in order, as they come — what `threads.join_stream` and the
-thread-centric (v3) stream read.
-
-Each run keeps its events in its own Redis stream (above); a thread's stream reads them all at once
-(one blocking XREAD over the runs not yet ended), picks up runs created meanwhile, and marks each run's end.
-Entry ids are the events' ids: runs on a thread follow one another, so ids rise from one run's events to the
-next's, and a reader that reconnects after an id gets every later event of every run. (Two streams may hold
-the same id when one run ends and the next starts in the same millisecond: the run whose stream holds the id
-is read after it, the others from it, so neither side of that boundary is lost.)
+Events are named and shaped as langgraph-api sends them, so langgraph-sdk, `RemoteGraph` and Studio read them
+unchanged. Entry ids are the SSE event ids: a client that reconnects with `Last-Event-ID` gets exactly the later
+events from whichever process it reaches, and an `__end__` entry closes the run for its readers. An event over
+MAX_EVENT_BYTES is replaced by a small one of the same name that says so; the run goes on. A thread's stream
+reads all its runs in one blocking XREAD: runs follow one another, so ids rise from run to run. The v3
+protocol maps lifecycle, values, updates (their interrupts as `input.requested`), custom, tasks and
+checkpoints; its `messages` and `tools` channels get no events.
 """
 
 from __future__ import annotations
@@ -381,7 +352,11 @@ def _before(entry: str) -> str:
 
 
 class ThreadReader:
-    """Where a thread's stream has got to in each of its runs."""
+    """Where a thread's stream has got to in each of its runs.
+
+    Entry ids are the events' ids: a reader that reconnects after an id gets every later event of every run. Two
+    runs' streams may hold the same id when one ends and the next starts in the same millisecond: the run whose
+    stream holds the id is read after it, the others from it, so neither side of that boundary is lost."""
 
     def __init__(self, client: redis.asyncio.Redis, keys: ServiceKeys, thread_id: str) -> None:
         self.client, self.keys, self.thread_id = client, keys, thread_id

@@ -1,27 +1,12 @@
-"""The HTTP edge: Host, body and concurrency limits, the header deadline, and a 500 with a request id.
+"""The HTTP edge of `reactgraph serve`: what a request must be before the API sees it, and what an exception no
+handler answered becomes.
 
-What an HTTP request must be before the API sees it: addressed to a host this server answers to, a JSON body
-(or none) of bounded size that arrives in bounded time, and — from a browser — sent by an origin the operator
-allowed. Pure ASGI middleware, so a body is counted as it streams in and an oversized one is never read whole.
-
-The checks close what a web page could otherwise do to a server on the user's machine: a cross-site `text/plain`
-or form POST (no CORS preflight) creating runs, DNS rebinding (a page whose host name resolves to 127.0.0.1
-reading the answers), an `<img>` GET with side effects. CORS is off unless `http.cors` in langgraph.json turns it
-on, read as LangGraph's server reads it (Starlette's CORSMiddleware with those keys).
-
-uvicorn's HTTP protocol with a deadline for a request's line and headers (uvicorn has none: a client sending
-its headers a byte at a time — slowloris — holds a connection for ever, and enough of them hold them all).
-
-The deadline runs from the connection's start, and from the first byte of each further request on a kept-alive
-connection (an idle kept-alive connection is uvicorn's keep-alive timeout's to close). A request whose head is
-not complete by then gets a 408 and the connection is closed.
-
-The last line of defence of `reactgraph serve`: an exception no handler turned into an answer is a 500 in the
-Agent Server's error shape, `{"detail": …, "request_id": …}`, and one log record that carries the same request
-id (with the traceback), so a client's report finds the server's record and no traceback is ever anonymous.
-
-Pure ASGI middleware, outermost of the app's own: it also covers the auth and HTTP checks. A failure after the
-answer has started (a stream) can only be logged: the client sees the connection end.
+A request must name a host this server answers to, carry a JSON body (or none) of bounded size that arrives in
+bounded time, and — from a browser — come from an origin the operator allowed (CORS is off unless `http.cors`
+turns it on). That closes what a web page could do to a server on the user's machine: cross-site POSTs creating
+runs, DNS rebinding, GETs with side effects. The checks are pure ASGI middleware, so an oversized body is never
+read whole, and uvicorn's protocol gets a deadline for a request's head (a slowloris client gets a 408). The
+outermost layer turns any unanswered exception into a 500 whose request id its log record carries too.
 """
 
 from __future__ import annotations

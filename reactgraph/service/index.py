@@ -1,30 +1,13 @@
-"""The record index: a sorted set per owner and term, kept by one Lua script, and the searches over it.
+"""The record index: the sorted sets that a thread or assistant search, count and quota read instead of the
+records, kept by one Lua script, and the searches over them.
 
-Indexes of the service's threads and assistants in Redis: what a search, a count and a quota read instead of
-the records themselves.
-
-Each record is indexed under its *terms*: `all`; its status (a thread) or graph (an assistant); and one term per
-top-level metadata field whose value is a short scalar (`m:["owner","alice"]`; metadata may hold at most
-INDEXED_FIELDS fields). A term is two sorted sets of ids, by updated_at and by created_at (ms); an entry hash
-holds each id's terms, sort fields and quota owner; and one sorted set per quota owner holds the ids that owner
-created, so a quota is one ZCARD in the same script that adds the id.
-
-Every index key carries one hash tag, `{<prefix>ix}`: the index is one slot of a Redis Cluster, and one script
-changes all of a record's entries at once. On one Redis (or under Sentinel) the script that writes a record also
-writes its entries (INDEX_LUA is prepended to it): one atomic step, so counts are exact. On a Cluster the record
-(in its thread's or assistant's slot) and the index slot cannot be one script: the entries are written by a
-second script right after the record (before it, for a create, so a quota refusal writes nothing). A search
-checks every record it returns against its filter and repairs the entries of one that has changed or gone.
-
-A search or count served from a RecordIndex: ids in the order asked, a
-page of them read and checked, a count from the index alone when its terms are the whole filter.
-
-A filter whose every condition is a term (metadata equality on short scalars, status, graph, the auth handler's
-equality filter) is *exact*: the page is the index's, the count one ZCARD or ZINTERCARD, and no record is read
-but those returned. Any other condition ($or, $contains, a nested or long value, a name to match) is checked
-on the records of the narrowest indexed set — the terms that are indexed, at least the owner's — read BATCH at
-a time: such a search reads as many records as that set holds until its page is full, a count all of them.
-Records are decoded off the event loop when there are more than a few.
+A record is indexed under its terms — `all`, its status or graph, each short scalar metadata field (at most
+INDEXED_FIELDS) — each a sorted set of ids by updated_at and by created_at, beside an entry hash of each id's
+terms, sort fields and quota owner. All index keys share one hash tag, so one script changes a record's entries
+at once: on one Redis the script that writes the record (exact counts), on a Cluster a second one right after
+it. A filter made only of terms is exact: its page and count come from the index alone. Any other condition is
+checked on the records of the narrowest indexed set, BATCH at a time, and an entry its record no longer matches
+is repaired on the way.
 """
 
 from __future__ import annotations
@@ -34,7 +17,7 @@ import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import redis.asyncio
 
@@ -214,13 +197,13 @@ class RecordIndex:
         return found
 
 
-Record = dict[str, Any]
+Record = TypeVar("Record", bound=Mapping[str, Any])  # a thread's or an assistant's record (records.py)
 SCORED = {"updated_at": "u", "created_at": "c"}  # sort keys the index keeps scores for
 BATCH = 100  # records read (and decoded) at once when a filter is checked on records
 
 
 @dataclass
-class Query:
+class Query(Generic[Record]):
     """What a search asks: the terms every hit has, the whole filter as a check on a record, and the order."""
 
     terms: list[str]
@@ -235,7 +218,7 @@ class Query:
 
 
 @dataclass
-class Source:
+class Source(Generic[Record]):
     """Where records come from: `load(ids)` (None for an absent or damaged one) and `repair(id, record)`, which
     rewrites (or, for None, removes) the index entry of a record that does not match it."""
 
@@ -248,7 +231,7 @@ class _Ordered:
     """The query's ids in its order, a slice at a time: from the index's scores, else sorted once on the
     entries' sort fields (ids only: no record is read)."""
 
-    def __init__(self, index: RecordIndex, query: Query) -> None:
+    def __init__(self, index: RecordIndex, query: Query[Any]) -> None:
         self.index, self.query = index, query
         self.listed: list[str] | None = None
 
@@ -275,7 +258,7 @@ class _Ordered:
                       reverse=q.newest_first)
 
 
-async def _kept(source: Source, query: Query, ids: list[str]) -> list[Record]:
+async def _kept(source: Source[Record], query: Query[Record], ids: list[str]) -> list[Record]:
     found = []
     for record_id, record in zip(ids, await source.load(ids), strict=True):
         if record is None or not set(query.terms) <= {"all", *query.terms_of(record)}:
@@ -285,7 +268,7 @@ async def _kept(source: Source, query: Query, ids: list[str]) -> list[Record]:
     return found
 
 
-async def search(source: Source, query: Query, offset: int, limit: int) -> list[Record]:
+async def search(source: Source[Record], query: Query[Record], offset: int, limit: int) -> list[Record]:
     """The page `offset`..`offset + limit` of the records the query finds."""
     ordered = _Ordered(source.index, query)
     if query.exact:
@@ -293,7 +276,7 @@ async def search(source: Source, query: Query, offset: int, limit: int) -> list[
     return (await _scan(source, query, ordered, offset + limit))[0][offset:]
 
 
-async def count(source: Source, query: Query) -> int:
+async def count(source: Source[Record], query: Query[Record]) -> int:
     """How many records the query finds: from the index when it is exact, else by reading them."""
     if query.exact and query.ids is None:
         return await source.index.count(query.terms)
@@ -303,7 +286,8 @@ async def count(source: Source, query: Query) -> int:
     return (await _scan(source, query, ordered, None))[1]
 
 
-async def _scan(source: Source, query: Query, ordered: _Ordered, want: int | None) -> tuple[list[Record], int]:
+async def _scan(source: Source[Record], query: Query[Record], ordered: _Ordered, want: int | None
+                ) -> tuple[list[Record], int]:
     """(the first `want` records the query keeps (None: none kept, only counted), how many it keeps in all or
     until `want`), reading BATCH records at a time in the query's order."""
     kept: list[Record] = []

@@ -1,23 +1,12 @@
-"""What one caller may keep or hold: the quotas, and the stream slots they bound.
+"""What one caller may keep or hold at once, so that no caller can fill a limit for everyone: the quotas, and the
+stream slots of an API process.
 
-Quotas per owner: how much one caller may keep or hold at once, so that no caller can fill a limit for everyone.
-
-The owner is the authenticated caller's identity (reactgraph/service/auth.py), or one anonymous owner when the
-service runs without auth. Each quota is checked in the same Redis script that adds what it counts (threads,
-assistants, versions of one assistant, runs in flight), so concurrent creates never pass it; stream
-slots are counted in each API process. The operator sets them in langgraph.json (`reactgraph.quotas`) or with
-`--quota NAME=N` (a flag wins); null or 0 lifts one. A refusal is one JSON line naming the quota: 409 for what is
-kept (delete some first), 429 for what is held for a while (retry later).
-
-The open SSE streams, joins and waits of one API process: at most `limit` at once, each reading its run's
-events on a Redis client of their own.
-
-A reader holds a Redis connection in a blocking XREAD for as long as it is open. Without a bound, enough of
-them (150 joins did) empty the pool every other request waits on, and all of them answer 503; with one, a
-reader beyond the bound is told to come back later (429 with Retry-After) and nothing else is slowed. Each owner (as
-the quotas above define it) may hold at most its `stream_slots` quota of them, so one caller cannot take them
-all. A request holds at most one slot; whose it is is kept in the request's context (the response that gives it
-back runs in that context), so a reader gives it back without naming the owner again.
+The owner is the authenticated identity (one anonymous owner without auth). What is kept — threads,
+assistants, versions, runs in flight, store items — is counted in the Redis script that adds it, so concurrent
+creates never pass a quota; the operator sets them in langgraph.json (`reactgraph.quotas`) or with `--quota`
+(null or 0 lifts one). Stream slots bound a process's open streams, joins and waits, each of which holds a
+connection of their own Redis client in a blocking XREAD: past the bound, or an owner's `stream_slots`, a reader
+gets a 429 with Retry-After instead of emptying the pool every other request waits on.
 """
 
 from __future__ import annotations

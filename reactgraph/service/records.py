@@ -1,23 +1,14 @@
-"""Run and thread records in Redis: their statuses, their index of threads, and the counts one owner holds.
+"""The service's thread and run records in Redis, and the counts of what each owner holds.
 
-Thread and run records in Redis: what the API answers from and what workers update.
-
-Records are JSON objects, written and read back as reactgraph/service/wire.py says: Redis content is
-input from outside like any other, so a record that is not one we wrote is treated as absent (and logged).
-
-A thread record written together with its index entries (reactgraph/service/index.py): one script on
-one Redis; on a Redis Cluster, the entries right after the record (before it, for a create under a quota).
-
-What a thread is indexed under: its status and its metadata's short scalar fields; it sorts by its status and
-state_updated_at as well as by updated_at and created_at.
-
-Quotas on what an owner holds at once, counted as it is taken (reactgraph/service/quotas.py): the runs they
-have pending or running (`runs_in_flight`) and the store items they put through the API (`store_items`).
-
-Each count is a sorted set per owner in the index's slot, added to by one script that checks it first (concurrent
-takes never pass the quota). What ends elsewhere — a run its worker ends, an item that expires or that a graph or
-another caller deletes — is not taken out there: when an owner's set is full, the members whose thing has gone
-are let go (each looked at once, at most the quota's number) and the script tries once more.
+A record is a JSON object with the Agent Server's fields (ThreadRecord, RunRecord) that the API answers from and
+the workers update. Redis content is untrusted input, so a record read back is checked (`decode_thread`,
+`decode_run`) and one that is not ours is treated as absent, and logged. Each change that could race is one Lua
+script on keys that share the thread's hash tag — a run created under its multitask strategy, started unless a
+cancel came first, a thread's status replaced only if it is still the record read — and a thread record is
+written with its index entries (reactgraph/service/index.py): in the same script on one Redis, right after it on
+a Cluster (before it, for a create under a quota). The owner counts behind the `runs_in_flight` and
+`store_items` quotas live here too: one script checks and adds, and what ended elsewhere (a run its worker
+ended, an item that expired) is let go only once an owner's set is full.
 """
 
 from __future__ import annotations
@@ -25,16 +16,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 import redis.asyncio
 
 from reactgraph.service.index import INDEX_LUA, RecordIndex, check_fields, entry, index_tag, metadata_terms, term_of
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.quotas import QuotaReached
-from reactgraph.service.wire import decode_record, decode_thread, encoded
+from reactgraph.service.wire import decode_record, encoded
 
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
@@ -101,6 +92,82 @@ return 1
 """
 
 
+class ThreadRecord(TypedDict):
+    """A thread as it is stored and answered: langgraph_sdk.schema.Thread's fields (dates as ISO text).
+
+    Required: what `decode_thread` checks on a record read back. Every other field is written with each record
+    (`create_thread`) but taken as found when read (a record written before a field existed lacks it)."""
+
+    thread_id: str
+    created_at: str
+    status: str  # one of THREAD_STATUSES
+    updated_at: NotRequired[str]
+    state_updated_at: NotRequired[str]
+    metadata: NotRequired[dict[str, Any]]  # an object when present (checked)
+    config: NotRequired[dict[str, Any]]
+    interrupts: NotRequired[dict[str, Any]]  # task id → its interrupts
+    error: NotRequired[Any]
+    values: NotRequired[Any]  # in answers only: the thread's current values, read from its checkpoint
+    extracted: NotRequired[dict[str, Any]]  # in a search's answer only: its `extract` paths
+
+
+class RunKwargs(TypedDict, total=False):
+    """What a run's graph is called with, stored with the run as plain JSON: written whole by
+    run_request.run_kwargs from the request (checked there), read back from Redis as found — so no key is
+    required, and the worker applies the run policy to `context` again."""
+
+    input: Any
+    command: dict[str, Any] | None  # resume, update, goto
+    stream_mode: list[str]
+    context: dict[str, Any]
+    config: dict[str, Any]  # configurable (with the caller's and the graph's ids), recursion_limit, tags, …
+    checkpoint_id: str | None
+    stream_subgraphs: bool
+    interrupt_before: list[str] | str | None  # node names, or "*"
+    interrupt_after: list[str] | str | None
+    subgraphs: bool  # the Agent Server records these with a run; kept as given
+    resumable: bool
+    webhook: None
+    feedback_keys: None
+    temporary: bool  # a stateless run whose thread goes with it
+    durability: str  # run_request.RunOptions
+    checkpoint_during: bool
+    after_seconds: float
+    strict_resume: bool
+
+
+class RunRecord(TypedDict):
+    """A run as it is stored, queued, executed and answered: langgraph_sdk.schema.Run's fields (dates as ISO text),
+    with `kwargs`, what the graph is called with (reactgraph/service/run_request.py).
+
+    Required: what `decode_run` checks on a record read back; the rest is written with every run (api_runs) but
+    taken as found when read (the worker applies the run policy to its context again)."""
+
+    run_id: str
+    thread_id: str
+    status: str  # one of RUN_STATUSES
+    assistant_id: NotRequired[str]
+    created_at: NotRequired[str]
+    updated_at: NotRequired[str]
+    metadata: NotRequired[dict[str, Any]]
+    kwargs: NotRequired[RunKwargs]
+    multitask_strategy: NotRequired[str]  # one of STRATEGIES
+    langsmith_session_name: NotRequired[None]
+    error: NotRequired[dict[str, str]]  # a failed run's cause: {"error", "message"}
+
+
+def decode_thread(raw: str | bytes | None, key: str, strict: bool = False) -> ThreadRecord | None:
+    """A thread record as its readers take it (wire.decode_record): its ids, dates and status strings, and its
+    metadata an object, which filters and searches read into (a list there would fail every search)."""
+    return cast("ThreadRecord | None",
+                decode_record(raw, key, ("thread_id", "created_at", "status"), strict, objects=("metadata",)))
+
+
+def decode_run(raw: str | bytes | None, key: str) -> RunRecord | None:
+    """A run record as its readers take it (wire.decode_record): its ids and status strings."""
+    return cast("RunRecord | None", decode_record(raw, key, ("run_id", "thread_id", "status")))
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -123,12 +190,12 @@ class ServiceRecords:
         self.indexed = ThreadIndex(client, self.keys)  # the record's index entries are written with it
 
     # -- threads --------------------------------------------------------------------------------------------
-    async def get_thread(self, thread_id: str, *, strict: bool = False) -> dict[str, Any] | None:
+    async def get_thread(self, thread_id: str, *, strict: bool = False) -> ThreadRecord | None:
         """The thread's record, None when there is none; `strict`: an UnreadableRecord when it is damaged."""
         key = self.keys.thread(thread_id)
         return decode_thread(await self.client.get(key), key, strict)
 
-    async def put_thread(self, record: dict[str, Any], owner: str | None = None, limit: int | None = None) -> None:
+    async def put_thread(self, record: ThreadRecord, owner: str | None = None, limit: int | None = None) -> None:
         record["updated_at"] = now_iso()
         await self.indexed.put(record, encoded(record, "thread record"), owner, limit)
         await self._touched(record["thread_id"])
@@ -140,24 +207,26 @@ class ServiceRecords:
         await self.client.zadd(self.keys.unswept, stamp)
 
     async def create_thread(self, thread_id: str, metadata: dict[str, Any], owner: str | None = None,
-                            limit: int | None = None) -> dict[str, Any]:
+                            limit: int | None = None) -> ThreadRecord:
         stamp = now_iso()
-        record = {"thread_id": thread_id, "created_at": stamp, "updated_at": stamp, "state_updated_at": stamp,
-                  "metadata": metadata, "status": "idle", "config": {"configurable": {"thread_id": thread_id}},
-                  "interrupts": {}, "error": None}
+        record: ThreadRecord = {
+            "thread_id": thread_id, "created_at": stamp, "updated_at": stamp, "state_updated_at": stamp,
+            "metadata": metadata, "status": "idle", "config": {"configurable": {"thread_id": thread_id}},
+            "interrupts": {}, "error": None}
         await self.put_thread(record, owner, limit)
         return record
 
-    async def set_thread_status(self, thread_id: str, status: str, **fields: Any) -> dict[str, Any] | None:
+    async def set_thread_status(self, thread_id: str, status: str, interrupts: dict[str, Any] | None = None
+                                ) -> ThreadRecord | None:
         record = await self.get_thread(thread_id)
         if record is None:
             return None
-        record.update(fields, status=status)
+        _set_status(record, status, interrupts)
         await self.put_thread(record)
         return record
 
     async def set_thread_status_if(self, thread_id: str, run_id: str, condition: str, status: str,
-                                   **fields: Any) -> bool:
+                                   interrupts: dict[str, Any] | None = None) -> bool:
         """`set_thread_status` in one step with a check of the run (see _SET_THREAD_IF): `started` (a worker
         that started it marks the thread busy unless it was cancelled first), `freed` (the API, cancelling it,
         shows the thread's status after it, unless another run waits or it has ended meanwhile) or `stopped`
@@ -169,7 +238,8 @@ class ServiceRecords:
             record = decode_thread(raw, key)
             if raw is None or record is None or (condition != "started" and record["status"] != "busy"):
                 return False
-            record.update(fields, status=status, updated_at=now_iso())
+            _set_status(record, status, interrupts)
+            record["updated_at"] = now_iso()
             done = await self._set_thread_if(
                 keys=[key, k.cancel(thread_id, run_id), k.pending(thread_id), k.active(thread_id)],
                 args=[raw, encoded(record, "thread record"), run_id, condition, *self.indexed.status_args(record)])
@@ -198,7 +268,7 @@ class ServiceRecords:
         await self.client.zrem(self.keys.unswept, thread_id)
 
     # -- runs -----------------------------------------------------------------------------------------------
-    async def create_run(self, record: dict[str, Any], due_ms: int | None = None) -> tuple[bool, list[str]]:
+    async def create_run(self, record: RunRecord, due_ms: int | None = None) -> tuple[bool, list[str]]:
         """Store and enqueue `record` on its thread under its multitask strategy — or, `due_ms` given, keep it in
         the thread's `scheduled` set until then (reactgraph/service/scheduled_runs.py): (created, run ids ahead)."""
         thread_id, run_id = record["thread_id"], record["run_id"]
@@ -210,12 +280,12 @@ class ServiceRecords:
         ahead = [i.decode() if isinstance(i, bytes) else str(i) for i in result[1:]]
         return bool(result[0]), ahead
 
-    async def get_run(self, thread_id: str, run_id: str) -> dict[str, Any] | None:
+    async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
         key = self.keys.run(thread_id, run_id)
-        run = decode_record(await self.client.get(key), key, ("run_id", "thread_id", "status"))
+        run = decode_run(await self.client.get(key), key)
         return run if run is None or (run["run_id"], run["thread_id"]) == (run_id, thread_id) else None
 
-    async def put_run(self, record: dict[str, Any]) -> None:
+    async def put_run(self, record: RunRecord) -> None:
         record["updated_at"] = now_iso()
         await self.client.set(self.keys.run(record["thread_id"], record["run_id"]), encoded(record, "run record"))
 
@@ -224,7 +294,7 @@ class ServiceRecords:
         return [i.decode() if isinstance(i, bytes) else i for i in ids]
 
     async def list_runs(self, thread_id: str, *, limit: int = 10, offset: int = 0,
-                        status: str | None = None) -> list[dict[str, Any]]:
+                        status: str | None = None) -> list[RunRecord]:
         runs = [await self.get_run(thread_id, run_id)
                 for run_id in await self.run_ids(thread_id, limit=limit if status is None else 10_000,
                                                  offset=offset if status is None else 0)]
@@ -281,14 +351,14 @@ class ServiceRecords:
         key = self.keys.run(thread_id, run_id)
         for _attempt in range(10):  # a write of the worker in between: read it again
             raw = await self.client.get(key)
-            run = decode_record(raw, key, ("run_id", "thread_id", "status"))
+            run = decode_run(raw, key)
             if raw is None or run is None or run["status"] in FINAL_RUN_STATUSES:
                 return
-            run.update(status="interrupted", updated_at=now_iso())
+            run["status"], run["updated_at"] = "interrupted", now_iso()
             if await self._replace(keys=[key], args=[raw, encoded(run, "run record")]):
                 return
 
-    async def start_run(self, record: dict[str, Any]) -> bool:
+    async def start_run(self, record: RunRecord) -> bool:
         """Store the run as `running` unless a cancel was asked for first (then False, and nothing written): a
         cancelled run never reads `running` again."""
         record["updated_at"] = now_iso()
@@ -315,6 +385,13 @@ class ServiceRecords:
         await pipe.execute()
 
 
+def _set_status(record: ThreadRecord, status: str, interrupts: dict[str, Any] | None) -> None:
+    """The thread's status after a run, and its interrupts when given."""
+    record["status"] = status
+    if interrupts is not None:
+        record["interrupts"] = interrupts
+
+
 # KEYS: the record, the index's entries. ARGV: record, index base, id, entry, quota limit or ''.
 _PUT = INDEX_LUA + """
 if index_apply(ARGV[2], ARGV[3], ARGV[4], ARGV[5]) == -1 then return -1 end
@@ -336,11 +413,11 @@ return index_apply(ARGV[1], ARGV[2], ARGV[3], '')
 """
 
 
-def thread_terms(record: Mapping[str, Any]) -> list[str]:
+def thread_terms(record: ThreadRecord) -> list[str]:
     return [f"st={record.get('status')}", *metadata_terms(record.get("metadata"))]
 
 
-def thread_entry(record: Mapping[str, Any], owner: str | None = None) -> str:
+def thread_entry(record: ThreadRecord, owner: str | None = None) -> str:
     sort = {"thread_id": str(record.get("thread_id")), "status": str(record.get("status") or ""),
             "state_updated_at": str(record.get("state_updated_at") or "")}
     return entry(thread_terms(record), record, sort, owner)
@@ -355,7 +432,7 @@ class ThreadIndex:
         self._put, self._drop = client.register_script(_PUT), client.register_script(_DROP)
         self._repair = client.register_script(_REPAIR)
 
-    async def put(self, record: dict[str, Any], text: str, owner: str | None = None, limit: int | None = None
+    async def put(self, record: ThreadRecord, text: str, owner: str | None = None, limit: int | None = None
                   ) -> None:
         """Store the thread's record `text` and its entries; `owner` and `limit`: a create under that quota
         (QuotaReached, nothing written, when the owner has `limit` threads)."""
@@ -387,12 +464,12 @@ class ThreadIndex:
             if not ids or len(found) >= total:
                 return found
 
-    def status_args(self, record: Mapping[str, Any]) -> list[str]:
+    def status_args(self, record: ThreadRecord) -> list[str]:
         """What a script that replaces the record in place (records._SET_THREAD_IF) needs to index it too (one
         Redis); on a Cluster, nothing (`after_replace` indexes it)."""
         return [] if self.index.on_cluster else [self.index.base, record["thread_id"], thread_entry(record)]
 
-    async def after_replace(self, record: Mapping[str, Any]) -> None:
+    async def after_replace(self, record: ThreadRecord) -> None:
         if self.index.on_cluster:
             await self.index.apply(record["thread_id"], thread_entry(record))
 
@@ -405,7 +482,7 @@ class ThreadIndex:
             await self._drop(keys=[self.keys.thread(thread_id), self.index.entries],
                              args=[self.index.base, thread_id])
 
-    async def repair(self, thread_id: str, raw: Any, record: Mapping[str, Any] | None) -> None:
+    async def repair(self, thread_id: str, raw: Any, record: ThreadRecord | None) -> None:
         """Set the entry of a thread a search read as `raw` (decoded: `record`, None if absent or unreadable)
         right, unless the record has changed since (on a Cluster, without that check)."""
         found = "" if record is None else thread_entry(record)
@@ -483,8 +560,8 @@ def item_member(namespace: tuple[str, ...], key: str) -> str:
     return json.dumps([list(namespace), key], ensure_ascii=False)
 
 
-async def create_counted(records: ServiceRecords, owner: str, limit: int | None, run: dict[str, Any],
-                         store: Callable[[dict[str, Any]], Awaitable[tuple[bool, list[str]]]] | None = None
+async def create_counted(records: ServiceRecords, owner: str, limit: int | None, run: RunRecord,
+                         store: Callable[[RunRecord], Awaitable[tuple[bool, list[str]]]] | None = None
                          ) -> tuple[bool, list[str]]:
     """`store(run)` (default `records.create_run`; a scheduled run's own) under `owner`'s `runs_in_flight` quota
     (not counted if it is not created)."""

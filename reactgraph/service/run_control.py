@@ -1,23 +1,12 @@
-"""A run after it is queued: cancelled, joined, or streamed to a client, with what happens when the client leaves.
+"""A run after it is queued, seen from the API: cancelled, read as SSE until its end, and the result a wait
+answers with.
 
-Cancelling runs from the API: what the caller sees at once, while a running run's worker stops it within a
-moment (it polls the run's cancel mark).
-
-At once: the run reads `interrupted` (or is gone, for `rollback`); a stateless run that had not started takes
-its thread with it; and when no other run is going or waiting on the thread, the thread reads its status after
-the run — from its latest checkpoint: `interrupted` when the run stopped before a node, else `idle`; rolled back,
-from the checkpoint before the run — rather than `busy` until the worker has noticed. The worker then keeps that
-status (records.set_thread_status_if `stopped`): what the caller saw does not flip. The write is one step in
-Redis with a check that the cancelled run is still the one its worker holds and nothing waits after it
-(records.set_thread_status_if `freed`), so it never overwrites what the worker wrote once it had stopped the run,
-or its `busy` for the next run; the keys it checks share the thread's hash tag, so it holds on a Redis Cluster.
-
-Reading a run's events from Redis for a client: as SSE (streams and joins), until the run's end (waits,
-joins, `cancel?wait=true`), and the result a wait answers with.
-
-A run has ended for its readers when its worker closed its event stream (`__end__`). A reader that waits with
-nothing new also asks whether the run is still going — its worker still holds it, or its record has yet to
-reach a final status — so a run whose events expired, or that vanished, ends its readers too.
+A cancel shows its outcome at once — the run `interrupted` (gone, for `rollback`) and the thread its status
+after the run rather than `busy` — while the run's worker stops it within a moment. That write of the thread is
+one script that checks the cancelled run is still the one its worker holds and that nothing waits after it
+(records.set_thread_status_if), so it never overwrites what the worker wrote, and the worker keeps it. A run has
+ended for its readers when its worker closed its event stream; a reader that waits with nothing new also asks
+whether the run is still going, so a run whose events expired, or that vanished, ends its readers too.
 """
 
 from __future__ import annotations
@@ -34,9 +23,11 @@ from starlette.responses import Response
 from reactgraph.memory.session_lease import SessionBusy, asession_lease
 from reactgraph.service.api_common import Service
 from reactgraph.service.api_threads import current_state, graph_of
+from reactgraph.service.assistants.catalogue import Assistant, Assistants
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.events import read_events
-from reactgraph.service.records import FINAL_RUN_STATUSES, ServiceRecords
+from reactgraph.service.quotas import StreamSlots
+from reactgraph.service.records import FINAL_RUN_STATUSES, RunRecord, ServiceRecords, ThreadRecord
 from reactgraph.service.threads import ThreadHold, expire_run, forget_temporary_thread, thread_after_run
 from reactgraph.service.wire import BadRequest, plain, redis_text
 from reactgraph.service.work_queue import cancel_scheduled
@@ -45,7 +36,7 @@ from reactgraph.service.worker import end_abandoned_run
 log = logging.getLogger("reactgraph.service")
 
 
-async def cancel_now(records: ServiceRecords, assistants: Any, run: dict[str, Any], action: str) -> str:
+async def cancel_now(records: ServiceRecords, assistants: Assistants, run: RunRecord, action: str) -> str:
     """Cancel `run` (see the module docstring): "pending" (it never starts), "active" (its worker stops it) or
     "done" (it had ended: nothing changed)."""
     thread_id, run_id = run["thread_id"], run["run_id"]
@@ -58,7 +49,7 @@ async def cancel_now(records: ServiceRecords, assistants: Any, run: dict[str, An
     return where
 
 
-async def end_if_abandoned(records: ServiceRecords, assistants: Any, run: dict[str, Any]) -> bool:
+async def end_if_abandoned(records: ServiceRecords, assistants: Assistants, run: RunRecord) -> bool:
     """A cancelled run still marked active, whose thread no worker holds (its worker died, none runs now), is ended
     here as its worker would have ended it, so that cancel-then-delete never waits on a worker that is not coming.
     Whether it is no longer active (False: a worker holds the thread, and stops the run itself)."""
@@ -77,8 +68,8 @@ async def end_if_abandoned(records: ServiceRecords, assistants: Any, run: dict[s
     return True
 
 
-async def _show_thread_freed(records: ServiceRecords, assistants: Any, thread_id: str,
-                             run: dict[str, Any] | None) -> None:
+async def _show_thread_freed(records: ServiceRecords, assistants: Assistants, thread_id: str,
+                             run: RunRecord | None) -> None:
     """If the run the thread's worker holds has been cancelled and no run waits: the thread's status as the worker
     will leave it, now (`run`: that run's record, when the caller has it)."""
     held = await records.client.get(records.keys.active(thread_id))
@@ -100,14 +91,14 @@ async def _show_thread_freed(records: ServiceRecords, assistants: Any, thread_id
     await records.set_thread_status_if(thread_id, run_id, "freed", status, interrupts=interrupts)
 
 
-async def _thread_graph(records: ServiceRecords, assistants: Any, thread_id: str) -> Any:
+async def _thread_graph(records: ServiceRecords, assistants: Assistants, thread_id: str) -> Assistant:
     """The assistant of the thread's graph (its record names it), for a run whose own record is gone (rolled back)."""
-    thread = await records.get_thread(thread_id) or {}
-    graph_id = (thread.get("metadata") or {}).get("graph_id")
+    thread = await records.get_thread(thread_id)
+    graph_id = ((thread.get("metadata") if thread is not None else None) or {}).get("graph_id")
     return (assistants.find(graph_id) if isinstance(graph_id, str) else None) or assistants.default()
 
 
-async def cancel_runs_of_assistant(records: ServiceRecords, assistants: Any, assistant_id: str,
+async def cancel_runs_of_assistant(records: ServiceRecords, assistants: Assistants, assistant_id: str,
                                    may_cancel: Callable[[str], Awaitable[bool]]) -> int:
     """Cancel (`interrupt`) every pending or running run of the assistant, on the threads `may_cancel(thread_id)`
     allows — what langgraph-api does when an assistant is deleted. How many were cancelled."""
@@ -147,7 +138,7 @@ async def _going_runs(records: ServiceRecords, thread_ids: list[str]) -> list[tu
     return found
 
 
-def nothing_to_cancel(run: dict[str, Any]) -> BadRequest:
+def nothing_to_cancel(run: RunRecord) -> BadRequest:
     return BadRequest(404, f"run {run['run_id']!r} on thread {run['thread_id']!r} is neither pending nor running "
                            "(it has ended, or was cancelled already): there is nothing to cancel")
 
@@ -174,7 +165,7 @@ def still_going(svc: Service, thread_id: str, run_id: str) -> Callable[[], Await
     return going
 
 
-def locations(run: dict[str, Any], stateless: bool = False) -> dict[str, str]:
+def locations(run: RunRecord, stateless: bool = False) -> dict[str, str]:
     """Where the run and its stream are (`on_run_created` in langgraph-sdk reads Content-Location)."""
     base = f"/runs/{run['run_id']}" if stateless else f"/threads/{run['thread_id']}/runs/{run['run_id']}"
     return {"Location": f"{base}/stream", "Content-Location": base}
@@ -183,7 +174,7 @@ def locations(run: dict[str, Any], stateless: bool = False) -> dict[str, str]:
 class HeldStream(EventSourceResponse):
     """An event stream that gives its reader's slot back however it ends (even if it never started)."""
 
-    def __init__(self, slots: Any, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, slots: StreamSlots, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.slots = slots
 
@@ -194,7 +185,7 @@ class HeldStream(EventSourceResponse):
             self.slots.give_back()
 
 
-def event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_disconnect: bool,
+def event_stream(svc: Service, run: RunRecord, after: str, cancel_on_disconnect: bool,
                  headers: dict[str, str] | None = None, keep: Callable[[str], bool] | None = None) -> Response:
     """The run's events (those `keep` takes, when given) as SSE, for a reader that holds one of `svc.streams`'
     slots (given back at the end)."""
@@ -214,13 +205,13 @@ def event_stream(svc: Service, run: dict[str, Any], after: str, cancel_on_discon
     return HeldStream(svc.streams, events(), headers=headers or locations(run), ping=15)
 
 
-def _events(svc: Service, run: dict[str, Any], after: str = "0") -> AsyncIterator[tuple[str, str, str]]:
+def _events(svc: Service, run: RunRecord, after: str = "0") -> AsyncIterator[tuple[str, str, str]]:
     thread_id, run_id = run["thread_id"], run["run_id"]
     return read_events(svc.streams.client, svc.records.keys, thread_id, run_id, after, block_ms=JOIN_POLL_MS,
                        still_going=still_going(svc, thread_id, run_id))
 
 
-async def wait_for_end(svc: Service, run: dict[str, Any], cancel_if_gone: Any = None) -> None:
+async def wait_for_end(svc: Service, run: RunRecord, cancel_if_gone: Any = None) -> None:
     """Until the run has ended; for a caller that holds one of `svc.streams`' slots. `cancel_if_gone`: the request
     of a wait that said `on_disconnect="cancel"` — when its client leaves first, the run is cancelled."""
     waiting = asyncio.ensure_future(_drained(_events(svc, run)))
@@ -240,12 +231,12 @@ async def _drained(events: AsyncIterator[Any]) -> None:
         pass
 
 
-async def _cancel(svc: Service, run: dict[str, Any]) -> None:
+async def _cancel(svc: Service, run: RunRecord) -> None:
     if await cancel_now(svc.records, svc.assistants, run, "interrupt") == "done":
         await cancel_scheduled(svc.records, run, "interrupt")
 
 
-async def streamed_result(svc: Service, run: dict[str, Any]) -> Any:
+async def streamed_result(svc: Service, run: RunRecord) -> Any:
     """Until the run has ended, then what a wait on it answers, from its events alone (its thread may be gone,
     as a stateless run's is): the last values, or its interrupts under `__interrupt__` when it paused, or
     `{"__error__": …}` when it failed — as langgraph-api makes it. For a caller that holds a stream slot."""
@@ -273,7 +264,7 @@ async def streamed_result(svc: Service, run: dict[str, Any]) -> Any:
     return interrupts[0] if interrupts else latest if latest is not None else {}
 
 
-async def final_values(svc: Service, thread: dict[str, Any], run: dict[str, Any]) -> Any:
+async def final_values(svc: Service, thread: ThreadRecord | None, run: RunRecord) -> Any:
     """What `runs.wait` and `runs.join` on a thread answer: the thread's values after the run (with
     `__interrupt__` when it paused), or `{"__error__": …}` when it failed — as the Agent Server does."""
     ended = await svc.records.get_run(run["thread_id"], run["run_id"])

@@ -1,22 +1,11 @@
-"""A run request: its options parsed, the operator's run policy applied, the graph's input and config built.
+"""A run request's body turned into what the graph is called with, checked at create time under the operator's
+run policy: a bad run is a 422 (or 403) with one line, never a queued run that fails later.
 
-The run options langgraph-sdk sends beside a run's input, each honoured or refused with a 422 naming it (never
-taken and then ignored): when the run may start (`after_seconds`), how often it checkpoints (`durability`, and the
-older `checkpoint_during`), whether a resume must answer a waiting interrupt (`strict_resume`), the graph config's
-own keys, and what this service does not do (`webhook`, `feedback_keys`, `langsmith_tracer`).
-
-What a client's run `context` may choose on this service: the operator's run policy, and the one function that
-turns a client's context into the Context a run gets (applied at create time and again by the worker: a run
-record in Redis is untrusted input too).
-
-The operator (flags, langgraph.json's `reactgraph` section, the environment) is trusted; a client is not. A client
-never names a process to start, a file to read or an environment variable to expand (`mcp_config` is at most the
-names of the operator's MCP servers), never picks a model off the list, never replaces the system prompt unless
-allowed, never loosens approval, and never goes past the operator's caps. A refusal is a `PolicyRefusal`: 403 for
-a value that is well-formed but not permitted, 422 for one that is malformed, its one line naming the field.
-
-A run request's body → what the graph is called with. Checked at create time, so a bad run is a 422 with
-one line, never a queued run that fails later; the worker rebuilds the same values from the stored kwargs.
+Each run option langgraph-sdk sends is honoured or refused naming it, never taken and then ignored. The
+operator is trusted, a client is not: a client's `context` never names a process, a file or an environment
+variable (only the operator's MCP servers), never picks a model off the list, never replaces the system prompt
+unless allowed, never loosens approval and never passes the operator's caps. The worker builds the same call
+from the stored kwargs and applies the policy again, since a run record in Redis is untrusted too.
 """
 
 from __future__ import annotations
@@ -26,7 +15,7 @@ import os
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from langgraph.types import Command
 
@@ -34,7 +23,7 @@ from reactgraph.errors import ReactGraphError
 from reactgraph.nodes import prompts
 from reactgraph.nodes.context import Context, InvalidContext, resolve_context
 from reactgraph.service.auth import AUTH_KEYS, AuthUser
-from reactgraph.service.records import STRATEGIES
+from reactgraph.service.records import STRATEGIES, RunKwargs
 from reactgraph.service.wire import BadRequest, field
 
 DURABILITIES = ("sync", "async", "exit")
@@ -59,7 +48,16 @@ def refuse_unserved(body: Mapping[str, Any]) -> None:
             raise BadRequest(422, f"{name!r} is refused: {why}")
 
 
-def run_options(body: Mapping[str, Any]) -> dict[str, Any]:
+class RunOptions(TypedDict):
+    """The run options stored with its kwargs (records.RunKwargs)."""
+
+    durability: str  # one of DURABILITIES
+    checkpoint_during: bool
+    after_seconds: float
+    strict_resume: bool
+
+
+def run_options(body: Mapping[str, Any]) -> RunOptions:
     """`durability`, `after_seconds` and `strict_resume` as stored with the run's kwargs."""
     durability = field(body, "durability", str)
     if durability is None:  # as langgraph-api reads the older flag: False is "exit"
@@ -118,7 +116,7 @@ def config_extras(config: Mapping[str, Any]) -> dict[str, Any]:
     return extras
 
 
-def check_nodes(graph: Any, kwargs: dict[str, Any]) -> None:
+def check_nodes(graph: Any, kwargs: RunKwargs) -> None:
     """interrupt_before/after name nodes of the assistant's graph (LangGraph would ignore the others silently)."""
     nodes = sorted(name for name in graph.nodes if not name.startswith("__"))
     for name in ("interrupt_before", "interrupt_after"):
@@ -138,7 +136,7 @@ async def check_checkpoint(checkpointer: Any, thread_id: str, checkpoint_id: str
         raise BadRequest(422, f"'checkpoint_id' {checkpoint_id[:80]!r} is no checkpoint of thread {thread_id!r}")
 
 
-def graph_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def graph_options(kwargs: RunKwargs) -> dict[str, Any]:
     """What the worker passes to the graph's stream beside its input: the run's durability."""
     durability = kwargs.get("durability")
     return {"durability": durability if durability in DURABILITIES else "async"}
@@ -367,7 +365,7 @@ _COMMAND_KEYS = frozenset({"resume", "update", "goto"})
 _SET_BY_THE_SERVICE = ("thread_id", "checkpoint_id", "checkpoint_ns", *AUTH_KEYS)
 
 
-def run_kwargs(body: Mapping[str, Any], policy: RunPolicy | None = None, gateway: Any = None) -> dict[str, Any]:
+def run_kwargs(body: Mapping[str, Any], policy: RunPolicy | None = None, gateway: Any = None) -> RunKwargs:
     """The run's kwargs as stored with it (plain JSON), after checking each field; its context as the client sent
     it, checked against the operator's run policy (the worker applies the policy again when it runs it)."""
     refuse_unserved(body)
@@ -404,18 +402,19 @@ def run_kwargs(body: Mapping[str, Any], policy: RunPolicy | None = None, gateway
         raise BadRequest(422, "'checkpoint' of a subgraph (checkpoint_ns, checkpoint_map) is refused: a run starts "
                               "from one of the thread's own checkpoints (checkpoint_id)")
     checkpoint_id = field(body, "checkpoint_id", str) or field(checkpoint, "checkpoint_id", str)
-    interrupts = {name: _node_list(body, name) for name in ("interrupt_before", "interrupt_after")}
+    before, after = _node_list(body, "interrupt_before"), _node_list(body, "interrupt_after")
     return {"input": graph_input, "command": command, "stream_mode": modes, "context": context,
             "config": {"configurable": {k: v for k, v in configurable.items()
                                         if k not in _SET_BY_THE_SERVICE and not str(k).startswith("__")},
                        "metadata": {}, **({"recursion_limit": limit} if limit else {}), **config_extras(config)},
-            "checkpoint_id": checkpoint_id, "stream_subgraphs": bool(body.get("stream_subgraphs")), **interrupts,
+            "checkpoint_id": checkpoint_id, "stream_subgraphs": bool(body.get("stream_subgraphs")),
+            "interrupt_before": before, "interrupt_after": after,
             # what the Agent Server also records with a run; kept as given, not acted on beyond what it says
             "subgraphs": bool(body.get("stream_subgraphs")), "resumable": bool(body.get("stream_resumable")),
             "webhook": None, "feedback_keys": None, "temporary": False, **run_options(body)}
 
 
-async def check_graph_input(graph: Any, kwargs: Mapping[str, Any],
+async def check_graph_input(graph: Any, kwargs: RunKwargs,
                             current: Callable[[], Awaitable[Mapping[str, Any]]]) -> None:
     """Refuse (422, naming the field) an input or a command's update that the graph's own channels cannot take —
     a message LangChain cannot coerce, a list reducer given a number — so such a run is never queued: in the graph
@@ -471,7 +470,7 @@ def strategy(body: Mapping[str, Any]) -> str:
     return chosen
 
 
-def graph_call(kwargs: Mapping[str, Any], thread_id: str, run_id: str, *, resumed: bool
+def graph_call(kwargs: RunKwargs, thread_id: str, run_id: str, *, resumed: bool
                ) -> tuple[Any, dict[str, Any]]:
     """(input or Command, config) for the graph. A resumed run (its worker died) goes on from its last checkpoint;
     one with durability "exit" has none of its own (it writes only when it ends), so it starts again."""
@@ -489,8 +488,8 @@ def graph_call(kwargs: Mapping[str, Any], thread_id: str, run_id: str, *, resume
                                  else {})}
     if resumed:
         return None, config
-    if kwargs.get("command") is not None:
-        return Command(**kwargs["command"]), config
+    if (command := kwargs.get("command")) is not None:
+        return Command(**command), config
     return kwargs.get("input"), config
 
 

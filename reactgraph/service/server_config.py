@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from reactgraph.errors import ReactGraphError
 
-if TYPE_CHECKING:  # run_request.py reads the server's config through auth: the type only
+if TYPE_CHECKING:  # each section's module reads its own part of the config from here: the types only
+    from reactgraph.service.auth import AuthSettings
+    from reactgraph.service.http_guard import HttpSettings
+    from reactgraph.service.quotas import Quotas
+    from reactgraph.service.retention import Retention
     from reactgraph.service.run_request import RunPolicy
 
 
@@ -65,8 +69,8 @@ class ServerSettings:
     - `quotas`: what one caller may keep or hold (reactgraph/service/quotas.py); None: the defaults.
     """
 
-    auth: Any = None
+    auth: AuthSettings | None = None
     run_policy: RunPolicy | None = None
-    http: Any = None
-    retention: Any = None
-    quotas: Any = None
+    http: HttpSettings | None = None
+    retention: Retention | None = None
+    quotas: Quotas | None = None

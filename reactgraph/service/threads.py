@@ -1,40 +1,19 @@
-"""A thread outside the API handlers: its state, selected fields, options, search, temporary end, and run hold.
+"""A thread beyond its API handlers: its checkpointed state in the Agent Server's shapes, the thread options a
+request may carry, its search, the end of a stateless run's thread, and a worker's fenced hold on it.
 
-A thread's checkpointed state in the Agent Server's shapes: `ThreadState`, checkpoints, thread status.
-
-`select` of a search: which fields of each record the answer holds (the Agent Server's ThreadSelectField and
-AssistantSelectField), checked against the fields such a record has.
-
-The thread options langgraph-sdk sends that are more than a record's fields, each honoured as langgraph-api
-does or refused naming it: `threads.create(supersteps=…)` (the updates applied to the new thread as
-`bulk_update_state` applies them), `threads.search(extract=…)` (named paths of a thread picked into
-`extracted`), `threads.search/count(values=…)`, and `ttl` (refused: expiry is the operator's `--retention`).
-
-Thread search and count through the thread index (reactgraph/service/index.py): the body's
-metadata, status and ids, inside the `threads.search` handler's filter, in the order asked.
-
-Without an auth filter every thread is the caller's, including sessions the CLI started on the same Redis that
-the service has no record of yet: such a search first gives those a record (BATCH at a time, by a SCAN of the
-checkpoints' keys). Threads written before the index existed are indexed when the service starts (`backfill`).
-
-A stateless run's thread (`POST /runs…` with `on_completion: delete`, the default) goes once the run has
-ended, as on langgraph-api: its checkpoints, its session's long-term items and its records. The run's own
-record and cancel mark stay as long as its events do (EVENTS_KEPT_S), for the readers still reading them — the
-stream or wait that started the run answers from its events, not from the thread.
-
-What a worker may do to a thread while it holds the thread's session lease, fenced.
-
-Taking the thread bumps its fence counter; every later write of this holder (taking the next run, adding an
-event, ending a run) runs in a script that first checks the counter still has this holder's number. A
-worker that lost its lease without noticing (a long pause, a partition) and woke up after another took over
-is refused there instead of interleaving its writes with the new holder's.
+`supersteps`, `extract` and `values` are honoured as langgraph-api does them; `ttl` is refused (expiry is the
+operator's `--retention`). A search goes through the thread index and, without an auth filter, first gives a
+record to the CLI sessions the service has not seen. A stateless run's thread goes when its run ends; the run's
+record and events stay as long as their readers may read them. A worker holding a thread's lease writes only
+through scripts that check its fence number, so a holder that lost its lease without noticing is refused
+instead of interleaving its writes with the new holder's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 import redis.asyncio
@@ -42,13 +21,14 @@ from langgraph.types import Command, Send, StateSnapshot, StateUpdate
 
 from reactgraph.errors import ReactGraphError
 from reactgraph.graph.sessions import adrop_session_items
+from reactgraph.service.assistants.catalogue import Assistants
 from reactgraph.service.auth import matches
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.events import EVENTS_KEPT_S, MAX_EVENT_BYTES, MAX_EVENTS_PER_RUN, bounded
 from reactgraph.service.index import BATCH, LEGACY_OWNER, Query, Source, filter_terms, term_of
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.records import ServiceRecords, thread_entry, thread_terms
-from reactgraph.service.wire import BadRequest, decode_thread, field, plain
+from reactgraph.service.records import ServiceRecords, ThreadRecord, decode_thread, thread_entry, thread_terms
+from reactgraph.service.wire import BadRequest, field, plain
 
 MAX_ROLLED_BACK_STEPS = 500  # checkpoints of one run looked past to find the state before it
 
@@ -250,7 +230,8 @@ DECODE_ON_LOOP = 16  # more records than this are decoded on a worker thread
 
 
 def thread_query(allowed: dict[str, Any] | None, metadata: dict[str, Any], status: str | None,
-                 ids: list[str] | None, sort: str, newest_first: bool) -> Query:
+                 ids: list[str] | None, sort: str, newest_first: bool,
+                 check_async: Callable[[ThreadRecord], Awaitable[bool]] | None = None) -> Query[ThreadRecord]:
     terms, exact = filter_terms(allowed)
     for name, value in metadata.items():
         term = term_of(name, value)
@@ -259,33 +240,34 @@ def thread_query(allowed: dict[str, Any] | None, metadata: dict[str, Any], statu
     if status:
         terms.append(f"st={status}")
 
-    def check(record: dict[str, Any]) -> bool:
+    def check(record: ThreadRecord) -> bool:
         held: Any = record.get("metadata")
         held = held if isinstance(held, dict) else {}
         return ((not status or record.get("status") == status)
                 and all(held.get(k) == v for k, v in metadata.items()) and matches(held, allowed))
 
-    return Query(sorted(set(terms)) or ["all"], check, exact, thread_terms, sort, newest_first, ids)
+    return Query(sorted(set(terms)) or ["all"], check, exact and check_async is None, thread_terms, sort, newest_first,
+                 ids, check_async)
 
 
-def thread_source(records: ServiceRecords) -> Source:
+def thread_source(records: ServiceRecords) -> Source[ThreadRecord]:
     read: dict[str, Any] = {}  # each id's record as last read, for a repair to check it is still the same
 
-    async def load(ids: list[str]) -> list[dict[str, Any] | None]:
+    async def load(ids: list[str]) -> list[ThreadRecord | None]:
         pipe = records.client.pipeline(transaction=False)
         for thread_id in ids:
             pipe.get(records.keys.thread(thread_id))
         raws = await pipe.execute()
         read.update(zip(ids, raws, strict=True))
 
-        def decoded() -> list[dict[str, Any] | None]:
+        def decoded() -> list[ThreadRecord | None]:
             # as a GET reads it: a damaged one (metadata no object, say) is passed over with a log line
             found = [decode_thread(raw, records.keys.thread(i)) for i, raw in zip(ids, raws, strict=True)]
             return [r if r is not None and r["thread_id"] == i else None for i, r in zip(ids, found, strict=True)]
 
         return await asyncio.to_thread(decoded) if len(ids) > DECODE_ON_LOOP else decoded()
 
-    async def repair(thread_id: str, record: dict[str, Any] | None) -> None:
+    async def repair(thread_id: str, record: ThreadRecord | None) -> None:
         await records.indexed.repair(thread_id, read.get(thread_id), record)
 
     return Source(records.indexed.index, load, repair)
@@ -323,7 +305,7 @@ async def backfill(records: ServiceRecords) -> int:
     return done
 
 
-async def forget_temporary_thread(records: ServiceRecords, assistants: Any, thread_id: str) -> bool:
+async def forget_temporary_thread(records: ServiceRecords, assistants: Assistants, thread_id: str) -> bool:
     """Delete the thread of its ended temporary run before the run's end is told (who sees the end sees it gone);
     False (kept) when another run waits on it."""
     keys, client = records.keys, records.client

@@ -1,15 +1,12 @@
-"""Bounded JSON in and out: request bodies, responses, and the records kept in Redis (read with an allow-list).
+"""JSON at the service's edges: request bodies in, answers and stream events out, records to and from Redis —
+each bounded.
 
-JSON on the wire: graph values and stream events out, request bodies in (bounded, decoded as plain JSON).
-
-What goes out is what langgraph-sdk expects from the Agent Server: messages as their `model_dump()` dicts,
-interrupts as `{"value", "id", "response_schema"}`, dataclasses and pydantic models
-as dicts. Anything else is written as its `str()`: a value the graph holds is never refused at the end of a run
-because it cannot be encoded.
-
-Records the service keeps in Redis as JSON (threads, runs, assistants): written with a size bound, read back
-as input from outside — a record must be a JSON object with the fields its writer put there, or it is treated as
-absent (and logged), never decoded into objects.
+Bodies are read as plain JSON, and what could be stored but never read back (too large or deep, NaN, a lone
+surrogate) is refused with a 422 at the door. What goes out is shaped as langgraph-sdk expects from the Agent
+Server (messages as their `model_dump()`, interrupts as `{"value", "id", "response_schema"}`), anything else as
+its `str()`, so a run never fails at its end over a value it cannot encode. A record read back from Redis is
+input from outside: `decode_record` allow-lists its fields and never builds objects from it (the typed records
+are reactgraph/service/records.py's).
 """
 
 from __future__ import annotations
@@ -214,12 +211,6 @@ def decode_record(raw: str | bytes | None, key: str, required: Sequence[str], st
     return record
 
 
-def decode_thread(raw: str | bytes | None, key: str, strict: bool = False) -> dict[str, Any] | None:
-    """A thread record as its readers take it (`decode_record`): its ids, dates and status strings, and its
-    metadata an object, which filters and searches read into (a list there would fail every search)."""
-    return decode_record(raw, key, ("thread_id", "created_at", "status"), strict, objects=("metadata",))
-
-
 class UnreadableRecord(BadRequest):
     """A thread or run record in Redis that cannot be read back (500, one line naming its key)."""
 
@@ -235,7 +226,7 @@ def report_unreadable(key: str, reason: str, strict: bool) -> None:
         raise UnreadableRecord(key, reason)
 
 
-def encoded(record: dict[str, Any], what: str) -> str:
+def encoded(record: Mapping[str, Any], what: str) -> str:
     """`record` as the JSON stored for it, or a 413 naming the limit when it would be too large to read back."""
     text = json.dumps(record, ensure_ascii=False)
     size = len(text.encode())

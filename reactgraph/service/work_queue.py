@@ -1,24 +1,11 @@
-"""The work queue: runs queued on a Redis stream now, or at their time, claimed by workers and acknowledged once.
+"""The work queue: "thread T has work" tokens on a Redis stream read by the workers' consumer group, the sweep
+that gives a lost token back, and the promote step of runs scheduled with `after_seconds`.
 
-The work queue: a Redis stream of "thread T has work" tokens, read by the workers' consumer group, and the
-sweep that gives a token back to any thread whose runs wait without one.
-
-No accepted run depends on the stream alone. The stream is never trimmed (a token not yet delivered would go
-with the trim, its runs left `pending` for ever); a token leaves it only when a worker acknowledges it. Every
-thread that was given work is also in the `with_work` index (written before its run is stored, so it survives
-whatever a failover keeps of the run), and each thread remembers the id of its latest token: the sweep walks
-the index and re-notifies a thread that still has runs waiting but whose latest token is gone — lost in a
-failover, deleted by hand — and drops the threads that have nothing left to do.
-
-Runs created with `after_seconds`: stored at once, started no earlier than that.
-
-Such a run is kept out of its thread's `pending` list — the list a worker holding the thread takes runs from —
-in the thread's `scheduled` sorted set (run id → when it is due, ms), and named in a global sorted set
-(`<thread id> <run id>` → due ms) that the workers' promote step reads. Promoting a due run is one script on
-the thread's keys: it leaves the thread's set (only one promoter, or a cancel, can take it out), and unless it
-was deleted or cancelled meanwhile it joins the end of `pending`; then the thread is notified and the global
-entry dropped. A promoter that dies between the two steps leaves the global entry, which the next one finds
-and drops (its script answers 0). Every script touches only one thread's keys (one hash tag): Cluster-safe.
+Tokens name threads, not runs: the thread's lease decides who runs (reactgraph/service/worker.py). No accepted
+run depends on the stream alone: it is never trimmed, every thread given work is in the `with_work` index
+(written before its run is stored), and the sweep re-notifies a thread whose runs wait without a token. A
+scheduled run waits in its thread's `scheduled` set rather than in `pending` until a promoter moves it there,
+in one script on the thread's keys (Cluster-safe; a promoter that dies halfway leaves an entry the next drops).
 """
 
 from __future__ import annotations
@@ -36,7 +23,7 @@ import redis.asyncio
 
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.records import ServiceRecords, encoded, now_iso
+from reactgraph.service.records import RunRecord, ServiceRecords, encoded, now_iso
 from reactgraph.service.wire import redis_text
 
 log = logging.getLogger("reactgraph.service")
@@ -236,7 +223,7 @@ def later_iso(seconds: float) -> str:
     return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()
 
 
-async def schedule_run(records: ServiceRecords, record: dict[str, Any], after_s: float) -> tuple[bool, list[str]]:
+async def schedule_run(records: ServiceRecords, record: RunRecord, after_s: float) -> tuple[bool, list[str]]:
     """Store `record` to start `after_s` seconds from now, under its multitask strategy as records.create_run
     does: (created, run ids ahead of it)."""
     thread_id, run_id, keys = record["thread_id"], record["run_id"], records.keys
@@ -248,7 +235,7 @@ async def schedule_run(records: ServiceRecords, record: dict[str, Any], after_s:
     return True, ahead
 
 
-async def cancel_scheduled(records: ServiceRecords, run: dict[str, Any], action: str) -> bool:
+async def cancel_scheduled(records: ServiceRecords, run: RunRecord, action: str) -> bool:
     """Cancel a run still waiting for its time: it never starts; it reads `interrupted` (`rollback`: it is
     deleted). False when it is not waiting for its time (promoted, or not scheduled at all)."""
     thread_id, run_id = run["thread_id"], run["run_id"]
@@ -260,7 +247,7 @@ async def cancel_scheduled(records: ServiceRecords, run: dict[str, Any], action:
         return True
     current = await records.get_run(thread_id, run_id)
     if current is not None:  # nobody else writes it now: no worker will ever take it
-        current.update(status="interrupted", updated_at=now_iso())
+        current["status"], current["updated_at"] = "interrupted", now_iso()
         await records.client.set(records.keys.run(thread_id, run_id), encoded(current, "run record"))
     return True
 

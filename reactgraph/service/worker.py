@@ -1,26 +1,13 @@
-"""A worker: claims a queued run, executes it under the thread's lease with heartbeats, ends it once and acks it.
+"""A worker: it claims threads with work from the queue and runs their runs one at a time under each thread's
+session lease, ending every run once, with a cause.
 
-Execute one run on the thread a worker holds: stream the graph, write each event, end with a status.
-
-Every way a run ends is its own branch: success (the thread may still wait on an interrupt), cancelled
-(`interrupt` keeps what it did, `rollback` deletes its checkpoints and the run), failed (an `error` event
-and status `error`), fenced out (another worker took the thread: stop writing, leave the run to it), and
-the worker shutting down (the run stays active and is resumed from its checkpoint by the next holder).
-
-`reactgraph worker`: claim threads that have work from the Redis stream, run their runs one at a time.
-
-The queue (a Redis Streams consumer group) carries "thread T has work" tokens, not runs: a worker that gets a
-token takes T's session lease — the same lease the CLI takes — bumps T's fence, then runs T's runs in order
-until none waits, releases the lease and acks the token. The lease, not the stream, decides who runs:
-
-- a token for a thread whose lease is held is left unacknowledged; the holder looks for new runs after it
-  releases, and if it died, the token is claimed again (XAUTOCLAIM) once idle and retried until the dead
-  holder's lease has expired; the run left active is then resumed from its last checkpoint;
-- so a run that takes longer than the claim idle time is never run twice: a claimer finds the lease held.
-  (This is the trap of brokers that re-deliver a task idle too long: redelivery here only ever retries the lease.)
-
-SIGTERM/SIGINT: stop taking tokens, let running runs finish for up to `drain_s`, then stop them where they
-are: they stay active, their threads are handed back to the queue, and the next worker resumes them.
+A worker that gets a thread's token takes its lease (the CLI's lease too), bumps its fence, runs its runs in
+order until none waits, then releases it and acknowledges the token. The lease, not the stream, decides who
+runs, so a run longer than the claim idle time is never run twice: a token claimed again only retries the lease,
+and a dead holder's active run is resumed from its last checkpoint once that lease expires (at most MAX_RESUMES
+times). Each way a run ends is its own branch: success, cancelled (`interrupt` keeps what it did, `rollback`
+deletes it), failed, fenced out, and the worker stopping (SIGTERM: running runs get `drain_s`, then are handed
+back and resumed by the next worker).
 """
 
 from __future__ import annotations
@@ -45,7 +32,7 @@ from reactgraph.service.assistants.catalogue import Assistants
 from reactgraph.service.connections import REDIS_DOWN, Outage, service_connections
 from reactgraph.service.events import EarlierAttempts, bounded, max_event_bytes, run_events
 from reactgraph.service.keys import ServiceKeys
-from reactgraph.service.records import ServiceRecords, now_iso
+from reactgraph.service.records import RunRecord, ServiceRecords, now_iso
 from reactgraph.service.retention import Retention, sweep_forever
 from reactgraph.service.run_request import RunPolicy, check_resume, graph_call, graph_options, run_context
 from reactgraph.service.threads import FencedOut, ThreadHold, expire_run, forget_temporary_thread, thread_after_run
@@ -95,7 +82,7 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
     return await _end(hold, records, assistants, run, started, outcome)
 
 
-async def end_abandoned_run(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+async def end_abandoned_run(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: RunRecord,
                             action: str) -> str:
     """End a cancelled run that no worker holds (its worker died and none has taken the thread since) as its
     worker would have: the caller holds the thread's lease and has just taken the thread."""
@@ -115,7 +102,7 @@ class Outcome:
         log.warning("run %s failed: %s: %s", run_id, kind, message.splitlines()[0][:300] if message else "")
 
 
-async def _run_graph(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+async def _run_graph(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: RunRecord,
                      resumed_at: int, outcome: Outcome) -> None:
     """Stream the run's graph (`resumed_at`: the attempt that resumes it from its last checkpoint, 0 when new)."""
     try:
@@ -129,7 +116,7 @@ async def _run_graph(hold: ThreadHold, records: ServiceRecords, assistants: Assi
         outcome.failed(run["run_id"], type(exc).__name__, str(exc) or type(exc).__name__)
 
 
-async def _end(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+async def _end(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: RunRecord,
                started: bool, outcome: Outcome) -> str:
     """The run's end: its checkpoints rolled back if asked, the thread's status, its record, its stream closed."""
     thread_id, run_id, cancel = hold.thread_id, run["run_id"], outcome.cancel
@@ -138,7 +125,7 @@ async def _end(hold: ThreadHold, records: ServiceRecords, assistants: Assistants
     # The thread's status first: a client that sees the run end (the stream's end) must see the thread after it.
     forgotten = await _settle_thread(hold, records, assistants, run, outcome)
     status = "interrupted" if cancel is not None else outcome.status
-    run.update(status=status, updated_at=now_iso())  # when it ended (the record written at its start: the start)
+    run["status"], run["updated_at"] = status, now_iso()  # when it ended (the record written at its start: the start)
     if outcome.error is not None:
         run["error"] = outcome.error
     await hold.end_run(run_id, "" if cancel == "rollback" else _record_json(run))
@@ -153,7 +140,7 @@ async def _end(hold: ThreadHold, records: ServiceRecords, assistants: Assistants
     return status
 
 
-async def _settle_thread(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: dict[str, Any],
+async def _settle_thread(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: RunRecord,
                          outcome: Outcome) -> bool:
     """The thread's status after the run (`error` when its state cannot be read back, which fails the run too);
     a stateless run's thread goes with it (its record and events stay a while, for its readers). Whether it went."""
@@ -182,7 +169,7 @@ async def _settle_thread(hold: ThreadHold, records: ServiceRecords, assistants: 
         return False
 
 
-def _record_json(run: dict[str, Any]) -> str:
+def _record_json(run: RunRecord) -> str:
     """The run's final record as stored: as written, unless it holds text Redis cannot take as UTF-8 (a lone
     surrogate from a client's JSON escape), which is then stored escaped, as JSON allows."""
     text = json.dumps(run, ensure_ascii=False)
@@ -194,7 +181,7 @@ def _record_json(run: dict[str, Any]) -> str:
 
 
 async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assistants: Assistants,
-                  run: dict[str, Any], resumed_at: int) -> None:
+                  run: RunRecord, resumed_at: int) -> None:
     gateway, policy = assistants.gateway, assistants.run_policy
     kwargs, thread_id, run_id = run["kwargs"], hold.thread_id, run["run_id"]
     graph_input, config = graph_call(kwargs, thread_id, run_id, resumed=resumed_at > 0)

@@ -1,18 +1,10 @@
-"""The assistants API: read, search, count, create, update, version and delete assistants.
+"""The assistants API: assistants read (get, search, count, versions, a graph's drawing, schemas and subgraphs)
+and changed (create, update as a new version, set the latest, delete).
 
-Assistants, read: search, count, get, versions, and a graph's drawing, schemas and subgraphs.
-
-The served graphs' own assistants and those clients created (reactgraph/service/assistants/api.py) are
-found alike, each inside what the `assistants.read` / `assistants.search` auth handler lets the caller see.
-
-Assistants, changed: create, update (a new version), set the latest version, delete — kept in Redis.
-
-A created assistant is one of the served graphs with its own settings (config, context) and description
-(name, description, metadata). Its settings pass the checks a run's settings pass (the operator's run policy:
-a model off the list is refused). The `assistants.create/update/delete` auth handlers decide as for threads:
-what a create handler writes into the metadata (an owner) is kept, and a filter one returns hides what is
-outside it (404). The graphs' own assistants are the operator's: they are read, never changed. Deleting an
-assistant cancels its pending and running runs, as langgraph-api does.
+The graphs' own assistants and those clients created are found alike, each inside what the `assistants.*`
+auth handler lets the caller see: a filter hides the rest as 404, and what a create handler writes into the
+metadata is kept. The graphs' own are the operator's, read and never changed. A created assistant's settings
+pass the checks a run's pass, and deleting one cancels its pending and running runs, as langgraph-api does.
 """
 
 from __future__ import annotations
@@ -33,14 +25,23 @@ from reactgraph.service.assistants.catalogue import (
     BUILDERS,
     IF_EXISTS,
     Assistant,
+    Described,
+    Settings,
     described,
     graph_of,
     settings,
     uuid_of,
 )
-from reactgraph.service.assistants.records import assistant_query, assistant_source, contains, version_of
+from reactgraph.service.assistants.records import (
+    AssistantRecord,
+    AssistantRecords,
+    assistant_query,
+    assistant_source,
+    contains,
+    version_of,
+)
 from reactgraph.service.auth import authorize, matches
-from reactgraph.service.index import count, search
+from reactgraph.service.index import Query, Source, count, search
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import new_id, now_iso
 from reactgraph.service.run_control import cancel_runs_of_assistant
@@ -93,7 +94,7 @@ async def readable_assistant(request: Request) -> Assistant:
     return await visible_assistant(request, str(request.path_params["assistant_id"]))
 
 
-async def _query(request: Request, body: dict[str, Any], limit: int, offset: int) -> Any:
+async def _query(request: Request, body: dict[str, Any], limit: int, offset: int) -> Query[AssistantRecord]:
     """The Query (reactgraph/service/index.py) of a search or count, inside the handler's filter."""
     graph_id, name = field(body, "graph_id", str), field(body, "name", str)
     metadata = field(body, "metadata", dict, {})
@@ -106,7 +107,7 @@ async def _query(request: Request, body: dict[str, Any], limit: int, offset: int
     return assistant_query(allowed, graph_id, name, metadata, sort_by, order == "desc")
 
 
-def _source(request: Request) -> Any:
+def _source(request: Request) -> Source[AssistantRecord]:
     svc = service(request)
     if svc.assistants.created is None:  # only an API process has them; never the case on a served route
         raise BadRequest(503, "this process keeps no assistants")
@@ -230,7 +231,7 @@ def _changeable(assistant: Assistant) -> None:
                               f"graph {assistant.graph_id!r} to choose others")
 
 
-def _records(request: Request) -> Any:
+def _records(request: Request) -> AssistantRecords:
     created = service(request).assistants.created
     if created is None:  # only an API process has them; never the case on a served route
         raise BadRequest(503, "this process keeps no assistants")
@@ -245,23 +246,25 @@ async def create_assistant(request: Request) -> Response:
     if_exists = field(body, "if_exists", str, "raise")
     if if_exists not in IF_EXISTS:
         raise BadRequest(422, f"'if_exists' must be one of {', '.join(IF_EXISTS)}, got {if_exists[:40]!r}")
-    chosen = {"config": {}, "context": {}, **settings(body, svc.assistants.run_policy, svc.assistants.gateway)}
-    about = {"metadata": {}, "name": "Untitled", "description": None, **described(body)}
+    chosen: Settings = {"config": {}, "context": {}, **settings(body, svc.assistants.run_policy,
+                                                                 svc.assistants.gateway)}
+    about: Described = {"metadata": {}, "name": "Untitled", "description": None, **described(body)}
     # the create handler may write into the metadata (an owner, say) before the assistant is made with it
-    value = {"assistant_id": assistant_id, "graph_id": graph_id, "config": chosen["config"],
+    value: dict[str, Any] = {"assistant_id": assistant_id, "graph_id": graph_id, "config": chosen["config"],
              "context": chosen["context"], "metadata": dict(about["metadata"]), "name": about["name"]}
     allowed = await authorize(request, "assistants", "create", value)
     metadata = value["metadata"] if isinstance(value.get("metadata"), dict) else {}
     existing = await lookup(svc, assistant_id)
     if existing is None:
         stamp = now_iso()
-        record = {"assistant_id": assistant_id, "graph_id": graph_id, **chosen, "metadata": metadata,
-                  "name": about["name"], "description": about["description"], "created_at": stamp,
-                  "updated_at": stamp, "version": 1}
-        stored = await _records(request).create(record, owner_of(request), quotas_of(request).of("assistants"))
-        if stored is None:
+        record: AssistantRecord = {
+            "assistant_id": assistant_id, "graph_id": graph_id, "config": chosen["config"],
+            "context": chosen["context"], "metadata": metadata, "name": about["name"],
+            "description": about["description"], "created_at": stamp, "updated_at": stamp, "version": 1}
+        made, stored = await _records(request).create(record, owner_of(request), quotas_of(request).of("assistants"))
+        if made:
             return json_response(record)
-        existing = svc.assistants.of_record(stored) if stored else None
+        existing = svc.assistants.of_record(stored) if stored is not None else None
     if existing is None or if_exists == "raise" or not matches(existing.record()["metadata"], allowed):
         raise BadRequest(409, f"assistant {assistant_id!r} already exists")
     return json_response(existing.record())
@@ -274,17 +277,21 @@ async def update_assistant(request: Request) -> Response:
     chosen = settings(body, svc.assistants.run_policy, svc.assistants.gateway)
     about = described(body)
     key = str(request.path_params["assistant_id"])
-    value = {"assistant_id": key, "graph_id": graph_id, "config": chosen.get("config"),
+    value: dict[str, Any] = {"assistant_id": key, "graph_id": graph_id, "config": chosen.get("config"),
              "context": chosen.get("context"), "metadata": dict(about.get("metadata") or {}), "name": about.get("name")}
     assistant = await visible_assistant(request, key, "update", value)
     _changeable(assistant)
     if isinstance(value.get("metadata"), dict):  # as the handler left it (a key it removed is not merged in)
         about["metadata"] = value["metadata"]
 
-    def change(current: dict[str, Any], version: int) -> dict[str, Any]:
-        changed = {**current, **({"graph_id": graph_id} if graph_id else {}), **chosen, **about,
-                   "metadata": {**current["metadata"], **about.get("metadata", {})},
-                   "updated_at": now_iso(), "version": version}
+    def change(current: AssistantRecord, version: int) -> AssistantRecord:
+        changed = current.copy()
+        if graph_id:
+            changed["graph_id"] = graph_id
+        changed.update(chosen)
+        changed.update(about)
+        changed["metadata"] = {**current["metadata"], **about.get("metadata", {})}
+        changed["updated_at"], changed["version"] = now_iso(), version
         if "context" not in chosen and "config" in chosen:  # a new config, the same context
             changed["config"] = {**chosen["config"], "configurable": current["context"]}
         return changed
@@ -312,9 +319,10 @@ async def set_latest(request: Request) -> Response:
     if chosen is None:
         raise BadRequest(404, f"version {version} not found for assistant {assistant.assistant_id!r}")
 
-    def change(current: dict[str, Any], _next: int) -> dict[str, Any]:
-        return {**current, **{k: chosen[k] for k in ("graph_id", "config", "context", "metadata", "name",
-                                                      "description", "version")}, "updated_at": now_iso()}
+    def change(current: AssistantRecord, _next: int) -> AssistantRecord:
+        return {**current, "graph_id": chosen["graph_id"], "config": chosen["config"], "context": chosen["context"],
+                "metadata": chosen["metadata"], "name": chosen["name"], "description": chosen["description"],
+                "version": chosen["version"], "updated_at": now_iso()}
 
     updated = await records.replace(assistant.assistant_id, change, new_version=False)
     if updated is None:

@@ -1,18 +1,11 @@
-"""The assistants the service offers: one per graph, and what a client may set on one it creates.
+"""The assistants the service offers: one per graph (react, plan_solve, reflexion), compiled once per process on
+the service's saver and store, and what a client may set on an assistant it creates.
 
-The assistants the service offers: one per graph (react, plan_solve, reflexion), compiled on the service's
-Redis saver and store, with ids derived from the graph name exactly as the LangGraph server derives them (so
-a client that hard-codes an assistant id of `langgraph dev` finds the same one here); and those clients
-created (kept in Redis: reactgraph/service/assistants/records.py), each one of these graphs with its own
-settings.
-
-A client's assistant (the body of `assistants.create` and `assistants.update`) → the fields stored with it:
-each one bounded, and its settings checked exactly as a run's are. An assistant's context goes through the
-operator's run policy when it is made (a model off the list is refused then, not when a run on it starts), and
-again, merged with the run's own, whenever a run uses it.
-
-As in the Agent Server, `config.configurable` and `context` mirror each other (give one of them); a run's
-settings go over its assistant's (`with_assistant`).
+A graph's own assistant has the id `langgraph dev` derives from the graph name, so a client that hard-codes it
+finds it here too. A created assistant is one of these graphs with its own settings (Settings) and description
+(Described), each bounded; its settings pass the operator's run policy when it is made and again, under the
+run's own (`with_assistant`), whenever a run uses it. As in the Agent Server, `config.configurable` and
+`context` mirror each other.
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
 from langgraph.store.base import BaseStore
 
@@ -31,12 +24,13 @@ from reactgraph.graph.react import build_react_graph
 from reactgraph.graph.reflexion import build_reflexion_graph
 from reactgraph.graph.sessions import AnyGraph
 from reactgraph.memory.redis_checkpoint import AsyncRedisSaver
+from reactgraph.service.records import RunRecord
 from reactgraph.service.run_request import RunPolicy, run_kwargs
 from reactgraph.service.wire import BadRequest, field
 from reactgraph.tools import ToolGateway
 
 if TYPE_CHECKING:  # records.py reads the catalogue: the type only, so no import cycle
-    from reactgraph.service.assistants.records import AssistantRecords
+    from reactgraph.service.assistants.records import AssistantRecord, AssistantRecords
 
 # langgraph-api's namespace for assistant ids: uuid5(NAMESPACE_GRAPH, graph_id)
 NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
@@ -56,15 +50,15 @@ def assistant_id(graph_id: str) -> str:
 class Assistant:
     graph_id: str
     graph: AnyGraph
-    stored: Mapping[str, Any] | None = None  # a created assistant's record; None: the graph's own assistant
+    stored: AssistantRecord | None = None  # a created assistant's record; None: the graph's own assistant
 
     @property
     def assistant_id(self) -> str:
         return str(self.stored["assistant_id"]) if self.stored is not None else assistant_id(self.graph_id)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> AssistantRecord:
         if self.stored is not None:
-            return dict(self.stored)
+            return self.stored.copy()
         return {"assistant_id": self.assistant_id, "graph_id": self.graph_id, "config": {}, "context": {},
                 "created_at": _STARTED, "updated_at": _STARTED, "metadata": {"created_by": "system"},
                 "version": 1, "name": self.graph_id, "description": DESCRIPTIONS.get(self.graph_id)}
@@ -90,12 +84,12 @@ class Assistants:
         """By assistant id, or by graph name (langgraph-sdk accepts either)."""
         return self._by_id.get(key) or self._by_id.get(assistant_id(key)) if key else None
 
-    def of_record(self, record: Mapping[str, Any]) -> Assistant:
+    def of_record(self, record: AssistantRecord) -> Assistant:
         """A created assistant (its record read back from Redis names one of the served graphs)."""
         graph_id = str(record["graph_id"])
         return Assistant(graph_id, self._by_id[assistant_id(graph_id)].graph, record)
 
-    def for_run(self, run: Mapping[str, Any]) -> Assistant:
+    def for_run(self, run: RunRecord) -> Assistant:
         """The graph a stored run executes: its assistant's, or for a created assistant's run the graph recorded
         in its config (api_runs puts it there), else the default one."""
         kwargs = run.get("kwargs")
@@ -128,7 +122,16 @@ def uuid_of(value: Any, name: str = "assistant_id") -> str:
         raise BadRequest(422, f"{name!r} must be a UUID, got {str(value)[:80]!r}") from None
 
 
+@overload
+def graph_of(body: Mapping[str, Any], graphs: tuple[str, ...], *, required: Literal[True]) -> str: ...
+
+
+@overload
+def graph_of(body: Mapping[str, Any], graphs: tuple[str, ...], *, required: bool) -> str | None: ...
+
+
 def graph_of(body: Mapping[str, Any], graphs: tuple[str, ...], *, required: bool) -> str | None:
+    """The body's `graph_id`, one of `graphs` (404 if not; 422 if absent and `required`)."""
     graph_id = field(body, "graph_id", str)
     if graph_id is None and required:
         raise BadRequest(422, f"'graph_id' is required: one of {', '.join(graphs)}")
@@ -151,14 +154,34 @@ def _bounded_text(body: Mapping[str, Any], name: str, limit: int) -> str | None:
     return value
 
 
-def described(body: Mapping[str, Any]) -> dict[str, Any]:
+class Described(TypedDict, total=False):
+    """What describes a client's assistant (an absent one is left as it was)."""
+
+    metadata: dict[str, Any]
+    name: str
+    description: str | None
+
+
+class Settings(TypedDict, total=False):
+    """What a client's assistant runs with (an absent one is left as it was)."""
+
+    config: dict[str, Any]
+    context: dict[str, Any]
+
+
+def described(body: Mapping[str, Any]) -> Described:
     """The metadata, name and description the body gives (absent ones left out)."""
-    given = {"metadata": _bounded_mapping(body, "metadata"), "name": _bounded_text(body, "name", MAX_NAME_CHARS),
-             "description": _bounded_text(body, "description", MAX_DESCRIPTION_CHARS)}
-    return {name: value for name, value in given.items() if value is not None}
+    found: Described = {}
+    if (metadata := _bounded_mapping(body, "metadata")) is not None:
+        found["metadata"] = metadata
+    if (name := _bounded_text(body, "name", MAX_NAME_CHARS)) is not None:
+        found["name"] = name
+    if (description := _bounded_text(body, "description", MAX_DESCRIPTION_CHARS)) is not None:
+        found["description"] = description
+    return found
 
 
-def settings(body: Mapping[str, Any], policy: RunPolicy | None, gateway: Any) -> dict[str, Any]:
+def settings(body: Mapping[str, Any], policy: RunPolicy | None, gateway: Any) -> Settings:
     """The config and context the body gives (absent: left out; a config without `configurable` leaves the context
     as it was), mirrored and checked as a run's would be."""
     config, context = _bounded_mapping(body, "config"), _bounded_mapping(body, "context")
@@ -176,10 +199,13 @@ def settings(body: Mapping[str, Any], policy: RunPolicy | None, gateway: Any) ->
     if len(tags) > MAX_TAGS or not all(isinstance(t, str) and 0 < len(t) <= MAX_TAG_CHARS for t in tags):
         raise BadRequest(422, f"'config.tags' must be at most {MAX_TAGS} texts of 1 to {MAX_TAG_CHARS} characters")
     run_kwargs({"config": config, "context": context}, policy, gateway)  # the checks a run's settings get
-    return {"config": {**config, "configurable": context}, **({"context": context} if given else {})}
+    chosen: Settings = {"config": {**config, "configurable": context}}
+    if given:
+        chosen["context"] = context
+    return chosen
 
 
-def with_assistant(body: Mapping[str, Any], record: Mapping[str, Any] | None) -> dict[str, Any]:
+def with_assistant(body: Mapping[str, Any], record: AssistantRecord | None) -> dict[str, Any]:
     """A run's body with its created assistant's settings under the run's own (each key of the run's context and
     configurable over the assistant's, as the Agent Server merges them); a graph's own assistant has none."""
     if record is None:

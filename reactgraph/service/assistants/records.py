@@ -1,17 +1,13 @@
-"""Assistants clients created, kept in Redis as versioned records, indexed, and searched.
+"""The assistants clients created, in Redis: each one's current record and every version of it, their index
+entries, and their search.
 
-Created assistants in Redis: each one's current record and every version of it, under one hash tag (so a
-script may change both at once on a Redis Cluster), and their index entries (reactgraph/service/index.py),
-written in the same script on one Redis (after the record on a Cluster; before it for a create, under its quota).
-
-A version is never removed on its own: an update adds version n+1 and makes it current, `set_latest` makes an
-earlier one current again. A record read back is Redis content: it must be one this service wrote, for a graph
-this service serves, or it is treated as absent (and logged).
-
-Assistant search and count through the assistant index (reactgraph/service/index.py): graph, metadata
-(`@>`: a short scalar field is a term, anything else is checked on records) and name (checked on records),
-inside the `assistants.search` handler's filter. The graphs' own assistants are in the index too (owner
-`system`, put there at start), read from memory rather than Redis.
+A record and its versions share one hash tag, so one script changes both, and on one Redis the same script
+writes the index entries (on a Cluster a second one does, after it; before it for a create under its quota). A
+version is never removed on its own: an update adds version n+1 and makes it current, `set_latest` makes an
+earlier one current again. A record read back must be one this service wrote, for a graph it serves
+(AssistantRecord, checked), or it is absent. A search narrows by the index's terms (graph, short scalar
+metadata) and checks the rest (`@>` metadata, name) on the records; the graphs' own assistants are indexed at
+start under owner `system` and read from memory.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 import redis.asyncio
 
@@ -75,18 +71,52 @@ return index_apply(ARGV[1], ARGV[2], '', '')
 """
 
 
-def version_of(record: Mapping[str, Any]) -> dict[str, Any]:
+class AssistantRecord(TypedDict):
+    """An assistant as it is stored and answered: langgraph_sdk.schema.Assistant's fields (dates as ISO text).
+
+    Required: what a record read back is checked for (`AssistantRecords._checked`): its ids, date and name
+    strings, a graph this service serves, an int version, objects for its settings and metadata; `updated_at` and
+    `description` are written with every one but taken as found."""
+
+    assistant_id: str
+    graph_id: str
+    created_at: str
+    name: str
+    version: int
+    config: dict[str, Any]
+    context: dict[str, Any]
+    metadata: dict[str, Any]
+    updated_at: NotRequired[str]
+    description: NotRequired[str | None]
+
+
+class AssistantVersion(TypedDict):
+    """One version of a created assistant (langgraph_sdk.schema.AssistantVersion's fields: a record without
+    `updated_at`, its `created_at` when the version was made). Required: what `versions` checks when reading one."""
+
+    assistant_id: str
+    graph_id: str
+    version: int
+    config: dict[str, Any]
+    context: dict[str, Any]
+    metadata: dict[str, Any]
+    created_at: NotRequired[str]
+    name: NotRequired[str]
+    description: NotRequired[str | None]
+
+
+def version_of(record: AssistantRecord) -> AssistantVersion:
     """The version entry for an assistant record (what `get_versions` lists: no `updated_at`)."""
     return {"assistant_id": record["assistant_id"], "version": record["version"], "graph_id": record["graph_id"],
             "config": record["config"], "context": record["context"], "metadata": record["metadata"],
             "created_at": record["updated_at"], "name": record["name"], "description": record.get("description")}
 
 
-def assistant_terms(record: Mapping[str, Any]) -> list[str]:
+def assistant_terms(record: AssistantRecord) -> list[str]:
     return [f"g={record.get('graph_id')}", *metadata_terms(record.get("metadata"))]
 
 
-def assistant_entry(record: Mapping[str, Any], owner: str | None = None) -> str:
+def assistant_entry(record: AssistantRecord, owner: str | None = None) -> str:
     sort = {k: str(record.get(k) or "").lower() for k in ("assistant_id", "graph_id", "name")}
     return entry(assistant_terms(record), record, sort, owner)
 
@@ -108,13 +138,13 @@ class AssistantRecords:
         own = [self.keys.assistant(assistant_id), self.keys.assistant_versions(assistant_id)]
         return own if self.index.on_cluster else [*own, self.index.entries]
 
-    def _indexed(self, record: Mapping[str, Any], owner: str | None = None, limit: int | None = None) -> list[Any]:
+    def _indexed(self, record: AssistantRecord, owner: str | None = None, limit: int | None = None) -> list[Any]:
         """The index arguments of a script that writes `record` (none on a Cluster: written by a second script)."""
         if self.index.on_cluster:
             return []
         return [self.index.base, record["assistant_id"], assistant_entry(record, owner), "" if limit is None else limit]
 
-    def _checked(self, raw: Any, key: str) -> dict[str, Any] | None:
+    def _checked(self, raw: Any, key: str) -> AssistantRecord | None:
         record = decode_record(raw, key, REQUIRED)
         if record is None:
             return None
@@ -122,16 +152,17 @@ class AssistantRecords:
                 or any(not isinstance(record.get(name), dict) for name in _MAPPINGS)):
             report_unreadable(key, "not an assistant of a graph this service serves", False)
             return None
-        return record
+        return cast(AssistantRecord, record)
 
-    async def get(self, assistant_id: str) -> dict[str, Any] | None:
+    async def get(self, assistant_id: str) -> AssistantRecord | None:
         key = self.keys.assistant(assistant_id)
         record = self._checked(await self.client.get(key), key)
         return record if record is None or record["assistant_id"] == assistant_id else None
 
-    async def create(self, record: dict[str, Any], owner: str, limit: int | None) -> dict[str, Any] | None:
-        """Store a new assistant (version 1) under `owner`'s `assistants` quota `limit` (QuotaReached past it);
-        when one with its id exists, that one is returned instead."""
+    async def create(self, record: AssistantRecord, owner: str, limit: int | None
+                     ) -> tuple[bool, AssistantRecord | None]:
+        """Store a new assistant (version 1) under `owner`'s `assistants` quota `limit` (QuotaReached past it):
+        (True, None); when one with its id exists, (False, that one — None if it cannot be read back)."""
         assistant_id = record["assistant_id"]
         check_fields(record.get("metadata"), "an assistant")
         text = encoded(record, "assistant")
@@ -143,12 +174,12 @@ class AssistantRecords:
         if existing == -1:
             raise QuotaReached("assistants", limit or 0, owner)
         if existing is not None:
-            return self._checked(existing, self.keys.assistant(assistant_id)) or {}
+            return False, self._checked(existing, self.keys.assistant(assistant_id))
         await self.client.zadd(self.keys.assistants, {assistant_id: time.time() * 1000})
-        return None
+        return True, None
 
-    async def replace(self, assistant_id: str, change: Callable[[dict[str, Any], int], dict[str, Any]], *,
-                      new_version: bool) -> dict[str, Any] | None:
+    async def replace(self, assistant_id: str, change: Callable[[AssistantRecord, int], AssistantRecord], *,
+                      new_version: bool) -> AssistantRecord | None:
         """Apply `change(current record, next version number)` → the new record; None when there is none.
         `new_version`: the new record is also kept as version n+1 (an update); else it only becomes current."""
         key, versions = self.keys.assistant(assistant_id), self.keys.assistant_versions(assistant_id)
@@ -175,7 +206,7 @@ class AssistantRecords:
                 raise QuotaReached("versions", limit, f"assistant {assistant_id!r}")
         raise BadRequest(409, f"assistant {assistant_id!r} is being changed by others: try again")
 
-    async def versions(self, assistant_id: str) -> list[dict[str, Any]]:
+    async def versions(self, assistant_id: str) -> list[AssistantVersion]:
         """Every version, newest first (unreadable ones left out)."""
         key = self.keys.assistant_versions(assistant_id)
         found: Any = await self.client.hgetall(key)
@@ -184,9 +215,9 @@ class AssistantRecords:
         kept = [e for e in entries if e is not None and e["assistant_id"] == assistant_id
                 and isinstance(e.get("version"), int) and e["graph_id"] in self.graphs
                 and all(isinstance(e.get(name), dict) for name in _MAPPINGS)]
-        return sorted(kept, key=lambda e: e["version"], reverse=True)
+        return sorted(cast(list[AssistantVersion], kept), key=lambda e: e["version"], reverse=True)
 
-    async def load(self, ids: list[str]) -> list[dict[str, Any] | None]:
+    async def load(self, ids: list[str]) -> list[AssistantRecord | None]:
         """The records of `ids` (None: absent or unreadable), read in one pipeline."""
         pipe = self.client.pipeline(transaction=False)
         for assistant_id in ids:
@@ -218,7 +249,7 @@ def contains(held: Any, wanted: Any) -> bool:
 
 
 def assistant_query(allowed: dict[str, Any] | None, graph_id: str | None, name: str | None,
-                    metadata: dict[str, Any], sort: str, newest_first: bool) -> Query:
+                    metadata: dict[str, Any], sort: str, newest_first: bool) -> Query[AssistantRecord]:
     terms, exact = filter_terms(allowed)
     for key, value in metadata.items():
         term = term_of(key, value)
@@ -228,7 +259,7 @@ def assistant_query(allowed: dict[str, Any] | None, graph_id: str | None, name: 
         terms.append(f"g={graph_id}")
     exact = exact and not name
 
-    def check(record: dict[str, Any]) -> bool:
+    def check(record: AssistantRecord) -> bool:
         return (graph_id in (None, record["graph_id"]) and (not name or name.lower() in str(record.get("name") or
                                                                                           "").lower())
                 and contains(record["metadata"], metadata) and matches(record["metadata"], allowed))
@@ -236,13 +267,13 @@ def assistant_query(allowed: dict[str, Any] | None, graph_id: str | None, name: 
     return Query(sorted(set(terms)) or ["all"], check, exact, assistant_terms, sort, newest_first)
 
 
-def assistant_source(created: AssistantRecords, assistants: Assistants) -> Source:
-    async def load(ids: list[str]) -> list[dict[str, Any] | None]:
+def assistant_source(created: AssistantRecords, assistants: Assistants) -> Source[AssistantRecord]:
+    async def load(ids: list[str]) -> list[AssistantRecord | None]:
         own = {i: a.record() for i in ids if (a := assistants.find(i)) is not None and a.stored is None}
         stored = iter(await created.load([i for i in ids if i not in own]))
         return [own[i] if i in own else next(stored) for i in ids]
 
-    async def repair(assistant_id: str, record: dict[str, Any] | None) -> None:
+    async def repair(assistant_id: str, record: AssistantRecord | None) -> None:
         await created.index.apply(assistant_id, "" if record is None else assistant_entry(record))
 
     return Source(created.index, load, repair)
