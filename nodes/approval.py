@@ -56,8 +56,8 @@ from reactgraph.nodes.driver import AgentServices
 from reactgraph.nodes.state import AgentState, Approvals, approvals_of, iteration_of, make_step, usage_of
 from reactgraph.nodes.tool_round import gateway_facts
 from reactgraph.tools import ToolSession, untrusted
-from reactgraph.tools.approval import describe_call
 from reactgraph.tools.call import emit
+from reactgraph.tools.guards import describe_call
 from reactgraph.tools.meta import APPROVAL_DECISIONS, ApprovalDecision
 from reactgraph.tools.untrusted import terminal_safe
 

@@ -87,7 +87,7 @@ class ToolSession:
     allow: frozenset[str] | None = None
     deny: frozenset[str] = frozenset()
     # Approval overrides by tool name or tag: ("http_get", "never"), ("mcp", "always");
-    # see tools/approval.py.
+    # see tools/guards.py.
     approval: tuple[tuple[str, ApprovalSetting], ...] = ()
     # Scope tags (`mcp-config:<file>`) of the MCP config files this session's runs name (Context.mcp_config): a
     # tool carrying such a tag is visible only to sessions naming it.

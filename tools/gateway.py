@@ -10,10 +10,17 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from reactgraph.tools.approval import ApprovalGate, approval_request, interrupt_on
 from reactgraph.tools.breaker import BreakerConfig, BreakerRecheck, BreakerStore, CircuitBreakerPolicy, CircuitBreakers
 from reactgraph.tools.call import EventSink, Handler, Invoke, ToolRegistrationError, ToolResult, ToolSession, chain
-from reactgraph.tools.guards import ArgumentValidation, Existence, Permission, ResultLimit
+from reactgraph.tools.guards import (
+    ApprovalGate,
+    ArgumentValidation,
+    Existence,
+    Permission,
+    ResultLimit,
+    approval_request,
+    interrupt_on,
+)
 from reactgraph.tools.langchain_adapter import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
 from reactgraph.tools.resilience import Bulkhead, Normalise, Retry, Timeout
@@ -54,7 +61,7 @@ class ToolRegistry:
 class ToolGateway:
     """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
 
-    The pipeline's steps live one module per concept (tools/guards.py, approval.py, breaker.py, resilience.py,
+    The pipeline's steps live one module per concept (tools/guards.py, breaker.py, resilience.py,
     telemetry.py; the call record and the innermost step in call.py); their order is the list `__init__`
     chains, outermost first.
     """

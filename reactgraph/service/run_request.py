@@ -258,8 +258,8 @@ class RunPolicy:
     def _approval(self, asked: Any, gateway: Any) -> dict[str, str] | None:
         """The operator's overrides plus the client's, which may only add asking: a client's 'never' for a tool
         that asks under the operator's settings is refused."""
-        from reactgraph.tools.approval import approval_reason
         from reactgraph.tools.call import ToolSession
+        from reactgraph.tools.guards import approval_reason
 
         if asked is None:
             return dict(self.approval) or None
