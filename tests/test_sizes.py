@@ -36,3 +36,9 @@ def test_no_function_is_over_60_lines():
                 if length > MAX_FUNCTION_LINES:
                     over[f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"] = length
     assert over == {}
+
+
+def test_the_product_is_at_most_200_modules():
+    """Rooms, not fragments: the library and the application shell (benchmarks aside) in at most 200 modules."""
+    modules = [path for path in product_files() if path.relative_to(ROOT).parts[0] != "benchmarks"]
+    assert len(modules) <= 200, len(modules)
