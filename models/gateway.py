@@ -59,7 +59,7 @@ from reactgraph.models.loader import (
     structured_runnable,
     without_tool_use,
 )
-from reactgraph.models.purpose import PURPOSE_METADATA
+from reactgraph.models.purpose import PLAN_STEPS_METADATA, PURPOSE_METADATA
 from reactgraph.models.response_format import ResponseFormat
 from reactgraph.models.token_estimate import usage_for
 from reactgraph.models.unloadable import UnloadableModel
@@ -92,6 +92,7 @@ class ModelCall:
     max_output_tokens: int | None = None
     tool_choice: Literal["auto", "none"] = "auto"
     advisory: bool = False
+    plan_steps: tuple[str, ...] = ()  # a Plan-and-Solve step: the plan's goals up to the one under way (run metadata)
 
     def __iter__(self) -> Generator[ModelCall, Any, ModelReply]:
         return (yield self)
@@ -462,7 +463,10 @@ class ModelGateway:
             runnable = bounded
         if call.stop:
             runnable = runnable.bind(stop=list(call.stop))
-        return runnable.with_config(metadata={PURPOSE_METADATA: call.purpose})
+        metadata: dict[str, Any] = {PURPOSE_METADATA: call.purpose}
+        if call.plan_steps:
+            metadata[PLAN_STEPS_METADATA] = list(call.plan_steps)
+        return runnable.with_config(metadata=metadata)
 
     def _bounded(self, model: BaseChatModel, limit: int) -> BaseChatModel:
         """The model with replies of at most `limit` tokens; one without that setting (a scripted test model)

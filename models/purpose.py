@@ -1,5 +1,8 @@
 """What a model request is for, as the model gateway tells the chat model: run metadata, never the wire.
 
+Besides the purpose, a Plan-and-Solve step request carries the plan's goals up to the step under way
+(`reactgraph_plan_steps`): the same structure the step's notes show, given as data rather than as prompt words.
+
 The gateway tags every request's run with `{"reactgraph_purpose": "<purpose>"}` (`Runnable.with_config`); LangChain
 hands a run's metadata to its callbacks and to the chat model's run manager, and no provider client sends it to
 its server. A real model ignores it, tracing records it, and a model of our own (the scripted offline model, the
@@ -12,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 PURPOSE_METADATA = "reactgraph_purpose"
+PLAN_STEPS_METADATA = "reactgraph_plan_steps"
+MAX_PLAN_STEPS = 50  # a plan is a handful of steps; metadata read back is bounded all the same
 PURPOSES = frozenset({"summarize", "think", "reflect", "answer", "check", "respond", "plan", "replan", "step",
                       "evaluate", "lesson"})
 
@@ -21,3 +26,12 @@ def purpose_of(run_manager: Any) -> str | None:
     metadata = getattr(run_manager, "metadata", None)
     value = metadata.get(PURPOSE_METADATA) if isinstance(metadata, dict) else None
     return value if isinstance(value, str) and value in PURPOSES else None
+
+
+def plan_steps_of(run_manager: Any) -> tuple[str, ...]:
+    """A step request's plan goals up to the step under way (the last), from its run metadata; () otherwise."""
+    metadata = getattr(run_manager, "metadata", None)
+    value = metadata.get(PLAN_STEPS_METADATA) if isinstance(metadata, dict) else None
+    if not isinstance(value, list | tuple) or len(value) > MAX_PLAN_STEPS:
+        return ()
+    return tuple(goal for goal in value if isinstance(goal, str))

@@ -224,15 +224,17 @@ def make_execute_step(services: AgentServices) -> Node:
         avoid = set(avoid_tools_of(state))
         schemas = [s for s in services.schemas(context, config) if s["function"]["name"] not in avoid]
         request = step_request(state, context, schemas)
+        goals = tuple(step["goal"] for step in state["plan"][:cursor_of(state) + 1])  # the plan so far, as data
         try:
             if context.protocol == "text":  # a malformed reply gets the format-error budget ReAct's think gets
                 attempts = yield from read_reply(
-                    ModelCall("step", request, stop=tuple(text_protocol.STOP)), text_protocol.parse_reply,
+                    ModelCall("step", request, stop=tuple(text_protocol.STOP), plan_steps=goals),
+                    text_protocol.parse_reply,
                     lambda problem: text_protocol.format_correction(problem, schemas), node="execute_step",
                     allowed=corrections_left(state, context.max_format_errors))
                 return _text_settled(state, attempts, schemas, started)
-            reply = reply_without_repetition((yield from ModelCall("step", request, tools=schemas)).message
-                                             or AIMessage(""))
+            reply = reply_without_repetition(
+                (yield from ModelCall("step", request, tools=schemas, plan_steps=goals)).message or AIMessage(""))
         except Exception as exc:  # noqa: BLE001 - after the retries (see model_retry): one line, status failed
             log_fallback("execute_step", "model_error_failed_step", exc)
             return _failed(state, failure_line(exc, runtime), started)

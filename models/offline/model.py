@@ -15,7 +15,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from reactgraph.models.purpose import purpose_of
+from reactgraph.models.purpose import plan_steps_of, purpose_of
 from reactgraph.models.token_estimate import estimate_tokens, usage_for
 
 from .answer import final_answer
@@ -135,6 +135,8 @@ class OfflineChatModel(BaseChatModel):
         tool_names = [_tool_name(t) for t in tools or []]
         forced = _forced_schema(tool_names, tool_choice)
         normalized = as_tool_messages(unframed(messages))
+        if goals := plan_steps_of(run_manager):  # a plan step: work on the goals so far, as a question of their own
+            normalized = _asking(normalized, "\n".join(goals))
         if forced is not None:
             reply = self._structured(normalized, forced, purpose, _parameters(tools or [], forced))
         elif purpose in ("plan", "replan"):  # a plan asked for with no schema: the same plan, as a numbered list
@@ -192,3 +194,12 @@ class OfflineChatModel(BaseChatModel):
         first = replace(plan, calls=plan.calls[:1])
         call = first.calls[0]
         return AIMessage(content=render_action(thought(first, lang), call.name, dict(call.args)))
+
+
+def _asking(messages: list[BaseMessage], question: str) -> list[BaseMessage]:
+    """The messages with the question (the last human message) replaced: a plan step's goals so far, where an
+    earlier goal keeps the subject that a later one refers back to ("how many years since then?")."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
+    if last is None:
+        return messages
+    return [*messages[:last], HumanMessage(question, id=messages[last].id), *messages[last + 1:]]
