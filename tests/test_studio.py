@@ -57,7 +57,10 @@ class StudioServer:
     process: subprocess.Popen  # run_studio's process; it stops `langgraph dev`'s own group when told to stop
 
     def logs(self) -> str:
-        return self.log_file.read_text(encoding="utf-8", errors="replace")
+        """What `reactgraph studio` printed, then the dev server's own log (which it keeps in a file)."""
+        server_log = self.log_file.parent / ".langgraph_api" / "studio-server.log"
+        server = server_log.read_text(encoding="utf-8", errors="replace") if server_log.exists() else ""
+        return self.log_file.read_text(encoding="utf-8", errors="replace") + server
 
     @contextmanager
     def explained(self) -> Iterator[None]:
@@ -402,7 +405,8 @@ def test_reactgraph_studio_serves_the_packaged_config_only_to_studios_origin_and
             assert (tmp_path / ".langgraph_api").is_dir()  # its files in the working directory, not site-packages
             # Our lines and "ready", not the dev server's dozens: those are in its log file (--verbose: here).
             server_log = tmp_path / ".langgraph_api" / "studio-server.log"
-            assert logs.splitlines()[-1] == "ready" and len(logs.splitlines()) == 6, logs
+            printed = server.log_file.read_text(encoding="utf-8").splitlines()
+            assert printed[-1] == "ready" and len(printed) == 6, printed
             assert f"server log: {server_log} (--verbose shows it here)" in logs
             assert server_log.stat().st_size > 0
 
