@@ -34,7 +34,7 @@ class ModelConfigError(ReactGraphError, ValueError):
 def parse_spec(spec: str) -> tuple[str, str]:
     """Split a spec into (provider, model name), validating its shape."""
     spec = (spec or "").strip()
-    if spec == "offline" or spec.startswith(("offline-noisy:", "offline:noisy=")):  # noisy: offline/noisy.py
+    if spec == "offline" or spec.startswith(("offline-noisy:", "offline:noisy=")):  # noisy: offline/model.py
         return "offline", "offline-scripted" if spec == "offline" else spec
     if spec == "test" or spec.startswith("test:"):  # models/schema_test_model.py
         return "test", spec
@@ -63,7 +63,7 @@ def load_chat_model(spec: str, temperature: float = 0.0, *, retries: int | None 
     """The chat model for a spec, configured from the environment (keys, base URLs, retries) at call time."""
     provider, name = parse_spec(spec)
     if provider == "offline":
-        from reactgraph.models.offline.noisy import offline_model
+        from reactgraph.models.offline.model import offline_model
         return offline_model(spec)
     if provider == "test":
         from reactgraph.models.schema_test_model import test_model

@@ -36,7 +36,7 @@ from reactgraph.evals.metrics import FAILURE_MODES
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.models.loader import ModelConfigError, load_chat_model, parse_spec
 from reactgraph.models.offline import OfflineChatModel
-from reactgraph.models.offline.noisy import NoisyOfflineChatModel, parse_noisy_spec
+from reactgraph.models.offline.model import NoisyOfflineChatModel, parse_noisy_spec
 from reactgraph.tools import ToolError, default_gateway
 from support.forked_commands import forked_run
 

@@ -28,7 +28,7 @@ from reactgraph.memory.session_memory import (
     summary_from_messages,
 )
 from reactgraph.models.offline import OfflineChatModel
-from reactgraph.models.offline.data_blocks import unframed
+from reactgraph.models.offline.conversation import unframed
 from reactgraph.nodes.prompts import summary_section, with_notes
 
 _ids = itertools.count()

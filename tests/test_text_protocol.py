@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from reactgraph.graph import Context, build_react_graph
-from reactgraph.models.offline.textproto import as_tool_messages
+from reactgraph.models.offline.conversation import as_tool_messages
 from reactgraph.nodes import prompts
 from reactgraph.nodes.react import prompt_messages
 from reactgraph.nodes.text_protocol import (
@@ -320,7 +320,7 @@ def test_the_session_summary_reaches_the_notes_block_in_both_protocols():
 
 
 def test_stop_word_matches_what_the_offline_model_listens_for():
-    from reactgraph.models.offline.textproto import is_text_protocol
+    from reactgraph.models.offline.conversation import is_text_protocol
     assert is_text_protocol(STOP) and json.dumps(STOP) == '["Observation:"]'
 
 

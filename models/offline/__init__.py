@@ -3,7 +3,7 @@
 Its reach is frozen: weather, time, arithmetic, facts, who / when / how-long chains, URLs, document lookups and
 recall of what the user said are the kinds of question it handles, and no new kind is added (a real model is
 the answer to those). Within that reach it is honest like any model: a clause it maps to no part is reported
-missing. Its word lists live in data/*.json (read once by vocabulary.py) and may grow.
+missing. Its word lists live in data/*.json (read once by words.py) and may grow.
 """
 
 from .model import MODEL_NAME, OfflineChatModel

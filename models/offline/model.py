@@ -1,7 +1,20 @@
-"""OfflineChatModel: a scripted, deterministic chat model (not an LLM) so every graph runs without a network."""
+"""OfflineChatModel: a scripted, deterministic chat model (not an LLM), so that every graph runs without a network.
+
+It answers each kind of request the way any model is asked: tool calls for the next round with a Thought, a final
+answer, a step of the text ReAct protocol, a numbered plan, or a structured reply. A request that binds a tool whose
+schema is a reflection verdict's (the product's `reflection="inline"`) gets that verdict called once beside the
+step's tool calls or answer, read from the request's structure as any model reads it. Its noisy variant measures a
+graph's recovery from model mistakes instead of assuming it: with a seeded probability a reply's tool call goes
+wrong (a tool that does not exist, the wrong built-in tool, malformed arguments). Its spec is `offline-noisy:<p>` or
+`offline:noisy=<p>` with p in [0, 1], optionally followed by `@<seed>`, and whether a reply is perturbed is drawn
+from `Random(f"{seed}|{question}|{round}")`: the same seed, question and point in the turn give the same mistake,
+independent of timing or of other runs.
+"""
 
 from __future__ import annotations
 
+import json
+import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -15,18 +28,45 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from reactgraph.models.loader import ModelConfigError
 from reactgraph.models.purpose import plan_steps_of, purpose_of
 from reactgraph.models.token_estimate import estimate_tokens, usage_for
 
-from .answer import final_answer
-from .conversation import Turn, read_turn
-from .data_blocks import unframed
-from .describe import thought
-from .inline import verdict_tools, with_call
+from .answer import final_answer, thought
+from .conversation import (
+    Turn,
+    as_tool_messages,
+    is_text_protocol,
+    read_turn,
+    recall_reply,
+    render_action,
+    render_final,
+    render_plan,
+    unframed,
+)
 from .planner import BUILTIN_TOOLS, make_plan
-from .recall import recall_reply
-from .structured import RESPONDERS, responder_for
-from .textproto import as_tool_messages, is_text_protocol, render_action, render_final, render_plan
+from .structured import RESPONDERS, reflection_args, responder_for
+
+VERDICT_FLAGS = frozenset({"enough_information", "tool_error", "need_other_tool", "repeated_call"})
+
+
+def verdict_tools(tools: Sequence[dict[str, Any]]) -> list[str]:
+    """The names of the bound tools whose parameters are a reflection verdict's."""
+    names = []
+    for tool in tools:
+        function = tool.get("function") or tool
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        if isinstance(properties, dict) and set(properties) >= VERDICT_FLAGS:
+            names.append(str(function.get("name", "")))
+    return names
+
+
+def with_call(reply: AIMessage, messages: Sequence[BaseMessage], name: str, call_id: str) -> AIMessage:
+    """The reply with one call of the verdict tool `name` added beside its tool calls (or its answer)."""
+    reply.tool_calls = [*reply.tool_calls, {"name": name, "args": reflection_args(messages),
+                                            "id": call_id, "type": "tool_call"}]
+    return reply
+
 
 MODEL_NAME = "offline-scripted"
 
@@ -203,3 +243,106 @@ def _asking(messages: list[BaseMessage], question: str) -> list[BaseMessage]:
     if last is None:
         return messages
     return [*messages[:last], HumanMessage(question, id=messages[last].id), *messages[last + 1:]]
+
+
+NOISY_MODEL_NAME = "offline-noisy"
+# Names a model might plausibly invent for each built-in tool.
+HALLUCINATED = {"calculator": "python_eval", "get_time": "current_time", "get_weather": "weather_api",
+                "search": "web_search", "http_get": "browse"}
+# The wrong (but real) tool a confused model might reach for.
+WRONG_TOOL = {"calculator": "search", "get_time": "get_weather", "get_weather": "search", "search": "calculator",
+              "http_get": "search"}
+MISTAKES = ("unknown_tool", "wrong_tool", "bad_args")
+_SPEC = re.compile(r"^offline(?:-noisy:|:noisy=)(?P<p>[^@]+)(?:@(?P<seed>.+))?$")
+
+
+def parse_noisy_spec(spec: str) -> tuple[float, str] | None:
+    """(noise, seed) of a noisy spec; None for any other spec. A bad probability is a ModelConfigError."""
+    match = _SPEC.match((spec or "").strip())
+    if not match:
+        return None
+    try:
+        noise = float(match.group("p"))
+    except ValueError:
+        noise = -1.0
+    if not 0.0 <= noise <= 1.0:
+        raise ModelConfigError(f"noisy offline model: the probability in {spec!r} must be a number from 0 to 1")
+    return noise, (match.group("seed") or "0")
+
+
+def perturb(call: dict[str, Any], rng: random.Random) -> tuple[str, dict[str, Any]]:
+    """One tool call gone wrong: (kind of mistake, the call as the model now makes it)."""
+    name, args = call["name"], dict(call.get("args") or {})
+    kind = rng.choice(MISTAKES)
+    if kind == "unknown_tool":
+        return kind, {**call, "name": HALLUCINATED.get(name, f"{name}_v2")}
+    if kind == "wrong_tool":
+        return kind, {**call, "name": WRONG_TOOL.get(name, "search")}
+    if args and rng.random() < 0.5:  # a misspelt parameter name
+        key = min(args)
+        args[f"{key}_name" if not key.endswith("_name") else "value"] = args.pop(key)
+    else:  # the arguments left out altogether
+        args = {}
+    return kind, {**call, "args": args}
+
+
+class NoisyOfflineChatModel(OfflineChatModel):
+    """Scripted offline model with seeded tool-call mistakes (NOT an LLM; for robustness measurements)."""
+
+    model_name: str = NOISY_MODEL_NAME
+    noise: float = 0.2
+    seed: str = "0"
+
+    @property
+    def _llm_type(self) -> str:
+        return NOISY_MODEL_NAME
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name, "noise": self.noise, "seed": self.seed}
+
+    def reseeded(self, seed: Any) -> NoisyOfflineChatModel:
+        """The same model with another seed (e.g. one per eval run)."""
+        return self.model_copy(update={"seed": str(seed)})
+
+    def _rng(self, messages: list[BaseMessage]) -> random.Random:
+        turn = read_turn(messages)
+        return random.Random(f"{self.seed}|{turn.question}|{turn.rounds}|{len(turn.history)}")
+
+    def _tool_step(self, messages: list[BaseMessage], tools: set[str] | None) -> AIMessage:
+        reply = super()._tool_step(messages, tools)
+        if not reply.tool_calls:
+            return reply
+        rng = self._rng(messages)
+        if rng.random() >= self.noise:
+            return reply
+        calls: list[dict[str, Any]] = [dict(call) for call in reply.tool_calls]
+        index = rng.randrange(len(calls))
+        _, calls[index] = perturb(calls[index], rng)
+        return AIMessage(content=reply.content, tool_calls=calls)
+
+    def _text_step(self, messages: list[BaseMessage], tools: set[str]) -> AIMessage:
+        reply = super()._text_step(messages, tools)
+        text = reply.content if isinstance(reply.content, str) else ""
+        action = re.search(r"^Action: *(?P<name>\S+)\nAction Input: *(?P<input>.*)$", text, re.MULTILINE)
+        if not action:
+            return reply
+        rng = self._rng(messages)
+        if rng.random() >= self.noise:
+            return reply
+        try:
+            args = json.loads(action.group("input"))
+        except ValueError:
+            args = {}
+        _, call = perturb({"name": action.group("name"), "args": args if isinstance(args, dict) else {}}, rng)
+        rendered = f"Action: {call['name']}\nAction Input: {json.dumps(call['args'], ensure_ascii=False)}"
+        return AIMessage(content=text[:action.start()] + rendered + text[action.end():])
+
+
+def offline_model(spec: str = "offline") -> OfflineChatModel:
+    """The scripted model for `offline`, or its noisy variant for `offline-noisy:<p>` / `offline:noisy=<p>`."""
+    parsed = parse_noisy_spec(spec)
+    if parsed is None:
+        return OfflineChatModel()
+    noise, seed = parsed
+    return NoisyOfflineChatModel(noise=noise, seed=seed)

@@ -1,35 +1,233 @@
 """Deciding the next step: which tool calls each sub-task still needs, given this turn's observations.
 
-Every sub-task has an ordered list of attempts (the obvious call first, then rephrasings and fallbacks). Walking
-that list against the observations says whether the task is done, failed for good, or which call comes next —
-so the plan is a pure function of the messages, a call is never repeated, and a failure changes course.
+Every sub-task has an ordered list of attempts (the obvious call first, then rephrasings and fallbacks), and walking
+that list against the observations says whether the task is done, failed for good, or which call comes next: the
+plan is a pure function of the messages, a call is never repeated, and a failure changes course. A failure is given
+an honest reason in the user's words that follows the result's status (a timeout, a transient error, a busy tool,
+an open circuit, invalid arguments…), never one cause for every failure. The user's documents take their place in
+the list: a question with a document cue ("根据知识库，…", "according to the documents, …") becomes one rag_search
+lookup with the knowledge-base search as its fallback, and a fact, role or date that search cannot find is looked
+for with rag_search next, when it is bound; a passage found that way must mention the searched key words (a nearest
+neighbour always exists) and must hold the name or date asked for.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import derive, passthrough, rag
-from .arith import as_number, compact, format_number
-from .chain import origin_query
-from .conversation import Call, Observation, Turn
-from .extract import (
+from .compute import LOCAL_KINDS, as_number, compact, diff_expression, format_number, vs_value
+from .conversation import PASSTHROUGH_KINDS, Call, Observation, Turn, is_foreign_output, passthrough_value
+from .question import Question, Task, clean_query, core_entity, decompose, english_query, origin_query, role_query
+from .words import (
     DateFact,
     Person,
     current_date,
+    english_entity,
     find_date,
     find_person,
     hits,
+    lookup_city,
     mentions_role,
     role_of,
     snippet_temperature,
 )
-from .faults import failure_reason
-from .frames import core_entity, english_query, role_query
-from .lexicon import english_entity, lookup_city
-from .question import Question, Task, decompose
+
+# How the gateway words each failing ToolStatus (tools/untrusted.py), for results that carry no status (the
+# text protocol's observations): the status the text was written for.
+_GATEWAY_TEXTS = (
+    (r"Tool \S+ is temporarily unavailable \(circuit open", "circuit_open"),
+    (r"Tool \S+ (?:timed out after|is not responding)", "timeout"),
+    (r"Tool \S+ is busy: no free slot", "rate_limited"),
+    (r"Invalid arguments for ", "invalid_args"),
+    (r"Unknown tool |Tool '[^']*' is disabled", "unknown_tool"),
+    (r"Tool '[^']*' is not permitted", "denied"),
+    (r"Tool \S+ failed", "error"),
+    (r"No result was returned", "no_result"),
+)
+# Loose wording of other sources (a framed error block, a provider's text), tried when the gateway's is absent.
+_LOOSE_TEXTS = (
+    (r"circuit open", "circuit_open"), (r"timed out|timeout", "timeout"), (r"invalid arguments", "invalid_args"),
+    (r"unknown tool|is disabled", "unknown_tool"), (r"rate limit|too many requests|is busy|concurrency limit",
+                                                    "rate_limited"),
+    (r"denied|not permitted|permission", "denied"),
+)
+# An error the retry policy treats as passing (TransientToolError): a 5xx/429, an unreachable host, a blip.
+_TRANSIENT = re.compile(r"temporarily unavailable|\b(?:429|502|503|504)\b|unreachable|network error|"
+                        r"connection (?:reset|refused|aborted|error)|timed out|try again later", re.I)
+_REASONS = {
+    "timeout": ("工具超时", "the tool timed out"),
+    "circuit_open": ("工具暂时不可用（熔断中：连续失败后暂停调用）",
+                     "the tool is temporarily unavailable (circuit open after repeated failures)"),
+    "rate_limited": ("工具繁忙（并发已满）", "the tool is busy (concurrency limit)"),
+    "invalid_args": ("参数无效", "invalid arguments"),
+    "unknown_tool": ("工具不存在或已停用", "the tool does not exist or is disabled"),
+    "denied": ("没有权限", "permission denied"),
+    "no_result": ("没有返回结果", "no result was returned"),
+}
+
+
+def failure_kind(content: str, status: str = "", attempts: int = 0) -> str:
+    """Why a call failed, as a ToolStatus value (plus "transient" and "no_result"): the status the result
+    carries, else the status the gateway's wording was written for; an error that was retried, or reads as
+    a passing fault, is "transient"."""
+    text = content.strip()
+    kind = status if status in (*_REASONS, "error") else ""
+    for pattern, named in _GATEWAY_TEXTS if not kind else ():
+        if re.match(pattern, text):
+            kind = named
+            break
+    for pattern, named in _LOOSE_TEXTS if not kind else ():
+        if re.search(pattern, text, re.I):
+            kind = named
+            break
+    if kind in ("", "error") and (attempts > 1 or _TRANSIENT.search(text)):
+        return "transient"
+    return kind or "error"
+
+
+def failure_reason(content: str, lang: str, status: str = "", attempts: int = 0) -> str:
+    """A short, honest label for why a tool call failed, following its status (see `failure_kind`)."""
+    zh = lang == "zh"
+    kind = failure_kind(content, status, attempts)
+    if kind in _REASONS:
+        return _REASONS[kind][0 if zh else 1]
+    first = content.strip().splitlines()[0] if content.strip() else ""
+    detail = re.sub(r"^Tool \S+ failed:\s*", "", first)
+    detail = detail if len(detail) <= 100 else detail[:100].rsplit(" ", 1)[0] + "…"
+    tried = (f"，{attempts} 次尝试都失败" if zh else f", {attempts} attempts failed") if attempts > 1 else ""
+    if kind == "transient":
+        label = ("工具临时故障" if zh else "the tool had a transient error") + tried
+    else:
+        label = "工具调用失败" if zh else "the tool call failed"
+    return (f"{label}：{detail}" if zh else f"{label}: {detail}") if detail else label
+
+
+RAG_TOOL = "rag_search"
+# The kinds of task answered from search results: the documents are their fallback.
+SEARCHED_KINDS = frozenset({"fact", "who", "origin"})
+DOCUMENT_CUE = re.compile(
+    r"(?:根据|依据|按照|基于|参考|查一?下|查查|从|在)(?:我的|本地的?|已导入的)?(?:知识库|文档|资料库|笔记)(?:里|中|里面)?"
+    r"(?:的内容|的资料)?(?:来)?(?:回答|说)?|(?:知识库|我的文档|我的笔记|我的资料)(?:里|中|里面)(?:的内容)?|"
+    r"\b(?:according to|based on|from|in|using|per|search)\s+(?:the|my|our)\s+(?:(?:ingested|local|own)\s+)?"
+    r"(?:documents?|docs|notes|knowledge base|files)\b",
+    re.IGNORECASE)
+_EDGE = re.compile(r"^[\s,，:：;；、.。]+|[\s,，:：;；、]+$")
+_LATIN = re.compile(r"[a-z][a-z0-9_.+#-]{2,}")
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
+# A passage found by the fallback must contain this share of the query's key words.
+_GROUNDING = 0.5
+# Similarity above which a passage is trusted whatever its words; in the question's language a lower one does.
+_STRONG_SCORE = 0.6
+_SAME_LANGUAGE_SCORE = 0.15
+
+
+def _cjk_share(text: str) -> float:
+    letters = [ch for ch in text if ch.isalpha()]
+    return sum("\u3400" <= ch <= "\u9fff" for ch in letters) / len(letters) if letters else 0.0
+
+
+def document_query(text: str) -> str | None:
+    """The question without its document cue, or None when it does not ask about the user's documents."""
+    normalized = unicodedata.normalize("NFKC", text)
+    if not DOCUMENT_CUE.search(normalized):
+        return None
+    stripped = _EDGE.sub("", DOCUMENT_CUE.sub(" ", normalized)).strip()
+    return re.sub(r"\s+", " ", stripped) or None
+
+
+def documents_question(question: Question) -> Question:
+    """A question with a document cue becomes one document lookup; any other question is returned as it is."""
+    query = document_query(question.text)
+    if query is None:
+        return question
+    keywords = clean_query(query) or query
+    task = Task(f"fact:{keywords}", "fact", {"query": keywords, "clause": query, "name_wanted": False,
+                                             "documents": query})
+    return Question(text=question.text, lang=question.lang, tasks=[task])
+
+
+def place_rag_search(task: Task, candidates: list[Call], turn: Turn, tools: Collection[str] | None) -> list[Call]:
+    """The attempts of a task with rag_search placed: first for a document question, else right after the
+    first search (so a fact, a name or a date missing from the knowledge base is looked up in the documents
+    before rephrasing)."""
+    if task.kind not in SEARCHED_KINDS or not candidates:
+        return candidates
+    documents = task.params.get("documents")
+    call = Call(RAG_TOOL, {"query": documents or candidates[0].args.get("query") or task.params.get("query", "")})
+    if documents:
+        return [call, *candidates]
+    available = turn.find(call) is not None if tools is None else RAG_TOOL in tools
+    if not available or candidates[0].name != "search":
+        return candidates
+    return [candidates[0], call, *candidates[1:]]
+
+
+def _key_words(query: str) -> set[str]:
+    text = unicodedata.normalize("NFKC", query).casefold()
+    words = set(_LATIN.findall(text))
+    for run in _CJK_RUN.findall(text):
+        words.update(run[i:i + 2] for i in range(len(run) - 1))
+    return words
+
+
+def _grounded(hit: dict[str, Any], words: set[str]) -> bool:
+    text = unicodedata.normalize("NFKC", f"{hit.get('title', '')} {hit.get('snippet', '')}").casefold()
+    return not words or sum(word in text for word in words) >= _GROUNDING * len(words)
+
+
+def accept_passages(task: Task, observation: Observation, lang: str) -> tuple[Any, str]:
+    """(passages, "") when a rag_search observation answers the task, else (None, why it did not).
+
+    Passages found as a fallback are those that mention the searched words; the caller still reads the name or
+    the date it needs out of them."""
+    if not observation.ok:
+        return None, failure_reason(observation.content, lang, observation.status, observation.attempts)
+    data = observation.data
+    results = hits(data)
+    nothing = "文档中没有找到相关内容" if lang == "zh" else "nothing relevant in the documents"
+    if not results:
+        message = data.get("message") if isinstance(data, dict) else ""
+        return None, str(message or nothing).rstrip("。. ")
+    query = str(task.params.get("query") or observation.call.args.get("query", ""))
+    words = _key_words(query)
+    if not task.params.get("documents"):
+        results = [hit for hit in results if _grounded(hit, words)]
+        return (results, "") if results else (None, nothing)
+    # A document question takes the nearest passages, unless none shares the question's words or language and
+    # none scores strongly: then the nearest neighbour (always there) is a guess, said so instead of quoted.
+    trusted = [hit for hit in results if _grounded(hit, words) or _strong(hit)
+               or (_same_script(hit, query) and _score(hit) >= _SAME_LANGUAGE_SCORE)]
+    if not trusted:
+        return None, ("文档中最接近的段落与问题的语言或用词不符，无法确定答案" if lang == "zh"
+                      else "the closest passages in the documents do not match the question's words or language; "
+                           "the answer is uncertain")
+    return trusted, ""
+
+
+def _score(hit: dict[str, Any]) -> float:
+    score = hit.get("score")
+    return float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else 1.0
+
+
+def _strong(hit: dict[str, Any]) -> bool:
+    return _score(hit) >= _STRONG_SCORE
+
+
+def _same_script(hit: dict[str, Any], query: str) -> bool:
+    """Both mostly Chinese or both mostly Latin script (a passage in another language than the question)."""
+    return _cjk_share(str(hit.get("snippet", ""))) >= 0.3 if _cjk_share(query) >= 0.3 else \
+        _cjk_share(str(hit.get("snippet", ""))) < 0.3
+
+
+def describe_rag_call(call: Call, lang: str) -> str:
+    """The Thought's words for a rag_search call."""
+    query = call.args.get("query")
+    return f"在知识库文档中检索“{query}”" if lang == "zh" else f'search the ingested documents for "{query}"'
+
 
 BUILTIN_TOOLS = frozenset({"calculator", "get_time", "get_weather", "search", "rag_search", "http_get"})
 
@@ -125,7 +323,7 @@ def attempts(task: Task, plan: Plan, lang: str) -> list[Call]:
         target = p["target"] or current_date(plan.value("now"))[0]
         return _calc(f"{target} - {origin.year}")
     if task.kind == "diff":
-        expression = derive.diff_expression(task, [plan.value(k) for k in task.needs])
+        expression = diff_expression(task, [plan.value(k) for k in task.needs])
         return _calc(expression) if expression else []
     if task.kind == "accumulate":
         years = format_number(plan.value("elapsed"))
@@ -148,8 +346,8 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
 
     `names` are the ways the subject of an origin task is written (a date must be about them).
     """
-    if observation.call.name == rag.TOOL:
-        passages, why = rag.accept(task, observation, lang)
+    if observation.call.name == RAG_TOOL:
+        passages, why = accept_passages(task, observation, lang)
         if why or task.params.get("documents"):
             return passages, why
         # A fallback to the documents: the passages must say who holds the role asked about, or when.
@@ -159,8 +357,8 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
         return None, failure_reason(observation.content, lang, observation.status, observation.attempts)
     data, nothing = observation.data, ("没有找到相关结果" if lang == "zh" else "nothing relevant was found")
     name = observation.call.name
-    if task.kind in passthrough.KINDS and passthrough.foreign(observation):
-        return passthrough.value(observation), ""  # a user's replacement tool: its output is the answer
+    if task.kind in PASSTHROUGH_KINDS and is_foreign_output(observation):
+        return passthrough_value(observation), ""  # a user's replacement tool: its output is the answer
     if name == "calculator":
         number = as_number(data.get("result")) if isinstance(data, dict) else None
         return (number, "") if number is not None else (None, nothing)
@@ -237,11 +435,11 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
     if any(d.status != "done" for d in deps):
         state.status = "waiting"
         return state
-    if task.kind in derive.LOCAL_KINDS:  # decided from the other parts' values, no tool needed
-        state.value = derive.vs_value(*(plan.value(k) for k in task.needs))
+    if task.kind in LOCAL_KINDS:  # decided from the other parts' values, no tool needed
+        state.value = vs_value(*(plan.value(k) for k in task.needs))
         state.status = "done" if state.value is not None else "failed"
         return state
-    candidates = rag.route(task, attempts(task, plan, lang), turn, tools)
+    candidates = place_rag_search(task, attempts(task, plan, lang), turn, tools)
     if not candidates:
         state.status = "failed"
         state.failures.append((Call(""), "没有指定城市" if lang == "zh" else "no city was named"))
@@ -272,7 +470,7 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
 
 def make_plan(turn: Turn, tools: Collection[str] | None) -> Plan:
     """The next step for this turn. `tools=None` means no tools are bound: nothing more can be called."""
-    question = rag.documents_question(decompose(turn.question, turn.history))
+    question = documents_question(decompose(turn.question, turn.history))
     plan = Plan(question=question, states={}, calls=[])
     for task in question.tasks:
         plan.states[task.key] = _resolve(task, plan, question.lang, turn, tools)
