@@ -106,6 +106,7 @@ def tool_agent(*rounds: list[dict[str, Any]], passed: bool = True,
     from reactgraph.testing import FunctionModel, RequestInfo
 
     steps: list[int] = []  # the plan steps whose calls were made
+    answered: list[int] = []  # the plan steps whose result was given
     results: list[str] = []  # what each step observed
 
     def made(messages: list[BaseMessage]) -> int:
@@ -129,9 +130,10 @@ def tool_agent(*rounds: list[dict[str, Any]], passed: bool = True,
         if info.purpose == "summarize":
             return {"summary": "earlier turns"}
         if info.purpose == "step":
-            if messages[-1].type != "tool" and len(steps) < len(rounds):
+            if len(steps) == len(answered) < len(rounds):  # a new step: its round's calls
                 steps.append(len(steps))
                 return AIMessage("", tool_calls=list(rounds[steps[-1]]))
+            answered.append(len(steps))  # its results came back: the step's result
             results.extend(observed(messages))
             return answer(observed(messages))
         if info.purpose == "think" and info.tool_names:
