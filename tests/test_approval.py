@@ -25,7 +25,7 @@ from reactgraph.nodes.context import Context, InvalidContext
 from reactgraph.tools import ToolGateway, ToolRegistrationError, ToolSession, ToolStatus, default_gateway
 from reactgraph.tools.builtin import http_get_tool
 from support.approval_tools import risky_gateway
-from support.scripted import ScriptedChatModel, call, tool_reply
+from support.scripted import ScriptedChatModel, call, tool_agent, tool_reply
 
 RULES = Context(reflection="rules")
 APPROVE_BOTH = {"decisions": [{"type": "approve"}, {"type": "approve"}]}
@@ -300,8 +300,9 @@ def loopback_tools() -> ToolGateway:
 
 @pytest.mark.parametrize("build", [build_react_graph, build_plan_solve_graph, build_reflexion_graph],
                          ids=["react", "plan_solve", "reflexion"])
-def test_every_graph_asks_before_http_get_with_the_offline_model(build, page):
-    graph = build(loopback_tools(), checkpointer=InMemorySaver())
+def test_every_graph_asks_before_http_get(build, page):
+    model = tool_agent([call("http_get", url=page)])  # fetches the page, then answers with what it got
+    graph = build(loopback_tools(), checkpointer=InMemorySaver(), model=model)
     result, config = start(graph, f"Fetch {page}", context=Context())
     request = paused_on(result)
     assert [(c["name"], c["args"]) for c in request["action_requests"]] == [("http_get", {"url": page})]
@@ -310,7 +311,8 @@ def test_every_graph_asks_before_http_get_with_the_offline_model(build, page):
 
 
 def test_sessions_run_asks_the_approver_and_resumes_under_the_lease(page):
-    graph = build_react_graph(loopback_tools(), checkpointer=InMemorySaver())
+    graph = build_react_graph(loopback_tools(), checkpointer=InMemorySaver(),
+                              model=tool_agent([call("http_get", url=page)]))
     asked: list[dict] = []
 
     def approver(request: dict) -> Any:
@@ -402,12 +404,12 @@ def test_evals_approve_what_their_tools_ask_for_and_measure_the_run(page, monkey
     from reactgraph.evals.graphs import resolve_graphs
     from reactgraph.evals.runner import RunConfig, run_task
     from reactgraph.evals.tasks import Task
-    from reactgraph.models.offline import OfflineChatModel
 
     # The eval's gateway with http_get allowed to reach the loopback page (and no faults injected).
     monkeypatch.setattr(runner, "faulty_gateway",
                         lambda faults, key, base=None: (loopback_tools(), SimpleNamespace(injected={})))
     (entry,) = resolve_graphs(["react"])
     task = Task(id="fetch", question=f"Fetch {page}", expected=["LangGraph builds agents"])
-    record = run_task(entry, task, 0, RunConfig(graphs=("react",)), OfflineChatModel())
+    model = tool_agent([call("http_get", url=page)])  # fetches the page, then answers with what it got
+    record = run_task(entry, task, 0, RunConfig(graphs=("react",)), model)
     assert record["status"] == "answered" and record["success"] and record["tool_statuses"] == {"ok": 1}

@@ -17,9 +17,23 @@ from reactgraph.models.token_estimate import usage_for
 from reactgraph.nodes import budget
 from reactgraph.tools import ToolGateway
 from reactgraph.tools.builtin import builtin_tools
-from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from support.scripted import ScriptedChatModel, call, notes_gateway, tool_agent, tool_reply
 
+# The graph tests get their tool calls from test models (no question parsing): COMPOUND is asked of a model that
+# looks both cities' weather up and then computes, one call a round (or a plan step) — three calls in all.
 COMPOUND = "北京和上海的气温分别是多少？然后计算 3*7"
+COMPOUND_CALLS = ([call("get_weather", "w1", city="北京")], [call("get_weather", "w2", city="上海")],
+                  [call("calculator", "k1", expression="3*7")])
+SIX_TIMES_SEVEN = "计算 6*7"
+
+
+def compound_model():
+    return tool_agent(*COMPOUND_CALLS)
+
+
+def six_times_seven(*, passed: bool = True):
+    """A model that computes 6*7 with the calculator (each Reflexion trial once), then answers with the result."""
+    return tool_agent([call("calculator", "k1", expression="6*7")], passed=passed)
 NOTE = "Stopped early: the {what} is used up"
 NOTE_ZH = "提前结束：{what}已用完"  # a Chinese question's wrap-up is in Chinese
 
@@ -80,11 +94,11 @@ def assert_wrapped_up(result: dict, kind: str, limit: float, what: str) -> None:
 def test_the_tool_call_budget_stops_each_graph_after_exactly_that_many_calls(name):
     builder, options = BUILDERS[name]
     gateway, ran = counting_gateway()
-    result = ask(builder(gateway), COMPOUND, Context(max_tool_calls=1, **options))
+    result = ask(builder(gateway, model=compound_model()), COMPOUND, Context(max_tool_calls=1, **options))
     assert len(ran) == 1 and ran == ["get_weather"]
     assert_wrapped_up(result, "max_tool_calls", 1, "工具调用预算（1 次）")
     assert result["budget"]["used"] == 1 and result["usage"]["tool_calls"] == 1
-    assert "3°C" in result["final_answer"]  # answered from what the one call observed
+    assert '"temperature_c":3' in result["final_answer"]  # answered from what the one call observed
 
 
 def test_a_reply_with_many_calls_runs_only_those_that_fit_and_the_rest_are_answered_not_run():
@@ -118,21 +132,21 @@ def test_the_tool_call_budget_adds_up_over_rounds():
 def test_calls_that_fit_the_budget_exactly_still_end_answered(name):
     builder, options = BUILDERS[name]
     gateway, ran = counting_gateway()
-    result = ask(builder(gateway), "计算 6*7", Context(max_tool_calls=1, **options))
+    result = ask(builder(gateway, model=six_times_seven()), SIX_TIMES_SEVEN, Context(max_tool_calls=1, **options))
     assert ran == ["calculator"] and result["status"] == "answered" and "42" in result["final_answer"]
     assert not result.get("stop_reason") and "提前结束" not in result["final_answer"]
 
 
 def test_a_budget_of_zero_tool_calls_answers_without_tools():
     gateway, ran = counting_gateway()
-    result = ask(build_react_graph(gateway), "计算 6*7", Context(max_tool_calls=0))
+    result = ask(build_react_graph(gateway, model=six_times_seven()), SIX_TIMES_SEVEN, Context(max_tool_calls=0))
     assert ran == [] and result["usage"]["tool_calls_refused"] == 1
     assert_wrapped_up(result, "max_tool_calls", 0, "工具调用预算（0 次）")
 
 
 def test_without_a_budget_nothing_changes_and_usage_is_still_counted():
     gateway, ran = counting_gateway()
-    result = ask(build_react_graph(gateway), COMPOUND, Context())
+    result = ask(build_react_graph(gateway, model=compound_model()), COMPOUND, Context())
     assert result["status"] != "budget_exhausted" and not result.get("stop_reason") and not result.get("budget")
     assert len(ran) == 3 and result["usage"]["tool_calls"] == 3 and budget.tokens_used(result["usage"]) > 0
 
@@ -141,10 +155,14 @@ def test_each_question_on_a_thread_gets_the_whole_budget():
     from langgraph.checkpoint.memory import InMemorySaver
 
     gateway, ran = counting_gateway()
-    graph = build_react_graph(gateway, checkpointer=InMemorySaver())
+    # The first question computes nothing: the model's rounds are the weather's two, then 6*7 for the second
+    # (each question's rounds counted from its own message).
+    model = tool_agent([call("get_weather", "w1", city="北京")], [call("get_weather", "w2", city="上海")])
+    graph = build_react_graph(gateway, checkpointer=InMemorySaver(), model=model)
     context = Context(max_tool_calls=1)
     first = ask(graph, COMPOUND, context, thread="same")
-    second = ask(graph, "计算 6*7", context, thread="same")
+    graph = build_react_graph(gateway, checkpointer=graph.checkpointer, model=six_times_seven())
+    second = ask(graph, SIX_TIMES_SEVEN, context, thread="same")
     assert first["status"] == "budget_exhausted" and first["usage"]["tool_calls"] == 1
     # The second question's usage starts from nothing: its one call runs (and spends its budget of 1).
     assert second["usage"]["tool_calls"] == 1 and ran == ["get_weather", "calculator"]
@@ -190,7 +208,8 @@ def test_the_token_budget_stops_each_graph_after_the_call_that_crossed_it(name):
     builder, options = BUILDERS[name]
     gateway, ran = counting_gateway()
     calls = ModelCalls()
-    result = ask(builder(gateway), COMPOUND, Context(max_model_tokens=50, **options), callbacks=[calls])
+    result = ask(builder(gateway, model=compound_model()), COMPOUND, Context(max_model_tokens=50, **options),
+                 callbacks=[calls])
     assert ran == []  # the first model call crossed the line: none of its tool calls ran
     assert calls.count == 1
     assert_wrapped_up(result, "max_model_tokens", 50, "模型 token 预算（50）")
@@ -198,10 +217,11 @@ def test_the_token_budget_stops_each_graph_after_the_call_that_crossed_it(name):
 
 def test_a_larger_token_budget_lets_some_rounds_run_then_wraps_up():
     gateway, ran = counting_gateway()
-    unbounded = ask(build_plan_solve_graph(gateway), COMPOUND, Context())
+    unbounded = ask(build_plan_solve_graph(gateway, model=compound_model()), COMPOUND, Context())
     spent = budget.tokens_used(unbounded["usage"])
     ran.clear()
-    result = ask(build_plan_solve_graph(gateway), COMPOUND, Context(max_model_tokens=spent // 2))
+    result = ask(build_plan_solve_graph(gateway, model=compound_model()), COMPOUND,
+                 Context(max_model_tokens=spent // 2))
     assert 0 < len(ran) < 3
     assert_wrapped_up(result, "max_model_tokens", spent // 2, f"模型 token 预算（{spent // 2}）")
     assert "Steps not finished" in result["final_answer"]
@@ -229,7 +249,7 @@ def test_a_registered_price_makes_the_cost_budget_stop_each_graph(name, prices):
     model_gateway.register_price("offline", 1000.0, 1000.0)  # a dear model: the first call costs more than a cent
     builder, options = BUILDERS[name]
     gateway, ran = counting_gateway()
-    result = ask(builder(gateway), COMPOUND, Context(max_cost_usd=0.01, **options))
+    result = ask(builder(gateway, model=compound_model()), COMPOUND, Context(max_cost_usd=0.01, **options))
     assert ran == [] and result["usage"]["cost_usd"] >= 0.01
     assert_wrapped_up(result, "max_cost_usd", 0.01, "费用预算（$0.01）")
 
@@ -328,8 +348,8 @@ async def test_the_async_path_counts_and_cuts_the_same_way():
 
 def test_a_reflexion_run_shares_its_budget_across_trials():
     gateway, ran = counting_gateway()
-    result = build_reflexion_graph(gateway).invoke(
-        {"messages": [HumanMessage("计算 6*7")], "expected": "no such answer"},
+    result = build_reflexion_graph(gateway, model=six_times_seven()).invoke(
+        {"messages": [HumanMessage(SIX_TIMES_SEVEN)], "expected": "no such answer"},
         context=Context(max_tool_calls=2), config={"configurable": {"thread_id": "r"}})
     # Trials 1 and 2 use one call each (the second spends the budget exactly and still answers); trial 3's call
     # is refused, and that ends the run.
@@ -345,7 +365,7 @@ def test_a_reflexion_run_shares_its_budget_across_trials():
 ])
 def test_the_wrap_up_note_is_in_the_questions_language(question, note, foreign):
     gateway, _ = counting_gateway()
-    result = ask(build_react_graph(gateway), question, Context(max_tool_calls=1))
+    result = ask(build_react_graph(gateway, model=compound_model()), question, Context(max_tool_calls=1))
     assert result["status"] == "budget_exhausted"
     assert note in result["final_answer"] and foreign not in result["final_answer"]
 

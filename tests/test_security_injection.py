@@ -111,6 +111,8 @@ def test_text_protocol_a_reply_echoing_a_forged_block_is_not_a_final_answer(echo
     assert all(MARK not in s for s in systems(model.requests))
 
 
+# Kept on the offline model on purpose: the point is the default, user-facing model end to end (a test model
+# would only do what its script says), unmoved by what it reads.
 @pytest.mark.parametrize("protocol", ["tools", "text"])
 def test_the_offline_model_answers_an_injected_tool_result_as_it_answers_a_clean_one(protocol: str):
     def weather_gateway(advisory: str | None) -> ToolGateway:
@@ -314,6 +316,8 @@ async def test_http_get_limits_the_data_in_a_urls_query_and_path(pages, monkeypa
         loopback_gateway()
 
 
+# Kept on the offline model on purpose: the default, user-facing model end to end reads the page and makes no
+# further call (a model that obeys the page is scripted above).
 def test_the_offline_model_reading_an_injected_page_makes_no_exfiltration_call(pages):
     base, seen = pages
     gateway = default_gateway(http_allow_hosts=["127.0.0.1"], http_allow_private=True, http_approval="never")

@@ -231,6 +231,8 @@ def test_summary_travels_in_the_notes_block_never_a_system_message() -> None:
 
 
 # --- the scripted model: summaries and recall ---------------------------------------------------------
+# Kept on the offline model on purpose: these are the default, user-facing model's own summary and recall (no
+# graph runs here; a test model would only echo its script).
 
 
 def summarise(previous: str, messages: list[BaseMessage]) -> str:

@@ -76,3 +76,70 @@ def prompt_notes(messages: list[BaseMessage]) -> str:
     from reactgraph.tools.untrusted import is_notes
     text = next((m.text for m in messages if m.type == "human" and is_notes(m.text)), "")
     return text[:text.find("</notes>") + len("</notes>")] if text else ""
+
+
+def observed(messages: list[BaseMessage]) -> list[str]:
+    """The tool results of a request since its last question, their data frames taken off (in order)."""
+    start = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1)
+    texts = []
+    for message in messages[start + 1:]:
+        if message.type == "tool":
+            text = message.text
+            if text.startswith("<tool_output") and text.endswith("</tool_output>"):
+                text = text[text.find("\n") + 1:-len("\n</tool_output>")]
+            texts.append(text)
+    return texts
+
+
+def tool_agent(*rounds: list[dict[str, Any]], passed: bool = True,
+               answer: Callable[[list[str]], str] = lambda results: "From the tools: " + " | ".join(results)):
+    """A test model (reactgraph.testing.FunctionModel) that gets any graph to call tools, with no question parsing.
+
+    ReAct (and each Reflexion trial): the think request makes round k's calls, k counted from the tool-calling
+    replies since the question, then answers. Plan-and-Solve: a plan of one step per round (its first call's tool),
+    each step making its round's calls once, then the step's result. Every answer is `answer` of the tool results
+    the request shows. Structured requests: the closing check finds nothing missing, a reflection says to go on
+    until the rounds are done, an evaluation is `passed`, a lesson says to try again, a summary is "earlier turns".
+    Plan-and-Solve's closing answer, whose request shows the step results as notes, not as tool results, answers
+    from the steps' results. The model's `requests` log every request with its purpose.
+    """
+    from reactgraph.testing import FunctionModel, RequestInfo
+
+    steps: list[int] = []  # the plan steps whose calls were made
+    answered: list[int] = []  # the plan steps whose result was given
+    results: list[str] = []  # what each step observed
+
+    def made(messages: list[BaseMessage]) -> int:
+        start = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1)
+        return sum(1 for m in messages[start + 1:] if isinstance(m, AIMessage) and m.tool_calls)
+
+    def reply(messages: list[BaseMessage], info: RequestInfo) -> Any:
+        if info.purpose == "plan":
+            return {"steps": [{"goal": f"part {i + 1}", "tool": r[0]["name"]} for i, r in enumerate(rounds)],
+                    "parts": [f"part {i + 1}" for i in range(len(rounds))]}
+        if info.purpose == "check":
+            return {"parts": ["the question"], "missing": []}
+        if info.purpose == "reflect":
+            done = made(messages) >= len(rounds)
+            return {"enough_information": done, "tool_error": False, "need_other_tool": False,
+                    "repeated_call": False, "note": "", "parts": [], "missing": []}
+        if info.purpose == "evaluate":
+            return {"passed": passed, "reason": "scripted"}
+        if info.purpose == "lesson":
+            return {"lesson": "Try again."}
+        if info.purpose == "summarize":
+            return {"summary": "earlier turns"}
+        if info.purpose == "step":
+            if len(steps) == len(answered) < len(rounds):  # a new step: its round's calls
+                steps.append(len(steps))
+                return AIMessage("", tool_calls=list(rounds[steps[-1]]))
+            answered.append(len(steps))  # its results came back: the step's result
+            results.extend(observed(messages))
+            return answer(observed(messages))
+        if info.purpose == "think" and info.tool_names:
+            k = made(messages)
+            if k < len(rounds):
+                return AIMessage("", tool_calls=list(rounds[k]))
+        return answer(observed(messages) or results)
+
+    return FunctionModel(function=reply)
