@@ -191,6 +191,7 @@ def test_a_structured_reply_cut_at_max_tokens_is_a_parse_failure_whose_tokens_co
     assert server.requests[0]["max_tokens"] == 32
 
 
+# On the offline model on purpose: what it is tested for is the default model's own reply bound.
 def test_the_offline_model_honours_max_tokens(monkeypatch):
     monkeypatch.delenv("REACTGRAPH_MODEL", raising=False)
     graph = build_react_graph()

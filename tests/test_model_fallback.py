@@ -2,8 +2,9 @@
 list answers, and the run says so (a `model_fallback` step, `active_model`, a span event).
 
 Through the compiled graphs: the real langchain-openai client against the local OpenAI-compatible server (a
-primary that fails for good, a fallback on the same server), scripted chat models that raise, and the offline
-model as the fallback needing no key; the service's allow-list applies to each fallback.
+primary that fails for good, a fallback on the same server), scripted chat models that raise, and the schema
+test model (`test`) as a fallback needing no key; the service's allow-list applies to each fallback; the CLI's
+`--fallback-model offline` end to end.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph,
 from reactgraph.nodes.context import InvalidContext
 from reactgraph.service.run_request import PolicyRefusal, RunPolicy
 from reactgraph.tools import default_gateway
-from support.provider_server import ProviderServer, error, text
+from support.provider_server import ProviderServer, Reply, calls, closing_check, error, structured, text
 from support.scripted import ScriptedChatModel
 
 QUESTION = "What is 17 * 23?"
@@ -38,6 +39,23 @@ def provider(monkeypatch):
         monkeypatch.setenv("REACTGRAPH_NODE_RETRY_DELAY", "0.01")
 
     return use
+
+
+SAMPLES = {"ReflectionVerdict": {"enough_information": True, "tool_error": False, "need_other_tool": False,
+                                 "repeated_call": False, "note": "The product is known.", "parts": ["17 * 23"]},
+           "Plan": {"steps": [{"goal": "Compute 17 * 23", "tool": "calculator"}], "parts": ["17 * 23"]},
+           "Evaluation": {"passed": True, "reason": "It gives the product."}, "Lesson": {"lesson": "Compute first."},
+           "ClosingCheck": {"parts": ["17 * 23"], "missing": []}}
+
+
+def answering(body: dict) -> Reply:
+    """A fallback on the local server for any graph: the schema asked for, one calculator call while no tool has
+    answered, then the product."""
+    if schema := (body.get("response_format") or {}).get("json_schema"):
+        return structured(SAMPLES[schema["name"]])
+    if body.get("tools") and not any(m["role"] == "tool" for m in body["messages"]):
+        return calls(("calculator", {"expression": "17 * 23"}))
+    return text("17 * 23 = 391.")
 
 
 def switches(result: dict) -> list[dict]:
@@ -61,11 +79,12 @@ def test_a_provider_that_fails_for_good_is_replaced_after_its_retries(provider):
 
 
 def test_a_bad_key_is_not_retried_and_the_fallback_stands_in_for_the_rest_of_the_turn(provider):
-    with ProviderServer(error(401, "invalid api key")) as server:
+    with ProviderServer(error(401, "invalid api key"), text("17 * 23 = 391."), closing_check(["17 * 23"])) as server:
         provider(server, node_retries=2)
         result = build_react_graph(default_gateway()).invoke(
-            {"messages": [HumanMessage(QUESTION)]}, context=Context(model="openai:m", fallback_models=["offline"]))
-        assert len(server.requests) == 1  # no retry of a 401, and no later node asks the failed model again
+            {"messages": [HumanMessage(QUESTION)]}, context=Context(model="openai:m", fallback_models=["openai:up"]))
+        # no retry of a 401, and no later node (here the closing check) asks the failed model again
+        assert [request["model"] for request in server.requests] == ["m", "up", "up"]
     assert result["status"] == "answered" and "391" in result["final_answer"]
     assert [s["node"] for s in switches(result)] == ["think"] and "401" in switches(result)[0]["thought"]
 
@@ -85,18 +104,22 @@ def test_fallbacks_are_tried_in_order_and_the_last_failure_ends_the_turn(monkeyp
 
 
 @pytest.mark.parametrize("builder", [build_plan_solve_graph, build_reflexion_graph], ids=lambda b: b.__name__)
-def test_every_graph_falls_back(builder):
+def test_every_graph_falls_back(builder, provider):
     primary = ScriptedChatModel.of(*[RuntimeError("primary down")] * 20)
-    result = builder(default_gateway(), model=primary).invoke(
-        {"messages": [HumanMessage(QUESTION)]}, context=Context(fallback_models=["offline"]))
+    with ProviderServer(*[answering] * 20) as server:
+        provider(server)
+        result = builder(default_gateway(), model=primary).invoke(
+            {"messages": [HumanMessage(QUESTION)]}, context=Context(fallback_models=["openai:up"]))
     assert result["status"] == "answered" and "391" in result["final_answer"]
-    assert switches(result) and switches(result)[0]["observation"] == "offline answers from here on"
+    assert switches(result) and switches(result)[0]["observation"] == "openai:up answers from here on"
 
 
-def test_async_runs_fall_back_too():
+def test_async_runs_fall_back_too(provider):
     primary = ScriptedChatModel.of(RuntimeError("primary down"))
-    result = asyncio.run(build_react_graph(default_gateway(), model=primary).ainvoke(
-        {"messages": [HumanMessage(QUESTION)]}, context=Context(fallback_models=["offline"])))
+    with ProviderServer(*[answering] * 10) as server:
+        provider(server)
+        result = asyncio.run(build_react_graph(default_gateway(), model=primary).ainvoke(
+            {"messages": [HumanMessage(QUESTION)]}, context=Context(fallback_models=["openai:up"])))
     assert result["status"] == "answered" and len(switches(result)) == 1
 
 
@@ -104,7 +127,7 @@ def test_the_next_question_starts_with_the_primary_again():
     primary = ScriptedChatModel.of(RuntimeError("blip"), AIMessage("Hello again."))
     graph = build_react_graph(default_gateway(), model=primary, checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}}
-    context = Context(fallback_models=["offline"], reflection="off", closing_check=False)
+    context = Context(fallback_models=["test"], reflection="off", closing_check=False)  # the schema test model
     first = graph.invoke({"messages": [HumanMessage(QUESTION)]}, config=config, context=context)
     assert len(switches(first)) == 1
     second = graph.invoke({"messages": [HumanMessage("Say hello.")]}, config=config, context=context)
@@ -130,6 +153,7 @@ def test_the_service_offers_only_its_models_as_fallbacks():
     assert refused.value.status == 422
 
 
+# The command as a user runs it: no key for the primary, the default offline model standing in, end to end.
 def test_ask_fallback_model(monkeypatch, capfd, redis_url):  # run_in_process clears OPENAI_*
     from support.cli_env import run_in_process
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.evals import (
@@ -57,6 +57,8 @@ def by_graph(records: list[dict]) -> dict[str, list[dict]]:
 
 
 # --- the offline model --------------------------------------------------------------------------------------------
+# `compare` runs a suite on a model spec, the offline model by default: these tests are the comparison a user gets
+# with no key, end to end (the test models are objects, not specs).
 
 def test_the_baselines_are_graphs_of_compare():
     assert set(BASELINES) <= set(available_graphs())
@@ -117,11 +119,29 @@ def text_model_with_inline_verdicts() -> FunctionModel:
     return FunctionModel(function=reply)
 
 
+def tools_model_with_inline_verdicts() -> FunctionModel:
+    """A tools-protocol model that calls the verdict tool it is offered beside its other calls, and beside its
+    answer."""
+    def verdict(enough: bool) -> dict:
+        return {"name": "InlineReflection", "id": f"v{int(enough)}", "type": "tool_call",
+                "args": verdict_args(enough, ["the product"], [] if enough else ["the product"])}
+
+    def reply(messages, info: RequestInfo) -> AIMessage | str:
+        if info.purpose != "think":
+            return "It is 126."
+        assert "InlineReflection" in info.tool_names  # offered beside the tools
+        if "126" not in messages[-1].text:
+            calculator = {"name": "calculator", "args": {"expression": "(15 + 27) * 3"}, "id": "c1",
+                          "type": "tool_call"}
+            return AIMessage("compute it", tool_calls=[calculator, verdict(False)])
+        return AIMessage("It is 126.", tool_calls=[verdict(True)])
+    return FunctionModel(function=reply)
+
+
 @pytest.mark.parametrize("protocol", ["tools", "text"])
 def test_an_inline_verdict_is_read_from_the_reply_and_never_joins_the_conversation(protocol):
-    # The offline model fills in a verdict tool it is offered; a text-protocol verdict block is asked for in the
-    # prompt's words only, which it does not read, so a test model writes that one.
-    model = text_model_with_inline_verdicts() if protocol == "text" else None
+    # A tools-protocol verdict is a call of the verdict tool offered; a text-protocol one a block in the reply.
+    model = text_model_with_inline_verdicts() if protocol == "text" else tools_model_with_inline_verdicts()
     graph = build_react_graph(checkpointer=InMemorySaver(), model=model)
     result = graph.invoke({"messages": [HumanMessage("计算 (15 + 27) * 3 等于多少")]},
                           config={"configurable": {"thread_id": "t"}},

@@ -6,26 +6,34 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
-from pydantic import Field
 
 from reactgraph.graph import Context, build_reflexion_graph, register_checker
-from reactgraph.models.offline import OfflineChatModel
 from reactgraph.nodes.reflexion import lessons_namespace
 from reactgraph.tools import ToolError, ToolGateway
 from reactgraph.tools.builtin import builtin_tools
-from support.scripted import ScriptedChatModel, call, prompt_notes
+from support.scripted import ScriptedChatModel, by_purpose, call, prompt_notes, verdict
 
 QUIET = Context(reflection="off", closing_check=False)  # a trial's only model call is think's
+CALC = "计算 (15 + 27) * 3 等于多少"
+SAME_LESSON = "Compare the answer with what the task expects before answering."
 
 
-class RecordingOfflineModel(OfflineChatModel):
-    """The scripted offline model, keeping every request it was sent."""
+def tool_then_answer(name: str, answer: str, **args):
+    """think's reply: one call of `name` while no tool result has come back in this trial, then `answer`."""
+    def think(messages, info):
+        if messages[-1].type == "tool":
+            return answer
+        return AIMessage("", tool_calls=[call(name, "c1", **args)])
+    return think
 
-    requests: list = Field(default_factory=list)
 
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        self.requests.append(list(messages))
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+def calculating(*, passed: bool = True, lesson: str = SAME_LESSON):
+    """A model for the calculation question (and any other): each trial calls the calculator once and answers
+    126 from its result; the judge passes it (or not) and the lesson is always the same."""
+    return by_purpose(think=tool_then_answer("calculator", "(15 + 27) * 3 = 126.", expression="(15 + 27) * 3"),
+                      reflect=verdict(parts=["(15 + 27) * 3"]), answer="(15 + 27) * 3 = 126.",
+                      check={"parts": ["(15 + 27) * 3"], "missing": []},
+                      evaluate={"passed": passed, "reason": "It computes the product."}, lesson={"lesson": lesson})
 
 
 def ask(graph, question: str, context: Context | None = None, thread: str = "t1", **criteria):
@@ -40,7 +48,8 @@ def nodes_of(result) -> list[str]:
 def think_notes(model) -> list[str]:
     """The notes messages of the think requests (the ReAct actor's), in order ("" for a request without one);
     lessons are data, so they never reach the system prompt."""
-    think = [r for r in model.requests if isinstance(r[0], SystemMessage) and "careful assistant" in r[0].content]
+    think = [r.messages for r in model.requests if r.purpose == "think"]
+    assert all(isinstance(r[0], SystemMessage) for r in think)
     assert not any("Lessons from earlier attempts" in r[0].content for r in think)
     return [prompt_notes(r) for r in think]
 
@@ -57,7 +66,10 @@ def test_the_compiled_graph_has_the_reflexion_nodes_and_edges():
 
 
 def test_a_first_trial_that_passes_the_models_judgement_ends_the_run():
-    result = ask(build_reflexion_graph(), "计算 (15 + 27) * 3 等于多少")
+    model = calculating()
+    result = ask(build_reflexion_graph(model=model), CALC)
+    assert model.requests[-1].purpose == "evaluate"  # the model's judgement was asked for, once
+    assert [r.purpose for r in model.requests].count("evaluate") == 1
     assert result["trial"] == 1 and result["evaluation"]["passed"] and result["evaluation"]["by"] == "model"
     assert "126" in result["final_answer"] and result["status"] == "answered"
     assert nodes_of(result)[-1] == "evaluate" and "self_reflect" not in nodes_of(result)
@@ -108,8 +120,22 @@ def flaky_weather() -> ToolGateway:
     return gateway
 
 
-def test_offline_a_trial_spoiled_by_a_failing_tool_is_retried_with_the_lesson_in_its_prompt():
-    model = RecordingOfflineModel()
+def test_a_trial_spoiled_by_a_failing_tool_is_retried_with_the_lesson_in_its_prompt():
+    # Trial 1: get_weather fails, reflection says so, think answers with what is missing; trial 2 calls it again.
+    weather = tool_then_answer("get_weather", "北京：晴，3°C。", city="北京")
+
+    def think(messages, info):
+        if messages[-1].type == "tool" and "weather backend down" in messages[-1].text:
+            return AIMessage("I could not get the weather for 北京.")  # a second round: the answer, part missing
+        return weather(messages, info)
+
+    def reflect(messages, info):
+        failed = "weather backend down" in messages[-1].text
+        return verdict(not failed, tool_error=failed, parts=["北京的天气"], missing=["北京的天气"] if failed else [])
+
+    model = by_purpose(think=think, reflect=reflect, answer="北京：晴，3°C。",
+                       lesson={"lesson": "get_weather failed once: call get_weather again before answering."},
+                       check=lambda messages, info: {"parts": ["北京的天气"], "missing": []})
     store = InMemoryStore()
     graph = build_reflexion_graph(flaky_weather(), store=store, model=model)
     result = ask(graph, "北京的天气怎么样？", thread="bob", expected="3°C")
@@ -128,7 +154,7 @@ def test_offline_a_trial_spoiled_by_a_failing_tool_is_retried_with_the_lesson_in
 
 def test_at_most_max_trials_are_run_and_the_status_is_the_last_trials():
     store = InMemoryStore()
-    result = ask(build_reflexion_graph(store=store, max_trials=2), "计算 (15 + 27) * 3 等于多少", expected="999")
+    result = ask(build_reflexion_graph(store=store, max_trials=2, model=calculating()), CALC, expected="999")
     assert result["trial"] == 2 and not result["evaluation"]["passed"]
     assert result["status"] == "answered" and "126" in result["final_answer"]
     assert nodes_of(result).count("evaluate") == 2 and nodes_of(result).count("self_reflect") == 2
@@ -137,11 +163,11 @@ def test_at_most_max_trials_are_run_and_the_status_is_the_last_trials():
 
 
 def test_lessons_from_an_earlier_run_of_the_same_question_are_recalled_from_the_store():
-    model = RecordingOfflineModel()
+    model = calculating()
     graph = build_reflexion_graph(store=InMemoryStore(), checkpointer=InMemorySaver(), model=model, max_trials=1)
-    ask(graph, "计算 (15 + 27) * 3 等于多少", thread="carol", expected="999")
+    ask(graph, CALC, thread="carol", expected="999")
     model.requests.clear()
-    again = ask(graph, "计算 (15 + 27) * 3 等于多少", thread="carol")
+    again = ask(graph, CALC, thread="carol")
     assert again["evaluation"]["by"] == "model"  # the first question's `expected` does not carry over
     assert again["lessons"] and again["lessons"][0] in think_notes(model)[0]
     other = ask(graph, "what is 12 times 7?", thread="carol")
@@ -150,10 +176,10 @@ def test_lessons_from_an_earlier_run_of_the_same_question_are_recalled_from_the_
 
 def test_a_named_checker_judges_the_answer_and_an_unknown_one_is_refused():
     register_checker("mentions_126", lambda answer, steps, **params: ("126" in answer, "looked for 126"))
-    result = ask(build_reflexion_graph(), "计算 (15 + 27) * 3 等于多少", checker="mentions_126")
+    result = ask(build_reflexion_graph(model=calculating(passed=False)), CALC, checker="mentions_126")
     assert result["evaluation"] == {"passed": True, "reason": "looked for 126", "by": "checker"}
     with pytest.raises(ValueError, match="unknown checker 'nope'"):
-        ask(build_reflexion_graph(), "计算 (15 + 27) * 3 等于多少", checker="nope")
+        ask(build_reflexion_graph(model=calculating()), CALC, checker="nope")
 
 
 def test_bad_max_trials_is_refused_at_build_time():
@@ -162,8 +188,8 @@ def test_bad_max_trials_is_refused_at_build_time():
 
 
 async def test_async_invoke_gives_the_same_run_as_invoke():
-    question = {"messages": [HumanMessage("计算 (15 + 27) * 3 等于多少")], "expected": "999"}
-    result = await build_reflexion_graph(max_trials=2).ainvoke(question, context=Context())
-    sync = build_reflexion_graph(max_trials=2).invoke(question, context=Context())
+    question = {"messages": [HumanMessage(CALC)], "expected": "999"}
+    result = await build_reflexion_graph(max_trials=2, model=calculating()).ainvoke(question, context=Context())
+    sync = build_reflexion_graph(max_trials=2, model=calculating()).invoke(question, context=Context())
     assert result["trial"] == sync["trial"] == 2
     assert nodes_of(result) == nodes_of(sync) and result["final_answer"] == sync["final_answer"]

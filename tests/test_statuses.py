@@ -15,12 +15,14 @@ from reactgraph.graph.plan_solve import build_plan_solve_graph
 from reactgraph.graph.reflexion import build_reflexion_graph
 from reactgraph.nodes.closing import RUN_STATUSES, Coverage, pick_status
 from reactgraph.tools import default_gateway
-from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
+from support.scripted import ScriptedChatModel, by_purpose, call, notes_gateway, tool_reply, verdict
 
 GRAPHS = ["react", "plan_solve", "plan_solve_replan", "reflexion"]
 PARTIAL = "北京天气怎么样？谁发明了 zzqxfoo 语言？"
 
 
+# The `graphs` fixture's tests ask the default offline model Chinese questions on purpose: what they check is the
+# status and the "还缺少" line a user gets with no key, from the question to the CLI's exit code, end to end.
 @pytest.fixture(scope="module")
 def graphs():
     gateway = default_gateway()
@@ -119,9 +121,30 @@ def test_offline_reflection_is_not_satisfied_when_every_call_found_nothing(graph
     assert verdicts[-1]["missing"] == verdicts[-1]["parts"] != []
 
 
+def never_done():
+    """A test model for every graph that always has one more thing to look up: each round (or step) calls
+    `lookup` on a new topic, reflection and the closing check find a part missing, the judge fails the trial."""
+    topics: list[str] = []
+
+    def look(messages, info):
+        topics.append(f"topic {len(topics) + 1}")
+        return AIMessage("", tool_calls=[call("lookup", f"c{len(topics)}", topic=topics[-1])])
+
+    steps = [{"goal": "look a up", "tool": "lookup"}, {"goal": "look b up", "tool": "lookup"}]
+    return by_purpose(think=look, step=look, answer="Still looking.", plan={"steps": steps},
+                      reflect=verdict(False, parts=["a", "b"], missing=["b"]),
+                      check={"parts": ["a", "b"], "missing": ["b"]},
+                      replan={"steps": steps[1:], "avoid_tools": [], "reason": "b is still missing"},
+                      evaluate={"passed": False, "reason": "b is missing"}, lesson={"lesson": "Look b up."})
+
+
 @pytest.mark.parametrize("graph", GRAPHS)
-def test_the_iteration_limit_ends_limit_reached(graphs, graph):
-    result = ask(graphs, graph, "北京和上海的天气怎么样？计算 2**10，再告诉我东京现在几点", max_iterations=1)
+def test_the_iteration_limit_ends_limit_reached(graph):
+    builders = {"react": build_react_graph, "plan_solve": build_plan_solve_graph,
+                "plan_solve_replan": build_plan_solve_graph, "reflexion": build_reflexion_graph}
+    result = builders[graph](notes_gateway(), model=never_done()).invoke(
+        {"messages": [HumanMessage("Tell me about a and b.")]},
+        context=Context(max_iterations=1, replan=graph == "plan_solve_replan"))
     assert result["status"] == "limit_reached"
 
 
@@ -216,6 +239,15 @@ def test_a_plan_whose_every_part_found_nothing_ends_no_answer():
     assert result["final_answer"] == "不知道 zzq 是什么。\n（计划的每一步都失败了。）"
 
 
-def test_a_plan_without_parts_leaves_coverage_to_the_closing_check(graphs):
-    result = ask(graphs, "plan_solve", PARTIAL)  # the scripted offline model names no parts in its plan
+def test_a_plan_without_parts_leaves_coverage_to_the_closing_check():
+    plan = AIMessage("", tool_calls=[call("Plan", "p1", steps=[  # a plan that names no parts
+        {"goal": "look up Paris", "tool": "lookup"}, {"goal": "look up zzq", "tool": "lookup"}])])
+    model = ScriptedChatModel.of(
+        plan, tool_reply("look", call("lookup", "c1", topic="Paris")), AIMessage("Paris: notes found."),
+        tool_reply("look", call("lookup", "c2", topic="zzq")), AIMessage("Nothing about zzq."),
+        AIMessage("Paris has notes; nothing on zzq."),
+        AIMessage("", tool_calls=[call("ClosingCheck", "k1", parts=["Paris", "zzq"], missing=["zzq"])]))
+    graph = build_plan_solve_graph(notes_gateway(found=lambda topic: topic == "Paris"), model=model)
+    result = graph.invoke({"messages": [HumanMessage("Tell me about Paris and zzq.")]}, context=Context())
     assert result["plan_parts"] == [] and result["coverage"]["by"] == "model" and result["status"] == "partial"
+    assert result["coverage"]["missing"] == ["zzq"]

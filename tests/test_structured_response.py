@@ -1,7 +1,8 @@
 """`response_format=` on every builder, as LangChain's `create_agent` takes it: the answer also in
 `state["structured_response"]` (the pydantic instance, or a dict for a TypedDict or JSON schema), validated.
 
-Through the compiled graphs: the offline model (no key) for every builder and kind of schema; the real
+Through the compiled graphs: a test model keyed by purpose (`respond` fills in the schema) for every builder and
+kind of schema; the real
 langchain-openai client against the local OpenAI-compatible server for the provider's native structured output,
 the tool strategy, a reply that does not fit (sent back with what was wrong) and one that never fits (status
 no_answer, the text answer kept); checkpoints keep the response as JSON; `reactgraph ask --response-format`.
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
@@ -24,6 +25,7 @@ from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph,
 from reactgraph.tools import default_gateway
 from support.cli_env import run_in_process
 from support.provider_server import ProviderServer, calls, structured, text
+from support.scripted import by_purpose, call, verdict
 
 QUESTION = "What is 17 * 23?"
 MODEL = "openai:test-model"
@@ -52,14 +54,46 @@ PRODUCT_SCHEMA = {"title": "Product", "type": "object", "required": ["answer", "
 BUILDERS = [build_react_graph, build_plan_solve_graph, build_reflexion_graph]
 
 
-def run(builder, response_format, *, checkpointer=None, **context):
-    graph = builder(default_gateway(), checkpointer=checkpointer, response_format=response_format)
+PRODUCTS = {QUESTION: ("17 * 23", 391), "What is 6 * 7?": ("6 * 7", 42)}
+
+
+def product_model():
+    """A test model for any graph and the questions of PRODUCTS: one calculator call per round or step (whatever
+    the purpose: think or step), then the product; the plan is one step, every check passes, and `respond` fills in
+    the schema from the answer."""
+    def product(messages) -> tuple[str, int]:  # the latest message naming a question or its product
+        return next(v for m in reversed(messages) for q, v in PRODUCTS.items() if q in m.text or v[0] in m.text)
+
+    def answer(messages, info) -> str:
+        expression, value = product(messages)
+        return f"{expression} = {value}."
+
+    def act(messages, info):
+        if messages[-1].type == "tool":
+            return answer(messages, info)
+        return AIMessage("", tool_calls=[call("calculator", "c1", expression=product(messages)[0])])
+
+    def respond(messages, info) -> dict:
+        expression, value = product(messages)
+        return {"answer": f"{expression} = {value}.", "value": value}
+
+    return by_purpose(think=act, step=act, answer=answer, respond=respond, reflect=verdict(parts=["the product"]),
+                      check={"parts": ["the product"], "missing": []},
+                      plan=lambda messages, info: {"steps": [{"goal": f"Compute {product(messages)[0]}",
+                                                              "tool": "calculator"}], "parts": ["the product"]},
+                      evaluate={"passed": True, "reason": "It gives the product."})
+
+
+def run(builder, response_format, *, checkpointer=None, chat_model=None, **context):
+    """The question through `builder`: on `chat_model`, else the product model unless `model=` names a spec."""
+    chat_model = chat_model or (None if "model" in context else product_model())
+    graph = builder(default_gateway(), checkpointer=checkpointer, response_format=response_format, model=chat_model)
     return graph.invoke({"messages": [HumanMessage(QUESTION)]}, config={"configurable": {"thread_id": "t1"}},
                         context=Context(**context))
 
 
 @pytest.mark.parametrize("builder", BUILDERS, ids=lambda b: b.__name__)
-def test_offline_model_gives_a_pydantic_instance_in_every_graph(builder):
+def test_every_graph_gives_a_pydantic_instance(builder):
     result = run(builder, Product)
     assert result["status"] == "answered" and "391" in result["final_answer"]
     assert result["structured_response"] == Product(answer=result["final_answer"], value=391)
@@ -79,7 +113,7 @@ def test_typeddict_and_json_schema_give_a_dict_a_dataclass_its_instance(schema, 
 
 def test_checkpoints_keep_json_and_the_state_the_instance():
     saver = InMemorySaver()
-    graph = build_react_graph(default_gateway(), checkpointer=saver, response_format=Product)
+    graph = build_react_graph(default_gateway(), checkpointer=saver, response_format=Product, model=product_model())
     config = {"configurable": {"thread_id": "kept"}}
     graph.invoke({"messages": [HumanMessage(QUESTION)]}, config=config)
     assert isinstance(graph.get_state(config).values["structured_response"], Product)
@@ -167,8 +201,11 @@ def test_a_server_without_json_schema_gives_json_in_its_text(monkeypatch, provid
 
 
 def test_provider_strategy_on_a_model_without_it_uses_a_tool():
-    result = run(build_react_graph, ProviderStrategy(PRODUCT_SCHEMA))
+    model = product_model()
+    result = run(build_react_graph, ProviderStrategy(PRODUCT_SCHEMA), chat_model=model)
     assert result["status"] == "answered" and result["structured_response"]["value"] == 391
+    asked = model.requests[-1]
+    assert asked.purpose == "respond" and asked.schema["name"] == "Product"  # the schema offered as the one tool
 
 
 def test_a_reply_that_does_not_fit_is_sent_back_with_what_was_wrong(provider):
@@ -207,6 +244,7 @@ def test_a_failed_turn_is_not_asked_for_a_structure():
 # --- the CLI ------------------------------------------------------------------------------------------------
 
 
+# The command as a user runs it, on its default offline model, end to end.
 def test_ask_response_format_from_a_schema_file_and_a_module(monkeypatch, capfd, tmp_path, redis_url):
     schema = tmp_path / "product.json"
     schema.write_text(json.dumps(PRODUCT_SCHEMA))

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -25,6 +25,7 @@ from reactgraph.tools.builtin.http_get import http_get_tool
 from reactgraph.tools.telemetry import trace_headers
 from support.flaky_tools import FLAKY, reset
 from support.local_servers import http_recorder
+from support.scripted import by_purpose, call, verdict
 
 WEATHER = "北京和上海的天气分别怎么样？哪个城市更热？"
 
@@ -80,8 +81,34 @@ def named(finished: list[Any], name: str) -> list[Any]:
     return [s for s in finished if s.name == name]
 
 
+def as_provider_reply(reply: Any, info: Any) -> AIMessage:
+    """A test model's reply as a provider's: the structured value as the call of the asked schema, with the usage
+    and the finish reason a provider reports."""
+    if isinstance(reply, dict):
+        reply = AIMessage("", tool_calls=[call(info.schema["name"], "s1", **reply)])
+    reply = AIMessage(reply) if isinstance(reply, str) else reply
+    reply.usage_metadata = {"input_tokens": 40, "output_tokens": 8, "total_tokens": 48}
+    reply.response_metadata = {"finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+    return reply
+
+
+def weather_model() -> Any:
+    """A test model for WEATHER: think calls get_weather for both cities in one round (whatever comes back),
+    reflection finds enough, and the answer compares them."""
+    def think(messages, info):
+        if messages[-1].type == "tool":
+            return as_provider_reply("上海更热。", info)
+        return as_provider_reply(AIMessage("", tool_calls=[call("get_weather", "c1", city="北京"),
+                                                           call("get_weather", "c2", city="上海")]), info)
+    return by_purpose(
+        think=think,
+        reflect=lambda m, info: as_provider_reply(verdict(parts=["北京的天气", "上海的天气", "哪个更热"]), info),
+        answer=lambda m, info: as_provider_reply("北京 3°C，上海 12°C：上海更热。", info),
+        check=lambda m, info: as_provider_reply({"parts": ["北京的天气", "上海的天气"], "missing": []}, info))
+
+
 def run_weather(gateway: ToolGateway, mode: str) -> dict[str, Any]:
-    graph = build_react_graph(gateway, checkpointer=InMemorySaver())
+    graph = build_react_graph(gateway, checkpointer=InMemorySaver(), model=weather_model())
     args = ({"messages": [HumanMessage(WEATHER)]},)
     kwargs = {"config": {"configurable": {"thread_id": f"trace-{mode}"}}, "context": Context()}
     if mode == "sync":
@@ -115,8 +142,8 @@ def test_one_trace_per_run_with_node_model_and_tool_spans(spans, mode):
     assert not [s.name for s in finished if s.name.startswith(("execute_task Runnable", "execute_task Pydantic"))]
     for span in model:
         attrs = span.attributes
-        assert span.name == "chat offline-scripted" and span.kind.name == "CLIENT"
-        assert attrs["gen_ai.request.model"] == attrs["gen_ai.response.model"] == "offline-scripted"
+        assert span.name == "chat test" and span.kind.name == "CLIENT"
+        assert attrs["gen_ai.request.model"] == attrs["gen_ai.response.model"] == "test"
         assert attrs["gen_ai.usage.input_tokens"] > 0 and attrs["gen_ai.usage.output_tokens"] > 0
     assert {("tool_call",), ("stop",)} <= {s.attributes["gen_ai.response.finish_reasons"] for s in model}
 
@@ -141,7 +168,7 @@ def test_one_trace_per_run_with_node_model_and_tool_spans(spans, mode):
 async def test_runs_leave_the_callers_context_alone_so_each_run_is_its_own_trace(spans):
     from opentelemetry import trace
 
-    graph = build_react_graph(default_gateway(), checkpointer=InMemorySaver())
+    graph = build_react_graph(default_gateway(), checkpointer=InMemorySaver(), model=weather_model())
     for n in range(2):  # one task, two runs: the second must not become a child of the first
         await graph.ainvoke({"messages": [HumanMessage(WEATHER)]}, config={"configurable": {"thread_id": f"c{n}"}},
                             context=Context())
@@ -195,23 +222,22 @@ def test_a_model_fallback_is_an_event_on_its_node_span_and_the_fallback_model_ha
     graph = build_react_graph(default_gateway(), checkpointer=InMemorySaver(), model=_Broken())
     result = graph.invoke({"messages": [HumanMessage("What is 2 + 3?")]},
                           config={"configurable": {"thread_id": "fallback"}},
-                          context=Context(reflection="off", fallback_models=["offline"]))
+                          context=Context(reflection="off", fallback_models=["test"]))  # the schema test model
     assert result["status"] == "answered"
     finished, _, _ = tree(spans)
     think = min(named(finished, "execute_task think"), key=lambda s: s.start_time)  # the first: it switched
     (event,) = [e for e in think.events if e.name == "reactgraph.model_fallback"]
-    assert event.attributes["reactgraph.model"] == "offline" and "model down" in event.attributes["reactgraph.error"]
-    assert think.attributes["reactgraph.fallback_model"] == "offline"
+    assert event.attributes["reactgraph.model"] == "test" and "model down" in event.attributes["reactgraph.error"]
+    assert think.attributes["reactgraph.fallback_model"] == "test"
     model = sorted((s for s in finished if s.attributes.get("gen_ai.operation.name") == "chat"),
                    key=lambda s: s.start_time)
     assert model[0].status.status_code.name == "ERROR"  # the failed call, then the fallback's
-    assert {s.attributes["gen_ai.request.model"] for s in model[1:]} == {"offline-scripted"}
+    assert len(model) >= 2 and {s.attributes["gen_ai.request.model"] for s in model[1:]} == {"test"}
 
 
 def test_retries_and_breaker_transitions_are_span_events(spans):
     reset()
     gateway = ToolGateway(FLAKY, breaker=BreakerConfig(failure_threshold=1, cooldown_s=60))
-    gateway.register(http_get_tool([]))  # a second tool, so the run goes on the same way as with the built-ins
     run_weather(gateway, "async")
     finished, by_id, _ = tree(spans)
     tools = named(finished, "execute_tool get_weather")
@@ -285,6 +311,7 @@ def test_endpoint_variables_follow_the_otel_specification():
                               "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/x"}) == "http://t/x"
 
 
+# The two `ask --otel` tests run the command as a user does, on its default offline model, end to end.
 def test_ask_otel_delivers_the_run_over_otlp_http(cli, receiver, monkeypatch):
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 

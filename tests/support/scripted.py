@@ -143,3 +143,32 @@ def tool_agent(*rounds: list[dict[str, Any]], passed: bool = True,
         return answer(observed(messages) or results)
 
     return FunctionModel(function=reply)
+
+
+def by_purpose(**scripts: Any):
+    """A `reactgraph.testing.FunctionModel` answering each request from the script for its purpose (`think=`,
+    `reflect=`, `answer=`, `check=`, `plan=`, `step=`, `evaluate=`, `lesson=`, `respond=`, …): a list is taken in
+    order, its last reply repeated once the list is used up; a callable is called with (messages, info); anything
+    else is the reply to every request of that purpose. A request of a purpose not scripted fails, naming it."""
+    from reactgraph.testing import FunctionModel
+
+    taken: dict[str, int] = {}
+
+    def reply(messages: list[BaseMessage], info: Any) -> Any:
+        if info.purpose not in scripts:
+            raise AssertionError(f"by_purpose: no script for a {info.purpose!r} request")
+        script = scripts[info.purpose]
+        if isinstance(script, list):
+            n = taken.get(info.purpose, 0)
+            taken[info.purpose] = n + 1
+            script = script[min(n, len(script) - 1)]
+        return script(messages, info) if callable(script) else script
+
+    return FunctionModel(function=reply)
+
+
+def verdict(enough: bool = True, *, parts: list[str] | None = None, missing: list[str] | None = None,
+            tool_error: bool = False, note: str = "") -> dict[str, Any]:
+    """A reflection verdict (`ReflectionVerdict`'s fields) as a structured reply."""
+    return {"enough_information": enough, "tool_error": tool_error, "need_other_tool": False,
+            "repeated_call": False, "note": note, "parts": list(parts or []), "missing": list(missing or [])}
