@@ -60,6 +60,11 @@ CASES = [
     ("what is 12 squared and then add the temperature in Beijing", ["144", "3°C", '"then add the temperature in '
                                                                      'Beijing" cannot be answered'], "partial"),
     ("计算 12 的平方，然后加上北京的气温", ["144", "3°C", "「加上北京的气温」"], "partial"),
+    # a second place no tool covers, after a preposition, is a part of its own: named missing, never dropped
+    ("What's the weather in Tokyo and in Gotham?", ["16°C", "Missing: the weather in Gotham"], "partial"),
+    # a clause that refers back ("there", "那里") is about the place named before it
+    ("东京现在几点？那里天气如何？", ["东京现在是", "东京：晴，气温 16°C"], "answered"),
+    ("What time is it in Tokyo? What's the weather there?", ["in Tokyo (Asia/Tokyo", "Tokyo: sunny, 16°C"], "answered"),
 ]
 
 

@@ -66,6 +66,9 @@ _PLACE_FILLER = re.compile(r"^(?:请问|请|帮我|查一下|查询|查查|告�
 _SPLIT = re.compile(r"\s*(?:和|与|跟|及|以及|、|,|/|&|\band\b|\bor\b|\bvs\.?|\bversus\b)\s*", re.I)
 
 
+_REFERS_BACK = re.compile(r"^(?:那里|那儿|那边|那个城市|当地|该地|该市|there|that city)$", re.I)
+
+
 def weather_cities(clause: str) -> list[str]:
     """City names (gazetteer names in the question's script, or the user's own words) a weather clause names."""
     zh = has_cjk(clause)
@@ -79,8 +82,8 @@ def weather_cities(clause: str) -> list[str]:
         span = match.group(1) if match else ""
     for piece in _SPLIT.split(span):
         piece = _PLACE_FILLER.sub("", piece.strip(" ,.?!")).strip()
-        piece = re.sub(r"^(?:the|both)\s+", "", piece, flags=re.I).strip()
-        if not piece:
+        piece = re.sub(r"^(?:(?:the|both|in|for|at|of|on)\s+)+", "", piece, flags=re.I).strip()  # "… and in Gotham"
+        if not piece or _REFERS_BACK.match(piece):  # "那里天气如何？": the place named before, not a place "那里"
             continue
         hits = find_cities(piece)
         if hits:
