@@ -347,6 +347,8 @@ def _absorb(state: ReflexionState, result: dict[str, Any], context: Context) -> 
             "final_answer": answer, "status": status_of(result), "reflection": result.get("reflection"),
             "coverage": result.get("coverage"),
             "trajectory": messages[max(last_human_index(messages), 0):],
+            # a fallback that took over in the trial answers the rest of the turn (evaluate, lesson), as in ReAct
+            **({"active_model": result["active_model"]} if result.get("active_model") else {}),
             "messages": [AIMessage(answer, id=answer_id(turn_id_of(state)))], **spent}
 
 

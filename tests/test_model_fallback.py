@@ -112,6 +112,7 @@ def test_every_graph_falls_back(builder, provider):
             {"messages": [HumanMessage(QUESTION)]}, context=Context(fallback_models=["openai:up"]))
     assert result["status"] == "answered" and "391" in result["final_answer"]
     assert switches(result) and switches(result)[0]["observation"] == "openai:up answers from here on"
+    assert len(primary.requests) == 1  # once the fallback took over, the failed model is not asked again this turn
 
 
 def test_async_runs_fall_back_too(provider):
