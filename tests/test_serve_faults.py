@@ -71,16 +71,21 @@ def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_finishe
     _each_event_once(seen)
 
 
-def test_sigterm_lets_a_running_run_finish_before_the_worker_exits(service, redis_url):
+def test_sigterm_stops_a_run_at_its_next_step_and_the_next_worker_finishes_it_without_repeating_a_call(
+        service, redis_url):
     client = service.client()
     worker = service.start_worker(SLOW_CITIES="广州", SLOW_S="2")
     thread, run = _guangzhou_run_started(service, client)
-    worker.send_signal(signal.SIGTERM)
+    worker.send_signal(signal.SIGTERM)  # the call under way finishes: its step ends, saved, and the run stops there
     assert worker.wait(timeout=60) == 0
-    assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
-    assert service.calls().count("start 广州") == 1
     queue = service.env["REACTGRAPH_SERVICE_PREFIX"] + ":queue"
     assert redis.Redis.from_url(redis_url).xinfo_consumers(queue, "workers") == []  # it left the group
+    assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "running"  # stopped, not finished
+    service.start_worker()
+    final = client.runs.join(thread["thread_id"], run["run_id"])
+    assert final["status"] == "answered" and "广州" in final["final_answer"]
+    assert client.runs.get(thread["thread_id"], run["run_id"])["status"] == "success"
+    assert service.calls().count("start 广州") == 1  # finished before the stop: not run again
 
 
 def test_a_run_a_stopping_worker_cannot_finish_in_time_is_resumed_by_the_next(service):

@@ -303,8 +303,9 @@ ApiKeys = Annotated[Path | None, typer.Option("--api-keys", metavar="FILE", envv
 NoAuth = Annotated[bool, typer.Option("--no-auth", help="Serve a non-loopback address with no auth at all "
                                                         "(anyone who reaches it may do anything).")]
 Drain = Annotated[float, typer.Option("--drain", metavar="SECONDS", min=0,
-                                      help="On SIGTERM, let running runs finish for this long; the rest are "
-                                           "resumed by another worker.")]
+                                      help="On SIGTERM, running runs stop at their next step boundary (saved; "
+                                           "another worker resumes them); one still inside a step after this "
+                                           "long is stopped where it is.")]
 InProcessWorkers = Annotated[int, typer.Option(min=0, max=64, help="Workers in this process (0: only serve; run "
                                                                      "`reactgraph worker` processes).")]
 MaxResumes = Annotated[int, typer.Option("--max-resumes", metavar="N", min=0, max=100,

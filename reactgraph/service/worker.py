@@ -6,8 +6,10 @@ order until none waits, then releases it and acknowledges the token. The lease, 
 runs, so a run longer than the claim idle time is never run twice: a token claimed again only retries the lease,
 and a dead holder's active run is resumed from its last checkpoint once that lease expires (at most MAX_RESUMES
 times). Each way a run ends is its own branch: success, cancelled (`interrupt` keeps what it did, `rollback`
-deletes it), failed, fenced out, and the worker stopping (SIGTERM: running runs get `drain_s`, then are handed
-back and resumed by the next worker).
+deletes it), failed, fenced out, and the worker stopping (SIGTERM: each running run stops at its next step
+boundary, LangGraph's `RunControl.request_drain`, with every finished step saved; one still inside a step after
+`drain_s` is stopped where it is; either way it is handed back and resumed by the next worker, without running a
+finished tool call again).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio
+from langgraph.errors import GraphDrained
+from langgraph.runtime import RunControl
 
 from reactgraph.errors import ReactGraphError
 from reactgraph.memory.session_lease import SessionBusy, asession_lease, lease_ttl
@@ -42,7 +46,8 @@ from reactgraph.service.work_queue import WorkQueue, promote_forever, sweep_lost
 log = logging.getLogger("reactgraph.service")
 CANCEL_POLL_S = 0.2
 MAX_RESUMES = 3  # times a run left unended by its worker is resumed by another before it ends `error`
-_NOT_THE_RUNS_OUTCOME = (FencedOut, asyncio.CancelledError, *REDIS_DOWN)  # the worker stops; the run is resumed
+# the worker stops (a SIGTERM drain at a step boundary too); the run is resumed by the next holder
+_NOT_THE_RUNS_OUTCOME = (FencedOut, asyncio.CancelledError, GraphDrained, *REDIS_DOWN)
 STOP_WAIT_S = 5.0  # for the stream's tasks to end once the run is over (they do at once unless one is stuck)
 
 
@@ -53,7 +58,8 @@ class Cancelled(ReactGraphError):
 
 
 async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run_id: str,
-                      resumed: bool, attempt: int = 1, max_resumes: int = MAX_RESUMES) -> str:
+                      resumed: bool, attempt: int = 1, max_resumes: int = MAX_RESUMES,
+                      control: RunControl | None = None) -> str:
     """Run `run_id` to its end on the held thread; returns its final status. Whatever fails on the way — the
     graph, reading the thread after it, writing a status — the run ends here, once, with a cause; only the
     worker's own stopping (a lost fence, Redis gone, shutdown) leaves it for the next holder."""
@@ -76,7 +82,7 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
                            f"before it could finish: a crash, a kill, a lost connection); at most {max_resumes} "
                            "resumptions are allowed, so it ends here")
         else:
-            await _run_graph(hold, records, assistants, run, attempt if resumed else 0, outcome)
+            await _run_graph(hold, records, assistants, run, attempt if resumed else 0, outcome, control)
         if outcome.error is not None:
             await hold.add_event(run_id, "error", dumps(outcome.error))
     return await _end(hold, records, assistants, run, started, outcome)
@@ -103,10 +109,10 @@ class Outcome:
 
 
 async def _run_graph(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: RunRecord,
-                     resumed_at: int, outcome: Outcome) -> None:
+                     resumed_at: int, outcome: Outcome, control: RunControl | None = None) -> None:
     """Stream the run's graph (`resumed_at`: the attempt that resumes it from its last checkpoint, 0 when new)."""
     try:
-        await _stream(hold, records, assistants.for_run(run).graph, assistants, run, resumed_at)
+        await _stream(hold, records, assistants.for_run(run).graph, assistants, run, resumed_at, control)
     except Cancelled as stop:
         outcome.cancel = stop.action
     except _NOT_THE_RUNS_OUTCOME:
@@ -181,7 +187,7 @@ def _record_json(run: RunRecord) -> str:
 
 
 async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assistants: Assistants,
-                  run: RunRecord, resumed_at: int) -> None:
+                  run: RunRecord, resumed_at: int, control: RunControl | None = None) -> None:
     gateway, policy = assistants.gateway, assistants.run_policy
     kwargs, thread_id, run_id = run["kwargs"], hold.thread_id, run["run_id"]
     graph_input, config = graph_call(kwargs, thread_id, run_id, resumed=resumed_at > 0)
@@ -192,7 +198,8 @@ async def _stream(hold: ThreadHold, records: ServiceRecords, graph: Any, assista
         await check_resume(graph, config, kwargs.get("command"))
     stream = run_events(graph, graph_input, config, run_id, kwargs["stream_mode"],
                         kwargs.get("stream_subgraphs", False), context=context, **graph_options(kwargs),
-                        interrupt_before=kwargs.get("interrupt_before"), interrupt_after=kwargs.get("interrupt_after"))
+                        interrupt_before=kwargs.get("interrupt_before"), interrupt_after=kwargs.get("interrupt_after"),
+                        **({"control": control} if control is not None else {}))
     over = asyncio.Event()
     watcher = asyncio.create_task(watch_cancel(records, thread_id, run_id, over))
     earlier = await EarlierAttempts.read(hold.client, hold.keys, thread_id, run_id) if resumed_at else None
@@ -274,6 +281,8 @@ class Worker:
         self.claim_idle_s = claim_idle_s if claim_idle_s is not None else self.lease_ttl_s
         self.saver = assistants.checkpointer
         self._stopping = asyncio.Event()
+        # Asked to drain when the worker stops: each run ends at its next step boundary, saved, for the next worker.
+        self.control = RunControl()
         self._tasks: set[asyncio.Task] = set()
         self._holding: set[str] = set()  # threads this worker holds now: their spare tokens are acknowledged at once
         self.runs_done = 0
@@ -281,8 +290,9 @@ class Worker:
         self.max_resumes = max_resumes
 
     def stop(self) -> None:
-        """Ask the loop to drain and end (what SIGTERM does)."""
+        """Ask the loop to drain and end (what SIGTERM does): running runs stop at their next step boundary."""
         self._stopping.set()
+        self.control.request_drain("worker shutdown")
 
     async def run(self, *, install_signals: bool = True) -> None:
         await self.queue.ensure_group()
@@ -370,11 +380,15 @@ class Worker:
                 hold = await ThreadHold.take(self.client, self.keys, thread_id, self.max_event_bytes)
                 try:
                     await self._drain_thread(hold)
-                except asyncio.CancelledError:
-                    handed_back = True  # shutting down: the next worker resumes the active run, not counted
-                    with contextlib.suppress(*REDIS_DOWN, FencedOut):  # as a crash (see ThreadHold.hand_back)
+                except (asyncio.CancelledError, GraphDrained) as stop:
+                    # shutting down (stopped at a step boundary, or cut where it was after --drain): the next worker
+                    # resumes the active run, not counted as a crash (see ThreadHold.hand_back)
+                    handed_back = True
+                    with contextlib.suppress(*REDIS_DOWN, FencedOut):
                         await asyncio.shield(hold.hand_back())
-                    raise
+                    if isinstance(stop, asyncio.CancelledError):
+                        raise
+                    return
         except SessionBusy:
             return  # left unacknowledged: retried once idle (see the module docstring)
         except REDIS_DOWN as exc:  # the run stays active; the token, unacknowledged, is retried once idle
@@ -411,7 +425,8 @@ class Worker:
             if resumed:
                 log.info("worker %s: resuming run %s on thread %s from its last checkpoint (attempt %d)", self.name,
                          run_id, hold.thread_id, attempt)
-            await execute_run(hold, self.records, self.assistants, run_id, resumed, attempt, self.max_resumes)
+            await execute_run(hold, self.records, self.assistants, run_id, resumed, attempt, self.max_resumes,
+                              self.control)
             self.runs_done += 1
 
 
