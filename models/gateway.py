@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.errors import GraphBubbleUp
@@ -96,6 +96,23 @@ class ModelCall:
 
     def __iter__(self) -> Generator[ModelCall, Any, ModelReply]:
         return (yield self)
+
+
+def sendable(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The request's messages as a provider takes them back. A model's malformed tool call (arguments that are not
+    JSON: LangChain's `invalid_tool_calls`) goes back as the same call with empty arguments; its error already is
+    the call's tool message. Sent as it came, the broken arguments make a server such as llama.cpp's answer every
+    later request of the run with a 500 ("Failed to parse tool call arguments as JSON")."""
+    out: list[BaseMessage] = []
+    for message in messages:
+        if isinstance(message, AIMessage) and message.invalid_tool_calls:
+            repaired = [ToolCall(name=bad.get("name") or "invalid_tool_call", args={}, id=bad.get("id") or "",
+                                 type="tool_call") for bad in message.invalid_tool_calls]
+            raw = {k: v for k, v in message.additional_kwargs.items() if k != "tool_calls"}  # the provider's own copy
+            message = message.model_copy(update={"tool_calls": [*message.tool_calls, *repaired],
+                                                 "invalid_tool_calls": [], "additional_kwargs": raw})
+        out.append(message)
+    return out
 
 
 class Usage(TypedDict, total=False):
@@ -405,7 +422,7 @@ class ModelGateway:
         while True:
             model, started = self._model(turn), time.perf_counter()
             try:
-                output = self._runnable(model, call, turn).invoke(list(call.messages), config)
+                output = self._runnable(model, call, turn).invoke(sendable(call.messages), config)
             except Exception as exc:  # noqa: BLE001 - to the retry, fallback and failure steps
                 self._failed(call, turn, model, exc, started)
                 continue
@@ -417,7 +434,7 @@ class ModelGateway:
         while True:
             model, started = self._model(turn), time.perf_counter()
             try:
-                output = await self._runnable(model, call, turn).ainvoke(list(call.messages), config)
+                output = await self._runnable(model, call, turn).ainvoke(sendable(call.messages), config)
             except Exception as exc:  # noqa: BLE001 - to the retry, fallback and failure steps
                 self._failed(call, turn, model, exc, started)
                 continue

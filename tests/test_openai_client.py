@@ -141,6 +141,13 @@ def test_malformed_tool_arguments_become_an_observation_the_model_can_fix(provid
     assert [s["status"] for s in acts] == ["invalid_args", "ok"] and result["final_answer"] == "4"
     told = next(m for m in server.requests[1]["messages"] if m["role"] == "tool")
     assert told["tool_call_id"] == "call_1_0" and "Invalid arguments for calculator" in told["content"]
+    # The malformed call goes back as valid JSON (empty arguments, its error in the tool message): a server such as
+    # llama.cpp's answers every later request with a 500 when the model's broken arguments are sent back as they came.
+    for request in server.requests[1:]:
+        sent = [c for m in request["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        assert all(isinstance(json.loads(c["function"]["arguments"]), dict) for c in sent), sent
+    assert next(c for m in server.requests[1]["messages"] if m["role"] == "assistant"
+                for c in m.get("tool_calls") or [])["function"]["arguments"] == "{}"
 
 
 def test_denied_tools_are_not_offered_to_the_provider(provider):
