@@ -67,8 +67,8 @@ def graph_builder(name: str) -> Any:
 
 def session_graph(saver: Any, session: str) -> str | None:
     """The name of the graph that ran the session's newest checkpoint (`GRAPH_METADATA`); "react" for a session
-    written before graphs were recorded; None for a new session, or one whose newest checkpoint cannot be read
-    (the turn's own reading then says why)."""
+    written before graphs were recorded; None for a new session, one whose newest checkpoint cannot be read (the
+    turn's own reading then says why), or one that names no graph of `GRAPH_BUILDERS`."""
     try:
         newest = saver.get_tuple({"configurable": {"thread_id": session, "checkpoint_ns": ""}})
     except Exception:  # noqa: BLE001 - a damaged checkpoint is reported where the turn reads it, with a hint
@@ -76,4 +76,4 @@ def session_graph(saver: Any, session: str) -> str | None:
     if newest is None:
         return None
     name = (newest.metadata or {}).get(GRAPH_METADATA, "react")
-    return name if isinstance(name, str) else None
+    return name if isinstance(name, str) and name in GRAPH_BUILDERS else None  # Redis content: only a known name

@@ -76,3 +76,18 @@ def test_an_unknown_graph_is_refused_naming_the_known_ones(cli):
     code, out, err = cli("ask", QUESTION, "--graph", "tree_of_thoughts")
     assert code == 2 and out == ""
     assert "unknown graph 'tree_of_thoughts': choose from react, plan_solve, reflexion" in err
+
+
+def test_a_graph_name_read_back_from_a_checkpoint_is_only_a_known_one():
+    """Checkpoint metadata is Redis content: a name that is not one of the graphs is not used to build anything."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from reactgraph.graph import build_react_graph, session_graph
+
+    saver = InMemorySaver()
+    graph = build_react_graph(checkpointer=saver)
+    graph.invoke({"messages": [("user", "计算 2+3")]}, {"configurable": {"thread_id": "odd"},
+                                                       "metadata": {"graph": "../../elsewhere"}})
+    graph.invoke({"messages": [("user", "计算 2+3")]}, {"configurable": {"thread_id": "older"}})  # no name recorded
+    assert session_graph(saver, "odd") is None and session_graph(saver, "older") == "react"
+    assert session_graph(saver, "never-asked") is None
