@@ -124,10 +124,11 @@ def ask(
     debug: Annotated[bool, typer.Option(help="Show tracebacks and tool-call logs.")] = False,
     otel: OtelOption = False,
 ) -> None:
-    """Answer QUESTION, showing each Thought → Action → Observation → Reflection step live.
+    """Answer QUESTION, showing each step live (--graph: ReAct, Plan-and-Solve or Reflexion, each its own steps).
 
-    With --session, the conversation continues; a run that was interrupted (killed, Redis gone) resumes
-    from its last checkpoint when the same question is asked again on the same session. One turn runs at a
+    With --session, the conversation continues; a run that was interrupted (Ctrl-C stops it after the step under
+    way, a second Ctrl-C at once; killed; Redis gone) resumes from its last checkpoint when the same question is
+    asked again on the same session. One turn runs at a
     time per session: a second ask on it waits (--wait) or, with --no-wait, exits 75. Calls of tools that
     need approval (http_get, MCP tools) are put to you at a terminal, or answered by --approve.
     """
