@@ -1,6 +1,6 @@
 """Requests that every OpenAI-compatible server understands, and failures that are retried only when a retry helps.
 
-`CompatibleChatOpenAI` is langchain-openai's `ChatOpenAI` with four differences, each for servers seen in the
+`CompatibleChatOpenAI` is langchain-openai's `ChatOpenAI` with five differences, each for servers seen in the
 wild (llama.cpp's llama-server, llama-cpp-python, vLLM, Ollama, LiteLLM):
 - tools are bound with `tool_choice="auto"` (REACTGRAPH_TOOL_CHOICE): llama-cpp-python reads an unset
   `tool_choice` as "none" and never shows the tools to the model;
@@ -8,7 +8,9 @@ wild (llama.cpp's llama-server, llama-cpp-python, vLLM, Ollama, LiteLLM):
 - the reply limit goes out as `max_tokens` to a compatible server (`max_completion_tokens`, OpenAI's newer name,
   is unknown to most of them; OpenAI itself, with no base URL, still gets the new name);
 - structured output starts with `json_schema` and falls back to function calling, then to plain JSON in the
-  reply, when the server refuses a strategy (models/structured_output.py).
+  reply, when the server refuses a strategy (models/structured_output.py);
+- a completion without a choice (llama.cpp and others under load) is `EmptyReply`, one line naming the server,
+  where langchain-openai would fail with a bare `IndexError`.
 
 `provider_clients` put the bounded transports (models/bounded_transport.py) under the OpenAI SDK.
 """
@@ -22,11 +24,16 @@ import httpx
 from langchain_openai import ChatOpenAI
 from openai import APITimeoutError
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.models.bounded_transport import bounded_clients
 from reactgraph.models.loader import ModelConfigError
 from reactgraph.models.structured_output import structured_output
 
 TOOL_CHOICES = ("auto", "required", "none", "unset")
+
+
+class EmptyReply(ReactGraphError):
+    """A completion with no choice in it: the provider answered, with nothing."""
 
 
 def tool_choice_setting() -> str | None:
@@ -55,6 +62,13 @@ class CompatibleChatOpenAI(ChatOpenAI):
         return structured_output(self, schema, include_raw=include_raw,
                                  build=lambda method: super(CompatibleChatOpenAI, self).with_structured_output(
                                      schema, include_raw=True, method=cast(Any, method), **kwargs))
+
+    def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
+        choices = response.get("choices") if isinstance(response, dict) else getattr(response, "choices", None)
+        if not choices and not (isinstance(response, dict) and response.get("error")):  # an error: its own line
+            raise EmptyReply(f"the reply from {self.openai_api_base or 'the OpenAI API'} held no choices (an empty "
+                             "completion)")
+        return super()._create_chat_result(response, generation_info)
 
     def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
         payload = super()._get_request_payload(input_, stop=stop, **kwargs)

@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 from support.cli_env import clean_env, run_in_process
 from support.forked_commands import forked_run
-from support.provider_server import ProviderServer, calls, closing_check, error, slow, text, verdict
+from support.provider_server import ProviderServer, Reply, calls, closing_check, error, slow, text, verdict
 
 BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
 SECRET = "sk-test-SECRET123"
@@ -148,6 +148,15 @@ def test_malformed_tool_arguments_become_an_observation_the_model_can_fix(provid
         assert all(isinstance(json.loads(c["function"]["arguments"]), dict) for c in sent), sent
     assert next(c for m in server.requests[1]["messages"] if m["role"] == "assistant"
                 for c in m.get("tool_calls") or [])["function"]["arguments"] == "{}"
+
+
+def test_a_completion_without_a_choice_ends_the_run_with_one_line_naming_the_server(provider):
+    with ProviderServer(Reply(empty=True)) as server:
+        provider(server)
+        result = ask("2+2?", reflection="rules")
+    assert result["status"] == "failed"
+    assert result["final_answer"] == (f"The model call failed: EmptyReply: the reply from {server.openai_url} held no "
+                                      "choices (an empty completion)")
 
 
 def test_denied_tools_are_not_offered_to_the_provider(provider):

@@ -113,6 +113,10 @@ def answer(handler: Any, server: Any, body: dict[str, Any], reply: Any) -> None:
     if reply.empty and body.get("stream"):
         handler.send_events(["data: [DONE]\n\n"])
         return
+    if reply.empty:  # a completion with an empty choice list, as some servers send under load
+        handler.send_json(200, {"id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion",
+                                "created": int(time.time()), "model": body.get("model", "?"), "choices": []})
+        return
     content = reply.content
     if not reply.ignore_stop and content is not None:
         content = _cut_at_stop(content, body.get("stop"))

@@ -46,7 +46,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     ignore_stop: bool = False  # some servers do not honour stop words; the client must cope
-    empty: bool = False  # a streamed reply that closes with no data (llama.cpp under load)
+    empty: bool = False  # no choices: a streamed reply that closes with no data (llama.cpp under load), or none at all
     cut_off: bool = False  # stopped at the output-token limit (OpenAI: finish_reason "length"; Anthropic: "max_tokens")
     usage: dict[str, int] | None = None  # as a recorded server reported it (support/cassettes.py); unset: counted
 
