@@ -3,16 +3,14 @@ keeps every test's traffic on this machine."""
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import signal
-import socket
-import sys
-import threading
 import uuid
 
 import pytest
 import redis
+
+from support import outbound
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
 
@@ -30,39 +28,7 @@ class FakeClock:
         self.now += seconds
 
 
-def _is_local(host: object) -> bool:
-    if isinstance(host, bytes):
-        host = host.decode(errors="replace")
-    if host is None or host in ("", "localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(str(host).split("%")[0])
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_unspecified
-
-
-_OUTBOUND: list[str] = []
-_OUTBOUND_LOCK = threading.Lock()
-
-
-def _refuse_outbound(event: str, args: tuple) -> None:
-    """Audit hook: a DNS query or a connection to anything but loopback fails at once, and is recorded so
-    the test that made it fails too (see `no_outbound_traffic`). Unix sockets are local by nature."""
-    if event == "socket.getaddrinfo" and not _is_local(args[0]):
-        host = args[0]
-    elif event in ("socket.connect", "socket.sendto") and isinstance(args[1], tuple) and not _is_local(args[1][0]):
-        host = args[1][0]
-    elif event == "socket.gethostbyname" and not _is_local(args[0]):
-        host = args[0]
-    else:
-        return
-    with _OUTBOUND_LOCK:
-        _OUTBOUND.append(f"{event} {host!r}")
-    raise socket.gaierror(socket.EAI_NONAME, f"the test suite sends nothing off this machine ({host!r})")
-
-
-sys.addaudithook(_refuse_outbound)
+outbound.refuse()  # every DNS query or connection off loopback fails, and is recorded (below)
 
 
 # A suite started in the background (`python -m pytest &` from a script, as CI runners may) inherits SIGINT
@@ -76,11 +42,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 @pytest.fixture(autouse=True)
 def no_outbound_traffic():
     """A test that tried to resolve or reach a host other than loopback fails, even if it caught the error."""
-    with _OUTBOUND_LOCK:
-        _OUTBOUND.clear()
+    outbound.attempts()
     yield
-    with _OUTBOUND_LOCK:
-        tried, _OUTBOUND[:] = list(_OUTBOUND), []
+    tried = outbound.attempts()
     assert not tried, f"the test tried to leave the machine: {tried}; mock the transport or DNS instead"
 
 

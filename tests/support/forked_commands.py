@@ -24,6 +24,8 @@ import tempfile
 import weakref
 from pathlib import Path
 
+from support import outbound
+
 # What the commands import on their way to their first line of work (a module missing here is imported by the
 # forked process itself, as it would be anyway).
 PRELOAD = ["reactgraph.cli.app", "reactgraph.cli.serve", "reactgraph.cli.ask", "reactgraph.cli.compare",
@@ -38,6 +40,7 @@ _forkserver.set_forkserver_preload(PRELOAD)
 def _run_command(entry: str, argv: list[str], env: dict[str, str], stdout: str, stderr: str,
                  cwd: str | None) -> None:
     """In the forked process: the command's environment, directory, output files and arguments, then `entry`."""
+    outbound.refuse()  # a fresh interpreter's child: the test process's guard is not inherited
     if cwd is not None:
         os.chdir(cwd)
     os.environ.clear()
