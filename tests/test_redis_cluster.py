@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, TypedDict
 
 import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph_sdk.errors import NotFoundError
 
@@ -25,6 +27,7 @@ from reactgraph.memory.redis_checkpoint.layout import thread_of
 from reactgraph.memory.session_lease import SessionBusy, asession_lease, session_lease
 from support.cli_env import run_in_process
 from support.redis_cluster import LocalCluster, local_cluster
+from test_delta_checkpoints import DeltaState, agent
 from test_redis_checkpointer import assert_full_conformance, run_conformance
 from test_serve import human, start_service, stop
 
@@ -128,6 +131,21 @@ def test_every_key_of_a_thread_shares_one_slot_and_threads_spread_over_the_maste
     assert set(slots) == set(threads)
     assert all(len(s) == 1 for s in slots.values()), slots
     assert len({next(iter(s)) for s in slots.values()}) == 3
+
+
+def test_delta_channels_are_rebuilt_on_every_master_in_one_script_call(cluster, prefix):
+    threads = ids_on_each_master(cluster)
+    with RedisSaver.from_url(cluster.url, prefix=prefix) as saver:
+        graph = agent(DeltaState, saver)
+        for thread in threads:
+            config = {"configurable": {"thread_id": thread}}
+            for question in ("q1", "q2", "q3"):
+                graph.invoke({"messages": [HumanMessage(question)]}, config)
+            for tup in saver.list(config):
+                mine = saver.get_delta_channel_history(config=tup.config, channels=["messages", "steps"])
+                assert mine == BaseCheckpointSaver.get_delta_channel_history(saver, config=tup.config,
+                                                                             channels=["messages", "steps"])
+            assert graph.get_state(config).values["messages"][-1].text == "answer to q3"
 
 
 async def test_a_thread_is_copied_to_a_thread_on_another_master_and_runs_taken_back(cluster, prefix):

@@ -24,12 +24,13 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     BaseCheckpointSaver,
@@ -37,13 +38,20 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from reactgraph.memory.redis_checkpoint import layout, scripts
-from reactgraph.memory.redis_checkpoint.reading import Source, UnreadableCheckpoint, read_reply
+from reactgraph.memory.redis_checkpoint.reading import (
+    Source,
+    UnreadableCheckpoint,
+    read_delta_history,
+    read_reply,
+)
 from reactgraph.memory.redis_checkpoint.scripts import Script
 from reactgraph.memory.redis_checkpoint.serde import AllowListSerializer
 from reactgraph.memory.redis_checkpoint.wire import Command
@@ -75,14 +83,18 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         self.ttl = math.ceil(ttl) if ttl else 0  # EXPIRE takes whole seconds; never round down to "forever"
 
     def get_next_version(self, current: str | int | None, channel: None = None) -> str:
-        """The same version strings as LangGraph's InMemorySaver and SqliteSaver: zero-padded counter, random tail."""
+        """LangGraph's version strings (InMemorySaver's, SqliteSaver's, the Agent Server's): a 32-digit counter and a
+        random tail that keeps two forks' versions, and so their blobs, apart. The counter's form must stay: every
+        process that writes a thread (the LangGraph API server parses the counter as 32 decimal digits) orders the
+        versions as strings. The tail is 8 hex digits rather than a float's 18: a checkpoint holds each channel's
+        version twice and each node's seen versions, so at ~30 channels that is ~500 bytes less per checkpoint."""
         if current is None:
             current_v = 0
         elif isinstance(current, int):
             current_v = current
         else:
             current_v = int(current.split(".")[0])
-        return f"{current_v + 1:032}.{random.random():016}"
+        return f"{current_v + 1:032}.{random.getrandbits(32):08x}"
 
     def _base(self, thread_id: str) -> str:
         return layout.thread_base(self.prefix, thread_id)
@@ -176,6 +188,18 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         for bad in skipped:
             log.warning("%s; skipped, and the thread has no other checkpoint", bad)
 
+    def _delta_history_plan(self, config: RunnableConfig,
+                            channels: Sequence[str]) -> Generator[Any, Any, Mapping[str, DeltaChannelHistory]]:
+        """get_delta_channel_history: one DELTA_HISTORY script call walks the whole parent chain on the server."""
+        if not channels:
+            return {}
+        conf = config["configurable"]
+        thread_id, ns, target = conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config) or ""
+        base = self._base(thread_id)
+        [reply] = yield [(scripts.DELTA_HISTORY, 1, base + "ns", base, ns, target, scripts.MAX_DELTA_WALK,
+                          *channels)]
+        return read_delta_history(self.serde, Source(base, thread_id, ns), target or "latest", channels, reply)
+
     def _readable(self, source: tuple[str, str], reply: list[Any]) -> list[CheckpointTuple]:
         """list's reading of a LOAD reply: what cannot be read is skipped with a warning (get_tuple raises it)."""
         thread_id, ns = source
@@ -265,7 +289,8 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                     if remaining <= 0:
                         return
 
-    def _prune_plan(self, thread_ids: Sequence[str], strategy: str, keep: int = 1) -> Plan:
+    def _prune_plan(self, thread_ids: Sequence[str], strategy: str, keep: int = 1,
+                    channels: Mapping[str, Any] | None = None) -> Plan:
         """`keep_latest`: the newest `keep` checkpoints of each namespace stay (with what they need); `delete`."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
@@ -276,7 +301,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         if strategy == "delete":
             yield [self._delete_thread_command(t) for t in thread_ids]
             return
-        yield from keep_latest_plan(self.serde, [self._base(t) for t in thread_ids], keep)
+        yield from keep_latest_plan(self.serde, [self._base(t) for t in thread_ids], keep, channels)
 
     def _delete_for_runs_plan(self, run_ids: Sequence[str]) -> Plan:
         run_ids = [str(r) for r in run_ids]
@@ -291,8 +316,14 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                 return
 
 
-def keep_latest_plan(serde: SerializerProtocol, bases: list[str], keep: int) -> Generator[Any, Any, None]:
-    """The newest `keep` checkpoints of each namespace of these threads (by key base) stay, with what they need."""
+def keep_latest_plan(serde: SerializerProtocol, bases: list[str], keep: int,
+                     channels: Mapping[str, Any] | None = None) -> Generator[Any, Any, None]:
+    """The newest `keep` checkpoints of each namespace of these threads (by key base) stay, with what they need.
+
+    A kept checkpoint's DeltaChannels are rebuilt from the writes since their last snapshot, so those ancestors
+    stay too (BaseCheckpointSaver.prune's warning). Given the graph's `channels` (their reducers), the oldest kept
+    checkpoint gets its delta channels' whole values stored instead (`_DeltaSnapshot` blobs, as a snapshot step
+    writes them), and the ancestors can go: the newer kept ones rebuild from it."""
     ns_sets = yield [("SMEMBERS", base + "ns") for base in bases]
     targets = [(base, ns.decode()) for base, nss in zip(bases, ns_sets, strict=True) for ns in nss]
     if not targets:
@@ -308,13 +339,16 @@ def keep_latest_plan(serde: SerializerProtocol, bases: list[str], keep: int) -> 
         for cid, record in zip(ids, recs, strict=True):
             if record is None:
                 continue
-            metadata = _prunable_metadata(serde, base, ns, cid, record)
-            if metadata is None:  # a kept checkpoint we cannot read: leave the namespace as it is
+            stored = _prunable_record(serde, base, ns, cid, record)
+            if stored is None:  # a kept checkpoint we cannot read: leave the namespace as it is
                 args = []
                 break
-            # DeltaChannels not snapshotted at a kept checkpoint are rebuilt from ancestors' writes;
-            # the script keeps those ancestors (see BaseCheckpointSaver.prune).
+            checkpoint, metadata = stored
             delta = sorted((metadata.get("counters_since_delta_snapshot") or {}).keys())
+            if channels is not None and cid == ids[-1] and delta:
+                delta = yield from _store_snapshots(serde, base, ns, cid, checkpoint, delta, channels)
+            # DeltaChannels not stored at a kept checkpoint are rebuilt from ancestors' writes; the script keeps
+            # those ancestors.
             args += [cid, len(delta), *delta]
         if args:
             commands.append((scripts.PRUNE, 1, base + "ns", base, ns, args[0], *args))
@@ -322,16 +356,42 @@ def keep_latest_plan(serde: SerializerProtocol, bases: list[str], keep: int) -> 
         yield commands
 
 
-def _prunable_metadata(serde: SerializerProtocol, base: str, ns: str, cid: str,
-                       record: bytes | None) -> dict[str, Any] | None:
+def _store_snapshots(serde: SerializerProtocol, base: str, ns: str, cid: str, checkpoint: dict[str, Any],
+                     delta: list[str], channels: Mapping[str, Any]) -> Generator[Any, Any, list[str]]:
+    """Store the whole value of `cid`'s delta channels that `channels` can rebuild; the ones left to rebuild from
+    ancestors. A value is stored under the channel's version, as every checkpoint at that version holds it."""
+    rebuildable = [name for name in delta if isinstance(channels.get(name), DeltaChannel)
+                   and name in checkpoint["channel_versions"]]
+    if not rebuildable:
+        return delta
+    [reply] = yield [(scripts.DELTA_HISTORY, 1, base + "ns", base, ns, cid, scripts.MAX_DELTA_WALK, *rebuildable)]
+    try:
+        histories = read_delta_history(serde, Source(base, "", ns), cid, rebuildable, reply)
+    except UnreadableCheckpoint as exc:
+        log.warning("not storing snapshots at %s before pruning: %s", cid, exc)
+        return delta
+    blobs: list[Any] = []
+    for name in rebuildable:
+        channel = channels[name].from_checkpoint(histories[name].get("seed"))
+        channel.replay_writes(histories[name]["writes"])
+        blobs += [layout.blob_field(name, checkpoint["channel_versions"][name]),
+                  layout.pack_typed(serde.dumps_typed(_DeltaSnapshot(channel.get())))]
+    yield [("HSET", base + "b:" + ns, *blobs)]
+    return [name for name in delta if name not in rebuildable]
+
+
+def _prunable_record(serde: SerializerProtocol, base: str, ns: str, cid: str,
+                     record: bytes | None) -> tuple[dict[str, Any], dict[str, Any]] | None:
     if record is None:
         return None
     try:
-        metadata = serde.loads_typed(layout.unpack_typed(record))[1]
+        checkpoint, metadata = serde.loads_typed(layout.unpack_typed(record))
+        if not (isinstance(checkpoint, dict) and isinstance(checkpoint.get("channel_versions"), dict)):
+            raise ValueError("not a checkpoint record")
     except Exception as exc:  # noqa: BLE001 - untrusted bytes fail in many ways; the namespace is left as is
         metadata = exc
     if isinstance(metadata, dict):
-        return metadata
+        return checkpoint, metadata
     log.warning("not pruning %scp:%s: its kept checkpoint %s is unreadable (%s)", base, ns, cid, metadata)
     return None
 

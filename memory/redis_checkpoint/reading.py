@@ -9,13 +9,13 @@ an `UnreadableCheckpoint` that names the checkpoint, the Redis key and field, an
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
+from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory, PendingWrite, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from reactgraph.errors import ReactGraphError
@@ -150,3 +150,45 @@ def _decode(serde: SerializerProtocol, source: Source, checkpoint_id: str, recor
         parent_config=source.config(parent) if parent else None,
         pending_writes=[(task_id, channel, value) for _, task_id, channel, value in writes],
     )
+
+
+def read_delta_history(serde: SerializerProtocol, source: Source, target: str, channels: Sequence[str],
+                       reply: list[Any]) -> dict[str, DeltaChannelHistory]:
+    """A DELTA_HISTORY reply as LangGraph's `get_delta_channel_history` returns it: per channel, the writes since its
+    nearest stored value (oldest first, each checkpoint's in `writes_sort_key` order) and that value as `seed`.
+    A walk that could not finish (a loop or a gap in the parent chain, or one longer than the script allows) is
+    an `UnreadableCheckpoint` naming the target: a state rebuilt from part of its history would be wrong."""
+    status, entries = reply[0], reply[1:]
+    if status[0] != b"ok":
+        why = {b"capped": "its history is longer than a rebuild may walk",
+               b"cycle": "its chain of parent checkpoints loops"}.get(status[0])
+        if why is None:
+            missing = status[1].decode(errors="replace") if len(status) > 1 else "?"
+            why = f"its ancestor {missing} has no channel list"
+        raise source.unreadable(target, "v:", f"a delta channel cannot be rebuilt: {why}", target)
+    writes: dict[str, list[PendingWrite]] = {c: [] for c in channels}
+    seeds: dict[str, Any] = {}
+    for checkpoint_id, fields, values, seed_pairs in reversed(entries):  # oldest first
+        cid = checkpoint_id.decode(errors="replace")
+        try:
+            decoded = []
+            for field, value in zip(fields, values, strict=True):
+                with _at("w:", field):
+                    path, task_id, idx, channel, typed = layout.parse_write(field, value)
+                    decoded.append((writes_sort_key(path, task_id, idx), (task_id, channel, serde.loads_typed(typed))))
+            for channel_bytes, blob in zip(seed_pairs[::2], seed_pairs[1::2], strict=True):
+                channel = channel_bytes.decode()
+                with _at("b:", channel):
+                    seeds[channel] = serde.loads_typed(layout.unpack_typed(blob))
+                    writes[channel].clear()  # an ancestor's stored value: what came before it no longer counts
+        except _Fault as fault:
+            raise source.unreadable(cid, fault.kind, fault.reason, fault.field) from None
+        for _, write in sorted(decoded, key=lambda w: w[0]):
+            writes[write[1]].append(write)
+    result: dict[str, DeltaChannelHistory] = {}
+    for channel in channels:
+        entry = DeltaChannelHistory(writes=writes[channel])
+        if channel in seeds:
+            entry["seed"] = seeds[channel]
+        result[channel] = entry
+    return result

@@ -19,19 +19,27 @@ SQLite savers do). A sync call on the loop's own thread would wait for the loop 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import redis
 import redis.asyncio
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from reactgraph.memory.redis_checkpoint.core import Plan, RedisSaverCore, ThreadUsage, copy_thread_plan, usage_plan
 from reactgraph.memory.redis_checkpoint.pool import SHARED, Shared, WiredClient
 from reactgraph.memory.redis_checkpoint.settings import PoolLimits, client_url, redact
 from reactgraph.memory.redis_checkpoint.wire import AsyncWire, Command, wire_of
+
+T = TypeVar("T")
 
 
 class BatchSaver(RedisSaverCore):
@@ -61,6 +69,12 @@ class BatchSaver(RedisSaverCore):
         found = list(self._drive(self._get_plan(config)))
         return found[0] if found else None
 
+    def get_delta_channel_history(self, *, config: RunnableConfig,
+                                  channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        """LangGraph's DeltaChannel rebuild: each channel's writes since its nearest stored value, and that value,
+        walked on the server in one round trip (the base class walks one `get_tuple` per ancestor)."""
+        return self._run(self._delta_history_plan(config, channels))
+
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
         return self._drive(self._list_plan(config, filter, before, limit))
@@ -76,9 +90,12 @@ class BatchSaver(RedisSaverCore):
         for _ in self._drive(copy_thread_plan(self, source_thread_id, target_thread_id)):
             pass
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1) -> None:
-        """LangGraph's prune; `keep` is how many checkpoints per namespace `keep_latest` keeps (default 1)."""
-        for _ in self._drive(self._prune_plan(thread_ids, strategy, keep)):
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1,
+              channels: Mapping[str, Any] | None = None) -> None:
+        """LangGraph's prune; `keep` is how many checkpoints per namespace `keep_latest` keeps (default 1).
+        `channels`: the graph's (`graph.channels`), so that the oldest kept checkpoint stores its delta channels'
+        whole values and the writes they were rebuilt from can go too (without: those ancestors stay)."""
+        for _ in self._drive(self._prune_plan(thread_ids, strategy, keep, channels)):
             pass
 
     def usage(self, thread_ids: Sequence[str] | None = None) -> tuple[ThreadUsage, ...]:
@@ -99,6 +116,24 @@ class BatchSaver(RedisSaverCore):
 
     def _thread_ids_plan(self) -> Plan:
         yield from (yield from self._threads_plan())  # the listing's commands, then each id as a result
+
+    def _run(self, plan: Generator[Any, Any, T]) -> T:
+        """Drive a plan that only sends commands, to its return value."""
+        reply = None
+        while True:
+            try:
+                reply = self._batch(plan.send(reply))
+            except StopIteration as done:
+                return done.value
+
+    async def _arun(self, plan: Generator[Any, Any, T]) -> T:
+        reply = None
+        while True:
+            try:
+                step = plan.send(reply)
+            except StopIteration as done:
+                return done.value
+            reply = await self._abatch(step)
 
     def _drive(self, plan: Plan) -> Iterator[CheckpointTuple]:
         reply = None
@@ -131,6 +166,11 @@ class BatchSaver(RedisSaverCore):
         found = [tup async for tup in self._adrive(self._get_plan(config))]
         return found[0] if found else None
 
+    async def aget_delta_channel_history(self, *, config: RunnableConfig,
+                                         channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        """`get_delta_channel_history` for async callers."""
+        return await self._arun(self._delta_history_plan(config, channels))
+
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None
                     ) -> AsyncIterator[CheckpointTuple]:
@@ -148,9 +188,10 @@ class BatchSaver(RedisSaverCore):
         async for _ in self._adrive(copy_thread_plan(self, source_thread_id, target_thread_id)):
             pass
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1) -> None:
-        """LangGraph's prune; `keep` is how many checkpoints per namespace `keep_latest` keeps (default 1)."""
-        async for _ in self._adrive(self._prune_plan(thread_ids, strategy, keep)):
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1,
+                     channels: Mapping[str, Any] | None = None) -> None:
+        """`prune` for async callers."""
+        async for _ in self._adrive(self._prune_plan(thread_ids, strategy, keep, channels)):
             pass
 
     async def ausage(self, thread_ids: Sequence[str] | None = None) -> tuple[ThreadUsage, ...]:

@@ -277,3 +277,56 @@ copy_zset(src .. 'runs', dst .. 'runs')
 touch(dst, tonumber(ARGV[3]))
 return #namespaces
 """, "chunked", "touch")
+
+# KEYS[1] ns-set; ARGV base, ns, target checkpoint id ('' for the newest), most ancestors to visit, channels...
+# LangGraph's `get_delta_channel_history` in one round trip: walks the target's parent chain (the target's own
+# writes excluded: they are pending for its next step) and, per ancestor, newest first, returns its id, the write
+# fields and values of the wanted channels, and the channels whose value it stores (name, blob) — a channel's walk
+# ends there. Status first: 'ok', or why the walk stopped early: 'capped' (more ancestors than allowed), 'cycle'
+# (a parent chain that loops: crafted or damaged links), 'missing' then the id (a parent without a channel list).
+MAX_DELTA_WALK = 20000
+DELTA_HISTORY = Script("delta_history", r"""
+local base, ns, target, cap = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local vkey, bkey, wkey = base .. 'v:' .. ns, base .. 'b:' .. ns, base .. 'w:' .. ns
+local want, pending = {}, 0
+for i = 5, #ARGV do
+  if not want[ARGV[i]] then want[ARGV[i]] = true; pending = pending + 1 end
+end
+if target == '' then target = redis.call('ZREVRANGEBYLEX', base .. 'c:' .. ns, '+', '-', 'LIMIT', 0, 1)[1] or '' end
+local status, out, visited, walked = {'ok'}, {}, {}, 0
+out[1] = status
+local cursor = split0(redis.call('HGET', vkey, target) or '')[1]
+while pending > 0 and cursor and cursor ~= '' do
+  if visited[cursor] then status[1] = 'cycle'; break end
+  visited[cursor] = true
+  walked = walked + 1
+  if walked > cap then status[1] = 'capped'; break end
+  local links = redis.call('HGET', vkey, cursor)
+  if not links then status[1] = 'missing'; status[2] = cursor; break end
+  local parts = split0(links)
+  local fields, values = {}, {}
+  local wfields = writes_of(base, ns, cursor)
+  if #wfields > 0 then
+    for j, v in ipairs(redis.call('HMGET', wkey, unpack(wfields))) do
+      if v then  -- "<task path>\0<channel>\0..."
+        local a = string.find(v, '\0', 1, true)
+        local b = a and string.find(v, '\0', a + 1, true)
+        if b and want[string.sub(v, a + 1, b - 1)] then fields[#fields + 1] = wfields[j]; values[#values + 1] = v end
+      end
+    end
+  end
+  local seeds = {}
+  for k = 2, #parts - 1, 2 do
+    if want[parts[k]] then
+      local blob = redis.call('HGET', bkey, parts[k] .. '\0' .. parts[k + 1])
+      if blob and string.sub(blob, 1, 6) ~= 'empty\0' then
+        seeds[#seeds + 1] = parts[k]; seeds[#seeds + 1] = blob
+        want[parts[k]] = nil; pending = pending - 1
+      end
+    end
+  end
+  out[#out + 1] = {cursor, fields, values, seeds}
+  cursor = parts[1]
+end
+return out
+""", "split0", "writes_of")

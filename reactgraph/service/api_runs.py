@@ -98,7 +98,8 @@ async def create(request: Request, *, stateless: bool = False, body: dict[str, A
         thread = None  # not the caller's: as if it did not exist, and not to be made either
         if_not_exists = "reject"
     # a refused input creates no thread; a thread not the caller's has no values to read
-    await check_graph_input(assistant.graph, kwargs, lambda: channel_values(saver, thread_id, thread is not None))
+    await check_graph_input(assistant.graph, kwargs,
+                            lambda: channel_values(saver, assistant.graph, thread_id, thread is not None))
     if thread is None:
         if if_not_exists != "create":
             raise BadRequest(404, f"thread {thread_id!r} not found")

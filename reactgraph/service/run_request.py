@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from langgraph.channels.delta import DeltaChannel
 from langgraph.types import Command
 
 from reactgraph.errors import ReactGraphError
@@ -440,12 +441,25 @@ async def check_graph_input(graph: Any, kwargs: RunKwargs,
             raise BadRequest(422, f"'{where}.{name}' cannot be taken by the graph: {cause}")
 
 
-async def channel_values(checkpointer: Any, thread_id: str, known: bool) -> dict[str, Any]:
-    """The channel values of the thread's latest checkpoint ({} when it has none, or is not `known`)."""
+async def channel_values(checkpointer: Any, graph: Any, thread_id: str, known: bool) -> dict[str, Any]:
+    """The channel values of the thread's latest checkpoint ({} when it has none, or is not `known`); the graph's
+    delta channels, which a checkpoint stores as writes since a snapshot, rebuilt from the saver's history."""
     if not known:
         return {}
     found = await checkpointer.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-    return dict(found.checkpoint.get("channel_values") or {}) if found is not None else {}
+    if found is None:
+        return {}
+    values = dict(found.checkpoint.get("channel_values") or {})
+    specs = getattr(graph, "channels", {})
+    delta = [name for name, spec in specs.items() if isinstance(spec, DeltaChannel) and name not in values
+             and name in found.checkpoint.get("channel_versions", {})]
+    if delta:
+        histories = await checkpointer.aget_delta_channel_history(config=found.config, channels=delta)
+        for name in delta:
+            channel = specs[name].from_checkpoint(histories[name].get("seed"))
+            channel.replay_writes(histories[name]["writes"])
+            values[name] = channel.get()
+    return values
 
 
 def _takes(channel: Any, value: Any) -> str | None:
