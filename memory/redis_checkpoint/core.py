@@ -24,6 +24,8 @@ from __future__ import annotations
 import logging
 import math
 import random
+import threading
+from collections import OrderedDict
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,6 +51,7 @@ from reactgraph.memory.redis_checkpoint import layout, scripts
 from reactgraph.memory.redis_checkpoint.reading import (
     Source,
     UnreadableCheckpoint,
+    delta_target,
     read_delta_history,
     read_reply,
 )
@@ -59,6 +62,8 @@ from reactgraph.memory.redis_checkpoint.wire import Command
 log = logging.getLogger("reactgraph.memory.redis_checkpoint")
 Plan = Generator[Any, Any, None]  # yields list[Command] (gets replies) or CheckpointTuple (gets None)
 _PAGE = 50
+_MAX_DELTA_NAMES = 32  # delta channel names remembered for prefetching (a graph has a few)
+_MAX_PREFETCHED = 64  # prefetched histories waiting for their call (one per thread read at the same time)
 
 
 class RedisSaverCore(BaseCheckpointSaver[str]):
@@ -81,6 +86,11 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         if ttl is not None and ttl <= 0:
             raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
         self.ttl = math.ceil(ttl) if ttl else 0  # EXPIRE takes whole seconds; never round down to "forever"
+        # DeltaChannel rebuilds: the channel names LangGraph asked `get_delta_channel_history` for, and the histories
+        # a `get_tuple` fetched for them in its own round trip, kept for the call that follows it (see _prefetch).
+        self._delta_names: set[str] = set()
+        self._prefetched: OrderedDict[tuple[str, str, str], dict[str, DeltaChannelHistory]] = OrderedDict()
+        self._prefetch_lock = threading.Lock()
 
     def get_next_version(self, current: str | int | None, channel: None = None) -> str:
         """LangGraph's version strings (InMemorySaver's, SqliteSaver's, the Agent Server's): a 32-digit counter and a
@@ -154,18 +164,21 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns, wanted = conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
         source = Source(self._base(thread_id), thread_id, ns)
+        prefetch = self._prefetch_command(source, wanted or "")
         if wanted:
-            [reply] = yield [self._load_command(thread_id, ns, wanted)]
+            [reply, *history] = yield [self._load_command(thread_id, ns, wanted), *prefetch]
             read = read_reply(self.serde, source, reply)
             for item in (*read.orphans, *read.found):  # an id in the index without a record is no "None" either
                 if isinstance(item, UnreadableCheckpoint):
                     raise item
+                self._keep_prefetched(source, item, history)
                 yield item
             return
         skipped: list[UnreadableCheckpoint] = []
         below = "+"
         while len(skipped) <= scripts.ORPHAN_CAP:
-            [reply] = yield [self._load_command(thread_id, ns, below=below)]
+            [reply, *history] = yield [self._load_command(thread_id, ns, below=below), *prefetch]
+            prefetch = []  # only with the newest: an older one read after a damaged one is rare
             read = read_reply(self.serde, source, reply)
             skipped += read.orphans
             if read.capped:
@@ -176,6 +189,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             if isinstance(item, CheckpointTuple):
                 for bad in skipped:
                     log.warning("%s; skipped", bad)
+                self._keep_prefetched(source, item, history)
                 yield item
                 return
             if not self.pass_over_damaged_latest:
@@ -190,15 +204,50 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
 
     def _delta_history_plan(self, config: RunnableConfig,
                             channels: Sequence[str]) -> Generator[Any, Any, Mapping[str, DeltaChannelHistory]]:
-        """get_delta_channel_history: one DELTA_HISTORY script call walks the whole parent chain on the server."""
+        """get_delta_channel_history: what the `get_tuple` before it fetched, else one DELTA_HISTORY script call
+        that walks the whole parent chain on the server."""
         if not channels:
             return {}
         conf = config["configurable"]
         thread_id, ns, target = conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config) or ""
+        if len(self._delta_names) < _MAX_DELTA_NAMES:
+            self._delta_names.update(c for c in channels if isinstance(c, str) and len(c) <= 200)
+        with self._prefetch_lock:
+            kept = self._prefetched.pop((thread_id, ns, target), None) if target else None
+        if kept is not None and all(c in kept for c in channels):
+            return {c: kept[c] for c in channels}
         base = self._base(thread_id)
-        [reply] = yield [(scripts.DELTA_HISTORY, 1, base + "ns", base, ns, target, scripts.MAX_DELTA_WALK,
+        [reply] = yield [(scripts.DELTA_HISTORY, 1, base + "ns", base, ns, target, scripts.MAX_DELTA_WALK, "all",
                           *channels)]
         return read_delta_history(self.serde, Source(base, thread_id, ns), target or "latest", channels, reply)
+
+    def _prefetch_command(self, source: Source, target: str) -> list[Command]:
+        """A DELTA_HISTORY call to send with a LOAD, in the same round trip, for the delta channels this saver has
+        been asked about (LangGraph reads a checkpoint, then asks for their history: one round trip, not two)."""
+        names = sorted(self._delta_names)
+        if not names:
+            return []
+        return [(scripts.DELTA_HISTORY, 1, source.base + "ns", source.base, source.ns, target,
+                 scripts.MAX_DELTA_WALK, "needed", *names)]
+
+    def _keep_prefetched(self, source: Source, found: CheckpointTuple, history: list[Any]) -> None:
+        """Keep a prefetched history for the `get_delta_channel_history` call that follows, when it is the found
+        checkpoint's (a checkpoint written between the two scripts makes them differ: then it is asked anew)."""
+        cid = found.config["configurable"]["checkpoint_id"]
+        if not history or delta_target(history[0]) != cid:
+            return
+        names = sorted(self._delta_names)
+        try:
+            histories = read_delta_history(self.serde, source, cid, names, history[0])
+        except UnreadableCheckpoint:
+            return  # the explicit call raises it, for the checkpoint it is asked about
+        checkpoint = found.checkpoint  # the channels LangGraph rebuilds: a version, and no value stored here
+        needed = {n: h for n, h in histories.items()
+                  if n in checkpoint["channel_versions"] and n not in checkpoint["channel_values"]}
+        with self._prefetch_lock:
+            self._prefetched[(source.thread_id, source.ns, cid)] = needed
+            while len(self._prefetched) > _MAX_PREFETCHED:
+                self._prefetched.popitem(last=False)
 
     def _readable(self, source: tuple[str, str], reply: list[Any]) -> list[CheckpointTuple]:
         """list's reading of a LOAD reply: what cannot be read is skipped with a warning (get_tuple raises it)."""
@@ -364,7 +413,8 @@ def _store_snapshots(serde: SerializerProtocol, base: str, ns: str, cid: str, ch
                    and name in checkpoint["channel_versions"]]
     if not rebuildable:
         return delta
-    [reply] = yield [(scripts.DELTA_HISTORY, 1, base + "ns", base, ns, cid, scripts.MAX_DELTA_WALK, *rebuildable)]
+    [reply] = yield [(scripts.DELTA_HISTORY, 1, base + "ns", base, ns, cid, scripts.MAX_DELTA_WALK, "all",
+                      *rebuildable)]
     try:
         histories = read_delta_history(serde, Source(base, "", ns), cid, rebuildable, reply)
     except UnreadableCheckpoint as exc:

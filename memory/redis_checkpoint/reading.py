@@ -152,6 +152,12 @@ def _decode(serde: SerializerProtocol, source: Source, checkpoint_id: str, recor
     )
 
 
+def delta_target(reply: list[Any]) -> str:
+    """The checkpoint a DELTA_HISTORY reply walked from ('' when the thread has none)."""
+    status = reply[0]
+    return status[1].decode(errors="replace") if len(status) > 1 and status[1] else ""
+
+
 def read_delta_history(serde: SerializerProtocol, source: Source, target: str, channels: Sequence[str],
                        reply: list[Any]) -> dict[str, DeltaChannelHistory]:
     """A DELTA_HISTORY reply as LangGraph's `get_delta_channel_history` returns it: per channel, the writes since its
@@ -163,7 +169,7 @@ def read_delta_history(serde: SerializerProtocol, source: Source, target: str, c
         why = {b"capped": "its history is longer than a rebuild may walk",
                b"cycle": "its chain of parent checkpoints loops"}.get(status[0])
         if why is None:
-            missing = status[1].decode(errors="replace") if len(status) > 1 else "?"
+            missing = status[2].decode(errors="replace") if len(status) > 2 else "?"
             why = f"its ancestor {missing} has no channel list"
         raise source.unreadable(target, "v:", f"a delta channel cannot be rebuilt: {why}", target)
     writes: dict[str, list[PendingWrite]] = {c: [] for c in channels}
@@ -186,7 +192,7 @@ def read_delta_history(serde: SerializerProtocol, source: Source, target: str, c
         for _, write in sorted(decoded, key=lambda w: w[0]):
             writes[write[1]].append(write)
     result: dict[str, DeltaChannelHistory] = {}
-    for channel in channels:
+    for channel in channels:  # one the target stores a value of comes back empty: LangGraph asks for no such one
         entry = DeltaChannelHistory(writes=writes[channel])
         if channel in seeds:
             entry["seed"] = seeds[channel]

@@ -278,31 +278,44 @@ touch(dst, tonumber(ARGV[3]))
 return #namespaces
 """, "chunked", "touch")
 
-# KEYS[1] ns-set; ARGV base, ns, target checkpoint id ('' for the newest), most ancestors to visit, channels...
+# KEYS[1] ns-set; ARGV base, ns, target checkpoint id ('' for the newest), most ancestors to visit, mode, channels...
 # LangGraph's `get_delta_channel_history` in one round trip: walks the target's parent chain (the target's own
 # writes excluded: they are pending for its next step) and, per ancestor, newest first, returns its id, the write
 # fields and values of the wanted channels, and the channels whose value it stores (name, blob) — a channel's walk
-# ends there. Status first: 'ok', or why the walk stopped early: 'capped' (more ancestors than allowed), 'cycle'
-# (a parent chain that loops: crafted or damaged links), 'missing' then the id (a parent without a channel list).
+# ends there. Mode 'needed' (a prefetch) walks only for the channels LangGraph will ask about: not one the target
+# stores a value of, nor one it has no version of; mode 'all' for every channel named. Status first: the state
+# ('ok', or why the walk stopped early: 'capped' (more ancestors than allowed), 'cycle' (a parent chain that loops:
+# crafted or damaged links), 'missing' (a parent without a channel list)), the target id, the id at fault.
 MAX_DELTA_WALK = 20000
 DELTA_HISTORY = Script("delta_history", r"""
-local base, ns, target, cap = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local base, ns, target, cap, needed = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5] == 'needed'
 local vkey, bkey, wkey = base .. 'v:' .. ns, base .. 'b:' .. ns, base .. 'w:' .. ns
 local want, pending = {}, 0
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   if not want[ARGV[i]] then want[ARGV[i]] = true; pending = pending + 1 end
 end
 if target == '' then target = redis.call('ZREVRANGEBYLEX', base .. 'c:' .. ns, '+', '-', 'LIMIT', 0, 1)[1] or '' end
-local status, out, visited, walked = {'ok'}, {}, {}, 0
+local status, out, visited, walked = {'ok', target, ''}, {}, {}, 0
 out[1] = status
-local cursor = split0(redis.call('HGET', vkey, target) or '')[1]
+local own, present = split0(redis.call('HGET', vkey, target) or ''), {}
+for k = 2, #own - 1, 2 do
+  present[own[k]] = true
+  if needed and want[own[k]] then
+    local blob = redis.call('HGET', bkey, own[k] .. '\0' .. own[k + 1])
+    if blob and string.sub(blob, 1, 6) ~= 'empty\0' then want[own[k]] = nil; pending = pending - 1 end
+  end
+end
+for name in pairs(want) do  -- a channel without a version at the target was never written: nothing to walk for
+  if needed and #own > 0 and not present[name] then want[name] = nil; pending = pending - 1 end
+end
+local cursor = own[1]
 while pending > 0 and cursor and cursor ~= '' do
   if visited[cursor] then status[1] = 'cycle'; break end
   visited[cursor] = true
   walked = walked + 1
   if walked > cap then status[1] = 'capped'; break end
   local links = redis.call('HGET', vkey, cursor)
-  if not links then status[1] = 'missing'; status[2] = cursor; break end
+  if not links then status[1] = 'missing'; status[3] = cursor; break end
   local parts = split0(links)
   local fields, values = {}, {}
   local wfields = writes_of(base, ns, cursor)
