@@ -77,6 +77,10 @@ def what_it_measures(records: list[dict[str, Any]], config: dict[str, Any]) -> l
     if config.get("stopped"):
         lines.append(f"- **{config['stopped']}**: {config.get('not_started', 0)} planned run(s) not started; "
                      f"`--resume` with a higher `--max-total-cost` runs them")
+    if isinstance(resumed := config.get("resumed"), dict) and resumed.get("records"):
+        began = f" begun {str(resumed['started_at'])[:16].replace('T', ' ')} UTC" if resumed.get("started_at") else ""
+        lines.append(f"- resumed: {resumed['records']} of these runs were read back from the earlier run{began} "
+                     "under the same settings, model and endpoint; the rest were made now")
     return lines
 
 

@@ -23,7 +23,9 @@ RESULTS = "results.jsonl"
 SETTINGS = "run.json"
 # What makes records comparable: resuming with any of these changed is refused. Seeds, repeats, tags, limit,
 # concurrency and the total cost cap only choose which runs are made, so they may change between resumes.
-IDENTITY = ("model", "suite", "suite_sha", "graphs", "faults", "max_iterations", "reflection", "protocol",
+# The settings a resumed run must share with the records it finds: the model and where its requests go (`endpoint`:
+# another server with the same model name is another model), the tasks, and everything that shapes a run.
+IDENTITY = ("model", "endpoint", "suite", "suite_sha", "graphs", "faults", "max_iterations", "reflection", "protocol",
             "max_tool_calls", "max_model_tokens", "max_cost_usd", "task_timeout_s",
             "max_output_tokens")
 

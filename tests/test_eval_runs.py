@@ -115,6 +115,7 @@ def test_a_run_killed_mid_way_resumes_to_the_records_of_an_uninterrupted_one(sui
         whole = run_in_process(monkeypatch, capfd, compare_args(suite, tmp_path / "whole"), **provider_env(server))
     assert resumed.returncode == 0 and whole.returncode == 0, resumed.stderr + whole.stderr
     assert "ignoring a torn last line" in resumed.stderr
+    assert f"resumed: {len(finished_before)} of these runs were read back from the earlier run begun" in resumed.stdout
     assert not {r["question"] for r in finished_before} & set(started_again), "a finished run was made again"
     assert len(started_again) == len(QUESTIONS) - len(finished_before)
     resumed_records, _ = read_records(tmp_path / "run" / "results.jsonl")
@@ -136,6 +137,21 @@ def test_resuming_with_other_settings_is_refused_in_one_line_naming_the_differen
     code, out, err = cli(*base, "--resume", str(tmp_path / "run"), *change)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"error: cannot resume {tmp_path / 'run'} with other settings: {difference}"), err
+
+
+def test_resuming_against_another_server_of_the_same_model_name_is_refused_in_one_line(suite, tmp_path,
+                                                                                      monkeypatch, capfd):
+    with ProviderServer(then=Provider()) as first, ProviderServer(then=Provider()) as other:
+        made = run_in_process(monkeypatch, capfd, compare_args(suite, tmp_path / "run", "--limit", "1"),
+                              **provider_env(first))
+        assert made.returncode == 0, made.stderr
+        resumed = run_in_process(monkeypatch, capfd, compare_args(suite, tmp_path / "run", "--limit", "1",
+                                                                  "--resume", str(tmp_path / "run")),
+                                 **provider_env(other))
+        asked = len(other.requests)
+    assert resumed.returncode == 2 and len(resumed.stderr.strip().splitlines()) == 1, resumed.stderr
+    assert f'endpoint was "127.0.0.1:{first.port}", now "127.0.0.1:{other.port}"' in resumed.stderr
+    assert asked == 0  # refused before any request
 
 
 def test_a_429_with_retry_after_is_waited_out_and_the_run_goes_on(suite, tmp_path, monkeypatch, capfd):

@@ -220,8 +220,18 @@ def run_and_report(settings: Settings, out: Path, resume: bool, plots: bool, out
             bar.advance(record)
 
         outcome = compare_runs(settings.tasks, config, on_result, chat_model, done)
-    _finish(out, {**described, "stopped": outcome.stopped, "not_started": outcome.not_started},
+    earlier = _planned(done, settings)
+    resumed = {"resumed": {"records": len(earlier), "started_at": _earlier_start(out)}} if earlier else {}
+    _finish(out, {**described, "stopped": outcome.stopped, "not_started": outcome.not_started, **resumed},
             outcome.records, done, plots, output)
+
+
+def _earlier_start(out: Path) -> str | None:
+    """When the run being resumed began (its settings file's `started_at`)."""
+    from reactgraph.evals.results_file import SETTINGS
+
+    started = _settings_beside(out / SETTINGS).get("started_at")
+    return str(started) if started else None
 
 
 def _planned(done: list[dict[str, Any]], settings: Settings) -> list[dict[str, Any]]:
