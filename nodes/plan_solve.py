@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
@@ -134,7 +133,7 @@ def make_plan(services: AgentServices) -> Node:
         try:
             tools = tool_list(services.schemas(context, config))
             system = prompts.PLAN_PROMPT.format(tools=tools, max_steps=context.max_iterations,
-                                                now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
+                                                now=prompts.prompt_date())
             if context.protocol == "text":  # never json_schema: a text-only model writes its plan as a list
                 return (yield from _text_plan(state, context, system, tools, started))
             history = for_model(with_notes(state["messages"], summary_notes(state)))
@@ -164,7 +163,7 @@ def step_request(state: PlanSolveState, context: Context, schemas: list[dict[str
     this turn's tool rounds (what earlier steps found)."""
     messages = state["messages"]
     i = last_human_index(messages)
-    system = prompts.EXECUTE_STEP_PROMPT.format(now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
+    system = prompts.EXECUTE_STEP_PROMPT.format(now=prompts.prompt_date())
     rounds = [m for m in messages[i + 1:] if isinstance(m, ToolMessage) or (isinstance(m, AIMessage) and m.tool_calls)]
     history: list[AnyMessage] = with_notes([*messages[:i + 1], *rounds], plan_notes(state))
     if context.protocol == "text":

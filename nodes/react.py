@@ -21,7 +21,6 @@ import json
 import re
 import time
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from functools import cache
 from typing import Any, cast
 
@@ -205,7 +204,7 @@ def prompt_messages(state: AgentState, context: Context, reflection: Verdict | N
 
     In the text protocol the tool rounds are rendered as Thought/Action/Observation text for the request only.
     """
-    system = context.system_prompt.format(now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
+    system = context.system_prompt.format(now=prompts.prompt_date())
     if prompts.DATA_RULE not in system:  # a configured system prompt still says that tool output is data
         system += "\n" + prompts.DATA_RULE
     history = with_notes(state["messages"], notes_sections(state, reflection))

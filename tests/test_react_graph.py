@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from datetime import UTC, datetime
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -215,3 +217,14 @@ def test_bad_context_values_are_refused_at_construction():
         Context(reflection="sometimes")
     with pytest.raises(ValueError, match="max_iterations"):
         Context(max_iterations=0)
+
+
+def test_the_system_prompt_names_the_date_not_the_time_so_requests_repeat_within_a_day(gateway):
+    """A clock in the prompt makes every request unique (no provider prompt cache, no two runs alike); the time
+    of day is the get_time tool's."""
+    model = ScriptedChatModel.of(tool_reply("look", call("lookup", "c1", topic="graphs")), AIMessage("Done."))
+    ask(build_react_graph(gateway, model=model), "q", Context(reflection="rules", closing_check=False))
+    systems = [r["messages"][0].content for r in model.requests]
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    assert len(systems) == 2 and systems[0] == systems[1]
+    assert f"Today's date (UTC): {today};" in systems[0] and not re.search(r"\d{2}:\d{2}", systems[0])
