@@ -121,6 +121,7 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     # A task with its own function docs (e.g. BFCL's) offers those, schema-only, instead of the built-in tools.
     gateway, injector = faulty_gateway(config.faults, key, recorded_gateway(task.tools) if task.tools else None)
     run_model = model.reseeded(key) if hasattr(model, "reseeded") else model
+    run_model, provider_seed = with_provider_seed(run_model, key)
     graph = entry.build(gateway, run_model)
     context = entry.make_context(model=config.model, max_iterations=config.max_iterations,
                                  reflection=config.reflection, protocol=config.protocol,
@@ -148,6 +149,7 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     record = {
         "graph": entry.name, "task": task.id, "tags": list(task.tags), "lang": task.lang, "repeat": repeat,
         "seed": seed, "model": config.model, "model_label": model_label(config.model, model),
+        "provider_seed": provider_seed, "temperature": getattr(run_model, "temperature", None),
         "tool_failure_rate": config.faults.failure_rate, "tool_latency_ms": config.faults.latency_ms,
         "question": task.question, "answer": answer, "status": result.get("status"), "success": success,
         "failure_mode": failure_mode(success, result.get("status"), steps, error), "error": error,
@@ -159,6 +161,17 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
         **task_fields(task, steps),
     }
     return mark_timed_out(record, guard.limit_s) if guard and guard.expired else record
+
+
+def with_provider_seed(model: BaseChatModel, key: str) -> tuple[BaseChatModel, int | None]:
+    """The model with a sampling seed of the run's own, for a provider client that sends one (OpenAI's and the
+    OpenAI-compatible servers': llama.cpp, vLLM, Ollama), and that seed; (model, None) for one that has none
+    (Anthropic's API takes no seed). Derived from the run's key (seed, task, repeat), so a run asks the same each
+    time and two repeats are two draws; the record keeps it, so a request can be made again."""
+    if "seed" not in type(model).model_fields:
+        return model, None
+    seed = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 2**31
+    return model.model_copy(update={"seed": seed}), seed
 
 
 def _reply_limit(config: RunConfig) -> dict[str, int]:

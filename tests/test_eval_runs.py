@@ -275,3 +275,18 @@ def test_a_reply_limit_reaches_every_run_and_a_reply_cut_there_is_no_answer(suit
     records, _ = read_records(tmp_path / "run" / "results.jsonl")
     assert code == 0 and json.loads((tmp_path / "run" / "run.json").read_text())["max_output_tokens"] == 16, err
     assert records[0]["status"] != "answered"
+
+
+def test_each_run_sends_its_own_sampling_seed_and_its_record_keeps_it(suite, tmp_path, monkeypatch, capfd):
+    with ProviderServer(then=Provider()) as server:
+        for out in ("first", "again"):
+            done = run_in_process(monkeypatch, capfd, compare_args(suite, tmp_path / out, "--limit", "1",
+                                                                   "--repeat", "2"), **provider_env(server))
+            assert done.returncode == 0, done.stderr
+        sent = [r.get("seed") for r in server.requests]
+    first, _ = read_records(tmp_path / "first" / "results.jsonl")
+    again, _ = read_records(tmp_path / "again" / "results.jsonl")
+    seeds = [r["provider_seed"] for r in first]
+    assert len(set(seeds)) == 2 and all(isinstance(s, int) for s in seeds)  # two repeats, two draws
+    assert seeds == [r["provider_seed"] for r in again]  # the same run asks with the same seed
+    assert set(sent) == set(seeds) and all(r["temperature"] == 0.0 for r in first)
