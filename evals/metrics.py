@@ -135,6 +135,9 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
         "failure_modes": dict(modes.most_common()),
         # How the runs ended, as the graphs report it (answered, partial, no_answer, limit_reached, …).
         "statuses": status_counts(records),
+        # Of the answered runs, those no model's check backs (coverage "unchecked": docs/statuses.md).
+        "answered_unchecked": sum(r.get("status") == "answered" and r.get("coverage_by") == "unchecked"
+                                  for r in records),
     }
 
 

@@ -156,7 +156,10 @@ def status_table(summary: dict[str, Any]) -> str:
     lines = ["| graph | " + " | ".join(columns) + " |", "| --- |" + " ---: |" * len(columns)]
     for name, a in summary["graphs"].items():
         counts = a.get("statuses") or {}
-        lines.append(f"| {name} | " + " | ".join(str(counts.get(s, 0)) for s in columns) + " |")
+        cells = [str(counts.get(s, 0)) for s in columns]
+        if unchecked := a.get("answered_unchecked"):  # as the CLI's status line says it: coverage unchecked
+            cells[columns.index("answered")] += f" ({unchecked} coverage unchecked)"
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

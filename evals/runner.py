@@ -152,6 +152,8 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
         "provider_seed": provider_seed, "temperature": getattr(run_model, "temperature", None),
         "tool_failure_rate": config.faults.failure_rate, "tool_latency_ms": config.faults.latency_ms,
         "question": task.question, "answer": answer, "status": result.get("status"), "success": success,
+        # who judged the answer's coverage: "model", or "unchecked" when no check could be read (None: a baseline)
+        "coverage_by": (result.get("coverage") or {}).get("by"),
         "failure_mode": failure_mode(success, result.get("status"), steps, error), "error": error,
         "model_calls": meter.model_calls, "tool_calls": counts["tool_calls"], "tool_failures": counts["tool_failures"],
         "unknown_tool_calls": counts["unknown_tool_calls"], "invalid_args_calls": counts["invalid_args_calls"],
@@ -239,7 +241,7 @@ def comparable(records: list[dict[str, Any]], fields: tuple[str, ...] = DETERMIN
 RESULTS_DIR_ENV = "REACTGRAPH_RESULTS_DIR"
 # Settings that joined the identity after results were committed: named in the hash only when set, so the
 # directories made before them keep their names.
-SET_ONLY = ("max_output_tokens",)
+SET_ONLY = ("max_output_tokens", "endpoint")  # in a directory's identity only when set (older names stay)
 
 
 def results_directory(tasks: list[Task], config: RunConfig, root: Path) -> tuple[Path, dict[str, Any]]:

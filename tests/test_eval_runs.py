@@ -38,8 +38,8 @@ class Provider:
     """Answers from the request alone: the closing check with its one part, a question with its code word (after
     `delay_s`), the first `refusals` requests with a 429 and `Retry-After: 1`. Keeps when each request came."""
 
-    def __init__(self, delay_s: float = 0.0, refusals: int = 0) -> None:
-        self.delay_s, self.refusals = delay_s, refusals
+    def __init__(self, delay_s: float = 0.0, refusals: int = 0, readable_check: bool = True) -> None:
+        self.delay_s, self.refusals, self.readable_check = delay_s, refusals, readable_check
         self.times: list[float] = []
         self.lock = threading.Lock()
 
@@ -50,6 +50,8 @@ class Provider:
         if refuse:
             return Reply(status=429, error="slow down", headers={"retry-after": "1"})
         if body.get("response_format"):
+            if not self.readable_check:  # a small model's prose where JSON was asked for
+                return text("I think the answer covers the question.")
             return structured({"parts": ["the code word"], "missing": []})
         question = first_question(body)
         reply = text(f"The code word is w{QUESTIONS.index(question) + 1}." if question in QUESTIONS else "?")
@@ -290,3 +292,16 @@ def test_each_run_sends_its_own_sampling_seed_and_its_record_keeps_it(suite, tmp
     assert len(set(seeds)) == 2 and all(isinstance(s, int) for s in seeds)  # two repeats, two draws
     assert seeds == [r["provider_seed"] for r in again]  # the same run asks with the same seed
     assert set(sent) == set(seeds) and all(r["temperature"] == 0.0 for r in first)
+
+
+def test_an_answer_whose_check_could_not_be_read_is_counted_unchecked_in_the_status_table(suite, tmp_path,
+                                                                                          monkeypatch, capfd):
+    # The closing self-check is answered in prose, which no structured strategy can read.
+    with ProviderServer(then=Provider(readable_check=False)) as server:
+        done = run_in_process(monkeypatch, capfd, compare_args(suite, tmp_path / "run", "--limit", "1"),
+                              **provider_env(server))
+    assert done.returncode == 0, done.stderr
+    [record], _ = read_records(tmp_path / "run" / "results.jsonl")
+    assert record["status"] == "answered" and record["coverage_by"] == "unchecked"
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| react |")]
+    assert any("1 (1 coverage unchecked)" in row for row in rows), rows
