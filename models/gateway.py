@@ -149,6 +149,11 @@ class ModelReply:
     fallbacks: tuple[Fallback, ...] = ()
 
 
+class ModelRefusal(ReactGraphError):
+    """The model declined the request (OpenAI's `refusal` in place of content): a failed call, whose line is what
+    the model said. Not retried and no fallback is asked: a refusal is the model's answer to this request."""
+
+
 class ModelFailure(ReactGraphError):
     """A model call failed for good; the node driver throws `error` into the node's body."""
 
@@ -543,10 +548,21 @@ class ModelGateway:
             message, parsed, error = None, output, None
         used = add_usage(reply_usage(call.messages, message, turn.spec or turn.settings.model),
                          Usage(model_seconds=round(time.perf_counter() - started, 6)))
-        turn.usage = add_usage(turn.usage, used)
+        turn.usage = add_usage(turn.usage, used)  # a refusal's tokens are spent too
+        if refusal := refusal_of(message):
+            raise ModelFailure(ModelRefusal(f"the model declined to answer: {refusal}"))
         return ModelReply(message=message, parsed=parsed, parsing_error=error, usage=used,
                           turn_usage=add_usage(turn.spent, turn.usage), model=_label(model, turn),
                           fallbacks=tuple(turn.fallbacks))
+
+
+def refusal_of(message: AIMessage | None) -> str | None:
+    """What the model said in declining (OpenAI's `refusal`, which LangChain keeps beside an empty content), on one
+    line and bounded; None for a reply with content or tool calls."""
+    if message is None or message.content or message.tool_calls:
+        return None
+    refusal = (message.additional_kwargs or {}).get("refusal")
+    return " ".join(str(refusal).split())[:300] or None if refusal else None
 
 
 def _unstreamed(model: BaseChatModel) -> BaseChatModel:

@@ -9,8 +9,9 @@ wild (llama.cpp's llama-server, llama-cpp-python, vLLM, Ollama, LiteLLM):
   is unknown to most of them; OpenAI itself, with no base URL, still gets the new name);
 - structured output starts with `json_schema` and falls back to function calling, then to plain JSON in the
   reply, when the server refuses a strategy (models/structured_output.py);
-- a completion without a choice (llama.cpp and others under load) is `EmptyReply`, one line naming the server,
-  where langchain-openai would fail with a bare `IndexError`.
+- a completion without a choice (llama.cpp and others under load), or with a choice that holds no message, is
+  `EmptyReply`, one line naming the server, where langchain-openai would fail with a bare `IndexError` or
+  `AttributeError`.
 
 `provider_clients` put the bounded transports (models/bounded_transport.py) under the OpenAI SDK.
 """
@@ -65,9 +66,12 @@ class CompatibleChatOpenAI(ChatOpenAI):
 
     def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
         choices = response.get("choices") if isinstance(response, dict) else getattr(response, "choices", None)
+        server = self.openai_api_base or "the OpenAI API"
         if not choices and not (isinstance(response, dict) and response.get("error")):  # an error: its own line
-            raise EmptyReply(f"the reply from {self.openai_api_base or 'the OpenAI API'} held no choices (an empty "
-                             "completion)")
+            raise EmptyReply(f"the reply from {server} held no choices (an empty completion)")
+        for choice in choices or ():
+            if (choice.get("message") if isinstance(choice, dict) else getattr(choice, "message", None)) is None:
+                raise EmptyReply(f"the reply from {server} held a choice without a message")
         return super()._create_chat_result(response, generation_info)
 
     def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:

@@ -378,3 +378,23 @@ def test_a_streamed_cli_run_shows_the_verdicts_note_counts_tokens_and_writes_not
     title = next(line for line in done.stdout.splitlines() if "Final answer · answered" in line)
     tokens = int(title.split("~")[1].split(" tokens")[0])
     assert tokens == sum(u["total_tokens"] for u in server.usage_sent) > 0
+
+
+def test_a_choice_without_a_message_ends_the_run_with_one_line_naming_the_server(provider):
+    with ProviderServer(Reply(no_message=True)) as server:
+        provider(server)
+        result = ask("2+2?", reflection="rules")
+    assert result["status"] == "failed"
+    assert result["final_answer"] == (f"The model call failed: EmptyReply: the reply from {server.openai_url} held a "
+                                      "choice without a message")
+
+
+def test_a_refusal_ends_the_run_with_what_the_model_said_asked_once(provider):
+    with ProviderServer(Reply(refusal="I can't help with that.\nSorry.")) as server:
+        provider(server)
+        result = ask("2+2?", reflection="rules")
+        asked = len(server.requests)
+    assert result["status"] == "failed" and asked == 1  # no nudge, no retry: the refusal is the model's answer
+    assert result["final_answer"] == ("The model call failed: ModelRefusal: the model declined to answer: "
+                                      "I can't help with that. Sorry.")
+    assert result["usage"]["input_tokens"] > 0  # what the refused request cost is counted

@@ -80,8 +80,9 @@ def _usage(body: dict[str, Any], content: str | None, tool_calls: list[tuple[str
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def _message(content: str | None, tool_calls: list[tuple[str, str]], n: int) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+def _message(content: str | None, tool_calls: list[tuple[str, str]], n: int,
+             refusal: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": None if refusal else content, "refusal": refusal}
     if tool_calls:
         message["tool_calls"] = [{"id": f"call_{n}_{k}", "type": "function",
                                   "function": {"name": name, "arguments": args}}
@@ -117,6 +118,11 @@ def answer(handler: Any, server: Any, body: dict[str, Any], reply: Any) -> None:
         handler.send_json(200, {"id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion",
                                 "created": int(time.time()), "model": body.get("model", "?"), "choices": []})
         return
+    if reply.no_message and not body.get("stream"):  # a choice with a finish reason and nothing else
+        handler.send_json(200, {"id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion",
+                                "created": int(time.time()), "model": body.get("model", "?"),
+                                "choices": [{"index": 0, "finish_reason": "stop"}]})
+        return
     content = reply.content
     if not reply.ignore_stop and content is not None:
         content = _cut_at_stop(content, body.get("stop"))
@@ -129,7 +135,7 @@ def answer(handler: Any, server: Any, body: dict[str, Any], reply: Any) -> None:
     if not body.get("stream"):
         server.usage_sent.append(usage)
         handler.send_json(200, {**base, "object": "chat.completion", "usage": usage,
-                                "choices": [{"index": 0, "message": _message(content, tool_calls, n),
+                                "choices": [{"index": 0, "message": _message(content, tool_calls, n, reply.refusal),
                                              "logprobs": None, "finish_reason": finish}]})
         return
     events = [{**base, "object": "chat.completion.chunk", "choices": [c]} for c in _chunks(content, tool_calls, n)]

@@ -49,6 +49,8 @@ class Reply:
     empty: bool = False  # no choices: a streamed reply that closes with no data (llama.cpp under load), or none at all
     cut_off: bool = False  # stopped at the output-token limit (OpenAI: finish_reason "length"; Anthropic: "max_tokens")
     usage: dict[str, int] | None = None  # as a recorded server reported it (support/cassettes.py); unset: counted
+    refusal: str | None = None  # OpenAI only: the model declined (`message.refusal`, content null)
+    no_message: bool = False  # OpenAI only, unstreamed: a choice that holds no message at all
 
 
 def text(content: str, *, ignore_stop: bool = False) -> Reply:
