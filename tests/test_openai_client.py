@@ -150,13 +150,16 @@ def test_malformed_tool_arguments_become_an_observation_the_model_can_fix(provid
                 for c in m.get("tool_calls") or [])["function"]["arguments"] == "{}"
 
 
-def test_a_completion_without_a_choice_ends_the_run_with_one_line_naming_the_server(provider):
-    with ProviderServer(Reply(empty=True)) as server:
+@pytest.mark.parametrize(("reply", "held"), [
+    (Reply(empty=True), "held no choices (an empty completion)"),
+    (Reply(no_message=True), "held a choice without a message"),
+], ids=["no-choice", "choice-without-message"])
+def test_a_completion_with_nothing_to_read_ends_the_run_with_one_line_naming_the_server(provider, reply, held):
+    with ProviderServer(reply) as server:
         provider(server)
         result = ask("2+2?", reflection="rules")
     assert result["status"] == "failed"
-    assert result["final_answer"] == (f"The model call failed: EmptyReply: the reply from {server.openai_url} held no "
-                                      "choices (an empty completion)")
+    assert result["final_answer"] == f"The model call failed: EmptyReply: the reply from {server.openai_url} {held}"
 
 
 def test_denied_tools_are_not_offered_to_the_provider(provider):
@@ -378,15 +381,6 @@ def test_a_streamed_cli_run_shows_the_verdicts_note_counts_tokens_and_writes_not
     title = next(line for line in done.stdout.splitlines() if "Final answer · answered" in line)
     tokens = int(title.split("~")[1].split(" tokens")[0])
     assert tokens == sum(u["total_tokens"] for u in server.usage_sent) > 0
-
-
-def test_a_choice_without_a_message_ends_the_run_with_one_line_naming_the_server(provider):
-    with ProviderServer(Reply(no_message=True)) as server:
-        provider(server)
-        result = ask("2+2?", reflection="rules")
-    assert result["status"] == "failed"
-    assert result["final_answer"] == (f"The model call failed: EmptyReply: the reply from {server.openai_url} held a "
-                                      "choice without a message")
 
 
 def test_a_refusal_ends_the_run_with_what_the_model_said_asked_once(provider):
