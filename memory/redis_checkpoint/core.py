@@ -87,7 +87,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
         self.ttl = math.ceil(ttl) if ttl else 0  # EXPIRE takes whole seconds; never round down to "forever"
         # DeltaChannel rebuilds: the channel names LangGraph asked `get_delta_channel_history` for, and the histories
-        # a `get_tuple` fetched for them in its own round trip, kept for the call that follows it (see _prefetch).
+        # a `get_tuple` fetched for them in its own round trip, kept for the call that follows it (_prefetch_command).
         self._delta_names: set[str] = set()
         self._prefetched: OrderedDict[tuple[str, str, str], dict[str, DeltaChannelHistory]] = OrderedDict()
         self._prefetch_lock = threading.Lock()
