@@ -120,8 +120,10 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     key = run_key(seed, task, repeat)
     # A task with its own function docs (e.g. BFCL's) offers those, schema-only, instead of the built-in tools.
     gateway, injector = faulty_gateway(config.faults, key, recorded_gateway(task.tools) if task.tools else None)
-    run_model = model.reseeded(key) if hasattr(model, "reseeded") else model
-    run_model, provider_seed = with_provider_seed(run_model, key)
+    if hasattr(model, "reseeded"):  # the project's scripted models seed their own draws from the run's key
+        run_model, provider_seed = model.reseeded(key), None
+    else:
+        run_model, provider_seed = with_provider_seed(model, key)
     graph = entry.build(gateway, run_model)
     context = entry.make_context(model=config.model, max_iterations=config.max_iterations,
                                  reflection=config.reflection, protocol=config.protocol,

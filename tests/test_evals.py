@@ -254,3 +254,12 @@ def test_compare_reports_a_bad_option_in_one_line(tmp_path, args, message, cli):
     code, out, err = cli("compare", "--out", str(tmp_path / "out"), *args)
     assert code == 2 and out == ""
     assert err.startswith(message) and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_noisy_offline_model_keeps_its_own_draws_and_records_no_provider_seed():
+    """Its `seed` field is its own (reseeded from the run's key), not a provider's sampling seed."""
+    config = RunConfig(graphs=("react",), model="offline-noisy:0.3", seeds=1)
+    tasks = load_suite("default")[:2]
+    records = run_comparison(tasks, config)
+    assert all(r["provider_seed"] is None for r in records)
+    assert comparable(records) == comparable(run_comparison(tasks, config))
