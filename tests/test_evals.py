@@ -259,7 +259,7 @@ def test_compare_reports_a_bad_option_in_one_line(tmp_path, args, message, cli):
 def test_the_noisy_offline_model_keeps_its_own_draws_and_records_no_provider_seed():
     """Its `seed` field is its own (reseeded from the run's key), not a provider's sampling seed."""
     config = RunConfig(graphs=("react",), model="offline-noisy:0.3", seeds=1)
-    tasks = load_suite("default")[:2]
+    tasks = [t for t in load_suite("default") if not t.id.startswith("time")][:3]  # no clock in the answers
     records = run_comparison(tasks, config)
     assert all(r["provider_seed"] is None for r in records)
     assert comparable(records) == comparable(run_comparison(tasks, config))
