@@ -368,9 +368,10 @@ def test_a_wait_that_says_on_disconnect_cancel_cancels_its_run_when_the_client_l
 def test_a_graph_drawing_takes_an_xray_depth_and_a_subgraph_checkpoint_is_refused(served):
     client = served.client()
     assert client.assistants.get_graph("react", xray=2)["nodes"]
-    status, detail = _refused(lambda: httpx.get(f"{served.url}/assistants/react/graph", params={"xray": "deep"})
-                              .raise_for_status())
-    assert status == 422 and "xray" in detail
+    for depth in ("deep", "¹4", "٣"):  # a word, and digits to str.isdigit() that are no ASCII number (the fuzz's find)
+        status, detail = _refused(lambda depth=depth: httpx.get(f"{served.url}/assistants/react/graph",
+                                                                params={"xray": depth}).raise_for_status())
+        assert status == 422 and "xray" in detail, (depth, status, detail)
     thread = client.threads.create()["thread_id"]
     status, detail = _refused(lambda: client.runs.create(thread, "react", input=human("hi"),
                                                          checkpoint={"checkpoint_ns": "inner:1"}))

@@ -356,7 +356,7 @@ async def protocol_stream(request: Request) -> Response:
     wanted = StreamFilter(await body_of(request))
     svc, thread_id, _thread = await existing_thread(request)
     header = (request.headers.get("last-event-id") or "").strip()
-    if wanted.since is None and header.isdigit():  # an EventSource reconnecting: the `seq` it had last
+    if wanted.since is None and header.isascii() and header.isdigit():  # an EventSource reconnecting: its last `seq`
         wanted.since = int(header)
     reader = ThreadReader(svc.streams.client, svc.records.keys, thread_id)
     graphs: dict[str, str] = {}

@@ -45,7 +45,7 @@ def max_event_bytes() -> int:
     if not raw:
         return MAX_EVENT_BYTES
     low, high = EVENT_BYTES_RANGE
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
         raise ValueError(f"{MAX_EVENT_BYTES_ENV}={raw[:40]!r} must be a whole number of bytes from {low} to {high}")
     return int(raw)
 

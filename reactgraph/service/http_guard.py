@@ -220,7 +220,7 @@ class RequestCheck:
                 return 403, "cross-site request refused (it carries no Origin to check)"
         length = _header(scope, b"content-length")
         if length is not None:
-            if not length.strip().isdigit():
+            if not (length.strip().isascii() and length.strip().isdigit()):  # "¹" is a digit to isdigit()
                 return 400, f"Content-Length {length[:40]!r} is not a number"
             if int(length) > self.settings.max_body_bytes:
                 return 413, (f"request body of {int(length)} bytes is over the limit of "

@@ -172,9 +172,11 @@ async def _drawn(assistant: Assistant, what: str, xray: bool | int, draw: Any) -
 async def get_assistant_graph(request: Request) -> Response:
     assistant = await readable_assistant(request)
     raw = request.query_params.get("xray") or "false"  # langgraph-sdk sends a bool or a depth
-    if raw not in ("true", "True", "false", "False") and not (raw.isdigit() and int(raw) <= 100):
+    # ASCII digits only: str.isdigit() also takes "¹" or "٣", which int() refuses or reads as another number
+    depth = raw.isascii() and raw.isdigit()
+    if raw not in ("true", "True", "false", "False") and not (depth and int(raw) <= 100):
         raise BadRequest(422, f"'xray' must be true, false or a depth from 0 to 100, got {raw[:20]!r}")
-    xray: bool | int = int(raw) if raw.isdigit() else raw in ("true", "True")
+    xray: bool | int = int(raw) if depth else raw in ("true", "True")
     return json_response(await _drawn(assistant, "graph", xray, lambda: assistant.graph.get_graph(xray=xray).to_json()))
 
 
