@@ -52,6 +52,7 @@ from reactgraph.memory.redis_checkpoint.reading import (
     Source,
     UnreadableCheckpoint,
     delta_target,
+    delta_value,
     read_delta_history,
     read_reply,
 )
@@ -422,10 +423,8 @@ def _store_snapshots(serde: SerializerProtocol, base: str, ns: str, cid: str, ch
         return delta
     blobs: list[Any] = []
     for name in rebuildable:
-        channel = channels[name].from_checkpoint(histories[name].get("seed"))
-        channel.replay_writes(histories[name]["writes"])
         blobs += [layout.blob_field(name, checkpoint["channel_versions"][name]),
-                  layout.pack_typed(serde.dumps_typed(_DeltaSnapshot(channel.get())))]
+                  layout.pack_typed(serde.dumps_typed(_DeltaSnapshot(delta_value(channels[name], histories[name]))))]
     yield [("HSET", base + "b:" + ns, *blobs)]
     return [name for name in delta if name not in rebuildable]
 

@@ -186,7 +186,6 @@ def read_delta_history(serde: SerializerProtocol, source: Source, target: str, c
                 channel = channel_bytes.decode()
                 with _at("b:", channel):
                     seeds[channel] = serde.loads_typed(layout.unpack_typed(blob))
-                    writes[channel].clear()  # an ancestor's stored value: what came before it no longer counts
         except _Fault as fault:
             raise source.unreadable(cid, fault.kind, fault.reason, fault.field) from None
         for _, write in sorted(decoded, key=lambda w: w[0]):
@@ -198,3 +197,11 @@ def read_delta_history(serde: SerializerProtocol, source: Source, target: str, c
             entry["seed"] = seeds[channel]
         result[channel] = entry
     return result
+
+
+def delta_value(spec: Any, history: DeltaChannelHistory) -> Any:
+    """A DeltaChannel's value rebuilt from its history (its stored value, then the writes since), by the channel's
+    own reducer: `spec` is the graph's channel (`graph.channels[name]`)."""
+    channel = spec.from_checkpoint(history.get("seed"))
+    channel.replay_writes(history["writes"])
+    return channel.get()

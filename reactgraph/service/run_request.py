@@ -21,6 +21,7 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.types import Command
 
 from reactgraph.errors import ReactGraphError
+from reactgraph.memory.redis_checkpoint.reading import delta_value
 from reactgraph.nodes import prompts
 from reactgraph.nodes.context import Context, InvalidContext, resolve_context
 from reactgraph.service.auth import AUTH_KEYS, AuthUser
@@ -455,10 +456,7 @@ async def channel_values(checkpointer: Any, graph: Any, thread_id: str, known: b
              and name in found.checkpoint.get("channel_versions", {})]
     if delta:
         histories = await checkpointer.aget_delta_channel_history(config=found.config, channels=delta)
-        for name in delta:
-            channel = specs[name].from_checkpoint(histories[name].get("seed"))
-            channel.replay_writes(histories[name]["writes"])
-            values[name] = channel.get()
+        values.update({name: delta_value(specs[name], histories[name]) for name in delta})
     return values
 
 
