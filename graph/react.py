@@ -15,6 +15,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import RetryPolicy
 
+from reactgraph.graph.middleware import AgentHooks, Jumps
 from reactgraph.graph.routing import react as routing
 from reactgraph.graph.routing.tool_round import after_approve
 from reactgraph.graph.structured import add_respond, response_format_of, state_schema
@@ -36,16 +37,20 @@ def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
                       checkpointer: BaseCheckpointSaver | None = None, store: BaseStore | None = None, *,
                       model: BaseChatModel | None = None, model_retry: RetryPolicy | None = None,
                       tools: Sequence[AnyTool] | None = None, response_format: Any = None,
-                      name: str = "react") -> ReactGraph:
+                      middleware: Sequence[Any] = (), name: str = "react") -> ReactGraph:
     """Compile the ReAct agent. `model` overrides `Context.model` (e.g. a scripted chat model in tests);
     `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`). The tools:
     a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`).
     `response_format` (a pydantic model, TypedDict, dataclass or JSON schema, or LangChain's ToolStrategy /
-    ProviderStrategy / AutoStrategy of one): the answer also as `state["structured_response"]` (graph/structured.py)."""
+    ProviderStrategy / AutoStrategy of one): the answer also as `state["structured_response"]` (graph/structured.py).
+    `middleware`: LangChain agent middleware, as `create_agent` takes it; where each hook runs: graph/middleware.py."""
     response = response_format_of(response_format)
-    services = AgentServices(gateway_for(gateway, tools), model, model_retry)
+    hooks = AgentHooks(middleware)
+    services = AgentServices(hooks.add_tools(gateway_for(gateway, tools)), model, model_retry,
+                             model_wraps=hooks.model_wraps, tool_wraps=hooks.tool_wraps)
     retry = services.retry
-    builder = StateGraph(state_schema(AgentState, response), context_schema=Context, input_schema=InputState)
+    builder = StateGraph(hooks.state(state_schema(AgentState, response)), context_schema=Context,
+                         input_schema=hooks.input(InputState))
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
     builder.add_node("think", make_think(services), retry_policy=retry)
     builder.add_node("approve", make_approve(services))  # no retry: it only asks
@@ -55,19 +60,28 @@ def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
     builder.add_node("finalize", make_finalize(services), retry_policy=retry)
     builder.add_node("save_memory", save_memory)
 
+    # A graph with wrap_tool_call middleware gives every call the state: the wrappers' requests carry it.
+    reads_state = services.gateway.reads_state if hooks.tool_wraps is None else (lambda name: True)
+    to_tools = partial(routing.after_think, approval=approval_check(services), reads_state=reads_state)
+    tool_paths = ("act", "approve", "finalize")
+    loop_entry = hooks.entry("before_model") or "think"
+    jumps = Jumps(model=loop_entry, tools=to_tools, tools_paths=tool_paths, end="finalize")
+
     builder.add_edge(START, "load_memory")
-    builder.add_edge("load_memory", "think")
-    builder.add_conditional_edges("think", edge(partial(routing.after_think, approval=approval_check(services),
-                                                       reads_state=services.gateway.reads_state)),
-                                  ["act", "approve", "finalize"])
-    builder.add_conditional_edges("approve", edge(partial(after_approve, reads_state=services.gateway.reads_state)),
+    builder.add_edge("load_memory", hooks.chain(builder, "before_agent", loop_entry, [], jumps) or loop_entry)
+    hooks.chain(builder, "before_model", "think", [], jumps)
+    if after_model := hooks.chain(builder, "after_model", to_tools, tool_paths, jumps):
+        builder.add_edge("think", after_model)
+    else:
+        builder.add_conditional_edges("think", edge(to_tools), list(tool_paths))
+    builder.add_conditional_edges("approve", edge(partial(after_approve, reads_state=reads_state)),
                                   ["act", "observe"])
     builder.add_edge("act", "observe")
     builder.add_conditional_edges("observe", edge(routing.after_round), ["reflect", "finalize"])
-    builder.add_conditional_edges("reflect", edge(routing.after_reflect), ["think", "finalize"])
+    builder.add_conditional_edges("reflect", edge(routing.after_reflect), {"think": loop_entry, "finalize": "finalize"})
     closing = "finalize"
     if response is not None:
         builder.add_edge(closing, closing := add_respond(builder, services, response))
-    builder.add_edge(closing, "save_memory")
+    builder.add_edge(closing, hooks.chain(builder, "after_agent", "save_memory", [], jumps) or "save_memory")
     builder.add_edge("save_memory", END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)

@@ -59,6 +59,7 @@ from reactgraph.models.loader import (
     structured_runnable,
     without_tool_use,
 )
+from reactgraph.models.middleware import ModelWraps
 from reactgraph.models.purpose import PLAN_STEPS_METADATA, PURPOSE_METADATA
 from reactgraph.models.response_format import ResponseFormat
 from reactgraph.models.token_estimate import usage_for
@@ -90,9 +91,10 @@ class ModelCall:
     schema: type | dict[str, Any] | ResponseFormat | None = None
     stop: tuple[str, ...] = ()
     max_output_tokens: int | None = None
-    tool_choice: Literal["auto", "none"] = "auto"
+    tool_choice: str = "auto"  # or "none"; a middleware may force one ("any", "required", a tool's name)
     advisory: bool = False
     plan_steps: tuple[str, ...] = ()  # a Plan-and-Solve step: the plan's goals up to the one under way (run metadata)
+    model_settings: Mapping[str, Any] = field(default_factory=dict)  # a middleware's extra model arguments
 
     def __iter__(self) -> Generator[ModelCall, Any, ModelReply]:
         return (yield self)
@@ -190,6 +192,9 @@ class ModelTurn:
     spent: Usage = field(default_factory=lambda: Usage())
     usage: Usage = field(default_factory=lambda: Usage())
     fallbacks: list[Fallback] = field(default_factory=list)
+    # The node's state and runtime, for the middleware that wrap the agent's model request (models/middleware.py).
+    state: Any = None
+    runtime: Any = None
 
 
 # --- usage and prices ------------------------------------------------------------------------------------------
@@ -414,9 +419,11 @@ class ModelGateway:
     """Every model request of one compiled graph's nodes; a model per (spec, temperature), each derived runnable
     (bounded, with tools, structured) built once and reused across runs."""
 
-    def __init__(self, model: BaseChatModel | None = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, model: BaseChatModel | None = None, retry: RetryPolicy | None = None,
+                 wraps: ModelWraps | None = None) -> None:
         # An explicit model (tests' scripted models, a user's configured client) stands for Context.model.
         self.fixed_model = model
+        self.wraps = wraps  # LangChain middleware around the agent's model request (models/middleware.py)
         self.retry = retry if retry is not None else model_retry_policy()
         self._models: dict[tuple[str, float], BaseChatModel] = {}
         # Keyed by object ids; the objects are kept alongside, so an id is never reused while it is a key.
@@ -427,7 +434,7 @@ class ModelGateway:
         while True:
             model, started = self._model(turn), time.perf_counter()
             try:
-                output = self._runnable(model, call, turn).invoke(sendable(call.messages), config)
+                output = self._send(model, call, turn, config)
             except Exception as exc:  # noqa: BLE001 - to the retry, fallback and failure steps
                 self._failed(call, turn, model, exc, started)
                 continue
@@ -439,11 +446,29 @@ class ModelGateway:
         while True:
             model, started = self._model(turn), time.perf_counter()
             try:
-                output = await self._runnable(model, call, turn).ainvoke(sendable(call.messages), config)
+                output = await self._asend(model, call, turn, config)
             except Exception as exc:  # noqa: BLE001 - to the retry, fallback and failure steps
                 self._failed(call, turn, model, exc, started)
                 continue
             return self._reply(call, turn, model, output, started)
+
+    # 3. request (through the agent's middleware, for the purposes they wrap)
+    def _send(self, model: BaseChatModel, call: ModelCall, turn: ModelTurn, config: RunnableConfig | None) -> Any:
+        def send(chosen: BaseChatModel, asked: ModelCall) -> Any:
+            return self._runnable(chosen, asked, turn).invoke(sendable(asked.messages), config)
+
+        if self.wraps is None or not self.wraps.applies(call.purpose):
+            return send(model, call)
+        return self.wraps.invoke(model, call, turn.state, turn.runtime, send)
+
+    async def _asend(self, model: BaseChatModel, call: ModelCall, turn: ModelTurn,
+                     config: RunnableConfig | None) -> Any:
+        async def send(chosen: BaseChatModel, asked: ModelCall) -> Any:
+            return await self._runnable(chosen, asked, turn).ainvoke(sendable(asked.messages), config)
+
+        if self.wraps is None or not self.wraps.applies(call.purpose):
+            return await send(model, call)
+        return await self.wraps.ainvoke(model, call, turn.state, turn.runtime, send)
 
     # 1. model
     def _model(self, turn: ModelTurn) -> BaseChatModel:
@@ -478,11 +503,14 @@ class ModelGateway:
         elif call.tool_choice == "none":
             runnable = without_tool_use(bounded, list(call.tools))
         elif call.tools:
-            tools = list(call.tools)
-            runnable = self._derive(("tools", id(bounded), *map(id, tools)), (bounded, tools),
-                                    lambda: bounded.bind_tools(tools))
+            tools, choice = list(call.tools), call.tool_choice
+            runnable = self._derive(("tools", id(bounded), choice, *map(id, tools)), (bounded, tools),
+                                    lambda: bounded.bind_tools(tools) if choice == "auto"
+                                    else bounded.bind_tools(tools, tool_choice=choice))
         else:
             runnable = bounded
+        if call.model_settings:
+            runnable = runnable.bind(**call.model_settings)
         if call.stop:
             runnable = runnable.bind(stop=list(call.stop))
         metadata: dict[str, Any] = {PURPOSE_METADATA: call.purpose}

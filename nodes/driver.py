@@ -49,10 +49,12 @@ from reactgraph.models.gateway import (
     attempt_of,
     describe,
 )
+from reactgraph.models.middleware import ModelWraps
 from reactgraph.nodes.context import Context, UnknownToolNames, resolve_context, unknown_tool_names
 from reactgraph.nodes.conversation import current_question
 from reactgraph.nodes.state import ActiveModel, make_step
 from reactgraph.tools import ToolGateway, ToolMeta, ToolResult, ToolSession
+from reactgraph.tools.middleware import ToolWraps
 from reactgraph.tools.threads import run_sync
 
 # --- the node driver ----------------------------------------------------------------------------------------
@@ -240,7 +242,7 @@ class Node(Runnable[Any, Update]):
         return ModelTurn(settings=runtime.context, node=self.node_name,
                          retry=self.models.retry if self.models is not None else None,
                          attempt=attempt_of(runtime), spec=_active_model(state, runtime.context),
-                         spent=Usage(**(spent or {})))
+                         spent=Usage(**(spent or {})), state=state, runtime=runtime)
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Update:
         config = config if config is not None else ensure_config()
@@ -304,10 +306,13 @@ class AgentServices:
     """The tool gateway and the model gateway, built once per graph and reused across runs."""
 
     def __init__(self, gateway: ToolGateway, model: BaseChatModel | None = None,
-                 retry: RetryPolicy | None = None) -> None:
+                 retry: RetryPolicy | None = None, *, model_wraps: ModelWraps | None = None,
+                 tool_wraps: ToolWraps | None = None) -> None:
         self.gateway = gateway
         # An explicit model (tests' scripted models, a user's configured client) overrides Context.model.
-        self.models = ModelGateway(model, retry)
+        self.models = ModelGateway(model, retry, model_wraps)
+        # The graph's LangChain wrap_tool_call middleware, handed to the gateway with each call (graph/middleware.py).
+        self.tool_wraps = tool_wraps
         # Keyed by object ids; the objects are kept alongside, so an id is never reused while it is a key.
         self._schemas: dict[int, tuple[ToolMeta, dict[str, Any]]] = {}
 

@@ -99,7 +99,8 @@ def make_act(services: AgentServices) -> Node:
                                   store=runtime.store, stream_writer=runtime.stream_writer)
         result = yield from Await(services.gateway.execute(call, services.session(runtime.context, config),
                                                            events=runtime.stream_writer,
-                                                           approved=task.get("approved", False), injection=injection))
+                                                           approved=task.get("approved", False), injection=injection,
+                                                           wraps=services.tool_wraps))
         if note := task.get("note"):
             result.content = f"{note}\n{result.content}"
         return {"messages": [to_message(result)]}

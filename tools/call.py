@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
     from reactgraph.tools.langchain_adapter import ToolInjection
     from reactgraph.tools.meta import ToolMeta
+    from reactgraph.tools.middleware import ToolWraps
 
 
 class ToolError(ReactGraphError):
@@ -191,18 +192,23 @@ class ToolResult:
     waited_for_slot: bool = field(default=False, repr=False)
     # Set once the breaker step inside the slot has dealt with the call (the outer step then records nothing).
     breaker_settled: bool = field(default=False, repr=False)
+    # The graph's LangChain `wrap_tool_call` middleware for this call (tools/middleware.py); None: none.
+    wraps: ToolWraps | None = field(default=None, repr=False, compare=False)
+    # What the tool raised, for those wrappers (as LangChain's ToolNode, they see the tool's exception).
+    raised: BaseException | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, call: Any, session: ToolSession, *, sink: EventSink | None = None, approved: bool = False,
-           injection: ToolInjection | None = None) -> ToolResult:
+           injection: ToolInjection | None = None, wraps: ToolWraps | None = None) -> ToolResult:
         """The record of one call as the model wrote it (LangChain's `{"name", "args", "id"}` dict), with junk
         tolerated: a bad call must become a result, not an exception."""
         if isinstance(call, Mapping):
             name = call.get("name")
             return cls(name=name if isinstance(name, str) else _text(name), args=call.get("args"),
                        call_id=_text(call.get("id") or ""), session=session, sink=sink, approved=approved,
-                       injection=injection)
-        return cls(name=_text(call), call_id="", session=session, sink=sink, approved=approved, injection=injection)
+                       injection=injection, wraps=wraps)
+        return cls(name=_text(call), call_id="", session=session, sink=sink, approved=approved, injection=injection,
+                   wraps=wraps)
 
     @property
     def ok(self) -> bool:
@@ -304,6 +310,7 @@ def tool_fault(call: ToolResult, exc: BaseException) -> ToolResult:
         # The tool swallowed the cancellation and raised something else: the cancellation still wins.
         raise asyncio.CancelledError(f"cancelled while {call.name} ran") from exc
     cause = exc.cause if isinstance(exc, ToolAborted) else exc
+    call.raised = cause
     # The call's own record (the telemetry step's) says it failed; its traceback only at DEBUG, for the tool's author.
     if log.isEnabledFor(logging.DEBUG):
         log.debug("tool %s raised %s (contained as an error result)", call.name, type(cause).__name__,

@@ -22,6 +22,7 @@ from reactgraph.tools.guards import (
 )
 from reactgraph.tools.langchain_adapter import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
+from reactgraph.tools.middleware import ToolWraps, Wrapped
 from reactgraph.tools.resilience import (
     BreakerConfig,
     BreakerRecheck,
@@ -102,6 +103,7 @@ class ToolGateway:
             Permission(self.registry),  # the session may use it
             ArgumentValidation(),  # the arguments fit its schema (sets `call.arguments`)
             ApprovalGate(),  # a tool that asks for approval runs only with `approved=True`
+            Wrapped(),  # the graph's LangChain wrap_tool_call middleware, if it has any (tools/middleware.py)
             CircuitBreakerPolicy(self.breakers, self.registry),  # its circuit is not open
             self.bulkhead,  # a concurrency slot, waited for up to max_wait_s
             BreakerRecheck(self.breakers, self.registry),  # a call that waited asks the breaker again
@@ -198,7 +200,7 @@ class ToolGateway:
 
     async def execute(self, call: ToolCall, session: ToolSession | None = None, *,
                       events: EventSink | None = None, approved: bool = False,
-                      injection: ToolInjection | None = None) -> ToolResult:
+                      injection: ToolInjection | None = None, wraps: ToolWraps | None = None) -> ToolResult:
         """Run one tool call (the model's `{"name", "args", "id"}` dict) through the pipeline: its one record,
         answered (the normalised result, with the call it answers).
 
@@ -206,10 +208,12 @@ class ToolGateway:
         `approved`: a person approved this call (see `approval_request`); without it, a call of a tool that
         asks for approval is answered `needs_approval` and not run. `injection`: the graph's state, store,
         context and config, for LangChain tools with injected arguments (the graphs' act node passes it).
+        `wraps`: the graph's LangChain `wrap_tool_call` middleware, run after the guards (tools/middleware.py).
         """
         record = await self._pipeline(ToolResult.of(call, session or ToolSession(), sink=events, approved=approved,
-                                                     injection=injection))
-        record.sink = record.injection = None  # answered: the record lets go of the run's writer, state and store
+                                                     injection=injection, wraps=wraps))
+        # answered: the record lets go of the run's writer, state, store, wrappers and the tool's exception
+        record.sink = record.injection = record.wraps = record.raised = None
         return record
 
     def reads_state(self, name: str) -> bool:
