@@ -116,7 +116,8 @@ class AgentHooks:
     def _schemas(self) -> list[type]:
         return [m.state_schema for m in self.middleware if getattr(m, "state_schema", None) is not None]
 
-    def chain(self, builder: StateGraph, hook: Hook, then: Next, then_paths: Sequence[str], jumps: Jumps) -> str | None:
+    def chain(self, builder: StateGraph[Any, Any, Any, Any], hook: Hook, then: Next, then_paths: Sequence[str],
+              jumps: Jumps) -> str | None:
         """Add the nodes of `hook`, each leading to the next and the last to `then`; the first node's name (None:
         no middleware has the hook, and nothing was added)."""
         found = self.with_hook(hook)

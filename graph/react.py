@@ -49,8 +49,9 @@ def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
     services = AgentServices(hooks.add_tools(gateway_for(gateway, tools)), model, model_retry,
                              model_wraps=hooks.model_wraps, tool_wraps=hooks.tool_wraps)
     retry = services.retry
-    builder = StateGraph(hooks.state(state_schema(AgentState, response)), context_schema=Context,
-                         input_schema=hooks.input(InputState))
+    state = hooks.state(state_schema(AgentState, response))
+    builder: StateGraph[Any, Context, Any, Any] = StateGraph(state, context_schema=Context,
+                                                             input_schema=hooks.input(InputState))
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
     builder.add_node("think", make_think(services), retry_policy=retry)
     builder.add_node("approve", make_approve(services))  # no retry: it only asks
@@ -63,7 +64,7 @@ def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
     # A graph with wrap_tool_call middleware gives every call the state: the wrappers' requests carry it.
     reads_state = services.gateway.reads_state if hooks.tool_wraps is None else (lambda name: True)
     to_tools = partial(routing.after_think, approval=approval_check(services), reads_state=reads_state)
-    tool_paths = ("act", "approve", "finalize")
+    tool_paths = ("act", "approve", "observe", "finalize") if hooks else ("act", "approve", "finalize")
     loop_entry = hooks.entry("before_model") or "think"
     jumps = Jumps(model=loop_entry, tools=to_tools, tools_paths=tool_paths, end="finalize")
 

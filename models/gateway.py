@@ -8,7 +8,7 @@ policies run in one order, the same under `invoke` and `ainvoke` (only the reque
 1. **model** — the run's model, or the fallback that took over earlier in the turn (`ModelTurn.spec`);
 2. **bound** — replies of at most `max_output_tokens` (structured replies of the project's own: half of it),
    the tools bound, the schema's structured output, the stop sequences;
-3. **request** — `invoke`, or `ainvoke`;
+3. **request** — `invoke`, or `ainvoke`; the agent's request through its LangChain middleware (models/middleware.py);
 4. **usage** — the reply's tokens (the provider's count, else the one estimate), their cost from the price
    table, and the seconds waited (a failed call's too: a timeout spends the model-time budget), added to the
    node's `ModelTurn.usage`;
@@ -456,7 +456,6 @@ class ModelGateway:
     def _send(self, model: BaseChatModel, call: ModelCall, turn: ModelTurn, config: RunnableConfig | None) -> Any:
         def send(chosen: BaseChatModel, asked: ModelCall) -> Any:
             return self._runnable(chosen, asked, turn).invoke(sendable(asked.messages), config)
-
         if self.wraps is None or not self.wraps.applies(call.purpose):
             return send(model, call)
         return self.wraps.invoke(model, call, turn.state, turn.runtime, send)
@@ -465,7 +464,6 @@ class ModelGateway:
                      config: RunnableConfig | None) -> Any:
         async def send(chosen: BaseChatModel, asked: ModelCall) -> Any:
             return await self._runnable(chosen, asked, turn).ainvoke(sendable(asked.messages), config)
-
         if self.wraps is None or not self.wraps.applies(call.purpose):
             return await send(model, call)
         return await self.wraps.ainvoke(model, call, turn.state, turn.runtime, send)

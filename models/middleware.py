@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.tools import BaseTool, StructuredTool
@@ -95,9 +95,9 @@ def _request(model: Any, call: ModelCall, state: Any, runtime: Any) -> Any:
     system = messages.pop(0) if messages and isinstance(messages[0], SystemMessage) else None
     tools: list[BaseTool | dict[str, Any]] = [stand_in(schema) if _is_function(schema) and not _internal(schema)
                                               else schema for schema in call.tools]
-    return ModelRequest(model=model, messages=messages, system_message=system, tools=tools,
-                        tool_choice=None if call.tool_choice == "auto" else call.tool_choice,
-                        state=state if state is not None else {"messages": messages}, runtime=runtime)
+    return ModelRequest(model=model, messages=cast(list[Any], messages), system_message=cast(Any, system),
+                        tools=tools, tool_choice=None if call.tool_choice == "auto" else call.tool_choice,
+                        state=state if state is not None else cast(Any, {"messages": messages}), runtime=runtime)
 
 
 def _call_of(request: Any, call: ModelCall) -> ModelCall:

@@ -26,9 +26,10 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
 
 from reactgraph.tools import untrusted
 from reactgraph.tools.call import Handler, ToolResult, ToolStatus, tool_fault
@@ -95,11 +96,10 @@ def _request(call: ToolResult) -> Any:
     injection = call.injection
     state = dict(injection.state) if injection is not None and injection.state is not None else {}
     runtime = ToolRuntime(state=state, context=getattr(injection, "context", None),
-                          config=dict(getattr(injection, "config", None) or {}),
+                          config=cast(RunnableConfig, dict(getattr(injection, "config", None) or {})),
                           stream_writer=getattr(injection, "stream_writer", None) or (lambda _: None),
                           tool_call_id=call.call_id, store=getattr(injection, "store", None))
-    args = call.params.model_dump() if hasattr(call.params, "model_dump") else dict(call.params or {})
-    tool_call = {"name": call.name, "args": args, "id": call.call_id, "type": "tool_call"}
+    tool_call = ToolCall(name=call.name, args=_request_args(call), id=call.call_id, type="tool_call")
     return ToolCallRequest(tool_call=tool_call, tool=described(call.tool), state=state, runtime=runtime)
 
 
@@ -136,9 +136,11 @@ def _record_for(call: ToolResult, request: Any) -> ToolResult:
     return dataclasses.replace(call, args=asked.get("args"), params=None)
 
 
-def _request_args(call: ToolResult) -> Any:
+def _request_args(call: ToolResult) -> dict[str, Any]:
     params = call.params
-    return params.model_dump() if hasattr(params, "model_dump") else dict(params or {})
+    if params is None or isinstance(params, dict):
+        return dict(params or {})
+    return params.model_dump()
 
 
 def message_of(record: ToolResult) -> ToolMessage:

@@ -4,29 +4,32 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_tasks
 from reactgraph.nodes import budget
 from reactgraph.nodes.context import Context, context_of
-from reactgraph.nodes.conversation import pending_calls
+from reactgraph.nodes.conversation import last_ai, pending_calls
 from reactgraph.nodes.state import AgentState, has_failed, iteration_of, usage_of, verdict_of
 
 
 def after_think(state: AgentState, runtime: Runtime[Context], approval: ApprovalCheck | None = None,
-                reads_state: ReadsState | None = None) -> list[Send] | Literal["approve", "finalize"]:
+                reads_state: ReadsState | None = None) -> list[Send] | Literal["approve", "observe", "finalize"]:
     """Each tool call goes to its own act task (run concurrently), by way of approve when a person must approve
-    one of them first; a final answer or failure goes to finalize."""
+    one of them first; a final answer or failure goes to finalize. Calls a middleware's `after_model` answered
+    itself (LangChain's ToolCallLimit, HITL's rejections) get no task; when it answered them all, their answers
+    are observed as a round's results (graph/middleware.py)."""
     if has_failed(state):
         return "finalize"
-    reply = state["messages"][-1]
-    calls = pending_calls(reply) if isinstance(reply, AIMessage) else []
+    reply = last_ai(state["messages"])
+    calls = pending_calls(reply)
     context = context_of(runtime)
     if calls and approval is not None and approval(state, context):
         return "approve"
-    return act_tasks(state, context, calls, reads_state) or "finalize"
+    if tasks := act_tasks(state, context, calls, reads_state):
+        return tasks
+    return "observe" if calls and state["messages"][-1] is not reply else "finalize"
 
 
 def after_round(state: AgentState, runtime: Runtime[Context]) -> Literal["reflect", "finalize"]:
