@@ -51,7 +51,9 @@ RETRIEVER_HELP = ("rag_search from a LangChain retriever or vector store (or a f
 TOOLS_HELP = ("Extra tools as module:attribute (repeatable; default: $REACTGRAPH_TOOLS); they replace "
               "built-ins of the same name.")
 MCP_HELP = ("MCP servers whose tools the agent may use: a JSON file {\"mcpServers\": {name: {command, args, env, "
-            "cwd} or {url, headers}}} (default: $REACTGRAPH_MCP).")
+            "cwd} or {url, headers}}} as Claude Desktop, Claude Code and Cursor write it, VS Code's mcp.json "
+            "({\"servers\": …}) or langchain-mcp-adapters' connections; a server that does not start is named and "
+            "left out (default: $REACTGRAPH_MCP).")
 STORE_HELP = ("Where sessions are kept: redis://host:port/db, rediss://…, unix:///path.sock, memory, "
               "sqlite:///relative.db or sqlite:////absolute.db (default: $REDIS_URL, else the embedded Redis).")
 REFLECTION_HELP = ("After each observation: ask the model (llm), apply fixed rules (rules), read the verdict the model "
@@ -201,12 +203,25 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
         gateway.mcp_startup_cap_s = mcp_startup_cap_s
         if mcp_config:
             gateway.add_mcp_servers(mcp_config)
+            say_mcp_failures(gateway, mcp_config)
     except ToolRegistrationError as exc:  # MCP's say which config or server: "MCP config …", "MCP server 'x' …"
         raise UserError(str(exc)) from exc
     if context is not None and (problem := unknown_tool_names(context, gateway.registry)):
         raise UserError(problem.replace("allowed_tools ", "--allow ").replace("denied_tools ", "--deny ")
                         .replace("approval ", "--require-approval/--skip-approval "))
     return gateway
+
+
+def say_mcp_failures(gateway: ToolGateway, config: str) -> None:
+    """Each MCP server that did not start, in one line on stderr: the command goes on with the others' tools (a
+    config error has stopped it already). With none started, one more line says the run has no MCP tools."""
+    from reactgraph.tools.untrusted import terminal_safe
+
+    for line in gateway.mcp_failed.values():  # a stdio server's last output is in the line: made terminal-safe
+        print(terminal_safe(f"warning: {line}; its tools are left out"), file=sys.stderr, flush=True)
+    if gateway.mcp_failed and not gateway.mcp_servers:
+        print(terminal_safe(f"warning: no MCP server of {config} started; going on without MCP tools"),
+              file=sys.stderr, flush=True)
 
 
 def close_shared_stores(gateway: ToolGateway, *, breakers: bool = True) -> None:
