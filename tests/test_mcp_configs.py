@@ -267,3 +267,15 @@ def test_an_input_from_the_environment_is_not_asked_for(tmp_path, monkeypatch):
     config = {"inputs": [{"type": "promptString", "id": "api-key", "password": True}],
               "servers": {"s": {"command": sys.executable, "args": [str(SERVER), "${input:api-key}"]}}}
     assert by_name(config)["s"].args == (str(SERVER), "")
+
+
+def test_a_worker_does_not_start_without_one_of_its_mcp_servers(refused_start, tmp_path):
+    """A service is the exception: its clients name its servers, and nothing would start the missing one later."""
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"toy": stdio(), "dead": DEAD}}))
+    code, _, err = refused_start("worker", "--mcp", str(path))
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == 2, err
+    assert lines[0].startswith("error: MCP server 'dead' did not start: ")
+    assert lines[1] == (f"error: 1 MCP server(s) of {path} did not start (above); the service starts only with all "
+                        "of its --mcp servers")
