@@ -252,7 +252,8 @@ def test_at_a_terminal_each_input_is_asked_once_a_password_without_echo(tmp_path
         shown = _until(master, "\x00 (until the child ends)", seen, deadline)
         assert child.wait(max(1.0, deadline - time.monotonic())) == 0, shown
     finally:
-        child.kill()
+        child.kill()  # (a no-op once it has ended)
+        child.wait(10)
         os.close(master)
     before, after = shown.split("RESULT ", 1)
     assert "s3cret" not in before  # typed, not echoed
