@@ -109,13 +109,14 @@ def test_settings_a_client_writes_that_cannot_be_honoured_leave_only_that_server
 
 def test_langchain_mcp_adapters_connections_dict_and_what_it_cannot_carry():
     servers = by_name({
-        "math": {"transport": "stdio", "command": "python", "args": ["math.py"], "encoding": "latin-1",
-                 "encoding_error_handler": "replace", "session_kwargs": {"read_timeout_seconds": 20}},
+        "math": {"transport": "stdio", "command": "python", "args": ["math.py"], "cwd": Path("/srv"),
+                 "encoding": "latin-1", "encoding_error_handler": "replace",
+                 "session_kwargs": {"read_timeout_seconds": 20}},
         "weather": {"transport": "streamable_http", "url": "http://127.0.0.1:8000/mcp", "timeout": 10,
                     "sse_read_timeout": 60, "terminate_on_close": False},
         "ws": {"transport": "websocket", "url": "ws://127.0.0.1:8000/ws"}})
     math, weather = servers["math"], servers["weather"]
-    assert (math.encoding, math.encoding_error_handler) == ("latin-1", "replace")
+    assert (math.encoding, math.encoding_error_handler, math.cwd) == ("latin-1", "replace", "/srv")
     assert math.session_kwargs["read_timeout_seconds"].total_seconds() == 20
     assert (weather.http_timeout_s, weather.sse_read_timeout_s, weather.terminate_on_close) == (10, 60, False)
     assert "not spoken here" in servers["ws"].unusable

@@ -219,8 +219,9 @@ def _stdio(name: str, where: str, get: _Getter, options: dict[str, Any]) -> McpS
         raise McpConfigError(f"{where}: 'encoding' {encoding!r} is not a text encoding Python knows") from None
     if handler not in _ERROR_HANDLERS:
         raise McpConfigError(f"{where}: 'encoding_error_handler' must be one of {', '.join(_ERROR_HANDLERS)}")
+    cwd = os.fspath(path) if isinstance(path := get.settings.get("cwd"), os.PathLike) else get.text("cwd", "")
     config = McpServerConfig(name=name, transport="stdio", command=command, args=tuple(get.list("args")),
-                             env=_env_of(where, get, options["source"]), cwd=get.text("cwd", "") or None,
+                             env=_env_of(where, get, options["source"]), cwd=cwd or None,  # a Path: the adapters
                              encoding=encoding, encoding_error_handler=handler,  # type: ignore[arg-type]
                              **options)
     if get.flag("sandboxEnabled", False):  # VS Code's sandbox is not there: running it unconfined is not asked for
