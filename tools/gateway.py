@@ -89,6 +89,9 @@ class ToolGateway:
         self.threads = ToolThreads(max_threads, max_stuck_per_tool)
         self._max_result_chars = max_result_chars
         self.mcp_servers: list[Any] = []  # the MCP servers whose tools this gateway registered (tools/mcp/)
+        # The configured MCP servers that did not start (or could not be started as configured), by name → the one
+        # line saying why; their tools are absent, the other servers' are there.
+        self.mcp_failed: dict[str, str] = {}
         self._mcp_scopes: set[str] = set()  # the scope tags of the MCP config files added for Contexts
         self._mcp_lock = threading.Lock()
         # The longest an MCP server's start (or restart) may take; the service sets it below the session lease's
@@ -132,8 +135,10 @@ class ToolGateway:
     # -- MCP servers ------------------------------------------------------------------------------------------
 
     def add_mcp_servers(self, config: Mapping[str, Any] | str) -> list[ToolMeta]:
-        """Register the tools of the MCP servers in `config` ({"mcpServers": …} as a dict, a JSON file's path or
-        JSON text), starting each server's one session now; works from sync code inside a running loop too."""
+        """Register the tools of the MCP servers in `config` ({"mcpServers": …} and the other shapes of
+        docs/mcp.md, as a dict, a JSON file's path or JSON text), starting each server's one session now; works
+        from sync code inside a running loop too. A server that does not start is left out: logged as a warning
+        and named in `mcp_failed`; the others' tools are registered. A bad config raises `McpConfigError`."""
         from reactgraph.tools.mcp.tools import add_servers
         return add_servers(self, config)
 

@@ -125,7 +125,8 @@ def _prepare(store: str | None, tools: list[str], mcp: Path | None, index: Path 
         max_event_bytes()  # read again by each worker
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    return settings, url, where, gateway_with(tools, index, None, mcp, shared_url=url, mcp_startup_cap_s=start_cap_s)
+    return settings, url, where, gateway_with(tools, index, None, mcp, shared_url=url, mcp_startup_cap_s=start_cap_s,
+                                              mcp_all_required=True)
 
 
 def _close(gateway: Any) -> None:

@@ -51,7 +51,9 @@ RETRIEVER_HELP = ("rag_search from a LangChain retriever or vector store (or a f
 TOOLS_HELP = ("Extra tools as module:attribute (repeatable; default: $REACTGRAPH_TOOLS); they replace "
               "built-ins of the same name.")
 MCP_HELP = ("MCP servers whose tools the agent may use: a JSON file {\"mcpServers\": {name: {command, args, env, "
-            "cwd} or {url, headers}}} (default: $REACTGRAPH_MCP).")
+            "cwd} or {url, headers}}} as Claude Desktop, Claude Code and Cursor write it, VS Code's mcp.json "
+            "({\"servers\": …}) or langchain-mcp-adapters' connections; a server that does not start is named and "
+            "left out (default: $REACTGRAPH_MCP).")
 STORE_HELP = ("Where sessions are kept: redis://host:port/db, rediss://…, unix:///path.sock, memory, "
               "sqlite:///relative.db or sqlite:////absolute.db (default: $REDIS_URL, else the embedded Redis).")
 REFLECTION_HELP = ("After each observation: ask the model (llm), apply fixed rules (rules), read the verdict the model "
@@ -173,13 +175,14 @@ def budget_flags(max_tool_calls: int | None, max_tokens: int | None, max_cost: f
 def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: Context | None = None,
                  mcp: Path | None = None, shared_url: str | None = None,
                  share_breakers: bool = True, mcp_startup_cap_s: float | None = None,
-                 retriever: str | None = None) -> ToolGateway:
+                 retriever: str | None = None, mcp_all_required: bool = False) -> ToolGateway:
     """The built-in tools plus --tools and the tools of the --mcp servers ($REACTGRAPH_MCP), started now, with
     `rag_search` on the --retriever ($REACTGRAPH_RETRIEVER) when one is named; with
     `context`, its --allow/--deny names checked against them (one line listing the known tools and tags: a
     mistyped --deny would otherwise deny nothing, silently). With `shared_url` (the store's Redis) call metrics
     live there, shared by every process, and so do breaker states unless `share_breakers` is False.
-    `mcp_startup_cap_s`: no MCP server start or restart waits longer (the service's: below its lease expiry)."""
+    `mcp_startup_cap_s`: no MCP server start or restart waits longer (the service's: below its lease expiry).
+    An MCP server that does not start is named on stderr and left out; with `mcp_all_required`, the command stops."""
     import os
 
     from reactgraph.nodes.context import unknown_tool_names
@@ -201,12 +204,34 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
         gateway.mcp_startup_cap_s = mcp_startup_cap_s
         if mcp_config:
             gateway.add_mcp_servers(mcp_config)
+            say_mcp_failures(gateway, mcp_config, all_required=mcp_all_required)
     except ToolRegistrationError as exc:  # MCP's say which config or server: "MCP config …", "MCP server 'x' …"
         raise UserError(str(exc)) from exc
     if context is not None and (problem := unknown_tool_names(context, gateway.registry)):
         raise UserError(problem.replace("allowed_tools ", "--allow ").replace("denied_tools ", "--deny ")
                         .replace("approval ", "--require-approval/--skip-approval "))
     return gateway
+
+
+def say_mcp_failures(gateway: ToolGateway, config: str, *, all_required: bool = False) -> None:
+    """Each MCP server that did not start, in one line on stderr: the command goes on with the others' tools (a
+    config error has stopped it already). With none started, one more line says the run has no MCP tools.
+
+    `all_required` (serve, worker): a service does not start without one of its servers. Its clients name the
+    servers (`context.mcp_config`), it would never retry the start, and an orchestrator restarting a service that
+    exits is the retry an operator sees; a person at `ask` is better served by the tools that did start."""
+    from reactgraph.tools.untrusted import terminal_safe
+
+    level, tail = ("error", "") if all_required else ("warning", "; its tools are left out")
+    for line in gateway.mcp_failed.values():  # a stdio server's last output is in the line: made terminal-safe
+        print(terminal_safe(f"{level}: {line}{tail}"), file=sys.stderr, flush=True)
+    if gateway.mcp_failed and all_required:
+        gateway.close()  # the servers that did start
+        raise UserError(f"{len(gateway.mcp_failed)} MCP server(s) of {config} did not start (above); the service "
+                        "starts only with all of its --mcp servers")
+    if gateway.mcp_failed and not gateway.mcp_servers:
+        print(terminal_safe(f"warning: no MCP server of {config} started; going on without MCP tools"),
+              file=sys.stderr, flush=True)
 
 
 def close_shared_stores(gateway: ToolGateway, *, breakers: bool = True) -> None:

@@ -35,7 +35,12 @@ _trace_context: ContextVar[dict[str, str] | None] = ContextVar("reactgraph_mcp_t
 
 
 class McpStartError(ToolRegistrationError):
-    """An MCP server did not start (bad command, exited at once, connection refused, no answer in time)."""
+    """An MCP server did not start (bad command, exited at once, connection refused, no answer in time), or was
+    not started (a setting it needs cannot be honoured here); `server` is its name."""
+
+    def __init__(self, message: str, server: str = "") -> None:
+        super().__init__(message)
+        self.server = server
 
 
 class _Session(ClientSession):
@@ -154,6 +159,8 @@ class McpServer:
     # -- the session's owner -------------------------------------------------------------------------------
 
     async def _start(self) -> None:
+        if self.config.unusable:
+            raise McpStartError(f"MCP server {self.name!r} was not started: {self.config.unusable}", self.name)
         await self._stop_owner()  # what is left of a session that died
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
@@ -167,7 +174,7 @@ class McpServer:
             ready.cancel()
             await self._stop_owner(at_once=True)  # it is stuck in the handshake, not waiting for a stop
             raise McpStartError(f"MCP server {self.name!r} did not start: no answer within "
-                                f"{self.config.startup_timeout_s:g} s ({self.config.describe()})") from None
+                                f"{self.config.startup_timeout_s:g} s ({self.config.describe()})", self.name) from None
 
     async def _own(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
         try:
@@ -183,7 +190,8 @@ class McpServer:
                 await stop.wait()
         except BaseException as exc:  # the owner's end, of any kind (cancellation too), is reported or logged here
             if not ready.done():
-                ready.set_exception(McpStartError(f"MCP server {self.name!r} did not start: {self._why(exc)}"))
+                ready.set_exception(McpStartError(f"MCP server {self.name!r} did not start: {self._why(exc)}",
+                                                  self.name))
             elif not isinstance(exc, asyncio.CancelledError):
                 log.debug("MCP server %r: session ended: %s", self.name, _cause(exc))
             if isinstance(exc, asyncio.CancelledError):
@@ -214,7 +222,7 @@ class McpServer:
             # the server's log, kept out of the terminal; its last lines explain a failure
             self._stderr = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by aclose
         async with open_transport(self.config, self._stderr) as (read, write), \
-                _Session(read, write, on_end=on_end) as session:
+                _Session(read, write, on_end=on_end, **self.config.session_kwargs) as session:
             yield session
 
     def _why(self, exc: BaseException) -> str:

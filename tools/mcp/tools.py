@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from reactgraph.tools.call import ToolOutput, ToolRegistrationError
 from reactgraph.tools.mcp import loop
 from reactgraph.tools.mcp.config import McpServerConfig, read_config
-from reactgraph.tools.mcp.server import McpServer
+from reactgraph.tools.mcp.server import McpServer, McpStartError
 from reactgraph.tools.meta import ToolMeta, in_band_outcome
 from reactgraph.tools.telemetry import trace_headers
 
@@ -45,14 +45,25 @@ def _capped(server: McpServerConfig, cap_s: float) -> McpServerConfig:
     return dataclasses.replace(server, startup_timeout_s=cap_s)
 
 
-async def start_all(configs: Iterable[McpServerConfig]) -> list[McpServer]:
-    """Start the servers concurrently (on the MCP loop); if one fails, the others are closed again."""
+async def start_all(configs: Iterable[McpServerConfig]) -> tuple[list[McpServer], list[McpStartError]]:
+    """Start the servers concurrently (on the MCP loop): those that started, and why each other one did not.
+
+    One server that does not start leaves the others be, as Claude Code does: a config of five servers with one
+    down still gives four servers' tools."""
     servers = [McpServer(config) for config in configs]
     outcomes = await asyncio.gather(*(server.start() for server in servers), return_exceptions=True)
-    if failure := next((o for o in outcomes if isinstance(o, BaseException)), None):
-        await asyncio.gather(*(server.aclose() for server in servers), return_exceptions=True)
-        raise failure
-    return servers
+    if stop := next((o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, Exception)), None):
+        await _close(servers)  # an interrupt or exit, not a server's failure: nothing is kept
+        raise stop
+    started, failed = [], []
+    for server, outcome in zip(servers, outcomes, strict=True):
+        if isinstance(outcome, Exception):
+            await server.aclose()  # what is left of it (its log file)
+            failed.append(outcome if isinstance(outcome, McpStartError) else McpStartError(
+                f"MCP server {server.name!r} did not start: {type(outcome).__name__}: {outcome}", server.name))
+        else:
+            started.append(server)
+    return started, failed
 
 
 def register(gateway: ToolGateway, servers: list[McpServer], scope: str = "") -> list[ToolMeta]:
@@ -129,33 +140,52 @@ def _source_of(meta: ToolMeta | None) -> str:
 
 
 async def aadd_servers(gateway: ToolGateway, config: Mapping[str, Any] | str, scope: str = "") -> list[ToolMeta]:
-    """`ToolGateway.aadd_mcp_servers`: start the config's servers, register their tools."""
-    configs, _ = prepare(config, gateway.mcp_startup_cap_s)
-    servers = await loop.run(start_all(configs))
+    """`ToolGateway.aadd_mcp_servers`: start the config's servers, register the tools of those that started."""
+    configs, source = prepare(config, gateway.mcp_startup_cap_s)
+    servers, failed = await loop.run(start_all(configs))
     try:
-        return _keep(gateway, servers, scope)
+        metas = _keep(gateway, servers, scope)
     except ToolRegistrationError:
         await loop.run(_close(servers))
         raise
+    _report(gateway, configs, failed, source)
+    return metas
 
 
 def add_servers(gateway: ToolGateway, config: Mapping[str, Any] | str, scope: str = "") -> list[ToolMeta]:
     """`ToolGateway.add_mcp_servers`: the same from sync code (inside a running loop too: it waits on the MCP
     loop's thread, never on the caller's loop)."""
-    configs, _ = prepare(config, gateway.mcp_startup_cap_s)
+    configs, source = prepare(config, gateway.mcp_startup_cap_s)
     wait_s = max((c.startup_timeout_s for c in configs), default=0.0) + _START_MARGIN_S
-    servers = loop.run_blocking(start_all(configs), wait_s)
+    servers, failed = loop.run_blocking(start_all(configs), wait_s)
     try:
-        return _keep(gateway, servers, scope)
+        metas = _keep(gateway, servers, scope)
     except ToolRegistrationError:
         loop.run_blocking(_close(servers), 2 * _START_MARGIN_S)
         raise
+    _report(gateway, configs, failed, source)
+    return metas
 
 
 def _keep(gateway: ToolGateway, servers: list[McpServer], scope: str) -> list[ToolMeta]:
     metas = register(gateway, servers, scope)
     gateway.mcp_servers.extend(servers)
+    for server in servers:
+        gateway.mcp_failed.pop(server.name, None)  # a server of that name that failed before has started now
     return metas
+
+
+def _report(gateway: ToolGateway, configs: list[McpServerConfig], failed: list[McpStartError], source: str) -> None:
+    """Each server that did not start: in `gateway.mcp_failed` and one warning record; and, when none of the
+    config's servers started, one more record saying so."""
+    for failure in failed:
+        gateway.mcp_failed[failure.server] = str(failure)
+        log.warning("%s; its tools are left out", failure,
+                    extra={"mcp_start": {"server": failure.server, "config": source, "error": str(failure)}})
+    if failed and len(failed) == len(configs):
+        log.warning("MCP config %s: none of its %d server(s) started; going on without their tools",
+                    "(a dict or JSON text)" if source == "config" else source, len(configs),
+                    extra={"mcp_start": {"config": source, "started": 0, "configured": len(configs)}})
 
 
 async def close_servers(servers: Iterable[McpServer]) -> None:

@@ -1,5 +1,7 @@
 """Opening one MCP server's transport (stdio, streamable HTTP or SSE) from its checked config.
 
+The adapters' connection parameters are honoured here: a stdio server's `encoding`, an HTTP server's `timeout`,
+`sse_read_timeout`, `terminate_on_close`, `auth` and `httpx_client_factory` (the client then gets our trace hook).
 Values may name environment variables as Claude Code and VS Code configs write them: `${VAR}`, `${VAR:-default}`
 and `${env:VAR}`, in the command, its arguments, `env`, `cwd`, the URL and the headers (an unset variable with no
 default is left as written, as langchain-mcp-adapters does). A stdio server runs under `exit_report.py`, so its
@@ -54,31 +56,50 @@ async def open_transport(config: McpServerConfig, stderr: TextIO | None) -> Asyn
             command=sys.executable, args=["-I", "-S", _EXIT_REPORT, expand(config.command),
                                           *map(expand, config.args)],
             cwd=expand(config.cwd) if config.cwd else None,
-            env=None if config.env is None else _expand_all(config.env))
+            env=None if config.env is None else _expand_all(config.env),
+            encoding=config.encoding, encoding_error_handler=config.encoding_error_handler)
         async with stdio_client(params, errlog=stderr or sys.stderr) as streams:
             yield streams
         return
     from mcp.client.streamable_http import create_mcp_http_client
 
     headers = _expand_all(config.headers)
+    make_client = config.httpx_client_factory or create_mcp_http_client  # the adapters' parameter, from Python
+
+    def traced_client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
+                      auth: httpx.Auth | None = None) -> httpx.AsyncClient:
+        client = make_client(headers=headers, timeout=timeout, auth=auth)
+        client.event_hooks["request"].append(_trace_headers_from_meta)
+        return client
     if config.transport == "sse":  # the 2024-11-05 transport: still what many hosted servers speak
         from mcp.client.sse import sse_client
 
-        def traced_client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
-                          auth: httpx.Auth | None = None) -> httpx.AsyncClient:
-            client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
-            client.event_hooks["request"].append(_trace_headers_from_meta)
-            return client
-        async with sse_client(expand(config.url), headers=headers, timeout=config.startup_timeout_s,
-                              httpx_client_factory=traced_client) as streams:
+        async with sse_client(expand(config.url), headers=headers, httpx_client_factory=traced_client,
+                              timeout=config.http_timeout_s or config.startup_timeout_s, auth=config.auth,
+                              **_given(sse_read_timeout=config.sse_read_timeout_s)) as streams:
             yield streams
         return
     from mcp.client.streamable_http import streamable_http_client
 
-    async with create_mcp_http_client(headers=headers) as client:
-        client.event_hooks["request"].append(_trace_headers_from_meta)
-        async with streamable_http_client(expand(config.url), http_client=client) as (read, write, _):
-            yield read, write
+    async with traced_client(headers=headers, timeout=_http_timeout(config), auth=config.auth) as client, \
+            streamable_http_client(expand(config.url), http_client=client,
+                                   terminate_on_close=config.terminate_on_close) as (read, write, _):
+        yield read, write
+
+
+def _http_timeout(config: McpServerConfig) -> httpx.Timeout | None:
+    """The adapters' `timeout` and `sse_read_timeout` as langchain-mcp-adapters builds them (None: mcp's own
+    30 s, and 300 s for a read); one given alone keeps mcp's default for the other."""
+    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+    if config.http_timeout_s is None and config.sse_read_timeout_s is None:
+        return None
+    return httpx.Timeout(config.http_timeout_s or MCP_DEFAULT_TIMEOUT,
+                         read=config.sse_read_timeout_s or MCP_DEFAULT_SSE_READ_TIMEOUT)
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
 
 
 async def _trace_headers_from_meta(request: Any) -> None:
