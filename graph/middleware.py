@@ -70,9 +70,11 @@ class Jumps:
 class AgentHooks:
     """A graph's middleware, sorted by hook; empty when the graph was given none."""
 
-    def __init__(self, middleware: Sequence[Any] | None) -> None:
+    def __init__(self, middleware: Sequence[Any] | None, agent_request: str = "think") -> None:
+        # `agent_request`: the purpose of the graph's "agent's model request" (ReAct's think, Plan-and-Solve's step)
         self.middleware = _checked(middleware or ())
-        self.model_wraps = ModelWraps(model_wrappers_of(self.middleware)) if self.middleware else None
+        self.model_wraps = (ModelWraps(model_wrappers_of(self.middleware), frozenset({agent_request}))
+                            if self.middleware else None)
         wraps = tool_wrappers_of(self.middleware) if self.middleware else ()
         self.tool_wraps = ToolWraps(wraps) if wraps else None
 
@@ -112,6 +114,12 @@ class AgentHooks:
         if not self.middleware:
             return base
         return _merged(f"{base.__name__}WithMiddleware", [*self._schemas(), base], omit="input", keep=base)
+
+    def fields(self, base: type) -> tuple[str, ...]:
+        """The state fields the middleware add to `base` (LangChain's own bookkeeping, `jump_to`, left out)."""
+        own = set(get_type_hints(base, include_extras=True)) | {"jump_to", "messages", "structured_response"}
+        return tuple(dict.fromkeys(name for schema in self._schemas()
+                                   for name in get_type_hints(schema, include_extras=True) if name not in own))
 
     def _schemas(self) -> list[type]:
         return [m.state_schema for m in self.middleware if getattr(m, "state_schema", None) is not None]

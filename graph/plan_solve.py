@@ -7,7 +7,7 @@ through the same gateway, `act` and `observe` as ReAct and leave the same `Execu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from functools import partial
 from typing import Any
 
@@ -18,6 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import RetryPolicy
 
+from reactgraph.graph.middleware import AgentHooks, Jumps
 from reactgraph.graph.routing import plan_solve as routing
 from reactgraph.graph.routing.tool_round import after_approve
 from reactgraph.graph.structured import add_respond, response_format_of, state_schema
@@ -40,15 +41,20 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
                            checkpointer: BaseCheckpointSaver | None = None, store: BaseStore | None = None, *,
                            model: BaseChatModel | None = None, model_retry: RetryPolicy | None = None,
                            tools: Sequence[AnyTool] | None = None, response_format: Any = None,
-                           name: str = "plan_solve") -> PlanSolveGraph:
+                           middleware: Sequence[Any] = (), name: str = "plan_solve") -> PlanSolveGraph:
     """Compile the Plan-and-Solve agent. `model` overrides `Context.model`; `Context.replan` turns replanning on;
     `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`). The tools:
     a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`).
-    `response_format`: the answer also as `state["structured_response"]`, as in `build_react_graph`."""
+    `response_format`: the answer also as `state["structured_response"]`, as in `build_react_graph`.
+    `middleware`: LangChain agent middleware; the agent's model request is each step's (graph/middleware.py)."""
     response = response_format_of(response_format)
-    services = AgentServices(gateway_for(gateway, tools), model, model_retry)
+    hooks = AgentHooks(middleware, agent_request="step")
+    services = AgentServices(hooks.add_tools(gateway_for(gateway, tools)), model, model_retry,
+                             model_wraps=hooks.model_wraps, tool_wraps=hooks.tool_wraps)
     retry = services.retry
-    builder = StateGraph(state_schema(PlanSolveState, response), context_schema=Context, input_schema=InputState)
+    state = hooks.state(state_schema(PlanSolveState, response))
+    builder: StateGraph[Any, Context, Any, Any] = StateGraph(state, context_schema=Context,
+                                                             input_schema=hooks.input(InputState))
     builder.add_node("load_memory", make_load_memory(services, plan_solve_turn), retry_policy=retry)
     builder.add_node("plan", make_plan(services), retry_policy=retry)
     builder.add_node("execute_step", make_execute_step(services), retry_policy=retry)
@@ -59,21 +65,35 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
     builder.add_node("solve", make_solve(services), retry_policy=retry)
     builder.add_node("save_memory", save_memory)
 
+    # A graph with wrap_tool_call middleware gives every call the state: the wrappers' requests carry it.
+    reads_state = services.gateway.reads_state if hooks.tool_wraps is None else (lambda name: True)
+    step = hooks.entry("before_model") or "execute_step"  # each step request is the agent's model request
+    after_execute = partial(routing.after_execute, approval=approval_check(services), reads_state=reads_state)
+
+    def to_tools(state: Any, runtime: Any) -> Any:  # a step's next round starts at its before_model hooks
+        route = after_execute(state, runtime)
+        return step if route == "execute_step" else route
+
+    tool_paths = ["act", "approve", step, "replan", "solve", *(["observe"] if hooks else [])]
+    jumps = Jumps(model=step, tools=to_tools, tools_paths=tuple(tool_paths), end="solve")
+    onward: dict[Hashable, str] = {"execute_step": step, "replan": "replan", "solve": "solve"}
+    next_step: dict[Hashable, str] = {"execute_step": step, "solve": "solve"}
+
     builder.add_edge(START, "load_memory")
-    builder.add_edge("load_memory", "plan")
-    builder.add_conditional_edges("plan", edge(routing.next_step), ["execute_step", "solve"])
-    builder.add_conditional_edges("execute_step",
-                                  edge(partial(routing.after_execute, approval=approval_check(services),
-                                                       reads_state=services.gateway.reads_state)),
-                                  ["act", "approve", "execute_step", "replan", "solve"])
-    builder.add_conditional_edges("approve", edge(partial(after_approve, reads_state=services.gateway.reads_state)),
-                                  ["act", "observe"])
+    builder.add_edge("load_memory", hooks.chain(builder, "before_agent", "plan", [], jumps) or "plan")
+    builder.add_conditional_edges("plan", edge(routing.next_step), next_step)
+    hooks.chain(builder, "before_model", "execute_step", [], jumps)
+    if after_model := hooks.chain(builder, "after_model", to_tools, tool_paths, jumps):
+        builder.add_edge("execute_step", after_model)
+    else:
+        builder.add_conditional_edges("execute_step", edge(to_tools), tool_paths)
+    builder.add_conditional_edges("approve", edge(partial(after_approve, reads_state=reads_state)), ["act", "observe"])
     builder.add_edge("act", "observe")
-    builder.add_conditional_edges("observe", edge(routing.after_observe), ["execute_step", "replan", "solve"])
-    builder.add_conditional_edges("replan", edge(routing.next_step), ["execute_step", "solve"])
+    builder.add_conditional_edges("observe", edge(routing.after_observe), onward)
+    builder.add_conditional_edges("replan", edge(routing.next_step), next_step)
     closing = "solve"
     if response is not None:
         builder.add_edge(closing, closing := add_respond(builder, services, response))
-    builder.add_edge(closing, "save_memory")
+    builder.add_edge(closing, hooks.chain(builder, "after_agent", "save_memory", [], jumps) or "save_memory")
     builder.add_edge("save_memory", END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)

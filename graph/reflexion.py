@@ -18,6 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import RetryPolicy
 
+from reactgraph.graph.middleware import AgentHooks
 from reactgraph.graph.react import build_react_graph
 from reactgraph.graph.routing import reflexion as routing
 from reactgraph.graph.structured import ResponseFormat, add_respond, response_format_of, state_schema
@@ -42,21 +43,29 @@ def build_reflexion_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None
                           checkpointer: BaseCheckpointSaver | None = None, store: BaseStore | None = None, *,
                           model: BaseChatModel | None = None, max_trials: int = 3,
                           model_retry: RetryPolicy | None = None, tools: Sequence[AnyTool] | None = None,
-                          response_format: Any = None, name: str = "reflexion") -> ReflexionGraph:
+                          response_format: Any = None, middleware: Sequence[Any] = (),
+                          name: str = "reflexion") -> ReflexionGraph:
     """Compile the Reflexion agent: at most `max_trials` ReAct attempts, each failed one followed by a lesson.
     `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`). The tools:
     a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`).
     `response_format`: the last trial's answer also as `state["structured_response"]` (one call, after the
-    last trial), as in `build_react_graph`."""
+    last trial), as in `build_react_graph`. `middleware`: LangChain agent middleware, run by each trial's ReAct
+    actor (each trial is one agent run: `before_agent`/`after_agent` once per trial); the middleware's state
+    fields are handed to each trial and taken back (graph/middleware.py)."""
     response = response_format_of(response_format)
     if not isinstance(max_trials, int) or max_trials < 1:
         raise ValueError(f"max_trials must be an integer >= 1, not {max_trials!r}")
     services = AgentServices(gateway_for(gateway, tools), model, model_retry)
     # Compiled without checkpointer or store: run inside `trial`, it uses this graph's, on the same thread.
-    actor = build_react_graph(services.gateway, model=model, model_retry=services.retry, name="actor")
-    builder = StateGraph(state_schema(ReflexionState, response), context_schema=Context, input_schema=ReflexionInput)
+    actor = build_react_graph(services.gateway, model=model, model_retry=services.retry, middleware=middleware,
+                              name="actor")
+    hooks = AgentHooks(middleware)
+    state = hooks.state(state_schema(ReflexionState, response))
+    builder: StateGraph[Any, Context, Any, Any] = StateGraph(state, context_schema=Context,
+                                                             input_schema=hooks.input(ReflexionInput))
     builder.add_node("load_lessons", load_lessons)
-    builder.add_node("trial", make_trial(actor))  # no retry of its own: the actor's nodes retry their calls
+    # No retry of its own: the actor's nodes retry their calls.
+    builder.add_node("trial", make_trial(actor, hooks.fields(ReflexionState)))
     builder.add_node("evaluate", make_evaluate(services), retry_policy=services.retry)
     builder.add_node("self_reflect", make_self_reflect(services), retry_policy=services.retry)
 

@@ -372,16 +372,19 @@ def _spent(state: ReflexionState, result: dict[str, Any], context: Context) -> d
     return {"usage": usage, "stop_reason": "budget", "budget": spent or result.get("budget")}
 
 
-def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any]) -> Node:
-    """The trial node: runs `actor` as a subgraph, inheriting checkpointer, store and thread."""
+def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any], carried: tuple[str, ...] = ()) -> Node:
+    """The trial node: runs `actor` as a subgraph, inheriting checkpointer, store and thread. `carried`: state
+    fields of the actor's middleware, handed to each trial and taken back from it (a call count goes on)."""
 
     def trial(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         # The trial may spend what the earlier trials (and their evaluations) left of each budget.
         budgets = remaining_context(usage_of(state), runtime.context)
         # The format-error budget is the run's too, as in the other graphs: what earlier trials left of it.
         budgets = replace(budgets, max_format_errors=corrections_left(state, budgets.max_format_errors))
-        result = yield from Call(actor, _actor_input(state), config, {"context": budgets})
-        return _absorb(state, result, runtime.context)
+        given = {name: state[name] for name in carried if name in state}  # type: ignore[literal-required]
+        result = yield from Call(actor, {**_actor_input(state), **given}, config, {"context": budgets})
+        taken = {name: result[name] for name in carried if name in result}
+        return {**_absorb(state, result, runtime.context), **taken}
 
     return dual_node(trial, name="trial")
 

@@ -18,8 +18,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from reactgraph.graph.middleware import MiddlewareError
+from reactgraph.graph import build_plan_solve_graph, build_reflexion_graph
 from reactgraph.graph.react import build_react_graph
-from reactgraph.testing import ScriptedChatModel
+from reactgraph.testing import FunctionModel, ScriptedChatModel
 
 CONTEXT = {"reflection": "rules"}  # no model call of ours between the agent's: the scripts are the agent's alone
 NO_BACKING = "(Every tool call failed: no tool result backs this answer.)"
@@ -269,3 +270,64 @@ def test_arguments_a_wrapper_changes_are_checked_against_the_tools_schema_before
 def test_a_middleware_list_the_graph_cannot_take_is_refused_in_one_line(middleware: list[Any], message: str) -> None:
     with pytest.raises(MiddlewareError, match=message):
         build_react_graph(tools=[add], model=ScriptedChatModel(replies=["x"]), middleware=middleware)
+
+
+# --- Plan-and-Solve and Reflexion take the same list --------------------------------------------------------
+
+def hook_log_middleware(log: list[str]) -> list[Any]:
+    @lc.before_model
+    def before(state: Any, runtime: Any) -> None:
+        log.append("before_model")
+
+    @lc.after_model
+    def after(state: Any, runtime: Any) -> None:
+        log.append("after_model")
+
+    @lc.wrap_model_call
+    def around_model(request: Any, handler: Any) -> Any:
+        log.append("wrap_model_call")
+        return handler(request)
+
+    @lc.wrap_tool_call
+    def around_tool(request: Any, handler: Any) -> Any:
+        log.append(f"wrap_tool_call {request.tool_call['name']}")
+        return handler(request)
+
+    return [before, after, around_model, around_tool]
+
+
+def scripted_by_purpose(log: list[str]) -> FunctionModel:
+    """The agent's request (think, or a plan's step) calls add once, then answers; the graph's own requests
+    (plan, answer, evaluate, check) answer as a capable model would."""
+    def reply(messages: list[Any], info: Any) -> Any:
+        log.append(f"model {info.purpose}")
+        if info.purpose == "plan":
+            return {"steps": ["add 2 and 3"]}
+        if info.purpose == "evaluate":
+            return {"passed": True, "reason": "the tool's sum answers it"}
+        if info.purpose in ("think", "step") and not any(isinstance(m, ToolMessage) for m in messages):
+            return calls(("add", {"a": 2, "b": 3}))
+        return AIMessage("2 + 3 = 5")
+    return FunctionModel(function=reply)
+
+
+def test_plan_and_solve_wraps_each_steps_request_and_its_tool_calls() -> None:
+    log: list[str] = []
+    graph = build_plan_solve_graph(tools=[add], model=scripted_by_purpose(log), middleware=hook_log_middleware(log))
+    state = graph.invoke({"messages": [HumanMessage("2+3?")]}, context=CONTEXT)
+    assert state["status"] == "answered"
+    agent_round = ["before_model", "wrap_model_call", "model step", "after_model"]
+    assert log[:1] == ["model plan"]  # the plan is the graph's own request: no middleware sees it
+    assert log[1:10] == [*agent_round, "wrap_tool_call add", *agent_round]
+    assert "wrap_model_call" not in log[10:]  # nor the solver's answer and the closing check
+
+
+def test_reflexion_runs_the_middleware_in_each_trial_and_carries_their_state_fields() -> None:
+    log: list[str] = []
+    limit = lc.ModelCallLimitMiddleware(thread_limit=10)
+    graph = build_reflexion_graph(tools=[add], model=scripted_by_purpose(log),
+                                  middleware=[*hook_log_middleware(log), limit])
+    state = graph.invoke({"messages": [HumanMessage("2+3?")]}, context=CONTEXT)
+    assert state["status"] == "answered"
+    assert log.count("wrap_tool_call add") == 1 and log.count("wrap_model_call") == 2
+    assert state["thread_model_call_count"] == 2  # the trial's count, taken back into the run's state

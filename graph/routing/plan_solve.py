@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_tasks
 from reactgraph.nodes import budget
 from reactgraph.nodes.context import Context, context_of
-from reactgraph.nodes.conversation import pending_calls
+from reactgraph.nodes.conversation import last_ai, pending_calls
 from reactgraph.nodes.plan_solve_state import REPLAN_AFTER, PlanSolveState, remaining, step_results_of, step_rounds_of
 from reactgraph.nodes.state import has_failed, iteration_of, stop_reason_of, usage_of
 
@@ -42,16 +41,19 @@ def after_settled(state: PlanSolveState, context: Context) -> Onward:
 
 
 def after_execute(state: PlanSolveState, runtime: Runtime[Context], approval: ApprovalCheck | None = None,
-                  reads_state: ReadsState | None = None) -> list[Send] | Onward | Literal["approve"]:
+                  reads_state: ReadsState | None = None) -> list[Send] | Onward | Literal["approve", "observe"]:
     """Each tool call of the step's round to its own act task (by way of approve when a person must approve one
-    first); a closed step onwards."""
+    first); a closed step onwards. Calls a middleware's `after_model` answered itself get no task; when it
+    answered them all, their answers are observed as the round's results (graph/middleware.py)."""
     if has_failed(state):
         return "solve"
-    reply = state["messages"][-1] if state["messages"] else None
-    if step_rounds_of(state) > 0 and isinstance(reply, AIMessage):
-        if approval is not None and pending_calls(reply) and approval(state, context_of(runtime)):
+    reply = last_ai(state["messages"])
+    if step_rounds_of(state) > 0 and reply is not None:
+        calls = pending_calls(reply)
+        if approval is not None and calls and approval(state, context_of(runtime)):
             return "approve"
-        return act_tasks(state, context_of(runtime), pending_calls(reply), reads_state)
+        tasks = act_tasks(state, context_of(runtime), calls, reads_state)
+        return "observe" if not tasks and calls and state["messages"][-1] is not reply else tasks
     return after_settled(state, context_of(runtime))
 
 
