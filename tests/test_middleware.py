@@ -17,8 +17,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from reactgraph.graph.middleware import MiddlewareError
 from reactgraph.graph import build_plan_solve_graph, build_reflexion_graph
+from reactgraph.graph.middleware import MiddlewareError
 from reactgraph.graph.react import build_react_graph
 from reactgraph.testing import FunctionModel, ScriptedChatModel
 
