@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reactgraph.errors import ReactGraphError
+
 ENV_PREFIX = "REACTGRAPH_MCP_INPUT_"
 _INPUT = re.compile(r"\$\{input:([^}]*)\}")
 _PREDEFINED = re.compile(r"\$\{(workspaceFolder|workspaceFolderBasename|userHome|cwd|pathSeparator|/)\}")
@@ -34,7 +36,7 @@ _KINDS = ("promptString", "pickString", "command")
 _PICK_ATTEMPTS = 3
 
 
-class InputUnavailable(Exception):
+class InputUnavailable(ReactGraphError):
     """No value for an input: nobody to ask, the answer ended (Ctrl-D), or a VS Code command input."""
 
 
