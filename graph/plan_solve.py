@@ -27,6 +27,7 @@ from reactgraph.nodes.driver import AgentServices, edge
 from reactgraph.nodes.plan_solve import make_execute_step, make_plan, make_replan, make_solve, observe_step
 from reactgraph.nodes.plan_solve_state import PlanSolveState, plan_solve_turn
 from reactgraph.nodes.state import InputState
+from reactgraph.nodes.tool_commands import PLAN_SOLVE_GOTO, CommandRules
 from reactgraph.nodes.tool_round import make_act
 from reactgraph.nodes.turn_memory import make_load_memory, save_memory
 from reactgraph.tools import ToolGateway, gateway_for
@@ -53,7 +54,9 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
     builder.add_node("plan", make_plan(services), retry_policy=retry)
     builder.add_node("execute_step", make_execute_step(services), retry_policy=retry)
     builder.add_node("approve", make_approve(services))  # no retry: it only asks
-    builder.add_node("act", make_act(services))  # the gateway retries tool calls itself
+    # what a tool that returns a Command may set in this state, and where its goto may lead (tool_commands.py)
+    commands = CommandRules.of(builder.channels, PLAN_SOLVE_GOTO)
+    builder.add_node("act", make_act(services, commands))  # the gateway retries tool calls itself
     builder.add_node("observe", observe_step)
     builder.add_node("replan", make_replan(services), retry_policy=retry)
     builder.add_node("solve", make_solve(services), retry_policy=retry)

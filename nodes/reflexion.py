@@ -56,6 +56,7 @@ from reactgraph.nodes.state import (
     usage_of,
 )
 from reactgraph.nodes.text_protocol import corrections_left
+from reactgraph.nodes.tool_commands import CommandRules
 
 # --- the state and the schemas ------------------------------------------------------------------------------
 
@@ -336,8 +337,10 @@ def _actor_input(state: ReflexionState) -> dict[str, Any]:
     return {"messages": [m for m in state["messages"] if m.id != previous], "lessons": lessons_of(state)}
 
 
-def _absorb(state: ReflexionState, result: dict[str, Any], context: Context) -> dict[str, Any]:
-    """The trial's outcome in the run's terms: iterations and records add up; the answer replaces the last one."""
+def _absorb(state: ReflexionState, result: dict[str, Any], context: Context,
+            carried: Sequence[str] = ()) -> dict[str, Any]:
+    """The trial's outcome in the run's terms: iterations and records add up; the answer replaces the last one;
+    the `carried` fields (those the trial's tools may set with a Command) come back as the trial left them."""
     offset = iteration_of(state)
     messages = messages_of(result)
     spent = _spent(state, result, context)
@@ -349,7 +352,8 @@ def _absorb(state: ReflexionState, result: dict[str, Any], context: Context) -> 
             "trajectory": messages[max(last_human_index(messages), 0):],
             # a fallback that took over in the trial answers the rest of the turn (evaluate, lesson), as in ReAct
             **({"active_model": result["active_model"]} if result.get("active_model") else {}),
-            "messages": [AIMessage(answer, id=answer_id(turn_id_of(state)))], **spent}
+            "messages": [AIMessage(answer, id=answer_id(turn_id_of(state)))], **spent,
+            **{name: result[name] for name in carried if name in result}}
 
 
 def _in_run_terms(answer: str, trial_budget: Any, run_budget: Any) -> str:
@@ -374,6 +378,8 @@ def _spent(state: ReflexionState, result: dict[str, Any], context: Context) -> d
 
 def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any]) -> Node:
     """The trial node: runs `actor` as a subgraph, inheriting checkpointer, store and thread."""
+    # The tools run in the actor: what their Commands set in its state comes back to the run's (tool_commands.py).
+    carried = [name for name in CommandRules.of(actor.builder.channels, {}).settable if name != "messages"]
 
     def trial(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         # The trial may spend what the earlier trials (and their evaluations) left of each budget.
@@ -381,7 +387,7 @@ def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any]) -> Node:
         # The format-error budget is the run's too, as in the other graphs: what earlier trials left of it.
         budgets = replace(budgets, max_format_errors=corrections_left(state, budgets.max_format_errors))
         result = yield from Call(actor, _actor_input(state), config, {"context": budgets})
-        return _absorb(state, result, runtime.context)
+        return _absorb(state, result, runtime.context, carried)
 
     return dual_node(trial, name="trial")
 
