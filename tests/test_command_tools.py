@@ -261,3 +261,32 @@ def test_every_field_of_our_states_is_protected_but_messages_and_lessons():
         ours |= set(typing.get_type_hints(schema))
     assert ours - PROTECTED == {"messages", "lessons"}
     assert ours >= PROTECTED  # nothing listed that no state has
+
+
+def test_a_long_tool_message_is_cut_to_the_result_limit_and_the_update_still_applies():
+    @tool
+    def verbose(tool_call_id: Annotated[str, InjectedToolCallId]) -> Command:
+        """Keep a lesson and say a lot."""
+        return Command(update={"lessons": ["short"], "messages": [ToolMessage("x" * 5000, tool_call_id=tool_call_id)]})
+
+    gateway = ToolGateway()
+    gateway.register(verbose, max_result_chars=100)
+    model = ScriptedChatModel.of(tool_reply("working", call("verbose", "c1")), AIMessage("Done."))
+    result = ask(build_react_graph(gateway, model=model))
+    assert result["lessons"] == ["short"]
+    assert answers(result)["c1"].text.startswith("x" * 100 + "\n[cut by the tool gateway: the first 100 of 5,000")
+
+
+def test_exported_to_create_agent_the_command_goes_to_the_host_tool_node_which_applies_it():
+    """`as_langchain_tools()` in LangChain's `create_agent`: the gateway runs the call, and the host's ToolNode gets
+    the tool's Command (not its text) and applies it to its own state."""
+    from langchain.agents import AgentState as HostState
+    from langchain.agents import create_agent
+
+    class WithLessons(HostState):
+        lessons: NotRequired[list[str]]
+
+    model = ScriptedChatModel.of(tool_reply("working", call("remember", "c1", lesson="hosted")), AIMessage("Done."))
+    agent = create_agent(model, ToolGateway([remember]).as_langchain_tools(), state_schema=WithLessons)
+    result = agent.invoke({"messages": [HumanMessage("go")]})
+    assert result["lessons"] == ["hosted"] and answers(result)["c1"].text == "kept: hosted"
