@@ -28,6 +28,7 @@ from reactgraph.nodes.driver import AgentServices, edge
 from reactgraph.nodes.plan_solve import make_execute_step, make_plan, make_replan, make_solve, observe_step
 from reactgraph.nodes.plan_solve_state import PlanSolveState, plan_solve_turn
 from reactgraph.nodes.state import InputState
+from reactgraph.nodes.tool_commands import PLAN_SOLVE_GOTO, CommandRules
 from reactgraph.nodes.tool_round import make_act
 from reactgraph.nodes.turn_memory import make_load_memory, save_memory
 from reactgraph.tools import ToolGateway, gateway_for
@@ -59,7 +60,9 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
     builder.add_node("plan", make_plan(services), retry_policy=retry)
     builder.add_node("execute_step", make_execute_step(services), retry_policy=retry)
     builder.add_node("approve", make_approve(services))  # no retry: it only asks
-    builder.add_node("act", make_act(services))  # the gateway retries tool calls itself
+    # what a tool that returns a Command may set in this state, and where its goto may lead (tool_commands.py)
+    commands = CommandRules.of(builder.channels, PLAN_SOLVE_GOTO)
+    builder.add_node("act", make_act(services, commands))  # the gateway retries tool calls itself
     builder.add_node("observe", observe_step)
     builder.add_node("replan", make_replan(services), retry_policy=retry)
     builder.add_node("solve", make_solve(services), retry_policy=retry)
@@ -68,15 +71,9 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
     # A graph with wrap_tool_call middleware gives every call the state: the wrappers' requests carry it.
     reads_state = services.gateway.reads_state if hooks.tool_wraps is None else (lambda name: True)
     step = hooks.entry("before_model") or "execute_step"  # each step request is the agent's model request
-    after_execute = partial(routing.after_execute, approval=approval_check(services), reads_state=reads_state)
-
-    def to_tools(state: Any, runtime: Any) -> Any:  # a step's next round starts at its before_model hooks
-        route = after_execute(state, runtime)
-        return step if route == "execute_step" else route
-
+    to_tools = partial(_to_tools, step=step, approval=approval_check(services), reads_state=reads_state)
     tool_paths = ["act", "approve", step, "replan", "solve", *(["observe"] if hooks else [])]
     jumps = Jumps(model=step, tools=to_tools, tools_paths=tuple(tool_paths), end="solve")
-    onward: dict[Hashable, str] = {"execute_step": step, "replan": "replan", "solve": "solve"}
     next_step: dict[Hashable, str] = {"execute_step": step, "solve": "solve"}
 
     builder.add_edge(START, "load_memory")
@@ -89,7 +86,7 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
         builder.add_conditional_edges("execute_step", edge(to_tools), tool_paths)
     builder.add_conditional_edges("approve", edge(partial(after_approve, reads_state=reads_state)), ["act", "observe"])
     builder.add_edge("act", "observe")
-    builder.add_conditional_edges("observe", edge(routing.after_observe), onward)
+    builder.add_conditional_edges("observe", edge(routing.after_observe), {**next_step, "replan": "replan"})
     builder.add_conditional_edges("replan", edge(routing.next_step), next_step)
     closing = "solve"
     if response is not None:
@@ -97,3 +94,9 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
     builder.add_edge(closing, hooks.chain(builder, "after_agent", "save_memory", [], jumps) or "save_memory")
     builder.add_edge("save_memory", END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)
+
+
+def _to_tools(state: Any, runtime: Any, *, step: str, **route: Any) -> Any:
+    """After a step's reply: its tool round, or onwards; its next round starts at the step's before_model hooks."""
+    target = routing.after_execute(state, runtime, **route)
+    return step if target == "execute_step" else target

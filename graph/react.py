@@ -24,6 +24,7 @@ from reactgraph.nodes.context import Context
 from reactgraph.nodes.driver import AgentServices, edge
 from reactgraph.nodes.react import make_finalize, make_reflect, make_think
 from reactgraph.nodes.state import AgentState, InputState
+from reactgraph.nodes.tool_commands import REACT_GOTO, CommandRules
 from reactgraph.nodes.tool_round import make_act, observe
 from reactgraph.nodes.turn_memory import make_load_memory, save_memory
 from reactgraph.tools import ToolGateway, gateway_for
@@ -55,7 +56,9 @@ def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
     builder.add_node("think", make_think(services), retry_policy=retry)
     builder.add_node("approve", make_approve(services))  # no retry: it only asks
-    builder.add_node("act", make_act(services))  # the gateway retries tool calls itself
+    # what a tool that returns a Command may set in this state, and where its goto may lead (tool_commands.py)
+    commands = CommandRules.of(builder.channels, REACT_GOTO)
+    builder.add_node("act", make_act(services, commands))  # the gateway retries tool calls itself
     builder.add_node("observe", observe)
     builder.add_node("reflect", make_reflect(services), retry_policy=retry)
     builder.add_node("finalize", make_finalize(services), retry_policy=retry)
@@ -78,7 +81,8 @@ def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
     builder.add_conditional_edges("approve", edge(partial(after_approve, reads_state=reads_state)),
                                   ["act", "observe"])
     builder.add_edge("act", "observe")
-    builder.add_conditional_edges("observe", edge(routing.after_round), ["reflect", "finalize"])
+    builder.add_conditional_edges("observe", edge(routing.after_round),
+                                  {"reflect": "reflect", "think": loop_entry, "finalize": "finalize"})
     builder.add_conditional_edges("reflect", edge(routing.after_reflect), {"think": loop_entry, "finalize": "finalize"})
     closing = "finalize"
     if response is not None:

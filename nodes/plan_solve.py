@@ -25,7 +25,14 @@ from reactgraph.nodes import prompts, text_protocol
 from reactgraph.nodes.budget import exhausted
 from reactgraph.nodes.closing import budget_close, close_turn, finish_turn, observations_digest
 from reactgraph.nodes.context import Context
-from reactgraph.nodes.conversation import current_question, last_human_index, pending_calls, question_text, tokens_of
+from reactgraph.nodes.conversation import (
+    current_question,
+    last_human_index,
+    latest_tool_messages,
+    pending_calls,
+    question_text,
+    tokens_of,
+)
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.plan_solve_state import (
     STEP_TOOL_ROUNDS,
@@ -63,7 +70,8 @@ from reactgraph.nodes.state import (
     usage_of,
 )
 from reactgraph.nodes.text_protocol import Attempts, ReactReply, corrections_left, read_reply, reply_without_repetition
-from reactgraph.nodes.tool_round import observe
+from reactgraph.nodes.tool_commands import tool_goto
+from reactgraph.nodes.tool_round import observe_round
 
 # --- plan ---------------------------------------------------------------------------------------------------
 
@@ -245,15 +253,17 @@ def make_execute_step(services: AgentServices) -> Node:
 
 # --- observe_step -------------------------------------------------------------------------------------------
 
-def observe_step(state: PlanSolveState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Record this round's tool results; at the step's round limit, close it with what it observed."""
+def observe_step(state: PlanSolveState, runtime: Runtime[Context]) -> dict[str, Any] | list[Any]:
+    """Record this round's tool results (and apply its tools' Command updates, as ReAct's observe does); at the
+    step's round limit, close it with what it observed."""
     started = time.perf_counter()
-    update = observe(state, runtime)
-    if step_rounds_of(state) < STEP_TOOL_ROUNDS:
-        return update  # the model gets another round to finish the step (or to try a fallback)
-    records = [*step_records(state), *update["steps"]]
-    closing = settle(state, result=observed(records), records=records, started=started)
-    return {**update, **closing, "steps": [*update["steps"], *closing["steps"]]}
+    update, writes, goto = observe_round(state, runtime)
+    if step_rounds_of(state) >= STEP_TOOL_ROUNDS or "solve" in goto:  # a tool's Command may say: solve now
+        records = [*step_records(state), *update["steps"]]
+        closing = settle(state, result=observed(records), records=records, started=started)
+        update = {**update, **closing, "steps": [*update["steps"], *closing["steps"]]}
+    # below the limit the model gets another round to finish the step (or to try a fallback)
+    return [update, *writes] if writes else update
 
 
 
@@ -344,6 +354,8 @@ def solve_reason(state: PlanSolveState) -> SolveReason:
         return "budget"
     if stop_reason_of(state) == "format":
         return "format"
+    if "solve" in tool_goto(latest_tool_messages(state["messages"])):
+        return "tool"
     if remaining(state):
         return "limit"
     return "done" if plan_of(state) else "empty"

@@ -74,6 +74,8 @@ FINALIZE_REASONS: dict[FinalizeReason, str] = {
               "gathered and say plainly which parts of the question could not be looked up.",
     "format": "Replies kept breaking the required format, so no more steps are taken. Answer from what was "
               "gathered and say plainly what is still unknown.",
+    "tool": "A tool's result ended the loop here. Answer from what was gathered and say plainly what is still "
+            "unknown.",
 }
 
 CLOSING_CHECK_PROMPT = """Check the final answer (the last assistant message) to the user's question (the last
@@ -243,6 +245,8 @@ SOLVE_REASONS: dict[SolveReason, str] = {
               "looked up. Say plainly which parts of the question could not be looked up.",
     "format": "Replies kept breaking the required format, so the plan was not carried out further. Say plainly "
               "which parts of the question are still unknown.",
+    "tool": "A tool's result ended the plan before it was finished. Say plainly which parts of the question are "
+            "still unknown.",
 }
 
 # --- Reflexion ----------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from reactgraph.nodes.closing import (
     settle_answer,
 )
 from reactgraph.nodes.context import Context
-from reactgraph.nodes.conversation import pending_calls, tokens_of
+from reactgraph.nodes.conversation import latest_tool_messages, pending_calls, tokens_of
 from reactgraph.nodes.driver import AgentServices, Node, Steps, dual_node, log_fallback
 from reactgraph.nodes.prompts import for_model, summary_section, with_notes
 from reactgraph.nodes.state import (
@@ -74,6 +74,7 @@ from reactgraph.nodes.text_protocol import (
     reply_without_repetition,
     without_repetition,
 )
+from reactgraph.nodes.tool_commands import tool_goto
 from reactgraph.nodes.tool_round import repeated_calls, rules_verdict
 
 # --- the inline verdict -------------------------------------------------------------------------------------
@@ -403,6 +404,8 @@ def stop_reason(state: AgentState, context: Context) -> FinalizeReason:
         return "format"
     if iteration_of(state) >= context.max_iterations:
         return "limit"
+    if "finalize" in tool_goto(latest_tool_messages(state["messages"])):
+        return "tool"
     if (verdict := verdict_of(state)) and verdict["repeated_call"]:
         return "repeated"
     return "enough"

@@ -56,6 +56,7 @@ from reactgraph.nodes.state import (
     usage_of,
 )
 from reactgraph.nodes.text_protocol import corrections_left
+from reactgraph.nodes.tool_commands import CommandRules
 
 # --- the state and the schemas ------------------------------------------------------------------------------
 
@@ -336,8 +337,10 @@ def _actor_input(state: ReflexionState) -> dict[str, Any]:
     return {"messages": [m for m in state["messages"] if m.id != previous], "lessons": lessons_of(state)}
 
 
-def _absorb(state: ReflexionState, result: dict[str, Any], context: Context) -> dict[str, Any]:
-    """The trial's outcome in the run's terms: iterations and records add up; the answer replaces the last one."""
+def _absorb(state: ReflexionState, result: dict[str, Any], context: Context,
+            carried: Sequence[str] = ()) -> dict[str, Any]:
+    """The trial's outcome in the run's terms: iterations and records add up; the answer replaces the last one;
+    the `carried` fields (those the trial's tools may set with a Command) come back as the trial left them."""
     offset = iteration_of(state)
     messages = messages_of(result)
     spent = _spent(state, result, context)
@@ -349,7 +352,8 @@ def _absorb(state: ReflexionState, result: dict[str, Any], context: Context) -> 
             "trajectory": messages[max(last_human_index(messages), 0):],
             # a fallback that took over in the trial answers the rest of the turn (evaluate, lesson), as in ReAct
             **({"active_model": result["active_model"]} if result.get("active_model") else {}),
-            "messages": [AIMessage(answer, id=answer_id(turn_id_of(state)))], **spent}
+            "messages": [AIMessage(answer, id=answer_id(turn_id_of(state)))], **spent,
+            **{name: result[name] for name in carried if name in result}}
 
 
 def _in_run_terms(answer: str, trial_budget: Any, run_budget: Any) -> str:
@@ -372,19 +376,21 @@ def _spent(state: ReflexionState, result: dict[str, Any], context: Context) -> d
     return {"usage": usage, "stop_reason": "budget", "budget": spent or result.get("budget")}
 
 
-def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any], carried: tuple[str, ...] = ()) -> Node:
-    """The trial node: runs `actor` as a subgraph, inheriting checkpointer, store and thread. `carried`: state
-    fields of the actor's middleware, handed to each trial and taken back from it (a call count goes on)."""
+def make_trial(actor: CompiledStateGraph[Any, Any, Any, Any], middleware_fields: tuple[str, ...] = ()) -> Node:
+    """The trial node: runs `actor` as a subgraph, inheriting checkpointer, store and thread. What the trial's
+    tools set with a Command (tool_commands.py) and its middleware's state fields come back to the run's state;
+    the middleware's fields also go to each trial (a call count goes on across trials)."""
+    settable = [name for name in CommandRules.of(actor.builder.channels, {}).settable if name != "messages"]
+    carried = list(dict.fromkeys([*settable, *middleware_fields]))
 
     def trial(state: ReflexionState, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
         # The trial may spend what the earlier trials (and their evaluations) left of each budget.
         budgets = remaining_context(usage_of(state), runtime.context)
         # The format-error budget is the run's too, as in the other graphs: what earlier trials left of it.
         budgets = replace(budgets, max_format_errors=corrections_left(state, budgets.max_format_errors))
-        given = {name: state[name] for name in carried if name in state}  # type: ignore[literal-required]
+        given = {name: state[name] for name in middleware_fields if name in state}  # type: ignore[literal-required]
         result = yield from Call(actor, {**_actor_input(state), **given}, config, {"context": budgets})
-        taken = {name: result[name] for name in carried if name in result}
-        return {**_absorb(state, result, runtime.context), **taken}
+        return _absorb(state, result, runtime.context, carried)
 
     return dual_node(trial, name="trial")
 

@@ -41,10 +41,11 @@ RunStatus = Literal["answered", "partial", "no_answer", "limit_reached", "budget
 # format-error budget "format"); each maps to a status.
 StopReason = Literal["budget", "limit", "repeated", "format"]
 # Why a closing node wrote the answer now: an early stop, the loop's or plan's own end, the model's own answer,
-# or a failed run. ReAct's finalize words its five in its prompt (`prompts.FINALIZE_REASONS`), Plan-and-Solve's
-# solve "budget", "limit", "done", "empty" and "format" (`prompts.SOLVE_REASONS`).
-FinalizeReason = Literal["budget", "limit", "repeated", "enough", "format"]
-SolveReason = Literal["budget", "limit", "done", "empty", "format"]
+# or a failed run. ReAct's finalize words its six in its prompt (`prompts.FINALIZE_REASONS`), Plan-and-Solve's
+# solve "budget", "limit", "done", "empty", "format" and "tool" (`prompts.SOLVE_REASONS`); "tool": a tool's Command
+# named the closing node as the next (nodes/tool_commands.py).
+FinalizeReason = Literal["budget", "limit", "repeated", "enough", "format", "tool"]
+SolveReason = Literal["budget", "limit", "done", "empty", "format", "tool"]
 CloseReason = Literal[FinalizeReason, SolveReason, "model answered", "failure"]
 # Which budget ran out.
 BudgetKind = Literal["max_tool_calls", "max_model_tokens", "max_cost_usd", "max_model_seconds"]

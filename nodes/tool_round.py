@@ -19,11 +19,14 @@ from typing import Any, NotRequired, TypedDict
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
+from reactgraph.nodes import tool_commands
 from reactgraph.nodes.context import Context, context_of
 from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls, tokens_of
 from reactgraph.nodes.driver import AgentServices, Await, Node, Steps, dual_node
 from reactgraph.nodes.state import AgentState, ExecutionStep, ReflectionVerdict, iteration_of, make_step
+from reactgraph.nodes.tool_commands import CommandRules
 from reactgraph.tools import ToolResult, ToolStatus, untrusted
 from reactgraph.tools.langchain_adapter import ToolInjection
 
@@ -78,12 +81,12 @@ def not_run_message(call: dict[str, Any], why: str) -> ToolMessage:
                        response_metadata=gateway_facts("not_run", 0.0, 0))
 
 
-def make_act(services: AgentServices) -> Node:
+def make_act(services: AgentServices, rules: CommandRules) -> Node:
     """The act node: one task per tool call, fanned out by `Send` from the router.
 
     One task per call (rather than one task for all calls) is what makes a run durable at the level of
     a single call: LangGraph saves each finished task's writes at once, so after a crash only the calls
-    that had not finished run again.
+    that had not finished run again. `rules`: what a tool's `Command` may do in this graph (tool_commands.py).
     """
 
     def act(task: ToolCallTask, runtime: Runtime[Context], config: RunnableConfig) -> Steps:
@@ -103,7 +106,10 @@ def make_act(services: AgentServices) -> Node:
                                                            wraps=services.tool_wraps))
         if note := task.get("note"):
             result.content = f"{note}\n{result.content}"
-        return {"messages": [to_message(result)]}
+        message = to_message(result)
+        if result.command is not None:  # refused in one line, or its update carried to observe on the message
+            message = tool_commands.with_command(message, result, rules)
+        return {"messages": [message]}
 
     return dual_node(act, name="act")
 
@@ -124,8 +130,16 @@ def _as_input(args: Any) -> dict[str, Any] | None:
     return {"raw": str(args)[:500]}
 
 
-def observe(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Record one step per tool call of this round; over-budget results are replaced by truncated copies."""
+def observe(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any] | list[Any]:
+    """Record one step per tool call of this round; over-budget results are replaced by truncated copies; the
+    state updates of the tools that returned a `Command` are applied (one write each, through the reducers)."""
+    update, writes, _ = observe_round(state, runtime)
+    return [update, *writes] if writes else update
+
+
+def observe_round(state: AgentState, runtime: Runtime[Context]) -> tuple[dict[str, Any], list[Command], set[str]]:
+    """observe's update, the round's Command updates to write after it (in the reply's call order), and the nodes
+    the round's accepted Commands name as the next (`tool_commands.tool_goto`)."""
     budget = context_of(runtime).observation_budget
     messages = state["messages"]
     reply = last_ai(messages)
@@ -134,11 +148,13 @@ def observe(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     thought = reply.text.strip() if reply is not None else ""
     steps: list[ExecutionStep] = []
     shortened: list[ToolMessage] = []
-    for position, message in enumerate(latest_tool_messages(messages)):
+    arrived = latest_tool_messages(messages)
+    settled, writes = tool_commands.apply_round(arrived, list(calls))
+    for position, (message, before) in enumerate(zip(settled, arrived, strict=True)):
         text = str(message.text)  # a plain str: the record is checkpointed
         shown = truncate(text, budget)
-        if shown != text:
-            shortened.append(message.model_copy(update={"content": shown}))  # same id: add_messages replaces it
+        if shown != text or message is not before:  # same id: add_messages replaces it
+            shortened.append(message.model_copy(update={"content": shown}) if shown != text else message)
         facts = facts_of(message)
         steps.append(make_step(
             step=iteration, node="act", thought=thought, action=message.name,
@@ -147,7 +163,8 @@ def observe(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
             latency_ms=facts.get("latency_ms", 0.0),
             tokens=tokens_of(reply) if position == 0 else 0,  # the model's tokens belong to the round, once
         ))
-    return {"steps": steps, "messages": shortened} if shortened else {"steps": steps}
+    update = {"steps": steps, "messages": shortened} if shortened else {"steps": steps}
+    return update, writes, tool_commands.tool_goto(settled)
 
 
 

@@ -46,6 +46,7 @@ def test_the_compiled_graph_has_exactly_the_react_nodes_and_edges(gateway):
         ("think", "act", True), ("think", "approve", True), ("think", "finalize", True),
         ("approve", "act", True), ("approve", "observe", True),
         ("act", "observe", False), ("observe", "reflect", True), ("observe", "finalize", True),
+        ("observe", "think", True),  # a tool's Command going back to the model (goto "model")
         ("reflect", "think", True), ("reflect", "finalize", True),
         ("finalize", "save_memory", False), ("save_memory", "__end__", False),
     }

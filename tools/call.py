@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from reactgraph.errors import ReactGraphError
 from reactgraph.tools import untrusted
+from reactgraph.tools.commands import answer_command, is_command
 from reactgraph.tools.threads import ToolAborted, ToolThreads
 
 if TYPE_CHECKING:
@@ -171,6 +172,10 @@ class ToolResult:
     detail: dict[str, Any] = field(default_factory=dict)
     # The tool's artifact (`ToolOutput`), for the ToolMessage: not for the model, nor for logs.
     artifact: Any = None
+    # The LangGraph `Command` the tool returned (tools/commands.py): its state update and goto, kept whole for the
+    # graph's act step; the observation in `content` is its ToolMessage's text. The result limit cuts `content`
+    # and `value`, never this: the update is the tool's write to the state, not output for the model.
+    command: Any = None
     # The arguments as the model wrote them (a dict, a JSON string, or junk that validation refuses).
     args: Any = None
     session: ToolSession = field(default_factory=ToolSession, repr=False)
@@ -233,6 +238,7 @@ class ToolResult:
         """Settle this call's outcome (any earlier answer is replaced); latency is stamped by the telemetry
         policy on the way out."""
         self.status, self.content, self.value, self.artifact, self.detail = status, content, value, artifact, detail
+        self.command = None  # a later answer (a timeout, a retry's) replaces a Command's too
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -335,6 +341,8 @@ class Invoke:
             kwargs.update(tool.injects.values(call.call_id, call.injection, []))
         if tool.is_async:
             value = await tool.run(**kwargs)
+            if is_command(value):
+                return answer_command(call, value)
             if isinstance(value, ToolOutput):
                 return call.answer(ToolStatus.OK, untrusted.render_value(value.content), value=value.content,
                                    artifact=value.artifact)
@@ -344,15 +352,18 @@ class Invoke:
             return call.answer(ToolStatus.ERROR, untrusted.stuck(call.name, stuck, tool.timeout_s),
                                reason="stuck threads", stuck_threads=stuck)
         value, content = await self.threads.run(call.name, lambda: _run_and_render(tool.run, kwargs))
-        if content is None:  # a sync-looking callable (partial, callable object) that is async inside
+        if content is None and inspect.isawaitable(value):  # a sync-looking callable that is async inside
             value = await value
-            content = untrusted.render_value(value)
+            content = None if is_command(value) else untrusted.render_value(value)
+        if content is None:
+            return answer_command(call, value)
         return call.answer(ToolStatus.OK, content, value=value)
 
 
 def _run_and_render(run: Callable[..., Any], kwargs: Mapping[str, Any]) -> tuple[Any, str | None]:
     # Rendered on the tool's thread: a huge or slow-to-print value then costs the tool's time, not the loop's.
+    # None: not rendered (an awaitable, or a Command, whose observation is its ToolMessage's).
     value = run(**kwargs)
-    if inspect.isawaitable(value):
+    if inspect.isawaitable(value) or is_command(value):
         return value, None
     return value, untrusted.render_value(value)

@@ -25,6 +25,7 @@ from langchain_core.utils.pydantic import TypeBaseModel
 from pydantic import ConfigDict, create_model
 
 from reactgraph.tools.call import ToolResult, ToolSession
+from reactgraph.tools.commands import with_observation
 from reactgraph.tools.threads import run_sync
 
 if TYPE_CHECKING:
@@ -193,18 +194,20 @@ class GatewayTool(BaseTool):
         return create_model(f"{self.name}_input", __config__=ConfigDict(arbitrary_types_allowed=True, extra="allow"),
                             runtime=(ToolRuntime | None, None))
 
-    async def _arun(self, *args: Any, **kwargs: Any) -> str:
+    async def _arun(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.pop("run_manager", None)
         injection, call_id = _host_runtime(kwargs)
         result = await self.gateway.execute({"name": self.name, "args": kwargs, "id": call_id}, self.session,
                                             approved=self.host_approved(), injection=injection)
         if self.on_result is not None:
             self.on_result(result)
+        if result.command is not None:  # the tool's Command, for the host's ToolNode to apply (its observation cut)
+            return with_observation(result.command, call_id, result.content)
         if not result.ok:
             raise ToolException(result.content)
         return result.content
 
-    def _run(self, *args: Any, **kwargs: Any) -> str:
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
         # The shared bridge, not asyncio.run: this may be called from code inside a running loop (Jupyter, FastAPI).
         return run_sync(self._arun(*args, **kwargs))
 

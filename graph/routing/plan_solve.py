@@ -10,9 +10,10 @@ from langgraph.types import Send
 from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_tasks
 from reactgraph.nodes import budget
 from reactgraph.nodes.context import Context, context_of
-from reactgraph.nodes.conversation import last_ai, pending_calls
+from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls
 from reactgraph.nodes.plan_solve_state import REPLAN_AFTER, PlanSolveState, remaining, step_results_of, step_rounds_of
 from reactgraph.nodes.state import has_failed, iteration_of, stop_reason_of, usage_of
+from reactgraph.nodes.tool_commands import tool_goto
 
 Onward = Literal["execute_step", "replan", "solve"]
 
@@ -61,8 +62,8 @@ def after_observe(state: PlanSolveState, runtime: Runtime[Context]) -> Onward:
     """Back to the step under way for another round, or onwards once observe has closed it; to solve once a
     budget ran out (the step under way is left unfinished)."""
     context = context_of(runtime)
-    if budget.exhausted(usage_of(state), context):
-        return "solve"
+    if budget.exhausted(usage_of(state), context) or "solve" in tool_goto(latest_tool_messages(state["messages"])):
+        return "solve"  # a tool's Command may end the plan early (tool_commands.py); "execute_step" is the way on
     if step_rounds_of(state) > 0:
         return "execute_step"
     return after_settled(state, context)

@@ -10,8 +10,9 @@ from langgraph.types import Send
 from reactgraph.graph.routing.tool_round import ApprovalCheck, ReadsState, act_tasks
 from reactgraph.nodes import budget
 from reactgraph.nodes.context import Context, context_of
-from reactgraph.nodes.conversation import last_ai, pending_calls
+from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls
 from reactgraph.nodes.state import AgentState, has_failed, iteration_of, usage_of, verdict_of
+from reactgraph.nodes.tool_commands import tool_goto
 
 
 def after_think(state: AgentState, runtime: Runtime[Context], approval: ApprovalCheck | None = None,
@@ -32,9 +33,19 @@ def after_think(state: AgentState, runtime: Runtime[Context], approval: Approval
     return "observe" if calls and state["messages"][-1] is not reply else "finalize"
 
 
-def after_round(state: AgentState, runtime: Runtime[Context]) -> Literal["reflect", "finalize"]:
-    """A round's results to reflect on, unless a budget ran out (reflecting may call the model)."""
-    return "finalize" if budget.exhausted(usage_of(state), context_of(runtime)) else "reflect"
+def after_round(state: AgentState, runtime: Runtime[Context]) -> Literal["reflect", "think", "finalize"]:
+    """A round's results to reflect on, unless a budget ran out (reflecting may call the model); where a tool's
+    Command said where to go (tool_commands.py), there: finalize, or think within the iteration limit (the
+    reflection is skipped, as LangChain's jump to the model skips what lies between)."""
+    context = context_of(runtime)
+    if budget.exhausted(usage_of(state), context):
+        return "finalize"
+    goto = tool_goto(latest_tool_messages(state["messages"]))
+    if "finalize" in goto:  # of several calls' gotos, ending the loop wins: a tool said the work is done
+        return "finalize"
+    if "think" in goto:
+        return "finalize" if iteration_of(state) >= context.max_iterations else "think"
+    return "reflect"
 
 
 def after_reflect(state: AgentState, runtime: Runtime[Context]) -> Literal["think", "finalize"]:
