@@ -331,3 +331,10 @@ def test_reflexion_runs_the_middleware_in_each_trial_and_carries_their_state_fie
     assert state["status"] == "answered"
     assert log.count("wrap_tool_call add") == 1 and log.count("wrap_model_call") == 2
     assert state["thread_model_call_count"] == 2  # the trial's count, taken back into the run's state
+
+
+def test_the_todo_list_middlewares_tool_sets_its_state_field_as_in_create_agent() -> None:
+    todos = [{"content": "add the numbers", "status": "in_progress"}]
+    theirs, ours = run_both(lc.TodoListMiddleware, [calls(("write_todos", {"todos": todos})), AIMessage("done")])
+    same_conversation(theirs, ours)
+    assert ours["todos"] == theirs["todos"] == todos

@@ -15,6 +15,7 @@ the wrapped tool's injected arguments the same way.
 
 from __future__ import annotations
 
+import inspect
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -100,7 +101,10 @@ def injected_args(tool: BaseTool) -> InjectedArgs | None:
     """The tool's injected parameters (None when it has none): those of its input schema that its model-facing
     schema leaves out, each classified by its annotation."""
     shown = set(_fields(tool.tool_call_schema))
-    hidden = [name for name in _fields(tool.get_input_schema()) if name not in shown]
+    # The function's own parameters too, as LangGraph's ToolNode reads them: a tool made with an explicit
+    # `args_schema` (`infer_schema=False`, e.g. TodoListMiddleware's write_todos) has its `runtime` only there.
+    hidden = [name for name in dict.fromkeys([*_fields(tool.get_input_schema()), *_parameters(tool)])
+              if name not in shown]
     if not hidden:
         return None
     from langgraph.prebuilt import InjectedState, InjectedStore, ToolRuntime
@@ -120,6 +124,19 @@ def injected_args(tool: BaseTool) -> InjectedArgs | None:
         elif any(_is(marker, InjectedStore) for marker in markers):
             found["store"] = name
     return InjectedArgs(**found)
+
+
+def _parameters(tool: BaseTool) -> list[str]:
+    """The named parameters of the tool's function and coroutine (none for a tool without them)."""
+    names: list[str] = []
+    for function in (getattr(tool, "func", None), getattr(tool, "coroutine", None)):
+        if callable(function):
+            try:
+                parameters = inspect.signature(function).parameters.values()
+            except (TypeError, ValueError):  # a builtin or C callable without a signature: nothing to add
+                continue
+            names += [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return names
 
 
 def _is(marker: Any, kind: type) -> bool:
