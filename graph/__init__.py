@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from reactgraph._lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    from reactgraph.graph.create_agent import create_agent
     from reactgraph.graph.plan_solve import build_plan_solve_graph
     from reactgraph.graph.react import build_react_graph
     from reactgraph.graph.reflexion import build_reflexion_graph
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from reactgraph.nodes.state import AgentState, ExecutionStep
 
 _EXPORTS = {
+    "create_agent": "reactgraph.graph.create_agent",
     "build_plan_solve_graph": "reactgraph.graph.plan_solve",
     "build_react_graph": "reactgraph.graph.react",
     "build_reflexion_graph": "reactgraph.graph.reflexion",

@@ -70,9 +70,12 @@ class Jumps:
 class AgentHooks:
     """A graph's middleware, sorted by hook; empty when the graph was given none."""
 
-    def __init__(self, middleware: Sequence[Any] | None, agent_request: str = "think") -> None:
-        # `agent_request`: the purpose of the graph's "agent's model request" (ReAct's think, Plan-and-Solve's step)
+    def __init__(self, middleware: Sequence[Any] | None, agent_request: str = "think",
+                 state_schema: type | None = None) -> None:
+        # `agent_request`: the purpose of the graph's "agent's model request" (ReAct's think, Plan-and-Solve's step);
+        # `state_schema`: a caller's own state fields (create_agent's `state_schema=`), after the middleware's.
         self.middleware = _checked(middleware or ())
+        self.state_schema = state_schema
         self.model_wraps = (ModelWraps(model_wrappers_of(self.middleware), frozenset({agent_request}))
                             if self.middleware else None)
         wraps = tool_wrappers_of(self.middleware) if self.middleware else ()
@@ -104,14 +107,15 @@ class AgentHooks:
         return gateway
 
     def state(self, base: type) -> type:
-        """The graph's state: the middleware's `state_schema` fields, then the graph's own (which win a clash)."""
-        if not self.middleware:
+        """The graph's state: the middleware's `state_schema` fields, the caller's, then the graph's own (which win
+        a clash)."""
+        if not self._schemas():
             return base
         return _merged(f"{base.__name__}WithMiddleware", [*self._schemas(), base], omit=None)
 
     def input(self, base: type) -> type:
-        """The graph's input: the graph's own, and the middleware's fields not marked `OmitFromInput`."""
-        if not self.middleware:
+        """The graph's input: the graph's own, and the middleware's and caller's fields not marked `OmitFromInput`."""
+        if not self._schemas():
             return base
         return _merged(f"{base.__name__}WithMiddleware", [*self._schemas(), base], omit="input", keep=base)
 
@@ -122,7 +126,8 @@ class AgentHooks:
                                    for name in get_type_hints(schema, include_extras=True) if name not in own))
 
     def _schemas(self) -> list[type]:
-        return [m.state_schema for m in self.middleware if getattr(m, "state_schema", None) is not None]
+        schemas = [m.state_schema for m in self.middleware if getattr(m, "state_schema", None) is not None]
+        return [*schemas, self.state_schema] if self.state_schema is not None else schemas
 
     def chain(self, builder: StateGraph[Any, Any, Any, Any], hook: Hook, then: Next, then_paths: Sequence[str],
               jumps: Jumps) -> str | None:

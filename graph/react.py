@@ -18,7 +18,8 @@ from langgraph.types import RetryPolicy
 from reactgraph.graph.middleware import AgentHooks, Jumps
 from reactgraph.graph.routing import react as routing
 from reactgraph.graph.routing.tool_round import after_approve
-from reactgraph.graph.structured import add_respond, response_format_of, state_schema
+from reactgraph.graph.structured import add_respond, response_format_of
+from reactgraph.graph.structured import state_schema as with_response
 from reactgraph.nodes.approval import approval_check, make_approve
 from reactgraph.nodes.context import Context
 from reactgraph.nodes.driver import AgentServices, edge
@@ -38,20 +39,23 @@ def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
                       checkpointer: BaseCheckpointSaver | None = None, store: BaseStore | None = None, *,
                       model: BaseChatModel | None = None, model_retry: RetryPolicy | None = None,
                       tools: Sequence[AnyTool] | None = None, response_format: Any = None,
-                      middleware: Sequence[Any] = (), name: str = "react") -> ReactGraph:
+                      middleware: Sequence[Any] = (), state_schema: type | None = None,
+                      context_schema: type[Context] = Context, name: str = "react") -> ReactGraph:
     """Compile the ReAct agent. `model` overrides `Context.model` (e.g. a scripted chat model in tests);
     `model_retry` is the nodes' policy for transient model errors (default: `model_retry_policy()`). The tools:
     a `gateway`, or `tools=[...]` as LangChain's `create_agent` takes them (`tools.gateway_for`).
     `response_format` (a pydantic model, TypedDict, dataclass or JSON schema, or LangChain's ToolStrategy /
     ProviderStrategy / AutoStrategy of one): the answer also as `state["structured_response"]` (graph/structured.py).
-    `middleware`: LangChain agent middleware, as `create_agent` takes it; where each hook runs: graph/middleware.py."""
+    `middleware`: LangChain agent middleware, as `create_agent` takes it; where each hook runs: graph/middleware.py.
+    `state_schema`: a TypedDict of your own state fields, joined to the graph's (its own win a clash);
+    `context_schema`: the runtime context's type, `Context` or a subclass of it with your fields."""
     response = response_format_of(response_format)
-    hooks = AgentHooks(middleware)
+    hooks = AgentHooks(middleware, state_schema=state_schema)
     services = AgentServices(hooks.add_tools(gateway_for(gateway, tools)), model, model_retry,
                              model_wraps=hooks.model_wraps, tool_wraps=hooks.tool_wraps)
     retry = services.retry
-    state = hooks.state(state_schema(AgentState, response))
-    builder: StateGraph[Any, Context, Any, Any] = StateGraph(state, context_schema=Context,
+    state = hooks.state(with_response(AgentState, response))
+    builder: StateGraph[Any, Context, Any, Any] = StateGraph(state, context_schema=_context(context_schema),
                                                              input_schema=hooks.input(InputState))
     builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
     builder.add_node("think", make_think(services), retry_policy=retry)
@@ -90,3 +94,10 @@ def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
     builder.add_edge(closing, hooks.chain(builder, "after_agent", "save_memory", [], jumps) or "save_memory")
     builder.add_edge("save_memory", END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)
+
+
+def _context(schema: type[Context]) -> type[Context]:
+    if not (isinstance(schema, type) and issubclass(schema, Context)):
+        raise TypeError(f"context_schema={getattr(schema, '__name__', schema)!s}: the nodes read reactgraph.Context's "
+                        "fields; give Context or a subclass of it with your own")
+    return schema

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         build_plan_solve_graph,
         build_react_graph,
         build_reflexion_graph,
+        create_agent,
     )
     from reactgraph.tools import ToolGateway, ToolMeta, default_gateway
 
@@ -48,7 +49,7 @@ _EXPORTS = {
     "ReactGraphError": "reactgraph.errors",
     "AgentState": "reactgraph.graph", "Context": "reactgraph.graph", "ExecutionStep": "reactgraph.graph",
     "build_plan_solve_graph": "reactgraph.graph", "build_react_graph": "reactgraph.graph",
-    "build_reflexion_graph": "reactgraph.graph",
+    "build_reflexion_graph": "reactgraph.graph", "create_agent": "reactgraph.graph",
     "ToolGateway": "reactgraph.tools", "ToolMeta": "reactgraph.tools", "default_gateway": "reactgraph.tools",
 }
 
