@@ -38,12 +38,8 @@ from langgraph.runtime import get_runtime
 from typing_extensions import TypedDict
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.models.middleware import ModelWraps
-from reactgraph.models.middleware import wrappers_of as model_wrappers_of
 from reactgraph.nodes.driver import edge
 from reactgraph.tools import ToolGateway
-from reactgraph.tools.middleware import ToolWraps
-from reactgraph.tools.middleware import wrappers_of as tool_wrappers_of
 
 Hook = Literal["before_agent", "before_model", "after_model", "after_agent"]
 _REVERSED: frozenset[Hook] = frozenset({"after_model", "after_agent"})
@@ -76,10 +72,17 @@ class AgentHooks:
         # `state_schema`: a caller's own state fields (create_agent's `state_schema=`), after the middleware's.
         self.middleware = _checked(middleware or ())
         self.state_schema = state_schema
-        self.model_wraps = (ModelWraps(model_wrappers_of(self.middleware), frozenset({agent_request}))
-                            if self.middleware else None)
-        wraps = tool_wrappers_of(self.middleware) if self.middleware else ()
-        self.tool_wraps = ToolWraps(wraps) if wraps else None
+        self.model_wraps: Any = None
+        self.tool_wraps: Any = None
+        if self.middleware:  # the wrapping modules load only for a graph with middleware
+            from reactgraph.models.middleware import ModelWraps
+            from reactgraph.models.middleware import wrappers_of as model_wrappers_of
+            from reactgraph.tools.middleware import ToolWraps
+            from reactgraph.tools.middleware import wrappers_of as tool_wrappers_of
+
+            self.model_wraps = ModelWraps(model_wrappers_of(self.middleware), frozenset({agent_request}))
+            wraps = tool_wrappers_of(self.middleware)
+            self.tool_wraps = ToolWraps(wraps) if wraps else None
 
     def __bool__(self) -> bool:
         return bool(self.middleware)

@@ -59,7 +59,6 @@ from reactgraph.models.loader import (
     structured_runnable,
     without_tool_use,
 )
-from reactgraph.models.middleware import ModelWraps
 from reactgraph.models.purpose import PLAN_STEPS_METADATA, PURPOSE_METADATA
 from reactgraph.models.response_format import ResponseFormat
 from reactgraph.models.token_estimate import usage_for
@@ -420,10 +419,10 @@ class ModelGateway:
     (bounded, with tools, structured) built once and reused across runs."""
 
     def __init__(self, model: BaseChatModel | None = None, retry: RetryPolicy | None = None,
-                 wraps: ModelWraps | None = None) -> None:
+                 wraps: Any = None) -> None:
         # An explicit model (tests' scripted models, a user's configured client) stands for Context.model.
         self.fixed_model = model
-        self.wraps = wraps  # LangChain middleware around the agent's model request (models/middleware.py)
+        self.wraps = wraps  # LangChain middleware around the agent's model request (a models/middleware.ModelWraps)
         self.retry = retry if retry is not None else model_retry_policy()
         self._models: dict[tuple[str, float], BaseChatModel] = {}
         # Keyed by object ids; the objects are kept alongside, so an id is never reused while it is a key.

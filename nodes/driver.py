@@ -49,12 +49,10 @@ from reactgraph.models.gateway import (
     attempt_of,
     describe,
 )
-from reactgraph.models.middleware import ModelWraps
 from reactgraph.nodes.context import Context, UnknownToolNames, resolve_context, unknown_tool_names
 from reactgraph.nodes.conversation import current_question
 from reactgraph.nodes.state import ActiveModel, make_step
 from reactgraph.tools import ToolGateway, ToolMeta, ToolResult, ToolSession
-from reactgraph.tools.middleware import ToolWraps
 from reactgraph.tools.threads import run_sync
 
 # --- the node driver ----------------------------------------------------------------------------------------
@@ -306,8 +304,7 @@ class AgentServices:
     """The tool gateway and the model gateway, built once per graph and reused across runs."""
 
     def __init__(self, gateway: ToolGateway, model: BaseChatModel | None = None,
-                 retry: RetryPolicy | None = None, *, model_wraps: ModelWraps | None = None,
-                 tool_wraps: ToolWraps | None = None) -> None:
+                 retry: RetryPolicy | None = None, *, model_wraps: Any = None, tool_wraps: Any = None) -> None:
         self.gateway = gateway
         # An explicit model (tests' scripted models, a user's configured client) overrides Context.model.
         self.models = ModelGateway(model, retry, model_wraps)

@@ -15,20 +15,25 @@ raised), and the loop goes on.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, ToolMessage, convert_to_messages
-from langgraph.types import Command
 
 from reactgraph.tools import untrusted
 
 if TYPE_CHECKING:
+    from langgraph.types import Command
+
     from reactgraph.tools.call import ToolResult
 
 
 def is_command(value: Any) -> bool:
-    return isinstance(value, Command)
+    # Read from sys.modules: a tool can only have made a Command once langgraph was imported, and the CLI's
+    # commands that run tools without a graph (`reactgraph tools`, `ingest`) must not import it (its start-up cost).
+    types = sys.modules.get("langgraph.types")
+    return types is not None and isinstance(value, types.Command)
 
 
 def update_messages(command: Command[Any]) -> list[BaseMessage] | None:
@@ -95,5 +100,7 @@ def with_observation(command: Command[Any], call_id: str, content: str) -> Comma
         return command
     messages = [m.model_copy(update={"content": content}) if isinstance(m, ToolMessage) and m.tool_call_id == call_id
                 else m for m in update_messages(command) or []]
+    from langgraph.types import Command
+
     return Command(graph=command.graph, update={**command.update, "messages": messages}, resume=command.resume,
                    goto=command.goto)

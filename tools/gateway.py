@@ -22,7 +22,6 @@ from reactgraph.tools.guards import (
 )
 from reactgraph.tools.langchain_adapter import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
-from reactgraph.tools.middleware import ToolWraps, Wrapped
 from reactgraph.tools.resilience import (
     BreakerConfig,
     BreakerRecheck,
@@ -38,6 +37,15 @@ from reactgraph.tools.telemetry import MetricsStore, Telemetry, ToolTracing
 from reactgraph.tools.threads import ToolThreads
 
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
+
+
+async def _wrapped(call: ToolResult, proceed: Handler) -> ToolResult:
+    """The pipeline's place for a graph's `wrap_tool_call` middleware: a pass for a call that carries none (its
+    module is imported only by graphs built with middleware)."""
+    if call.wraps is None:
+        return await proceed(call)
+    from reactgraph.tools.middleware import Wrapped
+    return await Wrapped()(call, proceed)
 
 
 class ToolRegistry:
@@ -106,7 +114,7 @@ class ToolGateway:
             Permission(self.registry),  # the session may use it
             ArgumentValidation(),  # the arguments fit its schema (sets `call.arguments`)
             ApprovalGate(),  # a tool that asks for approval runs only with `approved=True`
-            Wrapped(),  # the graph's LangChain wrap_tool_call middleware, if it has any (tools/middleware.py)
+            _wrapped,  # the graph's LangChain wrap_tool_call middleware, if it has any (tools/middleware.py)
             CircuitBreakerPolicy(self.breakers, self.registry),  # its circuit is not open
             self.bulkhead,  # a concurrency slot, waited for up to max_wait_s
             BreakerRecheck(self.breakers, self.registry),  # a call that waited asks the breaker again
@@ -205,7 +213,7 @@ class ToolGateway:
 
     async def execute(self, call: ToolCall, session: ToolSession | None = None, *,
                       events: EventSink | None = None, approved: bool = False,
-                      injection: ToolInjection | None = None, wraps: ToolWraps | None = None) -> ToolResult:
+                      injection: ToolInjection | None = None, wraps: Any = None) -> ToolResult:
         """Run one tool call (the model's `{"name", "args", "id"}` dict) through the pipeline: its one record,
         answered (the normalised result, with the call it answers).
 
