@@ -1,4 +1,12 @@
-"""Model specs (`offline`, `openai:<model>`, `anthropic:<model>`) as chat models; their failures in one line."""
+"""Model specs as chat models; their failures in one line.
+
+A spec is what LangChain's `init_chat_model` takes, plus the project's own: `openai:<model>` and
+`anthropic:<model>` (or their bare names, `gpt-4o`, `claude-sonnet-4-6`, the provider inferred as `init_chat_model`
+infers it) load with the project's clients, bounds and retries; `offline` and `test` are the scripted models;
+any other `<provider>:<model>` (`google_genai:gemini-2.5-flash`, `ollama:llama3.1`, `mistralai:…`) is loaded by
+`init_chat_model` from the provider's LangChain package, with the run's retries and timeout where its client
+takes them.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +24,12 @@ from pydantic import SecretStr
 
 from reactgraph.errors import ReactGraphError
 
-SPEC_HELP = ("use 'offline', 'openai:<model>' (e.g. openai:gpt-4o-mini), 'anthropic:<model>' or 'test' "
+SPEC_HELP = ("use 'offline', 'openai:<model>' (e.g. openai:gpt-4o-mini), 'anthropic:<model>', another provider "
+             "as LangChain's init_chat_model names it ('<provider>:<model>', e.g. ollama:llama3.1) or 'test' "
              "(calls the tools from their schemas, no key: 'test:<tool>,<tool>' picks them)")
+_PROVIDER = re.compile(r"^[a-z][a-z0-9_]{1,39}$")  # init_chat_model's provider names: openai, google_genai, …
+# Bare model names whose provider the project loads itself, inferred as init_chat_model infers them.
+_INFERRED = (("openai", ("gpt-", "o1", "o3", "o4", "chatgpt")), ("anthropic", ("claude",)))
 DEFAULT_RETRIES = 3
 # A local model on a CPU (SmolLM2-135M on llama-server, 2 cores: ~55 tokens/s after a short prompt, ~8 after one
 # of 4-5k tokens) needs up to ~2 minutes for a reply of the default 1024 tokens (Context.max_output_tokens).
@@ -39,9 +51,34 @@ def parse_spec(spec: str) -> tuple[str, str]:
     if spec == "test" or spec.startswith("test:"):  # models/schema_test_model.py
         return "test", spec
     provider, sep, name = spec.partition(":")
-    if not sep or provider not in ("openai", "anthropic") or not name.strip():
+    if not sep:
+        inferred = next((p for p, prefixes in _INFERRED if spec.lower().startswith(prefixes)), None)
+        if inferred is None or any(c.isspace() for c in spec):
+            raise ModelConfigError(f"unknown model spec {spec!r}: {SPEC_HELP}")
+        return inferred, spec
+    if not _PROVIDER.match(provider) or not name.strip():
         raise ModelConfigError(f"unknown model spec {spec!r}: {SPEC_HELP}")
+    if provider not in ("openai", "anthropic") and (known := _langchain_providers()) and provider not in known:
+        raise ModelConfigError(f"unknown model provider {provider!r} in {spec!r}: init_chat_model knows "
+                               f"{', '.join(sorted(known))}")
     return provider, name.strip()
+
+
+def _langchain_providers() -> frozenset[str]:
+    """The providers `init_chat_model` knows, so that a misspelt one is refused when the spec is read, not when
+    the first run loads it. LangChain keeps the list in a private table: read where it is, else nothing is
+    checked here (the load still refuses it, in one line)."""
+    try:
+        from langchain.chat_models import base
+    except ImportError:
+        return frozenset()
+    return frozenset(getattr(base, "_BUILTIN_PROVIDERS", {}) or ())
+
+
+def canonical_spec(spec: str) -> str:
+    """One spelling per model: `gpt-4o` and `openai:gpt-4o` are the same (allow-lists compare these)."""
+    provider, name = parse_spec(spec)
+    return spec.strip() if provider in ("offline", "test") else f"{provider}:{name}"
 
 
 def env_number(variable: str, default: float, kind: type) -> Any:
@@ -74,7 +111,26 @@ def load_chat_model(spec: str, temperature: float = 0.0, *, retries: int | None 
     timeout = env_number("REACTGRAPH_MODEL_TIMEOUT", DEFAULT_TIMEOUT_S, float) if timeout is None else timeout
     if provider == "openai":
         return _openai(name, temperature, retries, timeout)
-    return _anthropic(name, temperature, retries, timeout)
+    if provider == "anthropic":
+        return _anthropic(name, temperature, retries, timeout)
+    return _other_provider(provider, name, temperature, retries, timeout)
+
+
+def _other_provider(provider: str, name: str, temperature: float, retries: int, timeout: float) -> BaseChatModel:
+    """A provider the project has no client of its own for, through LangChain's `init_chat_model`; the run's
+    retries and timeout go to its client where it has those fields (the names LangChain's clients use)."""
+    from langchain.chat_models import init_chat_model
+
+    try:
+        model = init_chat_model(name, model_provider=provider, temperature=temperature)
+    except ImportError as exc:
+        raise ModelConfigError(f"{provider}:{name} needs its LangChain package: {str(exc).splitlines()[0]}") from None
+    except ValueError as exc:  # an unsupported provider, or a model the package refuses
+        raise ModelConfigError(f"{provider}:{name}: {str(exc).splitlines()[0]}") from None
+    fields = type(model).model_fields
+    settings = {key: value for key, value in (("max_retries", retries), ("timeout", timeout),
+                                              ("request_timeout", timeout)) if key in fields}
+    return model.model_copy(update=settings) if settings else model
 
 
 def _credentials(env_prefix: str, provider: str) -> tuple[str, str | None]:

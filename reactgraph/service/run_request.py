@@ -247,13 +247,13 @@ class RunPolicy:
 
     def _offered(self, spec: str, where: str) -> None:
         """A PolicyRefusal unless `spec` is a model spec (422) on the operator's list (403)."""
-        from reactgraph.models.loader import ModelConfigError, parse_spec
+        from reactgraph.models.loader import ModelConfigError, canonical_spec
 
         try:
-            parse_spec(spec)
+            asked = canonical_spec(spec)
         except ModelConfigError as exc:
             raise PolicyRefusal(422, f"'{where}': {exc}") from None
-        if spec.strip() not in self.models:
+        if asked not in {canonical_spec(model) for model in self.models}:  # gpt-4o is openai:gpt-4o
             raise PolicyRefusal(403, f"'{where}' {spec.strip()!r} is not offered by this server; "
                                      f"models: {', '.join(self.models)}")
 
