@@ -275,25 +275,8 @@ def test_a_middleware_list_the_graph_cannot_take_is_refused_in_one_line(middlewa
 # --- Plan-and-Solve and Reflexion take the same list --------------------------------------------------------
 
 def hook_log_middleware(log: list[str]) -> list[Any]:
-    @lc.before_model
-    def before(state: Any, runtime: Any) -> None:
-        log.append("before_model")
-
-    @lc.after_model
-    def after(state: Any, runtime: Any) -> None:
-        log.append("after_model")
-
-    @lc.wrap_model_call
-    def around_model(request: Any, handler: Any) -> Any:
-        log.append("wrap_model_call")
-        return handler(request)
-
-    @lc.wrap_tool_call
-    def around_tool(request: Any, handler: Any) -> Any:
-        log.append(f"wrap_tool_call {request.tool_call['name']}")
-        return handler(request)
-
-    return [before, after, around_model, around_tool]
+    """The recording middleware's model and tool hooks (a paradigm's own turn hooks are tested above)."""
+    return [m for m in recording_middleware(log) if m.name in ("counting", "checking", "around_model", "around_tool")]
 
 
 def scripted_by_purpose(log: list[str]) -> FunctionModel:
@@ -316,10 +299,10 @@ def test_plan_and_solve_wraps_each_steps_request_and_its_tool_calls() -> None:
     graph = build_plan_solve_graph(tools=[add], model=scripted_by_purpose(log), middleware=hook_log_middleware(log))
     state = graph.invoke({"messages": [HumanMessage("2+3?")]}, context=CONTEXT)
     assert state["status"] == "answered"
-    agent_round = ["before_model", "wrap_model_call", "model step", "after_model"]
+    agent_round = ["before_model", "wrap_model_call tools=['add']", "model step", "after_model"]
     assert log[:1] == ["model plan"]  # the plan is the graph's own request: no middleware sees it
-    assert log[1:10] == [*agent_round, "wrap_tool_call add", *agent_round]
-    assert "wrap_model_call" not in log[10:]  # nor the solver's answer and the closing check
+    assert log[1:11] == [*agent_round, "wrap_tool_call add{'a': 2, 'b': 3}", "tool said 5", *agent_round]
+    assert not any(entry.startswith("wrap_model_call") for entry in log[11:])  # nor the solver's, the check
 
 
 def test_reflexion_runs_the_middleware_in_each_trial_and_carries_their_state_fields() -> None:
@@ -329,7 +312,7 @@ def test_reflexion_runs_the_middleware_in_each_trial_and_carries_their_state_fie
                                   middleware=[*hook_log_middleware(log), limit])
     state = graph.invoke({"messages": [HumanMessage("2+3?")]}, context=CONTEXT)
     assert state["status"] == "answered"
-    assert log.count("wrap_tool_call add") == 1 and log.count("wrap_model_call") == 2
+    assert log.count("wrap_tool_call add{'a': 2, 'b': 3}") == 1 and log.count("wrap_model_call tools=['add']") == 2
     assert state["thread_model_call_count"] == 2  # the trial's count, taken back into the run's state
 
 
