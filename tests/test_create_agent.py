@@ -6,7 +6,6 @@ the same program, unchanged but for the import, answers through our loop."""
 
 from __future__ import annotations
 
-import os
 from typing import Any, NotRequired
 
 import pytest
@@ -17,7 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from reactgraph import Context, create_agent
 from reactgraph.graph.create_agent import CreateAgentError
 from reactgraph.testing import ScriptedChatModel
-from support.provider_server import ProviderServer, calls, closing_check, text, verdict
+from support.provider_server import ProviderServer, calls, closing_check, point_at, text, verdict
 
 pytest.importorskip("langchain_anthropic")
 
@@ -44,14 +43,7 @@ result = agent.invoke(
 
 @pytest.fixture
 def anthropic_server(monkeypatch: pytest.MonkeyPatch):
-    def use(server: ProviderServer) -> None:
-        for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", "ANTHROPIC_")) and n != "REACTGRAPH_HOME"]:
-            monkeypatch.delenv(name)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-        monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", "0")
-        monkeypatch.setenv("REACTGRAPH_NODE_RETRIES", "0")
-    return use
+    return lambda server: point_at(monkeypatch, server, "anthropic")
 
 
 def run_program(import_line: str) -> dict[str, Any]:

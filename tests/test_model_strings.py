@@ -4,7 +4,6 @@ Anthropic names, and `<provider>:<model>` for the providers `init_chat_model` lo
 
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest
@@ -14,7 +13,7 @@ from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_
 from reactgraph.models.loader import canonical_spec
 from reactgraph.service.run_request import PolicyRefusal, RunPolicy
 from reactgraph.tools import ToolGateway
-from support.provider_server import ProviderServer, text
+from support.provider_server import ProviderServer, point_at, text
 
 
 @pytest.mark.parametrize(("spec", "provider", "canonical"), [
@@ -49,10 +48,7 @@ def test_a_provider_whose_package_is_absent_is_one_line_naming_it(monkeypatch: p
 
 def test_a_bare_openai_name_runs_on_the_projects_client(monkeypatch: pytest.MonkeyPatch) -> None:
     with ProviderServer(text("Hello.")) as server:
-        for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", "OPENAI_"))]:
-            monkeypatch.delenv(name)
-        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        point_at(monkeypatch, server, "openai")
         result = build_react_graph(tools=[]).invoke({"messages": [HumanMessage("hi")]},
                                                     context=Context(model="gpt-4o-mini", closing_check=False))
     assert result["final_answer"] == "Hello." and server.requests[0]["model"] == "gpt-4o-mini"

@@ -11,7 +11,6 @@ no_answer, the text answer kept); checkpoints keep the response as JSON; `reactg
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 
 import pytest
@@ -24,7 +23,7 @@ from typing_extensions import TypedDict
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
 from reactgraph.tools import default_gateway
 from support.cli_env import run_in_process
-from support.provider_server import ProviderServer, calls, structured, text
+from support.provider_server import ProviderServer, calls, point_at, structured, text
 from support.scripted import by_purpose, call, verdict
 
 QUESTION = "What is 17 * 23?"
@@ -138,15 +137,7 @@ def test_a_bad_response_format_is_one_line_at_build_time():
 
 @pytest.fixture
 def provider(monkeypatch):
-    def use(server: ProviderServer) -> None:
-        for name in [n for n in os.environ if n.startswith("REACTGRAPH_")]:
-            monkeypatch.delenv(name)
-        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", "0")
-        monkeypatch.setenv("REACTGRAPH_NODE_RETRIES", "0")
-
-    return use
+    return lambda server: point_at(monkeypatch, server, "openai")
 
 
 def on_server(response_format):

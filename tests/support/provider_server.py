@@ -228,3 +228,18 @@ def _handler_for(server: ProviderServer) -> type[BaseHTTPRequestHandler]:
             shape.answer(self, server, body, reply)
 
     return Handler
+
+
+def point_at(monkeypatch: Any, server: ProviderServer, provider: str = "openai", *, retries: int = 0,
+             node_retries: int = 0) -> None:
+    """Point `provider`'s models at `server` (a test key, no settings of the caller's environment left over), with
+    `retries` client retries and `node_retries` graph retries: a failing test fails fast."""
+    import os
+
+    prefix = provider.upper()
+    for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", f"{prefix}_")) and n != "REACTGRAPH_HOME"]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv(f"{prefix}_BASE_URL", server.openai_url if provider == "openai" else server.anthropic_url)
+    monkeypatch.setenv(f"{prefix}_API_KEY", "sk-test")
+    monkeypatch.setenv("REACTGRAPH_MODEL_RETRIES", str(retries))
+    monkeypatch.setenv("REACTGRAPH_NODE_RETRIES", str(node_retries))
