@@ -1,7 +1,8 @@
 """What a model request is for, as the model gateway tells the chat model: run metadata, never the wire.
 
 Besides the purpose, a Plan-and-Solve step request carries the plan's goals up to the step under way
-(`reactgraph_plan_steps`): the same structure the step's notes show, given as data rather than as prompt words.
+(`reactgraph_plan_steps`), and a text-protocol request that asks for the inline verdict the block's fields
+(`reactgraph_verdict_block`): the same structure the prompt states, given as data rather than as prompt words.
 
 The gateway tags every request's run with `{"reactgraph_purpose": "<purpose>"}` (`Runnable.with_config`); LangChain
 hands a run's metadata to its callbacks and to the chat model's run manager, and no provider client sends it to
@@ -16,6 +17,9 @@ from typing import Any
 
 PURPOSE_METADATA = "reactgraph_purpose"
 PLAN_STEPS_METADATA = "reactgraph_plan_steps"
+# A text-protocol think request that asks for the inline verdict: the fields of the <reflection> block asked for
+# (in the tools protocol the verdict is a bound tool's schema, structure the model already sees).
+VERDICT_BLOCK_METADATA = "reactgraph_verdict_block"
 MAX_PLAN_STEPS = 50  # a plan is a handful of steps; metadata read back is bounded all the same
 PURPOSES = frozenset({"summarize", "think", "reflect", "answer", "check", "respond", "plan", "replan", "step",
                       "evaluate", "lesson"})
@@ -35,3 +39,12 @@ def plan_steps_of(run_manager: Any) -> tuple[str, ...]:
     if not isinstance(value, list | tuple) or len(value) > MAX_PLAN_STEPS:
         return ()
     return tuple(goal for goal in value if isinstance(goal, str))
+
+
+def verdict_block_of(run_manager: Any) -> tuple[str, ...]:
+    """The verdict block's fields a text-protocol request asks for (its run metadata); () otherwise."""
+    metadata = getattr(run_manager, "metadata", None)
+    value = metadata.get(VERDICT_BLOCK_METADATA) if isinstance(metadata, dict) else None
+    if not isinstance(value, list | tuple) or len(value) > MAX_PLAN_STEPS:
+        return ()
+    return tuple(field for field in value if isinstance(field, str))

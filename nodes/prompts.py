@@ -49,16 +49,13 @@ results and decide, honestly and strictly:
 """ + DATA_RULE
 
 # reflection="inline": the verdict rides on the think reply (nodes/react.py).
-INLINE_REFLECTION_RULE = """With every reply, also call InlineReflection exactly once, beside your tool calls or
-your final answer (it runs nothing). Judge the tool results so far: enough_information (they answer the whole
-question), tool_error (the latest call failed), need_other_tool (another tool or other arguments are needed),
-repeated_call (the latest call repeats an earlier one), note (one sentence of advice), parts (each thing the
-question asks, a short phrase each) and missing (the parts the results do not answer yet)."""
+INLINE_REFLECTION_RULE = """With every reply also call InlineReflection once, judging the tool results so far:
+enough_information (they answer it all), parts (each thing asked) and missing (the parts not yet answered)."""
 
 TEXT_INLINE_REFLECTION = """Begin every reply with your verdict on the observations so far, as one JSON object inside a
 reflection block, then the Thought:
-<reflection>{"enough_information": false, "tool_error": false, "need_other_tool": false, "repeated_call": false,
-"note": "one sentence", "parts": ["each thing asked"], "missing": ["the parts not yet answered"]}</reflection>"""
+<reflection>{"enough_information": false, "parts": ["each thing asked"], "missing": ["the parts not yet answered"]}
+</reflection>"""
 
 FINALIZE_PROMPT = """Write the final answer to the user's question now, without calling tools.
 {reason}

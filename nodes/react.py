@@ -29,7 +29,7 @@ from langchain_core.messages.utils import message_chunk_to_message
 from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.runtime import Runtime
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from reactgraph.models.gateway import ModelCall, ModelReply, failure_line
 from reactgraph.nodes import prompts, text_protocol
@@ -84,23 +84,35 @@ MAX_VERDICT_CHARS = 8000  # a verdict's JSON past this is not read (model output
 MAX_NOTE_CHARS = 500
 # A block the model left unclosed ends where the protocol's next label begins.
 _FLAGS = ("enough_information", "tool_error", "need_other_tool", "repeated_call")
+_RULES_FLAGS = ("tool_error", "need_other_tool", "repeated_call")  # the records judge these (rules_verdict)
 _BLOCK = re.compile(r"<reflection>(?P<body>.*?)(?:</reflection>|(?=\n\s*(?:Thought|Action|Final Answer)\s*[:：])|\Z)",
                     re.S | re.I)
 
 
-class InlineReflection(ReflectionVerdict):
-    """Your verdict on the tool results so far. Call this once with every reply, beside your tool calls or your
-    final answer; it runs nothing and returns nothing."""
+class InlineReflection(BaseModel):
+    """The inline verdict's schema: what only the model can judge — whether the results answer the question, its
+    parts and those missing. The loop's flags (tool_error, need_other_tool, repeated_call) are the records'
+    (`rules_verdict`, judged by reflect just before), and the reply's own Thought, kept in the conversation, is
+    its advice to itself (llm reflection's note): asked of the model on every request, they would cost tokens on
+    each call and say what the records and the Thought already say."""
+
+    enough_information: bool
+    parts: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
 
 
 @cache
 def inline_schema() -> dict[str, Any]:
-    """The verdict as one more tool's OpenAI schema (one object, so the bound model is derived once). Its fields
-    go without their descriptions: the system prompt's rule (prompts.INLINE_REFLECTION_RULE) names what each
-    means, and this schema rides on every think request, so every word of it is paid for on each call."""
+    """The verdict as one more tool's OpenAI schema (one object, so the bound model is derived once). It rides on
+    every think request, so every word of it is paid for on each call: its fields go without descriptions or
+    defaults (the system prompt's rule, prompts.INLINE_REFLECTION_RULE, names what each means) and its own
+    description is one line."""
     schema = convert_to_openai_tool(InlineReflection)
-    for field_schema in schema["function"]["parameters"]["properties"].values():
+    function = schema["function"]
+    function["description"] = "Your verdict on the tool results so far; runs nothing."
+    for field_schema in function["parameters"]["properties"].values():
         field_schema.pop("description", None)
+        field_schema.pop("default", None)
     return schema
 
 
@@ -174,11 +186,15 @@ def read_verdict(raw: Any) -> tuple[ReflectionVerdict | None, str]:
     return verdict.model_copy(update={"note": note, "parts": account.parts, "missing": account.missing}), ""
 
 
-def inline_record(raw: Any, iteration: int) -> tuple[Verdict, ExecutionStep, str]:
-    """The state's verdict from what a think reply carried (the safe default when it is unusable), its step
-    record (its tokens are the think reply's, counted there) and why it was unusable ("" when it was not)."""
+def inline_record(raw: Any, iteration: int, rules: Verdict | None = None) -> tuple[Verdict, ExecutionStep, str]:
+    """The state's verdict from what a think reply carried (the safe default when it is unusable), with the flags
+    the records judged (`rules`: tool_error, need_other_tool, repeated_call) set where the model did not set them;
+    its step record (its tokens are the think reply's, counted there) and why it was unusable ("" when it was
+    not)."""
     verdict, problem = read_verdict(raw)
     record = verdict.record() if verdict is not None else parts_verdict()
+    for flag in _RULES_FLAGS:
+        record[flag] = bool(record.get(flag)) or bool(rules and rules.get(flag))
     step = make_step(step=iteration, node="reflect", status="reflection",
                      thought=verdict.note if verdict is not None else f"no inline verdict: {problem}",
                      observation=json.dumps(record, ensure_ascii=False))
@@ -198,6 +214,11 @@ def notes_sections(state: AgentState, reflection: Verdict | None) -> list[str]:
     return sections
 
 
+def inline_asked(state: AgentState, context: Context) -> bool:
+    """Whether this think request asks for the inline verdict: reflection="inline" and the turn has tool results."""
+    return context.reflection == "inline" and any(step["node"] == "act" for step in steps_of(state))
+
+
 def prompt_messages(state: AgentState, context: Context, reflection: Verdict | None,
                     schemas: list[dict[str, Any]] | None = None) -> list[AnyMessage]:
     """System prompt (instructions and protocol only), then the conversation with tool results framed as data
@@ -214,7 +235,7 @@ def prompt_messages(state: AgentState, context: Context, reflection: Verdict | N
         history = text_protocol.as_text_messages(history)
     else:
         history = for_model(history)
-    if context.reflection == "inline":  # the verdict is asked for with the step (the inline verdict, above)
+    if inline_asked(state, context):  # the verdict is asked for with the step (the inline verdict, above)
         system += "\n\n" + (prompts.TEXT_INLINE_REFLECTION if context.protocol == "text"
                              else prompts.INLINE_REFLECTION_RULE)
     return [SystemMessage(system), *history]
@@ -225,7 +246,9 @@ class _Turn:
     """What one think call has done so far; a model failure at any point is reported from it."""
 
     iteration: int
-    inline: bool = False  # reflection="inline": the reply carries the verdict
+    inline: bool = False  # reflection="inline": a verdict the reply carries is taken out of it and read
+    asked: bool = False  # …and this request asked for one (the turn has tool results): a missing one is defaulted
+    rules: Verdict | None = None  # the records' verdict on the last round (reflect's), for the flags it judges
     started: float = field(default_factory=time.perf_counter)
     steps: list[ExecutionStep] = field(default_factory=list)
 
@@ -241,9 +264,9 @@ class _Turn:
 
     def verdict(self, raw: Any) -> dict[str, Any]:
         """The state's `reflection` from the verdict the reply carried (inline reflection only), its step recorded."""
-        if not self.inline:
+        if not self.inline or (raw is None and not self.asked):
             return {}
-        record, step, problem = inline_record(raw, self.iteration)
+        record, step, problem = inline_record(raw, self.iteration, self.rules)
         if problem:
             log_fallback("think", "inline_verdict_default", problem)
         self.steps.append(step)
@@ -315,15 +338,19 @@ def make_think(services: AgentServices) -> Node:
     def think(state: AgentState, runtime: Runtime[Context], config: RunnableConfig) -> Decision:
         context = runtime.context
         # The turn began in the graph's first node (load_memory's begin_turn): its fields are this question's.
-        turn = _Turn(iteration=iteration_of(state) + 1, inline=context.reflection == "inline")
+        # The inline verdict judges the tool results so far: asked for once the turn has some (the first reply
+        # has nothing to judge, and a direct answer is checked by the closing self-check as without reflection).
+        turn = _Turn(iteration=iteration_of(state) + 1, inline=context.reflection == "inline",
+                     asked=inline_asked(state, context), rules=verdict_of(state))
         schemas = services.schemas(context, config)
         request = prompt_messages(state, context, verdict_of(state), schemas)
         if context.protocol == "text":  # the tools are described in the prompt, never bound
             spent = format_errors(state)  # the turn's unusable replies so far
-            call = ModelCall("think", request, stop=tuple(text_protocol.STOP))
+            call = ModelCall("think", request, stop=tuple(text_protocol.STOP),
+                             verdict_block=tuple(InlineReflection.model_fields) if turn.asked else ())
             decision = _text_decision(call, turn, schemas, spent, context)
         else:
-            bound = [*schemas, inline_schema()] if turn.inline else schemas
+            bound = [*schemas, inline_schema()] if turn.asked else schemas
             decision = _tools_decision(ModelCall("think", request, tools=bound), turn)
         try:
             return (yield from decision)

@@ -129,7 +129,8 @@ def tools_model_with_inline_verdicts() -> FunctionModel:
     def reply(messages, info: RequestInfo) -> AIMessage | str:
         if info.purpose != "think":
             return "It is 126."
-        assert "InlineReflection" in info.tool_names  # offered beside the tools
+        # offered beside the tools once the turn has tool results to judge (not on the first request)
+        assert ("InlineReflection" in info.tool_names) == ("126" in messages[-1].text)
         if "126" not in messages[-1].text:
             calculator = {"name": "calculator", "args": {"expression": "(15 + 27) * 3"}, "id": "c1",
                           "type": "tool_call"}
@@ -171,8 +172,8 @@ def test_compare_through_the_server_runs_create_agent_and_inline_reflection(prov
     with ProviderServer(
             # create_agent: a tool round, then the answer
             calls(("calculator", {"expression": "(15 + 27) * 3"})), text("It is 126."),
-            # react_inline: the tool round with the verdict beside it, then the answer with its verdict
-            calls(("calculator", {"expression": "(15 + 27) * 3"}), ("InlineReflection", verdict_args())),
+            # react_inline: the tool round (no verdict asked yet: nothing to judge), then the answer with its verdict
+            calls(("calculator", {"expression": "(15 + 27) * 3"})),
             calls(("InlineReflection", verdict_args(True, ["the product"])), content="It is 126.")) as server:
         model = provider(server)
         records = run_comparison([Task.from_dict(SUITE[0])],
@@ -181,10 +182,9 @@ def test_compare_through_the_server_runs_create_agent_and_inline_reflection(prov
     assert agent["success"] and inline["success"]
     assert agent["model_calls"] == inline["model_calls"] == 2 and agent["tool_calls"] == inline["tool_calls"] == 1
     assert inline["status"] == "answered" and agent["tokens"] > 0
-    assert "InlineReflection" in server.tool_names(2) and "InlineReflection" not in server.tool_names(0)
-    # The verdict call was taken out of the reply: the next request holds only the calculator call and its result.
-    sent = server.requests[3]["messages"]
-    assert [c["function"]["name"] for m in sent for c in m.get("tool_calls") or []] == ["calculator"]
+    # create_agent's requests never offer it; react_inline's offers it once there are results to judge
+    assert "InlineReflection" not in server.tool_names(0) + server.tool_names(1) + server.tool_names(2)
+    assert "InlineReflection" in server.tool_names(3)
 
 
 def test_create_agent_stops_at_the_same_iteration_limit(provider):
@@ -272,5 +272,7 @@ def test_the_text_protocol_carries_the_verdict_in_a_block(provider):
                                             context=Context(model=model, reflection="inline", protocol="text"))
     assert result["final_answer"] == "4" and result["status"] == "answered"
     assert result["reflection"]["parts"] == ["the sum"] and len(server.requests) == 2
-    assert "<reflection>" in server.requests[0]["messages"][0]["content"]
+    # asked for once there are observations to judge; a block the first reply carried unasked is still taken out
+    assert "<reflection>" not in server.requests[0]["messages"][0]["content"]
+    assert "<reflection>" in server.requests[1]["messages"][0]["content"]
     assert "<reflection>" not in json.dumps(server.requests[1]["messages"][1:])

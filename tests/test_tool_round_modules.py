@@ -4,6 +4,8 @@ that crossed 57 modules is what this test exists to prevent (docs/architecture.m
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -11,6 +13,7 @@ from pathlib import Path
 from langchain_core.messages import AIMessage
 
 from reactgraph.graph import build_react_graph
+from support.forked_commands import forked_run
 from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +26,24 @@ def graph_for_one_tool_round():
     return build_react_graph(notes_gateway(), model=model)
 
 
-def test_one_tool_round_executes_at_most_30_product_modules():
+def test_one_tool_round_executes_at_most_30_product_modules(tmp_path):
+    # Counted in a process of its own: what earlier tests of this worker left switched on (a tracing hook, a log
+    # filter) would otherwise be counted as the round's.
+    env = {**os.environ, "REACTGRAPH_HOME": str(tmp_path)}
+    done = forked_run([], env, timeout=120, entry="test_tool_round_modules:count_main")
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert any(module.startswith("tools/gateway") for module in seen)  # the profile did see the tool round
+    assert len(seen) <= MAX_MODULES, seen
+
+
+def count_main(argv: list[str]) -> int:
+    """The product modules one tool round executes, as a JSON list on stdout (run by the test, forked)."""
+    print(json.dumps(modules_of_one_round()))
+    return 0
+
+
+def modules_of_one_round() -> list[str]:
     graph_for_one_tool_round().invoke({"messages": [("user", "q")]})  # imports and first-use caches out of the way
     graph = graph_for_one_tool_round()  # building is not the round: only the question's run is counted
     seen: set[str] = set()
@@ -42,5 +62,4 @@ def test_one_tool_round_executes_at_most_30_product_modules():
         sys.setprofile(previous[0])
         threading.setprofile(previous[1])
     assert result["status"] == "answered"
-    assert any(module.startswith("tools/gateway") for module in seen)  # the profile did see the tool round
-    assert len(seen) <= MAX_MODULES, sorted(seen)
+    return sorted(seen)

@@ -29,7 +29,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from reactgraph.models.loader import ModelConfigError
-from reactgraph.models.purpose import plan_steps_of, purpose_of
+from reactgraph.models.purpose import plan_steps_of, purpose_of, verdict_block_of
 from reactgraph.models.token_estimate import estimate_tokens, usage_for
 
 from .answer import final_answer, thought
@@ -47,24 +47,35 @@ from .conversation import (
 from .planner import BUILTIN_TOOLS, make_plan
 from .structured import RESPONDERS, reflection_args, responder_for
 
-VERDICT_FLAGS = frozenset({"enough_information", "tool_error", "need_other_tool", "repeated_call"})
+# A verdict's schema: whether the results suffice, and the question's parts and those missing (the loop's own
+# flags — tool_error, repeated_call … — may ride along, or come from the records).
+VERDICT_FIELDS = frozenset({"enough_information", "parts", "missing"})
 
 
-def verdict_tools(tools: Sequence[dict[str, Any]]) -> list[str]:
-    """The names of the bound tools whose parameters are a reflection verdict's."""
-    names = []
+def verdict_tools(tools: Sequence[dict[str, Any]]) -> dict[str, frozenset[str]]:
+    """The bound tools whose parameters are a reflection verdict's, each with its fields."""
+    found = {}
     for tool in tools:
         function = tool.get("function") or tool
         properties = (function.get("parameters") or {}).get("properties") or {}
-        if isinstance(properties, dict) and set(properties) >= VERDICT_FLAGS:
-            names.append(str(function.get("name", "")))
-    return names
+        if isinstance(properties, dict) and set(properties) >= VERDICT_FIELDS:
+            found[str(function.get("name", ""))] = frozenset(properties)
+    return found
 
 
-def with_call(reply: AIMessage, messages: Sequence[BaseMessage], name: str, call_id: str) -> AIMessage:
-    """The reply with one call of the verdict tool `name` added beside its tool calls (or its answer)."""
-    reply.tool_calls = [*reply.tool_calls, {"name": name, "args": reflection_args(messages),
-                                            "id": call_id, "type": "tool_call"}]
+def with_block(reply: AIMessage, messages: Sequence[BaseMessage], fields: frozenset[str]) -> AIMessage:
+    """A text-protocol reply that begins with the verdict block asked for (its `fields` filled in)."""
+    args = {key: value for key, value in reflection_args(messages).items() if key in fields}
+    block = json.dumps(args, ensure_ascii=False)
+    return AIMessage(content=f"<reflection>{block}</reflection>\n{reply.text}")
+
+
+def with_call(reply: AIMessage, messages: Sequence[BaseMessage], name: str, fields: frozenset[str],
+              call_id: str) -> AIMessage:
+    """The reply with one call of the verdict tool `name` (its own `fields` filled in) beside its tool calls (or
+    its answer)."""
+    args = {key: value for key, value in reflection_args(messages).items() if key in fields}
+    reply.tool_calls = [*reply.tool_calls, {"name": name, "args": args, "id": call_id, "type": "tool_call"}]
     return reply
 
 
@@ -183,12 +194,15 @@ class OfflineChatModel(BaseChatModel):
             reply = AIMessage(content=render_plan(RESPONDERS[purpose](_before_request(normalized))))
         elif is_text_protocol(stop):  # the text protocol binds no tools: the built-in ones are its reach
             reply = self._text_step(normalized, set(tool_names) if tools else set(BUILTIN_TOOLS))
+            if fields := verdict_block_of(run_manager):  # the verdict asked for, as the block it begins with
+                reply = with_block(reply, normalized, frozenset(fields))
         else:  # a verdict schema offered beside the tools is filled in beside the step
             verdicts = verdict_tools(tools or [])
             reply = self._tool_step(normalized, set(tool_names) - set(verdicts) if tools else None)
             if verdicts:
                 call_id = _call_ids(read_turn(normalized), len(reply.tool_calls) + 1)[-1]
-                reply = with_call(reply, normalized, verdicts[0], call_id)
+                name, fields = next(iter(verdicts.items()))
+                reply = with_call(reply, normalized, name, fields, call_id)
         return self._result(messages, reply, tools, kwargs.get("max_tokens") or self.max_tokens)
 
     def _result(self, messages: list[BaseMessage], reply: AIMessage, tools: list[dict[str, Any]] | None,
