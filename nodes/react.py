@@ -84,7 +84,6 @@ MAX_VERDICT_CHARS = 8000  # a verdict's JSON past this is not read (model output
 MAX_NOTE_CHARS = 500
 # A block the model left unclosed ends where the protocol's next label begins.
 _FLAGS = ("enough_information", "tool_error", "need_other_tool", "repeated_call")
-_RULES_FLAGS = ("tool_error", "need_other_tool", "repeated_call")  # the records judge these (rules_verdict)
 _BLOCK = re.compile(r"<reflection>(?P<body>.*?)(?:</reflection>|(?=\n\s*(?:Thought|Action|Final Answer)\s*[:：])|\Z)",
                     re.S | re.I)
 
@@ -193,8 +192,10 @@ def inline_record(raw: Any, iteration: int, rules: Verdict | None = None) -> tup
     not)."""
     verdict, problem = read_verdict(raw)
     record = verdict.record() if verdict is not None else parts_verdict()
-    for flag in _RULES_FLAGS:
-        record[flag] = bool(record.get(flag)) or bool(rules and rules.get(flag))
+    judged = rules or {}
+    record.update(tool_error=record["tool_error"] or bool(judged.get("tool_error")),
+                  need_other_tool=record["need_other_tool"] or bool(judged.get("need_other_tool")),
+                  repeated_call=record["repeated_call"] or bool(judged.get("repeated_call")))
     step = make_step(step=iteration, node="reflect", status="reflection",
                      thought=verdict.note if verdict is not None else f"no inline verdict: {problem}",
                      observation=json.dumps(record, ensure_ascii=False))
