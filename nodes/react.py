@@ -192,10 +192,10 @@ def inline_record(raw: Any, iteration: int, rules: Verdict | None = None) -> tup
     not)."""
     verdict, problem = read_verdict(raw)
     record = verdict.record() if verdict is not None else parts_verdict()
-    judged = rules or {}
-    record.update(tool_error=record["tool_error"] or bool(judged.get("tool_error")),
-                  need_other_tool=record["need_other_tool"] or bool(judged.get("need_other_tool")),
-                  repeated_call=record["repeated_call"] or bool(judged.get("repeated_call")))
+    if rules is not None:  # the flags the records judge (reflect's rules verdict of the same round)
+        record["tool_error"] = record["tool_error"] or rules["tool_error"]
+        record["need_other_tool"] = record["need_other_tool"] or rules["need_other_tool"]
+        record["repeated_call"] = record["repeated_call"] or rules["repeated_call"]
     step = make_step(step=iteration, node="reflect", status="reflection",
                      thought=verdict.note if verdict is not None else f"no inline verdict: {problem}",
                      observation=json.dumps(record, ensure_ascii=False))
