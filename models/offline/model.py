@@ -194,15 +194,15 @@ class OfflineChatModel(BaseChatModel):
             reply = AIMessage(content=render_plan(RESPONDERS[purpose](_before_request(normalized))))
         elif is_text_protocol(stop):  # the text protocol binds no tools: the built-in ones are its reach
             reply = self._text_step(normalized, set(tool_names) if tools else set(BUILTIN_TOOLS))
-            if fields := verdict_block_of(run_manager):  # the verdict asked for, as the block it begins with
-                reply = with_block(reply, normalized, frozenset(fields))
+            if block := verdict_block_of(run_manager):  # the verdict asked for, as the block it begins with
+                reply = with_block(reply, normalized, frozenset(block))
         else:  # a verdict schema offered beside the tools is filled in beside the step
             verdicts = verdict_tools(tools or [])
             reply = self._tool_step(normalized, set(tool_names) - set(verdicts) if tools else None)
             if verdicts:
                 call_id = _call_ids(read_turn(normalized), len(reply.tool_calls) + 1)[-1]
-                name, fields = next(iter(verdicts.items()))
-                reply = with_call(reply, normalized, name, fields, call_id)
+                name, verdict_fields = next(iter(verdicts.items()))
+                reply = with_call(reply, normalized, name, verdict_fields, call_id)
         return self._result(messages, reply, tools, kwargs.get("max_tokens") or self.max_tokens)
 
     def _result(self, messages: list[BaseMessage], reply: AIMessage, tools: list[dict[str, Any]] | None,
