@@ -233,9 +233,7 @@ def serve(
     settings = _settings(operator, auth_settings, http, policy, quota, ui)
     retention, url, where, gateway = _prepare(store, tools, mcp, index,
                                               (thread_ttl, ttl_strategy, sweep_every, operator))
-    announce_server(f"http://{host}:{port}", where, workers, auth_settings, no_auth)
-    if settings.ui:
-        typer.echo(f"the debugger page: {page_url(host, port)}", err=True)
+    _announce(host, port, where, workers, settings, no_auth)
     try:
         app = build_app(url, gateway, workers=workers, settings=settings,
                         worker_options={"drain_s": drain, "retention": retention, "max_resumes": max_resumes})
@@ -244,6 +242,12 @@ def serve(
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
     finally:
         _close(gateway)
+
+
+def _announce(host: str, port: int, where: str, workers: int, settings: Any, no_auth: bool) -> None:
+    announce_server(f"http://{host}:{port}", where, workers, settings.auth, no_auth)
+    if settings.ui:
+        typer.echo(f"the debugger page: {page_url(host, port)}", err=True)
 
 
 def page_url(host: str, port: int) -> str:

@@ -206,6 +206,16 @@ ROUTES = [
 ]
 
 
+def _routes(settings: ServerSettings) -> tuple[list[BaseRoute], str | None]:
+    """The app's routes, and the folder open without auth: the debugger page's (reactgraph/ui) when it is served,
+    imported only then."""
+    if not settings.ui:
+        return list(ROUTES), None
+    from reactgraph.ui.page import PREFIX, page_routes
+
+    return [*page_routes(), *ROUTES], PREFIX
+
+
 def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options: dict[str, Any] | None = None,
               settings: ServerSettings | None = None) -> Starlette:
     settings = settings or ServerSettings()
@@ -256,12 +266,7 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
         return response
 
     handlers: dict[Any, Any] = {**dict.fromkeys(REDIS_DOWN, redis_down), HTTPException: http_error}
-    routes: list[BaseRoute] = list(ROUTES)
-    open_folder: str | None = None
-    if settings.ui:  # the debugger page (reactgraph/ui), imported only when it is served
-        from reactgraph.ui.page import PREFIX, page_routes
-
-        routes, open_folder = [*page_routes(), *routes], PREFIX
+    routes, open_folder = _routes(settings)
     # any exception unanswered below: a 500 with a request id; then the HTTP checks (Host, body, limits), then
     # who is calling: every route but the open ones
     middleware = [Middleware(InternalErrors), *http_middleware(http),
