@@ -1,9 +1,10 @@
 """The local debugger page (reactgraph/ui): a real `reactgraph ui` on loopback, its page driven in headless Chromium
 by tests/js/browser_debugger_ui.mjs (playwright-core from tests/js/prepare.py; Debian's Chromium, no download),
 which refuses and reports any request the page makes to anything but loopback. One browser session clicks
-through the graph, a question, the state tree, the sessions' search, an approval and a hostile tool output; the
-tests below each read their part of what it saw. Then `reactgraph ui` and `serve --ui` as commands: their help,
-their refusals in one line, the page's headers, and its place behind the service's Host, Origin and auth checks.
+through the graph, a question, the state tree, the sessions' search, approvals (approved, edited, rejected) and a
+hostile tool output; the tests below each read their part of what it saw. Then `reactgraph ui` and `serve --ui`
+as commands: their help, their refusals in one line, the page's headers, and its place behind the service's Host,
+Origin and auth checks.
 """
 
 from __future__ import annotations
@@ -135,7 +136,23 @@ def test_an_approval_is_shown_with_its_decisions_and_approved_from_the_page(clic
     (call,) = [entry for entry in approved["entries"] if entry["kind"] == "call"]
     assert call["tool"] == "http_get" and call["status"] == "ok"
     assert clicked["approvalHidden"] and "ok" in approved["answer"]
-    assert [path for path, _headers, _body in seen] == ["/approved"]  # fetched once, after the approval
+    # what reached the page: the approved call and the edited one (never the model's edited-away call or the
+    # rejected one), each once
+    assert [path for path, _headers, _body in seen] == ["/approved", "/as-edited"]
+
+
+def test_an_approval_is_edited_and_rejected_from_the_page(clicked, fetched_page):
+    url, _seen = fetched_page
+    edited = clicked["edited"]
+    first = next(entry for entry in edited["entries"] if entry["kind"] == "call")  # one card, its new arguments
+    assert first["status"] == "ok" and first["text"].startswith(f'tool callhttp_get{{"url":"{url}/as-edited"}}')
+    assert "[A person edited this call" in first["text"]
+    assert any(e["kind"] == "approval-step" and "edited" in e["text"] for e in edited["entries"])
+    rejected = clicked["rejected"]
+    (call,) = [entry for entry in rejected["entries"] if entry["kind"] == "call"]
+    assert call["status"] == "rejected" and "not that page" in call["text"]
+    assert any(e["kind"] == "approval-step" and "rejected: not that page" in e["text"] for e in rejected["entries"])
+    assert rejected["state"] == "done" and "not that page" in rejected["answer"]
 
 
 def test_a_hostile_tool_output_is_shown_as_text_and_nothing_is_made_of_it(clicked):

@@ -1,6 +1,6 @@
 // The debugger page (reactgraph/ui) in headless Chromium against a real `reactgraph ui`, clicked through as a
 // person would: the graph drawn, a question answered live, the state tree, a session found by search, an
-// approval approved from the page, a hostile tool output shown as text, both screen sizes. Every request the page
+// approval approved, edited and rejected from the page, a hostile tool output shown as text, both screen sizes. Every request the page
 // makes is seen here: one to anything but loopback is refused and reported (`offLoopback`).
 // Run by tests/test_debugger_ui.py:  node browser_debugger_ui.mjs UI_URL PAGE_URL [SCREENSHOT_DIR]
 // (PAGE_URL: the loopback page the approved http_get fetches). Prints one JSON object; the test asserts on it.
@@ -73,6 +73,16 @@ function shown(page) {
   }));
 }
 
+// click a decision of the pending approval; what the page shows once the resumed run has ended (or paused again)
+async function decide(page, decision) {
+  await page.click(`#approval button[data-decision=${decision}]`);
+  await page.waitForFunction(() => document.querySelector("#run-status").dataset.state === "running"
+    || document.querySelector("#approval").hidden, null, { timeout: WAIT_MS });
+  await page.waitForFunction(() => ["done", "waiting", "failed"].includes(document.querySelector("#run-status").dataset.state)
+    && !document.querySelector("#ask").disabled, null, { timeout: WAIT_MS });
+  return shown(page);
+}
+
 async function screenshot(page, name) {
   if (shots) await page.screenshot({ path: `${shots}/${name}.png`, fullPage: false });
 }
@@ -120,12 +130,22 @@ try {
     waitingNode: [...document.querySelectorAll("g.node.waiting")].map((g) => g.dataset.node),
   }));
   await screenshot(page, "approval-1280");
-  await page.click("#approval button[data-decision=approve]");
-  await page.waitForFunction(() => document.querySelector("#run-status").dataset.state !== "waiting", null, { timeout: WAIT_MS });
-  await page.waitForFunction(() => ["done", "failed"].includes(document.querySelector("#run-status").dataset.state)
-    && !document.querySelector("#ask").disabled, null, { timeout: WAIT_MS });
-  seen.approved = await shown(page);
+  seen.approved = await decide(page, "approve");
   seen.approvalHidden = await page.$eval("#approval", (a) => a.hidden);
+
+  // an edit: the person's arguments run instead of the model's; then a reject, with a message the model reads
+  await page.click("#new-session");
+  await ask(page, `Fetch ${pageUrl}/as-asked`);
+  await page.click("#approval .action-request details.edit summary");
+  await page.fill("#approval .edit-args", JSON.stringify({ url: `${pageUrl}/as-edited` }));
+  seen.edited = await decide(page, "edit");
+  if (seen.edited.state === "waiting") {  // the offline model asks for its own page again: a person says no
+    seen.editedThen = await decide(page, "reject");
+  }
+  await page.click("#new-session");
+  await ask(page, `Fetch ${pageUrl}/rejected`);
+  await page.fill("#approval .message", "not that page");
+  seen.rejected = await decide(page, "reject");
 
   // a tool's output with markup and script in it: text on the page, nothing made of it; sent from the keyboard
   await page.click("#new-session");

@@ -130,8 +130,12 @@ export class Timeline {
 
   callEntry(call) {
     const key = `call:${call.id}`;
+    const signature = `${call.name}|${JSON.stringify(call.args ?? {})}`;
     let li = this.entries.get(key);
-    if (li) return li;
+    if (li) {
+      if (li.dataset.signature !== signature) this.rebind(li, call, signature);
+      return li;
+    }
     li = this.add("call",
       h("span", { class: "who", text: "tool call" }), h("strong", { class: "tool", text: call.name }),
       h("code", { class: "args", text: oneLine(call.args ?? call.action_input ?? {}) }),
@@ -141,9 +145,23 @@ export class Timeline {
     li.dataset.status = "asked";
     li.querySelector(".status").append(badge("asked"));
     this.entries.set(key, li);
-    const signature = `${call.name}|${JSON.stringify(call.args ?? {})}`;
+    li.dataset.signature = signature;
     this.unbound.set(signature, [...(this.unbound.get(signature) || []), call.id]);
     return li;
+  }
+
+  /** A call a person edited (its reply rewritten, same id): its new arguments, and the record it waits for. */
+  rebind(li, call, signature) {
+    const waiting = this.unbound.get(li.dataset.signature) || [];
+    const at = waiting.indexOf(call.id);
+    if (at >= 0) {
+      waiting.splice(at, 1);
+      this.unbound.set(signature, [...(this.unbound.get(signature) || []), call.id]);
+    }
+    li.dataset.signature = signature;
+    li.dataset.tool = call.name;
+    li.querySelector(".tool").textContent = call.name;
+    li.querySelector(".args").textContent = oneLine(call.args ?? {});
   }
 
   callResult(id, status, latency, attempts, content) {
