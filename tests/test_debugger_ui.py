@@ -112,6 +112,19 @@ def test_a_question_streams_its_steps_into_the_timeline_and_ends_with_the_answer
     assert re.search(r"tokens \d+ in · \d+ out · tool calls 1", shown["usage"])
 
 
+def test_plan_and_solve_shows_its_plan_and_steps_and_reflexion_its_trial_and_verdict(clicked):
+    plan = clicked["plan_solve"]
+    assert {"plan", "execute_step", "replan", "solve"} <= set(plan["nodes"])
+    assert kinds(plan)[0] == "plan" and "plan-step" in kinds(plan) and kinds(plan)[-1] == "final"
+    assert "1 step(s)" in plan["entries"][0]["text"] and "5" in plan["answer"]
+    assert {"plan", "execute_step", "act", "solve"} <= set(plan["ran"])
+    trial = clicked["reflexion"]
+    assert {"trial", "evaluate", "self_reflect"} <= set(trial["nodes"])
+    assert kinds(trial) == ["thought", "call", "verdict", "final", "step evaluate"]
+    assert "passed" in trial["entries"][-1]["text"] and "5" in trial["answer"]
+    assert {"trial", "evaluate"} <= set(trial["ran"])
+
+
 def test_the_state_at_any_checkpoint_opens_as_a_folding_tree(clicked):
     assert clicked["checkpoints"] >= 5
     assert 'final_answer: null' in clicked["firstState"]  # the turn's first checkpoint: nothing answered yet

@@ -1,7 +1,7 @@
 // The debugger page (reactgraph/ui) in headless Chromium against a real `reactgraph ui`, clicked through as a
-// person would: the graph drawn, a question answered live, the state tree, a session found by search, an
-// approval approved, edited and rejected from the page, a hostile tool output shown as text, both screen sizes. Every request the page
-// makes is seen here: one to anything but loopback is refused and reported (`offLoopback`).
+// person would: each graph drawn, a question answered live on each, the state tree, a session found by search,
+// approvals approved, edited and rejected from the page, a hostile tool output shown as text, both screen sizes.
+// Every request the page makes is seen here: one to anything but loopback is refused and reported (`offLoopback`).
 // Run by tests/test_debugger_ui.py:  node browser_debugger_ui.mjs UI_URL PAGE_URL [SCREENSHOT_DIR]
 // (PAGE_URL: the loopback page the approved http_get fetches). Prints one JSON object; the test asserts on it.
 import { chromium } from "playwright-core";
@@ -158,6 +158,15 @@ try {
   }));
   await screenshot(page, "hostile-1280");
   seen.wide = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: innerWidth }));
+
+  // the other paradigms: Plan-and-Solve's plan and its steps, a Reflexion trial and its verdict
+  for (const [graph, node] of [["plan_solve", "execute_step"], ["reflexion", "trial"]]) {
+    await page.click(`.graph-choice[data-graph=${graph}]`);
+    await page.waitForSelector(`#graph-view g.node[data-node=${node}]`, { timeout: WAIT_MS });
+    await page.click("#new-session");
+    seen[graph] = await ask(page, "计算 2 + 3 等于多少");
+    seen[graph].nodes = await page.$$eval("#graph-view g.node", (g) => g.map((x) => x.dataset.node));
+  }
 
   // a phone's screen: one column, nothing wider than the screen
   const phone = await open({ width: 390, height: 844 });

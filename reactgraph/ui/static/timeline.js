@@ -113,7 +113,8 @@ export class Timeline {
     const text = typeof message.content === "string" ? message.content
       : (message.content || []).map((part) => part?.text ?? "").join("");
     if (text) this.thought(text, message.id, streaming ? "model (streaming)" : "model");
-    if (!streaming) for (const call of message.tool_calls || []) this.callEntry(call);
+    // a whole reply's calls (a chunk's are still partial): what a subgraph's run (a Reflexion trial) tells only here
+    if (type === "ai") for (const call of message.tool_calls || []) this.callEntry(call);
   }
 
   thought(text, id, who = "model") {
@@ -230,12 +231,19 @@ export class Timeline {
   }
 
   final(answer, status, coverage) {
+    for (const [key, entry] of this.entries) {  // the reply that is the answer: shown once, as the answer
+      if (key.startsWith("thought:") && entry.querySelector(".text").textContent === answer) {
+        entry.remove();
+        this.entries.delete(key);
+      }
+    }
     let li = this.entries.get("final");
     if (!li) {
       li = this.add("final", h("span", { class: "who", text: "final answer" }), h("span", { class: "status" }),
         h("pre", { class: "text", id: "final-answer" }), h("p", { class: "coverage" }));
       this.entries.set("final", li);
     }
+    this.list.append(li);  // last: a later answer (a Reflexion trial after a failed one) replaces it there
     li.querySelector(".status").replaceChildren(badge(status ?? "answered"));
     li.querySelector(".text").textContent = answer;
     const missing = coverage?.missing?.length ? ` · missing: ${coverage.missing.join("; ")}` : "";
