@@ -36,8 +36,6 @@ from reactgraph.cli.serve import (
 )
 from reactgraph.cli.shared import OtelOption, UserError, traced
 
-HEADER_TIMEOUT_S, BODY_TIMEOUT_S, MAX_STREAMS, MAX_BODY = 10.0, 30.0, 100, 4 * 1024 * 1024  # serve's defaults
-
 
 def ui(
     host: Annotated[str, typer.Option(help="Interface to serve on (loopback; another needs --api-keys, an auth "
@@ -63,10 +61,13 @@ def ui(
     the same Redis (--store, $REDIS_URL, else the embedded one).
     """
     _needs_serve_extra()
+    from reactgraph.service.http_guard import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_STREAMS
+    from reactgraph.service.wire import MAX_BODY_BYTES
+
     operator = _langgraph_config(config)
     auth_settings = _auth(operator, api_keys)
     _check_exposure(host, auth_settings, no_auth)  # before anything is opened or bound
-    http = _http(operator, host, [], MAX_BODY, MAX_STREAMS, HEADER_TIMEOUT_S, BODY_TIMEOUT_S)
+    http = _http(operator, host, [], MAX_BODY_BYTES, MAX_STREAMS, HEADER_TIMEOUT_S, BODY_TIMEOUT_S)  # serve's defaults
     policy, mcp = _run_policy(operator, mcp, allow_model, None, (None, None, None, None))
     settings = _settings(operator, auth_settings, http, policy, [], True)
     listening = bind(host, port)
