@@ -58,6 +58,7 @@ SERVICE_MODULES = ("tests/test_serve.py", "tests/test_serve_runs.py", "tests/tes
                    "tests/test_serve_assistants.py", "tests/test_serve_assistants_auth.py")
 ONE_WORKER_MODULES = ("tests/test_studio.py", "tests/test_packaging.py", "tests/test_mcp.py",
                       "tests/test_redis_cluster.py",  # test_redis_cluster starts a three-node Redis Cluster once
+                      "tests/test_debugger_ui.py",  # one `reactgraph ui` and one browser session for its tests
                       *SERVICE_MODULES)
 REAL_MODEL_TIER = "tests/real_model/"
 # The longest tests (10-30 s each) start first, so no worker is left with one of them while the others idle.

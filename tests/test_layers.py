@@ -1,6 +1,6 @@
 """The architecture as a test: every import inside the product goes to its own layer or one below it.
 
-    the shell (reactgraph.cli, .service, .studio) → evals → graph → nodes → models → tools → memory
+    the shell (reactgraph.cli, .service, .studio, .ui) → evals → graph → nodes → models → tools → memory
 """
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # Highest layer first; each layer is one or more packages, none inside another.
-LAYERS = [("reactgraph.cli", "reactgraph.service", "reactgraph.studio"), ("reactgraph.evals",), ("reactgraph.graph",),
-          ("reactgraph.nodes",), ("reactgraph.models",), ("reactgraph.tools",), ("reactgraph.memory",)]
+LAYERS = [("reactgraph.cli", "reactgraph.service", "reactgraph.studio", "reactgraph.ui"), ("reactgraph.evals",),
+          ("reactgraph.graph",), ("reactgraph.nodes",), ("reactgraph.models",), ("reactgraph.tools",),
+          ("reactgraph.memory",)]
 FOLDERS = {"reactgraph/cli": "reactgraph.cli", "reactgraph/service": "reactgraph.service",
-           "reactgraph/studio": "reactgraph.studio", "graph": "reactgraph.graph", "nodes": "reactgraph.nodes",
+           "reactgraph/studio": "reactgraph.studio", "reactgraph/ui": "reactgraph.ui", "graph": "reactgraph.graph",
+           "nodes": "reactgraph.nodes",
            "models": "reactgraph.models", "tools": "reactgraph.tools", "memory": "reactgraph.memory",
            "evals": "reactgraph.evals"}
 # The namespace's own plumbing (version, lazy attributes, the error root) sits beneath every layer.

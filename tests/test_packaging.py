@@ -82,6 +82,7 @@ def wheel_names(wheel: Path) -> set[str]:
 def test_the_wheel_holds_every_module_and_data_file_of_the_layer_folders(wheel):
     names = wheel_names(wheel)
     assert "reactgraph/studio/langgraph.json" in names  # what `reactgraph studio` serves outside a checkout
+    assert {"reactgraph/ui/static/index.html", "reactgraph/ui/static/app.js"} <= names  # the debugger page
     expected = set()
     for folder in ("reactgraph", *LAYERS):
         for path in (ROOT / folder).rglob("*"):

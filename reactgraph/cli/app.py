@@ -21,6 +21,7 @@ from reactgraph.cli.serve import serve, worker
 from reactgraph.cli.server import server_app
 from reactgraph.cli.shared import is_user_error
 from reactgraph.cli.tool_list import list_tools
+from reactgraph.cli.ui import ui
 
 # Plain (click-style) help: rich's boxed help would import rich and markdown-it first, doubling the time
 # `reactgraph --help` takes (0.10x → 0.21x of `import langgraph.graph` measured by benchmarks/startup.py).
@@ -63,6 +64,7 @@ app.command("ingest", short_help="Add documents to the knowledge base.")(ingest)
 app.command("prune", short_help="Remove old checkpoints and idle sessions.")(prune)
 app.command("serve", short_help="Serve the graphs over HTTP (LangGraph Agent Server API).")(serve)
 app.command("worker", short_help="Execute the service's runs from Redis.")(worker)
+app.command("ui", short_help="Open the local debugger page in a browser.")(ui)
 
 # Sub-apps (groups of commands) are registered here; their modules, like the commands above, import only
 # typer at module level.

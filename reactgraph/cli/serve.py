@@ -73,18 +73,20 @@ def _run_policy(config: Any, mcp: Path | None, models: list[str], allow_system_p
         raise UserError(str(exc)) from exc
 
 
-def _settings(config: Any, auth: Any, http: Any, policy: Any, quota_flags: list[str]) -> Any:
+def _settings(config: Any, auth: Any, http: Any, policy: Any, quota_flags: list[str], ui: bool | None) -> Any:
     """The ServerSettings, with what one caller may keep or hold (reactgraph/service/quotas.py) from --quota and
-    reactgraph.quotas."""
+    reactgraph.quotas, and whether the debugger page is served (--ui, reactgraph.ui)."""
     from reactgraph.service.quotas import BadQuota, quotas_from
     from reactgraph.service.run_request import SECTION
     from reactgraph.service.server_config import BadServerConfig, ServerSettings
+    from reactgraph.ui.page import ui_enabled
 
     try:
         quotas = quotas_from(config.section(SECTION), quota_flags, where=str(config.path or "flags"))
+        served_ui = ui_enabled(config, ui)
     except (BadServerConfig, BadQuota) as exc:
         raise UserError(str(exc)) from exc
-    return ServerSettings(auth=auth, http=http, run_policy=policy, quotas=quotas)
+    return ServerSettings(auth=auth, http=http, run_policy=policy, quotas=quotas, ui=served_ui)
 
 
 def _needs_serve_extra() -> None:
@@ -208,6 +210,7 @@ def serve(
     cap_tool_calls: CapToolCalls = None,
     cap_tokens: CapTokens = None,
     cap_cost: CapCost = None,
+    ui: UiOption = None,
     otel: OtelOption = False,
 ) -> None:
     """Serve the graphs over HTTP, speaking the LangGraph Agent Server API (langgraph-sdk, RemoteGraph, Studio).
@@ -227,10 +230,10 @@ def serve(
     http = _http(operator, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
     policy, mcp = _run_policy(operator, mcp, allow_model, allow_system_prompt,
                               (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
-    settings = _settings(operator, auth_settings, http, policy, quota)
+    settings = _settings(operator, auth_settings, http, policy, quota, ui)
     retention, url, where, gateway = _prepare(store, tools, mcp, index,
                                               (thread_ttl, ttl_strategy, sweep_every, operator))
-    announce_server(f"http://{host}:{port}", where, workers, auth_settings, no_auth)
+    _announce(host, port, where, workers, settings, no_auth)
     try:
         app = build_app(url, gateway, workers=workers, settings=settings,
                         worker_options={"drain_s": drain, "retention": retention, "max_resumes": max_resumes})
@@ -239,6 +242,19 @@ def serve(
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
     finally:
         _close(gateway)
+
+
+def _announce(host: str, port: int, where: str, workers: int, settings: Any, no_auth: bool) -> None:
+    announce_server(f"http://{host}:{port}", where, workers, settings.auth, no_auth)
+    if settings.ui:
+        typer.echo(f"the debugger page: {page_url(host, port)}", err=True)
+
+
+def page_url(host: str, port: int) -> str:
+    """Where a browser on this machine opens the debugger page (a wildcard bind is reached on loopback)."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else host
+    shown = f"[{shown}]" if ":" in shown and not shown.startswith("[") else shown
+    return f"http://{shown}:{port}/ui/"
 
 
 def worker(
@@ -327,6 +343,11 @@ Quota = Annotated[list[str], typer.Option(
     "--quota", metavar="NAME=N",
     help="What one caller may keep or hold (repeatable; 0: no limit): threads, assistants, versions, "
          "runs_in_flight, stream_slots. Also reactgraph.quotas in --config.")]
+
+UiOption = Annotated[bool | None, typer.Option(
+    "--ui/--no-ui", show_default=False,
+    help="Serve the debugger page at /ui (its files without auth: they hold no data; its API calls with it). "
+         "Default: reactgraph.ui in --config, else no.")]
 
 # What a client's run may choose.
 AllowModels = Annotated[list[str], typer.Option("--allow-model", metavar="SPEC", help=(

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.schemas import BaseSchemaGenerator
 
 from reactgraph._version import __version__
@@ -206,6 +206,16 @@ ROUTES = [
 ]
 
 
+def _routes(settings: ServerSettings) -> tuple[list[BaseRoute], str | None]:
+    """The app's routes, and the folder open without auth: the debugger page's (reactgraph/ui) when it is served,
+    imported only then."""
+    if not settings.ui:
+        return list(ROUTES), None
+    from reactgraph.ui.page import PREFIX, page_routes
+
+    return [*page_routes(), *ROUTES], PREFIX
+
+
 def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options: dict[str, Any] | None = None,
               settings: ServerSettings | None = None) -> Starlette:
     settings = settings or ServerSettings()
@@ -256,11 +266,13 @@ def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options:
         return response
 
     handlers: dict[Any, Any] = {**dict.fromkeys(REDIS_DOWN, redis_down), HTTPException: http_error}
+    routes, open_folder = _routes(settings)
     # any exception unanswered below: a 500 with a request id; then the HTTP checks (Host, body, limits), then
     # who is calling: every route but the open ones
     middleware = [Middleware(InternalErrors), *http_middleware(http),
-                  *([Middleware(Authenticated, settings=settings.auth)] if settings.auth is not None else [])]
-    app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=handlers, middleware=middleware)
+                  *([Middleware(Authenticated, settings=settings.auth, open_folder=open_folder)]
+                    if settings.auth is not None else [])]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers, middleware=middleware)
     app.state.auth = settings.auth
     app.state.quotas = settings.quotas or Quotas()
     return app

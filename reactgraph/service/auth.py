@@ -272,13 +272,20 @@ def _is_async(fn: Any) -> bool:
 
 
 class Authenticated:
-    """ASGI middleware: every request but the open paths carries a caller in its scope, or is refused."""
+    """ASGI middleware: every request but the open paths carries a caller in its scope, or is refused.
 
-    def __init__(self, app: ASGIApp, settings: AuthSettings) -> None:
-        self.app, self.settings = app, settings
+    `open_folder` (the debugger page's /ui, when served) is open with everything under it: its files hold no data,
+    and the API calls the page makes are authenticated here like any client's."""
+
+    def __init__(self, app: ASGIApp, settings: AuthSettings, open_folder: str | None = None) -> None:
+        self.app, self.settings, self.open_folder = app, settings, open_folder
+
+    def _open(self, path: str) -> bool:
+        folder = self.open_folder
+        return path in OPEN_PATHS or (folder is not None and (path == folder or path.startswith(folder + "/")))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or self._open(scope["path"]):
             await self.app(scope, receive, send)
             return
         try:

@@ -173,7 +173,8 @@ CAPPED = ("max_iterations", "max_tool_calls", "max_model_tokens", "max_cost_usd"
 # A production server has a ceiling even when the operator set none; null in langgraph.json lifts one.
 DEFAULT_CAPS: dict[str, float | None] = {"max_iterations": 20, "max_tool_calls": 100,
                                          "max_model_tokens": 1_000_000, "max_cost_usd": 5.0}
-_KEYS = {"models", "allow_system_prompt", "approval", "limits", "mcp", "quotas"}  # quotas: reactgraph/service/quotas.py
+# read elsewhere: quotas by reactgraph/service/quotas.py, ui (serve's debugger page) by reactgraph/ui/page.py
+_KEYS = {"models", "allow_system_prompt", "approval", "limits", "mcp", "quotas", "ui"}
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 

@@ -66,7 +66,8 @@ class ServerSettings:
     - `run_policy`: what a client's run `context`/`config` may choose (reactgraph/service/run_request.py);
     - `http`: allowed Host headers, CORS, body, stream and timeout limits (reactgraph/service/http_guard.py);
     - `retention`: the thread sweep (reactgraph/service/retention.py);
-    - `quotas`: what one caller may keep or hold (reactgraph/service/quotas.py); None: the defaults.
+    - `quotas`: what one caller may keep or hold (reactgraph/service/quotas.py); None: the defaults;
+    - `ui`: whether the debugger page is served at /ui (reactgraph/ui/page.py).
     """
 
     auth: AuthSettings | None = None
@@ -74,3 +75,4 @@ class ServerSettings:
     http: HttpSettings | None = None
     retention: Retention | None = None
     quotas: Quotas | None = None
+    ui: bool = False

@@ -1,0 +1,288 @@
+// The debugger page: graphs (assistants) drawn from the compiled graph, sessions (threads) and their turns, a
+// question run live on the chosen graph, the state at each checkpoint, and a pending approval answered here.
+// Every request goes to the page's own origin (api.js).
+
+import { api, stream, ApiError, setCredentials } from "./api.js";
+import { h, clear, $, oneLine } from "./dom.js";
+import { drawGraph } from "./graph.js";
+import { Timeline } from "./timeline.js";
+import { stateTree } from "./tree.js";
+import { showApproval } from "./approval.js";
+
+const STREAM_MODES = ["updates", "messages-tuple", "tasks", "custom"];
+const PAGE = 50;  // sessions per page of the list
+const HISTORY = 200;  // checkpoints read for a session's turns
+
+// `runThread`: the session a question goes to and an approval resumes (before its first run, one not yet made)
+const state = { graphs: [], graph: null, drawn: null, thread: null, runThread: null, threads: [], busy: false,
+                turns: new Map() };
+
+function setStatus(text, kind) {
+  const status = $("#run-status");
+  status.textContent = text;
+  status.dataset.state = kind;
+}
+
+function showUsage(usage) {
+  const cost = usage.cost_usd ? ` · $${usage.cost_usd.toFixed(4)}` : "";
+  $("#usage").textContent = `tokens ${usage.input_tokens} in · ${usage.output_tokens} out · `
+    + `tool calls ${usage.tool_calls}${cost}`;
+}
+
+function problem(error) {
+  const line = error instanceof ApiError ? error.detail : error?.message ?? String(error);
+  $("#problem").textContent = oneLine(line, 500);
+  $("#problem").hidden = false;
+  if (error instanceof ApiError && error.status === 401) toggleAuth(true);
+}
+
+function clearProblem() {
+  $("#problem").hidden = true;
+}
+
+const timeline = new Timeline($("#timeline"), {
+  status: setStatus, usage: showUsage, interrupt: (found) => pending(found),
+  get graph() { return state.drawn; },
+});
+
+// --- graphs -----------------------------------------------------------------------------------------------------
+async function loadGraphs() {
+  state.graphs = await api("assistants/search", { limit: 100, sort_by: "name", sort_order: "asc" });
+  const list = clear($("#graphs"));
+  for (const assistant of state.graphs) {
+    list.append(h("li", {}, h("button", { type: "button", class: "graph-choice", "data-graph": assistant.graph_id,
+                                          "data-assistant": assistant.assistant_id, "aria-pressed": "false",
+                                          onclick: () => chooseGraph(assistant, true) },
+      h("span", { class: "name", text: assistant.name || assistant.graph_id }),
+      assistant.name !== assistant.graph_id ? h("span", { class: "meta", text: assistant.graph_id }) : null)));
+  }
+  const first = state.graphs.find((a) => a.assistant_id === "react" || a.graph_id === "react") || state.graphs[0];
+  if (first) await chooseGraph(first, false);
+}
+
+async function chooseGraph(assistant, byHand) {
+  if (byHand && state.thread && state.thread.metadata?.graph_id !== assistant.graph_id) newSession();
+  state.graph = assistant;
+  for (const button of document.querySelectorAll(".graph-choice")) {
+    button.setAttribute("aria-pressed", String(button.dataset.assistant === assistant.assistant_id));
+  }
+  const graph = await api(`assistants/${encodeURIComponent(assistant.assistant_id)}/graph`);
+  state.drawn = drawGraph($("#graph-view"), graph, assistant.graph_id);
+  $("#graph-name").textContent = `${assistant.name || assistant.graph_id} · ${graph.nodes.length - 2} nodes`;
+}
+
+// --- sessions -----------------------------------------------------------------------------------------------------
+async function loadThreads(more = false) {
+  if (!more) state.threads = [];
+  const page = await api("threads/search", {
+    limit: PAGE, offset: more ? state.threads.length : 0, sort_by: "updated_at", sort_order: "desc",
+    select: ["thread_id", "updated_at", "status", "metadata"],
+    extract: { question: "values.messages[0].content" },
+  });
+  state.threads.push(...page);
+  $("#more-threads").hidden = page.length < PAGE;
+  renderThreads();
+}
+
+function matches(thread, query) {
+  const fields = [thread.thread_id, thread.extracted?.question, thread.metadata?.graph_id, thread.status];
+  return !query || fields.some((v) => String(v ?? "").toLowerCase().includes(query));
+}
+
+function renderThreads() {
+  const query = $("#thread-search").value.trim().toLowerCase();
+  const list = clear($("#threads"));
+  for (const thread of state.threads.filter((t) => matches(t, query))) {
+    const question = thread.extracted?.question;
+    list.append(h("li", {}, h("button", {
+      type: "button", class: "thread", "data-thread": thread.thread_id,
+      "aria-current": thread.thread_id === state.thread?.thread_id ? "true" : "false",
+      onclick: () => openThread(thread.thread_id).catch(problem),
+    }, h("span", { class: "name", text: oneLine(typeof question === "string" ? question : thread.thread_id, 90) }),
+    h("span", { class: "meta", text: `${thread.metadata?.graph_id ?? "?"} · ${thread.status} · `
+                                    + `${(thread.updated_at || "").slice(0, 16).replace("T", " ")}` }))));
+  }
+  if (!list.children.length) list.append(h("li", { class: "empty", text: query ? "no session matches" : "no sessions yet" }));
+}
+
+function newSession() {
+  state.thread = null;
+  state.runThread = null;
+  $("#session-label").textContent = "(a new session)";
+  timeline.reset();
+  clear($("#turns"));
+  clear($("#checkpoints"));
+  clear($("#state-view"));
+  $("#turn-question").textContent = "";
+  $("#approval").hidden = true;
+  setStatus("idle", "idle");
+  renderThreads();
+}
+
+async function openThread(threadId, keepTimeline = false) {
+  clearProblem();
+  const thread = await api(`threads/${encodeURIComponent(threadId)}`);
+  state.thread = thread;
+  state.runThread = threadId;
+  $("#session-label").textContent = `(session ${threadId.slice(0, 8)}…)`;
+  const graphId = thread.metadata?.graph_id;
+  const assistant = state.graphs.find((a) => a.assistant_id === thread.metadata?.assistant_id)
+    || state.graphs.find((a) => a.graph_id === graphId);
+  if (assistant && assistant !== state.graph) await chooseGraph(assistant, false);
+  renderThreads();
+  await loadHistory(keepTimeline);
+  const waiting = Object.values(thread.interrupts || {}).flat();
+  if (waiting.length && !state.busy) pending(waiting);
+}
+
+// --- turns, checkpoints and state -----------------------------------------------------------------------------
+async function loadHistory(keepTimeline) {
+  const history = await api(`threads/${encodeURIComponent(state.thread.thread_id)}/history`, { limit: HISTORY });
+  state.turns = new Map();
+  for (const checkpoint of history) {  // newest first: each turn's first checkpoint here is its latest
+    const turn = checkpoint.values?.turn_id;
+    if (!turn) continue;
+    if (!state.turns.has(turn)) state.turns.set(turn, []);
+    state.turns.get(turn).push(checkpoint);
+  }
+  const list = clear($("#turns"));
+  const turns = [...state.turns.entries()].reverse();
+  turns.forEach(([turn, checkpoints], index) => {
+    const values = checkpoints[0].values;
+    const question = (values.messages || []).find((m) => m.id === turn)?.content;
+    list.append(h("li", {}, h("button", { type: "button", class: "turn", "data-turn": turn,
+                                          onclick: () => showTurn(turn, false) },
+      h("span", { class: "name", text: `${index + 1}. ${oneLine(question ?? turn, 90)}` }),
+      h("span", { class: "meta", text: values.status ?? (checkpoints[0].next?.length ? "unfinished" : "") }))));
+  });
+  if (turns.length) showTurn(turns[turns.length - 1][0], keepTimeline);
+}
+
+function showTurn(turn, keepTimeline) {
+  const checkpoints = state.turns.get(turn) || [];
+  const latest = checkpoints[0];
+  for (const button of document.querySelectorAll(".turn")) {
+    button.setAttribute("aria-current", String(button.dataset.turn === turn));
+  }
+  if (!keepTimeline && latest) {
+    timeline.reset();
+    const question = (latest.values.messages || []).find((m) => m.id === turn)?.content;
+    $("#turn-question").textContent = typeof question === "string" ? question : "";
+    timeline.values(latest.values);
+    if (!latest.values.status) setStatus(latest.next?.length ? `stopped before ${latest.next.join(", ")}` : "idle", "idle");
+  }
+  const list = clear($("#checkpoints"));
+  for (const checkpoint of [...checkpoints].reverse()) {
+    const step = checkpoint.metadata?.step ?? "?";
+    const next = checkpoint.next?.length ? checkpoint.next.join(", ") : "end";
+    list.append(h("li", {}, h("button", { type: "button", class: "checkpoint", "data-checkpoint": checkpoint.checkpoint_id,
+                                          onclick: () => showState(checkpoint) },
+      h("span", { class: "name", text: `step ${step} → ${next}` }),
+      h("span", { class: "meta", text: `${checkpoint.metadata?.source ?? ""} · ${(checkpoint.created_at || "").slice(11, 19)}` }))));
+  }
+  if (latest) showState(latest);
+}
+
+function showState(checkpoint) {
+  for (const button of document.querySelectorAll(".checkpoint")) {
+    button.setAttribute("aria-current", String(button.dataset.checkpoint === checkpoint.checkpoint_id));
+  }
+  clear($("#state-view")).append(
+    h("p", { class: "meta", text: `checkpoint ${checkpoint.checkpoint_id} · step ${checkpoint.metadata?.step ?? "?"}` }),
+    stateTree(checkpoint.values ?? {}, "state values"),
+    h("details", { class: "checkpoint-meta" }, h("summary", { text: "metadata" }),
+      stateTree(checkpoint.metadata ?? {}, "checkpoint metadata")));
+}
+
+// --- runs ---------------------------------------------------------------------------------------------------
+async function run(threadId, body, question) {
+  state.busy = true;
+  state.runThread = threadId;
+  $("#ask").disabled = true;
+  clearProblem();
+  if (question !== null) {
+    timeline.reset();
+    $("#turn-question").textContent = question;
+  }
+  state.drawn?.reset();
+  $("#approval").hidden = true;
+  setStatus("running", "running");
+  try {
+    await stream(`threads/${encodeURIComponent(threadId)}/runs/stream`,
+                 { ...body, assistant_id: state.graph.assistant_id, stream_mode: STREAM_MODES }, (name, data) => {
+      if (name === "metadata" && data?.run_id) $("#run-status").dataset.run = data.run_id;
+      timeline.event(name, data);
+    });
+    if ($("#run-status").dataset.state === "running") setStatus("ended", "done");
+  } catch (error) {
+    setStatus("failed", "failed");
+    problem(error);
+  }
+  state.busy = false;
+  // the session as saved (its turns, checkpoints, a pending approval), before the next question may go
+  await Promise.all([openThread(threadId, true), loadThreads()]).catch(problem);
+  $("#ask").disabled = false;
+}
+
+function pending(interrupts) {
+  const found = (Array.isArray(interrupts) ? interrupts : [interrupts]).find((i) => i?.value);
+  if (!found || !state.runThread) return;
+  setStatus("waiting for approval", "waiting");
+  const threadId = state.runThread;
+  showApproval($("#approval"), found.value, (resume) => run(threadId, { command: { resume } }, null));
+}
+
+/** A new session's id (crypto.randomUUID needs a secure context: a plain-http host name off loopback is none). */
+function uuid4() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6] & 0x0f) | 0x40;
+  bytes[8] = (bytes[8] & 0x3f) | 0x80;
+  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+function ask(event) {
+  event.preventDefault();
+  const question = $("#question").value.trim();
+  if (!question || state.busy || !state.graph) return;
+  const threadId = state.runThread ?? uuid4();
+  $("#question").value = "";
+  run(threadId, { input: { messages: [{ role: "human", content: question }] }, if_not_exists: "create" }, question);
+}
+
+// --- wiring ---------------------------------------------------------------------------------------------------
+function toggleAuth(show) {
+  const form = $("#auth");
+  form.hidden = show === undefined ? !form.hidden : !show;
+  $("#auth-toggle").setAttribute("aria-expanded", String(!form.hidden));
+  if (!form.hidden) $("#auth-key").focus();
+}
+
+async function start() {
+  clearProblem();
+  try {
+    await loadGraphs();
+    await loadThreads();
+    setStatus("idle", "idle");
+    document.body.dataset.ready = "true";
+  } catch (error) {
+    problem(error);
+  }
+}
+
+$("#ask-form").addEventListener("submit", ask);
+$("#question").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) ask(event);
+});
+$("#new-session").addEventListener("click", newSession);
+$("#thread-search").addEventListener("input", renderThreads);
+$("#more-threads").addEventListener("click", () => loadThreads(true).catch(problem));
+$("#auth-toggle").addEventListener("click", () => toggleAuth());
+$("#auth").addEventListener("submit", (event) => {
+  event.preventDefault();
+  setCredentials($("#auth-header").value, $("#auth-key").value.trim());
+  toggleAuth(false);
+  start();
+});
+newSession();
+start();

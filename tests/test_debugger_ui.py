@@ -1,0 +1,280 @@
+"""The local debugger page (reactgraph/ui): a real `reactgraph ui` on loopback, its page driven in headless Chromium
+by tests/js/browser_debugger_ui.mjs (playwright-core from tests/js/prepare.py; Debian's Chromium, no download),
+which refuses and reports any request the page makes to anything but loopback. One browser session clicks
+through the graph, a question, the state tree, the sessions' search, approvals (approved, edited, rejected) and a
+hostile tool output; the tests below each read their part of what it saw. Then `reactgraph ui` and `serve --ui`
+as commands: their help, their refusals in one line, the page's headers, and its place behind the service's Host,
+Origin and auth checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from support.forked_commands import ForkedCommand
+from support.local_servers import free_port, http_recorder
+from test_serve import Service, service_env, stop, wait_for
+
+JS = Path(__file__).parent / "js"
+STATIC = Path(__file__).resolve().parent.parent / "reactgraph" / "ui" / "static"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+SCRIPT_TIMEOUT_S = 300
+STARTUP_TIMEOUT_S = 60
+sys.path.insert(0, str(JS))
+from prepare import prepare  # noqa: E402 - tests/js is not a package
+
+
+@pytest.fixture(scope="module")
+def fetched_page() -> Iterator[tuple[str, list]]:
+    """The loopback page the approved `http_get` fetches, and the requests it got."""
+    with http_recorder() as (url, seen):
+        yield url, seen
+
+
+@pytest.fixture(scope="module")
+def debugger(redis_url: str, tmp_path_factory) -> Iterator[Service]:
+    """`reactgraph ui` on a free loopback port, with the hostile `get_weather` and a loopback `http_get`."""
+    tmp = tmp_path_factory.mktemp("ui")
+    port = free_port()
+    env = service_env(redis_url, f"svc-ui-{port}", tmp / "calls.log", REACTGRAPH_TOOLS="support.ui_tools:TOOLS")
+    service = Service(f"http://127.0.0.1:{port}", env, tmp / "calls.log", [])
+    process = ForkedCommand(["ui", "--port", str(port)], env, stdout=tmp / "ui.out", stderr=tmp / "ui.err")
+    service.processes.append(process)
+
+    def answers() -> bool:
+        assert process.poll() is None, f"reactgraph ui exited: {(tmp / 'ui.err').read_text()[-2000:]}"
+        try:
+            return httpx.get(f"{service.url}/ok", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(answers, STARTUP_TIMEOUT_S, "reactgraph ui answering /ok")
+        yield service
+    finally:
+        stop(service)
+
+
+@pytest.fixture(scope="module")
+def clicked(debugger: Service, fetched_page, tmp_path_factory) -> dict:
+    """What the page showed as the browser script clicked through it (one session for the tests below)."""
+    if shutil.which("node") is None:
+        pytest.fail("node is not installed (apt-get install -y nodejs npm): .ci/run installs it")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)")
+    run = tmp_path_factory.mktemp("ui-js")
+    (run / "node_modules").symlink_to(prepare() / "node_modules", target_is_directory=True)
+    shutil.copy(JS / "browser_debugger_ui.mjs", run / "browser_debugger_ui.mjs")
+    url, _seen = fetched_page
+    done = subprocess.run(["node", "browser_debugger_ui.mjs", f"{debugger.url}/ui/", url], cwd=run,
+                          capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S, check=False,
+                          env={**os.environ, "CHROMIUM": CHROMIUM})
+    assert done.returncode == 0, f"the browser script failed: {done.stderr[-3000:]}"
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "error" not in seen, seen.get("error")
+    return seen
+
+
+def kinds(shown: dict) -> list[str]:
+    return [entry["kind"] for entry in shown["entries"]]
+
+
+def test_reactgraph_ui_prints_the_pages_address(debugger):
+    assert f"reactgraph ui: {debugger.url}/ui/" in (debugger.log.parent / "ui.out").read_text()
+
+
+def test_the_page_draws_each_graph_from_the_compiled_graph(clicked):
+    assert clicked["graphs"] == ["plan_solve", "react", "reflexion"]
+    assert clicked["nodes"] == ["__start__", "load_memory", "think", "approve", "act", "observe", "reflect",
+                                "finalize", "save_memory", "__end__"]
+    assert clicked["edges"] == 15  # every edge of GET /assistants/react/graph
+
+
+def test_a_question_streams_its_steps_into_the_timeline_and_ends_with_the_answer(clicked):
+    shown = clicked["question"]
+    assert kinds(shown) == ["thought", "call", "verdict", "final"]
+    call = shown["entries"][1]
+    assert call["tool"] == "calculator" and call["status"] == "ok" and " ms" in call["text"]
+    assert "enough" in shown["entries"][2]["text"]
+    assert "5" in shown["answer"] and shown["status"] == "answered" and shown["state"] == "done"
+    assert {"load_memory", "think", "act", "observe", "reflect", "finalize"} <= set(shown["ran"])  # lit up live
+    assert re.search(r"tokens \d+ in · \d+ out · tool calls 1", shown["usage"])
+
+
+def test_plan_and_solve_shows_its_plan_and_steps_and_reflexion_its_trial_and_verdict(clicked):
+    plan = clicked["plan_solve"]
+    assert {"plan", "execute_step", "replan", "solve"} <= set(plan["nodes"])
+    assert kinds(plan)[0] == "plan" and "plan-step" in kinds(plan) and kinds(plan)[-1] == "final"
+    assert "1 step(s)" in plan["entries"][0]["text"] and "5" in plan["answer"]
+    assert {"plan", "execute_step", "act", "solve"} <= set(plan["ran"])
+    trial = clicked["reflexion"]
+    assert {"trial", "evaluate", "self_reflect"} <= set(trial["nodes"])
+    assert kinds(trial) == ["thought", "call", "verdict", "final", "step evaluate"]
+    assert "passed" in trial["entries"][-1]["text"] and "5" in trial["answer"]
+    assert {"trial", "evaluate"} <= set(trial["ran"])
+
+
+def test_the_state_at_any_checkpoint_opens_as_a_folding_tree(clicked):
+    assert clicked["checkpoints"] >= 5
+    assert 'final_answer: null' in clicked["firstState"]  # the turn's first checkpoint: nothing answered yet
+    tree = clicked["tree"]
+    assert {"messages", "steps", "final_answer", "status", "usage"} <= set(tree["keys"])
+    assert tree["messagesOpen"] and 'status: "answered"' in tree["text"]
+
+
+def test_sessions_are_listed_and_searched(clicked):
+    assert any("2 + 3" in text and "react" in text for text in clicked["searchHit"])
+    assert clicked["searchMiss"] == "no session matches"
+
+
+def test_an_approval_is_shown_with_its_decisions_and_approved_from_the_page(clicked, fetched_page):
+    _url, seen = fetched_page
+    assert clicked["asked"]["state"] == "waiting" and kinds(clicked["asked"])[:2] == ["thought", "call"]
+    approval = clicked["approval"]
+    assert approval["tools"] == ["http_get"] and approval["buttons"] == ["approve", "edit", "reject", "respond"]
+    assert "needs a person's approval" in approval["text"] and approval["waitingNode"] == ["approve"]
+    approved = clicked["approved"]
+    assert "approval-step" in kinds(approved) and approved["state"] == "done"
+    (call,) = [entry for entry in approved["entries"] if entry["kind"] == "call"]
+    assert call["tool"] == "http_get" and call["status"] == "ok"
+    assert clicked["approvalHidden"] and "ok" in approved["answer"]
+    # what reached the page: the approved call and the edited one (never the model's edited-away call or the
+    # rejected one), each once
+    assert [path for path, _headers, _body in seen] == ["/approved", "/as-edited"]
+
+
+def test_an_approval_is_edited_and_rejected_from_the_page(clicked, fetched_page):
+    url, _seen = fetched_page
+    edited = clicked["edited"]
+    first = next(entry for entry in edited["entries"] if entry["kind"] == "call")  # one card, its new arguments
+    assert first["status"] == "ok" and first["text"].startswith(f'tool callhttp_get{{"url":"{url}/as-edited"}}')
+    assert "[A person edited this call" in first["text"]
+    assert any(e["kind"] == "approval-step" and "edited" in e["text"] for e in edited["entries"])
+    rejected = clicked["rejected"]
+    (call,) = [entry for entry in rejected["entries"] if entry["kind"] == "call"]
+    assert call["status"] == "rejected" and "not that page" in call["text"]
+    assert any(e["kind"] == "approval-step" and "rejected: not that page" in e["text"] for e in rejected["entries"])
+    assert rejected["state"] == "done" and "not that page" in rejected["answer"]
+
+
+def test_a_hostile_tool_output_is_shown_as_text_and_nothing_is_made_of_it(clicked):
+    (call,) = [entry for entry in clicked["hostile"]["entries"] if entry["kind"] == "call"]
+    assert '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>' in call["text"]
+    assert clicked["injected"] == {"images": 0, "scripts": 1, "bold": 0, "pwned": None}  # the page's own script
+
+
+def test_nothing_the_page_loads_leaves_loopback_and_nothing_fails(clicked):
+    assert clicked["requests"] > 20 and clicked["offLoopback"] == []
+    assert clicked["console"] == [] and clicked["failed"] == []  # no CSP refusal, no script error, no 4xx/5xx
+    assert "default-src 'none'" in clicked["csp"] and "script-src 'self'" in clicked["csp"]
+
+
+def test_the_page_fits_a_laptop_and_a_phone(clicked):
+    assert clicked["wide"]["scroll"] <= clicked["wide"]["width"] == 1280
+    assert clicked["phone"]["scroll"] <= clicked["phone"]["width"] == 390 and clicked["phone"]["columns"] == 1
+
+
+# --- the page's files and headers ------------------------------------------------------------------------------
+
+def test_the_page_is_served_with_a_strict_policy_and_only_its_own_files(debugger):
+    redirect = httpx.get(f"{debugger.url}/ui", timeout=5)
+    assert redirect.status_code == 308 and redirect.headers["location"] == "ui/"
+    page = httpx.get(f"{debugger.url}/ui/", timeout=5)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    policy = page.headers["content-security-policy"]
+    assert policy.startswith("default-src 'none'; script-src 'self'; style-src 'self'")
+    assert "connect-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert "require-trusted-types-for 'script'" in policy and page.headers["x-content-type-options"] == "nosniff"
+    module = httpx.get(f"{debugger.url}/ui/app.js", timeout=5)
+    assert module.headers["content-type"].startswith("text/javascript")
+    assert module.headers["content-security-policy"] == policy
+    for missing in ("nothing.js", "..%2Fpage.py", "%2E%2E"):
+        answer = httpx.get(f"{debugger.url}/ui/{missing}", timeout=5)
+        assert answer.status_code == 404 and "detail" in answer.json()
+
+
+def test_the_pages_sources_hold_no_inline_script_no_html_sink_and_no_other_host():
+    html = (STATIC / "index.html").read_text(encoding="utf-8")
+    assert re.findall(r"<script[^>]*>", html) == ['<script type="module" src="app.js">']
+    assert " style=" not in html and not re.search(r"\son[a-z]+=", html)  # no inline style, no handler attribute
+    for path in STATIC.glob("*.js"):
+        text = path.read_text(encoding="utf-8")
+        sinks = re.findall(r"\.(?:inner|outer)HTML\b|insertAdjacentHTML|document\.write|\beval\(|new Function", text)
+        assert sinks == [], f"{path.name} uses {sinks}"
+        assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text), f"{path.name} names a host"
+
+
+# --- the commands ----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def never_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should `reactgraph ui` get as far as serving, the test fails at once instead of serving until its timeout."""
+    import reactgraph.cli.ui
+
+    def started(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("it started serving, where it should have refused to start")
+
+    monkeypatch.setattr(reactgraph.cli.ui, "_serve", started)
+
+
+def test_ui_help_says_what_it_shows_and_where_it_serves(cli):
+    code, out, _err = cli("--help")
+    assert code == 0 and re.search(r"\bui\s+Open the local debugger page in a browser\.", out)
+    code, out, _err = cli("ui", "--help")
+    assert code == 0
+    for words in ("nothing it loads or sends leaves", "--open", "--store", "--port", "0: a free one", "loopback"):
+        assert words in " ".join(out.split()), words
+
+
+def test_ui_refuses_a_non_loopback_address_without_auth_in_one_line(cli, never_serves):
+    code, out, err = cli("ui", "--host", "0.0.0.0")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "--host 0.0.0.0 is not loopback" in err and "--no-auth" in err
+
+
+def test_ui_on_a_taken_port_is_one_line_naming_it(cli, never_serves):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        code, _out, err = cli("ui", "--port", str(port))
+    assert code == 2 and err.count("\n") == 1
+    assert f"cannot serve on 127.0.0.1 port {port}" in err and "--port 0 picks a free one" in err
+
+
+def test_serve_refuses_a_ui_setting_that_is_no_boolean_in_one_line(cli, refused_start, tmp_path):
+    config = tmp_path / "langgraph.json"
+    config.write_text(json.dumps({"graphs": {}, "reactgraph": {"ui": "yes"}}))
+    code, _out, err = cli("serve", "--config", str(config))
+    assert code == 2 and err.count("\n") == 1 and "reactgraph.ui must be true or false, not 'yes'" in err
+
+
+def test_serve_ui_puts_the_page_behind_the_host_and_origin_checks_and_its_api_behind_auth():
+    """The page's files are open (they hold no data; a browser adds no key to a navigation), its API is not."""
+    from starlette.testclient import TestClient
+
+    from reactgraph.service.app import build_app
+    from reactgraph.service.auth import AuthSettings
+    from reactgraph.service.server_config import ServerSettings
+
+    settings = ServerSettings(auth=AuthSettings(api_keys={"me": "k" * 24}, source="test keys"), ui=True)
+    client = TestClient(build_app("redis://127.0.0.1:1/0", None, workers=0, settings=settings),
+                        base_url="http://127.0.0.1")  # no lifespan: nothing here reaches Redis
+    assert client.get("/ui/").status_code == 200 and "content-security-policy" in client.get("/ui/").headers
+    assert client.get("/threads/x").status_code == 401  # the API still needs the key
+    assert client.get("/ui/", headers={"host": "evil.example"}).status_code == 421  # DNS rebinding
+    assert client.get("/ui/", headers={"origin": "http://evil.example"}).status_code == 403
+    plain = TestClient(build_app("redis://127.0.0.1:1/0", None, workers=0,
+                                 settings=ServerSettings(auth=settings.auth)), base_url="http://127.0.0.1")
+    assert plain.get("/ui/").status_code == 401  # not served without --ui: the path is no open one then
