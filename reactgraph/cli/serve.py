@@ -33,7 +33,7 @@ DEFAULT_PORT = 8123  # the port in langgraph-sdk's examples (`get_client(url="ht
 KEEP_ALIVE_S = 65
 
 
-def _langgraph_config(config: Path | None) -> Any:
+def read_langgraph_config(config: Path | None) -> Any:
     """--config's langgraph.json, read once for every section the service reads from it (one line if bad)."""
     from reactgraph.service.server_config import BadServerConfig, read_langgraph_config
 
@@ -43,7 +43,7 @@ def _langgraph_config(config: Path | None) -> Any:
         raise UserError(str(exc)) from exc
 
 
-def _http(config: Any, host: str, allowed_hosts: list[str], max_body: int, max_streams: int,
+def http_limits(config: Any, host: str, allowed_hosts: list[str], max_body: int, max_streams: int,
           header_timeout: float, body_timeout: float) -> Any:
     """The HTTP settings (reactgraph/service/http_guard.py) from the flags and --config's `http` section."""
     from reactgraph.service.http_guard import http_settings
@@ -57,7 +57,7 @@ def _http(config: Any, host: str, allowed_hosts: list[str], max_body: int, max_s
         raise UserError(str(exc)) from exc
 
 
-def _run_policy(config: Any, mcp: Path | None, models: list[str], allow_system_prompt: bool | None,
+def operator_policy(config: Any, mcp: Path | None, models: list[str], allow_system_prompt: bool | None,
                 caps: tuple[int | None, int | None, int | None, float | None]) -> tuple[Any, Path | None]:
     """What a client's run may choose (reactgraph/service/run_request.py), from the flags and --config's `reactgraph`
     section; and the MCP file to start (--mcp, else reactgraph.mcp)."""
@@ -73,7 +73,7 @@ def _run_policy(config: Any, mcp: Path | None, models: list[str], allow_system_p
         raise UserError(str(exc)) from exc
 
 
-def _settings(config: Any, auth: Any, http: Any, policy: Any, quota_flags: list[str], ui: bool | None) -> Any:
+def server_settings(config: Any, auth: Any, http: Any, policy: Any, quota_flags: list[str], ui: bool | None) -> Any:
     """The ServerSettings, with what one caller may keep or hold (reactgraph/service/quotas.py) from --quota and
     reactgraph.quotas, and whether the debugger page is served (--ui, reactgraph.ui)."""
     from reactgraph.service.quotas import BadQuota, quotas_from
@@ -89,7 +89,7 @@ def _settings(config: Any, auth: Any, http: Any, policy: Any, quota_flags: list[
     return ServerSettings(auth=auth, http=http, run_policy=policy, quotas=quotas, ui=served_ui)
 
 
-def _needs_serve_extra() -> None:
+def require_serve_extra() -> None:
     """One line, not a traceback, when the service's libraries are not installed."""
     import importlib.util
 
@@ -112,7 +112,7 @@ def _retention(ttl: str | None, strategy: str, every: str, config: Any) -> Any:
         raise UserError(str(exc)) from exc
 
 
-def _prepare(store: str | None, tools: list[str], mcp: Path | None, index: Path | None,
+def prepare_service(store: str | None, tools: list[str], mcp: Path | None, index: Path | None,
              retention: tuple[str | None, str, str, Any]) -> tuple[Any, str, str, Any]:
     """What serve and worker both check and open first, so bad config is one line before anything starts:
     (retention, Redis URL, where it is in words, the gateway with the tools and MCP servers, sharing state there)."""
@@ -131,12 +131,12 @@ def _prepare(store: str | None, tools: list[str], mcp: Path | None, index: Path 
                                               mcp_all_required=True)
 
 
-def _close(gateway: Any) -> None:
+def close_service(gateway: Any) -> None:
     gateway.close()  # the MCP servers' sessions
     close_shared_stores(gateway, breakers=False)  # the last calls' metrics reach Redis (breakers: on the loop)
 
 
-def _auth(config: Any, api_keys: Path | None) -> Any:
+def read_auth(config: Any, api_keys: Path | None) -> Any:
     """Who may call (reactgraph/service/auth.py) from --config's `auth` section or --api-keys (None: nobody
     said; one line if they are bad)."""
     from reactgraph.service.auth import auth_settings
@@ -160,7 +160,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _check_exposure(host: str, auth: Any, no_auth: bool) -> None:
+def check_exposure(host: str, auth: Any, no_auth: bool) -> None:
     """Loopback is the only place without auth: refuse to bind anything else with none, unless --no-auth."""
     if auth is not None or is_loopback(host):
         return
@@ -218,20 +218,20 @@ def serve(
     Threads, runs, the queue and stream events live in Redis, so API processes keep nothing: run several
     behind a load balancer, and `reactgraph worker` processes anywhere that reaches the same Redis.
     """
-    _needs_serve_extra()
+    require_serve_extra()
     import uvicorn
 
     from reactgraph.service.app import build_app
     from reactgraph.service.http_guard import header_deadline_protocol
 
-    operator = _langgraph_config(config)
-    auth_settings = _auth(operator, api_keys)
-    _check_exposure(host, auth_settings, no_auth)  # before anything is opened or bound
-    http = _http(operator, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
-    policy, mcp = _run_policy(operator, mcp, allow_model, allow_system_prompt,
+    operator = read_langgraph_config(config)
+    auth_settings = read_auth(operator, api_keys)
+    check_exposure(host, auth_settings, no_auth)  # before anything is opened or bound
+    http = http_limits(operator, host, allowed_hosts, max_body_bytes, max_streams, header_timeout, body_timeout)
+    policy, mcp = operator_policy(operator, mcp, allow_model, allow_system_prompt,
                               (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
-    settings = _settings(operator, auth_settings, http, policy, quota, ui)
-    retention, url, where, gateway = _prepare(store, tools, mcp, index,
+    settings = server_settings(operator, auth_settings, http, policy, quota, ui)
+    retention, url, where, gateway = prepare_service(store, tools, mcp, index,
                                               (thread_ttl, ttl_strategy, sweep_every, operator))
     _announce(host, port, where, workers, settings, no_auth)
     try:
@@ -241,7 +241,7 @@ def serve(
             uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
                         timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
     finally:
-        _close(gateway)
+        close_service(gateway)
 
 
 def _announce(host: str, port: int, where: str, workers: int, settings: Any, no_auth: bool) -> None:
@@ -281,14 +281,14 @@ def worker(
 
     Loads tools and MCP servers as `ask` does (--tools, $REACTGRAPH_TOOLS, --mcp, $REACTGRAPH_MCP). SIGTERM drains.
     """
-    _needs_serve_extra()
+    require_serve_extra()
     from reactgraph.service.worker import serve_worker
 
-    operator = _langgraph_config(config)
-    _auth(operator, None)  # the same --config as the API's: a bad auth section fails here too
-    policy, mcp = _run_policy(operator, mcp, allow_model, allow_system_prompt,
+    operator = read_langgraph_config(config)
+    read_auth(operator, None)  # the same --config as the API's: a bad auth section fails here too
+    policy, mcp = operator_policy(operator, mcp, allow_model, allow_system_prompt,
                               (cap_iterations, cap_tool_calls, cap_tokens, cap_cost))
-    retention, url, where, gateway = _prepare(store, tools, mcp, index,
+    retention, url, where, gateway = prepare_service(store, tools, mcp, index,
                                               (thread_ttl, ttl_strategy, sweep_every, operator))
     typer.echo(f"reactgraph worker · store: {where} · concurrency {concurrency}", err=True)
     options = {"concurrency": concurrency, "drain_s": drain, "retention": retention, "max_resumes": max_resumes}
@@ -296,7 +296,7 @@ def worker(
         with traced(otel):  # a trace per run
             asyncio.run(serve_worker(url, gateway, policy, **options))
     finally:
-        _close(gateway)
+        close_service(gateway)
 
 
 Store = Annotated[str | None, typer.Option(metavar="URL", help=STORE_HELP + " Must be Redis: workers share it.")]

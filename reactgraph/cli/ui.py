@@ -23,16 +23,16 @@ from reactgraph.cli.serve import (
     NoAuth,
     Store,
     Tools,
-    _auth,
-    _check_exposure,
-    _close,
-    _http,
-    _langgraph_config,
-    _needs_serve_extra,
-    _prepare,
-    _run_policy,
-    _settings,
+    check_exposure,
+    close_service,
+    http_limits,
+    operator_policy,
     page_url,
+    prepare_service,
+    read_auth,
+    read_langgraph_config,
+    require_serve_extra,
+    server_settings,
 )
 from reactgraph.cli.shared import OtelOption, UserError, traced
 
@@ -60,19 +60,20 @@ def ui(
     serve`), so nothing it loads or sends leaves the machine; no account, no network. Its sessions are the CLI's:
     the same Redis (--store, $REDIS_URL, else the embedded one).
     """
-    _needs_serve_extra()
+    require_serve_extra()
     from reactgraph.service.http_guard import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_STREAMS
     from reactgraph.service.wire import MAX_BODY_BYTES
 
-    operator = _langgraph_config(config)
-    auth_settings = _auth(operator, api_keys)
-    _check_exposure(host, auth_settings, no_auth)  # before anything is opened or bound
-    http = _http(operator, host, [], MAX_BODY_BYTES, MAX_STREAMS, HEADER_TIMEOUT_S, BODY_TIMEOUT_S)  # serve's defaults
-    policy, mcp = _run_policy(operator, mcp, allow_model, None, (None, None, None, None))
-    settings = _settings(operator, auth_settings, http, policy, [], True)
+    operator = read_langgraph_config(config)
+    auth_settings = read_auth(operator, api_keys)
+    check_exposure(host, auth_settings, no_auth)  # before anything is opened or bound
+    # serve's defaults
+    http = http_limits(operator, host, [], MAX_BODY_BYTES, MAX_STREAMS, HEADER_TIMEOUT_S, BODY_TIMEOUT_S)
+    policy, mcp = operator_policy(operator, mcp, allow_model, None, (None, None, None, None))
+    settings = server_settings(operator, auth_settings, http, policy, [], True)
     listening = bind(host, port)
     try:
-        retention, url, where, gateway = _prepare(store, tools, mcp, index, (None, "delete", "5m", operator))
+        retention, url, where, gateway = prepare_service(store, tools, mcp, index, (None, "delete", "5m", operator))
     except BaseException:
         listening.close()
         raise
@@ -82,7 +83,7 @@ def ui(
         _serve(listening, url, gateway, settings, workers, retention, otel, page if open_browser else None)
     finally:
         listening.close()
-        _close(gateway)
+        close_service(gateway)
 
 
 def bind(host: str, port: int) -> socket.socket:
