@@ -133,6 +133,16 @@ def test_the_state_at_any_checkpoint_opens_as_a_folding_tree(clicked):
     assert tree["messagesOpen"] and 'status: "answered"' in tree["text"]
 
 
+def test_time_travel_asks_again_from_a_checkpoint_and_runs_on_from_an_edited_state(clicked):
+    # a new question from the turn's first checkpoint: a branch of its own, answered live
+    assert clicked["forked"]["state"] == "done" and "7" in (clicked["forked"]["answer"] or "")
+    # the newest checkpoint's state edited as finalize wrote it, and the run taken on from there (save_memory)
+    assert 'final_answer: "edited on the page"' in clicked["editedState"]
+    assert clicked["editRun"]["state"] == "done" and clicked["editRun"]["problem"] is None
+    first, forked, edited = clicked["historyLengths"]
+    assert forked >= 5 and edited > forked  # the edit and the run on from it: checkpoints of their own
+
+
 def test_sessions_are_listed_and_searched(clicked):
     assert any("2 + 3" in text and "react" in text for text in clicked["searchHit"])
     assert clicked["searchMiss"] == "no session matches"

@@ -73,6 +73,18 @@ function shown(page) {
   }));
 }
 
+// click a button that starts a run; what the page shows once that run has ended (its run id is a new one)
+async function runFrom(page, selector) {
+  const before = await page.$eval("#run-status", (s) => s.dataset.run ?? "");
+  await page.click(selector);
+  await page.waitForFunction((old) => {
+    const status = document.querySelector("#run-status");
+    return (status.dataset.run ?? "") !== old && ["done", "failed"].includes(status.dataset.state)
+      && !document.querySelector("#ask").disabled;
+  }, before, { timeout: WAIT_MS });
+  return shown(page);
+}
+
 // click a decision of the pending approval; what the page shows once the resumed run has ended (or paused again)
 async function decide(page, decision) {
   await page.click(`#approval button[data-decision=${decision}]`);
@@ -112,6 +124,22 @@ try {
       && d.querySelector(":scope > summary .key")?.textContent === "messages: "),
     text: document.querySelector("#state-view").textContent,
   }));
+
+  // time travel: the same session asked another question from the turn's first checkpoint (a new branch), then
+  // the newest checkpoint's state edited and the run taken on from it
+  await checkpoints[0].click();
+  await page.fill("#question", "计算 3 + 4 等于多少");
+  seen.forked = await runFrom(page, "#state-view button.fork-ask");
+  const latest = await page.$$("#checkpoints button");
+  await latest[latest.length - 1].click();
+  await page.click("#state-view details.fork-edit summary");
+  await page.fill("#state-view .fork-values", JSON.stringify({ final_answer: "edited on the page" }));
+  await page.fill("#state-view .fork-as-node", "finalize");
+  seen.editRun = await runFrom(page, "#state-view button.fork-run");
+  const after = await page.$$("#checkpoints button");
+  await after[after.length - 1].click();
+  seen.editedState = await page.$eval("#state-view", (v) => v.textContent);
+  seen.historyLengths = [checkpoints.length, latest.length, after.length];
 
   // the session is listed, found by search, and nothing matches nonsense
   await page.fill("#thread-search", "2 + 3");

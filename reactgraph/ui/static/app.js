@@ -191,7 +191,51 @@ function showState(checkpoint) {
     h("p", { class: "meta", text: `checkpoint ${checkpoint.checkpoint_id} · step ${checkpoint.metadata?.step ?? "?"}` }),
     stateTree(checkpoint.values ?? {}, "state values"),
     h("details", { class: "checkpoint-meta" }, h("summary", { text: "metadata" }),
-      stateTree(checkpoint.metadata ?? {}, "checkpoint metadata")));
+      stateTree(checkpoint.metadata ?? {}, "checkpoint metadata")),
+    timeTravel(checkpoint));
+}
+
+// --- time travel: a new branch from any checkpoint (the session's other branches stay in its history) ------------
+function timeTravel(checkpoint) {
+  const threadId = state.thread?.thread_id;
+  const values = h("textarea", { class: "fork-values", rows: "3", spellcheck: "false",
+                                 "aria-label": "state values to set (JSON)", placeholder: '{"final_answer": "…"}' });
+  const asNode = h("input", { class: "fork-as-node", type: "text", "aria-label": "as node (optional)",
+                              placeholder: "as node (optional), e.g. finalize" });
+  return h("section", { class: "time-travel", "aria-label": "time travel" },
+    h("button", { type: "button", class: "fork-ask", onclick: () => askFrom(threadId, checkpoint) },
+      "Ask the question box's question from here"),
+    h("details", { class: "fork-edit" }, h("summary", { text: "Edit the state here and run on" }), values, asNode,
+      h("button", { type: "button", class: "fork-run", onclick: () => editAndRun(threadId, checkpoint, values.value,
+                                                                                  asNode.value.trim()) },
+        "Save as a new checkpoint and run from it")));
+}
+
+function askFrom(threadId, checkpoint) {
+  const question = $("#question").value.trim();
+  if (!threadId || state.busy) return;
+  if (!question) return problem(new Error("type the question to ask from this checkpoint in the question box"));
+  $("#question").value = "";
+  run(threadId, { input: { messages: [{ role: "human", content: question }] }, checkpoint_id: checkpoint.checkpoint_id },
+      question);
+}
+
+async function editAndRun(threadId, checkpoint, text, asNode) {
+  if (!threadId || state.busy) return;
+  let values;
+  try {
+    values = JSON.parse(text || "{}");
+  } catch (error) {
+    return problem(new Error(`the state values are not JSON: ${error.message}`));
+  }
+  try {
+    const saved = await api(`threads/${encodeURIComponent(threadId)}/state`,
+                            { values, checkpoint_id: checkpoint.checkpoint_id, ...(asNode ? { as_node: asNode } : {}) });
+    await run(threadId, { input: null, checkpoint_id: saved.checkpoint.checkpoint_id },
+              `(run on from an edited checkpoint of step ${checkpoint.metadata?.step ?? "?"})`);
+  } catch (error) {
+    problem(error);
+  }
 }
 
 // --- runs ---------------------------------------------------------------------------------------------------
