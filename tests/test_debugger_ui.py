@@ -139,7 +139,7 @@ def test_time_travel_asks_again_from_a_checkpoint_and_runs_on_from_an_edited_sta
     # the newest checkpoint's state edited as finalize wrote it, and the run taken on from there (save_memory)
     assert 'final_answer: "edited on the page"' in clicked["editedState"]
     assert clicked["editRun"]["state"] == "done" and clicked["editRun"]["problem"] is None
-    first, forked, edited = clicked["historyLengths"]
+    _, forked, edited = clicked["historyLengths"]
     assert forked >= 5 and edited > forked  # the edit and the run on from it: checkpoints of their own
 
 
