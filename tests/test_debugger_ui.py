@@ -143,6 +143,19 @@ def test_time_travel_asks_again_from_a_checkpoint_and_runs_on_from_an_edited_sta
     assert forked >= 5 and edited > forked  # the edit and the run on from it: checkpoints of their own
 
 
+def test_two_graphs_answer_one_question_side_by_side_each_with_its_cost(clicked):
+    react, plan_solve = clicked["pair"]
+    assert (react["graph"], plan_solve["graph"]) == ("react", "plan_solve")
+    for side in (react, plan_solve):
+        assert side["state"] == "done" and "answered" in side["status"], side
+        assert "tokens" in side["usage"] and "tool calls 1" in side["usage"], side
+        assert "126" in side["answer"] and side["kinds"][-1] == "final", side
+    # each paradigm's own steps: Plan-and-Solve plans first, ReAct thinks first
+    assert plan_solve["kinds"][0] == "plan" and "plan-step" in plan_solve["kinds"]
+    assert react["kinds"][0] == "thought" and "plan" not in react["kinds"]
+    assert clicked["pairWide"]["scroll"] <= clicked["pairWide"]["width"]
+
+
 def test_sessions_are_listed_and_searched(clicked):
     assert any("2 + 3" in text and "react" in text for text in clicked["searchHit"])
     assert clicked["searchMiss"] == "no session matches"

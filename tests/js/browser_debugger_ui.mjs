@@ -196,6 +196,24 @@ try {
     seen[graph].nodes = await page.$$eval("#graph-view g.node", (g) => g.map((x) => x.dataset.node));
   }
 
+  // two graphs side by side on one question: both timelines live, each with its status and cost
+  await page.click(".graph-choice[data-graph=react]");
+  await page.click("#pair-toggle");
+  await page.fill("#question", "计算 (15 + 27) * 3 等于多少");
+  await page.click("#pair-run");
+  await page.waitForFunction(() => document.querySelector("#pair").dataset.state === "done", null,
+                             { timeout: WAIT_MS });
+  seen.pair = await page.evaluate(() => [...document.querySelectorAll(".pair-column")].map((column) => ({
+    graph: column.dataset.graph,
+    status: column.querySelector(".pair-status").textContent,
+    state: column.querySelector(".pair-status").dataset.state,
+    usage: column.querySelector(".pair-usage").textContent,
+    kinds: [...column.querySelectorAll(".pair-timeline > li")].map((li) => li.className.replace("entry ", "")),
+    answer: column.querySelector(".final-answer, [id$=final-answer]")?.textContent ?? column.textContent,
+  })));
+  await screenshot(page, "side-by-side-1280");
+  seen.pairWide = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: innerWidth }));
+
   // a phone's screen: one column, nothing wider than the screen
   const phone = await open({ width: 390, height: 844 });
   await phone.click("#threads button.thread");

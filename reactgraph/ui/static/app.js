@@ -8,6 +8,7 @@ import { drawGraph } from "./graph.js";
 import { Timeline } from "./timeline.js";
 import { stateTree } from "./tree.js";
 import { showApproval } from "./approval.js";
+import { sideBySide, uuid4 } from "./pair.js";
 
 const STREAM_MODES = ["updates", "messages-tuple", "tasks", "custom"];
 const PAGE = 50;  // sessions per page of the list
@@ -276,15 +277,6 @@ function pending(interrupts) {
   showApproval($("#approval"), found.value, (resume) => run(threadId, { command: { resume } }, null));
 }
 
-/** A new session's id (crypto.randomUUID needs a secure context: a plain-http host name off loopback is none). */
-function uuid4() {
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
-  bytes[6] = (bytes[6] & 0x0f) | 0x40;
-  bytes[8] = (bytes[8] & 0x3f) | 0x80;
-  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
-
 function ask(event) {
   event.preventDefault();
   const question = $("#question").value.trim();
@@ -292,6 +284,45 @@ function ask(event) {
   const threadId = state.runThread ?? uuid4();
   $("#question").value = "";
   run(threadId, { input: { messages: [{ role: "human", content: question }] }, if_not_exists: "create" }, question);
+}
+
+// --- two graphs side by side (pair.js) --------------------------------------------------------------------------
+function fillPairChoices() {
+  for (const [id, preferred] of [["#pair-a", "react"], ["#pair-b", "plan_solve"]]) {
+    const select = clear($(id));
+    for (const assistant of state.graphs) {
+      select.append(h("option", { value: assistant.assistant_id, text: assistant.name || assistant.graph_id,
+                                  selected: assistant.graph_id === preferred }));
+    }
+  }
+}
+
+function togglePair() {
+  const pair = $("#pair");
+  pair.hidden = !pair.hidden;
+  $("#pair-toggle").setAttribute("aria-expanded", String(!pair.hidden));
+  if (!pair.hidden) fillPairChoices();
+}
+
+async function askBoth() {
+  const question = $("#question").value.trim();
+  if (!question) return problem(new Error("type the question to ask both graphs in the question box"));
+  if (state.busy) return;
+  const chosen = ["#pair-a", "#pair-b"].map((id) => state.graphs.find((a) => a.assistant_id === $(id).value));
+  if (chosen.some((a) => !a)) return problem(new Error("choose a graph for each side"));
+  clearProblem();
+  state.busy = true;
+  $("#ask").disabled = $("#pair-run").disabled = true;
+  $("#pair").dataset.state = "running";
+  try {
+    await sideBySide(question, chosen, [$("#pair-left"), $("#pair-right")]);
+    await loadThreads();
+  } catch (error) {
+    problem(error);
+  }
+  state.busy = false;
+  $("#ask").disabled = $("#pair-run").disabled = false;
+  $("#pair").dataset.state = "done";
 }
 
 // --- wiring ---------------------------------------------------------------------------------------------------
@@ -319,6 +350,8 @@ $("#question").addEventListener("keydown", (event) => {
   if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) ask(event);
 });
 $("#new-session").addEventListener("click", newSession);
+$("#pair-toggle").addEventListener("click", togglePair);
+$("#pair-run").addEventListener("click", askBoth);
 $("#thread-search").addEventListener("input", renderThreads);
 $("#more-threads").addEventListener("click", () => loadThreads(true).catch(problem));
 $("#auth-toggle").addEventListener("click", () => toggleAuth());
