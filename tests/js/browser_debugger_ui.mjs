@@ -216,6 +216,8 @@ try {
 
   // a phone's screen: one column, nothing wider than the screen
   const phone = await open({ width: 390, height: 844 });
+  // one of this script's sessions (the store may hold other programs' sessions too, some with no turn yet)
+  await phone.fill("#thread-search", "2 + 3");
   await phone.click("#threads button.thread");
   await phone.waitForSelector("#timeline > li", { timeout: WAIT_MS });
   seen.phone = await phone.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: innerWidth,
