@@ -415,6 +415,10 @@ def _line(state: TaskState, plan: Plan, lang: str) -> str:
     return _chain_line(state, plan, lang)
 
 
+def _quoted(clauses: list[str], zh: bool) -> str:
+    return "、".join(f"「{u}」" for u in clauses) if zh else ", ".join(f'"{u}"' for u in clauses)
+
+
 def final_answer(plan: Plan, lang: str) -> str:
     """The answer from what the sub-tasks found, then what is missing and why."""
     question = plan.question
@@ -442,9 +446,12 @@ def final_answer(plan: Plan, lang: str) -> str:
         lines.append("（上一次调用与之前的完全重复，没有新信息，所以不再调用工具，直接基于已有信息作答。）" if zh
                      else "(The last call repeated an earlier one with nothing new, so I stopped calling tools and "
                           "answered with what I have.)")
-    if question.unhandled:
-        quoted = ("、".join(f"「{u}」" for u in question.unhandled) if zh
-                  else ", ".join(f'"{u}"' for u in question.unhandled))
+    if question.unresolved:
+        quoted = _quoted(question.unresolved, zh)
+        lines.append(f"{quoted}指的地方前面没有提到，所以没有回答。" if zh
+                     else f"{quoted} refers to a place not named before, so it is not answered.")
+    if others := [clause for clause in question.unhandled if clause not in question.unresolved]:
+        quoted = _quoted(others, zh)
         lines.append(f"另外，{quoted}这部分无法由离线脚本模型回答（需要配置真实模型，见 REACTGRAPH_MODEL）。" if zh
                      else f"Also, {quoted} cannot be answered by the scripted offline model (configure a real model "
                           f"via REACTGRAPH_MODEL).")

@@ -21,8 +21,21 @@ from typing import Any
 
 from .compute import LOCAL_KINDS, as_number, compact, diff_expression, format_number, vs_value
 from .conversation import PASSTHROUGH_KINDS, Call, Observation, Turn, is_foreign_output, passthrough_value
-from .question import Question, Task, clean_query, core_entity, decompose, english_query, origin_query, role_query
+from .places import same_place
+from .question import (
+    Question,
+    Task,
+    clean_query,
+    core_entity,
+    decompose,
+    english_query,
+    origin_query,
+    resolve_pronouns,
+    role_query,
+    split_clauses,
+)
 from .words import (
+    PRONOUNS,
     DateFact,
     Person,
     current_date,
@@ -34,6 +47,7 @@ from .words import (
     mentions_role,
     role_of,
     snippet_temperature,
+    word_list,
 )
 
 # How the gateway words each failing ToolStatus (tools/untrusted.py), for results that carry no status (the
@@ -115,6 +129,9 @@ DOCUMENT_CUE = re.compile(
     r"\b(?:according to|based on|from|in|using|per|search)\s+(?:the|my|our)\s+(?:(?:ingested|local|own)\s+)?"
     r"(?:documents?|docs|notes|knowledge base|files)\b",
     re.IGNORECASE)
+# Words that say nothing about what a passage is about: a passage holding them is not about the question.
+_FUNCTION_WORDS = frozenset(word_list("stop_words_en")) | {"and", "or", "also", "then", "with", "from", "that",
+                                                           "this", "has", "have", "how", "many", "much", "any"}
 _EDGE = re.compile(r"^[\s,，:：;；、.。]+|[\s,，:：;；、]+$")
 _LATIN = re.compile(r"[a-z][a-z0-9_.+#-]{2,}")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
@@ -135,19 +152,43 @@ def document_query(text: str) -> str | None:
     normalized = unicodedata.normalize("NFKC", text)
     if not DOCUMENT_CUE.search(normalized):
         return None
-    stripped = _EDGE.sub("", DOCUMENT_CUE.sub(" ", normalized)).strip()
-    return re.sub(r"\s+", " ", stripped) or None
+    # Line breaks stay: they part the goals of a plan step ("…\nAccording to the documents, …"), as sentences do.
+    lines = [re.sub(r"\s+", " ", _EDGE.sub("", line)).strip() for line in DOCUMENT_CUE.sub(" ", normalized).split("\n")]
+    return "\n".join(line for line in lines if line) or None
+
+
+# "…预算上限是多少，谁负责安全评审？": in a question about the documents a comma before a question word starts a part.
+_DOCUMENT_PART = re.compile(r"[，,]\s*(?=谁|什么时候|何时|哪|多少|是否|怎么|如何)")
+DOCUMENT_PREFIX = {"zh": "根据知识库，", "en": "According to the documents, "}
 
 
 def documents_question(question: Question) -> Question:
-    """A question with a document cue becomes one document lookup; any other question is returned as it is."""
+    """A question with a document cue becomes one document lookup per part it asks ("what is X's budget and who
+    owns its review?" two, the second about X); any other question is returned as it is."""
     query = document_query(question.text)
     if query is None:
         return question
-    keywords = clean_query(query) or query
-    task = Task(f"fact:{keywords}", "fact", {"query": keywords, "clause": query, "name_wanted": False,
-                                             "documents": query})
-    return Question(text=question.text, lang=question.lang, tasks=[task])
+    parts = [part for clause in split_clauses(query) for part in _DOCUMENT_PART.split(clause) if part.strip()]
+    if len(parts) <= 1:
+        keywords = clean_query(query) or query
+        task = Task(f"fact:{keywords}", "fact", {"query": keywords, "clause": query, "name_wanted": False,
+                                                 "documents": query})
+        return Question(text=question.text, lang=question.lang, tasks=[task])
+    tasks: dict[str, Task] = {}
+    entity = ""
+    for part in parts:
+        keywords = clean_query(part) or part
+        # "when does it start?" asks about the first part's subject (clean_query has dropped the "it" already)
+        refers = bool(entity) and (any(word.strip("?.,!").lower() in PRONOUNS for word in part.split())
+                                   or bool(re.search(r"[它他她其]", part)))
+        resolved = resolve_pronouns(keywords, entity) if refers else keywords
+        if refers and entity not in resolved:
+            resolved = f"{entity} {resolved}"
+        entity = entity or core_entity(keywords)
+        tasks.setdefault(f"fact:{resolved}", Task(f"fact:{resolved}", "fact", {
+            "query": resolved, "clause": part, "name_wanted": False, "part": True,
+            "documents": part if resolved == keywords else resolved, "subject": entity if refers else ""}))
+    return Question(text=question.text, lang=question.lang, tasks=list(tasks.values()))
 
 
 def place_rag_search(task: Task, candidates: list[Call], turn: Turn, tools: Collection[str] | None) -> list[Call]:
@@ -168,14 +209,22 @@ def place_rag_search(task: Task, candidates: list[Call], turn: Turn, tools: Coll
 
 def _key_words(query: str) -> set[str]:
     text = unicodedata.normalize("NFKC", query).casefold()
-    words = set(_LATIN.findall(text))
+    words = set(_LATIN.findall(text)) - _FUNCTION_WORDS
     for run in _CJK_RUN.findall(text):
         words.update(run[i:i + 2] for i in range(len(run) - 1))
     return words
 
 
-def _grounded(hit: dict[str, Any], words: set[str]) -> bool:
+def _grounded(hit: dict[str, Any], words: set[str], subject: str = "") -> bool:
+    """The passage holds enough of the query's key words, and (when the part refers back to one) its subject."""
     text = unicodedata.normalize("NFKC", f"{hit.get('title', '')} {hit.get('snippet', '')}").casefold()
+    if subject:
+        # "…, who is its CEO?": another company's CEO is not an answer, nor a passage that only names the subject
+        if unicodedata.normalize("NFKC", subject).casefold() not in text:
+            return False
+        asked = words - _key_words(subject)
+        if asked and not any(word in text for word in asked):
+            return False
     return not words or sum(word in text for word in words) >= _GROUNDING * len(words)
 
 
@@ -199,8 +248,11 @@ def accept_passages(task: Task, observation: Observation, lang: str) -> tuple[An
         return (results, "") if results else (None, nothing)
     # A document question takes the nearest passages, unless none shares the question's words or language and
     # none scores strongly: then the nearest neighbour (always there) is a guess, said so instead of quoted.
-    trusted = [hit for hit in results if _grounded(hit, words) or _strong(hit)
-               or (_same_script(hit, query) and _score(hit) >= _SAME_LANGUAGE_SCORE)]
+    # One part of a question of several parts takes only passages about that part: the nearest passage is about
+    # some part, not necessarily this one.
+    subject = str(task.params.get("subject") or "")
+    trusted = [hit for hit in results if _grounded(hit, words, subject) or (not subject and _strong(hit))
+               or (not task.params.get("part") and _same_script(hit, query) and _score(hit) >= _SAME_LANGUAGE_SCORE)]
     if not trusted:
         return None, ("文档中最接近的段落与问题的语言或用词不符，无法确定答案" if lang == "zh"
                       else "the closest passages in the documents do not match the question's words or language; "
@@ -354,11 +406,14 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
         return _read_hits(task, [h for h in passages if mentions_role(h, _asked_role(task))], lang, names,
                           "文档中没有找到相关内容" if lang == "zh" else "nothing relevant in the documents")
     if not observation.ok:
-        return None, failure_reason(observation.content, lang, observation.status, observation.attempts)
+        return None, _failed(task, observation, lang)
     data, nothing = observation.data, ("没有找到相关结果" if lang == "zh" else "nothing relevant was found")
     name = observation.call.name
     if task.kind in PASSTHROUGH_KINDS and is_foreign_output(observation):
         return passthrough_value(observation), ""  # a user's replacement tool: its output is the answer
+    if task.kind == "weather" and name == "get_weather" and isinstance(data, dict) and data.get("found") is not False \
+            and not same_place(task.params["city"], data.get("city")):
+        return None, _other_place(str(data.get("city")), task.params["city"], lang)  # never another place's data
     if name == "calculator":
         number = as_number(data.get("result")) if isinstance(data, dict) else None
         return (number, "") if number is not None else (None, nothing)
@@ -373,7 +428,24 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
     if not results:
         message = data.get("message") if isinstance(data, dict) else ""
         return None, str(message or nothing).rstrip("。. ")
+    if task.params.get("documents"):  # the web for a document question: only hits about what it asks count
+        words, subject = _key_words(task.params["query"]), str(task.params.get("subject") or "")
+        results = [hit for hit in results if _grounded(hit, words, subject)]
     return _read_hits(task, results, lang, names, nothing)
+
+
+def _failed(task: Task, observation: Observation, lang: str) -> str:
+    """Why a failed call did not complete the task; the clock's refusal of a place the gazetteer lacks says so."""
+    kind = failure_kind(observation.content, observation.status, observation.attempts)
+    city = task.params.get("city") or ""
+    if task.kind == "time" and kind == "invalid_args" and city and lookup_city(city) is None:
+        return f"不知道{city}的时区" if lang == "zh" else f"no time zone is known for {city}"
+    return failure_reason(observation.content, lang, observation.status, observation.attempts)
+
+
+def _other_place(answered: str, asked: str, lang: str) -> str:
+    return (f"天气工具给出的是{answered}的数据，不是{asked}的" if lang == "zh"
+            else f"the weather tool answered for {answered}, not for {asked}")
 
 
 def _asked_role(task: Task) -> str:

@@ -29,7 +29,7 @@ from reactgraph.models.schema_test_model import MAX_DEPTH, example_value
 
 from .answer import describe_call, join, label, missing_reason
 from .conversation import Turn, as_tool_messages, read_turn, recall_coverage, recall_reply, unframed
-from .planner import BUILTIN_TOOLS, Plan, make_plan
+from .planner import BUILTIN_TOOLS, DOCUMENT_PREFIX, Plan, make_plan
 from .question import Question, Task, decompose, split_clauses
 from .words import normalize
 
@@ -243,6 +243,8 @@ def _template(task: Task, lang: str) -> str:
         return f"计算 {p['expression']}" if zh else f"Calculate {p['expression']}"
     if task.kind == "http":
         return f"获取 {p['url']} 的内容" if zh else f"Fetch {p['url']}"
+    if p.get("part"):  # one part of a question about the documents: that part, still about the documents
+        return f"{DOCUMENT_PREFIX[lang]}{p['documents']}"
     return p.get("clause") or p.get("query", "")
 
 
