@@ -107,6 +107,8 @@ def make_act(services: AgentServices, rules: CommandRules) -> Node:
         if note := task.get("note"):
             result.content = f"{note}\n{result.content}"
         message = to_message(result)
+        if note:  # the decision as a fact beside the note, as a rejected call's status is (approval.py)
+            message.response_metadata["gateway"]["approval"] = "edited"
         if result.command is not None:  # refused in one line, or its update carried to observe on the message
             message = tool_commands.with_command(message, result, rules)
         return {"messages": [message]}

@@ -101,6 +101,8 @@ def label(state: TaskState, plan: Plan, lang: str) -> str:
         return diff_label(task, lang)
     if task.kind == "vs":
         return vs_label(task, lang)
+    if task.kind == "call":
+        return f"{p['tool']} 的结果" if zh else f"the result of {p['tool']}"
     return task.key
 
 
@@ -415,6 +417,9 @@ def _line(state: TaskState, plan: Plan, lang: str) -> str:
     return _chain_line(state, plan, lang)
 
 
+_EDITED = {True: "（这一项按审批人修改后的调用回答）", False: " (answered from the call as a person edited it)"}
+
+
 def _quoted(clauses: list[str], zh: bool) -> str:
     return "、".join(f"「{u}」" for u in clauses) if zh else ", ".join(f'"{u}"' for u in clauses)
 
@@ -426,7 +431,7 @@ def final_answer(plan: Plan, lang: str) -> str:
         return cannot_answer(lang)
     zh = lang == "zh"
     done = [s for s in plan.states.values() if s.status == "done" and s.task.shown]
-    lines = [_line(s, plan, lang) for s in done]
+    lines = [_line(s, plan, lang) + (_EDITED[zh] if s.task.params.get("person_call") else "") for s in done]
     weather = [i for i, s in enumerate(done) if s.task.kind == "weather"]
     if question.compare and weather:
         lines.insert(weather[-1] + 1, _comparison(plan, lang))

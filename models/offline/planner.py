@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .compute import LOCAL_KINDS, as_number, compact, diff_expression, format_number, vs_value
 from .conversation import PASSTHROUGH_KINDS, Call, Observation, Turn, is_foreign_output, passthrough_value
+from .decisions import person_calls, with_person_calls
 from .places import same_place
 from .question import (
     Question,
@@ -58,6 +59,7 @@ _GATEWAY_TEXTS = (
     (r"Tool \S+ is busy: no free slot", "rate_limited"),
     (r"Invalid arguments for ", "invalid_args"),
     (r"Unknown tool |Tool '[^']*' is disabled", "unknown_tool"),
+    (r"Tool \S+ was not run: the call was rejected at the approval step", "rejected"),
     (r"Tool '[^']*' is not permitted", "denied"),
     (r"Tool \S+ failed", "error"),
     (r"No result was returned", "no_result"),
@@ -81,7 +83,9 @@ _REASONS = {
     "unknown_tool": ("工具不存在或已停用", "the tool does not exist or is disabled"),
     "denied": ("没有权限", "permission denied"),
     "no_result": ("没有返回结果", "no result was returned"),
+    "rejected": ("审批人拒绝了这次调用", "a person rejected the call at the approval step"),
 }
+_REJECTED_BEFORE = ("审批人在之前的尝试中拒绝了这次调用", "a person rejected this call in an earlier attempt")
 
 
 def failure_kind(content: str, status: str = "", attempts: int = 0) -> str:
@@ -405,8 +409,15 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
         # A fallback to the documents: the passages must say who holds the role asked about, or when.
         return _read_hits(task, [h for h in passages if mentions_role(h, _asked_role(task))], lang, names,
                           "文档中没有找到相关内容" if lang == "zh" else "nothing relevant in the documents")
+    if observation.status == "responded":  # a person answered in the tool's place: their text is the answer
+        if task.kind in PASSTHROUGH_KINDS or task.kind == "call":
+            return {**passthrough_value(observation), "person": True}, ""
+        return None, ("审批人代替工具作了答复，无法从中读出所需信息" if lang == "zh"
+                      else "a person answered in the tool's place; the answer does not give what this part needs")
     if not observation.ok:
         return None, _failed(task, observation, lang)
+    if task.kind == "call":  # a person's call of a tool the model does not know: its output is the answer
+        return passthrough_value(observation), ""
     data, nothing = observation.data, ("没有找到相关结果" if lang == "zh" else "nothing relevant was found")
     name = observation.call.name
     if task.kind in PASSTHROUGH_KINDS and is_foreign_output(observation):
@@ -498,7 +509,8 @@ def _names(task: Task, plan: Plan) -> tuple[str, ...]:
     return subject, english_entity(subject) or ""
 
 
-def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[str] | None) -> TaskState:
+def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[str] | None,
+             taken: Mapping[str, Call]) -> TaskState:
     state = TaskState(task)
     deps = [plan.states[k] for k in task.needs if k in plan.states]
     if any(d.status == "failed" for d in deps):
@@ -511,14 +523,25 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
         state.value = vs_value(*(plan.value(k) for k in task.needs))
         state.status = "done" if state.value is not None else "failed"
         return state
-    candidates = place_rag_search(task, attempts(task, plan, lang), turn, tools)
+    # A part a person's edited call stands for is answered by that call alone (decisions.py).
+    candidates = [taken[task.key]] if task.key in taken else place_rag_search(task, attempts(task, plan, lang),
+                                                                               turn, tools)
     if not candidates:
         state.status = "failed"
         state.failures.append((Call(""), "没有指定城市" if lang == "zh" else "no city was named"))
         return state
+    return _walk(state, candidates, plan, lang, turn, tools)
+
+
+def _walk(state: TaskState, candidates: list[Call], plan: Plan, lang: str, turn: Turn,
+          tools: Collection[str] | None) -> TaskState:
+    """The part's attempts against the observations: done, the next call to make, or failed for good."""
     errored = False
     for call in candidates:
         observation = turn.find(call)
+        if observation is None and call in turn.declined:
+            state.failures.append((call, _REJECTED_BEFORE[0 if lang == "zh" else 1]))
+            break  # a person said no to it in an earlier trial: not asked again, nor worked around
         if observation is None and "top_k" in call.args and not errored:
             continue  # a wider search only helps after an error; "found nothing" would just repeat itself
         if observation is None:
@@ -528,24 +551,37 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
                 continue
             state.next_call = call
             return state
-        value, why = accept(task, observation, lang, _names(task, plan))
+        value, why = accept(state.task, observation, lang, _names(state.task, plan))
         if why == "":
             state.status, state.value, state.observation = "done", value, observation
             return state
         errored = not observation.ok
         state.failures.append((call, why))
-        if observation.ok and _no_data_for_place(observation):
+        if _decided_by_person(observation) or (observation.ok and _no_data_for_place(observation)):
             break
     state.status = "failed"
     return state
 
 
+def _decided_by_person(observation: Observation) -> bool:
+    """A person rejected the call or answered it: the part takes that decision, no other call is tried."""
+    return observation.status == "responded" or (
+        not observation.ok and failure_kind(observation.content, observation.status) == "rejected")
+
+
 def make_plan(turn: Turn, tools: Collection[str] | None) -> Plan:
     """The next step for this turn. `tools=None` means no tools are bound: nothing more can be called."""
     question = documents_question(decompose(turn.question, turn.history))
+    plan = _planned(question, turn, tools, {})
+    if taken := person_calls(plan.states, turn):  # a person edited calls: their calls stand for those parts
+        plan = _planned(with_person_calls(question, taken), turn, tools, taken)
+    return plan
+
+
+def _planned(question: Question, turn: Turn, tools: Collection[str] | None, taken: Mapping[str, Call]) -> Plan:
     plan = Plan(question=question, states={}, calls=[])
     for task in question.tasks:
-        plan.states[task.key] = _resolve(task, plan, question.lang, turn, tools)
+        plan.states[task.key] = _resolve(task, plan, question.lang, turn, tools, taken)
     plan.stopped = bool(turn.observations) and turn.repeated()
     if tools is not None and not plan.stopped:
         plan.calls = _unique([s.next_call for s in plan.states.values() if s.next_call is not None])
