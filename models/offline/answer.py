@@ -427,7 +427,7 @@ def _quoted(clauses: list[str], zh: bool) -> str:
 def final_answer(plan: Plan, lang: str) -> str:
     """The answer from what the sub-tasks found, then what is missing and why."""
     question = plan.question
-    if not question.tasks:
+    if not question.tasks and not question.unresolved:  # an unresolved reference is said as such, not as "cannot"
         return cannot_answer(lang)
     zh = lang == "zh"
     done = [s for s in plan.states.values() if s.status == "done" and s.task.shown]
@@ -453,8 +453,9 @@ def final_answer(plan: Plan, lang: str) -> str:
                           "answered with what I have.)")
     if question.unresolved:
         quoted = _quoted(question.unresolved, zh)
-        lines.append(f"{quoted}指的地方前面没有提到，所以没有回答。" if zh
-                     else f"{quoted} refers to a place not named before, so it is not answered.")
+        lines.append(f"{quoted}所指的地方没有点名（前面没有提到，或要由别的结果来定），所以没有回答。" if zh
+                     else f"{quoted} refers to a place it does not name (none named before, or one another part's "
+                          "result would pick), so it is not answered.")
     if others := [clause for clause in question.unhandled if clause not in question.unresolved]:
         quoted = _quoted(others, zh)
         lines.append(f"另外，{quoted}这部分无法由离线脚本模型回答（需要配置真实模型，见 REACTGRAPH_MODEL）。" if zh

@@ -36,6 +36,9 @@ _SPLIT = re.compile(r"\s*(?:和|与|跟|及|以及|、|,|/|&|\band\b|\bor\b|\bvs
 _REFERS_BACK = re.compile(r"^(?:那里|那儿|那边|那个城市|那座城市|当地|该地|该市|there|that city|that place)$", re.I)
 # Words that point back at a place named before; "这里" / "here" are the user's own place (local time).
 REFERENCE = re.compile(r"那里|那儿|那边|那个城市|那座城市|当地|该地|该市|\bthere\b|\bthat (?:city|place|town)\b", re.I)
+# A place described by another part's result ("the colder one", "较冷的那个"): the script cannot work it out.
+_DESCRIBED = re.compile(r"\bthe (?:colder|warmer|hotter|cooler|other|first|second|last) (?:one|city|place)\b|"
+                        r"(?:更|较|最)?(?:冷|热|暖|凉)的(?:那个|那座|城市)|另一个城市", re.I)
 _HERE = re.compile(r"^(?:我这里|我这儿|我们这里|这里|这儿|本地|我这边)$")
 # "Paris, Texas": a city and the region it lies in, with no other list around it, is one place.
 _QUALIFIED = re.compile(r"^(?P<city>[^,]+?),\s*(?P<region>[A-Z][A-Za-z.'-]*(?: [A-Z][A-Za-z.'-]*)?)$")
@@ -119,6 +122,11 @@ def time_places(clause: str) -> list[tuple[str, str]]:
 def refers_back(clause: str) -> bool:
     """The clause points at a place named before ("there", "那里") instead of naming one."""
     return bool(REFERENCE.search(clause)) and not find_cities(clause)
+
+
+def described_place(clause: str) -> bool:
+    """The clause names its place by what another part finds ("…in the colder one"), not by name."""
+    return bool(_DESCRIBED.search(clause)) and not find_cities(clause)
 
 
 def follow_up_place(clause: str) -> str | None:

@@ -22,6 +22,7 @@ from .places import (
     QUESTION,
     TIME,
     WEATHER,
+    described_place,
     follow_up_place,
     places_named,
     refers_back,
@@ -460,13 +461,15 @@ def _frame_tasks(question: Question, clauses: list[str], index: int, tasks: dict
     """The weather, time and arithmetic a clause asks for (one clause may ask for several); False if none."""
     clause = clauses[index]
     handled = False
-    back = refers_back(clause)
     # "北京现在几点？天气怎么样？": a clause without a place means the ones named just before; "…there?" may mean
-    # the previous question's. A reference to no place at all is a part of its own, reported missing.
-    earlier = _earlier_places(question.lang, clauses[:index], history if back else ())
+    # the previous question's. A reference to no place at all, or to one another part's result would pick ("the
+    # colder one"), is a part of its own, reported missing.
+    described = described_place(clause)
+    back = refers_back(clause) or described
+    earlier = [] if described else _earlier_places(question.lang, clauses[:index], history if back else ())
     unresolved = False
     if WEATHER.search(clause) or (COMPARE.search(clause) and find_cities(clause)):
-        cities = weather_cities(clause) or [name for name, _ in earlier]
+        cities = ([] if described else weather_cities(clause)) or [name for name, _ in earlier]
         unresolved = back and not cities
         for city in cities or ([""] if not back else []):
             add(Task(f"weather:{city}", "weather", {"city": city}))
@@ -474,7 +477,7 @@ def _frame_tasks(question: Question, clauses: list[str], index: int, tasks: dict
         if COMPARE.search(clause):
             question.compare = "cold" if COLD.search(clause) else "hot"
     if TIME.search(clause):
-        places = time_places(clause) or earlier
+        places = ([] if described else time_places(clause)) or earlier
         unresolved |= back and not places
         for name, tz in places or ([("", "")] if not back else []):
             add(Task(f"time:{tz or 'local'}", "time", {"city": name, "tz": tz}))
