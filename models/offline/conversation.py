@@ -207,11 +207,10 @@ def read_turn(messages: Sequence[BaseMessage]) -> Turn:
         if result is None:
             observations.append(Observation(call, call_id, round_no, False, "No result was returned."))
             continue
-        content = result.text
         ok = getattr(result, "status", "success") != "error"
         status, attempts, edited = _outcome(result)
-        if edited:  # an edited call's result opens with a line saying what the person changed; the output follows
-            content = content.split("\n", 1)[-1]
+        # An edited call's result opens with a line saying what the person changed; the tool's output follows.
+        content = str(result.text).split("\n", 1)[-1] if edited else str(result.text)
         observations.append(Observation(call, call_id, round_no, ok, content, _parse(content) if ok else None,
                                         status, attempts, edited))
     notes = messages[last_human - 1] if last_human >= 1 else None  # the notes that open the question's message
