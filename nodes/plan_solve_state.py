@@ -164,7 +164,8 @@ def render_results(results: Sequence[StepResult]) -> str:
 
 
 def _usable(record: ExecutionStep) -> bool:
-    return record["status"] == "ok" and not found_nothing(record)
+    # A call a person answered at the approval step has its answer: the person's, as good as the tool's.
+    return record["status"] in ("ok", "responded") and not found_nothing(record)
 
 
 def outcome(records: Sequence[ExecutionStep]) -> StepOutcome:

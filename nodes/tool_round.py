@@ -3,8 +3,9 @@ tool gateway, `observe` records their results, and the loop guard judges the rec
 
 `act` is one task per tool call, fanned out by `Send` from the router, so the calls of a reply run concurrently
 and each finished call is checkpointed at once. Each result becomes a ToolMessage that keeps how the gateway
-ended the call (status, latency, attempts) in `response_metadata["gateway"]`, so `observe` records the step
-without re-parsing the observation; the message's `artifact` stays the tool's own. `observe` cuts each result to
+ended the call (status, latency, attempts; `approval: "edited"` for a call a person edited) in
+`response_metadata["gateway"]`, so `observe` records the step without re-parsing the observation; the message's
+`artifact` stays the tool's own. `observe` cuts each result to
 the observation budget and records it as an `ExecutionStep`. The loop guard's checks are deterministic, read from
 the step records alone: repeated calls (same tool, same arguments, same result), failures, empty findings; on a
 repeat they are authoritative over a model's reflection. Asking a person before a call runs is approval.py's.
@@ -107,6 +108,8 @@ def make_act(services: AgentServices, rules: CommandRules) -> Node:
         if note := task.get("note"):
             result.content = f"{note}\n{result.content}"
         message = to_message(result)
+        if note:  # the decision as a fact beside the note, as a rejected call's status is (approval.py)
+            message.response_metadata["gateway"]["approval"] = "edited"
         if result.command is not None:  # refused in one line, or its update carried to observe on the message
             message = tool_commands.with_command(message, result, rules)
         return {"messages": [message]}

@@ -101,6 +101,8 @@ def label(state: TaskState, plan: Plan, lang: str) -> str:
         return diff_label(task, lang)
     if task.kind == "vs":
         return vs_label(task, lang)
+    if task.kind == "call":
+        return f"{p['tool']} 的结果" if zh else f"the result of {p['tool']}"
     return task.key
 
 
@@ -415,14 +417,21 @@ def _line(state: TaskState, plan: Plan, lang: str) -> str:
     return _chain_line(state, plan, lang)
 
 
+_EDITED = {True: "（这一项按审批人修改后的调用回答）", False: " (answered from the call as a person edited it)"}
+
+
+def _quoted(clauses: list[str], zh: bool) -> str:
+    return "、".join(f"「{u}」" for u in clauses) if zh else ", ".join(f'"{u}"' for u in clauses)
+
+
 def final_answer(plan: Plan, lang: str) -> str:
     """The answer from what the sub-tasks found, then what is missing and why."""
     question = plan.question
-    if not question.tasks:
+    if not question.tasks and not question.unresolved:  # an unresolved reference is said as such, not as "cannot"
         return cannot_answer(lang)
     zh = lang == "zh"
     done = [s for s in plan.states.values() if s.status == "done" and s.task.shown]
-    lines = [_line(s, plan, lang) for s in done]
+    lines = [_line(s, plan, lang) + (_EDITED[zh] if s.task.params.get("person_call") else "") for s in done]
     weather = [i for i, s in enumerate(done) if s.task.kind == "weather"]
     if question.compare and weather:
         lines.insert(weather[-1] + 1, _comparison(plan, lang))
@@ -442,9 +451,13 @@ def final_answer(plan: Plan, lang: str) -> str:
         lines.append("（上一次调用与之前的完全重复，没有新信息，所以不再调用工具，直接基于已有信息作答。）" if zh
                      else "(The last call repeated an earlier one with nothing new, so I stopped calling tools and "
                           "answered with what I have.)")
-    if question.unhandled:
-        quoted = ("、".join(f"「{u}」" for u in question.unhandled) if zh
-                  else ", ".join(f'"{u}"' for u in question.unhandled))
+    if question.unresolved:
+        quoted = _quoted(question.unresolved, zh)
+        lines.append(f"{quoted}所指的地方没有点名（前面没有提到，或要由别的结果来定），所以没有回答。" if zh
+                     else f"{quoted} refers to a place it does not name (none named before, or one another part's "
+                          "result would pick), so it is not answered.")
+    if others := [clause for clause in question.unhandled if clause not in question.unresolved]:
+        quoted = _quoted(others, zh)
         lines.append(f"另外，{quoted}这部分无法由离线脚本模型回答（需要配置真实模型，见 REACTGRAPH_MODEL）。" if zh
                      else f"Also, {quoted} cannot be answered by the scripted offline model (configure a real model "
                           f"via REACTGRAPH_MODEL).")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +30,8 @@ from reactgraph.tools import untrusted
 
 from .question import split_clauses
 from .words import language_of, normalize, word_list
+
+NOTES = "notes"  # the name of the context message a notes block becomes (`unframed`)
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class Observation:
     # text (`planner.failure_reason`).
     status: str = ""
     attempts: int = 0
+    edited: bool = False  # a person edited the call before it ran (the fact `approval: "edited"`; decisions.py)
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class Turn:
     rounds: int = 0
     prior_calls: int = 0
     used_ids: frozenset[str] = frozenset()
+    declined: tuple[Call, ...] = ()  # calls a person rejected in an earlier trial (the notes' lesson)
 
     @property
     def lang(self) -> str:
@@ -124,15 +128,50 @@ def _parse(content: str) -> Any:
     return data or content
 
 
-def _outcome(result: ToolMessage) -> tuple[str, int]:
-    """(status, attempts) from the gateway's facts on the result, allow-listed and bounded ("" and 0 when
-    absent)."""
+def _outcome(result: ToolMessage) -> tuple[str, int, bool]:
+    """(status, attempts, edited by a person) from the gateway's facts on the result, allow-listed and bounded
+    ("", 0 and False when absent)."""
     facts = (result.response_metadata or {}).get("gateway")
     facts = facts if isinstance(facts, dict) else {}
     status = facts.get("status")
     attempts = facts.get("attempts")
     return (status if isinstance(status, str) and len(status) <= 32 else "",
-            attempts if isinstance(attempts, int) and 0 <= attempts <= 1000 else 0)
+            attempts if isinstance(attempts, int) and 0 <= attempts <= 1000 else 0,
+            facts.get("approval") == "edited")
+
+
+# How the model words the rejected calls in its lesson, and reads them back: "<marker> name {args}; name {args}."
+_DECLINED = {"zh": "审批人拒绝了这些调用，不要再请求：",
+             "en": "A person rejected these calls; do not ask for them again: "}
+_DECLINED_AT = re.compile("|".join(re.escape(marker) for marker in _DECLINED.values()))
+_CALL_NAME = re.compile(r"\s*[;；]?\s*(?P<name>[\w.-]{1,64}) (?=\{)")
+MAX_DECLINED = 20  # a lesson names a few; more read back would only be a bigger prompt's worth of noise
+
+
+def declined_line(calls: Iterable[Call], lang: str) -> str:
+    """The lesson's sentence naming the calls a person rejected ("" when there are none)."""
+    named = list(dict.fromkeys(calls))[:MAX_DECLINED]
+    if not named:
+        return ""
+    listed = ("；" if lang == "zh" else "; ").join(
+        f"{call.name} {json.dumps(call.args, ensure_ascii=False, sort_keys=True)}" for call in named)
+    return f"{_DECLINED['zh' if lang == 'zh' else 'en']}{listed}{'。' if lang == 'zh' else '.'}"
+
+
+def declined_in(text: str) -> tuple[Call, ...]:
+    """The calls a lesson in `text` says a person rejected."""
+    found: list[Call] = []
+    decoder = json.JSONDecoder()
+    for marker in _DECLINED_AT.finditer(text):
+        at = marker.end()
+        while len(found) < MAX_DECLINED and (name := _CALL_NAME.match(text, at)):
+            try:
+                args, at = decoder.raw_decode(text, name.end())
+            except ValueError:
+                break
+            if isinstance(args, dict):
+                found.append(Call(name.group("name"), args))
+    return tuple(dict.fromkeys(found))
 
 
 def read_turn(messages: Sequence[BaseMessage]) -> Turn:
@@ -168,13 +207,16 @@ def read_turn(messages: Sequence[BaseMessage]) -> Turn:
         if result is None:
             observations.append(Observation(call, call_id, round_no, False, "No result was returned."))
             continue
-        content = result.text
         ok = getattr(result, "status", "success") != "error"
-        status, attempts = _outcome(result)
+        status, attempts, edited = _outcome(result)
+        # An edited call's result opens with a line saying what the person changed; the tool's output follows.
+        content = str(result.text).split("\n", 1)[-1] if edited else str(result.text)
         observations.append(Observation(call, call_id, round_no, ok, content, _parse(content) if ok else None,
-                                        status, attempts))
+                                        status, attempts, edited))
+    notes = messages[last_human - 1] if last_human >= 1 else None  # the notes that open the question's message
+    declined = declined_in(notes.text) if isinstance(notes, SystemMessage) and notes.name == NOTES else ()
     return Turn(question=question, history=history, observations=tuple(observations), rounds=rounds,
-                prior_calls=prior_calls, used_ids=frozenset(used_ids))
+                prior_calls=prior_calls, used_ids=frozenset(used_ids), declined=declined)
 
 
 def unframed(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -184,7 +226,7 @@ def unframed(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     for message in messages:
         if isinstance(message, HumanMessage) and untrusted.is_notes(message.text):
             body, rest = untrusted.split_notes(message.text)
-            out.append(SystemMessage(body))
+            out.append(SystemMessage(body, name=NOTES))
             if rest.strip():
                 out.append(HumanMessage(rest, id=message.id))
         elif isinstance(message, ToolMessage) and isinstance(message.content, str):
@@ -328,6 +370,8 @@ def passthrough_value(observation: Observation) -> dict[str, Any]:
 
 def passthrough_line(data: dict[str, Any], lang: str) -> str:
     tool, text = data["tool"], data["passthrough"]
+    if data.get("person"):  # a person answered the call at the approval step: said as theirs, not the tool's
+        return f"审批人代替 {tool} 答复：{text}" if lang == "zh" else f"A person answered for {tool}: {text}"
     return f"{tool} 返回：{text}" if lang == "zh" else f"{tool} returned: {text}"
 
 

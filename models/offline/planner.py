@@ -15,14 +15,28 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .compute import LOCAL_KINDS, as_number, compact, diff_expression, format_number, vs_value
 from .conversation import PASSTHROUGH_KINDS, Call, Observation, Turn, is_foreign_output, passthrough_value
-from .question import Question, Task, clean_query, core_entity, decompose, english_query, origin_query, role_query
+from .decisions import person_calls, with_person_calls
+from .places import same_place
+from .question import (
+    Question,
+    Task,
+    clean_query,
+    core_entity,
+    decompose,
+    english_query,
+    origin_query,
+    resolve_pronouns,
+    role_query,
+    split_clauses,
+)
 from .words import (
+    PRONOUNS,
     DateFact,
     Person,
     current_date,
@@ -34,6 +48,7 @@ from .words import (
     mentions_role,
     role_of,
     snippet_temperature,
+    word_list,
 )
 
 # How the gateway words each failing ToolStatus (tools/untrusted.py), for results that carry no status (the
@@ -44,6 +59,7 @@ _GATEWAY_TEXTS = (
     (r"Tool \S+ is busy: no free slot", "rate_limited"),
     (r"Invalid arguments for ", "invalid_args"),
     (r"Unknown tool |Tool '[^']*' is disabled", "unknown_tool"),
+    (r"Tool \S+ was not run: the call was rejected at the approval step", "rejected"),
     (r"Tool '[^']*' is not permitted", "denied"),
     (r"Tool \S+ failed", "error"),
     (r"No result was returned", "no_result"),
@@ -67,7 +83,9 @@ _REASONS = {
     "unknown_tool": ("工具不存在或已停用", "the tool does not exist or is disabled"),
     "denied": ("没有权限", "permission denied"),
     "no_result": ("没有返回结果", "no result was returned"),
+    "rejected": ("审批人拒绝了这次调用", "a person rejected the call at the approval step"),
 }
+_REJECTED_BEFORE = ("审批人在之前的尝试中拒绝了这次调用", "a person rejected this call in an earlier attempt")
 
 
 def failure_kind(content: str, status: str = "", attempts: int = 0) -> str:
@@ -115,6 +133,9 @@ DOCUMENT_CUE = re.compile(
     r"\b(?:according to|based on|from|in|using|per|search)\s+(?:the|my|our)\s+(?:(?:ingested|local|own)\s+)?"
     r"(?:documents?|docs|notes|knowledge base|files)\b",
     re.IGNORECASE)
+# Words that say nothing about what a passage is about: a passage holding them is not about the question.
+_FUNCTION_WORDS = frozenset(word_list("stop_words_en")) | {"and", "or", "also", "then", "with", "from", "that",
+                                                           "this", "has", "have", "how", "many", "much", "any"}
 _EDGE = re.compile(r"^[\s,，:：;；、.。]+|[\s,，:：;；、]+$")
 _LATIN = re.compile(r"[a-z][a-z0-9_.+#-]{2,}")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
@@ -135,19 +156,43 @@ def document_query(text: str) -> str | None:
     normalized = unicodedata.normalize("NFKC", text)
     if not DOCUMENT_CUE.search(normalized):
         return None
-    stripped = _EDGE.sub("", DOCUMENT_CUE.sub(" ", normalized)).strip()
-    return re.sub(r"\s+", " ", stripped) or None
+    # Line breaks stay: they part the goals of a plan step ("…\nAccording to the documents, …"), as sentences do.
+    lines = [re.sub(r"\s+", " ", _EDGE.sub("", line)).strip() for line in DOCUMENT_CUE.sub(" ", normalized).split("\n")]
+    return "\n".join(line for line in lines if line) or None
+
+
+# "…预算上限是多少，谁负责安全评审？": in a question about the documents a comma before a question word starts a part.
+_DOCUMENT_PART = re.compile(r"[，,]\s*(?=谁|什么时候|何时|哪|多少|是否|怎么|如何)")
+DOCUMENT_PREFIX = {"zh": "根据知识库，", "en": "According to the documents, "}
 
 
 def documents_question(question: Question) -> Question:
-    """A question with a document cue becomes one document lookup; any other question is returned as it is."""
+    """A question with a document cue becomes one document lookup per part it asks ("what is X's budget and who
+    owns its review?" two, the second about X); any other question is returned as it is."""
     query = document_query(question.text)
     if query is None:
         return question
-    keywords = clean_query(query) or query
-    task = Task(f"fact:{keywords}", "fact", {"query": keywords, "clause": query, "name_wanted": False,
-                                             "documents": query})
-    return Question(text=question.text, lang=question.lang, tasks=[task])
+    parts = [part for clause in split_clauses(query) for part in _DOCUMENT_PART.split(clause) if part.strip()]
+    if len(parts) <= 1:
+        keywords = clean_query(query) or query
+        task = Task(f"fact:{keywords}", "fact", {"query": keywords, "clause": query, "name_wanted": False,
+                                                 "documents": query})
+        return Question(text=question.text, lang=question.lang, tasks=[task])
+    tasks: dict[str, Task] = {}
+    entity = ""
+    for part in parts:
+        keywords = clean_query(part) or part
+        # "when does it start?" asks about the first part's subject (clean_query has dropped the "it" already)
+        refers = bool(entity) and (any(word.strip("?.,!").lower() in PRONOUNS for word in part.split())
+                                   or bool(re.search(r"[它他她其]", part)))
+        resolved = resolve_pronouns(keywords, entity) if refers else keywords
+        if refers and entity not in resolved:
+            resolved = f"{entity} {resolved}"
+        entity = entity or core_entity(keywords)
+        tasks.setdefault(f"fact:{resolved}", Task(f"fact:{resolved}", "fact", {
+            "query": resolved, "clause": part, "name_wanted": False, "part": True,
+            "documents": part if resolved == keywords else resolved, "subject": entity if refers else ""}))
+    return Question(text=question.text, lang=question.lang, tasks=list(tasks.values()))
 
 
 def place_rag_search(task: Task, candidates: list[Call], turn: Turn, tools: Collection[str] | None) -> list[Call]:
@@ -168,14 +213,22 @@ def place_rag_search(task: Task, candidates: list[Call], turn: Turn, tools: Coll
 
 def _key_words(query: str) -> set[str]:
     text = unicodedata.normalize("NFKC", query).casefold()
-    words = set(_LATIN.findall(text))
+    words = set(_LATIN.findall(text)) - _FUNCTION_WORDS
     for run in _CJK_RUN.findall(text):
         words.update(run[i:i + 2] for i in range(len(run) - 1))
     return words
 
 
-def _grounded(hit: dict[str, Any], words: set[str]) -> bool:
+def _grounded(hit: dict[str, Any], words: set[str], subject: str = "") -> bool:
+    """The passage holds enough of the query's key words, and (when the part refers back to one) its subject."""
     text = unicodedata.normalize("NFKC", f"{hit.get('title', '')} {hit.get('snippet', '')}").casefold()
+    if subject:
+        # "…, who is its CEO?": another company's CEO is not an answer, nor a passage that only names the subject
+        if unicodedata.normalize("NFKC", subject).casefold() not in text:
+            return False
+        asked = words - _key_words(subject)
+        if asked and not any(word in text for word in asked):
+            return False
     return not words or sum(word in text for word in words) >= _GROUNDING * len(words)
 
 
@@ -199,8 +252,11 @@ def accept_passages(task: Task, observation: Observation, lang: str) -> tuple[An
         return (results, "") if results else (None, nothing)
     # A document question takes the nearest passages, unless none shares the question's words or language and
     # none scores strongly: then the nearest neighbour (always there) is a guess, said so instead of quoted.
-    trusted = [hit for hit in results if _grounded(hit, words) or _strong(hit)
-               or (_same_script(hit, query) and _score(hit) >= _SAME_LANGUAGE_SCORE)]
+    # One part of a question of several parts takes only passages about that part: the nearest passage is about
+    # some part, not necessarily this one.
+    subject = str(task.params.get("subject") or "")
+    trusted = [hit for hit in results if _grounded(hit, words, subject) or (not subject and _strong(hit))
+               or (not task.params.get("part") and _same_script(hit, query) and _score(hit) >= _SAME_LANGUAGE_SCORE)]
     if not trusted:
         return None, ("文档中最接近的段落与问题的语言或用词不符，无法确定答案" if lang == "zh"
                       else "the closest passages in the documents do not match the question's words or language; "
@@ -353,12 +409,22 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
         # A fallback to the documents: the passages must say who holds the role asked about, or when.
         return _read_hits(task, [h for h in passages if mentions_role(h, _asked_role(task))], lang, names,
                           "文档中没有找到相关内容" if lang == "zh" else "nothing relevant in the documents")
+    if observation.status == "responded":  # a person answered in the tool's place: their text is the answer
+        if task.kind in PASSTHROUGH_KINDS or task.kind == "call":
+            return {**passthrough_value(observation), "person": True}, ""
+        return None, ("审批人代替工具作了答复，无法从中读出所需信息" if lang == "zh"
+                      else "a person answered in the tool's place; the answer does not give what this part needs")
     if not observation.ok:
-        return None, failure_reason(observation.content, lang, observation.status, observation.attempts)
+        return None, _failed(task, observation, lang)
+    if task.kind == "call":  # a person's call of a tool the model does not know: its output is the answer
+        return passthrough_value(observation), ""
     data, nothing = observation.data, ("没有找到相关结果" if lang == "zh" else "nothing relevant was found")
     name = observation.call.name
     if task.kind in PASSTHROUGH_KINDS and is_foreign_output(observation):
         return passthrough_value(observation), ""  # a user's replacement tool: its output is the answer
+    if task.kind == "weather" and name == "get_weather" and isinstance(data, dict) and data.get("found") is not False \
+            and not same_place(task.params["city"], data.get("city")):
+        return None, _other_place(str(data.get("city")), task.params["city"], lang)  # never another place's data
     if name == "calculator":
         number = as_number(data.get("result")) if isinstance(data, dict) else None
         return (number, "") if number is not None else (None, nothing)
@@ -373,7 +439,24 @@ def accept(task: Task, observation: Observation, lang: str, names: tuple[str, ..
     if not results:
         message = data.get("message") if isinstance(data, dict) else ""
         return None, str(message or nothing).rstrip("。. ")
+    if task.params.get("documents"):  # the web for a document question: only hits about what it asks count
+        words, subject = _key_words(task.params["query"]), str(task.params.get("subject") or "")
+        results = [hit for hit in results if _grounded(hit, words, subject)]
     return _read_hits(task, results, lang, names, nothing)
+
+
+def _failed(task: Task, observation: Observation, lang: str) -> str:
+    """Why a failed call did not complete the task; the clock's refusal of a place the gazetteer lacks says so."""
+    kind = failure_kind(observation.content, observation.status, observation.attempts)
+    city = task.params.get("city") or ""
+    if task.kind == "time" and kind == "invalid_args" and city and lookup_city(city) is None:
+        return f"不知道{city}的时区" if lang == "zh" else f"no time zone is known for {city}"
+    return failure_reason(observation.content, lang, observation.status, observation.attempts)
+
+
+def _other_place(answered: str, asked: str, lang: str) -> str:
+    return (f"天气工具给出的是{answered}的数据，不是{asked}的" if lang == "zh"
+            else f"the weather tool answered for {answered}, not for {asked}")
 
 
 def _asked_role(task: Task) -> str:
@@ -426,7 +509,8 @@ def _names(task: Task, plan: Plan) -> tuple[str, ...]:
     return subject, english_entity(subject) or ""
 
 
-def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[str] | None) -> TaskState:
+def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[str] | None,
+             taken: Mapping[str, Call]) -> TaskState:
     state = TaskState(task)
     deps = [plan.states[k] for k in task.needs if k in plan.states]
     if any(d.status == "failed" for d in deps):
@@ -439,14 +523,25 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
         state.value = vs_value(*(plan.value(k) for k in task.needs))
         state.status = "done" if state.value is not None else "failed"
         return state
-    candidates = place_rag_search(task, attempts(task, plan, lang), turn, tools)
+    # A part a person's edited call stands for is answered by that call alone (decisions.py).
+    candidates = [taken[task.key]] if task.key in taken else place_rag_search(task, attempts(task, plan, lang),
+                                                                               turn, tools)
     if not candidates:
         state.status = "failed"
         state.failures.append((Call(""), "没有指定城市" if lang == "zh" else "no city was named"))
         return state
+    return _walk(state, candidates, plan, lang, turn, tools)
+
+
+def _walk(state: TaskState, candidates: list[Call], plan: Plan, lang: str, turn: Turn,
+          tools: Collection[str] | None) -> TaskState:
+    """The part's attempts against the observations: done, the next call to make, or failed for good."""
     errored = False
     for call in candidates:
         observation = turn.find(call)
+        if observation is None and call in turn.declined:
+            state.failures.append((call, _REJECTED_BEFORE[0 if lang == "zh" else 1]))
+            break  # a person said no to it in an earlier trial: not asked again, nor worked around
         if observation is None and "top_k" in call.args and not errored:
             continue  # a wider search only helps after an error; "found nothing" would just repeat itself
         if observation is None:
@@ -456,24 +551,37 @@ def _resolve(task: Task, plan: Plan, lang: str, turn: Turn, tools: Collection[st
                 continue
             state.next_call = call
             return state
-        value, why = accept(task, observation, lang, _names(task, plan))
+        value, why = accept(state.task, observation, lang, _names(state.task, plan))
         if why == "":
             state.status, state.value, state.observation = "done", value, observation
             return state
         errored = not observation.ok
         state.failures.append((call, why))
-        if observation.ok and _no_data_for_place(observation):
+        if _decided_by_person(observation) or (observation.ok and _no_data_for_place(observation)):
             break
     state.status = "failed"
     return state
 
 
+def _decided_by_person(observation: Observation) -> bool:
+    """A person rejected the call or answered it: the part takes that decision, no other call is tried."""
+    return observation.status == "responded" or (
+        not observation.ok and failure_kind(observation.content, observation.status) == "rejected")
+
+
 def make_plan(turn: Turn, tools: Collection[str] | None) -> Plan:
     """The next step for this turn. `tools=None` means no tools are bound: nothing more can be called."""
     question = documents_question(decompose(turn.question, turn.history))
+    plan = _planned(question, turn, tools, {})
+    if taken := person_calls(plan.states, turn):  # a person edited calls: their calls stand for those parts
+        plan = _planned(with_person_calls(question, taken), turn, tools, taken)
+    return plan
+
+
+def _planned(question: Question, turn: Turn, tools: Collection[str] | None, taken: Mapping[str, Call]) -> Plan:
     plan = Plan(question=question, states={}, calls=[])
     for task in question.tasks:
-        plan.states[task.key] = _resolve(task, plan, question.lang, turn, tools)
+        plan.states[task.key] = _resolve(task, plan, question.lang, turn, tools, taken)
     plan.stopped = bool(turn.observations) and turn.repeated()
     if tools is not None and not plan.stopped:
         plan.calls = _unique([s.next_call for s in plan.states.values() if s.next_call is not None])

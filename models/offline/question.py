@@ -17,6 +17,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compute import DIFF, FOLLOW_ON, MORE, RATIO, derived, find_expression
+from .places import (
+    COMPARE,
+    QUESTION,
+    TIME,
+    WEATHER,
+    described_place,
+    follow_up_place,
+    places_named,
+    refers_back,
+    time_places,
+    weather_cities,
+)
 from .words import (
     ENTITY_ALIASES,
     KEYWORDS_EN,
@@ -34,26 +46,12 @@ from .words import (
     word_list,
 )
 
-WEATHER = re.compile(r"天气|气温|温度|多少度|几度|下雨|下雪|冷不冷|热不热|晴|阴天|\bweather\b|\btemperatures?\b|"
-                     r"\bforecast\b|\braining\b|\bsnowing\b|\bhumid(?:ity)?\b", re.I)
-COMPARE = re.compile(r"哪(?:个|座|一个|一座|里|边)?[^?？]{0,8}?(?:热|暖|冷|凉|温度高|温度低)|"
-                     r"更热|更冷|更暖|更凉|最热|最冷|[和跟与同][^?？]{1,12}?比|比[^?？]{1,12}?(?:热|冷|暖|凉|低|高)|"
-                     r"比较|对比|温差|相比|\b(?:hotter|warmer|colder|cooler|hottest|warmest|coldest|coolest|"
-                     r"compare|comparison|versus|vs)\b|\bwhich\b[^?]*\b(?:hot|warm|cold|cool)", re.I)
-COLD = re.compile(r"冷|凉|温度低|气温低|更低|\b(?:colder|cooler|coldest|coolest|lower)\b", re.I)
-TIME = re.compile(r"几点|几时|什么时间|现在时间|当前时间|时间是|几号|星期几|周几|礼拜几|日期|今天是|\bwhat time\b|"
-                  r"\btime is it\b|\bcurrent time\b|\blocal time\b|\btime (?:now |right now )?in\b|"
-                  r"\bwhat(?:'s| is) the (?:date|time)\b|\bwhat day\b|\btoday's date\b|\bdate today\b|"
-                  r"\bcurrent date\b|\bthe time\b", re.I)
 CALC_INTENT = re.compile(r"计算|算一下|算算|等于|多少|几|结果|求|\b(?:calculate|compute|evaluate|what is|what's|"
                          r"how much|equals?|result|solve)\b|=", re.I)
 CREATIVE = re.compile(r"^(?:请|帮我|给我|能不能|可以|你能)?\s*(?:写|作|编|创作|画|唱|翻译)(?:一|个|首|篇|段|幅|下|几)|"
                       r"笑话|一首诗|写诗|作诗|写一首|讲个故事|\b(?:tell|write|compose|make up|sing|draw|"
                       r"translate)\b.{0,20}\b(?:jokes?|poems?|story|stories|songs?|haiku|essay|letter)\b|"
                       r"^(?:write|compose|translate|draw|sing)\b", re.I)
-QUESTION = re.compile(r"什么|谁|哪|介绍|讲讲|说说|解释|多少|怎么样|如何|吗|呢|为什么|了解|是否|\?|"
-                      r"^(?:what|who|which|when|where|why|how|tell me|explain|describe|define|give me|"
-                      r"do you know|is|are|does|did|can)\b", re.I)
 # "谁创造了 Python" / "who founded NVIDIA" want a name; "谁是 Elon Musk" / "who is Linus" want a description.
 WHO_DID = re.compile(r"谁(?!是)[^?？]{0,3}?(?:创|发明|开发|写|设计|建|成立|提出|发现|领导|执掌|经营|拥有)|"
                      r"\bwho\s+(?!is\b|are\b|was\b|were\b)[a-z]+", re.I)
@@ -61,58 +59,7 @@ SMALL_TALK = re.compile(r"^(?:你好|您好|嗨|哈喽|谢谢|多谢|再见|hi|h
 
 _ZH_FILLER: tuple[str, ...] = tuple(word_list("fillers_zh"))  # longest first where one contains another
 _EN_STOP = frozenset(word_list("stop_words_en"))
-_PLACE_FILLER = re.compile(r"^(?:请问|请|帮我|查一下|查询|查查|告诉我|看看|想知道|你知道|今天|明天|现在|目前|当前|"
-                           r"这几天|最近)+|(?:的|今天|明天|现在|目前|当前|这几天|最近|分别|都|市)+$")
-_SPLIT = re.compile(r"\s*(?:和|与|跟|及|以及|、|,|/|&|\band\b|\bor\b|\bvs\.?|\bversus\b)\s*", re.I)
-
-
-_REFERS_BACK = re.compile(r"^(?:那里|那儿|那边|那个城市|当地|该地|该市|there|that city)$", re.I)
-
-
-def weather_cities(clause: str) -> list[str]:
-    """City names (gazetteer names in the question's script, or the user's own words) a weather clause names."""
-    zh = has_cjk(clause)
-    names: list[str] = []
-    if zh:
-        cut = min((m.start() for m in (WEATHER.search(clause), COMPARE.search(clause)) if m), default=len(clause))
-        span = clause[:cut]
-    else:
-        match = re.search(r"\b(?:in|for|at|of|on|between)\s+(.+?)(?=\?|$|[.!]|\b(?:today|tomorrow|now|right now|"
-                          r"currently|this week|which|is|are|and which)\b)", clause, re.I)
-        span = match.group(1) if match else ""
-    for piece in _SPLIT.split(span):
-        piece = _PLACE_FILLER.sub("", piece.strip(" ,.?!")).strip()
-        piece = re.sub(r"^(?:(?:the|both|in|for|at|of|on)\s+)+", "", piece, flags=re.I).strip()  # "… and in Gotham"
-        if not piece or _REFERS_BACK.match(piece):  # "那里天气如何？": the place named before, not a place "那里"
-            continue
-        hits = find_cities(piece)
-        if hits:
-            names.extend(city.name("zh" if zh else "en") for _, _, city in hits)
-        elif _reads_as_a_place(piece, zh):
-            names.append(piece)
-    if not names or (zh and COMPARE.search(clause)):
-        # "北京的气温比上海低多少度": the city after 比 is a part of the question too.
-        names += [city.name("zh" if zh else "en") for _, _, city in find_cities(clause)]
-    return list(dict.fromkeys(names))
-
-
-def _reads_as_a_place(piece: str, zh: bool) -> bool:
-    """A name the gazetteer lacks but that reads as one: a short run of Chinese characters that is not a
-    question word, or one to three capitalised words."""
-    if zh:
-        return 2 <= len(piece) <= 8 and bool(re.fullmatch(r"[\u4e00-\u9fff]+", piece)) and not QUESTION.search(piece)
-    return bool(re.fullmatch(r"[A-Z][A-Za-z.'-]*(?: [A-Z][A-Za-z.'-]*){0,2}", piece))
-
-
-def time_places(clause: str) -> list[tuple[str, str]]:
-    """(display name, timezone argument) for each place a time clause names; [] means local time."""
-    zh = has_cjk(clause)
-    places = [(city.name("zh" if zh else "en"), city.tz) for _, _, city in find_cities(clause)]
-    if not places and not zh:
-        match = re.search(r"\b(?:time|date)\b[^?]*?\bin\s+([A-Z][A-Za-z/_'-]*(?: [A-Z][A-Za-z_'-]*){0,2})", clause)
-        if match:
-            places.append((match.group(1), match.group(1)))
-    return list(dict.fromkeys(places))
+COLD = re.compile(r"冷|凉|温度低|气温低|更低|\b(?:colder|cooler|coldest|coolest|lower)\b", re.I)
 
 
 def calc_expression(clause: str, other_frames: bool) -> str | None:
@@ -353,6 +300,7 @@ class Question:
     tasks: list[Task] = field(default_factory=list)
     compare: str | None = None  # "hot" or "cold" when the user asks which city is hotter / colder
     unhandled: list[str] = field(default_factory=list)  # sentences no built-in tool can answer
+    unresolved: list[str] = field(default_factory=list)  # those of them that refer back to a place never named
     chain: Chain | None = None
 
     def task(self, key: str) -> Task | None:
@@ -427,7 +375,7 @@ def _chain_tasks(chain: Chain) -> list[Task]:
     return tasks
 
 
-def _resolve_pronouns(query: str, entity: str) -> str:
+def resolve_pronouns(query: str, entity: str) -> str:
     words = [w for w in query.split() if w.lower() not in PRONOUNS]
     stripped = [re.sub(r"^(?:它们|他们|它|他|她|其)", "", w) for w in words]
     if entity and (len(stripped) != len(query.split()) or stripped != words):
@@ -481,7 +429,7 @@ def decompose(text: str, history: Sequence[str] = ()) -> Question:
             framed.append(index)
             continue  # it scales the result before it: a derived task (see compute.derived)
         before = len(tasks)
-        if _frame_tasks(question, clauses, index, tasks, add):
+        if _frame_tasks(question, clauses, index, tasks, add, history):
             framed.append(index)
             calculated.update(index for task in list(tasks.values())[before:] if task.kind == "calc")
         else:
@@ -508,23 +456,35 @@ def _unmapped_operation(clause: str, derived_parts: bool) -> bool:
     return not (derived_parts and any(cue.search(clause) for cue in (DIFF, RATIO, MORE, FOLLOW_ON)))
 
 
-def _frame_tasks(question: Question, clauses: list[str], index: int, tasks: dict[str, Task], add: Any) -> bool:
+def _frame_tasks(question: Question, clauses: list[str], index: int, tasks: dict[str, Task], add: Any,
+                 history: Sequence[str] = ()) -> bool:
     """The weather, time and arithmetic a clause asks for (one clause may ask for several); False if none."""
     clause = clauses[index]
     handled = False
+    # "北京现在几点？天气怎么样？": a clause without a place means the ones named just before; "…there?" may mean
+    # the previous question's. A reference to no place at all, or to one another part's result would pick ("the
+    # colder one"), is a part of its own, reported missing.
+    described = described_place(clause)
+    back = refers_back(clause) or described
+    earlier = [] if described else _earlier_places(question.lang, clauses[:index], history if back else ())
+    unresolved = False
     if WEATHER.search(clause) or (COMPARE.search(clause) and find_cities(clause)):
-        # "北京现在几点？天气怎么样？": a clause without a city means the one named just before.
-        earlier = [c.name(question.lang) for _, _, c in find_cities(" ".join(clauses[:index]))]
-        for city in weather_cities(clause) or earlier or [""]:
+        cities = ([] if described else weather_cities(clause)) or [name for name, _ in earlier]
+        unresolved = back and not cities
+        for city in cities or ([""] if not back else []):
             add(Task(f"weather:{city}", "weather", {"city": city}))
         handled = True
         if COMPARE.search(clause):
             question.compare = "cold" if COLD.search(clause) else "hot"
     if TIME.search(clause):
-        earlier_places = [(c.name(question.lang), c.tz) for _, _, c in find_cities(" ".join(clauses[:index]))]
-        for name, tz in time_places(clause) or earlier_places or [("", "")]:
+        places = ([] if described else time_places(clause)) or earlier
+        unresolved |= back and not places
+        for name, tz in places or ([("", "")] if not back else []):
             add(Task(f"time:{tz or 'local'}", "time", {"city": name, "tz": tz}))
         handled = True
+    if unresolved:
+        question.unhandled.append(clause)
+        question.unresolved.append(clause)
     expression = calc_expression(clause, other_frames=handled)
     if expression:
         add(Task(f"calc:{expression}", "calc", {"expression": expression}))
@@ -535,16 +495,21 @@ def _frame_tasks(question: Question, clauses: list[str], index: int, tasks: dict
     return handled
 
 
+def _earlier_places(lang: str, before: Sequence[str], history: Sequence[str]) -> list[tuple[str, str]]:
+    """The places the question named before a clause, else (for a clause that refers back) the last question's."""
+    return places_named(before, lang) or (places_named(history[-1:], lang) if history else [])
+
+
 def _other_task(question: Question, clause: str, history: Sequence[str], entity: str, add: Any) -> str:
     """A clause no frame handles: a follow-up, a fact to look up, or left unhandled. Returns the entity later
     clauses' pronouns refer to."""
     if is_creative(clause) or SMALL_TALK.match(clause):
         question.unhandled.append(clause)
         return entity
-    if history and find_cities(clause) and _follow_up(question, clause, history, add):
+    if history and (find_cities(clause) or follow_up_place(clause)) and _follow_up(question, clause, history, add):
         return entity
     if QUESTION.search(clause) or latin_terms(clause) or english_entity(clause):
-        query = _resolve_pronouns(clean_query(clause), entity or _context_entity(history))
+        query = resolve_pronouns(clean_query(clause), entity or _context_entity(history))
         if query:
             add(Task(f"fact:{query}", "fact", {"query": query, "clause": clause,
                                                "name_wanted": bool(WHO_DID.search(clause))}))
@@ -554,12 +519,15 @@ def _other_task(question: Question, clause: str, history: Sequence[str], entity:
 
 
 def _follow_up(question: Question, clause: str, history: Sequence[str], add: Any) -> bool:
-    """"那上海呢？" after a weather or time question: the same kind of task for the newly named cities."""
+    """"那上海呢？" after a weather or time question: the same kind of task for the newly named places (a place
+    the gazetteer lacks is asked about as written, never answered with another's data)."""
     kinds = {t.kind for t in decompose(history[-1]).tasks}
-    for _, _, city in find_cities(clause):
-        name = city.name(question.lang)
+    places = [(city.name(question.lang), city.tz) for _, _, city in find_cities(clause)]
+    if not places and (place := follow_up_place(clause)):
+        places = [(place, place)]
+    for name, tz in places:
         if "weather" in kinds:
             add(Task(f"weather:{name}", "weather", {"city": name}))
         if "time" in kinds:
-            add(Task(f"time:{city.tz}", "time", {"city": name, "tz": city.tz}))
+            add(Task(f"time:{tz}", "time", {"city": name, "tz": tz}))
     return bool(kinds & {"weather", "time"})

@@ -28,8 +28,16 @@ from reactgraph.models.response_format import read_request
 from reactgraph.models.schema_test_model import MAX_DEPTH, example_value
 
 from .answer import describe_call, join, label, missing_reason
-from .conversation import Turn, as_tool_messages, read_turn, recall_coverage, recall_reply, unframed
-from .planner import BUILTIN_TOOLS, Plan, make_plan
+from .conversation import (
+    Turn,
+    as_tool_messages,
+    declined_line,
+    read_turn,
+    recall_coverage,
+    recall_reply,
+    unframed,
+)
+from .planner import BUILTIN_TOOLS, DOCUMENT_PREFIX, Plan, failure_kind, make_plan
 from .question import Question, Task, decompose, split_clauses
 from .words import normalize
 
@@ -208,6 +216,10 @@ def lesson_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
                      else f"Tools that failed: {', '.join(failed)}; do not retry them unchanged.")
     if tries:
         parts.append(f"下次先{'；'.join(tries)}。" if zh else f"Next time, first {'; '.join(tries)}.")
+    turn = read_turn(messages)  # the calls a person rejected stay rejected in the next trial (decisions.py)
+    rejected = [o.call for o in turn.observations if not o.ok and failure_kind(o.content, o.status) == "rejected"]
+    if declined := declined_line([*turn.declined, *rejected], lang):
+        parts.append(declined)
     parts.append("回答前逐项核对问题的每个部分都有工具结果支持。" if zh
                  else "Before answering, check that every part of the question is backed by a tool result.")
     return {"lesson": ("" if zh else " ").join(parts)}
@@ -243,6 +255,8 @@ def _template(task: Task, lang: str) -> str:
         return f"计算 {p['expression']}" if zh else f"Calculate {p['expression']}"
     if task.kind == "http":
         return f"获取 {p['url']} 的内容" if zh else f"Fetch {p['url']}"
+    if p.get("part"):  # one part of a question about the documents: that part, still about the documents
+        return f"{DOCUMENT_PREFIX[lang]}{p['documents']}"
     return p.get("clause") or p.get("query", "")
 
 
