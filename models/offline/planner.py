@@ -85,6 +85,8 @@ _REASONS = {
     "no_result": ("没有返回结果", "no result was returned"),
     "rejected": ("审批人拒绝了这次调用", "a person rejected the call at the approval step"),
 }
+# What the person said when rejecting, as the gateway's answer to a rejected call carries it (tools/untrusted.py).
+_PERSON_SAID = re.compile(r"rejected at the approval step: (?P<words>.+?)\. Do not call it again", re.S)
 _REJECTED_BEFORE = ("审批人在之前的尝试中拒绝了这次调用", "a person rejected this call in an earlier attempt")
 
 
@@ -111,6 +113,9 @@ def failure_reason(content: str, lang: str, status: str = "", attempts: int = 0)
     """A short, honest label for why a tool call failed, following its status (see `failure_kind`)."""
     zh = lang == "zh"
     kind = failure_kind(content, status, attempts)
+    if kind == "rejected" and (said := _PERSON_SAID.search(content)):  # the person's own words, as the result says
+        words = " ".join(said.group("words").split())[:200]
+        return f"{_REASONS[kind][0]}：{words}" if zh else f"{_REASONS[kind][1]}: {words}"
     if kind in _REASONS:
         return _REASONS[kind][0 if zh else 1]
     first = content.strip().splitlines()[0] if content.strip() else ""
