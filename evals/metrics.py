@@ -152,5 +152,5 @@ def _pairs(by_graph: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     pairs = compare_pairs({g: judged(rs) for g, rs in by_graph.items()})
     for pair in pairs:
         pair["left_out"] = pair_left_out(by_graph[pair["a"]], by_graph[pair["b"]])
-        pair["detectable"] = detectable_difference(pair["runs"], len(pairs))
+        pair["detectable"] = detectable_difference(pair["runs"])
     return pairs

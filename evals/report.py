@@ -102,6 +102,11 @@ def _pct(value: float) -> str:
     return f"{value * 100:.0f}%"
 
 
+def _rate(a: dict[str, Any]) -> str:
+    """The success rate, or "-" when every run was left out (none judged)."""
+    return "-" if a.get("judged", a["runs"]) == 0 else _pct(a["success_rate"])
+
+
 def _modes(modes: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in modes.items()) or "-"
 
@@ -144,7 +149,7 @@ def graph_table(summary: dict[str, Any]) -> str:
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, a in summary["graphs"].items():
         runs = f"{a['runs']} ({a['left_out']} left out)" if a.get("left_out") else str(a["runs"])
-        lines.append(f"| {name} | {runs} | {_pct(a['success_rate'])} | {_interval(a)} | "
+        lines.append(f"| {name} | {runs} | {_rate(a)} | {_interval(a)} | "
                      f"{a['model_calls']:.1f} | "
                      f"{a['tool_calls']:.1f} | {a['tool_failures']:.1f} | {a['tokens_in']:.0f} | "
                      f"{a['tokens_out']:.0f} | {a['wall_s']:.2f} | {a['p95_wall_s']:.2f} | {a['iterations']:.1f} | "
@@ -198,11 +203,11 @@ def detectable_line(summary: dict[str, Any]) -> str:
     d = min(pairs, key=lambda p: p["runs"])["detectable"]
     if d["floor"] is None:
         return (f"Smallest detectable difference: none — {d['runs']} paired runs, and the exact test needs at least "
-                f"{d['needed']} won by one graph alone to reach p < {d['alpha']:g}.")
-    return (f"Smallest detectable difference ({d['runs']} paired runs): no gap under {_pct(d['floor'])} can be "
-            f"distinguishable ({d['needed']} runs won by one graph alone, none by the other), and "
-            f"{d['at_power'] * 100:.0f} pts are found {d['power'] * 100:.0f}% of the time at best "
-            f"(alpha {d['alpha']:g}, one graph never worse; see docs/evals-and-compare.md).")
+                f"{d['needed']} won by one graph and none by the other to reach p < {d['alpha']:g}.")
+    return (f"Smallest detectable difference ({d['runs']} paired runs): a gap under {d['floor'] * 100:.0f} pts can "
+            f"never be distinguishable from noise (p < {d['alpha']:g} takes {d['needed']} runs won by one graph and "
+            f"none by the other), and at {d['power'] * 100:.0f}% power it takes {d['at_power'] * 100:.0f} pts even "
+            "when one graph never does worse (docs/evals-and-compare.md).")
 
 
 def pair_table(summary: dict[str, Any]) -> str:
@@ -233,7 +238,7 @@ def tag_table(summary: dict[str, Any]) -> str:
     graphs = list(summary["graphs"])
     lines = ["| tag | " + " | ".join(graphs) + " |", "| --- |" + " ---: |" * len(graphs)]
     for tag, per_graph in summary["tags"].items():
-        cells = [f"{_pct(per_graph[g]['success_rate'])} ({per_graph[g]['runs']})" if g in per_graph else "-"
+        cells = [f"{_rate(per_graph[g])} ({per_graph[g]['runs']})" if g in per_graph else "-"
                  for g in graphs]
         lines.append(f"| {tag} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -385,9 +390,9 @@ def _compact_table(summary: dict[str, Any]) -> str:
              "failure modes |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     compound = summary["tags"].get("compound", {})
     for name, a in summary["graphs"].items():
-        part = f"{compound[name]['success_rate'] * 100:.0f}%" if name in compound else "-"
+        part = _rate(compound[name]) if name in compound else "-"
         modes = ", ".join(f"{k} {v}" for k, v in a["failure_modes"].items()) or "-"
-        lines.append(f"| {name} | {a['success_rate'] * 100:.0f}% | {a['success_low'] * 100:.0f}–"
+        lines.append(f"| {name} | {_rate(a)} | {a['success_low'] * 100:.0f}–"
                      f"{a['success_high'] * 100:.0f}% | {part} | {a['model_calls']:.1f} | {a['tool_calls']:.1f} | "
                      f"{a['tokens_in']:.0f} | {modes} |")
     return "\n".join(lines)
