@@ -76,14 +76,16 @@ def test_a_server_that_cannot_be_reached_is_a_connection_outcome(provider, monke
     assert record["error"].startswith("model provider error: cannot connect to http://127.0.0.1:"), record["error"]
 
 
-def test_a_run_past_its_time_limit_is_a_task_timeout_and_a_refused_request_is_the_models_run(provider):
+@pytest.mark.parametrize("graph", ["react", "create_agent"])
+def test_a_run_past_its_time_limit_is_a_task_timeout_and_a_refused_request_is_the_models_run(provider, graph):
     with ProviderServer(then=lambda body: slow(1.0, text("late"))) as server:
-        record = run_one(provider(server), task_timeout_s=0.3)
+        record = run_one(provider(server), graph, task_timeout_s=0.3)
     assert (record["status"], record["infra"], record["error"]) == ("timed_out", "task_timeout",
                                                                      "task timed out after 0.3 s")
+    assert record["model_calls"] == 1 and record["tokens_in"] > 0  # the call it made is charged
     # A request the provider refuses as bad (a 400 that is not about the context) is not the plumbing's: judged.
     with ProviderServer(then=lambda body: error(400, "unknown field 'foo'")) as server:
-        record = run_one(provider(server))
+        record = run_one(provider(server), graph)
     assert record["status"] == "failed" and record["infra"] is None and not left_out(record)
 
 
