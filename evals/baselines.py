@@ -1,6 +1,11 @@
 """LangChain's `create_agent` as a graph the evals compare: the baseline every LangGraph user would pick first.
 
-It gets what our graphs get: the same model, the run's gateway tools through `as_langchain_tools()` (the same
+It gets what our graphs get: the same model under the same request bounds (replies of at most
+`Context.max_output_tokens`, the client's request timeout and retries, as loaded from the same spec), the same
+re-runs of a failed model call (`ModelRetryMiddleware` set from our nodes' `model_retry_policy`: as many attempts,
+the same pauses, only transient errors, a timeout at temperature 0 once more at most), and a call that still
+fails ends the run `failed` with the one line our graphs end with (models/loader.describe_model_error), which
+the evals classify alike (evals/outcomes.py); the run's gateway tools through `as_langchain_tools()` (the same
 pipeline, faults and circuit breakers), the same system prompt, and the same limits: `max_iterations` tool
 rounds plus the answering call, as `ModelCallLimitMiddleware(run_limit=max_iterations + 1, exit_behavior="end")`
 (our `react` makes at most that many calls: max_iterations rounds, then an answer without tools; create_agent's
@@ -16,14 +21,83 @@ calls and tokens are counted by the runner's callbacks, as for every graph. It a
 from __future__ import annotations
 
 import threading
+from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware, ModelRetryMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp
 
-from reactgraph.graph import Context
+from reactgraph.errors import ReactGraphError
+from reactgraph.evals.spend import RunStopped
+from reactgraph.graph import Context, is_transient_model_error, model_retry_policy
+from reactgraph.models.loader import describe_model_error, node_retries_for
 from reactgraph.tools import ToolSession
 from reactgraph.tools.call import ToolResult
+
+
+class ModelCallFailed(ReactGraphError):
+    """A model call of the baseline that failed for good (after its re-runs): `error`, after `attempts`."""
+
+    def __init__(self, error: Exception, attempts: int) -> None:
+        super().__init__(str(error))
+        self.error, self.attempts = error, attempts
+
+
+class Attempts:
+    """`retry_on` of the baseline's ModelRetryMiddleware: our nodes' choice (a transient error, and a timeout at
+    temperature 0 or an empty stream once more at most), counting the attempts of the current call."""
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+        self.failures: Counter[str] = Counter()
+
+    def __call__(self, exc: Exception) -> bool:
+        kind = type(exc).__name__
+        self.failures[kind] += 1
+        limit = node_retries_for(exc, self.temperature)
+        return is_transient_model_error(exc) and (limit is None or self.failures[kind] <= limit)
+
+    @property
+    def made(self) -> int:
+        return max(1, sum(self.failures.values()))
+
+
+class SameFailures(AgentMiddleware):
+    """Outermost around each model call: a call that failed for good becomes `ModelCallFailed` (the run ends
+    `failed`, as ours do); the eval's own stops and LangGraph's interrupts pass through."""
+
+    def __init__(self, attempts: Attempts) -> None:
+        super().__init__()
+        self.attempts = attempts
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        self.attempts.failures.clear()
+        try:
+            return handler(request)
+        except (GraphBubbleUp, RunStopped):
+            raise
+        except Exception as exc:  # every model failure ends the run as our graphs' end
+            raise ModelCallFailed(exc, self.attempts.made) from exc
+
+
+def same_retries(model: Any) -> list[AgentMiddleware]:
+    """The middleware that gives the baseline our nodes' re-runs of a failed model call and their failure."""
+    policy = model_retry_policy()
+    attempts = Attempts(float(getattr(model, "temperature", 0.0) or 0.0))
+    return [SameFailures(attempts),
+            ModelRetryMiddleware(max_retries=policy.max_attempts - 1, retry_on=attempts, on_failure="error",
+                                 initial_delay=policy.initial_interval, backoff_factor=policy.backoff_factor,
+                                 max_delay=policy.max_interval, jitter=policy.jitter)]
+
+
+def bounded(model: Any, context: Context) -> Any:
+    """The model with replies of at most `context.max_output_tokens`, as our model gateway bounds them."""
+    if "max_tokens" not in getattr(type(model), "model_fields", {}):
+        return model  # a scripted model without the setting
+    return model.model_copy(update={"max_tokens": context.max_output_tokens})
 
 
 class CreateAgentBaseline:
@@ -39,13 +113,14 @@ class CreateAgentBaseline:
         names = [meta.name for meta in self.gateway.tools()]
         # Every call runs unasked: the runner approves each call our graphs pause for (evals/runner.py).
         session = ToolSession.of(id="create_agent", approval=dict.fromkeys(names, "never"))
-        middleware: list[Any] = [ModelCallLimitMiddleware(run_limit=context.max_iterations + 1, exit_behavior="end")]
+        middleware: list[Any] = [*same_retries(self.model),
+                                 ModelCallLimitMiddleware(run_limit=context.max_iterations + 1, exit_behavior="end")]
         if context.max_tool_calls is not None:
             middleware.append(ToolCallLimitMiddleware(run_limit=context.max_tool_calls, exit_behavior="continue"))
         system = context.system_prompt.format(now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
-        agent = create_agent(self.model, self.gateway.as_langchain_tools(session, on_result=on_result),
-                             system_prompt=system, middleware=middleware, checkpointer=self.checkpointer,
-                             name="create_agent")
+        tools = self.gateway.as_langchain_tools(session, on_result=on_result)
+        agent = create_agent(bounded(self.model, context), tools, system_prompt=system, middleware=middleware,
+                             checkpointer=self.checkpointer, name="create_agent")
         return agent, set(names)
 
     def invoke(self, graph_input: dict[str, Any], context: Context | None = None,
@@ -59,7 +134,13 @@ class CreateAgentBaseline:
                 outcomes[(result.name, result.content)] = result.status.value
 
         agent, names = self._agent(context, record)
-        result = agent.invoke(graph_input, config=config)
+        try:
+            result = agent.invoke(graph_input, config=config)
+        except ModelCallFailed as failed:  # the one line our graphs end with, and their status
+            line = describe_model_error(failed.error, self.model)
+            line += f" (gave up after {failed.attempts} attempts)" if failed.attempts > 1 else ""
+            return {"messages": list(graph_input.get("messages") or []), "final_answer": line, "status": "failed",
+                    "steps": [], "iteration": 0}
         return final_state(list(result.get("messages") or []), outcomes, names, context)
 
 

@@ -1,52 +1,27 @@
 """What one run cost and how it failed, and the aggregates per graph and per tag.
 
 Model calls and tokens are counted by a callback on every chat-model call the graph makes (think, reflect,
-plan, finalize…), from the `usage_metadata` of the replies; a model that reports no usage falls back to the
-token counts of the step records. Tool calls are the step records that name a tool.
+plan, finalize…), from the `usage_metadata` of the replies, else the one estimate (evals/spend.py). Tool calls
+are the step records that name a tool. Success rates, failure modes and the paired tests count the runs the
+checkers judge; the runs left out (infrastructure outcomes, cut runs: evals/outcomes.py) are counted beside
+them; the costs (calls, tokens, time) count every run, for every run spent them.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from langchain_core.callbacks import BaseCallbackHandler
-
-from reactgraph.evals.stats import compare_pairs, success_interval
+from reactgraph.evals.outcomes import judged, pair_left_out, plumbing
+from reactgraph.evals.stats import compare_pairs, detectable_difference, success_interval
 from reactgraph.nodes.closing import RUN_STATUSES
 
 FAILURE_MODES = ("error", "timed_out", "tool_hallucination", "invalid_args", "loop", "limit", "budget", "tool_error",
                  "early_stop")
 TOOL_FAILURES = ("error", "timeout", "circuit_open", "rate_limited")
-
-
-class UsageMeter(BaseCallbackHandler):
-    """Counts chat-model calls and their input/output tokens (thread-safe: act tasks may run in parallel)."""
-
-    def __init__(self) -> None:
-        self.model_calls = 0
-        self.tokens_in = 0
-        self.tokens_out = 0
-        self._lock = threading.Lock()
-
-    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
-        with self._lock:
-            self.model_calls += 1
-
-    def on_llm_end(self, response: Any, **kwargs: Any) -> None:
-        tokens_in = tokens_out = 0
-        for generations in response.generations:
-            for generation in generations:
-                usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
-                tokens_in += int(usage.get("input_tokens", 0) or 0)
-                tokens_out += int(usage.get("output_tokens", 0) or 0)
-        with self._lock:
-            self.tokens_in += tokens_in
-            self.tokens_out += tokens_out
 
 
 def tool_steps(steps: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -101,10 +76,13 @@ def step_counts(steps: list[dict[str, Any]]) -> dict[str, Any]:
     tools = tool_steps(steps)
     outcomes = Counter(str(s.get("status")) for s in tools)
     # A call a budget did not allow ("not_run") was answered without running: it is no tool call.
+    kinds = Counter(str(s.get("status")) for s in steps)
     return {"tool_calls": len(tools) - outcomes["not_run"], "tool_failures": sum(outcomes[k] for k in TOOL_FAILURES),
             "unknown_tool_calls": outcomes["unknown_tool"], "invalid_args_calls": outcomes["invalid_args"],
             "tool_statuses": dict(sorted(outcomes.items())),
-            "step_tokens": sum(int(s.get("tokens") or 0) for s in steps)}
+            "step_tokens": sum(int(s.get("tokens") or 0) for s in steps),
+            # plans made by the fallback (the whole question as one step), unusable text-protocol replies
+            "fallback_plans": kinds["plan_fallback"], "format_errors": kinds["format_error"]}
 
 
 def _mean(values: list[float]) -> float:
@@ -112,14 +90,15 @@ def _mean(values: list[float]) -> float:
 
 
 def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Success rate (with its 95 % interval) and mean costs of a set of run records."""
+    """Success rate (with its 95 % interval) of the judged runs, mean costs of all, and what was left out."""
     n = len(records)
-    modes = Counter(r["failure_mode"] for r in records if r["failure_mode"])
-    interval = success_interval(records)
+    kept = judged(records)
+    modes = Counter(r["failure_mode"] for r in kept if r["failure_mode"])
+    interval = success_interval(kept)
     return {
         "runs": n,
         "tasks": len({r["task"] for r in records}),
-        "success_rate": sum(r["success"] for r in records) / n if n else 0.0,
+        "success_rate": sum(r["success"] for r in kept) / len(kept) if kept else 0.0,
         "success_low": interval["low"],
         "success_high": interval["high"],
         "interval": interval["method"],
@@ -138,6 +117,8 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
         # Of the answered runs, those no model's check backs (coverage "unchecked": docs/statuses.md).
         "answered_unchecked": sum(r.get("status") == "answered" and r.get("coverage_by") == "unchecked"
                                   for r in records),
+        # judged, left_out, infra (by kind), cut, fallback_plans, unchecked, format_errors, format_stops
+        **plumbing(records),
     }
 
 
@@ -160,6 +141,16 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "models": sorted({r["model"] for r in records}),
         "seeds": sorted({int(r.get("seed") or 0) for r in records}),
         "graphs": {g: aggregate(rs) for g, rs in by_graph.items()},
-        "pairs": compare_pairs(by_graph),
+        "pairs": _pairs(by_graph),
         "tags": {t: {g: aggregate(rs) for g, rs in graphs.items()} for t, graphs in sorted(by_tag.items())},
     }
+
+
+def _pairs(by_graph: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The paired tests on the judged runs, each with the runs it left out and the smallest difference its size
+    could detect."""
+    pairs = compare_pairs({g: judged(rs) for g, rs in by_graph.items()})
+    for pair in pairs:
+        pair["left_out"] = pair_left_out(by_graph[pair["a"]], by_graph[pair["b"]])
+        pair["detectable"] = detectable_difference(pair["runs"])
+    return pairs

@@ -81,6 +81,9 @@ def what_it_measures(records: list[dict[str, Any]], config: dict[str, Any]) -> l
         began = f" begun {str(resumed['started_at'])[:16].replace('T', ' ')} UTC" if resumed.get("started_at") else ""
         lines.append(f"- resumed: {resumed['records']} of these runs were read back from the earlier run{began} "
                      "under the same settings, model and endpoint; the rest were made now")
+    if isinstance(retried := config.get("retried_infra"), int):
+        lines.append(f"- retried: {retried} infrastructure outcome(s) of the earlier run made again "
+                     "(`--retry-infra`); every other run read back")
     return lines
 
 
@@ -97,6 +100,11 @@ def run_heading(records: list[dict[str, Any]], spec: str) -> str:
 
 def _pct(value: float) -> str:
     return f"{value * 100:.0f}%"
+
+
+def _rate(a: dict[str, Any]) -> str:
+    """The success rate, or "-" when every run was left out (none judged)."""
+    return "-" if a.get("judged", a["runs"]) == 0 else _pct(a["success_rate"])
 
 
 def _modes(modes: dict[str, int]) -> str:
@@ -140,7 +148,8 @@ def graph_table(summary: dict[str, Any]) -> str:
               "| tokens out | wall s | p95 s | iterations | failure modes |"),
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, a in summary["graphs"].items():
-        lines.append(f"| {name} | {a['runs']} | {_pct(a['success_rate'])} | {_interval(a)} | "
+        runs = f"{a['runs']} ({a['left_out']} left out)" if a.get("left_out") else str(a["runs"])
+        lines.append(f"| {name} | {runs} | {_rate(a)} | {_interval(a)} | "
                      f"{a['model_calls']:.1f} | "
                      f"{a['tool_calls']:.1f} | {a['tool_failures']:.1f} | {a['tokens_in']:.0f} | "
                      f"{a['tokens_out']:.0f} | {a['wall_s']:.2f} | {a['p95_wall_s']:.2f} | {a['iterations']:.1f} | "
@@ -163,14 +172,52 @@ def status_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plumbing_table(summary: dict[str, Any]) -> str:
+    """One row per graph: the runs judged, those left out (infrastructure outcomes by kind, cut by the cost cap),
+    and what the runs went through: a fallback plan, an unreadable check, format errors (and the runs they
+    stopped)."""
+    lines = ["| graph | judged | infrastructure | cut | fallback plans | unchecked | format errors |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, a in summary["graphs"].items():
+        infra = a.get("infra") or {}
+        kinds = f" ({_modes(infra)})" if infra else ""
+        stops = f" ({a['format_stops']} runs stopped)" if a.get("format_stops") else ""
+        lines.append(f"| {name} | {a.get('judged', a['runs'])} of {a['runs']} | {sum(infra.values())}{kinds} | "
+                     f"{a.get('cut', 0)} | {a.get('fallback_plans', 0)} | {a.get('unchecked', 0)} | "
+                     f"{a.get('format_errors', 0)}{stops} |")
+    return "\n".join(lines)
+
+
+PLUMBING_NOTE = ("Infrastructure outcomes (the provider's or the transport's failures: timeouts, 5xx, 429s past "
+                 "the retries, context exceeded, no connection) and runs cut by the cost cap are left out of the "
+                 "success rates and the paired tests; `--resume DIR --retry-infra` makes the infrastructure "
+                 "outcomes again. Fallback plans, unchecked and format errors count runs (format errors: "
+                 "unusable replies).")
+
+
+def detectable_line(summary: dict[str, Any]) -> str:
+    """The smallest difference the run's size can detect (the pair with the fewest judged runs), in words."""
+    pairs = [p for p in summary["pairs"] if p.get("detectable")]
+    if not pairs:
+        return ""
+    d = min(pairs, key=lambda p: p["runs"])["detectable"]
+    if d["floor"] is None:
+        return (f"Smallest detectable difference: none — {d['runs']} paired runs, and the exact test needs at least "
+                f"{d['needed']} won by one graph and none by the other to reach p < {d['alpha']:g}.")
+    return (f"Smallest detectable difference ({d['runs']} paired runs): a gap under {d['floor'] * 100:.0f} pts can "
+            f"never be distinguishable from noise (p < {d['alpha']:g} takes {d['needed']} runs won by one graph and "
+            f"none by the other), and at {d['power'] * 100:.0f}% power it takes {d['at_power'] * 100:.0f} pts even "
+            "when one graph never does worse (docs/evals-and-compare.md).")
+
+
 def pair_table(summary: dict[str, Any]) -> str:
     """One row per pair of graphs: who won which tasks, the paired test's p-value and the verdict."""
-    lines = ["| a vs b | tasks | a better | b better | difference | p | p (Holm) | verdict |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| a vs b | tasks | a better | b better | difference | p | p (Holm) | left out | verdict |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for pair in summary["pairs"]:
         lines.append(f"| {pair['a']} vs {pair['b']} | {pair['tasks']} | {pair['a_better']} | {pair['b_better']} | "
                      f"{pair['difference'] * 100:+.0f} pts | {_p(pair['p_value'])} | {_p(pair['p_holm'])} | "
-                     f"{pair['verdict']} |")
+                     f"{pair.get('left_out', 0)} | {pair['verdict']} |")
     return "\n".join(lines)
 
 
@@ -191,7 +238,7 @@ def tag_table(summary: dict[str, Any]) -> str:
     graphs = list(summary["graphs"])
     lines = ["| tag | " + " | ".join(graphs) + " |", "| --- |" + " ---: |" * len(graphs)]
     for tag, per_graph in summary["tags"].items():
-        cells = [f"{_pct(per_graph[g]['success_rate'])} ({per_graph[g]['runs']})" if g in per_graph else "-"
+        cells = [f"{_rate(per_graph[g])} ({per_graph[g]['runs']})" if g in per_graph else "-"
                  for g in graphs]
         lines.append(f"| {tag} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -216,8 +263,10 @@ def markdown(records: list[dict[str, Any]], config: dict[str, Any] | None = None
     return "\n".join([*head, "", "## Per graph (means per run)", "", graph_table(summary), "",
                       f"95% interval of the success rate: {', '.join(methods)} (see evals/README.md).", "",
                       "## How the runs ended (status)", "", status_table(summary), "",
+                      "## The model or the plumbing (runs per graph)", "", plumbing_table(summary), "",
+                      PLUMBING_NOTE, "",
                       "## Are the differences real? (paired, on the same tasks, seeds and faults)", "",
-                      pair_table(summary), "", verdicts(summary), "",
+                      pair_table(summary), "", verdicts(summary), *_line(detectable_line(summary)), "",
                       "## Success rate per tag (runs)", "", tag_table(summary), "", *call_section(records)])
 
 
@@ -341,9 +390,9 @@ def _compact_table(summary: dict[str, Any]) -> str:
              "failure modes |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     compound = summary["tags"].get("compound", {})
     for name, a in summary["graphs"].items():
-        part = f"{compound[name]['success_rate'] * 100:.0f}%" if name in compound else "-"
+        part = _rate(compound[name]) if name in compound else "-"
         modes = ", ".join(f"{k} {v}" for k, v in a["failure_modes"].items()) or "-"
-        lines.append(f"| {name} | {a['success_rate'] * 100:.0f}% | {a['success_low'] * 100:.0f}–"
+        lines.append(f"| {name} | {_rate(a)} | {a['success_low'] * 100:.0f}–"
                      f"{a['success_high'] * 100:.0f}% | {part} | {a['model_calls']:.1f} | {a['tool_calls']:.1f} | "
                      f"{a['tokens_in']:.0f} | {modes} |")
     return "\n".join(lines)
@@ -356,8 +405,15 @@ def tables(records: list[dict[str, Any]], settings: dict[str, Any], source: str)
         f"Generated from `{source}` by `python .ci/update-compare-tables` (do not edit by hand):", "",
         *what_it_measures(records, settings), "",
         _compact_table(summary), "", "How the same runs ended (`status`):", "", status_table(summary), "",
+        "The model or the plumbing (runs per graph; infrastructure and cut runs are left out of the rates and "
+        "tests):", "", plumbing_table(summary), "",
         "Which gaps are more than noise (paired on the same tasks and faults):", "", pair_table(summary), "",
-        verdicts(summary), ""])
+        verdicts(summary), *_line(detectable_line(summary)), ""])
+
+
+def _line(text: str) -> list[str]:
+    """A paragraph of its own, or nothing."""
+    return ["", text] if text else []
 
 
 def render_page(text: str, root: Path) -> str:

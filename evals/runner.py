@@ -32,18 +32,21 @@ from langgraph.types import Command
 from reactgraph.evals.bfcl import recorded_gateway
 from reactgraph.evals.faults import FaultPlan, faulty_gateway
 from reactgraph.evals.graphs import GraphEntry, resolve_graphs
-from reactgraph.evals.metrics import UsageMeter, failure_mode, step_counts
+from reactgraph.evals.metrics import failure_mode, step_counts
+from reactgraph.evals.outcomes import infra_cause, mark_cut, mark_timed_out
 from reactgraph.evals.results_file import (
     IDENTITY,
     RESULTS,
     SETTINGS,
+    RunKey,
     open_results,
     ordered,
     record_key,
     rewrite_results,
     suite_fingerprint,
 )
-from reactgraph.evals.schedule import DeadlineGuard, Outcome, PlannedRun, execute, mark_timed_out, plan_runs
+from reactgraph.evals.schedule import Outcome, PlannedRun, execute, plan_runs
+from reactgraph.evals.spend import RunWatch
 from reactgraph.evals.tasks import Task, check, task_fields
 from reactgraph.graph import load_chat_model, parse_spec, redact
 from reactgraph.nodes.approval import answer_with, is_approval_request, requested_calls
@@ -113,9 +116,10 @@ def run_key(seed: int, task: Task, repeat: int) -> str:
 
 
 def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, model: BaseChatModel,
-             seed: int | None = None, guard: DeadlineGuard | None = None) -> dict[str, Any]:
+             seed: int | None = None, guard: RunWatch | None = None) -> dict[str, Any]:
     """One run of one task through one graph under `seed` (default: the config's), as a flat JSON-able record;
-    `guard` stops it at its time limit (the record then says `timed_out`)."""
+    `guard` meters it and stops it at its time limit (the record then says `timed_out`) or at the comparison's
+    cost cap (`cut`)."""
     seed = config.seed if seed is None else seed
     key = run_key(seed, task, repeat)
     # A task with its own function docs (e.g. BFCL's) offers those, schema-only, instead of the built-in tools.
@@ -129,42 +133,55 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
                                  reflection=config.reflection, protocol=config.protocol,
                                  max_tool_calls=config.max_tool_calls, max_model_tokens=config.max_model_tokens,
                                  max_cost_usd=config.max_cost_usd, **_reply_limit(config))
-    meter = UsageMeter()
+    watch = guard or RunWatch()
     result: dict[str, Any] = {}
     error = None
     started = time.perf_counter()
-    try:
+    try:  # the watch before the meter: a call it stops is neither sent nor counted
         result = _invoke_approving(graph, {"messages": [HumanMessage(task.question)]}, context,
-                                   {"callbacks": [meter, *([guard] if guard else [])], "recursion_limit": 200,
+                                   {"callbacks": [watch, watch.meter], "recursion_limit": 200,
                                     "configurable": {"thread_id": f"eval-{uuid.uuid4().hex[:8]}"}})
     except Exception as exc:  # noqa: BLE001 - a crashing graph is a measured failure, not the end of the eval
         error = redact(" ".join(f"{type(exc).__name__}: {exc}".split())[:500], run_model)
-    wall_s = time.perf_counter() - started
+    outcome = {"seed": seed, "provider_seed": provider_seed, "temperature": getattr(run_model, "temperature", None),
+               "model_label": model_label(config.model, model), "wall_s": round(time.perf_counter() - started, 4)}
+    record = _record(entry, task, repeat, config, result, error, watch, outcome, dict(injector.injected))
+    if watch.expired:
+        return mark_timed_out(record, watch.limit_s or 0)
+    return mark_cut(record, watch.cut) if watch.cut else record
+
+
+def _record(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, result: dict[str, Any],
+            error: str | None, watch: RunWatch, outcome: dict[str, Any], injected: dict[str, int]) -> dict[str, Any]:
+    """The run's record from its final state (or the error it raised) and what its meter counted."""
     steps = list(result.get("steps") or [])
     answer = str(result.get("final_answer") or "")
-    if error is None and result.get("status") == "failed":
+    # A run that raised ended `failed` as one that ended so itself: the cause is its error line.
+    status = result.get("status") or ("failed" if error else None)
+    if error is None and status == "failed":
         error = answer[:500]  # the one line the graph ended with: the cause (a provider's error after its retries)
-    success = error is None and check(task, answer, steps, result.get("status"))
+    success = error is None and check(task, answer, steps, status)
     counts = step_counts(steps)
-    tokens_in, tokens_out = meter.tokens_in, meter.tokens_out
-    tokens = tokens_in + tokens_out or counts["step_tokens"]
-    record = {
+    used = watch.meter.counts()
+    return {
         "graph": entry.name, "task": task.id, "tags": list(task.tags), "lang": task.lang, "repeat": repeat,
-        "seed": seed, "model": config.model, "model_label": model_label(config.model, model),
-        "provider_seed": provider_seed, "temperature": getattr(run_model, "temperature", None),
+        "seed": outcome["seed"], "model": config.model, "model_label": outcome["model_label"],
+        "provider_seed": outcome["provider_seed"], "temperature": outcome["temperature"],
         "tool_failure_rate": config.faults.failure_rate, "tool_latency_ms": config.faults.latency_ms,
-        "question": task.question, "answer": answer, "status": result.get("status"), "success": success,
+        "question": task.question, "answer": answer, "status": status, "success": success,
         # who judged the answer's coverage: "model", or "unchecked" when no check could be read (None: a baseline)
         "coverage_by": (result.get("coverage") or {}).get("by"),
-        "failure_mode": failure_mode(success, result.get("status"), steps, error), "error": error,
-        "model_calls": meter.model_calls, "tool_calls": counts["tool_calls"], "tool_failures": counts["tool_failures"],
-        "unknown_tool_calls": counts["unknown_tool_calls"], "invalid_args_calls": counts["invalid_args_calls"],
-        "tool_statuses": counts["tool_statuses"], "injected_faults": dict(injector.injected),
-        "tokens_in": tokens_in, "tokens_out": tokens_out, "tokens": tokens,
-        "wall_s": round(wall_s, 4), "iterations": int(result.get("iteration") or 0), "steps": len(steps),
-        **task_fields(task, steps),
+        "failure_mode": failure_mode(success, status, steps, error), "error": error,
+        # the provider's or the transport's failure (evals/outcomes.py): left out of the success rates
+        "infra": infra_cause(error, status), "stop_reason": result.get("stop_reason"),
+        "fallback_plans": counts["fallback_plans"], "format_errors": counts["format_errors"],
+        "model_calls": used["model_calls"], "tool_calls": counts["tool_calls"],
+        "tool_failures": counts["tool_failures"], "unknown_tool_calls": counts["unknown_tool_calls"],
+        "invalid_args_calls": counts["invalid_args_calls"], "tool_statuses": counts["tool_statuses"],
+        "injected_faults": injected, "tokens_in": used["tokens_in"], "tokens_out": used["tokens_out"],
+        "tokens": used["tokens"] or counts["step_tokens"], "wall_s": outcome["wall_s"],
+        "iterations": int(result.get("iteration") or 0), "steps": len(steps), **task_fields(task, steps),
     }
-    return mark_timed_out(record, guard.limit_s) if guard and guard.expired else record
 
 
 def with_provider_seed(model: BaseChatModel, key: str) -> tuple[BaseChatModel, int | None]:
@@ -214,20 +231,22 @@ def run_comparison(tasks: list[Task], config: RunConfig, on_result: Progress | N
 
 
 def compare_runs(tasks: list[Task], config: RunConfig, on_result: Progress | None = None,
-                 model: BaseChatModel | None = None, done: list[dict[str, Any]] | None = None) -> Outcome:
-    """`run_comparison` with what else happened: how many runs were new, left unstarted, and why."""
+                 model: BaseChatModel | None = None, done: list[dict[str, Any]] | None = None,
+                 only: set[RunKey] | None = None) -> Outcome:
+    """`run_comparison` with what else happened: how many runs were new, left unstarted, and why; with `only`,
+    the runs of those keys alone, made again (`compare --retry-infra`)."""
     entries = resolve_graphs(list(config.graphs))
     chat_model = model or load_chat_model(config.model)
     plan = plan_runs(entries, tasks, config.seed_values, config.repeat)
     common = {"model": config.model, "model_label": model_label(config.model, chat_model),
               "tool_failure_rate": config.faults.failure_rate, "tool_latency_ms": config.faults.latency_ms}
 
-    def run_one(run: PlannedRun, guard: DeadlineGuard | None) -> dict[str, Any]:
+    def run_one(run: PlannedRun, guard: RunWatch) -> dict[str, Any]:
         return run_task(run.entry, run.task, run.repeat, config, chat_model, run.seed, guard)
 
     return execute(plan, run_one, model=config.model, concurrency=config.concurrency,
                    task_timeout_s=config.task_timeout_s, max_total_cost_usd=config.max_total_cost_usd,
-                   done=done or (), on_result=on_result, common=common)
+                   done=done or (), on_result=on_result, common=common, only=only)
 
 
 DETERMINISTIC_FIELDS = ("graph", "task", "seed", "repeat", "answer", "status", "success", "failure_mode", "model_calls",

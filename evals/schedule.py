@@ -9,10 +9,17 @@ wall times aside.
 **The time limit** (`--task-timeout`): a Python thread cannot be stopped from outside, so a callback on every
 node, model and tool start raises `TaskTimedOut` once the deadline has passed (the run ends at its next step,
 without another paid call), and the scheduler stops waiting for a run still busy a grace period later (one stuck
-in a single long call): it is recorded as timed out and its thread finishes on its own.
+in a single long call): it is recorded as timed out, charged what its calls used so far (the prompt in flight
+included, evals/spend.py), and its thread finishes on its own. Either way the record is an infrastructure
+outcome (evals/outcomes.py).
+
+**The total cost cap** (`--max-total-cost`): the spend is the finished runs' cost plus the running runs' so far
+(`CostLedger`); once it reaches the cap no run starts, and no model call of a running run either (the run ends
+`cut`, with what it spent): the cap is passed by at most what the requests in flight spend.
 
 **A provider that refuses**: the model layer already retries each call (the SDK's retries, then the nodes'
-RetryPolicy, models/gateway.py); a run whose call still fails ends `failed` and is recorded so, not run again.
+RetryPolicy, models/gateway.py); a run whose call still fails ends `failed` and is recorded so, as an
+infrastructure outcome, not run again (unless `--retry-infra` asks).
 What the schedule adds is run-wide: after such a failure no new run starts for a while (2 s, doubling per failure
 in a row up to 60 s; a run that ends otherwise resets it), so N concurrent runs do not all spend their retries
 on a provider that is rate-limiting or down.
@@ -36,7 +43,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.callbacks import BaseCallbackHandler
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -47,11 +53,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from reactgraph.errors import ReactGraphError
 from reactgraph.evals.graphs import GraphEntry
+from reactgraph.evals.outcomes import CUT, mark_timed_out
 from reactgraph.evals.results_file import RunKey, record_key
+from reactgraph.evals.spend import CostLedger, RunWatch, record_cost, total_cost
 from reactgraph.evals.tasks import Task
-from reactgraph.models.gateway import price_of
 
 FIRST_PAUSE_S = 2.0
 MAX_PAUSE_S = 60.0
@@ -87,52 +93,15 @@ class StartGate:
         return max(0.0, self.open_at - time.monotonic())
 
 
-TIMED_OUT = "timed_out"  # the status and failure mode of a run past its time limit
-
-
-class TaskTimedOut(ReactGraphError):
-    """Raised into a run by `DeadlineGuard` when its time limit has passed."""
-
-
-class DeadlineGuard(BaseCallbackHandler):
-    """Stops a run at its next node, model or tool start once `deadline` (time.monotonic()) has passed."""
-
-    raise_error = True  # LangChain swallows a callback's errors unless the handler asks for them to be raised
-
-    def __init__(self, deadline: float, limit_s: float) -> None:
-        self.deadline = deadline
-        self.limit_s = limit_s
-        self.expired = False
-
-    def _check(self) -> None:
-        if time.monotonic() >= self.deadline:
-            self.expired = True
-            raise TaskTimedOut(f"task timed out after {self.limit_s:g} s")
-
-    def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
-        self._check()
-
-    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
-        self._check()
-
-    def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
-        self._check()
-
-
-class _QuietTimeouts(logging.Filter):
+class _QuietStops(logging.Filter):
     """LangChain logs a warning for every error a callback raises, even one it raises on purpose: not for ours."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "TaskTimedOut" not in record.getMessage()
+        message = record.getMessage()
+        return "TaskTimedOut" not in message and "CostCapReached" not in message
 
 
-logging.getLogger("langchain_core.callbacks.manager").addFilter(_QuietTimeouts())
-
-
-def mark_timed_out(record: dict[str, Any], limit_s: float) -> dict[str, Any]:
-    """The record of a run that its time limit stopped: failed, status and failure mode `timed_out`."""
-    return {**record, "status": TIMED_OUT, "success": False, "failure_mode": TIMED_OUT,
-            "error": f"task timed out after {limit_s:g} s"}
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_QuietStops())
 
 
 class RunProgress(AbstractContextManager["RunProgress"]):
@@ -220,49 +189,51 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def record_cost(record: dict[str, Any], model: str) -> float | None:
-    """What a run's tokens cost at the model's price (USD); None when no price table knows the model."""
-    price = price_of(model)
-    if price is None:
-        return None
-    return round((int(record.get("tokens_in") or 0) * price[0] + int(record.get("tokens_out") or 0) * price[1])
-                 / 1_000_000, 9)
-
-
-def total_cost(records: Iterable[dict[str, Any]]) -> float | None:
-    costs = [r.get("cost_usd") for r in records]
-    return None if any(c is None for c in costs) else round(sum(float(c or 0) for c in costs), 6)
-
-
-Runner = Callable[[PlannedRun, DeadlineGuard | None], dict[str, Any]]
+Runner = Callable[[PlannedRun, RunWatch], dict[str, Any]]
 
 
 @dataclass
 class _Running:
     run: PlannedRun
     started: float
-    guard: DeadlineGuard | None
+    watch: RunWatch
+
+
+def kept_records(plan: list[PlannedRun], done: Iterable[dict[str, Any]],
+                 only: set[RunKey] | None = None) -> dict[RunKey, dict[str, Any]]:
+    """The records of `done` a run of the plan keeps: every planned one but a run the cost cap cut (made again);
+    with `only` (`--retry-infra`), every planned one whose key is not in `only`."""
+    keys = {p.key for p in plan}
+    kept: dict[RunKey, dict[str, Any]] = {}
+    for record in done:
+        key = record_key(record)
+        if key in keys and (key not in only if only is not None else record.get("status") != CUT):
+            kept.setdefault(key, record)
+    return kept
 
 
 def execute(plan: list[PlannedRun], run_one: Runner, *, model: str, concurrency: int = 1,
             task_timeout_s: float | None = None, max_total_cost_usd: float | None = None,
             done: Iterable[dict[str, Any]] = (), on_result: Callable[[dict[str, Any]], None] | None = None,
-            gate: StartGate | None = None, common: dict[str, Any] | None = None) -> Outcome:
-    """Run every planned run whose key is not in `done`, at most `concurrency` at once; `on_result` sees each new
-    record as it finishes (in finish order). Past the total cost cap no run starts; those running finish.
-    `common` holds the fields every record of this comparison has (model, fault rate…), for the records of runs
-    that gave back nothing."""
-    keys = {p.key for p in plan}
-    kept = {record_key(r): r for r in done if record_key(r) in keys}
-    todo = deque(p for p in plan if p.key not in kept)
+            gate: StartGate | None = None, common: dict[str, Any] | None = None,
+            only: set[RunKey] | None = None) -> Outcome:
+    """Run every planned run `done` has no record of (with `only`: the runs of those keys, made again), at most
+    `concurrency` at once; `on_result` sees each new record as it finishes (in finish order). Once the spend
+    (finished and running runs') reaches the total cost cap no run starts and no model call of a running run
+    either (those runs end `cut`). `common` holds the fields every record of this comparison has (model, fault
+    rate…), for the records of runs that gave back nothing."""
+    kept = kept_records(plan, done, only)
+    todo = deque(p for p in plan if p.key not in kept and (only is None or p.key in only))
     records: dict[int, dict[str, Any]] = {p.index: kept[p.key] for p in plan if p.key in kept}
     gate = gate or StartGate()
+    ledger = CostLedger(model, max_total_cost_usd, total_cost(records.values()))
     finished: queue.Queue[tuple[int, dict[str, Any] | BaseException]] = queue.Queue()
     running: dict[int, _Running] = {}
     outcome = Outcome(records=[])
 
-    def finish(index: int, record: dict[str, Any]) -> None:
+    def finish(index: int, record: dict[str, Any], watch: RunWatch) -> None:
         record = {**record, "cost_usd": record_cost(record, model), "finished_at": utc_now()}
+        ledger.settle(watch.meter, record["cost_usd"])
         records[index] = record
         outcome.new += 1
         gate.observe(record)
@@ -270,39 +241,36 @@ def execute(plan: list[PlannedRun], run_one: Runner, *, model: str, concurrency:
             on_result(record)
 
     while (todo and outcome.stopped is None) or running:
-        spent = total_cost(records.values())
-        if max_total_cost_usd is not None and spent is not None and spent >= max_total_cost_usd and todo:
-            outcome.stopped = f"stopped at the cost cap: ${spent:.4f} of ${max_total_cost_usd:g} spent"
+        if ledger.reached() and (todo or running) and outcome.stopped is None:
+            outcome.stopped = ledger.stop_line()
         while todo and outcome.stopped is None and len(running) < concurrency and gate.wait_s() == 0:
             run = todo.popleft()
-            running[run.index] = _start(run, run_one, task_timeout_s, finished)
+            running[run.index] = _start(run, run_one, task_timeout_s, ledger, finished)
         for index, late in _overdue(running, task_timeout_s):
-            del running[index]  # its thread is left to end on its own; whatever it sends later is dropped
-            finish(index, {**(common or {}), **late})
+            finish(index, {**(common or {}), **late}, running.pop(index).watch)  # its thread is left to end
         try:
             index, result = finished.get(timeout=_pause(running, task_timeout_s, gate, bool(todo)))
         except queue.Empty:
             continue
         if index not in running:
-            continue
-        del running[index]
+            continue  # given up past its time limit: what it sends now is dropped
         if isinstance(result, BaseException):
             raise result
-        finish(index, result)
+        finish(index, result, running.pop(index).watch)
     outcome.not_started = len(todo)
     outcome.records = [records[i] for i in sorted(records)]
     outcome.cost_usd = total_cost(outcome.records)
     return outcome
 
 
-def _start(run: PlannedRun, run_one: Runner, limit_s: float | None,
+def _start(run: PlannedRun, run_one: Runner, limit_s: float | None, ledger: CostLedger,
            finished: queue.Queue[tuple[int, dict[str, Any] | BaseException]]) -> _Running:
     started = time.monotonic()
-    guard = DeadlineGuard(started + limit_s, limit_s) if limit_s else None
+    watch = RunWatch(started + limit_s if limit_s else None, limit_s, ledger)
 
     def work() -> None:
         try:
-            finished.put((run.index, run_one(run, guard)))
+            finished.put((run.index, run_one(run, watch)))
         except BaseException as exc:  # noqa: BLE001 - handed to the scheduler, which raises it in the caller
             finished.put((run.index, exc))
 
@@ -310,15 +278,17 @@ def _start(run: PlannedRun, run_one: Runner, limit_s: float | None,
     # copy of the caller's context, so what the caller set in context variables (tracing, run ids) reaches it.
     context = contextvars.copy_context()
     threading.Thread(target=context.run, args=(work,), name=f"eval-run-{run.index}", daemon=True).start()
-    return _Running(run, started, guard)
+    return _Running(run, started, watch)
 
 
 def _overdue(running: dict[int, _Running], limit_s: float | None) -> list[tuple[int, dict[str, Any]]]:
-    """The runs still busy a grace period past their time limit, as timed-out records."""
+    """The runs still busy a grace period past their time limit, as timed-out records charged what their calls
+    used so far (the prompts still in flight included)."""
     if not limit_s:
         return []
     now = time.monotonic()
-    return [(index, mark_timed_out({**empty_record(r.run), "wall_s": round(now - r.started, 4)}, limit_s))
+    return [(index, mark_timed_out({**empty_record(r.run), **r.watch.meter.counts(in_flight=True),
+                                    "wall_s": round(now - r.started, 4)}, limit_s))
             for index, r in running.items() if now - r.started >= limit_s + GRACE_S]
 
 
@@ -334,11 +304,11 @@ def _pause(running: dict[int, _Running], limit_s: float | None, gate: StartGate,
 
 
 def empty_record(run: PlannedRun) -> dict[str, Any]:
-    """The record of a run that gave back nothing (abandoned past its time limit): nothing counted."""
+    """The record of a run that gave back nothing (abandoned past its time limit): nothing counted yet."""
     task = run.task
     return {"graph": run.entry.name, "task": task.id, "tags": list(task.tags), "lang": task.lang,
             "repeat": run.repeat, "seed": run.seed, "question": task.question, "answer": "", "status": None,
-            "success": False, "failure_mode": "error", "error": None, "model_calls": 0, "tool_calls": 0,
+            "success": False, "failure_mode": "error", "error": None, "infra": None, "model_calls": 0, "tool_calls": 0,
             "tool_failures": 0, "unknown_tool_calls": 0, "invalid_args_calls": 0, "tool_statuses": {},
             "injected_faults": {}, "tokens_in": 0, "tokens_out": 0, "tokens": 0, "wall_s": 0.0, "iterations": 0,
             "steps": 0}

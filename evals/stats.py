@@ -163,3 +163,32 @@ def verdict(pair: dict[str, Any]) -> str:
         return "not distinguishable from noise"
     better, worse = (pair["a"], pair["b"]) if pair["difference"] > 0 else (pair["b"], pair["a"])
     return f"{better} better than {worse}"
+
+
+POWER = 0.8
+
+
+def _at_least(k: int, n: int, p: float) -> float:
+    """P[Binomial(n, p) >= k]."""
+    return 1.0 - sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k))
+
+
+def detectable_difference(runs: int, alpha: float = ALPHA, power: float = POWER) -> dict[str, Any]:
+    """The smallest difference in success rate the paired test on `runs` paired runs can detect, at best.
+
+    The exact test's smallest p-value comes when every discordant run goes one way: k of them give 2·2^-k, so
+    a difference needs k ≥ `needed` (the least k with 2^(1-k) < alpha: 6 at 0.05). So no gap under
+    `floor` = needed / runs can be distinguishable, whatever the data. `at_power` is the least gap d at which the
+    test finds it with probability `power`, in the same best case (one graph never loses a run the other wins:
+    the discordant runs are Binomial(runs, d), and it takes `needed` of them): the least d with
+    P[Binomial(runs, d) >= needed] >= power. Discordance both ways, several runs per task and the Holm adjustment
+    over several pairs all make the real threshold larger. None when `runs` is under `needed`."""
+    needed = next(k for k in range(1, 64) if 2.0 ** (1 - k) < alpha)
+    if runs < needed:
+        return {"runs": runs, "needed": needed, "floor": None, "at_power": None, "power": power, "alpha": alpha}
+    low, high = 0.0, 1.0
+    for _ in range(60):  # bisection: the probability grows with d
+        middle = (low + high) / 2
+        low, high = (middle, high) if _at_least(needed, runs, middle) < power else (low, middle)
+    return {"runs": runs, "needed": needed, "floor": needed / runs, "at_power": round(high, 4), "power": power,
+            "alpha": alpha}

@@ -112,7 +112,7 @@ def test_a_three_point_gap_on_63_tasks_is_called_noise_and_a_clear_one_is_not():
     assert ac["distinguishable"] and ac["verdict"] == "a better than c"
     text = markdown(records_for("a", a) + records_for("b", b) + records_for("c", c))
     assert "| a | 63 | 68% | 56–78% |" in text
-    assert "| a vs b | 63 | 3 | 1 | +3 pts | 0.625 | 0.625 | not distinguishable from noise |" in text
+    assert "| a vs b | 63 | 3 | 1 | +3 pts | 0.625 | 0.625 | 0 | not distinguishable from noise |" in text
     assert "Distinguishable from noise (Holm-adjusted p < 0.05): a better than c; b better than c." in text
 
 

@@ -172,9 +172,12 @@ def test_a_run_past_its_time_limit_is_recorded_as_timed_out_and_the_rest_go_on(s
                                                                "--task-timeout", "0.3", "--concurrency", "2"),
                               **provider_env(server))
     records, _ = read_records(tmp_path / "run" / "results.jsonl")
-    assert done.returncode == 0 and "timed_out 2" in done.stdout, done.stderr
-    assert [(r["status"], r["error"]) for r in records] == [("timed_out", "task timed out after 0.3 s")] * 2
+    assert done.returncode == 0 and "| react | 0 of 2 | 2 (task_timeout 2) |" in done.stdout, done.stderr
+    assert [(r["status"], r["error"], r["infra"]) for r in records] == [
+        ("timed_out", "task timed out after 0.3 s", "task_timeout")] * 2
     assert "| failed | timed_out |" in done.stdout and "| react | 0 | 0 | 0 | 0 | 0 | 0 | 2 |" in done.stdout
+    assert "| react | 2 (2 left out) | - |" in done.stdout  # no success rate of runs the plumbing ended
+    assert all(r["model_calls"] == 1 and r["tokens_in"] > 0 for r in records)  # the call it made is charged
     assert "TaskTimedOut" not in done.stderr
 
 

@@ -58,6 +58,9 @@ MaxTotalCostOption = Annotated[float | None, typer.Option(metavar="USD", help="S
                                                           "has cost this much (runs under way finish).")]
 MaxOutputOption = Annotated[int | None, typer.Option(metavar="N", help="Most tokens one model reply may have "
                                                     "(default 1024; a small local model may ramble to it).")]
+RetryInfraOption = Annotated[bool, typer.Option("--retry-infra", help="With --resume DIR: make again only the runs "
+                                                "whose record is an infrastructure outcome (a timeout, 5xx, 429 or "
+                                                "context exceeded past the retries, no connection).")]
 ReportOption = Annotated[Path | None, typer.Option(metavar="RESULTS", help="Run nothing: rewrite the report "
                                                    "(summary.md/json, plots) of a results.jsonl or its directory.")]
 
@@ -83,6 +86,7 @@ def compare(
     plots: Annotated[bool, typer.Option(help="Write PNG plots (needs matplotlib).")] = True,
     concurrency: Annotated[int, typer.Option(help="Runs at once (the records come in the same order).")] = 1,
     resume: ResumeOption = None,
+    retry_infra: RetryInfraOption = False,
     task_timeout: TaskTimeoutOption = None,
     max_total_cost: MaxTotalCostOption = None,
     max_output_tokens: MaxOutputOption = None,
@@ -102,8 +106,10 @@ def compare(
                          max_iterations, budget_flags(max_tool_calls, max_tokens, max_cost), reflection, protocol,
                          (concurrency, task_timeout, max_total_cost, max_output_tokens))
     directory = _directory(out, resume)
+    if retry_infra and resume is None:
+        raise UserError("--retry-infra makes again the infrastructure outcomes of a run: give it with --resume DIR")
     with traced(otel):  # each run of each graph is its own trace
-        run_and_report(settings, directory, resume is not None, plots, output)
+        run_and_report(settings, directory, resume is not None, plots, output, retry_infra=retry_infra)
 
 
 def _directory(out: Path, resume: Path | None) -> Path:
@@ -191,12 +197,16 @@ class Output:
         self.err.print(text, highlight=False, markup=False)
 
 
-def run_and_report(settings: Settings, out: Path, resume: bool, plots: bool, output: Output) -> None:
-    """Run what `out` does not have yet, appending each record as it finishes, then write the report."""
+def run_and_report(settings: Settings, out: Path, resume: bool, plots: bool, output: Output, *,
+                   retry_infra: bool = False) -> None:
+    """Run what `out` does not have yet (with `retry_infra`: its infrastructure outcomes again), appending each
+    record as it finishes, then write the report."""
+    from reactgraph.evals.outcomes import infra_of
     from reactgraph.evals.report import endpoint_of
-    from reactgraph.evals.results_file import ResultsFileError, open_results, suite_fingerprint
+    from reactgraph.evals.results_file import ResultsFileError, open_results, record_key, suite_fingerprint
     from reactgraph.evals.runner import compare_runs
-    from reactgraph.evals.schedule import RunProgress, record_cost, utc_now
+    from reactgraph.evals.schedule import RunProgress, utc_now
+    from reactgraph.evals.spend import record_cost
     from reactgraph.models.loader import load_chat_model
 
     config = settings.config
@@ -213,15 +223,20 @@ def run_and_report(settings: Settings, out: Path, resume: bool, plots: bool, out
         raise UserError(str(exc)) from exc
     total = len(config.graphs) * len(settings.tasks) * config.repeat * config.seeds
     _announce(settings, output, total, len(done))
-    with writer, RunProgress(output.err, total, done=_planned(done, settings), enabled=not (
-            output.quiet or output.as_json)) as bar:
+    earlier = _planned(done, settings)
+    only = {record_key(r) for r in earlier if infra_of(r)} if retry_infra else None
+    earlier = [r for r in earlier if (record_key(r) not in only if only is not None else r.get("status") != "cut")]
+    with writer, RunProgress(output.err, total, done=earlier, enabled=not (output.quiet or output.as_json)) as bar:
         def on_result(record: dict[str, Any]) -> None:
             writer.append(record)  # on disk (fsync'd) before the next one: a crash loses nothing
             bar.advance(record)
 
-        outcome = compare_runs(settings.tasks, config, on_result, chat_model, done)
-    earlier = _planned(done, settings)
-    resumed = {"resumed": {"records": len(earlier), "started_at": _earlier_start(out)}} if earlier else {}
+        outcome = compare_runs(settings.tasks, config, on_result, chat_model, done, only)
+    resumed: dict[str, Any] = {}
+    if earlier:
+        resumed["resumed"] = {"records": len(earlier), "started_at": _earlier_start(out)}
+    if only is not None:
+        resumed["retried_infra"] = len(only)
     _finish(out, {**described, "stopped": outcome.stopped, "not_started": outcome.not_started, **resumed},
             outcome.records, done, plots, output)
 
