@@ -34,17 +34,18 @@ def purpose_of(run_manager: Any) -> str | None:
 
 def plan_steps_of(run_manager: Any) -> tuple[str, ...]:
     """A step request's plan goals up to the step under way (the last), from its run metadata; () otherwise."""
-    metadata = getattr(run_manager, "metadata", None)
-    value = metadata.get(PLAN_STEPS_METADATA) if isinstance(metadata, dict) else None
-    if not isinstance(value, list | tuple) or len(value) > MAX_PLAN_STEPS:
-        return ()
-    return tuple(goal for goal in value if isinstance(goal, str))
+    return _strings_of(run_manager, PLAN_STEPS_METADATA)
 
 
 def verdict_block_of(run_manager: Any) -> tuple[str, ...]:
     """The verdict block's fields a text-protocol request asks for (its run metadata); () otherwise."""
+    return _strings_of(run_manager, VERDICT_BLOCK_METADATA)
+
+
+def _strings_of(run_manager: Any, key: str) -> tuple[str, ...]:
+    """A bounded list of strings from the request's run metadata (read back from outside the model: untrusted)."""
     metadata = getattr(run_manager, "metadata", None)
-    value = metadata.get(VERDICT_BLOCK_METADATA) if isinstance(metadata, dict) else None
+    value = metadata.get(key) if isinstance(metadata, dict) else None
     if not isinstance(value, list | tuple) or len(value) > MAX_PLAN_STEPS:
         return ()
-    return tuple(field for field in value if isinstance(field, str))
+    return tuple(item for item in value if isinstance(item, str))
