@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support.forked_commands import ForkedCommand
+from support.forked_commands import ForkedCommand, forked_run
 from support.local_servers import free_port, http_recorder
 from test_serve import Service, service_env, stop, wait_for
 
@@ -49,7 +49,12 @@ def debugger(redis_url: str, tmp_path_factory) -> Iterator[Service]:
     port = free_port()
     env = service_env(redis_url, f"svc-ui-{port}", tmp / "calls.log", REACTGRAPH_TOOLS="support.ui_tools:TOOLS")
     service = Service(f"http://127.0.0.1:{port}", env, tmp / "calls.log", [])
-    process = ForkedCommand(["ui", "--port", str(port)], env, stdout=tmp / "ui.out", stderr=tmp / "ui.err")
+    # a real comparison's outputs for the page's Comparisons (offline, four tasks, two graphs)
+    compared = forked_run(["compare", "--graphs", "react,plan_solve", "--limit", "4", "--out",
+                           str(tmp / "results" / "first")], env, timeout=STARTUP_TIMEOUT_S * 2)
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    process = ForkedCommand(["ui", "--port", str(port), "--results", str(tmp / "results")], env,
+                            stdout=tmp / "ui.out", stderr=tmp / "ui.err")
     service.processes.append(process)
 
     def answers() -> bool:
@@ -154,6 +159,24 @@ def test_two_graphs_answer_one_question_side_by_side_each_with_its_cost(clicked)
     assert plan_solve["kinds"][0] == "plan" and "plan-step" in plan_solve["kinds"]
     assert react["kinds"][0] == "thought" and "plan" not in react["kinds"]
     assert clicked["pairWide"]["scroll"] <= clicked["pairWide"]["width"]
+
+
+def test_a_comparison_is_shown_as_its_tables_with_intervals_and_its_plots(clicked):
+    shown = clicked["comparison"]
+    assert shown["listed"] and "react · plan_solve" in shown["listed"][0]
+    assert "Per graph" in shown["text"] and "Pairs" in shown["text"]
+    assert re.search(r"react\d+\d+(\.\d+)? % \[", shown["text"])  # runs, then success with its interval
+    assert "not distinguishable from noise" in shown["text"] and "80 % power" in shown["text"]
+    assert shown["plots"] >= 1 and shown["loaded"] == shown["plots"]  # the PNGs, fetched with the page's credentials
+
+
+def test_the_comparisons_are_api_data_a_name_outside_the_folder_is_refused(debugger):
+    listed = httpx.get(f"{debugger.url}/comparisons", timeout=5).json()
+    assert listed["folder"] and [c["name"] for c in listed["comparisons"]] == ["first"]
+    assert httpx.get(f"{debugger.url}/comparisons/first/summary.json", timeout=5).json()["graphs"]
+    for name, file in (("..", "summary.json"), ("first", "..%2Frun.json"), ("first", "results.jsonl"),
+                       ("%2Fetc", "passwd"), ("first", "run.json")):
+        assert httpx.get(f"{debugger.url}/comparisons/{name}/{file}", timeout=5).status_code == 404, (name, file)
 
 
 def test_sessions_are_listed_and_searched(clicked):

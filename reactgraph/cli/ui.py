@@ -9,6 +9,8 @@ command runs.
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -51,6 +53,9 @@ def ui(
     api_keys: ApiKeys = None,
     no_auth: NoAuth = False,
     allow_model: AllowModels = [],  # noqa: B006
+    results: Annotated[Path | None, typer.Option(
+        help="A folder of `reactgraph compare --out` outputs (or one output) to show as tables and plots.",
+        exists=True, file_okay=False, dir_okay=True, resolve_path=True)] = None,
     otel: OtelOption = False,
 ) -> None:
     """Open the local debugger in a browser: the graphs drawn, sessions and their turns, a run's steps live, the
@@ -70,7 +75,7 @@ def ui(
     # serve's defaults
     http = http_limits(operator, host, [], MAX_BODY_BYTES, MAX_STREAMS, HEADER_TIMEOUT_S, BODY_TIMEOUT_S)
     policy, mcp = operator_policy(operator, mcp, allow_model, None, (None, None, None, None))
-    settings = server_settings(operator, auth_settings, http, policy, [], True)
+    settings = replace(server_settings(operator, auth_settings, http, policy, [], True), ui_results=results)
     listening = bind(host, port)
     try:
         retention, url, where, gateway = prepare_service(store, tools, mcp, index, (None, "delete", "5m", operator))

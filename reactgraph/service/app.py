@@ -211,9 +211,11 @@ def _routes(settings: ServerSettings) -> tuple[list[BaseRoute], str | None]:
     imported only then."""
     if not settings.ui:
         return list(ROUTES), None
+    from reactgraph.ui.comparisons import Comparisons, comparison_routes
     from reactgraph.ui.page import PREFIX, page_routes
 
-    return [*page_routes(), *ROUTES], PREFIX
+    # the comparisons are data: API routes, behind auth (only the page's own files are open)
+    return [*page_routes(), *comparison_routes(Comparisons(settings.ui_results)), *ROUTES], PREFIX
 
 
 def build_app(redis_url: str, gateway: Any, *, workers: int = 1, worker_options: dict[str, Any] | None = None,

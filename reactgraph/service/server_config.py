@@ -67,7 +67,8 @@ class ServerSettings:
     - `http`: allowed Host headers, CORS, body, stream and timeout limits (reactgraph/service/http_guard.py);
     - `retention`: the thread sweep (reactgraph/service/retention.py);
     - `quotas`: what one caller may keep or hold (reactgraph/service/quotas.py); None: the defaults;
-    - `ui`: whether the debugger page is served at /ui (reactgraph/ui/page.py).
+    - `ui`: whether the debugger page is served at /ui (reactgraph/ui/page.py);
+    - `ui_results`: the folder of `reactgraph compare` outputs the page shows (reactgraph/ui/comparisons.py).
     """
 
     auth: AuthSettings | None = None
@@ -76,3 +77,4 @@ class ServerSettings:
     retention: Retention | None = None
     quotas: Quotas | None = None
     ui: bool = False
+    ui_results: Path | None = None

@@ -23,7 +23,8 @@ from reactgraph.service.server_config import BadServerConfig, LanggraphConfig
 PREFIX = "/ui"
 STATIC = Path(__file__).with_name("static")
 CSP = "; ".join((
-    "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self'", "connect-src 'self'",
+    # blob: images are the comparisons' plots, fetched by the page with its credentials (they are API data)
+    "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' blob:", "connect-src 'self'",
     "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
     "require-trusted-types-for 'script'", "trusted-types 'none'",
 ))

@@ -214,6 +214,20 @@ try {
   await screenshot(page, "side-by-side-1280");
   seen.pairWide = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: innerWidth }));
 
+  // a comparison of `reactgraph compare`: its tables (with intervals) and its plots, fetched with credentials
+  const listed = await page.$$eval("#comparisons button.comparison", (b) => b.map((x) => x.textContent));
+  await page.click("#comparisons button.comparison");
+  await page.waitForSelector("#comparison-view:not([hidden]) .plots figure", { timeout: WAIT_MS });
+  await page.waitForFunction(() => [...document.querySelectorAll("#comparison-view img")].every((i) => i.complete),
+                             null, { timeout: WAIT_MS });
+  seen.comparison = await page.evaluate((names) => ({
+    listed: names,
+    text: document.querySelector("#comparison-view").textContent,
+    plots: document.querySelectorAll("#comparison-view img").length,
+    loaded: [...document.querySelectorAll("#comparison-view img")].filter((i) => i.naturalWidth > 0).length,
+  }), listed);
+  await screenshot(page, "comparison-1280");
+
   // a phone's screen: one column, nothing wider than the screen
   const phone = await open({ width: 390, height: 844 });
   // one of this script's sessions (the store may hold other programs' sessions too, some with no turn yet)

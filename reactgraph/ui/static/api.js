@@ -52,6 +52,13 @@ export async function api(path, body, method) {
   return response.status === 204 ? null : response.json();
 }
 
+/** GET a file of the API (a comparison's plot) with the person's credentials, as an object URL for an <img>. */
+export async function blobUrl(path) {
+  const response = await fetch(new URL(path, BASE), { headers: headers(false) });
+  if (!response.ok) throw await failure(response);
+  return URL.createObjectURL(await response.blob());
+}
+
 /** POST a run and call onEvent(name, data) for each server-sent event until the stream ends. */
 export async function stream(path, body, onEvent, signal) {
   const response = await fetch(new URL(path, BASE), {

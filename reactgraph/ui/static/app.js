@@ -9,6 +9,7 @@ import { Timeline } from "./timeline.js";
 import { stateTree } from "./tree.js";
 import { showApproval } from "./approval.js";
 import { sideBySide, uuid4 } from "./pair.js";
+import { listComparisons, showComparison } from "./comparisons.js";
 
 const STREAM_MODES = ["updates", "messages-tuple", "tasks", "custom"];
 const PAGE = 50;  // sessions per page of the list
@@ -333,11 +334,20 @@ function toggleAuth(show) {
   if (!form.hidden) $("#auth-key").focus();
 }
 
+function openComparison(comparison) {
+  for (const button of document.querySelectorAll(".comparison")) {
+    button.setAttribute("aria-current", String(button.dataset.name === comparison.name));
+  }
+  showComparison($("#comparison-view"), comparison)
+    .then(() => $("#comparison-view").scrollIntoView?.({ block: "start" })).catch(problem);
+}
+
 async function start() {
   clearProblem();
   try {
     await loadGraphs();
     await loadThreads();
+    await listComparisons($("#comparisons"), openComparison);
     setStatus("idle", "idle");
     document.body.dataset.ready = "true";
   } catch (error) {
