@@ -80,29 +80,16 @@ def chat_model(model: str | BaseChatModel) -> BaseChatModel:
         raise CreateAgentError(f"model= takes a chat model or a model string, not {type(model).__name__}")
     from reactgraph.models.loader import ModelConfigError, load_chat_model, parse_spec
 
-    spec = _inferred(model.strip())
-    try:
-        parse_spec(spec)
-    except ModelConfigError:
+    try:  # the project's specs, bare OpenAI/Anthropic names and init_chat_model's providers (models/loader.py)
+        parse_spec(model)
+    except ModelConfigError:  # a bare name of another provider: init_chat_model infers it
         from langchain.chat_models import init_chat_model
 
         try:
             return init_chat_model(model)
         except (ImportError, ValueError) as exc:
             raise CreateAgentError(f"model={model!r}: {str(exc).splitlines()[0]}") from None
-    return load_chat_model(spec)
-
-
-def _inferred(model: str) -> str:
-    """A bare model name of a provider the project loads itself, with its provider (as `init_chat_model` infers
-    it): the project's loader then bounds and retries its requests as the run's settings say."""
-    if ":" in model or model in ("offline", "test"):
-        return model
-    if model.startswith("claude"):
-        return f"anthropic:{model}"
-    if model.startswith(("gpt-", "o1", "o3", "o4", "chatgpt")):
-        return f"openai:{model}"
-    return model
+    return load_chat_model(model)
 
 
 def _system_prompt(prompt: str | SystemMessage) -> Any:

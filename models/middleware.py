@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 
 from reactgraph.errors import ReactGraphError
 
@@ -139,8 +139,6 @@ def _message_of(response: Any) -> AIMessage:
 
 # --- the run's tools as LangChain tool objects ----------------------------------------------------------------
 
-_STAND_INS: dict[int, tuple[dict[str, Any], BaseTool]] = {}
-_MAX_STAND_INS = 4096
 _INTERNAL = frozenset({"InlineReflection"})  # the inline verdict (nodes/react.py): no tool of the user's
 
 
@@ -153,22 +151,13 @@ def _internal(schema: dict[str, Any]) -> bool:
 
 
 def stand_in(schema: dict[str, Any]) -> BaseTool:
-    """A LangChain tool that describes the tool of an OpenAI schema and refuses to run (one per schema object)."""
-    cached = _STAND_INS.get(id(schema))
-    if cached is None or cached[0] is not schema:
-        function = schema["function"]
+    """A LangChain tool that describes the tool of a bound OpenAI schema and refuses to run (one per schema)."""
+    from reactgraph.tools.middleware import describing_tool
 
-        def not_here(**_: Any) -> str:
-            raise MiddlewareRequestError(f"{function['name']} runs only through the tool gateway")
-
-        tool = StructuredTool.from_function(
-            func=not_here, name=function["name"], description=function.get("description") or function["name"],
-            args_schema=function.get("parameters") or {"type": "object", "properties": {}})
-        tool.metadata = {"reactgraph_schema": schema}
-        if len(_STAND_INS) >= _MAX_STAND_INS:  # schemas are built once per tool and graph: a bound, not a policy
-            _STAND_INS.clear()
-        cached = _STAND_INS[id(schema)] = (schema, tool)
-    return cached[1]
+    function = schema["function"]
+    return cast(BaseTool, describing_tool(schema, function["name"], function.get("description") or "",
+                                          function.get("parameters") or {"type": "object", "properties": {}},
+                                          metadata={"reactgraph_schema": schema}))
 
 
 def _schema_of(tool: Any) -> dict[str, Any]:

@@ -107,22 +107,28 @@ _DESCRIBED: dict[int, tuple[Any, Any]] = {}
 _MAX_DESCRIBED = 4096
 
 
-def described(meta: Any) -> Any:
-    """A LangChain tool that describes a registered tool to a wrapper (name, description, arguments) and refuses to
-    run: a call runs through the handler, inside the gateway's limits (one per registered tool)."""
-    cached = _DESCRIBED.get(id(meta))
-    if cached is None or cached[0] is not meta:
+def describing_tool(source: Any, name: str, description: str, args_schema: Any,
+                    metadata: dict[str, Any] | None = None) -> Any:
+    """A LangChain tool that describes a tool to a middleware (name, description, arguments) and refuses to run:
+    a call runs only through the gateway. One per `source` object (a registered tool, a bound schema)."""
+    cached = _DESCRIBED.get(id(source))
+    if cached is None or cached[0] is not source:
         from langchain_core.tools import StructuredTool
 
         def not_here(**_: Any) -> str:
-            raise RuntimeError(f"{meta.name} runs only through the handler a wrap_tool_call middleware is given")
+            raise RuntimeError(f"{name} runs only through the tool gateway (a wrapper's handler, the act step)")
 
-        tool = StructuredTool.from_function(func=not_here, name=meta.name, description=meta.description or meta.name,
-                                            args_schema=meta.params_model or meta.json_schema)
-        if len(_DESCRIBED) >= _MAX_DESCRIBED:  # one per registered tool: a bound, not a cache policy
+        tool = StructuredTool.from_function(func=not_here, name=name, description=description or name,
+                                            args_schema=args_schema, metadata=metadata)
+        if len(_DESCRIBED) >= _MAX_DESCRIBED:  # one per registered tool or schema: a bound, not a cache policy
             _DESCRIBED.clear()
-        cached = _DESCRIBED[id(meta)] = (meta, tool)
+        cached = _DESCRIBED[id(source)] = (source, tool)
     return cached[1]
+
+
+def described(meta: Any) -> Any:
+    """A registered tool, as a wrapper's `ToolCallRequest.tool` (see `describing_tool`)."""
+    return describing_tool(meta, meta.name, meta.description, meta.params_model or meta.json_schema)
 
 
 def _record_for(call: ToolResult, request: Any) -> ToolResult:
