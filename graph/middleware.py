@@ -101,6 +101,11 @@ class AgentHooks:
         found = self.with_hook(hook)
         return f"{found[0].name}.{hook}" if found else None
 
+    def reads_state(self, gateway: ToolGateway) -> Callable[[str], bool]:
+        """Which calls' act tasks carry the graph state: the tools that read it, and with wrap_tool_call
+        middleware every call (the wrappers' requests carry the state)."""
+        return gateway.reads_state if self.tool_wraps is None else (lambda name: True)
+
     def add_tools(self, gateway: ToolGateway) -> ToolGateway:
         """The gateway with the middleware's own tools registered (e.g. TodoListMiddleware's `write_todos`)."""
         for middleware in self.middleware:

@@ -68,8 +68,7 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
     builder.add_node("solve", make_solve(services), retry_policy=retry)
     builder.add_node("save_memory", save_memory)
 
-    # A graph with wrap_tool_call middleware gives every call the state: the wrappers' requests carry it.
-    reads_state = services.gateway.reads_state if hooks.tool_wraps is None else (lambda name: True)
+    reads_state = hooks.reads_state(services.gateway)
     step = hooks.entry("before_model") or "execute_step"  # each step request is the agent's model request
     to_tools = partial(_to_tools, step=step, approval=approval_check(services), reads_state=reads_state)
     tool_paths = ["act", "approve", step, "replan", "solve", *(["observe"] if hooks else [])]

@@ -68,8 +68,7 @@ def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
     builder.add_node("finalize", make_finalize(services), retry_policy=retry)
     builder.add_node("save_memory", save_memory)
 
-    # A graph with wrap_tool_call middleware gives every call the state: the wrappers' requests carry it.
-    reads_state = services.gateway.reads_state if hooks.tool_wraps is None else (lambda name: True)
+    reads_state = hooks.reads_state(services.gateway)
     to_tools = partial(routing.after_think, approval=approval_check(services), reads_state=reads_state)
     tool_paths = ("act", "approve", "observe", "finalize") if hooks else ("act", "approve", "finalize")
     loop_entry = hooks.entry("before_model") or "think"
