@@ -324,3 +324,22 @@ def test_serve_ui_puts_the_page_behind_the_host_and_origin_checks_and_its_api_be
     plain = TestClient(build_app("redis://127.0.0.1:1/0", None, workers=0,
                                  settings=ServerSettings(auth=settings.auth)), base_url="http://127.0.0.1")
     assert plain.get("/ui/").status_code == 401  # not served without --ui: the path is no open one then
+
+
+def test_a_comparison_file_that_links_out_of_the_results_folder_is_not_served(tmp_path):
+    from reactgraph.ui.comparisons import Comparisons
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.png").write_bytes(b"not yours")
+    (outside / "summary.json").write_text('{"graphs": {}}')
+    results = tmp_path / "results"
+    (results / "first").mkdir(parents=True)
+    (results / "first" / "summary.json").write_text('{"graphs": {"react": {}}, "config": {}}')
+    (results / "first" / "plot.png").write_bytes(b"png")
+    (results / "first" / "leak.png").symlink_to(outside / "secret.png")
+    (results / "linked").symlink_to(outside, target_is_directory=True)
+    comparisons = Comparisons(results)
+    assert comparisons.plot("first", "plot.png") == b"png"
+    assert comparisons.plot("first", "leak.png") is None
+    assert comparisons.summary("linked") is None and [c["name"] for c in comparisons.listed()] == ["first"]

@@ -64,8 +64,8 @@ class Comparisons:
 
     def summary(self, name: str) -> dict[str, Any] | None:
         folder = self._dir(name)
-        path = folder / SUMMARY if folder is not None else None
-        if path is None or not path.is_file() or path.stat().st_size > MAX_SUMMARY_BYTES:
+        path = _inside(folder, SUMMARY)
+        if path is None or path.stat().st_size > MAX_SUMMARY_BYTES:
             return None
         try:
             value = json.loads(path.read_text(encoding="utf-8"))
@@ -77,10 +77,18 @@ class Comparisons:
         folder = self._dir(name)
         if folder is None or not _NAME.match(file) or not file.endswith(".png"):
             return None
-        path = folder / file
-        if not path.is_file() or path.stat().st_size > MAX_PLOT_BYTES:
+        path = _inside(folder, file)
+        if path is None or path.stat().st_size > MAX_PLOT_BYTES:
             return None
         return path.read_bytes()
+
+
+def _inside(folder: Path | None, file: str) -> Path | None:
+    """The file of that name in `folder`, if it is one there: a link that leads out of the folder is not."""
+    if folder is None:
+        return None
+    path = (folder / file).resolve()
+    return path if path.parent == folder and path.is_file() else None
 
 
 def comparison_routes(comparisons: Comparisons) -> list[BaseRoute]:
