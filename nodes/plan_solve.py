@@ -119,7 +119,7 @@ def _text_plan(state: PlanSolveState, context: Context, system: str, tools: str,
     history = text_protocol.as_text_messages(with_notes(state["messages"], summary_notes(state)))
     request = [SystemMessage(f"{system}\n\n{prompts.TEXT_PLAN_FORMAT.format(tools=tools)}"), *history]
     # The first model call of the turn: no earlier format error counts against it.
-    attempts = yield from read_reply(ModelCall("plan", request), parse_plan,
+    attempts = yield from read_reply(ModelCall("plan", request, max_steps=context.max_iterations), parse_plan,
                                      lambda problem: prompts.TEXT_PLAN_CORRECTION.format(problem=problem, tools=tools),
                                      node="plan", allowed=context.max_format_errors)
     errors = attempts.records("plan", lambda i: 0)
@@ -145,7 +145,8 @@ def make_plan(services: AgentServices) -> Node:
             if context.protocol == "text":  # never json_schema: a text-only model writes its plan as a list
                 return (yield from _text_plan(state, context, system, tools, started))
             history = for_model(with_notes(state["messages"], summary_notes(state)))
-            output = yield from ModelCall("plan", [SystemMessage(system), *history], schema=Plan)
+            output = yield from ModelCall("plan", [SystemMessage(system), *history], schema=Plan,
+                                          max_steps=context.max_iterations)
         except Exception as exc:  # noqa: BLE001 - a plan that cannot be made falls back to one whole-question step
             return _fallback(state, f"planning failed ({type(exc).__name__}: {exc})"[:300], 0, started)
         return _plan_from_output(state, output, started)

@@ -560,12 +560,23 @@ def _walk(state: TaskState, candidates: list[Call], plan: Plan, lang: str, turn:
         if why == "":
             state.status, state.value, state.observation = "done", value, observation
             return state
+        if _worth_another_try(observation, turn) and (tools is None or call.name in tools):
+            state.next_call = call
+            return state
         errored = not observation.ok
         state.failures.append((call, why))
         if _decided_by_person(observation) or (observation.ok and _no_data_for_place(observation)):
             break
     state.status = "failed"
     return state
+
+
+def _worth_another_try(observation: Observation, turn: Turn) -> bool:
+    """A passing fault that nobody retried yet (the gateway made one attempt, the call was made once): a
+    capable agent tries the same call again before falling back to another way."""
+    if observation.ok or observation.attempts > 1 or failure_kind(observation.content, observation.status) != "transient":
+        return False
+    return sum(o.call == observation.call for o in turn.observations) == 1
 
 
 def _decided_by_person(observation: Observation) -> bool:

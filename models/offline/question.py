@@ -19,6 +19,7 @@ from typing import Any
 from .compute import DIFF, FOLLOW_ON, MORE, RATIO, derived, find_expression
 from .places import (
     COMPARE,
+    OTHER_DAY,
     QUESTION,
     TIME,
     WEATHER,
@@ -468,7 +469,10 @@ def _frame_tasks(question: Question, clauses: list[str], index: int, tasks: dict
     back = refers_back(clause) or described
     earlier = [] if described else _earlier_places(question.lang, clauses[:index], history if back else ())
     unresolved = False
-    if WEATHER.search(clause) or (COMPARE.search(clause) and find_cities(clause)):
+    if WEATHER.search(clause) and OTHER_DAY.search(clause):  # another day's weather: no tool has it
+        question.unhandled.append(clause)
+        handled = True
+    elif WEATHER.search(clause) or (COMPARE.search(clause) and find_cities(clause)):
         cities = ([] if described else weather_cities(clause)) or [name for name, _ in earlier]
         unresolved = back and not cities
         for city in cities or ([""] if not back else []):
