@@ -93,7 +93,7 @@ class ModelCall:
     tool_choice: str = "auto"  # or "none"; a middleware may force one ("any", "required", a tool's name)
     advisory: bool = False
     plan_steps: tuple[str, ...] = ()  # a Plan-and-Solve step: the plan's goals up to the one under way (run metadata)
-    max_steps: int | None = None  # a plan: the most steps it may have (run metadata, as the prompt says in words)
+    max_steps: int | None = None  # a plan or its revision: the most steps it may have (run metadata)
     verdict_block: tuple[str, ...] = ()  # text protocol: the fields of the verdict block the reply should begin with
     model_settings: Mapping[str, Any] = field(default_factory=dict)  # a middleware's extra model arguments
 

@@ -1,6 +1,6 @@
 """What a model request is for, as the model gateway tells the chat model: run metadata, never the wire.
 
-Besides the purpose, a Plan-and-Solve plan request carries its step limit (`reactgraph_max_steps`), a step request
+Besides the purpose, a Plan-and-Solve plan or replan request carries its step limit (`reactgraph_max_steps`), a step request
 the plan's goals up to the step under way (`reactgraph_plan_steps`), and a text-protocol request that asks for the inline verdict the block's fields
 (`reactgraph_verdict_block`): the same structure the prompt states, given as data rather than as prompt words.
 
@@ -17,7 +17,7 @@ from typing import Any
 
 PURPOSE_METADATA = "reactgraph_purpose"
 PLAN_STEPS_METADATA = "reactgraph_plan_steps"
-# A plan request: the most steps the plan may have (the prompt says so in words; this is the same limit as data).
+# A plan or replan request: the most steps it may have (the plan prompt says so in words; this is the limit as data).
 MAX_STEPS_METADATA = "reactgraph_max_steps"
 # A text-protocol think request that asks for the inline verdict: the fields of the <reflection> block asked for
 # (in the tools protocol the verdict is a bound tool's schema, structure the model already sees).

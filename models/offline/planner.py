@@ -554,6 +554,8 @@ def _walk(state: TaskState, candidates: list[Call], plan: Plan, lang: str, turn:
                 unavailable = "工具未提供" if lang == "zh" else "the tool is not available"
                 state.failures.append((call, f"{call.name} {unavailable}"))
                 continue
+            if call.name in broken_tools(turn):
+                continue  # it failed for good on other arguments already: another query will fail the same way
             state.next_call = call
             return state
         value, why = accept(state.task, observation, lang, _names(state.task, plan))
@@ -569,6 +571,19 @@ def _walk(state: TaskState, candidates: list[Call], plan: Plan, lang: str, turn:
             break
     state.status = "failed"
     return state
+
+
+def broken_tools(turn: Turn) -> set[str]:
+    """Tools that failed for good (an error that is not a passing fault) on two different calls this turn and
+    never worked: a capable agent stops trying them with other arguments."""
+    failed: dict[str, set[Call]] = {}
+    worked: set[str] = set()
+    for o in turn.observations:
+        if o.ok:
+            worked.add(o.call.name)
+        elif failure_kind(o.content, o.status, o.attempts) == "error":
+            failed.setdefault(o.call.name, set()).add(o.call)
+    return {name for name, calls in failed.items() if len(calls) >= 2 and name not in worked}
 
 
 def _worth_another_try(observation: Observation, turn: Turn) -> bool:

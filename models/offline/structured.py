@@ -391,7 +391,7 @@ def _failing_tools(turn: Turn) -> list[str]:
     return sorted(failed)
 
 
-def replan_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+def replan_args(messages: Sequence[BaseMessage], limit: int | None = None) -> dict[str, Any]:
     """A Replan: the steps whose sub-tasks are still open, without the tools that failed this turn."""
     turn = read_turn(messages)
     plan = make_plan(turn, BUILTIN_TOOLS - set(failing := _failing_tools(turn)))
@@ -399,7 +399,7 @@ def replan_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
     lang, zh = question.lang, question.lang == "zh"
     open_keys = {k for k, s in plan.states.items() if s.status in ("pending", "waiting")}
     steps = plan_steps(reading(turn.question, turn.history), turn.history)
-    kept = [s for s in steps if open_keys & set(s.keys)]
+    kept = fit_steps([s for s in steps if open_keys & set(s.keys)], question, limit)
     lost = [label(plan.states[k], plan, lang) for s in steps for k in s.keys
             if plan.states.get(k) is not None and plan.states[k].status == "failed"]
     parts = []
@@ -443,6 +443,6 @@ RESPONDERS: dict[str, Responder] = {
 def responder_for(purpose: str | None, parameters: dict[str, Any] | None, limit: int | None = None) -> Responder:
     """The scripted responder of a request's purpose (a plan within its step `limit`), else one that fills
     `parameters` from the answer."""
-    if purpose == "plan":
-        return lambda messages: plan_args(messages, limit)
+    if purpose in ("plan", "replan"):
+        return lambda messages: (plan_args if purpose == "plan" else replan_args)(messages, limit)
     return RESPONDERS.get(purpose or "") or answer_responder(parameters or {})
