@@ -46,8 +46,8 @@ def failure_mode(success: bool, status: str | None, steps: list[dict[str, Any]],
 
     error (the run raised or ended `failed`) → tool_hallucination (a call to a tool that does not exist) →
     invalid_args → loop (the same successful call repeated, or the loop guard stopped calls that did not fail) →
-    limit (the iteration limit) → budget (a budget ran out) → tool_error (tools failed: errors, timeouts, open breakers) →
-    early_stop (the graph answered, but not correctly, with no fault to blame).
+    limit (the iteration limit) → budget (a budget ran out) → tool_error (tools failed: errors, timeouts, open
+    breakers) → early_stop (the graph answered, but not correctly, with no fault to blame).
     """
     if success:
         return None

@@ -1,8 +1,9 @@
 """What a model request is for, as the model gateway tells the chat model: run metadata, never the wire.
 
-Besides the purpose, a Plan-and-Solve plan or replan request carries its step limit (`reactgraph_max_steps`), a step request
-the plan's goals up to the step under way (`reactgraph_plan_steps`), and a text-protocol request that asks for the inline verdict the block's fields
-(`reactgraph_verdict_block`): the same structure the prompt states, given as data rather than as prompt words.
+Besides the purpose, a Plan-and-Solve plan or replan request carries its step limit (`reactgraph_max_steps`), a
+step request the plan's goals up to the step under way (`reactgraph_plan_steps`), and a text-protocol request that
+asks for the inline verdict the block's fields (`reactgraph_verdict_block`): the same structure the prompt states,
+given as data rather than as prompt words.
 
 The gateway tags every request's run with `{"reactgraph_purpose": "<purpose>"}` (`Runnable.with_config`); LangChain
 hands a run's metadata to its callbacks and to the chat model's run manager, and no provider client sends it to

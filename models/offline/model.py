@@ -45,7 +45,7 @@ from .conversation import (
     unframed,
 )
 from .planner import BUILTIN_TOOLS, make_plan
-from .structured import RESPONDERS, reflection_args, responder_for
+from .structured import reflection_args, responder_for
 
 # A verdict's schema: whether the results suffice, and the question's parts and those missing (the loop's own
 # flags — tool_error, repeated_call … — may ride along, or come from the records).

@@ -24,7 +24,8 @@ COMPARE = re.compile(r"哪(?:个|座|一个|一座|里|边)?[^?？]{0,8}?(?:热|
                      r"compare|comparison|versus|vs)\b|\bwhich\b[^?]*\b(?:hot|warm|cold|cool)", re.I)
 # Weather on another day than today: the weather tool knows current conditions only, so such a clause is a part
 # no tool answers (named missing), never answered with today's weather.
-OTHER_DAY = re.compile(r"明天|后天|昨天|前天|下周|上周|下个?月|上个?月|明年|去年|周末|(?:19|20)\d{2}\s*年|\d{1,2}\s*月\s*\d{1,2}\s*[日号]|"
+OTHER_DAY = re.compile(r"明天|后天|昨天|前天|下周|上周|下个?月|上个?月|明年|去年|周末|(?:19|20)\d{2}\s*年|"
+                       r"\d{1,2}\s*月\s*\d{1,2}\s*[日号]|"
                        r"\b(?:tomorrow|yesterday|forecast|weekend)\b|\b(?:next|last) (?:week|month|year|"
                        r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|\b(?:19|20)\d{2}\b|"
                        r"\bwill (?:it|the weather|the temperature)\b|\bwas (?:it|the weather)\b", re.I)

@@ -589,7 +589,9 @@ def broken_tools(turn: Turn) -> set[str]:
 def _worth_another_try(observation: Observation, turn: Turn) -> bool:
     """A passing fault that nobody retried yet (the gateway made one attempt, the call was made once): a
     capable agent tries the same call again before falling back to another way."""
-    if observation.ok or observation.attempts > 1 or failure_kind(observation.content, observation.status) != "transient":
+    if observation.ok or observation.attempts > 1:
+        return False
+    if failure_kind(observation.content, observation.status) != "transient":
         return False
     return sum(o.call == observation.call for o in turn.observations) == 1
 
