@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reactgraph.evals.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from reactgraph.evals.tasks import Task
 
 FAMILY_PREFIX = "family:"
 # What each family is for: the control-flow question it asks of the paradigms.
@@ -156,3 +157,32 @@ def family_table(records: list[dict[str, Any]]) -> str:
                          + " | ".join(_number(label, m, signed=False) for (_, label), m in zip(MEASURES, means,
                                                                                              strict=True)) + " |")
     return "\n".join(lines)
+
+
+def trace_of(task: Task, graph: str, model: str = "offline") -> list[str]:
+    """One run of `task` through `graph` (the task's own faults, no others) as lines: iteration, node, the call or
+    the thought, and its status — how the control flow went, for a notebook to show beside another graph's."""
+    from langchain_core.messages import HumanMessage
+
+    from reactgraph.evals.faults import FaultPlan, faulty_gateway
+    from reactgraph.evals.graphs import resolve_graphs
+    from reactgraph.graph import load_chat_model
+
+    (entry,) = resolve_graphs([graph])
+    gateway, _ = faulty_gateway(FaultPlan(), f"trace:{task.id}", scripted=task.faults)
+    compiled = entry.build(gateway, load_chat_model(model))
+    result = compiled.invoke({"messages": [HumanMessage(task.question)]},
+                             {"configurable": {"thread_id": f"trace-{graph}-{task.id}"}},
+                             context=entry.make_context(model=model))
+    lines = []
+    for step in result.get("steps") or []:
+        what = step.get("action") or " ".join(str(step.get("thought") or "").split())[:70]
+        lines.append(f"{step['step']:>2} {step['node']:<13} {what[:70]:<70} {step['status']}")
+    lines.append(f"-> {result.get('status')} · {len(lines)} records")
+    return lines
+
+
+def side_by_side(task: Task, graphs: Sequence[str], model: str = "offline") -> str:
+    """The traces of one task through each graph, one after the other under a heading naming the graph."""
+    blocks = [f"== {graph}\n" + "\n".join(trace_of(task, graph, model)) for graph in graphs]
+    return f"{task.id}: {task.question}\n\n" + "\n\n".join(blocks)
