@@ -37,7 +37,8 @@ from .conversation import (
     recall_reply,
     unframed,
 )
-from .planner import BUILTIN_TOOLS, DOCUMENT_PREFIX, Plan, failure_kind, make_plan
+from .failures import failure_kind
+from .planner import BUILTIN_TOOLS, DOCUMENT_PREFIX, Plan, make_plan
 from .question import Question, Task, decompose, split_clauses
 from .words import normalize
 
