@@ -314,7 +314,7 @@ async def forget_temporary_thread(records: ServiceRecords, assistants: Assistant
     await assistants.checkpointer.adelete_thread(thread_id)
     await adrop_session_items(assistants.store, thread_id)
     await records.indexed.drop(thread_id)  # its record and index entries, together
-    await client.delete(keys.runs(thread_id))
+    await client.delete(keys.runs(thread_id), keys.title(thread_id))
     await client.zrem(keys.threads, thread_id)
     await client.zrem(keys.unswept, thread_id)
     return True
