@@ -28,6 +28,7 @@ from test_serve import Service, service_env, stop, wait_for
 
 STATIC = Path(__file__).resolve().parent.parent / "reactgraph" / "ui" / "static"
 SCRIPT_TIMEOUT_S = 300
+LONG_TURNS = 15  # about 9 checkpoints each: three pages of the page's history (60 checkpoints a page)
 STARTUP_TIMEOUT_S = 60
 
 
@@ -71,8 +72,12 @@ def debugger(redis_url: str, tmp_path_factory) -> Iterator[Service]:
 def clicked(debugger: Service, fetched_page) -> dict:
     """What the page showed as the browser script clicked through it (one session for the tests below)."""
     url, _seen = fetched_page
+    long_thread = str(uuid.uuid4())  # many turns: more than one page of history
+    for turn in range(LONG_TURNS):
+        _asked(debugger.url, long_thread, f"计算 {turn} + 1 等于多少")
     try:
-        return run_page_script("browser_debugger_ui.mjs", [f"{debugger.url}/ui/", url], SCRIPT_TIMEOUT_S)
+        return run_page_script("browser_debugger_ui.mjs", [f"{debugger.url}/ui/", url, long_thread],
+                               SCRIPT_TIMEOUT_S)
     except BrowserUnavailable as exc:
         pytest.fail(str(exc))
 
@@ -211,6 +216,17 @@ def test_a_hostile_tool_output_is_shown_as_text_and_nothing_is_made_of_it(clicke
     (call,) = [entry for entry in clicked["hostile"]["entries"] if entry["kind"] == "call"]
     assert '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>' in call["text"]
     assert clicked["injected"] == {"images": 0, "scripts": 1, "bold": 0, "pwned": None}  # the page's own script
+
+
+def test_a_long_session_opens_with_two_requests_and_its_earlier_turns_are_read_when_asked_for(clicked):
+    long = clicked["long"]
+    history = [f for f in long["openedWith"] if f.endswith("/history")]
+    assert len(long["openedWith"]) == 2 and len(history) == 1, long["openedWith"]  # the thread, one page
+    assert 0 < long["turnsFirst"] < LONG_TURNS and long["moreShown"]
+    # every turn once the earlier ones are read, numbered from the session's start, in order
+    assert long["turns"] == [f"{n + 1}. 计算 {n} + 1 等于多少" for n in range(LONG_TURNS)]
+    assert long["firstTimeline"][-1] == "final" and long["firstCheckpoints"] >= 5
+    assert "final_answer: null" in long["firstState"]  # the first turn's first checkpoint: nothing answered yet
 
 
 def test_nothing_the_page_loads_leaves_loopback_and_nothing_fails(clicked):

@@ -2,12 +2,13 @@
 // person would: each graph drawn, a question answered live on each, the state tree, a session found by search,
 // approvals approved, edited and rejected from the page, a hostile tool output shown as text, both screen sizes.
 // Every request the page makes is seen here: one to anything but loopback is refused and reported (`offLoopback`).
-// Run by tests/test_debugger_ui.py:  node browser_debugger_ui.mjs UI_URL PAGE_URL [SCREENSHOT_DIR]
-// (PAGE_URL: the loopback page the approved http_get fetches). Prints one JSON object; the test asserts on it.
-import { debuggerBrowser, ask, shown, runFrom, decide, search, openSession, fits, tabOrder, unreached, PHONE,
+// Run by tests/test_debugger_ui.py:  node browser_debugger_ui.mjs UI_URL PAGE_URL LONG_THREAD [SCREENSHOT_DIR]
+// (PAGE_URL: the loopback page the approved http_get fetches; LONG_THREAD: a session of many turns). Prints one
+// JSON object; the test asserts on it.
+import { debuggerBrowser, ask, shown, runFrom, decide, search, sessionShown, fits, tabOrder, unreached, PHONE,
          WAIT_MS } from "./debugger_page.mjs";
 
-const [uiUrl, pageUrl, shots] = process.argv.slice(2);
+const [uiUrl, pageUrl, longThread, shots] = process.argv.slice(2);
 const { browser, open, seen } = await debuggerBrowser(uiUrl);
 
 async function screenshot(page, name) {
@@ -38,6 +39,35 @@ async function phoneByKeyboard(phone) {
   result.pairWide = await fits(phone);
   result.pairOutside = await outside(phone, "#pair");
   await screenshot(phone, "side-by-side-390");
+  return result;
+}
+
+// A session of many turns: opened with a bounded number of requests (its newest turns), its earlier turns read
+// when asked for, and its first turn whole when shown.
+async function longSession(page, threadId) {
+  await search(page, threadId);
+  const asked = [];
+  const record = (r) => { if (!r.url().includes("/ui/")) asked.push(`${r.method()} ${new URL(r.url()).pathname}`); };
+  page.on("request", record);
+  await page.click(`#threads button.thread[data-thread="${threadId}"]`);
+  await sessionShown(page, threadId);
+  page.off("request", record);
+  const result = { openedWith: asked, turnsFirst: await page.$$eval("#turns > li", (l) => l.length),
+                   moreShown: await page.$eval("#more-turns", (b) => !b.hidden) };
+  while (await page.$eval("#more-turns", (b) => !b.hidden)) {
+    const before = await page.$$eval("#turns > li", (l) => l.length);
+    await page.click("#more-turns");
+    await page.waitForFunction((n) => document.querySelectorAll("#turns > li").length > n
+      || document.querySelector("#more-turns").hidden, before, { timeout: WAIT_MS });
+  }
+  result.turns = await page.$$eval("#turns button.turn .name", (b) => b.map((x) => x.textContent));
+  await page.click("#turns button.turn");  // the first turn
+  await page.waitForSelector("#turns button.turn[aria-current=true]", { timeout: WAIT_MS });
+  result.firstTimeline = (await shown(page)).entries.map((e) => e.kind);
+  const checkpoints = await page.$$("#checkpoints button");
+  result.firstCheckpoints = checkpoints.length;
+  await checkpoints[0].click();
+  result.firstState = await page.$eval("#state-view", (v) => v.textContent);
   return result;
 }
 
@@ -140,6 +170,8 @@ try {
   }));
   await screenshot(page, "hostile-1280");
   seen.wide = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: innerWidth }));
+
+  seen.long = await longSession(page, longThread);
 
   // the other paradigms: Plan-and-Solve's plan and its steps, a Reflexion trial and its verdict
   for (const [graph, node] of [["plan_solve", "execute_step"], ["reflexion", "trial"]]) {

@@ -21,9 +21,9 @@ class BrowserUnavailable(RuntimeError):
     """No node or no Chromium on this machine (.ci/run installs both)."""
 
 
-def run_page_script(script: str, args: list[str], timeout: float) -> dict[str, Any]:
-    """`node tests/js/SCRIPT ARGS…` run from a scratch folder; the JSON object its last line prints. A script that
-    fails, or reports an `error`, raises AssertionError with its output's end."""
+def run_page_script(script: str | Path, args: list[str], timeout: float) -> dict[str, Any]:
+    """`node SCRIPT ARGS…` (a script of tests/js, or a path) run from a scratch folder; the JSON object its last
+    line prints. A script that fails, or reports an `error`, raises AssertionError with its output's end."""
     if shutil.which("node") is None:
         raise BrowserUnavailable("node is not installed (apt-get install -y nodejs npm): .ci/run installs it")
     if not Path(CHROMIUM).exists():
@@ -34,11 +34,12 @@ def run_page_script(script: str, args: list[str], timeout: float) -> dict[str, A
     with tempfile.TemporaryDirectory(prefix="debugger-page-") as scratch:
         run = Path(scratch)
         (run / "node_modules").symlink_to(prepare() / "node_modules", target_is_directory=True)
-        for name in (script, "debugger_page.mjs"):
-            shutil.copy(JS / name, run / name)
-        done = subprocess.run(["node", script, *args], cwd=run, capture_output=True, text=True, timeout=timeout,
+        source = Path(script) if Path(script).is_absolute() else JS / script
+        for path in (source, JS / "debugger_page.mjs"):
+            shutil.copy(path, run / path.name)
+        done = subprocess.run(["node", source.name, *args], cwd=run, capture_output=True, text=True, timeout=timeout,
                               check=False, env={**os.environ, "CHROMIUM": CHROMIUM})
-    assert done.returncode == 0, f"{script} failed: {done.stderr[-3000:]}"
+    assert done.returncode == 0, f"{source.name} failed: {done.stderr[-3000:]}"
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert "error" not in seen, seen.get("error")
     return seen
