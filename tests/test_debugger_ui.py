@@ -39,19 +39,13 @@ def fetched_page() -> Iterator[tuple[str, list]]:
         yield url, seen
 
 
-@pytest.fixture(scope="module")
-def debugger(redis_url: str, tmp_path_factory) -> Iterator[Service]:
-    """`reactgraph ui` on a free loopback port, with the hostile `get_weather` and a loopback `http_get`."""
-    tmp = tmp_path_factory.mktemp("ui")
+def start_ui(redis_url: str, tmp: Path, *options: str) -> Service:
+    """`reactgraph ui OPTIONS…` on a free loopback port and `redis_url`, with the hostile `get_weather` and a
+    loopback `http_get` (support/ui_tools.py), answering /ok before this returns."""
     port = free_port()
     env = service_env(redis_url, f"svc-ui-{port}", tmp / "calls.log", REACTGRAPH_TOOLS="support.ui_tools:TOOLS")
     service = Service(f"http://127.0.0.1:{port}", env, tmp / "calls.log", [])
-    # a real comparison's outputs for the page's Comparisons (offline, four tasks, two graphs)
-    compared = forked_run(["compare", "--graphs", "react,plan_solve", "--limit", "4", "--out",
-                           str(tmp / "results" / "first")], env, timeout=STARTUP_TIMEOUT_S * 2)
-    assert compared.returncode == 0, compared.stderr[-2000:]
-    process = ForkedCommand(["ui", "--port", str(port), "--results", str(tmp / "results")], env,
-                            stdout=tmp / "ui.out", stderr=tmp / "ui.err")
+    process = ForkedCommand(["ui", "--port", str(port), *options], env, stdout=tmp / "ui.out", stderr=tmp / "ui.err")
     service.processes.append(process)
 
     def answers() -> bool:
@@ -63,6 +57,23 @@ def debugger(redis_url: str, tmp_path_factory) -> Iterator[Service]:
 
     try:
         wait_for(answers, STARTUP_TIMEOUT_S, "reactgraph ui answering /ok")
+    except BaseException:
+        stop(service)
+        raise
+    return service
+
+
+@pytest.fixture(scope="module")
+def debugger(redis_url: str, tmp_path_factory) -> Iterator[Service]:
+    """`reactgraph ui` (start_ui) with a real comparison's outputs for the page's Comparisons."""
+    tmp = tmp_path_factory.mktemp("ui")
+    # offline, four tasks, two graphs
+    compared = forked_run(["compare", "--graphs", "react,plan_solve", "--limit", "4", "--out",
+                           str(tmp / "results" / "first")], service_env(redis_url, "svc-ui-compare", tmp / "c.log"),
+                          timeout=STARTUP_TIMEOUT_S * 2)
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    service = start_ui(redis_url, tmp, "--results", str(tmp / "results"))
+    try:
         yield service
     finally:
         stop(service)
