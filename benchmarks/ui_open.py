@@ -10,7 +10,12 @@ frame has been drawn. The page reads a session's history a page at a time (react
 this is the time of one page of history whatever the session's length; for scale, the whole history of the long
 session is read once through the same API. Nothing here asserts a time.
 
-    python benchmarks/ui_open.py [--turns 100] [--rounds 9] [--redis-url redis://127.0.0.1:6379/15]
+Then the sessions list searched on the server, as the page asks for it (50 a page, titles selected), with
+`--sessions` more sessions of one turn in the store: the newest 50, a text in one session's question (every
+session read), in none, in many; and the first text search, which reads each session's first question from its
+checkpoints once and keeps it.
+
+    python benchmarks/ui_open.py [--turns 100] [--rounds 9] [--sessions 1000] [--redis-url redis://127.0.0.1:6379/15]
 """
 
 from __future__ import annotations
@@ -96,10 +101,50 @@ def report(opens: dict[str, list[dict[str, Any]]], short: str, long: str, turns:
           f"(medians of {len(opens[short])} opens each); requests of one open: {opens[long][0]['requests']}")
 
 
+def make_sessions(saver: RedisSaver, count: int) -> tuple[list[str], str]:
+    """(`count` sessions of one turn each, asked as the CLI asks them, the word only the last one's question holds)."""
+    graph, marker = build_react_graph(checkpointer=saver), f"备注{uuid.uuid4().hex[:8]}"
+    ids = [f"bench-ui-s{n}-{uuid.uuid4().hex[:8]}" for n in range(count)]
+    for n, thread_id in enumerate(ids):
+        question = question_for(n) + (f"（{marker}）" if n == count - 1 else "")
+        graph.invoke({"messages": [HumanMessage(question)]}, config={"configurable": {"thread_id": thread_id}},
+                     context=Context())
+    return ids, marker
+
+
+def timed_search(url: str, body: dict[str, Any]) -> tuple[float, int]:
+    """(ms, sessions found) of one search as the page asks for its list: 50 a page, titles selected."""
+    started = time.perf_counter()
+    answer = httpx.post(f"{url}/threads/search", timeout=120, json={
+        "limit": 50, "select": ["thread_id", "title", "status", "metadata", "updated_at"], **body})
+    answer.raise_for_status()
+    return (time.perf_counter() - started) * 1000, len(answer.json())
+
+
+def first_search(url: str, made: int, marker: str) -> None:
+    """Once every session has a record: the first text search, which reads each one's first question."""
+    while (counted := httpx.post(f"{url}/threads/count", json={}, timeout=120).json()) < made:
+        pass  # each search or count gives the CLI's sessions records, 100 at a time
+    first_ms, hits = timed_search(url, {"text": marker})
+    print(f"{counted} sessions in the store; the first text search, reading each session's first question from "
+          f"its checkpoints once: {first_ms:.0f} ms ({hits} found)")
+
+
+def searched(url: str, rounds: int, marker: str) -> None:
+    """The sessions list searched on the server, its titles kept: ms per request."""
+    print(f"\n{'search (50 a page, titles)':<34} {'p50 ms':>7} {'p95 ms':>7} {'found':>6}")
+    for name, body in (("the newest 50, no text", {}), (f"text in one session ({marker})", {"text": marker}),
+                       ("text in none", {"text": "不在任何问题里"}), ("text in many (天气)", {"text": "天气"})):
+        runs = [timed_search(url, body) for _ in range(rounds)]
+        ms = sorted(r[0] for r in runs)
+        print(f"{name:<34} {statistics.median(ms):>7.1f} {ms[int(0.95 * (len(ms) - 1))]:>7.1f} {runs[0][1]:>6}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--sessions", type=int, default=1000, help="sessions to search (0: no search)")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15")
     args = parser.parse_args()
     prefix = f"bench-ui-{uuid.uuid4().hex[:8]}"
@@ -113,14 +158,23 @@ def main() -> None:
             threads.append(thread_id)
             print(f"made a session of {turns} turn(s) in {seconds:.1f} s: {thread_id} "
                   f"({len(saver.checkpoint_ids({'configurable': {'thread_id': thread_id}}, 10_000))} checkpoints)")
+        if args.sessions:
+            started = time.perf_counter()
+            made, marker = make_sessions(saver, args.sessions)
+            threads += made
+            print(f"made {args.sessions} sessions of one turn in {time.perf_counter() - started:.1f} s")
         process, url = serve(args.redis_url, prefix, log)
-        result = run_page_script(ROOT / "benchmarks" / "ui_open.mjs", [f"{url}/ui/", str(args.rounds), *threads],
-                                 timeout=600)
+        if args.sessions:
+            first_search(url, len(threads), marker)
+        result = run_page_script(ROOT / "benchmarks" / "ui_open.mjs",
+                                 [f"{url}/ui/", str(args.rounds), *threads[:2]], timeout=600)
         assert not result["offLoopback"] and not result["console"], result
         report(result["opens"], threads[0], threads[1], args.turns)
         count, seconds, size = whole_history(url, threads[1])
         print(f"for scale, the {args.turns}-turn session's whole history in one request: {count} checkpoints, "
               f"{seconds * 1000:.0f} ms, {size / 1024:.0f} KB")
+        if args.sessions:
+            searched(url, args.rounds * 3, marker)
     finally:
         if process is not None:
             process.terminate()

@@ -182,12 +182,14 @@ async def _query(request: Request, body: dict[str, Any]) -> Query[ThreadRecord]:
                                "limit": body.get("limit"), "offset": body.get("offset")})
     if allowed is None:  # every thread is the caller's: the CLI's sessions too
         await cli_sessions(svc.records, svc.assistants.checkpointer, lambda i: _record_or_none(svc, i))
-    # no index holds a thread's values or its title: checked record by record
-    checks = [titles_of(svc).matcher(text)] if (text := text_of(body)) else []
+    # no index holds a thread's values or its title: checked record by record (titles read a batch at a time)
+    titles = titles_of(svc) if (text := text_of(body)) else None
+    checks = [titles.matcher(text)] if titles and text else []
     if values:
         checks.append(lambda record: _values_match(svc, record, values))
     return thread_query(allowed, metadata, status, None if wanted_ids is None else [str(i) for i in wanted_ids],
-                        sort_by, field(body, "sort_order", str, "desc") != "asc", _every(checks))
+                        sort_by, field(body, "sort_order", str, "desc") != "asc", _every(checks),
+                        titles.prepare if titles else None)
 
 
 def _every(checks: list[Callable[[ThreadRecord], Awaitable[bool]]]

@@ -10,6 +10,7 @@ yet gets no title, and is read again next time (it has next to nothing to read).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -22,6 +23,7 @@ log = logging.getLogger("reactgraph.service")
 MAX_TEXT_CHARS = 200  # a `text` longer than this is refused
 MAX_TITLE_CHARS = 300  # what is kept of a first question
 EARLIEST = 4  # checkpoints read from a thread's start: its input, then the one its question is written in
+READ_AT_ONCE = 16  # threads whose first checkpoints are read at the same time (a share of the saver's pool)
 
 GraphOf = Callable[[ThreadRecord], Any]  # the graph whose state a thread's checkpoints hold
 
@@ -43,23 +45,45 @@ class Titles:
 
     def __init__(self, client: Any, keys: Any, saver: Any, graph_of: GraphOf) -> None:
         self.client, self.keys, self.saver, self.graph_of = client, keys, saver, graph_of
+        self.read: dict[str, str] = {}  # thread id → title, as read for this request
 
     async def of(self, records: list[ThreadRecord]) -> list[str]:
-        """Each thread's title ('' when it has no question yet, or its first checkpoints cannot be read)."""
-        if not records:
-            return []
+        """Each thread's title ('' when it has no question yet, or its first checkpoints cannot be read): those
+        kept in one round trip, the others read from their checkpoints and kept."""
+        if wanted := [r for r in records if r["thread_id"] not in self.read]:
+            kept = await self._kept(wanted)
+            found = await self._first_questions([r for r, title in zip(wanted, kept, strict=True) if title is None])
+            for record, title in zip(wanted, kept, strict=True):
+                self.read[record["thread_id"]] = title if title is not None else found[record["thread_id"]]
+        return [self.read[r["thread_id"]] for r in records]
+
+    async def _kept(self, records: list[ThreadRecord]) -> list[str | None]:
         pipe = self.client.pipeline(transaction=False)
         for record in records:
             pipe.get(self.keys.title(record["thread_id"]))
-        found = []
-        for record, raw in zip(records, await pipe.execute(), strict=True):
-            title = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
-            if title is None:
-                title = await self._first_question(record)
-                if title:
-                    await self.client.set(self.keys.title(record["thread_id"]), title, nx=True)
-            found.append(title or "")
+        return [raw.decode(errors="replace") if isinstance(raw, bytes) else raw for raw in await pipe.execute()]
+
+    async def _first_questions(self, records: list[ThreadRecord]) -> dict[str, str]:
+        """Thread id → its first question, read from the checkpoints of several threads at once (their round trips
+        overlap), and kept."""
+        at_once = asyncio.Semaphore(READ_AT_ONCE)
+
+        async def first_question(record: ThreadRecord) -> str:
+            async with at_once:
+                return await self._first_question(record)
+
+        found = dict(zip((r["thread_id"] for r in records),
+                         await asyncio.gather(*(first_question(r) for r in records)), strict=True))
+        if titled := {self.keys.title(i): title for i, title in found.items() if title}:
+            pipe = self.client.pipeline(transaction=False)
+            for key, title in titled.items():
+                pipe.set(key, title, nx=True)
+            await pipe.execute()
         return found
+
+    async def prepare(self, records: list[ThreadRecord]) -> None:
+        """Read a batch's titles at once, before `matcher`'s check asks for each (index.Query.prepare)."""
+        await self.of(records)
 
     async def _first_question(self, record: ThreadRecord) -> str:
         thread_id = record["thread_id"]
