@@ -110,14 +110,17 @@ export async function decide(page, decision) {
 
 /** Type `text` in the sessions' search; the sessions the server found for it (their buttons' text). */
 export async function search(page, text) {
-  await page.fill("#thread-search", text);
+  // the same text again would still ask the server (after the list already shows it): typed only if new
+  if (await page.inputValue("#thread-search") !== text) await page.fill("#thread-search", text);
   await page.waitForFunction((t) => document.querySelector("#threads").dataset.text === t.trim(), text,
                              { timeout: WAIT_MS });
   return page.$$eval("#threads button.thread", (b) => b.map((x) => x.textContent));
 }
 
-/** Open a session found by searching for its id: until its turns and the newest turn's timeline are shown. */
+/** Open a session found by searching for its id (from a new session's empty page, so that what is shown is
+ * this opening's): until its turns and the newest turn's timeline are shown. */
 export async function openSession(page, threadId) {
+  await page.click("#new-session");
   await search(page, threadId);
   await page.click(`#threads button.thread[data-thread="${threadId}"]`);
   await sessionShown(page, threadId);

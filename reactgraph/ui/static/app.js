@@ -164,15 +164,16 @@ function renderTurns() {
   const history = state.history;
   const list = clear($("#turns"));
   const turns = history.list();
-  turns.forEach(([turn, checkpoints], index) => {
-    const values = checkpoints[0].values;
+  turns.forEach(([turn], index) => {
+    const latest = history.latest(turn);
+    const values = latest.values;
     const number = history.more ? "" : `${index + 1}. `;  // counted once the session's start is read
     list.append(h("li", {}, h("button", { type: "button", class: "turn", "data-turn": turn,
                                           "aria-current": String(turn === state.turn),
                                           onclick: () => showTurn(turn, false).catch(problem) },
       h("span", { class: "name", text: `${number}${oneLine(questionOf(values, turn) ?? turn, 90)}` }),
-      h("span", { class: "meta", text: `${values.status ?? (checkpoints[0].next?.length ? "unfinished" : "")} · `
-                                      + `${(checkpoints[0].created_at || "").slice(0, 19).replace("T", " ")}` }))));
+      h("span", { class: "meta", text: `${values.status ?? (latest.next?.length ? "unfinished" : "")} · `
+                                      + `${(latest.created_at || "").slice(0, 19).replace("T", " ")}` }))));
   });
   $("#more-turns").hidden = !history.more;
 }
@@ -189,7 +190,7 @@ async function showTurn(turn, keepTimeline) {
   if (await history.complete(turn)) renderTurns();  // its first checkpoints were on an older page
   if (history !== state.history) return;  // another session was opened meanwhile
   const checkpoints = history.turns.get(turn) || [];
-  const latest = checkpoints[0];
+  const latest = history.latest(turn);
   for (const button of document.querySelectorAll(".turn")) {
     button.setAttribute("aria-current", String(button.dataset.turn === turn));
   }

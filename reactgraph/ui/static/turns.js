@@ -51,6 +51,14 @@ export class History {
     return read;
   }
 
+  /** The checkpoint that stands for `turn`: its newest with a status (the turn's end, or an edit of it), else its
+   * newest (a turn under way, or waiting for a person). A branch asked from the turn's first checkpoint starts
+   * with a copy of it, newer but no end of this turn. */
+  latest(turn) {
+    const checkpoints = this.turns.get(turn) || [];
+    return checkpoints.find((c) => c.values?.status) ?? checkpoints[0];
+  }
+
   /** [turn id, its checkpoints newest first], the oldest turn first. */
   list() {
     return [...this.turns.entries()].reverse();
