@@ -1,10 +1,12 @@
 """The local debugger page (reactgraph/ui): a real `reactgraph ui` on loopback, its page driven in headless Chromium
 by tests/js/browser_debugger_ui.mjs (playwright-core from tests/js/prepare.py; Debian's Chromium, no download),
 which refuses and reports any request the page makes to anything but loopback. One browser session clicks
-through the graph, a question, the state tree, the sessions' search, approvals (approved, edited, rejected) and a
-hostile tool output; the tests below each read their part of what it saw. Then `reactgraph ui` and `serve --ui`
-as commands: their help, their refusals in one line, the page's headers, and its place behind the service's Host,
-Origin and auth checks.
+through the graph, a question, the state tree, time travel, the server's search of the sessions, a session of many
+turns opened a page of history at a time, approvals (approved, edited, rejected), a hostile tool output, two
+graphs side by side, a comparison, and on a phone the newer panels by keyboard alone; the tests below each read
+their part of what it saw. The sessions' search through HTTP (`text`, `title`). Then `reactgraph ui` and `serve
+--ui` as commands: their help, their refusals in one line, the page's headers, and its place behind the
+service's Host, Origin and auth checks.
 """
 
 from __future__ import annotations
