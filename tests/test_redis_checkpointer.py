@@ -146,8 +146,9 @@ class PrivateRedis:
 # A new connection's login; the savers open a second one when LangGraph writes from two threads at once.
 HANDSHAKE_COMMANDS = {"hello", "client", "auth", "select"}
 # What the Lua scripts call; the server counts those too, but they cost no round trip.
-SCRIPT_COMMANDS = {"hset", "hsetnx", "hget", "hmget", "hvals", "hkeys", "hgetall", "hdel", "zadd", "zrem",
-                   "zrange", "zrangebylex", "zrevrangebylex", "zscore", "sadd", "smembers", "expire", "unlink"}
+SCRIPT_COMMANDS = {"hset", "hsetnx", "hget", "hmget", "hvals", "hkeys", "hgetall", "hdel", "hexists", "hincrby", "zadd",
+                   "zrem", "zrange", "zrangebylex", "zrevrangebylex", "zscore", "zcard", "sadd", "smembers", "expire",
+                   "unlink"}
 
 
 @pytest.fixture(scope="module")
