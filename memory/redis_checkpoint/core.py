@@ -109,6 +109,22 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
 
     # --- one-round-trip operations -------------------------------------------------------------------
 
+    def _put_plan(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                  new_versions: ChannelVersions) -> Generator[Any, Any, tuple[RunnableConfig, Any]]:
+        """put: one round trip, two when the checkpoint shares values with a sealed one that are stored nowhere else
+        (a fork from an old checkpoint); returns its config and how many checkpoints are on their own."""
+        command, saved = self._put_command(config, checkpoint, metadata, new_versions)
+        [reply] = yield [command]
+        if isinstance(reply, list):
+            channels = [f.split(b"\0", 1)[0].decode() for f in reply]
+            versions = {**{c: checkpoint["channel_versions"][c] for c in channels}, **new_versions}
+            command, saved = self._put_command(config, checkpoint, metadata, versions)
+            [reply] = yield [command]
+            if isinstance(reply, list):
+                raise RuntimeError(f"checkpoint {checkpoint['id']} was not saved: channel values it shares were "
+                                   "dropped while it was written; try again")
+        return saved, reply
+
     def _put_command(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                      new_versions: ChannelVersions) -> tuple[Command, RunnableConfig]:
         conf = config["configurable"]

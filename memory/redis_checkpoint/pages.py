@@ -31,7 +31,7 @@ from reactgraph.memory.redis_checkpoint import layout
 
 MAGIC = b"RGP"
 FORMAT = 1
-MAX_PAGE_BYTES = 256 * 1024 * 1024  # inflated; a page the sealer would make bigger is not made
+MAX_PAGE_BYTES = 64 * 1024 * 1024  # inflated; a page the sealer would make bigger is not made (they stay on their own)
 MAX_PAGE_CHECKPOINTS = 10_000
 _LEVEL = 9  # 2% smaller than zlib's default 6 on session pages; sealing is once in `page_size` puts
 _OPTIONS = ormsgpack.OPT_NON_STR_KEYS

@@ -65,8 +65,7 @@ class BatchSaver(RedisSaverCore):
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
-        command, saved = self._put_command(config, checkpoint, metadata, new_versions)
-        [on_its_own] = self._batch([command])
+        saved, on_its_own = self._run(self._put_plan(config, checkpoint, metadata, new_versions))
         if self._wants_seal(on_its_own):
             try:
                 self._run(self._seal_plan(saved))
@@ -167,8 +166,7 @@ class BatchSaver(RedisSaverCore):
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
-        command, saved = self._put_command(config, checkpoint, metadata, new_versions)
-        [on_its_own] = await self._abatch([command])
+        saved, on_its_own = await self._arun(self._put_plan(config, checkpoint, metadata, new_versions))
         if self._wants_seal(on_its_own):
             try:
                 await self._arun(self._seal_plan(saved))

@@ -177,9 +177,18 @@ class Script:
 
 
 # KEYS[1] ns-set; ARGV base, ns, checkpoint id, record, links, ttl, run member, blob field/value pairs...
-# Returns the number of the namespace's checkpoints on their own.
+# Returns the number of the namespace's checkpoints on their own, or the blob fields of unchanged channels that are
+# not stored (nothing written then).
 PUT = Script("put", r"""
 local base, ns, cid = ARGV[1], ARGV[2], ARGV[3]
+-- the values of channels it did not change must be stored already; a fork from a sealed checkpoint shares values
+-- that now live only in a page: then nothing is written, and the saver sends them along
+local given, missing = {}, {}
+for i = 8, #ARGV, 2 do given[ARGV[i]] = true end
+for _, f in ipairs(blob_fields(ARGV[5])) do
+  if not given[f] and redis.call('HEXISTS', base .. 'b:' .. ns, f) == 0 then missing[#missing + 1] = f end
+end
+if #missing > 0 then return missing end
 if #ARGV > 7 then chunked('HSET', base .. 'b:' .. ns, ARGV, 8) end
 redis.call('HSET', base .. 'cp:' .. ns, cid, ARGV[4])
 redis.call('HSET', base .. 'v:' .. ns, cid, ARGV[5])
@@ -189,7 +198,7 @@ if ARGV[7] ~= '' then redis.call('ZADD', base .. 'runs', 0, ARGV[7]) end
 redis.call('ZADD', base .. 'c:' .. ns, 0, cid)
 touch(base, tonumber(ARGV[6]))
 return redis.call('ZCARD', base .. 'c:' .. ns)  -- how many are on their own: the saver seals a page past page_size
-""", "chunked", "touch")
+""", "blob_fields", "chunked", "touch")
 
 # KEYS[1] ns-set; ARGV base, ns, ttl, then (field, value, overwrite "1"/"0") triplets
 PUT_WRITES = Script("put_writes", r"""
