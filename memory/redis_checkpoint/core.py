@@ -182,14 +182,16 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         """Seal the oldest checkpoints of the namespace on their own, all but the newest, into one page. Nothing
         happens if one of them changed between reading and sealing (a write, a drop): the next put tries again."""
         source = self._source(config)
-        [entries] = yield [(scripts.SEAL_READ, 1, source.base + "ns", source.base, source.ns, self.page_size, 1)]
-        page, sealed = pages.seal(entries)
+        [read] = yield [(scripts.SEAL_READ, 1, source.base + "ns", source.base, source.ns, self.page_size, 1)]
+        page, sealed = pages.seal(read)
         if not sealed:
             return
         data = page.encode()
         digests = [x for checkpoint_id, digest in sealed for x in (checkpoint_id, digest)]
-        yield [(scripts.SEAL_WRITE, 1, source.base + "ns", source.base, source.ns, self.ttl, data, page.ids[-1],
-                page.ids[0], len(page.ids), *digests)]
+        [done] = yield [(scripts.SEAL_WRITE, 1, source.base + "ns", source.base, source.ns, self.ttl, data,
+                         page.ids[-1], page.ids[0], len(page.ids), *digests)]
+        if not done:
+            log.debug("%s: a page was not sealed, its checkpoints changed meanwhile", source.key("pi:"))
 
     def _wants_seal(self, on_its_own: Any) -> bool:
         return bool(self.page_size) and isinstance(on_its_own, int) and on_its_own > self.page_size

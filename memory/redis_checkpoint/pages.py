@@ -20,6 +20,7 @@ checked field by field, every index is bounds-checked, and values are decoded la
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -74,9 +75,22 @@ class Page:
     ids: list[str] = field(default_factory=list)
     parents: list[str | None] = field(default_factory=list)
     records: list[bytes] = field(default_factory=list)
-    refs: list[dict[str, ValueRef]] = field(default_factory=list)  # per checkpoint: channel -> its value
-    writes: list[list[tuple[str, str, int, str, ValueRef]]] = field(default_factory=list)  # task, path, idx, ch
+    refs: list[Any] = field(default_factory=list)  # per checkpoint: channel -> its value (read them with `row`)
+    writes: list[Any] = field(default_factory=list)  # per checkpoint: (task, path, idx, channel, value) (`row`)
     elements: list[bytes] = field(default_factory=list)
+    _checked: set[int] = field(default_factory=set, repr=False, compare=False)
+
+    def row(self, i: int) -> tuple[dict[str, ValueRef], list[tuple[str, str, int, str, ValueRef]]]:
+        """Checkpoint `i`'s channel values and writes, checked the first time (a page from Redis is untrusted, and
+        checking all of it for one checkpoint would cost most of reading it); PageFault if they are not sound."""
+        if i not in self._checked:
+            count, own = len(self.elements), self.refs[i]
+            if not isinstance(own, dict):
+                raise PageFault("a checkpoint's channel values are not a map")
+            self.refs[i] = {_string(k, "channel"): _ref(v, count) for k, v in own.items()}
+            self.writes[i] = [_write(w, count) for w in _list(self.writes[i], "writes")]
+            self._checked.add(i)
+        return self.refs[i], self.writes[i]
 
     def position(self, checkpoint_id: str) -> int | None:
         try:
@@ -133,12 +147,14 @@ class PageBuilder:
         page.records.append(record)
         page.refs.append({channel: self.ref(typed) for channel, typed in values.items()})
         page.writes.append([(task, path, idx, channel, self.ref(typed)) for task, path, idx, channel, typed in writes])
+        page._checked.add(len(page.ids) - 1)
 
     def add_from(self, source: Page, i: int, values: dict[str, tuple[str, bytes]] | None = None) -> None:
         """Checkpoint `i` of another page (its stored values replaced by `values`, by channel, if given)."""
-        own = {channel: source.typed(ref) for channel, ref in source.refs[i].items()}
+        refs, source_writes = source.row(i)
+        own = {channel: source.typed(ref) for channel, ref in refs.items()}
         own.update(values or {})
-        writes = [(t, p, x, c, _present(source.typed(r))) for t, p, x, c, r in source.writes[i]]
+        writes = [(t, p, x, c, _present(source.typed(r))) for t, p, x, c, r in source_writes]
         self.add(source.ids[i], source.parents[i], source.records[i], own, writes)
 
     def build(self) -> Page:
@@ -148,7 +164,7 @@ class PageBuilder:
         for name in ("ids", "parents", "records", "refs", "writes"):
             items = getattr(page, name)
             setattr(page, name, [items[i] for i in order])
-        return page
+        return page  # every row of it is checked: the builder made them
 
 
 def decode(data: bytes) -> Page:
@@ -178,24 +194,19 @@ def _no_ext(code: int, data: bytes) -> Any:
 
 
 def _checked(shape: Any) -> Page:
-    if not (isinstance(shape, list) and len(shape) == 7 and shape[0] == FORMAT):
+    if not (isinstance(shape, list) and len(shape) == 7 and shape[0] == FORMAT):  # its rows: Page.row
         raise PageFault("its contents are not a page's")
     _, ids, parents, records, refs, writes, elements = shape
     n = len(ids) if isinstance(ids, list) else -1
     if not 0 < n <= MAX_PAGE_CHECKPOINTS or not all(isinstance(x, list) and len(x) == n
                                                     for x in (parents, records, refs, writes)):
         raise PageFault("its lists of checkpoints do not match")
-    if not (isinstance(elements, list) and all(isinstance(e, bytes) for e in elements)):
+    if not (isinstance(elements, list) and all(type(e) is bytes for e in elements)):
         raise PageFault("its values are not bytes")
-    page = Page(ids=_strings(ids, "ids"), records=_bytes_list(records), elements=elements)
+    page = Page(ids=_strings(ids, "ids"), records=_bytes_list(records), refs=refs, writes=writes, elements=elements)
     for i, parent in enumerate(parents):  # none: the checkpoint before it in the page; "": no parent
         parent = page.ids[i - 1] if parent is None and i else _string(parent, "parent id")
         page.parents.append(parent or None)
-    for own in refs:
-        if not isinstance(own, dict):
-            raise PageFault("a checkpoint's channel values are not a map")
-        page.refs.append({_string(k, "channel"): _ref(v, len(elements)) for k, v in own.items()})
-    page.writes = [[_write(w, len(elements)) for w in _list(ws, "writes")] for ws in writes]
     return page
 
 
@@ -250,27 +261,38 @@ def _present(typed: tuple[str, bytes] | None) -> tuple[str, bytes]:
     return typed
 
 
-def seal(entries: list[list[Any]]) -> tuple[Page, list[tuple[str, bytes]]]:
-    """A page of the checkpoints SEAL_READ returned ({'c', id, record, links, blobs, write fields, write values,
-    digest}), and (id, digest) of those in it. One whose stored parts do not hold together (no channel list, a
-    missing blob, a garbled write) is left out, on its own, where reading it says what is wrong."""
+def seal(reply: list[Any]) -> tuple[Page, list[tuple[str, str]]]:
+    """A page of the checkpoints a SEAL_READ reply holds ({id, record, links, write fields, write values}..., then
+    the blob fields they use and their values), and (id, digest) of those in it. One whose stored parts do not hold
+    together (no channel list, a missing blob, a garbled write) is left out, on its own, where reading it says what
+    is wrong."""
+    found, fields, blobs = reply
+    stored = dict(zip(fields, blobs, strict=True))
     builder, sealed = PageBuilder(), []
-    for entry in entries:
-        parts = _parts(entry)
+    for entry in found:
+        parts = _parts(entry, stored)
         if parts is not None:
-            checkpoint_id = entry[1].decode()
+            checkpoint_id = entry[0].decode()
             builder.add(checkpoint_id, *parts)
-            sealed.append((checkpoint_id, entry[7]))
+            sealed.append((checkpoint_id, digest(*entry[1:])))
     return builder.build(), sealed
 
 
-def _parts(entry: list[Any]) -> tuple[Any, ...] | None:
-    _, _, record, links, blobs, wfields, wvalues, _ = entry
+def digest(record: bytes, links: bytes | None, wfields: list[bytes], wvalues: list[bytes | None]) -> str:
+    """What SEAL_WRITE compares to see that a checkpoint is still as it was read (its Lua `digest`, the same bytes)."""
+    parts = [record, links or b"", *(x or b"" for pair in zip(wfields, wvalues, strict=True) for x in pair)]
+    return hashlib.sha1(b"".join(b"%d:%s" % (len(x), x) for x in parts)).hexdigest()  # a change check, as Lua's
+
+
+def _parts(entry: list[Any], stored: dict[bytes, bytes | None]) -> tuple[Any, ...] | None:
+    _, record, links, wfields, wvalues = entry
     try:
         if links is None:
             return None
         parent, pairs = layout.parse_links(links)
-        if len(blobs) != len(pairs) or any(blob is None for blob in blobs):
+        found = [stored.get(layout.blob_field(c, v).encode()) for c, v in pairs]
+        blobs = [blob for blob in found if blob is not None]
+        if len(blobs) != len(found):
             return None
         layout.unpack_typed(record)
         values = {channel: None if blob.startswith(layout.EMPTY) else layout.unpack_typed(blob)

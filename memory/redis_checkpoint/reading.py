@@ -288,7 +288,8 @@ def read_paged(serde: SerializerProtocol, source: Source, view: PageView, i: int
     checkpoint_id = page.ids[i]
     try:
         checkpoint, metadata = _record(serde, checkpoint_id, page.records[i], "p:", member)
-        refs = page.refs[i]
+        with _at("p:", member):
+            refs, page_writes = page.row(i)
         if set(refs) != set(checkpoint["channel_versions"]):
             raise _Fault("p:", member, "its channel values in its page do not match its record's channel versions")
         values = {}
@@ -299,7 +300,7 @@ def read_paged(serde: SerializerProtocol, source: Source, view: PageView, i: int
                     values[channel] = serde.loads_typed(typed)
         checkpoint["channel_values"] = values
         with _at("p:", member):
-            own = [(path, task, idx, channel, page.typed(ref)) for task, path, idx, channel, ref in page.writes[i]]
+            own = [(path, task, idx, channel, page.typed(ref)) for task, path, idx, channel, ref in page_writes]
         writes = _decoded_writes(serde, own, late, source, member)  # type: ignore[arg-type]
     except _Fault as fault:
         return source.unreadable(checkpoint_id, fault.kind, fault.reason, fault.field)
@@ -413,7 +414,10 @@ class DeltaWalk:
         page = view.page
         assert page is not None
         if self.needed:
-            refs = page.refs[i]
+            try:
+                refs = page.row(i)[0]
+            except pages.PageFault as fault:
+                raise self.source.unreadable(target, "p:", str(fault), view.ref.member) from None
             for name in list(self.want):
                 if refs.get(name) is not None or (refs and name not in refs):
                     self.want.discard(name)
@@ -431,11 +435,12 @@ class DeltaWalk:
             assert page is not None
             try:
                 with _at("p:", view.ref.member):
-                    own = [(path, task, idx, ch, page.typed(ref)) for task, path, idx, ch, ref in page.writes[i]
+                    refs, page_writes = page.row(i)
+                    own = [(path, task, idx, ch, page.typed(ref)) for task, path, idx, ch, ref in page_writes
                            if ch in self.want]
                 late = [(f, v) for f, v in loaded.late.get(cursor, []) if _channel_of(v) in self.want]
                 writes = _decoded_writes(self.serde, own, late, self.source, view.ref.member)  # type: ignore[arg-type]
-                for channel, ref in page.refs[i].items():
+                for channel, ref in refs.items():
                     if channel in self.want and ref is not None:
                         with _at("p:", view.ref.member):
                             self.seeds[channel] = self.serde.loads_typed(page.typed(ref))  # type: ignore[arg-type]

@@ -89,14 +89,21 @@ local function raw_checkpoint(base, ns, cid)
   if #wfields > 0 then wvalues = redis.call('HMGET', base .. 'w:' .. ns, unpack(wfields)) end
   return {'c', cid, rec, links or false, blobs, wfields, wvalues}
 end""",
-    # what a sealer read of a checkpoint, so that the seal can see whether it changed since (lengths keep it exact)
-    "digest_of": r"""
-local function digest_of(e)
+    # what a sealer read of a checkpoint (record, channel list, writes; lengths keep it exact), so that the seal sees
+    # whether it changed since: pages.digest computes the same in Python
+    "digest": r"""
+local function digest(base, ns, cid)
+  local rec = redis.call('HGET', base .. 'cp:' .. ns, cid)
+  if not rec then return '' end
   local parts = {}
   local function add(x) x = x or ''; parts[#parts + 1] = #x .. ':' .. x end
-  add(e[3]); add(e[4])
-  for i = 1, #e[5] do add(e[5][i]) end
-  for i = 1, #e[6] do add(e[6][i]); add(e[7][i]) end
+  add(rec)
+  add(redis.call('HGET', base .. 'v:' .. ns, cid))
+  local wfields = writes_of(base, ns, cid)
+  if #wfields > 0 then
+    local wvalues = redis.call('HMGET', base .. 'w:' .. ns, unpack(wfields))
+    for i = 1, #wfields do add(wfields[i]); add(wvalues[i]) end
+  end
   return redis.sha1hex(table.concat(parts))
 end""",
     "drop_checkpoint": r"""
@@ -150,7 +157,7 @@ end""",
 }
 _NEEDS = {"blob_fields": ("split0",), "touch": ("KINDS",), "drop_checkpoint": ("writes_of", "chunked"),
           "gc_blobs": ("blob_fields", "chunked"), "gc_runs": ("split0", "chunked"), "pages_of": ("split0", "lex_lt"),
-          "raw_checkpoint": ("blob_fields", "writes_of"), "add_page": ("split0",)}
+          "raw_checkpoint": ("blob_fields", "writes_of"), "digest": ("writes_of",), "add_page": ("split0",)}
 
 
 def _prelude(names: tuple[str, ...]) -> str:
@@ -465,28 +472,42 @@ return out
 """.replace("PAGES_AHEAD", str(PAGES_AHEAD)), "split0", "writes_of", "lex_lt", "pages_of", "orphan_writes")
 
 # KEYS[1] ns-set; ARGV base, ns, most to read, how many newest stay on their own. The oldest checkpoints on their
-# own, as LOAD returns them ({'c', ...}), each with a digest of what was read, for a page to be sealed from.
+# own, for a page to be sealed from: {{id, record, links (false if missing), write fields, write values}...}, then the
+# blob fields they use and their values, each once (a blob is shared by every checkpoint at that channel version).
 SEAL_READ = Script("seal_read", r"""
 local base, ns = ARGV[1], ARGV[2]
-local ckey, out = base .. 'c:' .. ns, {}
+local ckey, found, fields, seen = base .. 'c:' .. ns, {}, {}, {}
 local n = math.min(tonumber(ARGV[3]), redis.call('ZCARD', ckey) - tonumber(ARGV[4]))
-if n <= 0 then return out end
+if n <= 0 then return {found, fields, {}} end
 for _, cid in ipairs(redis.call('ZRANGEBYLEX', ckey, '-', '+', 'LIMIT', 0, n)) do
-  local e = raw_checkpoint(base, ns, cid)
-  if e then e[#e + 1] = digest_of(e); out[#out + 1] = e end
+  local rec = redis.call('HGET', base .. 'cp:' .. ns, cid)
+  if rec then
+    local links = redis.call('HGET', base .. 'v:' .. ns, cid)
+    local wfields, wvalues = writes_of(base, ns, cid), {}
+    if #wfields > 0 then wvalues = redis.call('HMGET', base .. 'w:' .. ns, unpack(wfields)) end
+    found[#found + 1] = {cid, rec, links or false, wfields, wvalues}
+    for _, f in ipairs(blob_fields(links or '')) do
+      if not seen[f] then seen[f] = true; fields[#fields + 1] = f end
+    end
+  end
 end
-return out
-""", "raw_checkpoint", "digest_of")
+local blobs = {}
+for i = 1, #fields, 500 do
+  for _, b in ipairs(redis.call('HMGET', base .. 'b:' .. ns, unpack(fields, i, math.min(i + 499, #fields)))) do
+    blobs[#blobs + 1] = b
+  end
+end
+return {found, fields, blobs}
+""", "blob_fields", "writes_of")
 
 # KEYS[1] ns-set; ARGV base, ns, ttl, page bytes, its newest id, oldest id, count, then (id, digest) per checkpoint
-# in it. If each is still as SEAL_READ read it, stores the page and drops them as checkpoints on their own (the
-# runs index then names their run once per namespace); else changes nothing. Returns 1 if sealed, else 0.
+# in it. If each is still as SEAL_READ read it (pages.digest), stores the page and drops them as checkpoints on
+# their own (the runs index then names their run once per namespace); else changes nothing. Returns 1 if sealed.
 SEAL_WRITE = Script("seal_write", r"""
 local base, ns = ARGV[1], ARGV[2]
 local sealed, runs = {}, base .. 'runs'
 for i = 8, #ARGV, 2 do
-  local e = raw_checkpoint(base, ns, ARGV[i])
-  if not e or digest_of(e) ~= ARGV[i + 1] then return 0 end
+  if digest(base, ns, ARGV[i]) ~= ARGV[i + 1] then return 0 end
   sealed[ARGV[i]] = true
 end
 local seq = redis.call('HINCRBY', base .. 'p:' .. ns, '', 1)
@@ -504,7 +525,7 @@ end
 gc_blobs(base, ns)
 touch(base, tonumber(ARGV[3]))
 return 1
-""", "raw_checkpoint", "digest_of", "drop_checkpoint", "gc_blobs", "touch")
+""", "digest", "drop_checkpoint", "gc_blobs", "touch")
 
 # KEYS[1] ns-set; ARGV base, ns, ttl, then per page: its member, the SHA1 of its bytes as read, its new bytes ('' to
 # drop it), their newest id, oldest id and count. Changes nothing unless every page is still as read (returns 0);

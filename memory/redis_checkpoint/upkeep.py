@@ -69,8 +69,14 @@ def rewrite(view: PageView, keep: set[str], values: Mapping[str, Mapping[str, Ty
         return [view.ref.member, view.sha1(), "", "", "", 0]
     builder = pages.PageBuilder()
     for i in kept:
-        builder.add_from(page, i, dict((values or {}).get(page.ids[i], {})))
+        try:
+            builder.add_from(page, i, dict((values or {}).get(page.ids[i], {})))
+        except pages.PageFault as fault:  # unreadable already; a page is written whole, so it cannot stay
+            log.warning("checkpoint %s cannot be read (%s) and leaves its page %s with the ones dropped from it",
+                        page.ids[i], fault, view.ref.member.split("\0")[0])
     new = builder.build()
+    if not new.ids:
+        return [view.ref.member, view.sha1(), "", "", "", 0]
     return [view.ref.member, view.sha1(), new.encode(), new.ids[-1], new.ids[0], len(new.ids)]
 
 
@@ -233,7 +239,11 @@ def _parent_and_stored(loaded: Loaded, cid: str) -> tuple[str | None, set[str]]:
         return None, set()
     page, i = hit[0].page, hit[1]
     assert page is not None
-    return page.parents[i], {c for c, ref in page.refs[i].items() if ref is not None}
+    try:
+        refs = page.row(i)[0]
+    except pages.PageFault:
+        return page.parents[i], set()
+    return page.parents[i], {c for c, ref in refs.items() if ref is not None}
 
 
 def _snapshots(saver: RedisSaverCore, source: Source, cid: str, delta: list[str],
