@@ -11,8 +11,11 @@ test_redis_checkpointer.py, test_delta_checkpoints.py and test_redis_cluster.py 
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import zlib
+from pathlib import Path
 
 import ormsgpack
 import pytest
@@ -93,6 +96,45 @@ def test_a_session_stored_before_pages_loads_goes_on_and_is_sealed(redis_url, re
     stored = kinds(raw, redis_prefix, thread_id)
     assert stored["pi:"] >= 1 and stored["c:"] < 32  # the old checkpoints went into pages as the session went on
     assert history == [said(s) for s in reference.get_state_history(config)]
+
+
+BEFORE_PAGES = Path(__file__).parent / "data" / "sessions_before_pages.json"
+
+
+def plant_sessions_before_pages(raw: redis.Redis, prefix: str) -> dict:
+    """The keys of two sessions as react-graph wrote them before pages (tests/data: a chat of 12 turns, each run
+    named in the metadata; an approval paused at its interrupt), under `prefix`; returns their recorded histories."""
+    recorded = json.loads(BEFORE_PAGES.read_text())
+    for key, stored in recorded["keys"].items():
+        name, value = prefix.encode() + base64.b64decode(key), stored["value"]
+        if stored["type"] == "hash":
+            raw.hset(name, mapping={base64.b64decode(f): base64.b64decode(v) for f, v in value.items()})
+        elif stored["type"] == "zset":
+            raw.zadd(name, {base64.b64decode(m): 0 for m in value})
+        else:
+            raw.sadd(name, *(base64.b64decode(m) for m in value))
+    return recorded["history"]
+
+
+def summaries(app, config) -> list:
+    return json.loads(json.dumps([snapshot_summary(h) for h in app.get_state_history(config)]))
+
+
+def test_sessions_written_before_pages_read_the_same_go_on_and_get_sealed(redis_url, redis_prefix, raw):
+    recorded = plant_sessions_before_pages(raw, redis_prefix)
+    chat_config, approval_config = {"configurable": {"thread_id": "chat"}}, {"configurable": {"thread_id": "approval"}}
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+        chat, approval = chat_graph().compile(checkpointer=saver), approval_graph().compile(checkpointer=saver)
+        assert summaries(chat, chat_config) == recorded["chat"] and len(recorded["chat"]) == 36
+        assert summaries(approval, approval_config) == recorded["approval"]
+        assert chat.invoke({"messages": ["line 12"]}, chat_config)["turns"] == 13
+        assert approval.invoke(Command(resume="yes"), approval_config)["messages"] == ["plan", "draft", "approved:yes"]
+        assert summaries(chat, chat_config)[3:] == recorded["chat"]  # three new checkpoints on the old 36
+        runs = [t.metadata.get("run_id") for t in saver.list(chat_config)]
+        saver.delete_for_runs(["run-3"])  # the runs index, as the old layout wrote it, still finds a run's
+        assert runs.count("run-3") == 3 and [t.metadata.get("run_id") for t in saver.list(chat_config)] == [
+            run for run in runs if run != "run-3"]
+    assert kinds(raw, redis_prefix, "chat")["pi:"] >= 1  # the old checkpoints went into a page
 
 
 def test_reading_a_state_is_one_round_trip_and_a_page_costs_two_more_per_page_size_puts(redis_url, redis_prefix):
