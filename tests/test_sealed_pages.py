@@ -284,3 +284,19 @@ def test_a_damaged_page_is_one_line_naming_its_key_and_can_be_dropped(damage, wo
         assert saver.delete_checkpoint({"configurable": {**config["configurable"], "checkpoint_id": in_page[-1]}})
         assert len(list(saver.list(config))) == len(readable)  # only what could not be read went
         assert app.invoke({"messages": ["four"]}, config)["turns"] == 4
+
+
+def test_a_damaged_latest_checkpoint_is_passed_over_to_the_newest_sealed_one(redis_url, redis_prefix, raw, caplog):
+    config = thread("damaged-latest")
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix, page_size=1) as saver:  # all but the newest sealed
+        app = chat_graph().compile(checkpointer=saver)
+        for line in ("one", "two"):
+            app.invoke({"messages": [line]}, config)
+        assert kinds(raw, saver.prefix, config["configurable"]["thread_id"])["c:"] == 1
+        [newest, before] = [t.config["configurable"]["checkpoint_id"] for t in saver.list(config, limit=2)]
+        sealed = saver.get_tuple({"configurable": {**config["configurable"], "checkpoint_id": before}})
+        raw.hset(f"{saver.prefix}{{{config['configurable']['thread_id']}}}:cp:", newest, b"garbage")
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            latest = saver.get_tuple(config)
+    assert latest == sealed and latest.checkpoint["channel_values"]["messages"] == ["one", "echo:one", "two"]
+    assert any(newest in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
