@@ -13,6 +13,7 @@ Checkpoints are written on their own (`layout.py`); once a namespace holds more 
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import math
 import random
@@ -364,7 +365,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             if isinstance(step, list):
                 reply = yield step
                 continue
-            reply, item = None, step[1]
+            reply, item = None, step[1]()
             if isinstance(item, UnreadableCheckpoint):
                 log.warning("%s; skipped", item)
                 continue
@@ -383,12 +384,12 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         for source, reply in zip(sources, replies, strict=True):
             item = parse_load(source, reply, self._pages).read(self.serde, wanted_id)
             if item is not None:
-                yield (wanted_id, item)
+                yield (wanted_id, functools.partial(_same, item))
 
     def _newest_first_plan(self, sources: list[Source], before_id: str | None,
                            limit: int | None) -> Generator[Any, Any, None]:
-        """Yields command lists, then (id, checkpoint or UnreadableCheckpoint) newest first across the sources (as the
-        SQL savers' ORDER BY checkpoint_id DESC): checkpoints on their own and in pages, merged by id."""
+        """Yields command lists, then (id, a call that reads it: a checkpoint or UnreadableCheckpoint) newest first
+        across the sources (as the SQL savers' ORDER BY checkpoint_id DESC): on their own and in pages, by id."""
         top = ("(" + before_id) if before_id else "+"
         cap = ("LIMIT", 0, limit) if limit else ()
         replies = yield [c for s in sources for c in (("ZREVRANGEBYLEX", s.base + "c:" + s.ns, top, "-", *cap),
@@ -400,7 +401,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             units += [(r.newest, s, r) for r in refs if not before_id or r.oldest < before_id]
         units.sort(key=lambda u: u[0], reverse=True)
         pending: list[tuple[str, int]] = []  # sorted (id, -source): the newest pops first
-        found: dict[tuple[str, int], tuple[float, Any]] = {}  # (id, source) -> (rank, item)
+        found: dict[tuple[str, int], tuple[float, Loaded]] = {}  # (id, source) -> (rank, the reply that holds it)
         while units or pending:
             batch, units = _next_batch(units)
             if batch:
@@ -408,10 +409,14 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             horizon = units[0][0] if units else None  # no unit left can hold an id above it
             while pending and (horizon is None or pending[-1][0] > horizon):
                 cid, s = pending.pop()
-                yield (cid, found.pop((cid, -s))[1])
+                loaded = found.pop((cid, -s))[1]
+                yield (cid, functools.partial(self._read_one, loaded, cid))
+
+    def _read_one(self, loaded: Loaded, cid: str) -> CheckpointTuple | UnreadableCheckpoint:
+        return loaded.read(self.serde, cid) or orphan_error(loaded.source, cid)
 
     def _load_batch(self, sources: list[Source], batch: list[tuple[str, int, Any]], before_id: str | None,
-                    found: dict[tuple[str, int], tuple[float, Any]],
+                    found: dict[tuple[str, int], tuple[float, Loaded]],
                     pending: list[tuple[str, int]]) -> Generator[Any, Any, None]:
         """Load a batch of units into `found`: a checkpoint on its own beats a page's copy, a newer page an older."""
         ids: dict[int, list[str]] = {}
@@ -435,7 +440,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                     continue
                 if (cid, s) not in found:
                     bisect.insort(pending, (cid, -s))
-                found[(cid, s)] = (rank, loaded.read(self.serde, cid) or orphan_error(sources[s], cid))
+                found[(cid, s)] = (rank, loaded)  # decoded when its turn comes: `list` may stop before
 
     def _ids_plan(self, config: RunnableConfig, limit: int) -> Generator[Any, Any, list[str]]:
         """The ids of the thread's namespace, newest first, readable or not (a damaged page by its newest id)."""
@@ -453,6 +458,10 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                 reply = None
                 out.append(step[0])
         return out
+
+
+def _same(item: Any) -> Any:
+    return item
 
 
 def _next_batch(units: list[tuple[str, int, Any]]) -> tuple[list[tuple[str, int, Any]], list[tuple[str, int, Any]]]:
