@@ -28,6 +28,7 @@ from typing import Any
 
 import ormsgpack
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.memory.redis_checkpoint import layout
 
 MAGIC = b"RGP"
@@ -40,7 +41,7 @@ _OPTIONS = ormsgpack.OPT_NON_STR_KEYS
 ValueRef = int | list[int] | None  # no value stored | one whole typed element | a msgpack list of item elements
 
 
-class PageFault(ValueError):
+class PageFault(ReactGraphError, ValueError):
     """A page (or one checkpoint in it) that cannot be read; the message says why in one line."""
 
 
