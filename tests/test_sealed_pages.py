@@ -73,6 +73,12 @@ def test_a_long_session_takes_a_fraction_of_the_bytes_and_reads_back_the_same(re
         [(old,), (new,)] = before.usage([config["configurable"]["thread_id"]]), saver.usage(
             [config["configurable"]["thread_id"]])
         histories = {name: [said(s) for s in app.get_state_history(config)] for name, app in apps.items()}
+        ids = [t.config["configurable"]["checkpoint_id"] for t in saver.list(config)]
+        assert saver.checkpoint_ids(config, 500) == ids and saver.checkpoint_ids(config, 7) == ids[:7]
+        assert saver.checkpoint_ids(config, 500, oldest_first=True) == ids[::-1]
+        assert saver.checkpoint_ids(config, 7, oldest_first=True) == ids[::-1][:7]
+        assert [t.config["configurable"]["checkpoint_id"] for t in saver.list(config, limit=40, before={
+            "configurable": {"checkpoint_id": ids[50]}})] == ids[51:91]  # a page at a time, as the UI reads
     assert old.checkpoints == new.checkpoints > 100
     assert new.bytes < old.bytes / 4, (new.bytes, old.bytes)
     assert histories["pages"] == histories["before"]

@@ -355,7 +355,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         if wanted_id:
             order = self._wanted_plan(sources, wanted_id, before_id)
         else:
-            order = self._newest_first_plan(sources, before_id, limit if not filter else None)
+            order = self._ordered_plan(sources, before_id, limit if not filter else None)
         remaining, reply = limit, None
         while True:
             try:
@@ -386,29 +386,33 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
             if item is not None:
                 yield (wanted_id, functools.partial(_same, item))
 
-    def _newest_first_plan(self, sources: list[Source], before_id: str | None,
-                           limit: int | None) -> Generator[Any, Any, None]:
+    def _ordered_plan(self, sources: list[Source], before_id: str | None, limit: int | None,
+                      oldest_first: bool = False) -> Generator[Any, Any, None]:
         """Yields command lists, then (id, a call that reads it: a checkpoint or UnreadableCheckpoint) newest first
-        across the sources (as the SQL savers' ORDER BY checkpoint_id DESC): on their own and in pages, by id."""
+        (or oldest first) across the sources, as the SQL savers' ORDER BY checkpoint_id: on their own and in pages,
+        merged by id, each page loaded when the merge reaches it."""
         top = ("(" + before_id) if before_id else "+"
+        index = ("ZRANGEBYLEX", "-", top) if oldest_first else ("ZREVRANGEBYLEX", top, "-")
         cap = ("LIMIT", 0, limit) if limit else ()
-        replies = yield [c for s in sources for c in (("ZREVRANGEBYLEX", s.base + "c:" + s.ns, top, "-", *cap),
+        replies = yield [c for s in sources for c in ((index[0], s.base + "c:" + s.ns, *index[1:], *cap),
                                                        ("ZRANGE", s.base + "pi:" + s.ns, 0, -1))]
-        units: list[tuple[str, int, str | layout.PageRef]] = []  # (newest id it may hold, source, id or page)
+        units: list[tuple[str, int, str | layout.PageRef]] = []  # (the first id it may hold, source, id or page)
         for s, (ids, members) in enumerate(zip(replies[::2], replies[1::2], strict=True)):
             units += [(i.decode(), s, i.decode()) for i in ids]
             refs = [layout.PageRef.parse(m) for m in members]
-            units += [(r.newest, s, r) for r in refs if not before_id or r.oldest < before_id]
-        units.sort(key=lambda u: u[0], reverse=True)
-        pending: list[tuple[str, int]] = []  # sorted (id, -source): the newest pops first
+            units += [(r.oldest if oldest_first else r.newest, s, r) for r in refs
+                      if not before_id or r.oldest < before_id]
+        units.sort(key=lambda u: u[0], reverse=not oldest_first)
+        pending: list[tuple[str, int]] = []  # sorted (id, -source)
         found: dict[tuple[str, int], tuple[float, Loaded]] = {}  # (id, source) -> (rank, the reply that holds it)
         while units or pending:
             batch, units = _next_batch(units)
             if batch:
                 yield from self._load_batch(sources, batch, before_id, found, pending)
-            horizon = units[0][0] if units else None  # no unit left can hold an id above it
-            while pending and (horizon is None or pending[-1][0] > horizon):
-                cid, s = pending.pop()
+            horizon = units[0][0] if units else None  # no unit left can hold an id beyond it
+            while pending and (horizon is None or (pending[0][0] < horizon if oldest_first
+                                                   else pending[-1][0] > horizon)):
+                cid, s = pending.pop(0 if oldest_first else -1)
                 loaded = found.pop((cid, -s))[1]
                 yield (cid, functools.partial(self._read_one, loaded, cid))
 
@@ -442,9 +446,11 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                     bisect.insort(pending, (cid, -s))
                 found[(cid, s)] = (rank, loaded)  # decoded when its turn comes: `list` may stop before
 
-    def _ids_plan(self, config: RunnableConfig, limit: int) -> Generator[Any, Any, list[str]]:
-        """The ids of the thread's namespace, newest first, readable or not (a damaged page by its newest id)."""
-        order = self._newest_first_plan([self._source(config)], None, limit)
+    def _ids_plan(self, config: RunnableConfig, limit: int, oldest_first: bool = False
+                  ) -> Generator[Any, Any, list[str]]:
+        """The ids of the thread's namespace, newest first (or oldest first), readable or not (a damaged page by its
+        newest id)."""
+        order = self._ordered_plan([self._source(config)], None, limit, oldest_first)
         out: list[str] = []
         reply = None
         while len(out) < limit:

@@ -120,9 +120,11 @@ class BatchSaver(RedisSaverCore):
         """Every thread that has checkpoints under this prefix, sorted (a SCAN: for admin use, not a hot path)."""
         return [str(t) for t in self._drive(self._thread_ids_plan())]
 
-    def checkpoint_ids(self, config: RunnableConfig, limit: int = 50) -> Sequence[str]:
-        """The thread's checkpoint ids, newest first, readable or not (`list` skips the unreadable ones)."""
-        return self._run(self._ids_plan(config, limit))
+    def checkpoint_ids(self, config: RunnableConfig, limit: int = 50, *, oldest_first: bool = False
+                       ) -> Sequence[str]:
+        """The thread's checkpoint ids, newest first (or oldest first), readable or not (`list` skips the unreadable
+        ones)."""
+        return self._run(self._ids_plan(config, limit, oldest_first))
 
     def delete_checkpoint(self, config: RunnableConfig) -> bool:
         """Remove the checkpoint `config` names (readable or not) and its writes; False if there was none."""
@@ -220,9 +222,11 @@ class BatchSaver(RedisSaverCore):
         """Every thread that has checkpoints under this prefix, sorted (a SCAN: for admin use, not a hot path)."""
         return [str(t) async for t in self._adrive(self._thread_ids_plan())]
 
-    async def acheckpoint_ids(self, config: RunnableConfig, limit: int = 50) -> Sequence[str]:
-        """The thread's checkpoint ids, newest first, readable or not (`alist` skips the unreadable ones)."""
-        return await self._arun(self._ids_plan(config, limit))
+    async def acheckpoint_ids(self, config: RunnableConfig, limit: int = 50, *, oldest_first: bool = False
+                              ) -> Sequence[str]:
+        """The thread's checkpoint ids, newest first (or oldest first), readable or not (`alist` skips the
+        unreadable ones)."""
+        return await self._arun(self._ids_plan(config, limit, oldest_first))
 
     async def adelete_checkpoint(self, config: RunnableConfig) -> bool:
         """Remove the checkpoint `config` names (readable or not) and its writes; False if there was none."""
