@@ -387,10 +387,11 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                 yield (wanted_id, functools.partial(_same, item))
 
     def _ordered_plan(self, sources: list[Source], before_id: str | None, limit: int | None,
-                      oldest_first: bool = False) -> Generator[Any, Any, None]:
+                      oldest_first: bool = False, ids_only: bool = False) -> Generator[Any, Any, None]:
         """Yields command lists, then (id, a call that reads it: a checkpoint or UnreadableCheckpoint) newest first
         (or oldest first) across the sources, as the SQL savers' ORDER BY checkpoint_id: on their own and in pages,
-        merged by id, each page loaded when the merge reaches it."""
+        merged by id, each page loaded when the merge reaches it. `ids_only`: the ids, read from the index for
+        checkpoints on their own (the readers then read nothing)."""
         top = ("(" + before_id) if before_id else "+"
         index = ("ZRANGEBYLEX", "-", top) if oldest_first else ("ZREVRANGEBYLEX", top, "-")
         cap = ("LIMIT", 0, limit) if limit else ()
@@ -408,7 +409,7 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         while units or pending:
             batch, units = _next_batch(units)
             if batch:
-                yield from self._load_batch(sources, batch, before_id, found, pending)
+                yield from self._load_batch(sources, batch, before_id, found, pending, ids_only)
             horizon = units[0][0] if units else None  # no unit left can hold an id beyond it
             while pending and (horizon is None or (pending[0][0] < horizon if oldest_first
                                                    else pending[-1][0] > horizon)):
@@ -420,16 +421,20 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
         return loaded.read(self.serde, cid) or orphan_error(loaded.source, cid)
 
     def _load_batch(self, sources: list[Source], batch: list[tuple[str, int, Any]], before_id: str | None,
-                    found: dict[tuple[str, int], tuple[float, Loaded]],
-                    pending: list[tuple[str, int]]) -> Generator[Any, Any, None]:
+                    found: dict[tuple[str, int], tuple[float, Loaded]], pending: list[tuple[str, int]],
+                    ids_only: bool = False) -> Generator[Any, Any, None]:
         """Load a batch of units into `found`: a checkpoint on its own beats a page's copy, a newer page an older."""
         ids: dict[int, list[str]] = {}
         members: dict[int, list[str]] = {}
         for _, s, unit in batch:
-            if isinstance(unit, str):
+            if isinstance(unit, str) and ids_only:
+                _take(found, pending, unit, s, math.inf, Loaded(sources[s]))
+            elif isinstance(unit, str):
                 ids.setdefault(s, []).append(unit)
             else:
                 members.setdefault(s, []).append(unit.member)
+        if not ids and not members:
+            return
         commands = [self._load_command(sources[s].thread_id, sources[s].ns, *i) for s, i in ids.items()]
         commands += [self._pages_command(sources[s], m) for s, m in members.items()]
         replies = yield commands
@@ -440,17 +445,13 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                     continue
                 hit = loaded.holder(cid)
                 rank = math.inf if cid in loaded.own or cid in loaded.orphans else hit[0].ref.seq if hit else -1
-                if (cid, s) in found and found[(cid, s)][0] >= rank:
-                    continue
-                if (cid, s) not in found:
-                    bisect.insort(pending, (cid, -s))
-                found[(cid, s)] = (rank, loaded)  # decoded when its turn comes: `list` may stop before
+                _take(found, pending, cid, s, rank, loaded)  # decoded when its turn comes: `list` may stop before
 
     def _ids_plan(self, config: RunnableConfig, limit: int, oldest_first: bool = False
                   ) -> Generator[Any, Any, list[str]]:
         """The ids of the thread's namespace, newest first (or oldest first), readable or not (a damaged page by its
         newest id)."""
-        order = self._ordered_plan([self._source(config)], None, limit, oldest_first)
+        order = self._ordered_plan([self._source(config)], None, limit, oldest_first, ids_only=True)
         out: list[str] = []
         reply = None
         while len(out) < limit:
@@ -464,6 +465,16 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                 reply = None
                 out.append(step[0])
         return out
+
+
+def _take(found: dict[tuple[str, int], tuple[float, Loaded]], pending: list[tuple[str, int]], cid: str, s: int,
+          rank: float, loaded: Loaded) -> None:
+    """Keep the copy of a checkpoint of the highest rank (on its own: infinite; in a page: the page's seq)."""
+    if (cid, s) in found and found[(cid, s)][0] >= rank:
+        return
+    if (cid, s) not in found:
+        bisect.insort(pending, (cid, -s))
+    found[(cid, s)] = (rank, loaded)
 
 
 def _same(item: Any) -> Any:
