@@ -128,14 +128,16 @@ async def test_both_savers_pass_every_conformance_test_on_a_cluster(kind, page_s
 
 def test_every_key_of_a_thread_shares_one_slot_and_threads_spread_over_the_masters(cluster, prefix):
     threads = ids_on_each_master(cluster)
-    with RedisSaver.from_url(cluster.url, prefix=prefix) as saver:
+    with RedisSaver.from_url(cluster.url, prefix=prefix, page_size=1) as saver:  # sealed pages' keys too
         graph = echo_graph(saver)
         for thread in threads:
             for _ in range(2):
                 graph.invoke({"said": []}, {"configurable": {"thread_id": thread}})
         assert list(saver.thread_ids()) == sorted(threads)  # a SCAN over every master
         assert [len(graph.get_state({"configurable": {"thread_id": t}}).values["said"]) for t in threads] == [2] * 3
-    slots = slots_by_thread(cluster, keys_under(cluster, prefix + "*"), prefix)
+    keys = keys_under(cluster, prefix + "*")
+    assert sum(key.endswith("}:p:") for key in keys) == 3  # each thread's pages
+    slots = slots_by_thread(cluster, keys, prefix)
     assert set(slots) == set(threads)
     assert all(len(s) == 1 for s in slots.values()), slots
     assert len({next(iter(s)) for s in slots.values()}) == 3
