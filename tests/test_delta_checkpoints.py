@@ -27,6 +27,7 @@ from langgraph.graph.message import _messages_delta_reducer, add_messages
 
 from reactgraph.memory import AsyncRedisSaver, RedisSaver, UnreadableCheckpoint
 from reactgraph.memory.redis_checkpoint import layout
+from reactgraph.memory.redis_checkpoint.core import PAGE_SIZE
 from support.redis_traffic import counting_connection_class
 
 
@@ -90,11 +91,17 @@ def texts(values: dict[str, Any]) -> tuple:
     return [(m.type, m.text) for m in values.get("messages", [])], values.get("steps", [])
 
 
-def test_every_checkpoint_holds_what_the_in_memory_saver_holds_and_few_store_whole_values(redis_url, redis_prefix):
+# The default pages; pages so small that nearly every walk goes through a few of them.
+PAGE_SIZES = pytest.mark.parametrize("page_size", [PAGE_SIZE, 2], ids=["pages of 32", "pages of 2"])
+
+
+@PAGE_SIZES
+def test_every_checkpoint_holds_what_the_in_memory_saver_holds_and_few_store_whole_values(redis_url, redis_prefix,
+                                                                                          page_size):
     config = session()
     reference = agent(DeltaState, InMemorySaver())
     ask_all(reference, config, QUESTIONS)
-    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix, page_size=page_size) as saver:
         app = agent(DeltaState, saver)
         ask_all(app, config, QUESTIONS)
         ours = [texts(s.values) for s in app.get_state_history(config)]
@@ -103,8 +110,9 @@ def test_every_checkpoint_holds_what_the_in_memory_saver_holds_and_few_store_who
     assert 0 < sum("messages" in v for v in stored) < len(stored) / 2  # snapshots now and then, writes between
 
 
+@PAGE_SIZES
 @pytest.mark.parametrize("kind", ["sync", "async"])
-def test_the_one_script_walk_returns_what_langgraphs_own_walk_returns(redis_url, redis_prefix, kind):
+def test_the_one_script_walk_returns_what_langgraphs_own_walk_returns(redis_url, redis_prefix, kind, page_size):
     config = session()
     asked = (["messages"], ["steps"], ["messages", "steps"], [])
 
@@ -118,14 +126,14 @@ def test_the_one_script_walk_returns_what_langgraphs_own_walk_returns(redis_url,
         return out
 
     if kind == "sync":
-        with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+        with RedisSaver.from_url(redis_url, prefix=redis_prefix, page_size=page_size) as saver:
             ask_all(agent(DeltaState, saver), config, QUESTIONS[:3])
             pairs = [(saver.get_delta_channel_history(config=t.config, channels=channels),
                       BaseCheckpointSaver.get_delta_channel_history(saver, config=t.config, channels=channels))
                      for t in saver.list(config) for channels in asked]
     else:
         async def run() -> list[tuple]:
-            async with AsyncRedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+            async with AsyncRedisSaver.from_url(redis_url, prefix=redis_prefix, page_size=page_size) as saver:
                 app = agent(DeltaState, saver)
                 for question in QUESTIONS[:3]:
                     await app.ainvoke({"messages": [HumanMessage(question)]}, config)
@@ -136,10 +144,11 @@ def test_the_one_script_walk_returns_what_langgraphs_own_walk_returns(redis_url,
     assert any("seed" in mine.get("messages", {}) for mine, _ in pairs)
 
 
-def test_a_rebuild_is_one_round_trip_however_far_back_its_snapshot_is(redis_url, redis_prefix):
+@pytest.mark.parametrize("page_size", [PAGE_SIZE, 8], ids=["pages of 32", "pages of 8"])
+def test_a_rebuild_is_one_round_trip_however_far_back_its_snapshot_is(redis_url, redis_prefix, page_size):
     counting = counting_connection_class()
     config = session()
-    with RedisSaver.from_url(redis_url, prefix=redis_prefix, connection_class=counting) as saver:
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix, connection_class=counting, page_size=page_size) as saver:
         app = agent(DeltaState, saver)
         ask_all(app, config, QUESTIONS)
         reads = []
@@ -182,10 +191,10 @@ class OldVersions(RedisSaver):
 
 def test_a_session_of_whole_values_and_other_version_tails_goes_on_under_delta_channels(redis_url, redis_prefix):
     config = session("old")
-    with OldVersions.from_url(redis_url, prefix=redis_prefix) as before:
+    with OldVersions.from_url(redis_url, prefix=redis_prefix, page_size=0) as before:  # as sessions were stored
         ask_all(agent(WholeState, before), config, QUESTIONS[:2])
         written = texts(agent(WholeState, before).get_state(config).values)
-    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix, page_size=4) as saver:
         app = agent(DeltaState, saver)
         assert texts(app.get_state(config).values) == written
         ask_all(app, config, QUESTIONS[2:])

@@ -31,6 +31,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from reactgraph.memory import AsyncRedisSaver, CheckpointStoreUnavailable, InvalidRedisURL, RedisSaver
+from reactgraph.memory.redis_checkpoint.core import PAGE_SIZE
 from support.local_servers import free_port
 from support.redis_traffic import counting_connection_class
 
@@ -73,18 +74,18 @@ class ThreadedSaver(BaseCheckpointSaver):
         return self.inner.get_next_version(current, channel)
 
 
-async def run_conformance(name: str, url: str, prefix: str, kind: str) -> CapabilityReport:
+async def run_conformance(name: str, url: str, prefix: str, kind: str, page_size: int = PAGE_SIZE) -> CapabilityReport:
     """LangGraph's conformance suite against a fresh saver (own key prefix) per capability."""
 
     @checkpointer_test(name=f"{name}-{uuid.uuid4().hex[:8]}")
     async def factory():
         sub_prefix = f"{prefix}{uuid.uuid4().hex[:8]}:"
         if kind in ("sync", "sync-as-async"):  # RedisSaver's sync API on threads, or its own async API
-            saver = RedisSaver.from_url(url, prefix=sub_prefix)
+            saver = RedisSaver.from_url(url, prefix=sub_prefix, page_size=page_size)
             yield ThreadedSaver(saver) if kind == "sync" else saver
             saver.close()
         else:  # AsyncRedisSaver's async API, or its sync API called from other threads
-            async_saver = AsyncRedisSaver.from_url(url, prefix=sub_prefix)
+            async_saver = AsyncRedisSaver.from_url(url, prefix=sub_prefix, page_size=page_size)
             yield async_saver if kind == "async" else ThreadedSaver(async_saver)
             await async_saver.aclose()
 
@@ -146,8 +147,9 @@ class PrivateRedis:
 # A new connection's login; the savers open a second one when LangGraph writes from two threads at once.
 HANDSHAKE_COMMANDS = {"hello", "client", "auth", "select"}
 # What the Lua scripts call; the server counts those too, but they cost no round trip.
-SCRIPT_COMMANDS = {"hset", "hsetnx", "hget", "hmget", "hvals", "hkeys", "hgetall", "hdel", "zadd", "zrem",
-                   "zrange", "zrangebylex", "zrevrangebylex", "zscore", "sadd", "smembers", "expire", "unlink"}
+SCRIPT_COMMANDS = {"hset", "hsetnx", "hget", "hmget", "hvals", "hkeys", "hgetall", "hdel", "hexists", "hincrby", "zadd",
+                   "zrem", "zrange", "zrangebylex", "zrevrangebylex", "zscore", "zcard", "sadd", "smembers", "expire",
+                   "unlink"}
 
 
 @pytest.fixture(scope="module")
@@ -241,9 +243,14 @@ def thread(name: str = "session") -> dict[str, Any]:
 # --- LangGraph's conformance suite -------------------------------------------------------------------
 
 
+# Pages: the default; every checkpoint but the newest sealed into pages; none (the layout before pages).
+LAYOUTS = {"pages of 32": PAGE_SIZE, "all but the newest sealed": 1, "no pages": 0}
+
+
+@pytest.mark.parametrize("page_size", LAYOUTS.values(), ids=LAYOUTS.keys())
 @pytest.mark.parametrize("kind", ["sync", "async", "sync-as-async", "async-as-sync"])
-async def test_both_savers_pass_every_conformance_test(kind, redis_url, redis_prefix):
-    report = await run_conformance(f"Redis{kind}", redis_url, redis_prefix, kind)
+async def test_both_savers_pass_every_conformance_test(kind, page_size, redis_url, redis_prefix):
+    report = await run_conformance(f"Redis{kind}", redis_url, redis_prefix, kind, page_size)
     assert_full_conformance(report)
 
 
@@ -317,12 +324,14 @@ async def test_an_async_interrupted_run_resumes_with_the_answer(redis_url, redis
 
 def test_ttl_is_applied_to_every_key_of_the_thread_on_write(redis_url, redis_prefix):
     config = thread("ephemeral")
-    with RedisSaver.from_url(redis_url, prefix=redis_prefix, ttl=120) as saver:
-        chat_graph().compile(checkpointer=saver).invoke({"messages": ["hi"]}, config)
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix, ttl=120, page_size=2) as saver:
+        app = chat_graph().compile(checkpointer=saver)
+        app.invoke({"messages": ["hi"]}, config)
+        app.invoke({"messages": ["again"]}, config)  # checkpoints sealed into pages too
     client = redis.Redis.from_url(redis_url)
     keys = list(client.scan_iter(match=f"{redis_prefix}*"))
     kinds = {k.decode().rsplit("}:", 1)[1].split(":")[0] for k in keys}
-    assert {"ns", "c", "cp", "v", "b", "w", "wi"} <= kinds
+    assert {"ns", "c", "cp", "v", "b", "w", "wi", "pi", "p"} <= kinds
     ttls = {k: client.ttl(k) for k in keys}
     assert all(0 < t <= 120 for t in ttls.values()), ttls
 
@@ -363,13 +372,14 @@ async def test_the_savers_list_every_thread_id_under_their_prefix_and_no_other(r
         assert await saver.athread_ids() == ["a}{b"]
 
 
-def test_prune_keeps_what_a_delta_channel_is_rebuilt_from(redis_url, redis_prefix):
+@pytest.mark.parametrize("page_size", LAYOUTS.values(), ids=LAYOUTS.keys())
+def test_prune_keeps_what_a_delta_channel_is_rebuilt_from(redis_url, redis_prefix, page_size):
     graph = StateGraph(LogState)
     graph.add_node("step", lambda s: {"log": [f"e{s.get('n', 0)}"], "n": s.get("n", 0) + 1})
     graph.add_edge(START, "step")
     graph.add_conditional_edges("step", lambda s: "step" if s["n"] < 10 else END)
     config = thread("delta")
-    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix, page_size=page_size) as saver:
         app = graph.compile(checkpointer=saver)
         app.invoke({"log": ["start"]}, config)
         before = app.get_state(config).values
@@ -381,13 +391,14 @@ def test_prune_keeps_what_a_delta_channel_is_rebuilt_from(redis_url, redis_prefi
     assert after == before == {"log": ["start", *(f"e{i}" for i in range(10))], "n": 10}
 
 
-def test_a_thread_can_be_forked_and_a_run_taken_back(redis_url, redis_prefix):
+@pytest.mark.parametrize("page_size", LAYOUTS.values(), ids=LAYOUTS.keys())
+def test_a_thread_can_be_forked_and_a_run_taken_back(redis_url, redis_prefix, page_size):
     original, fork = thread("original"), thread("fork")
 
     def run(config, run_id):  # the LangGraph server tags every checkpoint of a run like this
         return {**config, "metadata": {"run_id": run_id}}
 
-    with RedisSaver.from_url(redis_url, prefix=redis_prefix) as saver:
+    with RedisSaver.from_url(redis_url, prefix=redis_prefix, page_size=page_size) as saver:
         app = chat_graph().compile(checkpointer=saver)
         app.invoke({"messages": ["hi"]}, run(original, "run-1"))
         saver.copy_thread(original["configurable"]["thread_id"], fork["configurable"]["thread_id"])

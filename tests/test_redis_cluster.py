@@ -25,6 +25,7 @@ from langgraph_sdk.errors import NotFoundError
 
 from reactgraph.memory import AsyncRedisSaver, InvalidRedisURL, RedisSaver, RedisStore
 from reactgraph.memory.checkpointer import open_checkpointer
+from reactgraph.memory.redis_checkpoint.core import PAGE_SIZE
 from reactgraph.memory.redis_checkpoint.layout import thread_of
 from reactgraph.memory.session_lease import SessionBusy, asession_lease, session_lease
 from support.cli_env import run_in_process
@@ -33,7 +34,7 @@ from support.local_servers import http_recorder
 from support.redis_cluster import LocalCluster, local_cluster
 from test_debugger_ui import start_ui
 from test_delta_checkpoints import DeltaState, agent
-from test_redis_checkpointer import assert_full_conformance, run_conformance
+from test_redis_checkpointer import LAYOUTS, assert_full_conformance, run_conformance
 from test_serve import human, start_service, stop
 
 
@@ -117,30 +118,35 @@ def test_open_checkpointer_names_the_cluster_and_reaches_every_master(cluster):
 
 # --- the savers ---------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("page_size", LAYOUTS.values(), ids=LAYOUTS.keys())
 @pytest.mark.parametrize("kind", ["sync", "async", "sync-as-async", "async-as-sync"])
-async def test_both_savers_pass_every_conformance_test_on_a_cluster(kind, cluster):
-    report = await run_conformance(f"RedisCluster-{kind}", cluster.url, f"conf-{uuid.uuid4().hex[:6]}:", kind)
+async def test_both_savers_pass_every_conformance_test_on_a_cluster(kind, page_size, cluster):
+    report = await run_conformance(f"RedisCluster-{kind}", cluster.url, f"conf-{uuid.uuid4().hex[:6]}:", kind,
+                                   page_size)
     assert_full_conformance(report)
 
 
 def test_every_key_of_a_thread_shares_one_slot_and_threads_spread_over_the_masters(cluster, prefix):
     threads = ids_on_each_master(cluster)
-    with RedisSaver.from_url(cluster.url, prefix=prefix) as saver:
+    with RedisSaver.from_url(cluster.url, prefix=prefix, page_size=1) as saver:  # sealed pages' keys too
         graph = echo_graph(saver)
         for thread in threads:
             for _ in range(2):
                 graph.invoke({"said": []}, {"configurable": {"thread_id": thread}})
         assert list(saver.thread_ids()) == sorted(threads)  # a SCAN over every master
         assert [len(graph.get_state({"configurable": {"thread_id": t}}).values["said"]) for t in threads] == [2] * 3
-    slots = slots_by_thread(cluster, keys_under(cluster, prefix + "*"), prefix)
+    keys = keys_under(cluster, prefix + "*")
+    assert sum(key.endswith("}:p:") for key in keys) == 3  # each thread's pages
+    slots = slots_by_thread(cluster, keys, prefix)
     assert set(slots) == set(threads)
     assert all(len(s) == 1 for s in slots.values()), slots
     assert len({next(iter(s)) for s in slots.values()}) == 3
 
 
-def test_delta_channels_are_rebuilt_on_every_master_in_one_script_call(cluster, prefix):
+@pytest.mark.parametrize("page_size", [PAGE_SIZE, 2], ids=["pages of 32", "pages of 2"])
+def test_delta_channels_are_rebuilt_on_every_master_in_one_script_call(cluster, prefix, page_size):
     threads = ids_on_each_master(cluster)
-    with RedisSaver.from_url(cluster.url, prefix=prefix) as saver:
+    with RedisSaver.from_url(cluster.url, prefix=prefix, page_size=page_size) as saver:
         graph = agent(DeltaState, saver)
         for thread in threads:
             config = {"configurable": {"thread_id": thread}}
@@ -153,9 +159,10 @@ def test_delta_channels_are_rebuilt_on_every_master_in_one_script_call(cluster, 
             assert graph.get_state(config).values["messages"][-1].text == "answer to q3"
 
 
-async def test_a_thread_is_copied_to_a_thread_on_another_master_and_runs_taken_back(cluster, prefix):
+@pytest.mark.parametrize("page_size", [PAGE_SIZE, 1], ids=["pages of 32", "all but the newest sealed"])
+async def test_a_thread_is_copied_to_a_thread_on_another_master_and_runs_taken_back(cluster, prefix, page_size):
     source, target, _ = ids_on_each_master(cluster)
-    saver = AsyncRedisSaver.from_url(cluster.url, prefix=prefix)
+    saver = AsyncRedisSaver.from_url(cluster.url, prefix=prefix, page_size=page_size)
     try:
         graph = echo_graph(saver)
         await graph.ainvoke({"said": []}, {"configurable": {"thread_id": source}})

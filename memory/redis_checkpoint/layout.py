@@ -1,7 +1,9 @@
 """Key names and byte formats of the Redis checkpoint store, shared by the savers and the Lua scripts.
 
 Every key of a thread starts with `<prefix>{<thread>}:` (the braces make it a cluster hash tag, so one
-thread's keys share a slot and each script touches one slot). Per namespace `<ns>` of the thread:
+thread's keys share a slot and each script touches one slot). A checkpoint lives in one of two forms: on its
+own (the newest few, and every checkpoint of a saver with `page_size=0`), in the keys below, or sealed with its
+neighbours into a compressed page (`pages.py`). Per namespace `<ns>` of the thread, checkpoints on their own:
 
     <base>ns          SET   namespaces the thread has written
     <base>runs        ZSET  "<run_id>\\0<ns>\\0<checkpoint_id>", score 0: which checkpoints a run made
@@ -12,6 +14,14 @@ thread's keys share a slot and each script touches one slot). Per namespace `<ns
     <base>w:<ns>      HASH  "<checkpoint id>\\0<task id>\\0<idx>" -> "<task path>\\0<channel>\\0" + typed(value)
     <base>wi:<ns>     ZSET  the w: fields, score 0, so one checkpoint's writes are a ZRANGEBYLEX away
 
+and sealed pages:
+
+    <base>pi:<ns>     ZSET  page members "<newest id>\0<oldest id>\0<count>\0<seq>", score 0: lex order by newest id
+    <base>p:<ns>      HASH  page member -> page bytes; field "" counts pages made (the seq, newest page wins a tie)
+
+A run's checkpoints on their own are listed in `runs` one by one; once sealed, as "<run_id>\0<ns>\0" (no id):
+the run has checkpoints in that namespace's pages, which say which in their records' metadata.
+
 `typed(x)` is `<serde type>\\0<serde bytes>`. Names (channels, task ids, paths, run ids, checkpoint ids) never
 contain NUL, so NUL is a safe separator; the namespace goes last in a key, so it may contain anything.
 """
@@ -19,9 +29,10 @@ contain NUL, so NUL is a safe separator; the namespace goes last in a key, so it
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("c:", "cp:", "v:", "b:", "w:", "wi:")
+KINDS = ("c:", "cp:", "v:", "b:", "w:", "wi:", "pi:", "p:")
 EMPTY = b"empty\0"
 
 _ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D"}
@@ -108,3 +119,23 @@ def parse_write(field: bytes, value: bytes) -> tuple[str, str, int, str, tuple[s
 
 def run_member(run_id: str, ns: str, checkpoint_id: str) -> str:
     return f"{run_id}\0{ns}\0{checkpoint_id}"
+
+
+@dataclass(frozen=True)
+class PageRef:
+    """One sealed page as its index member names it: the range of ids it holds, how many, and its seq."""
+
+    member: str
+    newest: str
+    oldest: str
+    count: int
+    seq: int
+
+    @classmethod
+    def parse(cls, member: bytes | str) -> PageRef:
+        text = member.decode() if isinstance(member, bytes) else member
+        newest, oldest, count, seq = text.split("\0")
+        return cls(text, newest, oldest, int(count), int(seq))
+
+    def may_hold(self, checkpoint_id: str) -> bool:
+        return self.oldest <= checkpoint_id <= self.newest

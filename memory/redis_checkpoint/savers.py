@@ -19,6 +19,7 @@ SQLite savers do). A sync call on the loop's own thread would wait for the loop 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -34,12 +35,21 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from reactgraph.memory.redis_checkpoint.core import Plan, RedisSaverCore, ThreadUsage, copy_thread_plan, usage_plan
+from reactgraph.memory.redis_checkpoint.core import PAGE_SIZE, Plan, RedisSaverCore
 from reactgraph.memory.redis_checkpoint.pool import SHARED, Shared, WiredClient
 from reactgraph.memory.redis_checkpoint.settings import PoolLimits, client_url, redact
+from reactgraph.memory.redis_checkpoint.upkeep import (
+    ThreadUsage,
+    copy_thread_plan,
+    delete_runs_plan,
+    drop_plan,
+    prune_plan,
+    usage_plan,
+)
 from reactgraph.memory.redis_checkpoint.wire import AsyncWire, Command, wire_of
 
 T = TypeVar("T")
+log = logging.getLogger("reactgraph.memory.redis_checkpoint")
 
 
 class BatchSaver(RedisSaverCore):
@@ -55,8 +65,12 @@ class BatchSaver(RedisSaverCore):
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
-        command, saved = self._put_command(config, checkpoint, metadata, new_versions)
-        self._batch([command])
+        saved, on_its_own = self._run(self._put_plan(config, checkpoint, metadata, new_versions))
+        if self._wants_seal(on_its_own):
+            try:
+                self._run(self._seal_plan(saved))
+            except Exception as exc:  # noqa: BLE001 - the checkpoint is saved; a page is sealed at a later put
+                log.warning("%s; the checkpoints stay on their own for now", _not_sealed(saved, exc))
         return saved
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
@@ -83,7 +97,7 @@ class BatchSaver(RedisSaverCore):
         self._batch([self._delete_thread_command(thread_id)])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        for _ in self._drive(self._delete_for_runs_plan(run_ids)):
+        for _ in self._drive(delete_runs_plan(self, run_ids)):
             pass
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -95,7 +109,7 @@ class BatchSaver(RedisSaverCore):
         """LangGraph's prune; `keep` is how many checkpoints per namespace `keep_latest` keeps (default 1).
         `channels`: the graph's (`graph.channels`), so that the oldest kept checkpoint stores its delta channels'
         whole values and the writes they were rebuilt from can go too (without: those ancestors stay)."""
-        for _ in self._drive(self._prune_plan(thread_ids, strategy, keep, channels)):
+        for _ in self._drive(prune_plan(self, thread_ids, strategy, keep, channels)):
             pass
 
     def usage(self, thread_ids: Sequence[str] | None = None) -> tuple[ThreadUsage, ...]:
@@ -108,14 +122,13 @@ class BatchSaver(RedisSaverCore):
 
     def checkpoint_ids(self, config: RunnableConfig, limit: int = 50, *, oldest_first: bool = False
                        ) -> Sequence[str]:
-        """The ids in the thread's index, newest first (or oldest first), readable or not (`list` skips the
-        unreadable ones)."""
-        command = self._ids_command(config, limit, oldest_first)
-        return [i.decode(errors="replace") for i in self._batch([command])[0]]
+        """The thread's checkpoint ids, newest first (or oldest first), readable or not (`list` skips the unreadable
+        ones)."""
+        return self._run(self._ids_plan(config, limit, oldest_first))
 
     def delete_checkpoint(self, config: RunnableConfig) -> bool:
         """Remove the checkpoint `config` names (readable or not) and its writes; False if there was none."""
-        return bool(self._batch([self._drop_command(config)])[0])
+        return self._run(drop_plan(self, config))
 
     def _thread_ids_plan(self) -> Plan:
         yield from (yield from self._threads_plan())  # the listing's commands, then each id as a result
@@ -155,8 +168,12 @@ class BatchSaver(RedisSaverCore):
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
-        command, saved = self._put_command(config, checkpoint, metadata, new_versions)
-        await self._abatch([command])
+        saved, on_its_own = await self._arun(self._put_plan(config, checkpoint, metadata, new_versions))
+        if self._wants_seal(on_its_own):
+            try:
+                await self._arun(self._seal_plan(saved))
+            except Exception as exc:  # noqa: BLE001 - the checkpoint is saved; a page is sealed at a later put
+                log.warning("%s; the checkpoints stay on their own for now", _not_sealed(saved, exc))
         return saved
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
@@ -184,7 +201,7 @@ class BatchSaver(RedisSaverCore):
         await self._abatch([self._delete_thread_command(thread_id)])
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        async for _ in self._adrive(self._delete_for_runs_plan(run_ids)):
+        async for _ in self._adrive(delete_runs_plan(self, run_ids)):
             pass
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -194,7 +211,7 @@ class BatchSaver(RedisSaverCore):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1,
                      channels: Mapping[str, Any] | None = None) -> None:
         """`prune` for async callers."""
-        async for _ in self._adrive(self._prune_plan(thread_ids, strategy, keep, channels)):
+        async for _ in self._adrive(prune_plan(self, thread_ids, strategy, keep, channels)):
             pass
 
     async def ausage(self, thread_ids: Sequence[str] | None = None) -> tuple[ThreadUsage, ...]:
@@ -207,14 +224,13 @@ class BatchSaver(RedisSaverCore):
 
     async def acheckpoint_ids(self, config: RunnableConfig, limit: int = 50, *, oldest_first: bool = False
                               ) -> Sequence[str]:
-        """The ids in the thread's index, newest first (or oldest first), readable or not (`alist` skips the
+        """The thread's checkpoint ids, newest first (or oldest first), readable or not (`alist` skips the
         unreadable ones)."""
-        command = self._ids_command(config, limit, oldest_first)
-        return [i.decode(errors="replace") for i in (await self._abatch([command]))[0]]
+        return await self._arun(self._ids_plan(config, limit, oldest_first))
 
     async def adelete_checkpoint(self, config: RunnableConfig) -> bool:
         """Remove the checkpoint `config` names (readable or not) and its writes; False if there was none."""
-        return bool((await self._abatch([self._drop_command(config)]))[0])
+        return await self._arun(drop_plan(self, config))
 
     async def _adrive(self, plan: Plan) -> AsyncIterator[CheckpointTuple]:
         reply = None
@@ -239,25 +255,32 @@ class RedisSaver(WiredClient, BatchSaver):
 
     def __init__(self, client: redis.Redis, *, prefix: str = "reactgraph", ttl: float | None = None,
                  serde: SerializerProtocol | None = None, url: str | None = None,
-                 max_connections: int | None = None, pool_timeout: float | None = None) -> None:
+                 max_connections: int | None = None, pool_timeout: float | None = None,
+                 page_size: int = PAGE_SIZE) -> None:
         shown = redact(url) if url else client_url(client)
-        super().__init__(url=shown, prefix=prefix, ttl=ttl, serde=serde)
+        super().__init__(url=shown, prefix=prefix, ttl=ttl, serde=serde, page_size=page_size)
         self._wire_up(client, shown, max_connections, pool_timeout)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "reactgraph", ttl: float | None = None,
                  serde: SerializerProtocol | None = None, max_connections: int | None = None,
-                 pool_timeout: float | None = None, **client_options: Any) -> RedisSaver:
+                 pool_timeout: float | None = None, page_size: int = PAGE_SIZE, **client_options: Any) -> RedisSaver:
         """A saver on the client that every `RedisSaver` and `RedisStore` `from_url` on this URL shares;
         close it with `close()` or use `with RedisSaver.from_url(...) as saver`."""
         return cls._from_shared(url, client_options, max_connections, pool_timeout,
-                                prefix=prefix, ttl=ttl, serde=serde)
+                                prefix=prefix, ttl=ttl, serde=serde, page_size=page_size)
 
     def _batch(self, commands: list[Command]) -> list[Any]:
         return self._wire.batch(commands)
 
     async def _abatch(self, commands: list[Command]) -> list[Any]:
         return await self._wire.abatch(commands)
+
+
+def _not_sealed(saved: RunnableConfig, exc: Exception) -> str:
+    conf = saved["configurable"]
+    return (f"could not seal a page of thread {conf['thread_id']!r} after checkpoint {conf['checkpoint_id']}: "
+            f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}")
 
 
 _ON_ITS_LOOP = ("AsyncRedisSaver was called synchronously (get_state, invoke, ...) on its own event loop's thread, "
@@ -279,9 +302,10 @@ class AsyncRedisSaver(BatchSaver):
 
     def __init__(self, client: redis.asyncio.Redis, *, prefix: str = "reactgraph", ttl: float | None = None,
                  serde: SerializerProtocol | None = None, url: str | None = None,
-                 max_connections: int | None = None, pool_timeout: float | None = None) -> None:
+                 max_connections: int | None = None, pool_timeout: float | None = None,
+                 page_size: int = PAGE_SIZE) -> None:
         shown = redact(url) if url else client_url(client)
-        super().__init__(url=shown, prefix=prefix, ttl=ttl, serde=serde)
+        super().__init__(url=shown, prefix=prefix, ttl=ttl, serde=serde, page_size=page_size)
         self.client = client
         self._wire = wire_of(client, shown, PoolLimits.resolve(max_connections, pool_timeout))
         self._shared: Shared | None = None
@@ -289,12 +313,13 @@ class AsyncRedisSaver(BatchSaver):
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "reactgraph", ttl: float | None = None,
                  serde: SerializerProtocol | None = None, max_connections: int | None = None,
-                 pool_timeout: float | None = None, **client_options: Any) -> AsyncRedisSaver:
+                 pool_timeout: float | None = None, page_size: int = PAGE_SIZE,
+                 **client_options: Any) -> AsyncRedisSaver:
         """A saver on the client every `AsyncRedisSaver.from_url` on this URL and event loop shares; close it
         with `aclose()` or `async with AsyncRedisSaver.from_url(...)`."""
         shared = SHARED.acquire(url, client_options, PoolLimits.resolve(max_connections, pool_timeout), True)
         try:
-            saver = cls(shared.client, prefix=prefix, ttl=ttl, serde=serde, url=url)
+            saver = cls(shared.client, prefix=prefix, ttl=ttl, serde=serde, url=url, page_size=page_size)
         except BaseException:
             SHARED.release(shared)  # a client that never connected holds nothing to close
             raise
