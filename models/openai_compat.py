@@ -1,10 +1,15 @@
 """Requests that every OpenAI-compatible server understands, and failures that are retried only when a retry helps.
 
-`CompatibleChatOpenAI` is langchain-openai's `ChatOpenAI` with six differences, each for servers seen in the
+`CompatibleChatOpenAI` is langchain-openai's `ChatOpenAI` with seven differences, each for servers seen in the
 wild (llama.cpp's llama-server, llama-cpp-python, vLLM, Ollama, LiteLLM):
 - tools are bound with `tool_choice="auto"` (REACTGRAPH_TOOL_CHOICE): llama-cpp-python reads an unset
   `tool_choice` as "none" and never shows the tools to the model;
 - an assistant message holding only tool calls is sent with `content: ""`, not `null`, which some servers reject;
+- a structured request (a response format or a forced tool call) whose conversation ends with the assistant's
+  reply gets a last user turn asking for the structured reply: llama.cpp's server takes a last assistant message
+  as a reply to continue (a prefill) and then refuses any grammar — json_schema, json_object or a forced call —
+  with a 400 "Failed to initialize samplers" (the closing self-check, which checks the last reply, was refused
+  so on every run);
 - the reply limit goes out as `max_tokens` to a compatible server (`max_completion_tokens`, OpenAI's newer name,
   is unknown to most of them; OpenAI itself, with no base URL, still gets the new name);
 - a call forced by the name of the only tool bound (function calling as a structured-output strategy) sends
@@ -37,6 +42,10 @@ from reactgraph.models.strategy_record import strategy_key
 from reactgraph.models.structured_output import structured_output
 
 TOOL_CHOICES = ("auto", "required", "none", "unset")
+# The last turn of a structured request over a conversation that ends with the assistant's reply (the closing
+# self-check): a server reads a last assistant message as a start to continue, and llama.cpp's then cannot start
+# the grammar of a json_schema (400 "Failed to initialize samplers").
+STRUCTURED_TURN = "Reply now, in the form the instructions above ask for."
 
 
 class EmptyReply(ReactGraphError):
@@ -90,6 +99,10 @@ class CompatibleChatOpenAI(ChatOpenAI):
                 message["content"] = ""
         if self.openai_api_base and "max_completion_tokens" in payload:
             payload["max_tokens"] = payload.pop("max_completion_tokens")
+        messages = payload.get("messages") or []
+        forced = payload.get("response_format") or payload.get("tool_choice") not in (None, "auto", "none")
+        if forced and messages and messages[-1].get("role") == "assistant":
+            messages.append({"role": "user", "content": STRUCTURED_TURN})
         return payload
 
 

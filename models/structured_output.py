@@ -143,14 +143,16 @@ def not_applied(name: str, output: Any) -> bool:
     """Whether the server answered without applying strategy `name`: a forced tool call answered with no call
     (llama.cpp's server ignores `tool_choice` naming a tool), or a JSON reply with no JSON object in its text."""
     raw = output.get("raw") if isinstance(output, dict) else None
-    if not isinstance(raw, AIMessage) or (raw.response_metadata or {}).get("finish_reason") == "length":
-        return False  # a reply cut at the token limit says nothing about the strategy
+    if not isinstance(raw, AIMessage) or output.get("parsed") is not None:
+        return False
+    text = raw.content if isinstance(raw.content, str) else ""
+    # a reply cut at the token limit tells only when no JSON had even begun (the strategy's own output would have)
+    without_json = bool(text.strip()) and "{" not in text
+    if (raw.response_metadata or {}).get("finish_reason") == "length":
+        return without_json
     if name == "function_calling":
         return not raw.tool_calls and not raw.invalid_tool_calls
-    if name in ("json_schema", "json_object") and output.get("parsed") is None:
-        text = raw.content if isinstance(raw.content, str) else ""
-        return bool(text.strip()) and "{" not in text
-    return False
+    return name in ("json_schema", "json_object") and without_json
 
 
 class FirstAccepted(Runnable[Any, Any]):
@@ -217,11 +219,14 @@ class FirstAccepted(Runnable[Any, Any]):
 
     def _after(self, position: int, exc: Exception) -> tuple[int, Any]:
         """After strategy `position` failed with `exc`: (position, the cut reply) when the reply was only cut at
-        the token limit, else (the next strategy's position, None) when the server refused this one; re-raises
+        the token limit, else (the next strategy's position, None) when the server refused this one (or answered a
+        json_schema request with a reply that does not parse: it did not apply the schema); re-raises
         anything else, and a refusal of the last strategy."""
         if (cut := truncated(exc)) is not None:
             return position, cut
-        if position + 1 >= len(self.names) or not refused(exc):
+        # the OpenAI SDK parses a json_schema reply itself: one that does not parse was not constrained by the server
+        ignored = self.names[position] == "json_schema" and isinstance(exc, ValidationError | ValueError)
+        if position + 1 >= len(self.names) or not (refused(exc) or ignored):
             raise exc
         self._move(position + 1)
         return position + 1, None
