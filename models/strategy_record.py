@@ -33,7 +33,7 @@ MAX_KEY_CHARS = 400
 
 _lock = threading.Lock()
 _known: dict[str, str] = {}  # this process's view: key → strategy
-_loaded_from: Path | None | bool = False  # the file _known was read from (False: not read yet)
+_loaded_from: Path | bool | None = False  # the file _known was read from (False: not read yet)
 
 
 def strategy_key(base_url: str | None, model: str) -> str:

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, NotRequired, cast
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from langgraph.types import Overwrite
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 from typing_extensions import TypedDict
 
 from reactgraph.models.gateway import Usage, add_usage
@@ -127,7 +127,7 @@ class ReflectionVerdict(BaseModel):
 # OpenAI's strict mode) then closes the object within the reply's tokens, where a small model would otherwise
 # repeat one phrase until it is cut off and the check could not be read. Only the schema says it: a longer reply
 # (from a server that does not apply the schema) is still read, and cut to the account's bounds (nodes/closing.py).
-CHECK_LIST_BOUNDS = {"maxItems": 5, "items": {"type": "string", "pattern": "^.{1,40}$"}}
+CHECK_LIST_BOUNDS: dict[str, JsonValue] = {"maxItems": 5, "items": {"type": "string", "pattern": "^.{1,40}$"}}
 
 
 class ClosingCheck(BaseModel):

@@ -1,5 +1,6 @@
 """The environment a test gives a `reactgraph` subprocess: the developer's own settings removed, but the
-test session's REACTGRAPH_HOME (and the test's structured-output record) kept, so no test ever starts a Redis or builds an index in the real home."""
+test session's REACTGRAPH_HOME (and the test's structured-output record) kept, so no test ever starts a Redis or
+builds an index in the real home."""
 
 from __future__ import annotations
 
