@@ -106,6 +106,18 @@ class CompatibleChatOpenAI(ChatOpenAI):
         return payload
 
 
+def strategy_of(model: Any) -> tuple[str, str | None] | None:
+    """(the key its structured-output strategy is remembered by, the strategy remembered now) of an
+    OpenAI-compatible model; None for any other model."""
+    from reactgraph.models.strategy_record import remembered
+    from reactgraph.models.structured_output import STRATEGIES
+
+    if not isinstance(model, CompatibleChatOpenAI):
+        return None
+    key = strategy_key(model.openai_api_base, model.model_name)
+    return key, remembered(key, STRATEGIES)
+
+
 def _names_the_one_tool(tool_choice: Any, tools: Any) -> bool:
     """Whether `tool_choice` forces the only tool bound by its name (a string, or OpenAI's object form)."""
     if not tools or len(tools) != 1 or tool_choice in (None, "auto", "none", "any", "required", True, False):
