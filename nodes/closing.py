@@ -95,6 +95,15 @@ class Coverage:
 
 
 UNCHECKED = Coverage()
+UNCHECKED_MARK = "coverage unchecked"  # how every interface marks a status no model's account backs (statuses.md)
+
+
+def shown_status(status: str | None, coverage: Mapping[str, Any] | None) -> str:
+    """A run's status as a person is shown it: `answered · coverage unchecked` when no model's account of the
+    question's parts backs it (the check was off, failed or could not be read), so an unchecked answer never
+    reads as a plain `answered`."""
+    shown = status or "-"
+    return f"{shown} · {UNCHECKED_MARK}" if (coverage or {}).get("by") == "unchecked" and status else shown
 
 
 # A model's account is its output (untrusted): it reaches the state, every output and the answer's Missing line

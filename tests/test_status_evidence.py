@@ -9,6 +9,7 @@ scripted chat models."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -168,3 +169,17 @@ def test_a_models_coverage_account_is_bounded():
     account = model_account(["x" * 5000, *[f"part {n}\n" for n in range(500)]], ["y" * 5000])
     assert len(account.parts) == 20 and len(account.parts[0]) == 200 and account.parts[1] == "part 0"
     assert len(account.missing[0]) == 200
+
+
+def test_the_trace_of_an_unchecked_turn_says_so_where_it_shows_the_status(monkeypatch, capfd, redis_url):
+    with ProviderServer(then=junk_checker) as server:
+        env = {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test", "REACTGRAPH_MODEL_RETRIES": "0",
+               "REACTGRAPH_NODE_RETRIES": "0"}
+        session = f"unchecked-{uuid.uuid4().hex[:8]}"
+        asked = run_in_process(monkeypatch, capfd, ["ask", "Capital of France?", "--reflection", "off", "--store",
+                                                    redis_url, "--session", session, "--model", "openai:test-model"],
+                               **env)
+    traced = run_in_process(monkeypatch, capfd, ["trace", "--session", session, "--store", redis_url])
+    assert asked.returncode == 0 and traced.returncode == 0, traced.stderr
+    assert f"session {session} · answered · coverage unchecked · " in traced.stdout
+    assert "Final (answered · coverage unchecked): Paris." in traced.stdout

@@ -20,6 +20,7 @@ from rich.panel import Panel
 from rich.segment import Segment
 from rich.text import Text
 
+from reactgraph.nodes.closing import shown_status
 from reactgraph.nodes.conversation import pending_calls
 from reactgraph.tools.untrusted import terminal_safe
 
@@ -221,8 +222,7 @@ class StepPrinter:
         status = result.get("status") or "failed"
         tokens = usage_totals(result)["total_tokens"]
         # A status no model's account of the question's parts backs says so (statuses.md: coverage "unchecked").
-        unchecked = " · coverage unchecked" if (result.get("coverage") or {}).get("by") == "unchecked" else ""
-        title = (f"Final answer · {status}{unchecked} · {result.get('iteration', 0)} iteration(s) · "
+        title = (f"Final answer · {shown_status(status, result.get('coverage'))} · {result.get('iteration', 0)} iteration(s) · "
                  f"{elapsed_s:.2f} s · ~{tokens} tokens")
         self.console.print(Panel(Text(terminal_safe(result.get("final_answer") or "(no answer)")), title=title,
                                  border_style=STATUS_STYLE.get(status, "red"), title_align="left"))

@@ -3,7 +3,7 @@
 // Every request goes to the page's own origin (api.js).
 
 import { api, stream, ApiError, setCredentials } from "./api.js";
-import { h, clear, $, oneLine } from "./dom.js";
+import { h, clear, $, oneLine, shownStatus } from "./dom.js";
 import { drawGraph } from "./graph.js";
 import { Timeline } from "./timeline.js";
 import { stateTree } from "./tree.js";
@@ -155,7 +155,8 @@ async function loadHistory(keepTimeline) {
     list.append(h("li", {}, h("button", { type: "button", class: "turn", "data-turn": turn,
                                           onclick: () => showTurn(turn, false) },
       h("span", { class: "name", text: `${index + 1}. ${oneLine(question ?? turn, 90)}` }),
-      h("span", { class: "meta", text: values.status ?? (checkpoints[0].next?.length ? "unfinished" : "") }))));
+      h("span", { class: "meta", text: values.status ? shownStatus(values.status, values.coverage)
+                                                     : (checkpoints[0].next?.length ? "unfinished" : "") }))));
   });
   if (turns.length) showTurn(turns[turns.length - 1][0], keepTimeline);
 }
