@@ -230,8 +230,10 @@ def coverage_account(services: AgentServices, state: Mapping[str, Any], runtime:
     # Advisory: a failure is no account rather than no answer, and must not have LangGraph run the closing node
     # (and its answer's call) again.
     try:
+        # A whole reply's tokens, not a structured reply's half: the check's schema bounds its lists, and cut at
+        # half the limit a small model's account could not be read (a reply of 64 tokens on a 128-token limit).
         reply = yield from ModelCall("check", check_request(state, answer, context), schema=ClosingCheck,
-                                     advisory=True)
+                                     advisory=True, max_output_tokens=context.max_output_tokens)
     except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output: no account
         log_fallback(node, "coverage_unchecked", exc)
         return UNCHECKED, 0

@@ -222,8 +222,9 @@ class StepPrinter:
         status = result.get("status") or "failed"
         tokens = usage_totals(result)["total_tokens"]
         # A status no model's account of the question's parts backs says so (statuses.md: coverage "unchecked").
-        title = (f"Final answer · {shown_status(status, result.get('coverage'))} · {result.get('iteration', 0)} iteration(s) · "
-                 f"{elapsed_s:.2f} s · ~{tokens} tokens")
+        shown = shown_status(status, result.get("coverage"))
+        title = (f"Final answer · {shown} · {result.get('iteration', 0)} iteration(s) · {elapsed_s:.2f} s · "
+                 f"~{tokens} tokens")
         self.console.print(Panel(Text(terminal_safe(result.get("final_answer") or "(no answer)")), title=title,
                                  border_style=STATUS_STYLE.get(status, "red"), title_align="left"))
 
