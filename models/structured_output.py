@@ -176,60 +176,64 @@ class FirstAccepted(Runnable[Any, Any]):
         return self._built[name]
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        position = self._start()
+        position, lasting = self._start(), True  # lasting: what this call learns holds for later calls too
         while True:
             try:
                 output = self._runnable(position).invoke(input, config, **kwargs)
             except Exception as exc:  # noqa: BLE001 - `_after` re-raises what is not a refusal or a cut reply
-                position, reply = self._after(position, exc)
+                position, lasting, reply = self._after(position, lasting, exc)
                 if reply is not None:
                     return reply
                 continue
-            if (moved := self._worked(position, output)) is None:
+            if (moved := self._worked(position, lasting, output)) is None:
                 return output
             position = moved
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        position = self._start()
+        position, lasting = self._start(), True  # lasting: what this call learns holds for later calls too
         while True:
             try:
                 output = await self._runnable(position).ainvoke(input, config, **kwargs)
             except Exception as exc:  # noqa: BLE001 - `_after` re-raises what is not a refusal or a cut reply
-                position, reply = self._after(position, exc)
+                position, lasting, reply = self._after(position, lasting, exc)
                 if reply is not None:
                     return reply
                 continue
-            if (moved := self._worked(position, output)) is None:
+            if (moved := self._worked(position, lasting, output)) is None:
                 return output
             position = moved
 
-    def _worked(self, position: int, output: Any) -> int | None:
-        """None when strategy `position` was applied (remembered as the one that works); else the next one's
-        position (the server ignored it: a forced call without a call, JSON mode without JSON)."""
-        if position + 1 < len(self.names) and not_applied(self.names[position], output):
-            self._move(position + 1)
-            return position + 1
-        self._move(position)
-        return None
+    def _worked(self, position: int, lasting: bool, output: Any) -> int | None:
+        """None when strategy `position` was applied (remembered as the one that works, when `lasting`); else the
+        next one's position (the server ignored it: a forced call without a call, JSON mode without JSON)."""
+        moved = position + 1 < len(self.names) and not_applied(self.names[position], output)
+        if lasting:
+            self._move(position + 1 if moved else position)
+        return position + 1 if moved else None
 
     def _move(self, position: int) -> None:
         self.chosen = position
         if self.key is not None and len(self.names) > 1:
             remember(self.key, self.names[position], self.names)
 
-    def _after(self, position: int, exc: Exception) -> tuple[int, Any]:
-        """After strategy `position` failed with `exc`: (position, the cut reply) when the reply was only cut at
-        the token limit, else (the next strategy's position, None) when the server refused this one (or answered a
-        json_schema request with a reply that does not parse: it did not apply the schema); re-raises
-        anything else, and a refusal of the last strategy."""
+    def _after(self, position: int, lasting: bool, exc: Exception) -> tuple[int, bool, Any]:
+        """After strategy `position` failed with `exc`: (position, lasting, the cut reply) when the reply was only
+        cut at the token limit, else (the next strategy's position, lasting, None) when the server refused this
+        one (or answered a json_schema request with a reply that does not parse: it did not apply the schema);
+        re-raises anything else, and a refusal of the last strategy. A refusal sent as a 5xx is this request's
+        (llama.cpp's server failing to read one constrained reply back): the next form is tried for this call
+        only, and nothing it learns is remembered."""
         if (cut := truncated(exc)) is not None:
-            return position, cut
+            return position, lasting, cut
         # the OpenAI SDK parses a json_schema reply itself: one that does not parse was not constrained by the server
         ignored = self.names[position] == "json_schema" and isinstance(exc, ValidationError | ValueError)
         if position + 1 >= len(self.names) or not (refused(exc) or ignored):
             raise exc
-        self._move(position + 1)
-        return position + 1, None
+        status = getattr(exc, "status_code", None)
+        lasting = lasting and not (isinstance(status, int) and status >= 500)
+        if lasting:
+            self._move(position + 1)
+        return position + 1, lasting, None
 
 
 def structured_output(model: Any, schema: type | dict[str, Any], *, include_raw: bool, build: Build,

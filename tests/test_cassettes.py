@@ -92,8 +92,10 @@ def test_on_the_recorded_direct_answers_the_check_is_read_at_least_half_the_time
     direct, read = 0, 0
     for name in DIRECT_SCENARIOS:
         cassette = load(next(p for p in CASSETTES if p.stem == name))
-        assert all(r.status == 200 for k, r in zip(cassette.kinds, cassette.replies, strict=True)
-                   if k in ("structured", "forced")), name  # recorded: no structured request refused
+        # recorded: no structured request refused as the issue saw it (400 "Failed to initialize samplers"); a 500
+        # is llama-server failing to read one constrained reply back, and the next form is asked
+        assert all(r.status != 400 for k, r in zip(cassette.kinds, cassette.replies, strict=True)
+                   if k in ("structured", "forced")), name
         with replayed(cassette):
             result = run(Scenario.from_json(cassette.name, cassette.scenario), MODEL)
         if not any(s["node"] == "act" for s in result["steps"]) and result["status"] != "failed":

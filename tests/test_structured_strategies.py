@@ -127,3 +127,20 @@ def test_with_the_record_off_a_process_keeps_what_it_learned_and_writes_nothing(
                                        context=Context(model=MODEL, reflection="off"))
     assert [kind(b) for b in server.requests].count("json_schema") == 1
     assert not list(tmp_path.iterdir())
+
+
+def test_a_constrained_reply_the_server_cannot_read_back_is_not_sent_again_and_the_next_form_is_asked(provider):
+    def unreadable_grammar(body: dict) -> Reply:  # llama-server, on some replies under a JSON schema
+        if (body.get("response_format") or {}).get("type") == "json_schema":
+            return error(500, "The model produced output that does not match the expected peg-native format")
+        return json_mode_only(body)
+
+    with ProviderServer(then=unreadable_grammar) as server:
+        provider(server, retries=2, node_retries=2)
+        for _ in range(2):
+            result = build_react_graph().invoke({"messages": [HumanMessage("What is 17 * 23?")]},
+                                                context=Context(model=MODEL, reflection="off"))
+            assert result["coverage"]["by"] == "model"
+    # sent once each time (not retried), and not remembered: one reply the server could not read back says nothing
+    # about the form, so the next question asks for a JSON schema again
+    assert [kind(b) for b in server.requests] == ["tools", "json_schema", '"required"', "json_object"] * 2
