@@ -28,9 +28,10 @@ CONFIG_FIELDS = ("graphs", "model", "repeat", "seed", "seeds", "max_iterations",
                  "max_tool_calls", "max_model_tokens", "max_cost_usd", "max_output_tokens")
 MEASURED = ("wall_s", "finished_at")  # what a replay keeps of the recording: it measures no provider
 # The process settings that decide which requests a run makes (how often a failed one is sent again, which form a
-# structured one takes): kept in run.json, and set again for a replay, so that it asks what the recording asked.
+# structured one takes) and how a failure reads (a timeout's line names it): kept in run.json, and set again for a
+# replay, so that it asks what the recording asked and its records say what the recording's said.
 REQUEST_SETTINGS = ("REACTGRAPH_MODEL_RETRIES", "REACTGRAPH_NODE_RETRIES", "REACTGRAPH_TOOL_CHOICE",
-                    "REACTGRAPH_STRUCTURED_OUTPUT")
+                    "REACTGRAPH_STRUCTURED_OUTPUT", "REACTGRAPH_MODEL_TIMEOUT")
 
 
 class ReplayError(ReactGraphError, ValueError):

@@ -57,12 +57,12 @@ def bounded_clients(http: ModuleType, timeout_error: Callable[[Any], Exception],
                 return _mark_bad_request(_played(http, request, tape.answer(request.read()), timeout_error))
             try:
                 response = self.inner.handle_request(request)
+                if response.status_code == 500 or tape is not None:  # a body read whole is read under the timeout
+                    response.read()
             except http.TimeoutException as exc:
                 if tape is not None:
                     tape.keep(request.read(), Stored(timeout=True))
                 raise timeout_error(request) from exc
-            if response.status_code == 500 or tape is not None:
-                response.read()
             if tape is not None:
                 tape.keep(request.read(), _stored(response))
             return _mark_bad_request(response)
@@ -80,12 +80,12 @@ def bounded_clients(http: ModuleType, timeout_error: Callable[[Any], Exception],
                 return _mark_bad_request(_played(http, request, tape.answer(await request.aread()), timeout_error))
             try:
                 response = await self.inner.handle_async_request(request)
+                if response.status_code == 500 or tape is not None:  # a body read whole is read under the timeout
+                    await response.aread()
             except http.TimeoutException as exc:
                 if tape is not None:
                     tape.keep(await request.aread(), Stored(timeout=True))
                 raise timeout_error(request) from exc
-            if response.status_code == 500 or tape is not None:
-                await response.aread()
             if tape is not None:
                 tape.keep(await request.aread(), _stored(response))
             return _mark_bad_request(response)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from support.cli_env import clean_env, run_in_process
 from support.forked_commands import forked_run
-from support.provider_server import ProviderServer, Reply, calls, error, structured, text
+from support.provider_server import ProviderServer, Reply, calls, error, slow, structured, text
 
 MODEL = "openai:test-model"
 SAMPLES = {"ClosingCheck": {"parts": ["the question"], "missing": []},
@@ -21,10 +21,13 @@ SAMPLES = {"ClosingCheck": {"parts": ["the question"], "missing": []},
 
 
 def provider_model(body: dict) -> Reply:
-    """A model of varied behaviour: structured replies, a calculator call, plain answers, and a provider error for
-    every question about Tokyo (an infrastructure outcome)."""
-    if "Tokyo" in json.dumps(body["messages"]):
+    """A model of varied behaviour: structured replies, a calculator call, plain answers, and infrastructure
+    outcomes: a provider error for every question about Tokyo, no reply in time for one about New York."""
+    asked = json.dumps(body["messages"], ensure_ascii=False)
+    if "Tokyo" in asked:
         return error(503, "overloaded")
+    if "纽约" in asked:
+        return slow(1.5)
     if schema := (body.get("response_format") or {}).get("json_schema"):
         return structured(SAMPLES.get(schema["name"], {}))
     if body.get("tools") and not any(m["role"] == "tool" for m in body["messages"]):
@@ -39,7 +42,7 @@ def tables(summary: str) -> str:
 
 def compare_env(server: ProviderServer) -> dict[str, str]:
     return {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test", "REACTGRAPH_MODEL_RETRIES": "0",
-            "REACTGRAPH_NODE_RETRIES": "0"}
+            "REACTGRAPH_NODE_RETRIES": "0", "REACTGRAPH_MODEL_TIMEOUT": "0.4"}
 
 
 def record(tmp_path: Path, monkeypatch, capfd) -> tuple[Path, int]:
@@ -62,7 +65,8 @@ def test_a_replay_with_the_server_gone_makes_every_run_again_and_the_same_tables
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     stored = (out / "replies.jsonl").read_text().splitlines()
     assert len(stored) == asked and all(r["replies"] for r in records)  # every exchange kept, every run named
-    assert {r["status"] for r in records} >= {"answered", "failed"} and any(r["infra"] for r in records)
+    assert {r["status"] for r in records} >= {"answered", "failed"}
+    assert {r["infra"] for r in records} >= {"server_error", "request_timeout"}
     done = replay(out)  # the server is stopped: nothing answers on its port
     assert done.returncode == 0, done.stderr
     assert tables(done.stdout) == tables((out / "summary.md").read_text())
