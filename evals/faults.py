@@ -18,6 +18,7 @@ import json
 import random
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -79,9 +80,10 @@ class FaultPlan:
 class FaultInjector:
     """Decides, per tool attempt, the injected latency and whether it fails; counts what it injected."""
 
-    def __init__(self, plan: FaultPlan, key: str) -> None:
-        self.plan, self.key = plan, key
+    def __init__(self, plan: FaultPlan, key: str, scripted: Mapping[str, str] | None = None) -> None:
+        self.plan, self.key, self.scripted = plan, key, dict(scripted or {})
         self._attempts: Counter[tuple[str, str]] = Counter()
+        self._calls: Counter[str] = Counter()  # attempts per tool, whatever the arguments: "first" counts these
         self._lock = threading.Lock()  # act tasks may run on several threads' event loops
         self.injected: Counter[str] = Counter()  # "transient" / "error" → how many were raised
 
@@ -92,11 +94,25 @@ class FaultInjector:
             self._attempts[(tool, digest)] += 1
         return random.Random(f"{self.key}|{tool}|{digest[:16]}|{n}")
 
+    def _scripted_fault(self, name: str) -> None:
+        """The task's own fault for this tool: a plain error (not retried), as a service that is down gives."""
+        mode = self.scripted.get(name)
+        with self._lock:
+            first = self._calls[name] == 0
+            self._calls[name] += 1
+        if mode == "down" or (mode == "first" and first):
+            with self._lock:
+                self.injected["scripted"] += 1
+            if mode == "first":  # a blip, worded as one: a capable agent tries again
+                raise ToolError(f"{name} is temporarily unavailable (the task's scripted fault: its first call fails)")
+            raise ToolError(f"{name} failed: the service is down (the task's scripted fault)")
+
     def wrap(self, meta: ToolMeta) -> ToolMeta:
         """The same tool, its `run` preceded by the injected latency and failure."""
         inner, plan, name = meta.run, self.plan, meta.name
 
         async def run(**kwargs: Any) -> Any:
+            self._scripted_fault(name)
             rng = self.draw(name, kwargs)
             if delay := plan.delay_s(rng):
                 await asyncio.sleep(delay)
@@ -122,14 +138,16 @@ def default_tools() -> tuple[ToolMeta, ...]:
     return tuple(default_gateway().registry)
 
 
-def faulty_gateway(plan: FaultPlan, key: str, base: ToolGateway | None = None) -> tuple[ToolGateway, FaultInjector]:
-    """A fresh gateway (its own circuit breakers) with `base`'s tools (default: the built-ins) wrapped by `plan`.
+def faulty_gateway(plan: FaultPlan, key: str, base: ToolGateway | None = None,
+                   scripted: Mapping[str, str] | None = None) -> tuple[ToolGateway, FaultInjector]:
+    """A fresh gateway (its own circuit breakers) with `base`'s tools (default: the built-ins) wrapped by `plan`
+    and by the task's `scripted` faults (tool name -> "first" or "down").
 
     Fresh per run so one task's failures never open a breaker for the next task; the tools themselves are
     stateless functions and are shared.
     """
-    injector = FaultInjector(plan, key)
+    injector = FaultInjector(plan, key, scripted)
     tools = list(base.registry) if base is not None else list(default_tools())
-    metas = [injector.wrap(meta) for meta in tools] if plan.active else tools
+    metas = [injector.wrap(meta) for meta in tools] if plan.active or scripted else tools
     retry = Retry(base_delay_s=plan.retry_base_delay_s, rng=random.Random(f"{key}|retry"))
     return ToolGateway(metas, retry=retry), injector

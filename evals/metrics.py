@@ -45,9 +45,9 @@ def failure_mode(success: bool, status: str | None, steps: list[dict[str, Any]],
     """Why a task failed, by the first cause that applies; None when it succeeded.
 
     error (the run raised or ended `failed`) → tool_hallucination (a call to a tool that does not exist) →
-    invalid_args → loop (the same successful call repeated, or the loop guard stopped it) → limit (the
-    iteration limit) → budget (a budget ran out) → tool_error (tools failed: errors, timeouts, open breakers) →
-    early_stop (the graph answered, but not correctly, with no fault to blame).
+    invalid_args → loop (the same successful call repeated, or the loop guard stopped calls that did not fail) →
+    limit (the iteration limit) → budget (a budget ran out) → tool_error (tools failed: errors, timeouts, open
+    breakers) → early_stop (the graph answered, but not correctly, with no fault to blame).
     """
     if success:
         return None
@@ -59,8 +59,9 @@ def failure_mode(success: bool, status: str | None, steps: list[dict[str, Any]],
         return "tool_hallucination"
     if "invalid_args" in statuses:
         return "invalid_args"
+    # The guard stopping a retried *failing* call is the tools' failure (tool_error below), not a loop.
     stopped_for_repeat = any(s.get("node") == "finalize" and s.get("thought") == "repeated" for s in steps)
-    if stopped_for_repeat or _repeats_a_success(tools):
+    if (stopped_for_repeat and not statuses & set(TOOL_FAILURES)) or _repeats_a_success(tools):
         return "loop"
     if status in ("limit_reached", "budget_exhausted"):
         return "limit"

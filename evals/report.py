@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from reactgraph.evals.bfcl import call_accuracy, call_section, notices
+from reactgraph.evals.families import family_section
 from reactgraph.evals.metrics import summarize
 from reactgraph.evals.results_file import RESULTS, SETTINGS, ordered, read_records, rewrite_results
 from reactgraph.evals.stats import ALPHA
@@ -270,7 +271,8 @@ def markdown(records: list[dict[str, Any]], config: dict[str, Any] | None = None
                       PLUMBING_NOTE, "",
                       "## Are the differences real? (paired, on the same tasks, seeds and faults)", "",
                       pair_table(summary), "", verdicts(summary), *_line(detectable_line(summary)), "",
-                      "## Success rate per tag (runs)", "", tag_table(summary), "", *call_section(records)])
+                      "## Success rate per tag (runs)", "", tag_table(summary), "", *family_section(records),
+                      *call_section(records)])
 
 
 def plot(records: list[dict[str, Any]], out_dir: Path, config: dict[str, Any] | None = None,

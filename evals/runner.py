@@ -129,7 +129,8 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     seed = config.seed if seed is None else seed
     key = run_key(seed, task.id, repeat)
     # A task with its own function docs (e.g. BFCL's) offers those, schema-only, instead of the built-in tools.
-    gateway, injector = faulty_gateway(config.faults, key, recorded_gateway(task.tools) if task.tools else None)
+    gateway, injector = faulty_gateway(config.faults, key, recorded_gateway(task.tools) if task.tools else None,
+                                       task.faults)
     if hasattr(model, "reseeded"):  # the project's scripted models seed their own draws from the run's key
         run_model, provider_seed = model.reseeded(key), None
     else:

@@ -37,8 +37,10 @@ from reactgraph.errors import ReactGraphError
 SUITES_DIR = Path(__file__).parent / "suites"
 ANSWER_CRITERIA = ("expected", "expected_any", "pattern", "number", "checker")
 CRITERIA = (*ANSWER_CRITERIA, "expected_calls")
+SCRIPTED_FAULTS = ("first", "down")
 STATUSES = ("answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed")
 KNOWN_FIELDS = {"id", "question", "lang", "tags", "tolerance", "params", "note", "expect_status", "tools", "source",
+                "faults",
                 *CRITERIA}
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -67,6 +69,9 @@ class Task:
     tools: tuple[dict[str, Any], ...] = ()  # function docs offered as schema-only tools instead of the built-ins
     expected_calls: tuple[dict[str, Any], ...] = ()  # BFCL possible answers: one {name: {param: [values]}} a call
     source: str = ""  # where the task comes from and under which licence; reports that use it print it
+    # Faults the task itself arranges, tool name -> "first" (its first call in the run fails) or "down" (every
+    # call fails): how a family of tasks makes the first tool fail whatever the comparison's fault rate.
+    faults: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
@@ -91,7 +96,15 @@ class Task:
                    tolerance=float(data.get("tolerance", 1e-6)), checker=data.get("checker"),
                    params=dict(data.get("params") or {}), note=data.get("note") or "",
                    expect_status=data.get("expect_status"), tools=_objects(data, "tools"),
-                   expected_calls=_objects(data, "expected_calls"), source=str(data.get("source") or ""))
+                   expected_calls=_objects(data, "expected_calls"), source=str(data.get("source") or ""),
+                   faults=_faults(data))
+
+
+def _faults(data: dict[str, Any]) -> dict[str, str]:
+    faults = data.get("faults") or {}
+    if not isinstance(faults, dict) or not all(isinstance(k, str) and v in SCRIPTED_FAULTS for k, v in faults.items()):
+        raise ValueError(f"'faults' must map tool names to one of {', '.join(SCRIPTED_FAULTS)}")
+    return dict(faults)
 
 
 def _objects(data: dict[str, Any], name: str) -> tuple[dict[str, Any], ...]:

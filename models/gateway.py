@@ -59,7 +59,7 @@ from reactgraph.models.loader import (
     structured_runnable,
     without_tool_use,
 )
-from reactgraph.models.purpose import PLAN_STEPS_METADATA, PURPOSE_METADATA, VERDICT_BLOCK_METADATA
+from reactgraph.models.purpose import MAX_STEPS_METADATA, PLAN_STEPS_METADATA, PURPOSE_METADATA, VERDICT_BLOCK_METADATA
 from reactgraph.models.response_format import ResponseFormat
 from reactgraph.models.token_estimate import usage_for
 from reactgraph.models.unloadable import UnloadableModel
@@ -93,6 +93,7 @@ class ModelCall:
     tool_choice: str = "auto"  # or "none"; a middleware may force one ("any", "required", a tool's name)
     advisory: bool = False
     plan_steps: tuple[str, ...] = ()  # a Plan-and-Solve step: the plan's goals up to the one under way (run metadata)
+    max_steps: int | None = None  # a plan or its revision: the most steps it may have (run metadata)
     verdict_block: tuple[str, ...] = ()  # text protocol: the fields of the verdict block the reply should begin with
     model_settings: Mapping[str, Any] = field(default_factory=dict)  # a middleware's extra model arguments
 
@@ -511,8 +512,9 @@ class ModelGateway:
             runnable = runnable.bind(**call.model_settings)
         if call.stop:
             runnable = runnable.bind(stop=list(call.stop))
-        extra = ((PLAN_STEPS_METADATA, call.plan_steps), (VERDICT_BLOCK_METADATA, call.verdict_block))
-        metadata = {PURPOSE_METADATA: call.purpose, **{key: list(value) for key, value in extra if value}}
+        extra = ((PLAN_STEPS_METADATA, list(call.plan_steps)), (VERDICT_BLOCK_METADATA, list(call.verdict_block)),
+                 (MAX_STEPS_METADATA, call.max_steps))
+        metadata = {PURPOSE_METADATA: call.purpose, **{key: value for key, value in extra if value}}
         return runnable.with_config(metadata=metadata)
 
     def _bounded(self, model: BaseChatModel, limit: int) -> BaseChatModel:

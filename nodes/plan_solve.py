@@ -119,7 +119,7 @@ def _text_plan(state: PlanSolveState, context: Context, system: str, tools: str,
     history = text_protocol.as_text_messages(with_notes(state["messages"], summary_notes(state)))
     request = [SystemMessage(f"{system}\n\n{prompts.TEXT_PLAN_FORMAT.format(tools=tools)}"), *history]
     # The first model call of the turn: no earlier format error counts against it.
-    attempts = yield from read_reply(ModelCall("plan", request), parse_plan,
+    attempts = yield from read_reply(ModelCall("plan", request, max_steps=context.max_iterations), parse_plan,
                                      lambda problem: prompts.TEXT_PLAN_CORRECTION.format(problem=problem, tools=tools),
                                      node="plan", allowed=context.max_format_errors)
     errors = attempts.records("plan", lambda i: 0)
@@ -145,7 +145,8 @@ def make_plan(services: AgentServices) -> Node:
             if context.protocol == "text":  # never json_schema: a text-only model writes its plan as a list
                 return (yield from _text_plan(state, context, system, tools, started))
             history = for_model(with_notes(state["messages"], summary_notes(state)))
-            output = yield from ModelCall("plan", [SystemMessage(system), *history], schema=Plan)
+            output = yield from ModelCall("plan", [SystemMessage(system), *history], schema=Plan,
+                                          max_steps=context.max_iterations)
         except Exception as exc:  # noqa: BLE001 - a plan that cannot be made falls back to one whole-question step
             return _fallback(state, f"planning failed ({type(exc).__name__}: {exc})"[:300], 0, started)
         return _plan_from_output(state, output, started)
@@ -305,7 +306,7 @@ def _text_replan(state: PlanSolveState, context: Context, request: list[AnyMessa
     when it runs out the plan is kept and the run goes on to solve (the `format` stop)."""
     request = [SystemMessage(f"{request[0].text}\n\n{prompts.TEXT_REPLAN_FORMAT.format(tools=tools)}"),
                *text_protocol.as_text_messages(request[1:])]
-    attempts = yield from read_reply(ModelCall("replan", request), parse_plan,
+    attempts = yield from read_reply(ModelCall("replan", request, max_steps=_steps_left(state, context)), parse_plan,
                                      lambda problem: prompts.TEXT_PLAN_CORRECTION.format(problem=problem, tools=tools),
                                      node="replan", allowed=corrections_left(state, context.max_format_errors))
     errors = attempts.records("replan", lambda i: iteration_of(state))
@@ -316,6 +317,11 @@ def _text_replan(state: PlanSolveState, context: Context, request: list[AnyMessa
     revision = Replan(steps=parsed.steps, avoid_tools=parsed.avoid_tools, reason=parsed.reason)
     update = _revised(state, revision, tokens_of(attempts.reply), started)
     return {**update, "steps": [*errors, *update["steps"]]}
+
+
+def _steps_left(state: PlanSolveState, context: Context) -> int:
+    """The steps a revision may still have: the limit bounds the steps carried out, revised or not."""
+    return max(1, context.max_iterations - cursor_of(state))
 
 
 def make_replan(services: AgentServices) -> Node:
@@ -336,7 +342,8 @@ def make_replan(services: AgentServices) -> Node:
             history = with_notes(state["messages"], notes)
             if context.protocol == "text":  # never json_schema: a text-only model writes the revision as a list
                 return (yield from _text_replan(state, context, [SystemMessage(system), *history], tools, started))
-            output = yield from ModelCall("replan", [SystemMessage(system), *for_model(history)], schema=Replan)
+            output = yield from ModelCall("replan", [SystemMessage(system), *for_model(history)], schema=Replan,
+                                          max_steps=_steps_left(state, context))
         except Exception as exc:  # noqa: BLE001 - replanning is advisory: the plan is kept as it is
             log_fallback("replan", "plan_kept", exc)
             return _kept(state, f"replanning failed ({type(exc).__name__})", 0, started)

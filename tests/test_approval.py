@@ -407,7 +407,7 @@ def test_evals_approve_what_their_tools_ask_for_and_measure_the_run(page, monkey
 
     # The eval's gateway with http_get allowed to reach the loopback page (and no faults injected).
     monkeypatch.setattr(runner, "faulty_gateway",
-                        lambda faults, key, base=None: (loopback_tools(), SimpleNamespace(injected={})))
+                        lambda faults, key, base=None, scripted=None: (loopback_tools(), SimpleNamespace(injected={})))
     (entry,) = resolve_graphs(["react"])
     task = Task(id="fetch", question=f"Fetch {page}", expected=["LangGraph builds agents"])
     model = tool_agent([call("http_get", url=page)])  # fetches the page, then answers with what it got

@@ -174,8 +174,8 @@ def test_expect_status_is_part_of_the_success_judgement():
 
 
 def test_the_default_suite_has_its_compound_tasks_and_they_pass_in_every_graph():
-    tasks = load_suite("default")
-    compound = select(tasks, ["compound"])
+    tasks = [t for t in load_suite("default") if not any(tag.startswith("family:") for tag in t.tags)]
+    compound = select(tasks, ["compound"])  # the task families are tests/test_task_families.py's
     assert len(tasks) - len(compound) == 63 and len(compound) >= 30
     assert {t.lang for t in compound} == {"zh", "en"}
     assert sum(t.expect_status == "partial" for t in compound) >= 5

@@ -1,38 +1,37 @@
 """The local debugger page (reactgraph/ui): a real `reactgraph ui` on loopback, its page driven in headless Chromium
 by tests/js/browser_debugger_ui.mjs (playwright-core from tests/js/prepare.py; Debian's Chromium, no download),
 which refuses and reports any request the page makes to anything but loopback. One browser session clicks
-through the graph, a question, the state tree, the sessions' search, approvals (approved, edited, rejected) and a
-hostile tool output; the tests below each read their part of what it saw. Then `reactgraph ui` and `serve --ui`
-as commands: their help, their refusals in one line, the page's headers, and its place behind the service's Host,
-Origin and auth checks.
+through the graph, a question, the state tree, time travel, the server's search of the sessions, a session of many
+turns opened a page of history at a time, approvals (approved, edited, rejected), a hostile tool output, two
+graphs side by side, a comparison, and on a phone the newer panels by keyboard alone; the tests below each read
+their part of what it saw. The sessions' search through HTTP (`text`, `title`). Then `reactgraph ui` and `serve
+--ui` as commands: their help, their refusals in one line, the page's headers, and its place behind the
+service's Host, Origin and auth checks.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import random
 import re
-import shutil
 import socket
-import subprocess
-import sys
+import string
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from support.debugger_browser import BrowserUnavailable, run_page_script
 from support.forked_commands import ForkedCommand, forked_run
 from support.local_servers import free_port, http_recorder
 from test_serve import Service, service_env, stop, wait_for
 
-JS = Path(__file__).parent / "js"
 STATIC = Path(__file__).resolve().parent.parent / "reactgraph" / "ui" / "static"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SCRIPT_TIMEOUT_S = 300
+LONG_TURNS = 15  # about 9 checkpoints each: three pages of the page's history (60 checkpoints a page)
 STARTUP_TIMEOUT_S = 60
-sys.path.insert(0, str(JS))
-from prepare import prepare  # noqa: E402 - tests/js is not a package
 
 
 @pytest.fixture(scope="module")
@@ -42,19 +41,13 @@ def fetched_page() -> Iterator[tuple[str, list]]:
         yield url, seen
 
 
-@pytest.fixture(scope="module")
-def debugger(redis_url: str, tmp_path_factory) -> Iterator[Service]:
-    """`reactgraph ui` on a free loopback port, with the hostile `get_weather` and a loopback `http_get`."""
-    tmp = tmp_path_factory.mktemp("ui")
+def start_ui(redis_url: str, tmp: Path, *options: str) -> Service:
+    """`reactgraph ui OPTIONS…` on a free loopback port and `redis_url`, with the hostile `get_weather` and a
+    loopback `http_get` (support/ui_tools.py), answering /ok before this returns."""
     port = free_port()
     env = service_env(redis_url, f"svc-ui-{port}", tmp / "calls.log", REACTGRAPH_TOOLS="support.ui_tools:TOOLS")
     service = Service(f"http://127.0.0.1:{port}", env, tmp / "calls.log", [])
-    # a real comparison's outputs for the page's Comparisons (offline, four tasks, two graphs)
-    compared = forked_run(["compare", "--graphs", "react,plan_solve", "--limit", "4", "--out",
-                           str(tmp / "results" / "first")], env, timeout=STARTUP_TIMEOUT_S * 2)
-    assert compared.returncode == 0, compared.stderr[-2000:]
-    process = ForkedCommand(["ui", "--port", str(port), "--results", str(tmp / "results")], env,
-                            stdout=tmp / "ui.out", stderr=tmp / "ui.err")
+    process = ForkedCommand(["ui", "--port", str(port), *options], env, stdout=tmp / "ui.out", stderr=tmp / "ui.err")
     service.processes.append(process)
 
     def answers() -> bool:
@@ -66,29 +59,40 @@ def debugger(redis_url: str, tmp_path_factory) -> Iterator[Service]:
 
     try:
         wait_for(answers, STARTUP_TIMEOUT_S, "reactgraph ui answering /ok")
+    except BaseException:
+        stop(service)
+        raise
+    return service
+
+
+@pytest.fixture(scope="module")
+def debugger(redis_url: str, tmp_path_factory) -> Iterator[Service]:
+    """`reactgraph ui` (start_ui) with a real comparison's outputs for the page's Comparisons."""
+    tmp = tmp_path_factory.mktemp("ui")
+    # offline, four tasks, two graphs
+    compared = forked_run(["compare", "--graphs", "react,plan_solve", "--limit", "4", "--out",
+                           str(tmp / "results" / "first")], service_env(redis_url, "svc-ui-compare", tmp / "c.log"),
+                          timeout=STARTUP_TIMEOUT_S * 2)
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    service = start_ui(redis_url, tmp, "--results", str(tmp / "results"))
+    try:
         yield service
     finally:
         stop(service)
 
 
 @pytest.fixture(scope="module")
-def clicked(debugger: Service, fetched_page, tmp_path_factory) -> dict:
+def clicked(debugger: Service, fetched_page) -> dict:
     """What the page showed as the browser script clicked through it (one session for the tests below)."""
-    if shutil.which("node") is None:
-        pytest.fail("node is not installed (apt-get install -y nodejs npm): .ci/run installs it")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)")
-    run = tmp_path_factory.mktemp("ui-js")
-    (run / "node_modules").symlink_to(prepare() / "node_modules", target_is_directory=True)
-    shutil.copy(JS / "browser_debugger_ui.mjs", run / "browser_debugger_ui.mjs")
     url, _seen = fetched_page
-    done = subprocess.run(["node", "browser_debugger_ui.mjs", f"{debugger.url}/ui/", url], cwd=run,
-                          capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S, check=False,
-                          env={**os.environ, "CHROMIUM": CHROMIUM})
-    assert done.returncode == 0, f"the browser script failed: {done.stderr[-3000:]}"
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert "error" not in seen, seen.get("error")
-    return seen
+    long_thread = str(uuid.uuid4())  # many turns: more than one page of history
+    for turn in range(LONG_TURNS):
+        _asked(debugger.url, long_thread, f"计算 {turn} + 1 等于多少")
+    try:
+        return run_page_script("browser_debugger_ui.mjs", [f"{debugger.url}/ui/", url, long_thread],
+                               SCRIPT_TIMEOUT_S)
+    except BrowserUnavailable as exc:
+        pytest.fail(str(exc))
 
 
 def kinds(shown: dict) -> list[str]:
@@ -179,9 +183,16 @@ def test_the_comparisons_are_api_data_a_name_outside_the_folder_is_refused(debug
         assert httpx.get(f"{debugger.url}/comparisons/{name}/{file}", timeout=5).status_code == 404, (name, file)
 
 
-def test_sessions_are_listed_and_searched(clicked):
-    assert any("2 + 3" in text and "react" in text for text in clicked["searchHit"])
+def test_sessions_are_listed_and_searched_by_the_server(clicked):
+    assert any("2 + 3" in text and "react" in text for text in clicked["searchHit"])  # its first question
+    (found,) = clicked["searchById"]  # a piece of its id, in capitals: found case-insensitively, and only it
+    assert found.startswith("计算 2 + 3 等于多少")
     assert clicked["searchMiss"] == "no session matches"
+    # the server searched: the page asked for one page of sessions with the text, and no session's state
+    texts = [body.get("text") for body in clicked["searches"]]
+    assert "2 + 3" in texts and "no-such-session-anywhere" in texts
+    for body in clicked["searches"]:
+        assert body["limit"] <= 50 and "values" not in body["select"] and "extract" not in body, body
 
 
 def test_an_approval_is_shown_with_its_decisions_and_approved_from_the_page(clicked, fetched_page):
@@ -220,6 +231,17 @@ def test_a_hostile_tool_output_is_shown_as_text_and_nothing_is_made_of_it(clicke
     assert clicked["injected"] == {"images": 0, "scripts": 1, "bold": 0, "pwned": None}  # the page's own script
 
 
+def test_a_long_session_opens_with_two_requests_and_its_earlier_turns_are_read_when_asked_for(clicked):
+    long = clicked["long"]
+    history = [f for f in long["openedWith"] if f.endswith("/history")]
+    assert len(long["openedWith"]) == 2 and len(history) == 1, long["openedWith"]  # the thread, one page
+    assert 0 < long["turnsFirst"] < LONG_TURNS and long["moreShown"]
+    # every turn once the earlier ones are read, numbered from the session's start, in order
+    assert long["turns"] == [f"{n + 1}. 计算 {n} + 1 等于多少" for n in range(LONG_TURNS)]
+    assert long["firstTimeline"][-1] == "final" and long["firstCheckpoints"] >= 5
+    assert "final_answer: null" in long["firstState"]  # the first turn's first checkpoint: nothing answered yet
+
+
 def test_nothing_the_page_loads_leaves_loopback_and_nothing_fails(clicked):
     assert clicked["requests"] > 20 and clicked["offLoopback"] == []
     assert clicked["console"] == [] and clicked["failed"] == []  # no CSP refusal, no script error, no 4xx/5xx
@@ -229,6 +251,76 @@ def test_nothing_the_page_loads_leaves_loopback_and_nothing_fails(clicked):
 def test_the_page_fits_a_laptop_and_a_phone(clicked):
     assert clicked["wide"]["scroll"] <= clicked["wide"]["width"] == 1280
     assert clicked["phone"]["scroll"] <= clicked["phone"]["width"] == 390 and clicked["phone"]["columns"] == 1
+
+
+def test_time_travel_side_by_side_and_comparisons_work_by_keyboard_on_a_phone(clicked):
+    keys = clicked["phoneKeys"]
+    # every control of those panels, reached with Tab
+    assert len(keys["reached"]) > 20 and keys["unreached"] == [], keys["reached"]
+    assert keys["outside"] == [] and keys["wide"]["scroll"] <= keys["wide"]["width"] == 390
+    assert keys["fork"]["state"] == "done" and "13" in (keys["fork"]["answer"] or "")  # a fork asked with Enter
+    assert keys["pair"] == ["done", "done"] and keys["pairOutside"] == []  # both graphs, one under the other
+    assert keys["pairWide"]["scroll"] <= keys["pairWide"]["width"] == 390
+
+
+# --- the sessions' search, on the server -------------------------------------------------------------------------
+
+def _search(url: str, **body) -> list[dict]:
+    answer = httpx.post(f"{url}/threads/search", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def _asked(url: str, thread: str, question: str, **context) -> None:
+    answer = httpx.post(f"{url}/threads/{thread}/runs/wait", timeout=60, json={
+        "assistant_id": "react", "if_not_exists": "create", "context": context,
+        "input": {"messages": [{"role": "human", "content": question}]}})
+    assert answer.status_code == 200, answer.text
+
+
+def test_the_server_finds_sessions_by_a_text_in_their_first_question_id_graph_or_status(debugger):
+    url, word = debugger.url, "".join(random.choices(string.ascii_lowercase, k=10))  # in no other session
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    _asked(url, first, f"计算 2 + 3 等于多少（备注 {word}）")
+    _asked(url, second, f"计算 4 + 4 等于多少（备注 {word.upper()}）")  # found case-insensitively
+    # a long session: its first question folded into the summary, out of its state, still its title
+    for question in (f"计算 1 + 1 等于多少（起 {word}x）", "计算 2 + 2 等于多少", "计算 3 + 3 等于多少"):
+        _asked(url, second + "-long", question, memory_window=2)
+    long_state = httpx.get(f"{url}/threads/{second}-long/state", timeout=10).json()["values"]
+    assert f"{word}x" not in json.dumps(long_state["messages"], ensure_ascii=False)
+    select = ["thread_id", "title", "status"]
+    found = _search(url, text=word, select=select, limit=10)
+    assert sorted(t["thread_id"] for t in found) == sorted([first, second, second + "-long"])
+    assert {t["thread_id"]: t["title"] for t in found}[second + "-long"] == f"计算 1 + 1 等于多少（起 {word}x）"
+    assert set(found[0]) == set(select) and "values" not in found[0]  # no state read for a list
+    assert [t["thread_id"] for t in _search(url, text=f"  {word}X ", select=select)] == [second + "-long"]
+    assert [t["thread_id"] for t in _search(url, text=first[4:20].upper(), select=["thread_id"])] == [first]
+    # newest first, a page at a time; counted as searched
+    pages = [_search(url, text=word, select=["thread_id"], limit=1, offset=n) for n in range(4)]
+    assert [page[0]["thread_id"] for page in pages[:3]] == [second + "-long", second, first] and pages[3] == []
+    counted = httpx.post(f"{url}/threads/count", json={"text": word}, timeout=10).json()
+    assert counted == 3
+    # with the Agent Server's own filters: metadata and status narrow it, as without a text
+    graph = _search(url, text=word, metadata={"graph_id": "plan_solve"}, select=["thread_id"])
+    assert graph == [] and len(_search(url, text=word, status="idle", select=["thread_id"])) == 3
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    (5, "'text' must be a string, not int"),
+    (["a"], "'text' must be a string, not list"),
+    ("x" * 201, "'text' may hold at most 200 characters, got 201"),
+])
+def test_a_search_text_that_is_no_string_or_too_long_is_refused_in_one_line(debugger, text, words):
+    answer = httpx.post(f"{debugger.url}/threads/search", json={"text": text}, timeout=10)
+    assert answer.status_code == 422 and answer.json()["detail"] == words
+    assert httpx.post(f"{debugger.url}/threads/count", json={"text": text}, timeout=10).status_code == 422
+
+
+def test_a_title_is_selected_only_by_name_and_an_unknown_field_is_still_refused(debugger):
+    refused = httpx.post(f"{debugger.url}/threads/search", json={"select": ["thread_id", "titles"]}, timeout=10)
+    assert refused.status_code == 422 and "'titles'" in refused.json()["detail"]
+    whole = _search(debugger.url, limit=1)
+    assert whole and "title" not in whole[0]  # the Agent Server's thread, as langgraph-sdk reads it
 
 
 # --- the page's files and headers ------------------------------------------------------------------------------

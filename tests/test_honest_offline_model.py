@@ -48,6 +48,19 @@ CLAUSES = [
     ("Compare the weather in Beijing and Shanghai, and tell me what time it is in the colder one.", "partial",
      ["the colder one"], ["Beijing: sunny", "Shanghai: cloudy"], ["Asia/Shanghai"]),
     ("北京和上海哪个更冷？较冷的那个城市现在几点？", "partial", ["较冷的那个城市"], ["北京更冷"], ["Asia/Shanghai"]),
+    # Another day's weather, and what has not happened yet, are in no tool: named missing, never today's data.
+    ("What will the weather be in Beijing on 1 January 2030?", "no_answer", ["1 January 2030"], [], ["3°C"]),
+    ("明天上海天气怎么样？", "no_answer", ["明天上海"], [], ["12°C"]),
+    ("What is the weather in Beijing? And what will it be tomorrow?", "partial", ["tomorrow"], ["Beijing: sunny"],
+     []),
+    ("What will Apple's share price be next Friday?", "no_answer", ["share price"], [], ["Cupertino"]),
+    ("下周英伟达的股价会是多少？", "no_answer", ["股价"], [], ["黄仁勋"]),
+    # Several calculations in one clause are each a part (one was answered and the others dropped).
+    ("Calculate 12 * 7, 45 + 67, 100 / 8 and 2 ** 10.", "answered", [], ["84", "112", "12.5", "1024"], []),
+    ("分别计算 123 * 4、999 - 456、81 / 9 和 3 ** 5。", "answered", [], ["492", "543", "= 9", "243"], []),
+    # "he" is the person the first clause finds (its age was answered about Linux, or dropped).
+    ("Who founded Linux? How old is he now?", "answered", [], ["Linus Torvalds", "years old"], []),
+    ("Python 是谁创造的？他今年多少岁？", "answered", [], ["吉多", "岁"], []),
     # Resolved references are answered about the place they name.
     ("What is the weather in Tokyo and what time is it there?", "answered", [], ["Tokyo: sunny", "Asia/Tokyo"],
      ["Asia/Shanghai"]),

@@ -1,7 +1,8 @@
 """react-graph on a Redis Cluster: a local three-master cluster that this module starts (redis-server in cluster
 mode on loopback ports), named `redis+cluster://…`. LangGraph's conformance suite for both savers, the
-store, session leases, `reactgraph ask` and `reactgraph serve` through langgraph-sdk — and, read back with
-CLUSTER KEYSLOT, every key of one thread in one hash slot."""
+store, session leases, `reactgraph ask`, `reactgraph serve` through langgraph-sdk and the debugger page
+(`reactgraph ui`: its API, and the page clicked through in Chromium) — and, read back with CLUSTER KEYSLOT,
+every key of one thread in one hash slot."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, TypedDict
 
+import httpx
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -26,7 +28,10 @@ from reactgraph.memory.checkpointer import open_checkpointer
 from reactgraph.memory.redis_checkpoint.layout import thread_of
 from reactgraph.memory.session_lease import SessionBusy, asession_lease, session_lease
 from support.cli_env import run_in_process
+from support.debugger_browser import run_page_script
+from support.local_servers import http_recorder
 from support.redis_cluster import LocalCluster, local_cluster
+from test_debugger_ui import start_ui
 from test_delta_checkpoints import DeltaState, agent
 from test_redis_checkpointer import assert_full_conformance, run_conformance
 from test_serve import human, start_service, stop
@@ -310,3 +315,82 @@ def test_the_service_keeps_created_assistants_and_serves_the_store_on_the_cluste
 async def _take_at_once(target, session: str) -> None:
     async with asession_lease(target, session, wait_s=0):
         pass
+
+
+# --- the debugger page ---------------------------------------------------------------------------------------
+
+def uuids_on_each_master(cluster: LocalCluster, count: int = 3) -> list[str]:
+    """New thread ids (UUIDs, as the page makes them) whose hash slots belong to `count` different masters."""
+    client, by_node = cluster.client(), {}
+    while len(by_node) < count:
+        thread = str(uuid.uuid4())
+        by_node.setdefault(client.get_node_from_key("{" + thread + "}").name, thread)
+    client.close()
+    return list(by_node.values())
+
+
+def test_the_debugger_pages_api_reads_searches_and_travels_sessions_on_every_master(cluster, tmp_path):
+    """What the page asks of the API, on threads in three masters' slots: runs, the server's search with its
+    titles, history a page at a time, the state at a checkpoint, an edited state run on (time travel)."""
+    service = start_ui(cluster.url, tmp_path)
+    word, threads = uuid.uuid4().hex[:12], uuids_on_each_master(cluster)
+    try:
+        for n, thread in enumerate(threads):
+            answer = httpx.post(f"{service.url}/threads/{thread}/runs/wait", timeout=60, json={
+                "assistant_id": "react", "if_not_exists": "create",
+                "input": {"messages": [{"role": "human", "content": f"计算 {n} + 2 等于多少（{word}）"}]}})
+            assert answer.status_code == 200 and str(n + 2) in answer.json()["final_answer"]
+        found = httpx.post(f"{service.url}/threads/search", timeout=30, json={
+            "text": word, "select": ["thread_id", "title", "status"], "limit": 10}).json()
+        assert sorted(t["thread_id"] for t in found) == sorted(threads)
+        assert {t["title"] for t in found} == {f"计算 {n} + 2 等于多少（{word}）" for n in range(3)}
+        thread = threads[0]
+        newest = httpx.post(f"{service.url}/threads/{thread}/history", json={"limit": 4}, timeout=10).json()
+        older = httpx.post(f"{service.url}/threads/{thread}/history", timeout=10,
+                           json={"limit": 100, "before": {"checkpoint_id": newest[-1]["checkpoint_id"]}}).json()
+        assert len(newest) == 4 and older and older[0]["checkpoint_id"] < newest[-1]["checkpoint_id"]
+        first = older[-1]["checkpoint_id"]
+        at_first = httpx.get(f"{service.url}/threads/{thread}/state/{first}", timeout=10).json()
+        assert at_first["checkpoint"]["checkpoint_id"] == first
+        saved = httpx.post(f"{service.url}/threads/{thread}/state", timeout=10, json={
+            "values": {"final_answer": "edited on the cluster"}, "checkpoint_id": newest[0]["checkpoint_id"],
+            "as_node": "finalize"}).json()["checkpoint"]
+        ran = httpx.post(f"{service.url}/threads/{thread}/runs/wait", timeout=60, json={
+            "assistant_id": "react", "input": None, "checkpoint_id": saved["checkpoint_id"]})
+        assert ran.status_code == 200 and ran.json()["final_answer"] == "edited on the cluster"
+        runs = httpx.get(f"{service.url}/threads/{thread}/runs", timeout=10).json()
+        assert [r["status"] for r in runs] == ["success", "success"]
+        node = cluster.node(cluster.ports[0])
+        title_slots = {node.cluster("keyslot", k) for k in keys_under(cluster, "*{" + thread + "}:title")}
+        assert title_slots == {node.cluster("keyslot", "{" + thread + "}")}  # the title sits in its thread's slot
+        node.close()
+    finally:
+        stop(service)
+
+
+def test_the_debugger_page_is_clicked_through_on_the_cluster(cluster, tmp_path):
+    """In Chromium: a question live, its session found and opened, a checkpoint's state, a new branch from it, an
+    approval approved, and sessions on each master opened with their turns; nothing leaves loopback."""
+    service = start_ui(cluster.url, tmp_path)
+    threads = uuids_on_each_master(cluster)
+    try:
+        for thread in threads:
+            for question in ("计算 1 + 1 等于多少", "计算 2 + 2 等于多少"):
+                answer = httpx.post(f"{service.url}/threads/{thread}/runs/wait", timeout=60, json={
+                    "assistant_id": "react", "if_not_exists": "create",
+                    "input": {"messages": [{"role": "human", "content": question}]}})
+                assert answer.status_code == 200
+        with http_recorder() as (page_url, fetched):
+            seen = run_page_script("browser_debugger_cluster.mjs", [f"{service.url}/ui/", page_url, *threads], 300)
+            assert [path for path, _headers, _body in fetched] == ["/on-the-cluster"]
+    finally:
+        stop(service)
+    assert seen["question"]["state"] == "done" and "5" in seen["question"]["answer"]
+    assert len(seen["found"]) == 1 and seen["found"][0].startswith("计算 2 + 3 等于多少")
+    assert seen["checkpoints"] >= 5 and "final_answer: null" in seen["firstState"]
+    assert seen["forked"]["state"] == "done" and "7" in seen["forked"]["answer"]
+    assert seen["asked"]["state"] == "waiting" and seen["approved"]["state"] == "done"
+    assert [call["status"] for call in seen["approved"]["entries"] if call["kind"] == "call"] == ["ok"]
+    assert [s["turns"] for s in seen["elsewhere"]] == [["1. 计算 1 + 1 等于多少", "2. 计算 2 + 2 等于多少"]] * 3
+    assert all("4" in s["answer"] for s in seen["elsewhere"])
+    assert seen["offLoopback"] == [] and seen["console"] == [] and seen["failed"] == []

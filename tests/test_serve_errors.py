@@ -1,7 +1,8 @@
 """Every error of `reactgraph serve` is one JSON line naming its cause, on a real server: state updates LangGraph
 refuses and lone surrogates are 4xx; a thread record whose metadata is no object, or whose latest checkpoint is
-damaged, is named (500) and passed over by search and count, never answered from an older state; an exception no
-handler answers is a 500 carrying a request id that the server's log carries too."""
+damaged, is named (500) and passed over by search and count, never answered from an older state; one whose
+checkpoints are all damaged has no title for a text search, which answers; an exception no handler answers is a
+500 carrying a request id that the server's log carries too."""
 
 from __future__ import annotations
 
@@ -147,3 +148,28 @@ def test_an_exception_nothing_answers_is_a_500_whose_request_id_the_log_carries(
     record = next(i for i, line in enumerate(lines) if request_id in line)
     assert lines[record + 1].startswith("Traceback") and "the identity provider is down" in "\n".join(lines[record:])
     assert anonymous_tracebacks(server_log(served)) == []
+
+
+def test_a_thread_whose_checkpoints_are_damaged_has_no_title_and_a_text_search_still_answers(served):
+    """A session's title is read from its earliest checkpoints (titles.py): damaged ones give it none, with a log
+    line naming the thread, and the search answers with the others."""
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
+    word = uuid.uuid4().hex[:12]
+    damaged, healthy = new_thread(served, with_state=False), new_thread(served, with_state=False)
+    for thread in (damaged, healthy):
+        asked = {"values": {"messages": [{"role": "human", "content": f"计算 2+3 ({word})"}]}}
+        assert call(served, "POST", f"/threads/{thread}/state", json.dumps(asked)).status_code == 200
+    with RedisSaver.from_url(served.env["REDIS_URL"]) as saver:
+        key = f"{saver.prefix}{{{damaged}}}:cp:"
+        kept = saver.client.hgetall(key)
+        saver.client.hset(key, mapping=dict.fromkeys(kept, b"\x93garbage"))
+        try:
+            found = call(served, "POST", "/threads/search", json.dumps({"text": word, "select": ["thread_id"]}))
+            assert found.status_code == 200 and found.json() == [{"thread_id": healthy}]
+            titled = call(served, "POST", "/threads/search", json.dumps({"ids": [damaged, healthy],
+                                                                         "select": ["thread_id", "title"]}))
+            assert {t["thread_id"]: t["title"] for t in titled.json()} == {damaged: "", healthy: f"计算 2+3 ({word})"}
+        finally:  # the checkpoints as they were, for the service's own clean-up
+            saver.client.hset(key, mapping=kept)
+    assert f"thread {damaged!r} has no title" in server_log(served), server_log(served)[-3000:]

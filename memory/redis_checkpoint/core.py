@@ -259,11 +259,13 @@ class RedisSaverCore(BaseCheckpointSaver[str]):
                 log.warning("%s; skipped", item)
         return [item for item in read.found if not isinstance(item, UnreadableCheckpoint)]
 
-    def _ids_command(self, config: RunnableConfig, limit: int) -> Command:
-        """The ids in the thread's index, newest first, readable or not (what `history` lists)."""
+    def _ids_command(self, config: RunnableConfig, limit: int, oldest_first: bool = False) -> Command:
+        """The ids in the thread's index, newest first (or oldest first), readable or not (what `history` lists)."""
         conf = config["configurable"]
-        return ("ZREVRANGEBYLEX", self._base(conf["thread_id"]) + "c:" + conf.get("checkpoint_ns", ""), "+", "-",
-                "LIMIT", 0, limit)
+        key = self._base(conf["thread_id"]) + "c:" + conf.get("checkpoint_ns", "")
+        if oldest_first:
+            return ("ZRANGEBYLEX", key, "-", "+", "LIMIT", 0, limit)
+        return ("ZREVRANGEBYLEX", key, "+", "-", "LIMIT", 0, limit)
 
     def _drop_command(self, config: RunnableConfig) -> Command:
         """Remove one checkpoint (record, channel list, writes, the blobs only it used); it may be unreadable."""

@@ -106,9 +106,12 @@ class BatchSaver(RedisSaverCore):
         """Every thread that has checkpoints under this prefix, sorted (a SCAN: for admin use, not a hot path)."""
         return [str(t) for t in self._drive(self._thread_ids_plan())]
 
-    def checkpoint_ids(self, config: RunnableConfig, limit: int = 50) -> Sequence[str]:
-        """The ids in the thread's index, newest first, readable or not (`list` skips the unreadable ones)."""
-        return [i.decode(errors="replace") for i in self._batch([self._ids_command(config, limit)])[0]]
+    def checkpoint_ids(self, config: RunnableConfig, limit: int = 50, *, oldest_first: bool = False
+                       ) -> Sequence[str]:
+        """The ids in the thread's index, newest first (or oldest first), readable or not (`list` skips the
+        unreadable ones)."""
+        command = self._ids_command(config, limit, oldest_first)
+        return [i.decode(errors="replace") for i in self._batch([command])[0]]
 
     def delete_checkpoint(self, config: RunnableConfig) -> bool:
         """Remove the checkpoint `config` names (readable or not) and its writes; False if there was none."""
@@ -202,9 +205,12 @@ class BatchSaver(RedisSaverCore):
         """Every thread that has checkpoints under this prefix, sorted (a SCAN: for admin use, not a hot path)."""
         return [str(t) async for t in self._adrive(self._thread_ids_plan())]
 
-    async def acheckpoint_ids(self, config: RunnableConfig, limit: int = 50) -> Sequence[str]:
-        """The ids in the thread's index, newest first, readable or not (`alist` skips the unreadable ones)."""
-        return [i.decode(errors="replace") for i in (await self._abatch([self._ids_command(config, limit)]))[0]]
+    async def acheckpoint_ids(self, config: RunnableConfig, limit: int = 50, *, oldest_first: bool = False
+                              ) -> Sequence[str]:
+        """The ids in the thread's index, newest first (or oldest first), readable or not (`alist` skips the
+        unreadable ones)."""
+        command = self._ids_command(config, limit, oldest_first)
+        return [i.decode(errors="replace") for i in (await self._abatch([command]))[0]]
 
     async def adelete_checkpoint(self, config: RunnableConfig) -> bool:
         """Remove the checkpoint `config` names (readable or not) and its writes; False if there was none."""

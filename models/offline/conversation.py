@@ -65,7 +65,7 @@ class Observation:
     data: Any = None  # the parsed JSON of an ok result
     # The gateway's ToolStatus and attempts, when the result carries them (the act node's
     # `response_metadata["gateway"]`); the text protocol's observations do not, and their failure is read from the
-    # text (`planner.failure_reason`).
+    # text (`failures.failure_reason`).
     status: str = ""
     attempts: int = 0
     edited: bool = False  # a person edited the call before it ran (the fact `approval: "edited"`; decisions.py)

@@ -29,7 +29,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from reactgraph.models.loader import ModelConfigError
-from reactgraph.models.purpose import plan_steps_of, purpose_of, verdict_block_of
+from reactgraph.models.purpose import max_steps_of, plan_steps_of, purpose_of, verdict_block_of
 from reactgraph.models.token_estimate import estimate_tokens, usage_for
 
 from .answer import final_answer, thought
@@ -45,7 +45,7 @@ from .conversation import (
     unframed,
 )
 from .planner import BUILTIN_TOOLS, make_plan
-from .structured import RESPONDERS, reflection_args, responder_for
+from .structured import reflection_args, responder_for
 
 # A verdict's schema: whether the results suffice, and the question's parts and those missing (the loop's own
 # flags — tool_error, repeated_call … — may ride along, or come from the records).
@@ -188,10 +188,11 @@ class OfflineChatModel(BaseChatModel):
         normalized = as_tool_messages(unframed(messages))
         if goals := plan_steps_of(run_manager):  # a plan step: work on the goals so far, as a question of their own
             normalized = _asking(normalized, "\n".join(goals))
+        limit = max_steps_of(run_manager)
         if forced is not None:
-            reply = self._structured(normalized, forced, purpose, _parameters(tools or [], forced))
+            reply = self._structured(normalized, forced, purpose, _parameters(tools or [], forced), limit)
         elif purpose in ("plan", "replan"):  # a plan asked for with no schema: the same plan, as a numbered list
-            reply = AIMessage(content=render_plan(RESPONDERS[purpose](_before_request(normalized))))
+            reply = AIMessage(content=render_plan(responder_for(purpose, None, limit)(_before_request(normalized))))
         elif is_text_protocol(stop):  # the text protocol binds no tools: the built-in ones are its reach
             reply = self._text_step(normalized, set(tool_names) if tools else set(BUILTIN_TOOLS))
             if block := verdict_block_of(run_manager):  # the verdict asked for, as the block it begins with
@@ -217,8 +218,8 @@ class OfflineChatModel(BaseChatModel):
 
     @staticmethod
     def _structured(messages: list[BaseMessage], schema: str, purpose: str | None,
-                    parameters: dict[str, Any] | None = None) -> AIMessage:
-        args = responder_for(purpose, parameters)(_before_request(messages))
+                    parameters: dict[str, Any] | None = None, limit: int | None = None) -> AIMessage:
+        args = responder_for(purpose, parameters, limit)(_before_request(messages))
         call_id = _call_ids(read_turn(messages), 1)[0]
         return AIMessage(content="", tool_calls=[{"name": schema, "args": args, "id": call_id, "type": "tool_call"}])
 

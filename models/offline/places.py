@@ -22,6 +22,13 @@ COMPARE = re.compile(r"哪(?:个|座|一个|一座|里|边)?[^?？]{0,8}?(?:热|
                      r"更热|更冷|更暖|更凉|最热|最冷|[和跟与同][^?？]{1,12}?比|比[^?？]{1,12}?(?:热|冷|暖|凉|低|高)|"
                      r"比较|对比|温差|相比|\b(?:hotter|warmer|colder|cooler|hottest|warmest|coldest|coolest|"
                      r"compare|comparison|versus|vs)\b|\bwhich\b[^?]*\b(?:hot|warm|cold|cool)", re.I)
+# Weather on another day than today: the weather tool knows current conditions only, so such a clause is a part
+# no tool answers (named missing), never answered with today's weather.
+OTHER_DAY = re.compile(r"明天|后天|昨天|前天|下周|上周|下个?月|上个?月|明年|去年|周末|(?:19|20)\d{2}\s*年|"
+                       r"\d{1,2}\s*月\s*\d{1,2}\s*[日号]|"
+                       r"\b(?:tomorrow|yesterday|forecast|weekend)\b|\b(?:next|last) (?:week|month|year|"
+                       r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|\b(?:19|20)\d{2}\b|"
+                       r"\bwill (?:it|the weather|the temperature)\b|\bwas (?:it|the weather)\b", re.I)
 TIME = re.compile(r"几点|几时|什么时间|现在时间|当前时间|时间是|几号|星期几|周几|礼拜几|日期|今天是|\bwhat time\b|"
                   r"\btime is it\b|\bcurrent time\b|\blocal time\b|\btime (?:now |right now )?in\b|"
                   r"\bwhat(?:'s| is) the (?:date|time)\b|\bwhat day\b|\btoday's date\b|\bdate today\b|"
@@ -31,7 +38,7 @@ QUESTION = re.compile(r"什么|谁|哪|介绍|讲讲|说说|解释|多少|怎么
                       r"do you know|is|are|does|did|can)\b", re.I)
 
 _PLACE_FILLER = re.compile(r"^(?:请问|请|帮我|查一下|查询|查查|告诉我|看看|想知道|你知道|今天|明天|现在|目前|当前|"
-                           r"这几天|最近)+|(?:的|今天|明天|现在|目前|当前|这几天|最近|分别|(?<!首)都|市)+$")
+                           r"这几天|最近)+|(?:的|今天|明天|现在|目前|当前|这几天|最近|分别|(?<![首成京古])都|市)+$")
 _SPLIT = re.compile(r"\s*(?:和|与|跟|及|以及|、|,|/|&|\band\b|\bor\b|\bvs\.?|\bversus\b)\s*", re.I)
 _REFERS_BACK = re.compile(r"^(?:那里|那儿|那边|那个城市|那座城市|当地|该地|该市|there|that city|that place)$", re.I)
 # Words that point back at a place named before; "这里" / "here" are the user's own place (local time).

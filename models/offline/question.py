@@ -19,6 +19,7 @@ from typing import Any
 from .compute import DIFF, FOLLOW_ON, MORE, RATIO, derived, find_expression
 from .places import (
     COMPARE,
+    OTHER_DAY,
     QUESTION,
     TIME,
     WEATHER,
@@ -55,6 +56,10 @@ CREATIVE = re.compile(r"^(?:请|帮我|给我|能不能|可以|你能)?\s*(?:写
 # "谁创造了 Python" / "who founded NVIDIA" want a name; "谁是 Elon Musk" / "who is Linus" want a description.
 WHO_DID = re.compile(r"谁(?!是)[^?？]{0,3}?(?:创|发明|开发|写|设计|建|成立|提出|发现|领导|执掌|经营|拥有)|"
                      r"\bwho\s+(?!is\b|are\b|was\b|were\b)[a-z]+", re.I)
+# A question about what has not happened yet (a price next week, the next draw's numbers).
+FUTURE = re.compile(r"明天|后天|下周|下星期|下个?月|明年|下一期|下一届|下次|将来|未来|会是|会不会|\b(?:tomorrow|next "
+                    r"(?:week|month|year|time|draw|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+                    r"in the future|will (?:be|win|happen|become|cost))\b", re.I)
 SMALL_TALK = re.compile(r"^(?:你好|您好|嗨|哈喽|谢谢|多谢|再见|hi|hello|hey|thanks|thank you|bye|ok|好的)\W*$", re.I)
 
 _ZH_FILLER: tuple[str, ...] = tuple(word_list("fillers_zh"))  # longest first where one contains another
@@ -73,6 +78,20 @@ def calc_expression(clause: str, other_frames: bool) -> str | None:
     if other_frames:
         return None
     return expression if bare or CALC_INTENT.search(clause) else None
+
+
+_LIST_SEPARATOR = re.compile(r"\s*(?:[,，、;；]|\band\b|和|以及|还有)\s*", re.I)
+
+
+def calc_expressions(clause: str, other_frames: bool) -> list[str]:
+    """Every calculation a clause asks for: "calculate 12 * 7, 45 + 67 and 2 ** 10" is three, each its own part
+    (one expression for the whole clause would drop the others without a word)."""
+    whole = calc_expression(clause, other_frames)
+    if not whole:
+        return []
+    pieces = [p for p in _LIST_SEPARATOR.split(clause) if p.strip()]
+    found = [e for p in pieces if (e := find_expression(p)) and len(re.sub(r"[\s\d.]", "", e)) > 0]
+    return list(dict.fromkeys(found)) if len(found) > 1 else [whole]
 
 
 def is_creative(text: str) -> bool:
@@ -232,8 +251,11 @@ def _rate(text: str) -> dict[str, Any] | None:
 def find_chain(clauses: list[str]) -> Chain | None:
     """The chain a question asks for across its sentences (pronouns link them), or None."""
     chain = Chain()
+    # "Who founded Linux? How old is he?": a who-did question starts the chain when a later clause asks the
+    # person's age or beginning (alone it stays a fact to look up).
+    person_asked = any(AGE.search(c) or (ORIGIN_VERB.search(c) and WHEN.search(c)) for c in clauses[1:])
     for index, clause in enumerate(clauses):
-        is_who = bool(ROLE.search(clause) and WHO.search(clause))
+        is_who = bool(WHO.search(clause) and (ROLE.search(clause) or (person_asked and WHO_DID.search(clause))))
         is_age = bool(AGE.search(clause))
         is_origin = bool(ORIGIN_VERB.search(clause) and WHEN.search(clause))
         is_elapsed = bool(ELAPSED.search(clause)) and not is_age
@@ -468,7 +490,10 @@ def _frame_tasks(question: Question, clauses: list[str], index: int, tasks: dict
     back = refers_back(clause) or described
     earlier = [] if described else _earlier_places(question.lang, clauses[:index], history if back else ())
     unresolved = False
-    if WEATHER.search(clause) or (COMPARE.search(clause) and find_cities(clause)):
+    if WEATHER.search(clause) and OTHER_DAY.search(clause):  # another day's weather: no tool has it
+        question.unhandled.append(clause)
+        handled = True
+    elif WEATHER.search(clause) or (COMPARE.search(clause) and find_cities(clause)):
         cities = ([] if described else weather_cities(clause)) or [name for name, _ in earlier]
         unresolved = back and not cities
         for city in cities or ([""] if not back else []):
@@ -485,8 +510,7 @@ def _frame_tasks(question: Question, clauses: list[str], index: int, tasks: dict
     if unresolved:
         question.unhandled.append(clause)
         question.unresolved.append(clause)
-    expression = calc_expression(clause, other_frames=handled)
-    if expression:
+    for expression in calc_expressions(clause, other_frames=handled):
         add(Task(f"calc:{expression}", "calc", {"expression": expression}))
         handled = True
     if not handled and COMPARE.search(clause) and any(t.kind == "weather" for t in tasks.values()):
@@ -507,6 +531,9 @@ def _other_task(question: Question, clause: str, history: Sequence[str], entity:
         question.unhandled.append(clause)
         return entity
     if history and (find_cities(clause) or follow_up_place(clause)) and _follow_up(question, clause, history, add):
+        return entity
+    if FUTURE.search(clause):  # what has not happened yet is in no knowledge base: a part no tool answers
+        question.unhandled.append(clause)
         return entity
     if QUESTION.search(clause) or latin_terms(clause) or english_entity(clause):
         query = resolve_pronouns(clean_query(clause), entity or _context_entity(history))

@@ -37,7 +37,8 @@ from .conversation import (
     recall_reply,
     unframed,
 )
-from .planner import BUILTIN_TOOLS, DOCUMENT_PREFIX, Plan, failure_kind, make_plan
+from .failures import failure_kind
+from .planner import BUILTIN_TOOLS, DOCUMENT_PREFIX, Plan, make_plan
 from .question import Question, Task, decompose, split_clauses
 from .words import normalize
 
@@ -314,6 +315,32 @@ def _read_alike(goal: str | None, key: str, first: Plan, history: Sequence[str])
     return alone is not None and alone.next_call == first.states[key].next_call
 
 
+def _independent(step: Step, question: Question) -> bool:
+    tasks = [question.task(key) for key in step.keys]
+    return bool(tasks) and all(t is not None and t.kind not in CHAIN_KINDS and not t.needs for t in tasks)
+
+
+def fit_steps(steps: list[Step], question: Question, limit: int | None) -> list[Step]:
+    """At most `limit` steps, as a planner told the limit writes them: independent look-ups with the same tool
+    share a step (the last ones first), so that every part still has a step; a plan that cannot be fitted so
+    (a chain longer than the limit) stays as it is."""
+    steps = list(steps)
+    while limit and len(steps) > limit:
+        pairs = [i for i in range(len(steps) - 2, -1, -1)
+                 if _independent(steps[i], question) and _independent(steps[i + 1], question)
+                 and _tools_of(steps[i], question) == _tools_of(steps[i + 1], question)]
+        if not pairs:
+            break
+        i = pairs[0]
+        glue = "" if question.lang == "zh" else " "
+        steps[i:i + 2] = [Step(f"{steps[i].goal}{glue}{steps[i + 1].goal}", (*steps[i].keys, *steps[i + 1].keys))]
+    return steps
+
+
+def _tools_of(step: Step, question: Question) -> set[str | None]:
+    return {TOOL_OF.get(t.kind) for t in map(question.task, step.keys) if t is not None}
+
+
 def plan_steps(first: Plan, history: Sequence[str] = ()) -> list[Step]:
     """The question's sub-tasks (as `reading` gives them) as ordered steps, the chain where its first task stands."""
     question = first.question
@@ -342,25 +369,38 @@ def _hint(plan: Plan, step: Step) -> str | None:
     return None
 
 
-def plan_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
-    """A Plan: no steps for what needs no tool (a recalled fact, small talk), else one step per sub-task group."""
+def plan_args(messages: Sequence[BaseMessage], limit: int | None = None) -> dict[str, Any]:
+    """A Plan: no steps for what needs no tool (a recalled fact, small talk), else one step per sub-task group,
+    within the request's step limit."""
     if recall_reply(messages) is not None:
         return {"steps": []}
     turn = read_turn(messages)
     first = reading(turn.question, turn.history)
-    return {"steps": [s.as_args(first.question, _hint(first, s)) for s in plan_steps(first, turn.history)]}
+    steps = fit_steps(plan_steps(first, turn.history), first.question, limit)
+    return {"steps": [s.as_args(first.question, _hint(first, s)) for s in steps]}
 
 
-def replan_args(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+def _failing_tools(turn: Turn) -> list[str]:
+    """The tools to avoid from now on: those that failed this turn for a reason that will not pass (a passing
+    fault is worth another try) and have not worked since."""
+    failed: set[str] = set()
+    for o in turn.observations:
+        if o.ok:
+            failed.discard(o.call.name)
+        elif o.call.name in BUILTIN_TOOLS and failure_kind(o.content, o.status, o.attempts) != "transient":
+            failed.add(o.call.name)
+    return sorted(failed)
+
+
+def replan_args(messages: Sequence[BaseMessage], limit: int | None = None) -> dict[str, Any]:
     """A Replan: the steps whose sub-tasks are still open, without the tools that failed this turn."""
     turn = read_turn(messages)
-    failing = sorted({o.call.name for o in turn.observations if not o.ok and o.call.name in BUILTIN_TOOLS})
-    plan = make_plan(turn, BUILTIN_TOOLS - set(failing))
+    plan = make_plan(turn, BUILTIN_TOOLS - set(failing := _failing_tools(turn)))
     question = plan.question
     lang, zh = question.lang, question.lang == "zh"
     open_keys = {k for k, s in plan.states.items() if s.status in ("pending", "waiting")}
     steps = plan_steps(reading(turn.question, turn.history), turn.history)
-    kept = [s for s in steps if open_keys & set(s.keys)]
+    kept = fit_steps([s for s in steps if open_keys & set(s.keys)], question, limit)
     lost = [label(plan.states[k], plan, lang) for s in steps for k in s.keys
             if plan.states.get(k) is not None and plan.states[k].status == "failed"]
     parts = []
@@ -401,6 +441,9 @@ RESPONDERS: dict[str, Responder] = {
 }
 
 
-def responder_for(purpose: str | None, parameters: dict[str, Any] | None) -> Responder:
-    """The scripted responder of a request's purpose, else one that fills `parameters` from the answer."""
+def responder_for(purpose: str | None, parameters: dict[str, Any] | None, limit: int | None = None) -> Responder:
+    """The scripted responder of a request's purpose (a plan within its step `limit`), else one that fills
+    `parameters` from the answer."""
+    if purpose in ("plan", "replan"):
+        return lambda messages: (plan_args if purpose == "plan" else replan_args)(messages, limit)
     return RESPONDERS.get(purpose or "") or answer_responder(parameters or {})

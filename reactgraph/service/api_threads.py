@@ -10,7 +10,7 @@ thread (DamagedThread), since the service's saver never passes over a damaged la
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -29,6 +29,7 @@ from reactgraph.service.index import Query, count, search
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import THREAD_STATUSES, ThreadRecord, new_id
 from reactgraph.service.threads import (
+    THREAD_FIELDS,
     apply_supersteps,
     cli_sessions,
     extract_paths,
@@ -43,6 +44,7 @@ from reactgraph.service.threads import (
     thread_state,
     values_match,
 )
+from reactgraph.service.titles import Titles, text_of
 from reactgraph.service.wire import BadRequest, dumps, field, plain
 
 log = logging.getLogger("reactgraph.service")
@@ -180,10 +182,34 @@ async def _query(request: Request, body: dict[str, Any]) -> Query[ThreadRecord]:
                                "limit": body.get("limit"), "offset": body.get("offset")})
     if allowed is None:  # every thread is the caller's: the CLI's sessions too
         await cli_sessions(svc.records, svc.assistants.checkpointer, lambda i: _record_or_none(svc, i))
-    # no index holds a thread's values: checked on its checkpoint, record by record
+    # no index holds a thread's values or its title: checked record by record (titles read a batch at a time)
+    titles = titles_of(svc) if (text := text_of(body)) else None
+    checks = [titles.matcher(text)] if titles and text else []
+    if values:
+        checks.append(lambda record: _values_match(svc, record, values))
     return thread_query(allowed, metadata, status, None if wanted_ids is None else [str(i) for i in wanted_ids],
-                        sort_by, field(body, "sort_order", str, "desc") != "asc",
-                        (lambda record: _values_match(svc, record, values)) if values else None)
+                        sort_by, field(body, "sort_order", str, "desc") != "asc", _every(checks),
+                        titles.prepare if titles else None)
+
+
+def _every(checks: list[Callable[[ThreadRecord], Awaitable[bool]]]
+           ) -> Callable[[ThreadRecord], Awaitable[bool]] | None:
+    """One check of a record that passes when each of `checks` does (None: no check), the cheaper first."""
+    if not checks:
+        return None
+
+    async def passes(record: ThreadRecord) -> bool:
+        for check in checks:
+            if not await check(record):
+                return False
+        return True
+
+    return passes
+
+
+def titles_of(svc: Service) -> Titles:
+    return Titles(svc.records.client, svc.records.keys, svc.assistants.checkpointer,
+                  lambda record: graph_of(svc, record))
 
 
 async def _record_or_none(svc: Service, thread_id: str) -> None:
@@ -207,7 +233,10 @@ async def search_threads(request: Request) -> Response:
     limit = int_param(body.get("limit"), "limit", 10, 1, 1000)
     offset = int_param(body.get("offset"), "offset", 0, 0, 1_000_000)
     found = await search(thread_source(svc.records), await _query(request, body), offset, limit)
-    select, extract = selected_fields(body), extract_paths(body)
+    select, extract = selected_fields(body, (*THREAD_FIELDS, "title")), extract_paths(body)
+    if select is not None and "title" in select:  # ours (titles.py): the first question, read once and kept
+        for record, title in zip(found, await titles_of(svc).of(found), strict=True):
+            record["title"] = title
     page: list[Mapping[str, Any]] = []
     for record in found:
         # the checkpoint is read only when the values are asked for (or a path in them)

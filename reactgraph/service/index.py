@@ -215,6 +215,8 @@ class Query(Generic[Record]):
     ids: list[str] | None = None  # only these
     # a condition no index holds, checked on each record the rest keeps (the filter is then not exact)
     check_async: Callable[[Record], Awaitable[bool]] | None = None
+    # what check_async needs of a batch of records, read for the whole batch at once before they are checked
+    prepare: Callable[[list[Record]], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -259,8 +261,10 @@ class _Ordered:
 
 
 async def _kept(source: Source[Record], query: Query[Record], ids: list[str]) -> list[Record]:
-    found = []
-    for record_id, record in zip(ids, await source.load(ids), strict=True):
+    found, records = [], await source.load(ids)
+    if query.prepare is not None:
+        await query.prepare([r for r in records if r is not None and query.check(r)])
+    for record_id, record in zip(ids, records, strict=True):
         if record is None or not set(query.terms) <= {"all", *query.terms_of(record)}:
             await source.repair(record_id, record)  # the index was behind the record: set it right
         elif query.check(record) and (query.check_async is None or await query.check_async(record)):

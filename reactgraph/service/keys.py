@@ -32,6 +32,10 @@ class ServiceKeys:
     def thread(self, thread_id: str) -> str:
         return thread_base(self.prefix, thread_id) + "thread"
 
+    def title(self, thread_id: str) -> str:
+        """String: the thread's first question, as its search and the sessions list read it (titles.py)."""
+        return thread_base(self.prefix, thread_id) + "title"
+
     def runs(self, thread_id: str) -> str:
         """Sorted set: the thread's run ids by creation time (ms)."""
         return thread_base(self.prefix, thread_id) + "runs"

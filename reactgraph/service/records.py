@@ -109,6 +109,7 @@ class ThreadRecord(TypedDict):
     error: NotRequired[Any]
     values: NotRequired[Any]  # in answers only: the thread's current values, read from its checkpoint
     extracted: NotRequired[dict[str, Any]]  # in a search's answer only: its `extract` paths
+    title: NotRequired[str]  # in a search's answer only, when `select` names it: the first question (titles.py)
 
 
 class RunKwargs(TypedDict, total=False):
@@ -258,7 +259,8 @@ class ServiceRecords:
         run_ids = await self.run_ids(thread_id, limit=10_000)
         await self.indexed.drop(thread_id)  # the record and its index entries, together
         keys = [key(thread_id) for key in (self.keys.runs, self.keys.pending, self.keys.active, self.keys.fence,
-                                           self.keys.attempts, self.keys.queued, self.keys.scheduled_runs)]
+                                           self.keys.attempts, self.keys.queued, self.keys.scheduled_runs,
+                                           self.keys.title)]
         for run_id in run_ids:
             keys += [self.keys.run(thread_id, run_id), self.keys.events(thread_id, run_id),
                      self.keys.cancel(thread_id, run_id)]

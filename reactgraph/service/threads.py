@@ -231,7 +231,8 @@ DECODE_ON_LOOP = 16  # more records than this are decoded on a worker thread
 
 def thread_query(allowed: dict[str, Any] | None, metadata: dict[str, Any], status: str | None,
                  ids: list[str] | None, sort: str, newest_first: bool,
-                 check_async: Callable[[ThreadRecord], Awaitable[bool]] | None = None) -> Query[ThreadRecord]:
+                 check_async: Callable[[ThreadRecord], Awaitable[bool]] | None = None,
+                 prepare: Callable[[list[ThreadRecord]], Awaitable[None]] | None = None) -> Query[ThreadRecord]:
     terms, exact = filter_terms(allowed)
     for name, value in metadata.items():
         term = term_of(name, value)
@@ -247,7 +248,7 @@ def thread_query(allowed: dict[str, Any] | None, metadata: dict[str, Any], statu
                 and all(held.get(k) == v for k, v in metadata.items()) and matches(held, allowed))
 
     return Query(sorted(set(terms)) or ["all"], check, exact and check_async is None, thread_terms, sort, newest_first,
-                 ids, check_async)
+                 ids, check_async, prepare)
 
 
 def thread_source(records: ServiceRecords) -> Source[ThreadRecord]:
@@ -314,7 +315,7 @@ async def forget_temporary_thread(records: ServiceRecords, assistants: Assistant
     await assistants.checkpointer.adelete_thread(thread_id)
     await adrop_session_items(assistants.store, thread_id)
     await records.indexed.drop(thread_id)  # its record and index entries, together
-    await client.delete(keys.runs(thread_id))
+    await client.delete(keys.runs(thread_id), keys.title(thread_id))
     await client.zrem(keys.threads, thread_id)
     await client.zrem(keys.unswept, thread_id)
     return True

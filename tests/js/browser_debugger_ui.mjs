@@ -2,101 +2,83 @@
 // person would: each graph drawn, a question answered live on each, the state tree, a session found by search,
 // approvals approved, edited and rejected from the page, a hostile tool output shown as text, both screen sizes.
 // Every request the page makes is seen here: one to anything but loopback is refused and reported (`offLoopback`).
-// Run by tests/test_debugger_ui.py:  node browser_debugger_ui.mjs UI_URL PAGE_URL [SCREENSHOT_DIR]
-// (PAGE_URL: the loopback page the approved http_get fetches). Prints one JSON object; the test asserts on it.
-import { chromium } from "playwright-core";
+// Run by tests/test_debugger_ui.py:  node browser_debugger_ui.mjs UI_URL PAGE_URL LONG_THREAD [SCREENSHOT_DIR]
+// (PAGE_URL: the loopback page the approved http_get fetches; LONG_THREAD: a session of many turns). Prints one
+// JSON object; the test asserts on it.
+import { debuggerBrowser, ask, shown, runFrom, decide, search, sessionShown, fits, tabOrder, unreached, PHONE,
+         WAIT_MS } from "./debugger_page.mjs";
 
-const [uiUrl, pageUrl, shots] = process.argv.slice(2);
-const WAIT_MS = 60_000;
-const CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-                       "--disable-background-networking", "--disable-component-update"];
-const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
-
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-                                        args: CHROMIUM_ARGS });
-const seen = { console: [], failed: [], offLoopback: [], requests: 0 };
-
-async function open(viewport = { width: 1280, height: 800 }) {
-  const context = await browser.newContext({ viewport });
-  await context.route("**/*", (route) => {
-    const url = new URL(route.request().url());
-    seen.requests += 1;
-    if (LOOPBACK.has(url.hostname)) return route.continue();
-    seen.offLoopback.push(url.href);
-    return route.abort("blockedbyclient");
-  });
-  const page = await context.newPage();
-  page.on("console", (m) => { if (["error", "warning"].includes(m.type())) seen.console.push(m.text()); });
-  page.on("pageerror", (e) => seen.console.push(`pageerror: ${e.message}`));
-  page.on("response", (r) => { if (r.status() >= 400) seen.failed.push(`${r.status()} ${r.request().method()} ${r.url()}`); });
-  const response = await page.goto(uiUrl);
-  seen.csp = response.headers()["content-security-policy"] ?? null;
-  await page.waitForSelector("body[data-ready=true]", { timeout: WAIT_MS });
-  // which graph nodes were highlighted as running, at any moment of a run
-  await page.evaluate(() => {
-    window.__ran = new Set();
-    new MutationObserver((records) => {  // running then done within one task: the old class value tells
-      for (const r of records) if ((r.oldValue || "").includes("running")) window.__ran.add(r.target.dataset.node);
-      for (const g of document.querySelectorAll("g.node.running")) window.__ran.add(g.dataset.node);
-    }).observe(document.querySelector("#graph-view"), { subtree: true, attributes: true, attributeOldValue: true,
-                                                         attributeFilter: ["class"] });
-  });
-  return page;
-}
-
-async function ask(page, question, { keyboard = false } = {}) {
-  await page.evaluate(() => window.__ran.clear());
-  await page.fill("#question", question);
-  if (keyboard) {
-    await page.focus("#question");
-    await page.keyboard.press("Control+Enter");
-  } else {
-    await page.click("#ask");
-  }
-  await page.waitForSelector("#run-status[data-state=running]", { timeout: WAIT_MS }).catch(() => {});
-  await page.waitForFunction(() => ["done", "waiting", "failed"].includes(document.querySelector("#run-status").dataset.state)
-    && !document.querySelector("#ask").disabled, null, { timeout: WAIT_MS });
-  return shown(page);
-}
-
-function shown(page) {
-  return page.evaluate(() => ({
-    status: document.querySelector("#run-status").textContent,
-    state: document.querySelector("#run-status").dataset.state,
-    entries: [...document.querySelectorAll("#timeline > li")].map((li) => ({
-      kind: li.className.replace("entry ", ""), tool: li.dataset.tool ?? null, status: li.dataset.status ?? null,
-      text: li.textContent })),
-    answer: document.querySelector("#final-answer")?.textContent ?? null,
-    ran: [...window.__ran].sort(),
-    usage: document.querySelector("#usage").textContent,
-    problem: document.querySelector("#problem").hidden ? null : document.querySelector("#problem").textContent,
-  }));
-}
-
-// click a button that starts a run; what the page shows once that run has ended (its run id is a new one)
-async function runFrom(page, selector) {
-  const before = await page.$eval("#run-status", (s) => s.dataset.run ?? "");
-  await page.click(selector);
-  await page.waitForFunction((old) => {
-    const status = document.querySelector("#run-status");
-    return (status.dataset.run ?? "") !== old && ["done", "failed"].includes(status.dataset.state)
-      && !document.querySelector("#ask").disabled;
-  }, before, { timeout: WAIT_MS });
-  return shown(page);
-}
-
-// click a decision of the pending approval; what the page shows once the resumed run has ended (or paused again)
-async function decide(page, decision) {
-  await page.click(`#approval button[data-decision=${decision}]`);
-  await page.waitForFunction(() => document.querySelector("#run-status").dataset.state === "running"
-    || document.querySelector("#approval").hidden, null, { timeout: WAIT_MS });
-  await page.waitForFunction(() => ["done", "waiting", "failed"].includes(document.querySelector("#run-status").dataset.state)
-    && !document.querySelector("#ask").disabled, null, { timeout: WAIT_MS });
-  return shown(page);
-}
+const [uiUrl, pageUrl, longThread, shots] = process.argv.slice(2);
+const { browser, open, seen } = await debuggerBrowser(uiUrl);
 
 async function screenshot(page, name) {
   if (shots) await page.screenshot({ path: `${shots}/${name}.png`, fullPage: false });
+}
+
+// Time travel, side by side and comparisons on a phone with the keyboard alone: each of their controls reached
+// with Tab, a fork asked from a checkpoint and two graphs asked side by side with Enter, all within the screen.
+async function phoneByKeyboard(phone) {
+  const enter = async (selector) => { await phone.focus(selector); await phone.keyboard.press("Enter"); };
+  await enter("#checkpoints button.checkpoint");  // the turn's first checkpoint
+  await enter("#state-view details.fork-edit summary");
+  await enter("#pair-toggle");
+  await enter("#comparisons button.comparison");
+  await phone.waitForSelector("#comparison-view:not([hidden]) .plots figure", { timeout: WAIT_MS });
+  const panels = "#state-view .time-travel, #pair, #comparisons, #comparison-view";
+  const reached = await tabOrder(phone);
+  const result = { reached, unreached: await unreached(phone, panels), wide: await fits(phone),
+                   outside: await outside(phone, panels) };
+  await screenshot(phone, "comparison-390");
+  await phone.fill("#question", "计算 6 + 7 等于多少");
+  result.fork = await runFrom(phone, () => enter("#state-view button.fork-ask"));
+  await phone.fill("#question", "计算 (15 + 27) * 3 等于多少");
+  await enter("#pair-run");
+  await phone.waitForFunction(() => document.querySelector("#pair").dataset.state === "done", null,
+                              { timeout: WAIT_MS });
+  result.pair = await phone.$$eval(".pair-status", (s) => s.map((x) => x.dataset.state));
+  result.pairWide = await fits(phone);
+  result.pairOutside = await outside(phone, "#pair");
+  await screenshot(phone, "side-by-side-390");
+  return result;
+}
+
+// A session of many turns: opened with a bounded number of requests (its newest turns), its earlier turns read
+// when asked for, and its first turn whole when shown.
+async function longSession(page, threadId) {
+  await search(page, threadId);
+  const asked = [];
+  const record = (r) => { if (!r.url().includes("/ui/")) asked.push(`${r.method()} ${new URL(r.url()).pathname}`); };
+  page.on("request", record);
+  await page.click(`#threads button.thread[data-thread="${threadId}"]`);
+  await sessionShown(page, threadId);
+  page.off("request", record);
+  const result = { openedWith: asked, turnsFirst: await page.$$eval("#turns > li", (l) => l.length),
+                   moreShown: await page.$eval("#more-turns", (b) => !b.hidden) };
+  while (await page.$eval("#more-turns", (b) => !b.hidden)) {
+    const before = await page.$$eval("#turns > li", (l) => l.length);
+    await page.click("#more-turns");
+    await page.waitForFunction((n) => document.querySelectorAll("#turns > li").length > n
+      || document.querySelector("#more-turns").hidden, before, { timeout: WAIT_MS });
+  }
+  result.turns = await page.$$eval("#turns button.turn .name", (b) => b.map((x) => x.textContent));
+  await page.click("#turns button.turn");  // the first turn
+  await page.waitForSelector("#turns button.turn[aria-current=true]", { timeout: WAIT_MS });
+  result.firstTimeline = (await shown(page)).entries.map((e) => e.kind);
+  const checkpoints = await page.$$("#checkpoints button");
+  result.firstCheckpoints = checkpoints.length;
+  await checkpoints[0].click();
+  result.firstState = await page.$eval("#state-view", (v) => v.textContent);
+  return result;
+}
+
+// the visible controls under `selector` that reach past the screen's edges
+function outside(page, selector) {
+  return page.evaluate((sel) => [...document.querySelectorAll(sel)].flatMap((panel) =>
+    [...panel.querySelectorAll("button, input, select, textarea, summary, table, img")]).filter((e) => {
+    const box = e.getBoundingClientRect();
+    const scroller = e.closest("#comparison-view");  // a wide table scrolls inside its own box
+    return box.width > 0 && !scroller && (box.left < 0 || box.right > innerWidth + 1);
+  }).map((e) => e.id || e.className || e.tagName), selector);
 }
 
 try {
@@ -106,6 +88,7 @@ try {
   seen.edges = await page.$$eval("#graph-view path.edge", (p) => p.length);
 
   seen.question = await ask(page, "计算 2 + 3 等于多少");
+  const ours = await page.$eval("#session-label", (l) => l.dataset.thread);
   await screenshot(page, "run-1280");
 
   // the state at the turn's first checkpoint, then a branch of the tree opened
@@ -141,12 +124,13 @@ try {
   seen.editedState = await page.$eval("#state-view", (v) => v.textContent);
   seen.historyLengths = [checkpoints.length, latest.length, after.length];
 
-  // the session is listed, found by search, and nothing matches nonsense
-  await page.fill("#thread-search", "2 + 3");
-  seen.searchHit = await page.$$eval("#threads button.thread", (b) => b.map((x) => x.textContent));
-  await page.fill("#thread-search", "no-such-session-anywhere");
+  // the session is listed, found by the server's search (its first question, its id), and nothing matches nonsense
+  seen.searchHit = await search(page, "2 + 3");
+  seen.searchById = await search(page, ours.slice(0, 13).toUpperCase());
+  seen.ours = ours;
+  await search(page, "no-such-session-anywhere");
   seen.searchMiss = await page.$eval("#threads", (l) => l.textContent);
-  await page.fill("#thread-search", "");
+  await search(page, "");
 
   // an approval: asked, shown with its buttons, approved, and the run goes on to its answer
   await page.click("#new-session");
@@ -186,6 +170,8 @@ try {
   }));
   await screenshot(page, "hostile-1280");
   seen.wide = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: innerWidth }));
+
+  seen.long = await longSession(page, longThread);
 
   // the other paradigms: Plan-and-Solve's plan and its steps, a Reflexion trial and its verdict
   for (const [graph, node] of [["plan_solve", "execute_step"], ["reflexion", "trial"]]) {
@@ -228,15 +214,15 @@ try {
   }), listed);
   await screenshot(page, "comparison-1280");
 
-  // a phone's screen: one column, nothing wider than the screen
-  const phone = await open({ width: 390, height: 844 });
-  // one of this script's sessions (the store may hold other programs' sessions too, some with no turn yet)
-  await phone.fill("#thread-search", "2 + 3");
-  await phone.click("#threads button.thread");
+  // a phone's screen: one column, nothing wider than the screen; the newer panels by keyboard alone
+  const phone = await open(PHONE);
+  await search(phone, ours);
+  await phone.focus(`#threads button.thread[data-thread="${ours}"]`);
+  await phone.keyboard.press("Enter");
   await phone.waitForSelector("#timeline > li", { timeout: WAIT_MS });
-  seen.phone = await phone.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: innerWidth,
-    columns: getComputedStyle(document.querySelector("main")).gridTemplateColumns.split(" ").length }));
+  seen.phone = await fits(phone);
   await screenshot(phone, "session-390");
+  seen.phoneKeys = await phoneByKeyboard(phone);
 } catch (error) {
   seen.error = String(error?.stack ?? error);
 } finally {

@@ -10,14 +10,16 @@ import { stateTree } from "./tree.js";
 import { showApproval } from "./approval.js";
 import { sideBySide, uuid4 } from "./pair.js";
 import { listComparisons, showComparison } from "./comparisons.js";
+import { History } from "./turns.js";
 
 const STREAM_MODES = ["updates", "messages-tuple", "tasks", "custom"];
 const PAGE = 50;  // sessions per page of the list
-const HISTORY = 200;  // checkpoints read for a session's turns
+const SEARCH_CHARS = 200;  // the longest text the server searches for
+const SEARCH_DELAY_MS = 250;  // typing pauses this long before the server is asked
 
 // `runThread`: the session a question goes to and an approval resumes (before its first run, one not yet made)
-const state = { graphs: [], graph: null, drawn: null, thread: null, runThread: null, threads: [], busy: false,
-                turns: new Map() };
+const state = { graphs: [], graph: null, drawn: null, thread: null, runThread: null, threads: [], listText: "",
+                busy: false, history: null, turn: null };
 
 function setStatus(text, kind) {
   const status = $("#run-status");
@@ -73,46 +75,55 @@ async function chooseGraph(assistant, byHand) {
   $("#graph-name").textContent = `${assistant.name || assistant.graph_id} · ${graph.nodes.length - 2} nodes`;
 }
 
-// --- sessions -----------------------------------------------------------------------------------------------------
+// --- sessions: listed and searched by the server, a page at a time (titles: their first questions) -----------
+let listing = 0;  // the latest list asked for: an older answer that arrives after it is dropped
+let searchTimer = null;
+
 async function loadThreads(more = false) {
-  if (!more) state.threads = [];
+  const asked = ++listing;
+  const text = $("#thread-search").value.trim().slice(0, SEARCH_CHARS);
   const page = await api("threads/search", {
     limit: PAGE, offset: more ? state.threads.length : 0, sort_by: "updated_at", sort_order: "desc",
-    select: ["thread_id", "updated_at", "status", "metadata"],
-    extract: { question: "values.messages[0].content" },
+    select: ["thread_id", "updated_at", "status", "metadata", "title"], ...(text ? { text } : {}),
   });
-  state.threads.push(...page);
+  if (asked !== listing) return;
+  state.threads = more ? [...state.threads, ...page] : page;
+  state.listText = text;
   $("#more-threads").hidden = page.length < PAGE;
   renderThreads();
 }
 
-function matches(thread, query) {
-  const fields = [thread.thread_id, thread.extracted?.question, thread.metadata?.graph_id, thread.status];
-  return !query || fields.some((v) => String(v ?? "").toLowerCase().includes(query));
+function searchSoon() {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(() => loadThreads().catch(problem), SEARCH_DELAY_MS);
 }
 
 function renderThreads() {
-  const query = $("#thread-search").value.trim().toLowerCase();
+  const text = state.listText;
   const list = clear($("#threads"));
-  for (const thread of state.threads.filter((t) => matches(t, query))) {
-    const question = thread.extracted?.question;
+  for (const thread of state.threads) {
     list.append(h("li", {}, h("button", {
       type: "button", class: "thread", "data-thread": thread.thread_id,
       "aria-current": thread.thread_id === state.thread?.thread_id ? "true" : "false",
       onclick: () => openThread(thread.thread_id).catch(problem),
-    }, h("span", { class: "name", text: oneLine(typeof question === "string" ? question : thread.thread_id, 90) }),
+    }, h("span", { class: "name", text: oneLine(thread.title || thread.thread_id, 90) }),
     h("span", { class: "meta", text: `${thread.metadata?.graph_id ?? "?"} · ${thread.status} · `
                                     + `${(thread.updated_at || "").slice(0, 16).replace("T", " ")}` }))));
   }
-  if (!list.children.length) list.append(h("li", { class: "empty", text: query ? "no session matches" : "no sessions yet" }));
+  if (!list.children.length) list.append(h("li", { class: "empty", text: text ? "no session matches" : "no sessions yet" }));
+  list.dataset.text = text;  // what the list shows the answer to (the tests wait for it)
 }
 
 function newSession() {
   state.thread = null;
   state.runThread = null;
+  state.history = null;
+  state.turn = null;
   $("#session-label").textContent = "(a new session)";
+  delete $("#session-label").dataset.thread;
   timeline.reset();
   clear($("#turns"));
+  $("#more-turns").hidden = true;
   clear($("#checkpoints"));
   clear($("#state-view"));
   $("#turn-question").textContent = "";
@@ -123,54 +134,70 @@ function newSession() {
 
 async function openThread(threadId, keepTimeline = false) {
   clearProblem();
-  const thread = await api(`threads/${encodeURIComponent(threadId)}`);
+  const history = new History(threadId);
+  // the session and the newest page of its history together: one round trip's wait, whatever its length
+  const [thread] = await Promise.all([api(`threads/${encodeURIComponent(threadId)}`), history.next()]);
   state.thread = thread;
+  state.history = history;
   state.runThread = threadId;
   $("#session-label").textContent = `(session ${threadId.slice(0, 8)}…)`;
+  $("#session-label").dataset.thread = threadId;
   const graphId = thread.metadata?.graph_id;
   const assistant = state.graphs.find((a) => a.assistant_id === thread.metadata?.assistant_id)
     || state.graphs.find((a) => a.graph_id === graphId);
   if (assistant && assistant !== state.graph) await chooseGraph(assistant, false);
   renderThreads();
-  await loadHistory(keepTimeline);
+  renderTurns();
+  const turns = history.list();
+  if (turns.length) await showTurn(turns[turns.length - 1][0], keepTimeline);
   const waiting = Object.values(thread.interrupts || {}).flat();
   if (waiting.length && !state.busy) pending(waiting);
 }
 
-// --- turns, checkpoints and state -----------------------------------------------------------------------------
-async function loadHistory(keepTimeline) {
-  const history = await api(`threads/${encodeURIComponent(state.thread.thread_id)}/history`, { limit: HISTORY });
-  state.turns = new Map();
-  for (const checkpoint of history) {  // newest first: each turn's first checkpoint here is its latest
-    const turn = checkpoint.values?.turn_id;
-    if (!turn) continue;
-    if (!state.turns.has(turn)) state.turns.set(turn, []);
-    state.turns.get(turn).push(checkpoint);
-  }
-  const list = clear($("#turns"));
-  const turns = [...state.turns.entries()].reverse();
-  turns.forEach(([turn, checkpoints], index) => {
-    const values = checkpoints[0].values;
-    const question = (values.messages || []).find((m) => m.id === turn)?.content;
-    list.append(h("li", {}, h("button", { type: "button", class: "turn", "data-turn": turn,
-                                          onclick: () => showTurn(turn, false) },
-      h("span", { class: "name", text: `${index + 1}. ${oneLine(question ?? turn, 90)}` }),
-      h("span", { class: "meta", text: values.status ? shownStatus(values.status, values.coverage)
-                                                     : (checkpoints[0].next?.length ? "unfinished" : "") }))));
-  });
-  if (turns.length) showTurn(turns[turns.length - 1][0], keepTimeline);
+// --- turns, checkpoints and state (turns.js reads the history a page at a time) -------------------------------
+function questionOf(values, turn) {
+  const question = (values?.messages || []).find((m) => m.id === turn)?.content;
+  return typeof question === "string" ? question : null;
 }
 
-function showTurn(turn, keepTimeline) {
-  const checkpoints = state.turns.get(turn) || [];
-  const latest = checkpoints[0];
+function renderTurns() {
+  const history = state.history;
+  const list = clear($("#turns"));
+  const turns = history.list();
+  turns.forEach(([turn], index) => {
+    const latest = history.latest(turn);
+    const values = latest.values;
+    const number = history.more ? "" : `${index + 1}. `;  // counted once the session's start is read
+    list.append(h("li", {}, h("button", { type: "button", class: "turn", "data-turn": turn,
+                                          "aria-current": String(turn === state.turn),
+                                          onclick: () => showTurn(turn, false).catch(problem) },
+      h("span", { class: "name", text: `${number}${oneLine(questionOf(values, turn) ?? turn, 90)}` }),
+      h("span", { class: "meta", text: `${values.status ? shownStatus(values.status, values.coverage)
+                                                        : (latest.next?.length ? "unfinished" : "")} · `
+                                      + `${(latest.created_at || "").slice(0, 19).replace("T", " ")}` }))));
+  });
+  $("#more-turns").hidden = !history.more;
+}
+
+async function earlierTurns() {
+  if (!state.history) return;
+  await state.history.next();
+  renderTurns();
+}
+
+async function showTurn(turn, keepTimeline) {
+  const history = state.history;
+  state.turn = turn;
+  if (await history.complete(turn)) renderTurns();  // its first checkpoints were on an older page
+  if (history !== state.history) return;  // another session was opened meanwhile
+  const checkpoints = history.turns.get(turn) || [];
+  const latest = history.latest(turn);
   for (const button of document.querySelectorAll(".turn")) {
     button.setAttribute("aria-current", String(button.dataset.turn === turn));
   }
   if (!keepTimeline && latest) {
     timeline.reset();
-    const question = (latest.values.messages || []).find((m) => m.id === turn)?.content;
-    $("#turn-question").textContent = typeof question === "string" ? question : "";
+    $("#turn-question").textContent = questionOf(latest.values, turn) ?? "";
     timeline.values(latest.values);
     if (!latest.values.status) setStatus(latest.next?.length ? `stopped before ${latest.next.join(", ")}` : "idle", "idle");
   }
@@ -363,8 +390,9 @@ $("#question").addEventListener("keydown", (event) => {
 $("#new-session").addEventListener("click", newSession);
 $("#pair-toggle").addEventListener("click", togglePair);
 $("#pair-run").addEventListener("click", askBoth);
-$("#thread-search").addEventListener("input", renderThreads);
+$("#thread-search").addEventListener("input", searchSoon);
 $("#more-threads").addEventListener("click", () => loadThreads(true).catch(problem));
+$("#more-turns").addEventListener("click", () => earlierTurns().catch(problem));
 $("#auth-toggle").addEventListener("click", () => toggleAuth());
 $("#auth").addEventListener("submit", (event) => {
   event.preventDefault();
