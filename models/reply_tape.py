@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reactgraph.errors import ReactGraphError
+
 REPLIES = "replies.jsonl"
 MAX_BODY_BYTES = 1_000_000
 MAX_TAPE_BYTES = 200_000_000
@@ -33,8 +35,9 @@ _run: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("r
 _active: Tape | None = None
 
 
-class NoStoredReply(ConnectionError):
-    """A replayed run asked for a reply its recording does not have."""
+class NoStoredReply(ReactGraphError, ConnectionError):
+    """A replayed run asked for a reply its recording does not have (a connection error to the SDK: nothing was
+    sent)."""
 
 
 def request_kind(body: bytes) -> str:

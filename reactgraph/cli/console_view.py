@@ -20,7 +20,6 @@ from rich.panel import Panel
 from rich.segment import Segment
 from rich.text import Text
 
-from reactgraph.nodes.closing import shown_status
 from reactgraph.nodes.conversation import pending_calls
 from reactgraph.tools.untrusted import terminal_safe
 
@@ -222,6 +221,8 @@ class StepPrinter:
         status = result.get("status") or "failed"
         tokens = usage_totals(result)["total_tokens"]
         # A status no model's account of the question's parts backs says so (statuses.md: coverage "unchecked").
+        from reactgraph.nodes.closing import shown_status  # here, not at the top: the CLI starts before LangGraph
+
         shown = shown_status(status, result.get("coverage"))
         title = (f"Final answer · {shown} · {result.get('iteration', 0)} iteration(s) · {elapsed_s:.2f} s · "
                  f"~{tokens} tokens")
