@@ -117,7 +117,8 @@ class CreateAgentBaseline:
                                  ModelCallLimitMiddleware(run_limit=context.max_iterations + 1, exit_behavior="end")]
         if context.max_tool_calls is not None:
             middleware.append(ToolCallLimitMiddleware(run_limit=context.max_tool_calls, exit_behavior="continue"))
-        system = context.system_prompt.format(now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
+        # the date only, as our graphs' prompts say it: a clock in the prompt makes no two requests alike
+        system = context.system_prompt.format(now=datetime.now(UTC).strftime("%Y-%m-%d"))
         tools = self.gateway.as_langchain_tools(session, on_result=on_result)
         agent = create_agent(bounded(self.model, context), tools, system_prompt=system, middleware=middleware,
                              checkpointer=self.checkpointer, name="create_agent")

@@ -82,6 +82,9 @@ def what_it_measures(records: list[dict[str, Any]], config: dict[str, Any]) -> l
         began = f" begun {str(resumed['started_at'])[:16].replace('T', ' ')} UTC" if resumed.get("started_at") else ""
         lines.append(f"- resumed: {resumed['records']} of these runs were read back from the earlier run{began} "
                      "under the same settings, model and endpoint; the rest were made now")
+    if isinstance(replayed := config.get("replayed_from"), str):
+        lines.append(f"- replayed from the replies stored in {replayed[:300]}: no provider was asked; wall times "
+                     "are the recording's")
     if isinstance(retried := config.get("retried_infra"), int):
         lines.append(f"- retried: {retried} infrastructure outcome(s) of the earlier run made again "
                      "(`--retry-infra`); every other run read back")

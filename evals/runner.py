@@ -49,6 +49,7 @@ from reactgraph.evals.schedule import Outcome, PlannedRun, execute, plan_runs
 from reactgraph.evals.spend import RunWatch
 from reactgraph.evals.tasks import Task, check, task_fields
 from reactgraph.graph import load_chat_model, parse_spec, redact
+from reactgraph.models import reply_tape
 from reactgraph.nodes.approval import answer_with, is_approval_request, requested_calls
 
 
@@ -110,9 +111,14 @@ def model_label(spec: str, model: BaseChatModel) -> str:
     return spec
 
 
-def run_key(seed: int, task: Task, repeat: int) -> str:
+def tape_run(graph: str, key: str) -> str:
+    """A run's name on a tape of replies: its graph and its key."""
+    return f"{graph} {key}"
+
+
+def run_key(seed: int, task_id: str, repeat: int) -> str:
     # Not the graph: every graph meets the same fault draws and model mistakes for the same task and repeat.
-    return f"{seed}:{task.id}:{repeat}"
+    return f"{seed}:{task_id}:{repeat}"
 
 
 def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, model: BaseChatModel,
@@ -121,7 +127,7 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     `guard` meters it and stops it at its time limit (the record then says `timed_out`) or at the comparison's
     cost cap (`cut`)."""
     seed = config.seed if seed is None else seed
-    key = run_key(seed, task, repeat)
+    key = run_key(seed, task.id, repeat)
     # A task with its own function docs (e.g. BFCL's) offers those, schema-only, instead of the built-in tools.
     gateway, injector = faulty_gateway(config.faults, key, recorded_gateway(task.tools) if task.tools else None,
                                        task.faults)
@@ -138,15 +144,19 @@ def run_task(entry: GraphEntry, task: Task, repeat: int, config: RunConfig, mode
     result: dict[str, Any] = {}
     error = None
     started = time.perf_counter()
+    attempt = uuid.uuid4().hex[:12]  # this making of the run: its replies on a tape (models/reply_tape.py)
     try:  # the watch before the meter: a call it stops is neither sent nor counted
-        result = _invoke_approving(graph, {"messages": [HumanMessage(task.question)]}, context,
-                                   {"callbacks": [watch, watch.meter], "recursion_limit": 200,
-                                    "configurable": {"thread_id": f"eval-{uuid.uuid4().hex[:8]}"}})
+        with reply_tape.run_scope(tape_run(entry.name, key), attempt):
+            result = _invoke_approving(graph, {"messages": [HumanMessage(task.question)]}, context,
+                                       {"callbacks": [watch, watch.meter], "recursion_limit": 200,
+                                        "configurable": {"thread_id": f"eval-{uuid.uuid4().hex[:8]}"}})
     except Exception as exc:  # noqa: BLE001 - a crashing graph is a measured failure, not the end of the eval
         error = redact(" ".join(f"{type(exc).__name__}: {exc}".split())[:500], run_model)
     outcome = {"seed": seed, "provider_seed": provider_seed, "temperature": getattr(run_model, "temperature", None),
                "model_label": model_label(config.model, model), "wall_s": round(time.perf_counter() - started, 4)}
     record = _record(entry, task, repeat, config, result, error, watch, outcome, dict(injector.injected))
+    if reply_tape.active() is not None:
+        record["replies"] = attempt
     if watch.expired:
         return mark_timed_out(record, watch.limit_s or 0)
     return mark_cut(record, watch.cut) if watch.cut else record

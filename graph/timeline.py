@@ -87,7 +87,8 @@ def _timeline(session: str, number: int, total: int, checkpoints: list[Any]) -> 
     tools = [call for node in nodes for call in node["tool_calls"]]
     return {
         "session": session, "turn": number, "turns": total, "question": _question(values),
-        "status": values.get("status"), "unfinished": bool(last.next), "next": list(last.next),
+        "status": values.get("status"), "coverage": values.get("coverage"), "unfinished": bool(last.next),
+        "next": list(last.next),
         "answer": values.get("final_answer"), "started_at": checkpoints[0].created_at,
         "duration_ms": round((_time(last) - start) * 1000, 1),
         "model_calls": sum(len(node["model_calls"]) for node in nodes), "tool_calls": len(tools),

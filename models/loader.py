@@ -250,11 +250,14 @@ def _is_provider_error(exc: BaseException, status: int | None) -> bool:
         return False
 
 
+# The last alternative is llama.cpp's server failing to read a constrained reply back ("The model produced output
+# that does not match the expected peg-native format"): the same request, seeded, fails the same way again.
 _BAD_REQUEST = re.compile(
     r"invalid|validat|bad request|not supported|unsupported|must be|is required|missing (field|param)|"
     r"unknown (field|param|argument)|unrecognized|not allowed|not permitted|extra (fields|inputs)|"
     r"exceeds? (the )?(context|maximum|max|available)|"
-    r"too (long|large|many)|context (length|size|window)|malformed|failed to parse|parse error", re.IGNORECASE)
+    r"too (long|large|many)|context (length|size|window)|malformed|failed to parse|parse error|"
+    r"does not match the expected \S+ format", re.IGNORECASE)
 
 
 def says_request_is_bad(body: Any) -> bool:

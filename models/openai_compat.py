@@ -1,14 +1,23 @@
 """Requests that every OpenAI-compatible server understands, and failures that are retried only when a retry helps.
 
-`CompatibleChatOpenAI` is langchain-openai's `ChatOpenAI` with five differences, each for servers seen in the
+`CompatibleChatOpenAI` is langchain-openai's `ChatOpenAI` with seven differences, each for servers seen in the
 wild (llama.cpp's llama-server, llama-cpp-python, vLLM, Ollama, LiteLLM):
 - tools are bound with `tool_choice="auto"` (REACTGRAPH_TOOL_CHOICE): llama-cpp-python reads an unset
   `tool_choice` as "none" and never shows the tools to the model;
 - an assistant message holding only tool calls is sent with `content: ""`, not `null`, which some servers reject;
+- a structured request (a response format or a forced tool call) whose conversation ends with the assistant's
+  reply gets a last user turn asking for the structured reply: llama.cpp's server takes a last assistant message
+  as a reply to continue (a prefill) and then refuses any grammar — json_schema, json_object or a forced call —
+  with a 400 "Failed to initialize samplers" (the closing self-check, which checks the last reply, was refused
+  so on every run);
 - the reply limit goes out as `max_tokens` to a compatible server (`max_completion_tokens`, OpenAI's newer name,
   is unknown to most of them; OpenAI itself, with no base URL, still gets the new name);
-- structured output starts with `json_schema` and falls back to function calling, then to plain JSON in the
-  reply, when the server refuses a strategy (models/structured_output.py);
+- a call forced by the name of the only tool bound (function calling as a structured-output strategy) sends
+  `tool_choice: "required"`: llama.cpp's server ignores the object form `{"type": "function", …}` and lets the
+  model answer in text, and OpenAI, vLLM and others read both alike;
+- structured output starts with `json_schema` and falls back to function calling, then to a JSON object in the
+  reply, when the server refuses a strategy or ignores it; the strategy that worked is remembered per base URL
+  and model across processes (models/structured_output.py, models/strategy_record.py);
 - a completion without a choice (llama.cpp and others under load), or with a choice that holds no message, is
   `EmptyReply`, one line naming the server, where langchain-openai would fail with a bare `IndexError` or
   `AttributeError`.
@@ -22,15 +31,21 @@ import os
 from typing import Any, ClassVar, cast
 
 import httpx
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import ChatOpenAI
 from openai import APITimeoutError
 
 from reactgraph.errors import ReactGraphError
 from reactgraph.models.bounded_transport import bounded_clients
 from reactgraph.models.loader import ModelConfigError
+from reactgraph.models.strategy_record import strategy_key
 from reactgraph.models.structured_output import structured_output
 
 TOOL_CHOICES = ("auto", "required", "none", "unset")
+# The last turn of a structured request over a conversation that ends with the assistant's reply (the closing
+# self-check): a server reads a last assistant message as a start to continue, and llama.cpp's then cannot start
+# the grammar of a json_schema (400 "Failed to initialize samplers").
+STRUCTURED_TURN = "Reply now, in the form the instructions above ask for."
 
 
 class EmptyReply(ReactGraphError):
@@ -55,6 +70,8 @@ class CompatibleChatOpenAI(ChatOpenAI):
     def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
         if tool_choice is None and tools:
             tool_choice = self.default_tool_choice
+        elif _names_the_one_tool(tool_choice, tools):
+            tool_choice = "required"  # the same demand in the form every server reads (see the module's docstring)
         return super().bind_tools(tools, tool_choice=tool_choice, **kwargs)
 
     def with_structured_output(self, schema: Any = None, *, include_raw: bool = False, **kwargs: Any) -> Any:
@@ -62,7 +79,8 @@ class CompatibleChatOpenAI(ChatOpenAI):
             return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
         return structured_output(self, schema, include_raw=include_raw,
                                  build=lambda method: super(CompatibleChatOpenAI, self).with_structured_output(
-                                     schema, include_raw=True, method=cast(Any, method), **kwargs))
+                                     schema, include_raw=True, method=cast(Any, method), **kwargs),
+                                 key=strategy_key(self.openai_api_base, self.model_name))
 
     def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
         choices = response.get("choices") if isinstance(response, dict) else getattr(response, "choices", None)
@@ -81,7 +99,31 @@ class CompatibleChatOpenAI(ChatOpenAI):
                 message["content"] = ""
         if self.openai_api_base and "max_completion_tokens" in payload:
             payload["max_tokens"] = payload.pop("max_completion_tokens")
+        messages = payload.get("messages") or []
+        forced = payload.get("response_format") or payload.get("tool_choice") not in (None, "auto", "none")
+        if forced and messages and messages[-1].get("role") == "assistant":
+            messages.append({"role": "user", "content": STRUCTURED_TURN})
         return payload
+
+
+def strategy_of(model: Any) -> tuple[str, str | None] | None:
+    """(the key its structured-output strategy is remembered by, the strategy remembered now) of an
+    OpenAI-compatible model; None for any other model."""
+    from reactgraph.models.strategy_record import remembered
+    from reactgraph.models.structured_output import STRATEGIES
+
+    if not isinstance(model, CompatibleChatOpenAI):
+        return None
+    key = strategy_key(model.openai_api_base, model.model_name)
+    return key, remembered(key, STRATEGIES)
+
+
+def _names_the_one_tool(tool_choice: Any, tools: Any) -> bool:
+    """Whether `tool_choice` forces the only tool bound by its name (a string, or OpenAI's object form)."""
+    if not tools or len(tools) != 1 or tool_choice in (None, "auto", "none", "any", "required", True, False):
+        return False
+    name = tool_choice.get("function", {}).get("name") if isinstance(tool_choice, dict) else tool_choice
+    return isinstance(name, str) and name == convert_to_openai_tool(tools[0])["function"]["name"]
 
 
 def provider_clients() -> dict[str, Any]:

@@ -95,6 +95,15 @@ class Coverage:
 
 
 UNCHECKED = Coverage()
+UNCHECKED_MARK = "coverage unchecked"  # how every interface marks a status no model's account backs (statuses.md)
+
+
+def shown_status(status: str | None, coverage: Mapping[str, Any] | None) -> str:
+    """A run's status as a person is shown it: `answered · coverage unchecked` when no model's account of the
+    question's parts backs it (the check was off, failed or could not be read), so an unchecked answer never
+    reads as a plain `answered`."""
+    shown = status or "-"
+    return f"{shown} · {UNCHECKED_MARK}" if (coverage or {}).get("by") == "unchecked" and status else shown
 
 
 # A model's account is its output (untrusted): it reaches the state, every output and the answer's Missing line
@@ -221,8 +230,10 @@ def coverage_account(services: AgentServices, state: Mapping[str, Any], runtime:
     # Advisory: a failure is no account rather than no answer, and must not have LangGraph run the closing node
     # (and its answer's call) again.
     try:
+        # A whole reply's tokens, not a structured reply's half: the check's schema bounds its lists, and cut at
+        # half the limit a small model's account could not be read (a reply of 64 tokens on a 128-token limit).
         reply = yield from ModelCall("check", check_request(state, answer, context), schema=ClosingCheck,
-                                     advisory=True)
+                                     advisory=True, max_output_tokens=context.max_output_tokens)
     except Exception as exc:  # noqa: BLE001 - e.g. a model without structured output: no account
         log_fallback(node, "coverage_unchecked", exc)
         return UNCHECKED, 0

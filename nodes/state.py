@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, NotRequired, cast
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from langgraph.types import Overwrite
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 from typing_extensions import TypedDict
 
 from reactgraph.models.gateway import Usage, add_usage
@@ -123,12 +123,19 @@ class ReflectionVerdict(BaseModel):
         return cast(Verdict, self.model_dump())
 
 
+# The check's lists as its schema bounds them: a server that constrains the reply to the schema (llama.cpp's grammar,
+# OpenAI's strict mode) then closes the object within the reply's tokens, where a small model would otherwise
+# repeat one phrase until it is cut off and the check could not be read. Only the schema says it: a longer reply
+# (from a server that does not apply the schema) is still read, and cut to the account's bounds (nodes/closing.py).
+CHECK_LIST_BOUNDS: dict[str, JsonValue] = {"maxItems": 5, "items": {"type": "string", "pattern": "^.{1,40}$"}}
+
+
 class ClosingCheck(BaseModel):
     """Closing self-check: the question's parts, and those the final answer leaves unanswered."""
 
-    parts: list[str] = Field(description=(
+    parts: list[str] = Field(json_schema_extra=CHECK_LIST_BOUNDS, description=(
         "Every distinct thing the question asks for, one short phrase each (a compound question has several)."))
-    missing: list[str] = Field(default_factory=list, description=(
+    missing: list[str] = Field(default_factory=list, json_schema_extra=CHECK_LIST_BOUNDS, description=(
         "The parts (copied from `parts`) that the final answer does not answer from the observations or from "
         "what the user said."))
 

@@ -143,6 +143,15 @@ def reactgraph_home(tmp_path_factory: pytest.TempPathFactory):
     stop(data_dir())
 
 
+@pytest.fixture(autouse=True)
+def strategy_record(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """A record of structured-output strategies (models/strategy_record.py) of this test's own: a server that
+    refused json_schema in one test never changes what the next test's server is asked, nor the user's cache."""
+    path = tmp_path_factory.mktemp("strategies") / "structured-output.json"
+    monkeypatch.setenv("REACTGRAPH_STRATEGY_FILE", str(path))
+    return path
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
@@ -270,7 +279,7 @@ def provider(monkeypatch: pytest.MonkeyPatch):
     def use(server: object, shape: str = "openai", retries: int = 0, timeout: float = 10,
             node_retries: int = 0) -> str:
         for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", "OPENAI_", "ANTHROPIC_"))
-                     and n not in ("REACTGRAPH_HOME", "REACTGRAPH_TEST_NEIGHBOURS")]:
+                     and n not in ("REACTGRAPH_HOME", "REACTGRAPH_STRATEGY_FILE", "REACTGRAPH_TEST_NEIGHBOURS")]:
             monkeypatch.delenv(name)
         model, prefix = PROVIDER_SHAPES[shape]
         url = getattr(server, "openai_url" if shape == "openai" else "anthropic_url")

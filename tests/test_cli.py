@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli_env import CLEARED, clean_env
+from support.cli_env import CLEARED, KEPT, clean_env
 
 REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 
@@ -31,7 +31,7 @@ def reactgraph(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 def run_cli(cli, monkeypatch: pytest.MonkeyPatch):
     """`reactgraph ARGS` through `main()` in this process, with the environment `clean_env` gives a subprocess
     (plus `env`): a CompletedProcess, as `reactgraph()` returns."""
-    for name in [n for n in os.environ if n.startswith(CLEARED) and n != "REACTGRAPH_HOME"]:
+    for name in [n for n in os.environ if n.startswith(CLEARED) and n not in KEPT]:
         monkeypatch.delenv(name)
 
     def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -9,6 +9,7 @@ scripted chat models."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -17,7 +18,7 @@ from reactgraph.graph import Context, build_react_graph
 from reactgraph.graph.plan_solve import build_plan_solve_graph
 from reactgraph.graph.reflexion import build_reflexion_graph
 from support.cli_env import run_in_process
-from support.provider_server import ProviderServer, closing_check, cut_off, text
+from support.provider_server import ProviderServer, Reply, closing_check, cut_off, text
 from support.scripted import ScriptedChatModel, call, notes_gateway, tool_reply
 
 SHAPES = ("openai", "anthropic")  # the API shapes the provider server speaks (conftest `provider`)
@@ -76,13 +77,19 @@ def test_with_the_closing_check_off_the_coverage_is_unchecked(provider):
     assert result["coverage"] == {"parts": [], "missing": [], "by": "unchecked"}
 
 
+def junk_checker(body: dict) -> Reply:
+    """A model that answers, then meets every form of the self-check (a JSON schema, a forced call, JSON mode, JSON
+    asked for in the text) with prose."""
+    return text("Paris.") if body.get("tool_choice") == "auto" else text("Looks complete to me!")
+
+
 def test_a_junk_self_check_is_unchecked_in_every_output_and_nothing_crashes(provider, monkeypatch, capfd):
-    with ProviderServer(text("Paris."), text("Looks complete to me!")) as server:
+    with ProviderServer(then=junk_checker) as server:
         result = ask(build_react_graph(), "Capital of France?", Context(model=provider(server), reflection="off"))
     assert (result["status"], result["final_answer"]) == ("answered", "Paris.")
     assert result["coverage"]["by"] == "unchecked"
-    with ProviderServer(text("Paris."), text("Looks complete to me!"), text("Paris."),
-                        text("not json either")) as server:
+    assert len(server.requests) == 5  # the answer, then each form of the check once: none could be read
+    with ProviderServer(then=junk_checker) as server:
         env = {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test", "REACTGRAPH_MODEL_RETRIES": "0",
                "REACTGRAPH_NODE_RETRIES": "0"}
         argv = ["ask", "Capital of France?", "--reflection", "off", "--store", "memory", "--model", "openai:test-model"]
@@ -162,3 +169,17 @@ def test_a_models_coverage_account_is_bounded():
     account = model_account(["x" * 5000, *[f"part {n}\n" for n in range(500)]], ["y" * 5000])
     assert len(account.parts) == 20 and len(account.parts[0]) == 200 and account.parts[1] == "part 0"
     assert len(account.missing[0]) == 200
+
+
+def test_the_trace_of_an_unchecked_turn_says_so_where_it_shows_the_status(monkeypatch, capfd, redis_url):
+    with ProviderServer(then=junk_checker) as server:
+        env = {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test", "REACTGRAPH_MODEL_RETRIES": "0",
+               "REACTGRAPH_NODE_RETRIES": "0"}
+        session = f"unchecked-{uuid.uuid4().hex[:8]}"
+        asked = run_in_process(monkeypatch, capfd, ["ask", "Capital of France?", "--reflection", "off", "--store",
+                                                    redis_url, "--session", session, "--model", "openai:test-model"],
+                               **env)
+    traced = run_in_process(monkeypatch, capfd, ["trace", "--session", session, "--store", redis_url])
+    assert asked.returncode == 0 and traced.returncode == 0, traced.stderr
+    assert f"session {session} · answered · coverage unchecked · " in traced.stdout
+    assert "Final (answered · coverage unchecked): Paris." in traced.stdout

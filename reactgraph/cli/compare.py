@@ -63,6 +63,9 @@ RetryInfraOption = Annotated[bool, typer.Option("--retry-infra", help="With --re
                                                 "context exceeded past the retries, no connection).")]
 ReportOption = Annotated[Path | None, typer.Option(metavar="RESULTS", help="Run nothing: rewrite the report "
                                                    "(summary.md/json, plots) of a results.jsonl or its directory.")]
+ReplayOption = Annotated[Path | None, typer.Option(metavar="DIR", help="Make the comparison in DIR again from the "
+                                                   "model replies stored with it (replies.jsonl), asking no provider; "
+                                                   "writes to --out, else DIR/replay.")]
 
 
 def compare(
@@ -91,6 +94,7 @@ def compare(
     max_total_cost: MaxTotalCostOption = None,
     max_output_tokens: MaxOutputOption = None,
     report: ReportOption = None,
+    replay: ReplayOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of the markdown.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or notes on stderr.")] = False,
     otel: OtelOption = False,
@@ -101,6 +105,9 @@ def compare(
     output = Output.make(as_json=as_json, quiet=quiet)
     if report is not None:
         regenerate(report, plots, output)
+        return
+    if replay is not None:
+        replay_and_report(replay, out if out != OUT_DIR else replay / "replay", plots, output)
         return
     settings = _settings(graphs, suite, model, repeat, seed, seeds, tool_failure_rate, tool_latency_ms, tag, limit,
                          max_iterations, budget_flags(max_tool_calls, max_tokens, max_cost), reflection, protocol,
@@ -202,12 +209,15 @@ def run_and_report(settings: Settings, out: Path, resume: bool, plots: bool, out
     """Run what `out` does not have yet (with `retry_infra`: its infrastructure outcomes again), appending each
     record as it finishes, then write the report."""
     from reactgraph.evals.outcomes import infra_of
+    from reactgraph.evals.replay import request_settings
     from reactgraph.evals.report import endpoint_of
     from reactgraph.evals.results_file import ResultsFileError, open_results, record_key, suite_fingerprint
     from reactgraph.evals.runner import compare_runs
     from reactgraph.evals.schedule import RunProgress, utc_now
     from reactgraph.evals.spend import record_cost
+    from reactgraph.models import reply_tape
     from reactgraph.models.loader import load_chat_model
+    from reactgraph.models.openai_compat import strategy_of
 
     config = settings.config
     chat_model = load_chat_model(config.model)  # a bad spec or a missing key: one line, before any run
@@ -217,6 +227,9 @@ def run_and_report(settings: Settings, out: Path, resume: bool, plots: bool, out
     plots = plots and _can_plot(output)
     described = {**config.describe(), "suite": settings.suite, "suite_sha": suite_fingerprint(settings.suite_tasks),
                  "endpoint": endpoint_of(chat_model), "started_at": utc_now()}
+    described["request_settings"] = request_settings()  # what a replay sets again to ask the same (--replay)
+    if (strategy := strategy_of(chat_model)) is not None:  # where a replay's structured output starts
+        described["structured_output"] = strategy[1]
     try:
         writer, done = open_results(out, described, resume, warn=output.warn)
     except ResultsFileError as exc:
@@ -226,12 +239,17 @@ def run_and_report(settings: Settings, out: Path, resume: bool, plots: bool, out
     earlier = _planned(done, settings)
     only = {record_key(r) for r in earlier if infra_of(r)} if retry_infra else None
     earlier = [r for r in earlier if (record_key(r) not in only if only is not None else r.get("status") != "cut")]
-    with writer, RunProgress(output.err, total, done=earlier, enabled=not (output.quiet or output.as_json)) as bar:
+    tape = reply_tape.Tape.recording(out)  # the model's replies, kept for `--replay`
+    with writer, RunProgress(output.err, total, done=earlier, enabled=not (output.quiet or output.as_json)) as bar, \
+            reply_tape.using(tape):
         def on_result(record: dict[str, Any]) -> None:
             writer.append(record)  # on disk (fsync'd) before the next one: a crash loses nothing
             bar.advance(record)
 
         outcome = compare_runs(settings.tasks, config, on_result, chat_model, done, only)
+    if tape.full:
+        output.warn(f"note: {tape.path} reached its bound ({reply_tape.MAX_TAPE_BYTES:,} bytes): later replies were "
+                    "not kept, and --replay cannot make those runs again")
     resumed: dict[str, Any] = {}
     if earlier:
         resumed["resumed"] = {"records": len(earlier), "started_at": _earlier_start(out)}
@@ -346,6 +364,61 @@ def fit_tables(markdown: str, width: int) -> str:
             fields = " · ".join(f"{name} {value}" for name, value in zip(header[1:], row[1:], strict=False) if value)
             out.extend(textwrap.wrap(f"- {row[0]}: {fields}", width, subsequent_indent="  ", break_on_hyphens=False))
     return "\n".join(out) + "\n"
+
+
+def replay_and_report(folder: Path, out: Path, plots: bool, output: Output) -> None:
+    """`--replay DIR`: the comparison in DIR made again from its stored replies (evals/replay.py) into `out`, and its
+    report; a request the recording has no reply for ends the command with one line naming the run."""
+    from reactgraph.evals.replay import ReplayError, apply_request_settings, load_replay
+    from reactgraph.evals.results_file import SETTINGS, ordered, write_json_atomically
+    from reactgraph.evals.runner import compare_runs
+    from reactgraph.evals.tasks import SuiteError
+    from reactgraph.models import reply_tape
+
+    try:
+        replay = load_replay(folder)
+    except (ReplayError, SuiteError) as exc:
+        raise UserError(str(exc)) from exc
+    apply_request_settings(replay.settings)
+    chat_model = _replayed_model(replay.settings)
+    out.mkdir(parents=True, exist_ok=True)
+    described = {**replay.settings, "replayed_from": str(folder)}
+    write_json_atomically(out / SETTINGS, described)
+    output.note(f"[dim]replaying {len(replay.recorded)} run(s) of {folder} from {replay.tape.path.name}, "
+                f"asking no provider ({len(replay.carried)} kept as recorded: stopped runs)[/dim]")
+    with reply_tape.using(replay.tape):
+        outcome = compare_runs(replay.tasks, replay.config, None, chat_model, replay.carried)
+    if replay.tape.missed:
+        more = f" (and {len(replay.tape.missed) - 1} more)" if len(replay.tape.missed) > 1 else ""
+        raise UserError(f"--replay {folder}: {replay.tape.missed[0]}{more}")
+    records = ordered(replay.as_recorded(outcome.records), list(replay.config.graphs))
+    _finish(out, described, records, [], plots and _can_plot(output), output)
+
+
+def _replayed_model(settings: dict[str, Any]) -> Any:
+    """The recorded model, pointed at the recorded endpoint (nothing is sent there), its structured output starting
+    where the recording's did, and no record of strategies written by this process."""
+    import os
+
+    from reactgraph.models.loader import ModelConfigError, load_chat_model, parse_spec
+    from reactgraph.models.openai_compat import strategy_of
+    from reactgraph.models.strategy_record import FILE_ENV, remember
+    from reactgraph.models.structured_output import STRATEGIES
+
+    provider, _ = parse_spec(str(settings["model"]))
+    prefix = provider.upper()
+    if settings.get("endpoint") and provider in ("openai", "anthropic"):
+        os.environ[f"{prefix}_BASE_URL"] = f"http://{settings['endpoint']}" + ("/v1" if provider == "openai" else "")
+        os.environ.setdefault(f"{prefix}_API_KEY", "replay-asks-no-provider")
+    os.environ[FILE_ENV] = "off"
+    try:
+        model = load_chat_model(str(settings["model"]))
+    except ModelConfigError as exc:
+        raise UserError(f"--replay: {exc}") from exc
+    strategy = strategy_of(model)
+    if strategy is not None and settings.get("structured_output") in STRATEGIES:
+        remember(strategy[0], settings["structured_output"], STRATEGIES)
+    return model
 
 
 def regenerate(path: Path, plots: bool, output: Output) -> None:

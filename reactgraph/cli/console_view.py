@@ -221,9 +221,11 @@ class StepPrinter:
         status = result.get("status") or "failed"
         tokens = usage_totals(result)["total_tokens"]
         # A status no model's account of the question's parts backs says so (statuses.md: coverage "unchecked").
-        unchecked = " · coverage unchecked" if (result.get("coverage") or {}).get("by") == "unchecked" else ""
-        title = (f"Final answer · {status}{unchecked} · {result.get('iteration', 0)} iteration(s) · "
-                 f"{elapsed_s:.2f} s · ~{tokens} tokens")
+        from reactgraph.nodes.closing import shown_status  # here, not at the top: the CLI starts before LangGraph
+
+        shown = shown_status(status, result.get("coverage"))
+        title = (f"Final answer · {shown} · {result.get('iteration', 0)} iteration(s) · {elapsed_s:.2f} s · "
+                 f"~{tokens} tokens")
         self.console.print(Panel(Text(terminal_safe(result.get("final_answer") or "(no answer)")), title=title,
                                  border_style=STATUS_STYLE.get(status, "red"), title_align="left"))
 

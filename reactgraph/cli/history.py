@@ -176,10 +176,13 @@ def _ms(value: float | None) -> str:
 
 def render(t: dict[str, Any]) -> str:
     """The timeline as indented text: a header, one line per node, its calls beneath it, the outcome."""
+    from reactgraph.nodes.closing import shown_status
+
     usage = t["usage"]
     tokens = (f" · {usage.get('input_tokens', 0)} tokens in, {usage.get('output_tokens', 0)} out"
               if usage.get("input_tokens") is not None else "")
-    status = "unfinished (next: " + ", ".join(t["next"]) + ")" if t["unfinished"] else (t["status"] or "-")
+    shown = shown_status(t["status"], t.get("coverage"))  # "answered · coverage unchecked" when no check backs it
+    status = "unfinished (next: " + ", ".join(t["next"]) + ")" if t["unfinished"] else shown
     lines = [f"Turn {t['turn']} of {t['turns']} · session {t['session']} · {status} · {_ms(t['duration_ms'])}"
              f"{tokens} · {t['model_calls']} model call(s), {t['tool_calls']} tool call(s)"]
     if t["question"]:
@@ -200,7 +203,7 @@ def render(t: dict[str, Any]) -> str:
             lines.append(f"      {record['node']}: {record['status']}{tokens_used}")
     if t["answer"]:
         answer = t["answer"].strip().replace("\n", " ")
-        lines.append(f"Final ({t['status']}): {answer[:200]}{'…' if len(answer) > 200 else ''}")
+        lines.append(f"Final ({shown}): {answer[:200]}{'…' if len(answer) > 200 else ''}")
     return "\n".join(lines)
 
 

@@ -100,7 +100,7 @@ class Cassette:
     scenario: dict[str, Any]
     kinds: list[str]
     replies: list[Reply]
-    served: list[Reply] = field(default_factory=list)  # what replay answered, in order
+    served: list[tuple[str, Reply]] = field(default_factory=list)  # what replay answered, in order, by request kind
     _used: set[int] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -112,12 +112,13 @@ class Cassette:
             unused = [i for i in (same or range(len(self.replies))) if i not in self._used]
             index = unused[0] if unused else same[-1] if same else len(self.replies) - 1
             self._used.add(index)
-            self.served.append(self.replies[index])
+            self.served.append((kind, self.replies[index]))
         return self.replies[index]
 
     def truncated(self) -> list[str]:
-        """The content of each served reply the server cut at its token limit."""
-        return [r.content or "" for r in self.served if r.cut_off]
+        """The content of each served answering reply (not a structured one: a check or a plan may repeat the
+        answer) the server cut at its token limit."""
+        return [r.content or "" for kind, r in self.served if r.cut_off and kind in ("plain", "tools")]
 
 
 def load(path: Path) -> Cassette:

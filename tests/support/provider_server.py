@@ -237,7 +237,8 @@ def point_at(monkeypatch: Any, server: ProviderServer, provider: str = "openai",
     import os
 
     prefix = provider.upper()
-    for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", f"{prefix}_")) and n != "REACTGRAPH_HOME"]:
+    for name in [n for n in os.environ if n.startswith(("REACTGRAPH_", f"{prefix}_"))
+                 and n not in ("REACTGRAPH_HOME", "REACTGRAPH_STRATEGY_FILE")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv(f"{prefix}_BASE_URL", server.openai_url if provider == "openai" else server.anthropic_url)
     monkeypatch.setenv(f"{prefix}_API_KEY", "sk-test")

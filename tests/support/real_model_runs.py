@@ -31,27 +31,39 @@ RUN_CEILING_S = 450.0
 
 @dataclass(frozen=True)
 class Scenario:
-    """One question put to one graph in one protocol."""
+    """One question put to one graph in one protocol; `first_call`: a tool call played as the model's first reply
+    (the rest of the run is the real model's), for replies the model gives too rarely to wait for."""
 
     name: str
     graph: str
     protocol: str
     question: str
     context: dict[str, Any] = field(default_factory=dict)
+    first_call: tuple[str, str] | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"graph": self.graph, "protocol": self.protocol, "question": self.question, "context": self.context}
+        return {"graph": self.graph, "protocol": self.protocol, "question": self.question, "context": self.context,
+                **({"first_call": list(self.first_call)} if self.first_call else {})}
 
     @classmethod
     def from_json(cls, name: str, data: dict[str, Any]) -> Scenario:
         graph, protocol = data.get("graph"), data.get("protocol")
         if graph not in GRAPHS or protocol not in PROTOCOLS or not isinstance(data.get("question"), str):
             raise ValueError(f"{name}: not a scenario: {data!r:.200}")
-        return cls(name, graph, protocol, data["question"], dict(data.get("context") or {}))
+        first = data.get("first_call")
+        if first is not None and not (isinstance(first, list) and len(first) == 2
+                                      and all(isinstance(x, str) and len(x) < 500 for x in first)):
+            raise ValueError(f"{name}: first_call must be [tool name, arguments]")
+        return cls(name, graph, protocol, data["question"], dict(data.get("context") or {}),
+                   tuple(first) if first else None)
 
 
 ARITHMETIC = "What is 17 * 23?"
 WEATHER = "What is the weather in Paris today?"
+# Questions the small model answers without a tool (a direct answer): the closing self-check is what judges them.
+DIRECT_QUESTIONS = (ARITHMETIC, "What is the capital of France?", "Who wrote Hamlet?", "What is 2 + 2?")
+# A tool call whose arguments are not JSON (an expression left unquoted), in the shape the issue saw the model write.
+MALFORMED_CALL = ("calculator", '{"expression": 17 * 23}')
 # Every graph in every protocol: the cassettes record each; the tier runs TIER_SCENARIOS of them through the Python
 # API (and the rest of the combinations through the CLI and the service), so its wall time stays a few minutes.
 SCENARIOS = (
@@ -62,7 +74,39 @@ SCENARIOS = (
     Scenario("reflexion-tools", "reflexion", "tools", ARITHMETIC),
     Scenario("reflexion-text", "reflexion", "text", WEATHER),
 )
+# The proofs of issue 39 (tests/real_model/test_real_model_checks.py), recorded too: the direct answers whose check
+# must be read, and a run whose first reply is a malformed tool call.
+PROOF_SCENARIOS = (
+    *(Scenario(f"react-direct-{i}", "react", "tools", q) for i, q in enumerate(DIRECT_QUESTIONS[1:], 1)),
+    Scenario("react-malformed", "react", "tools", ARITHMETIC, first_call=MALFORMED_CALL),
+)
+DIRECT_SCENARIOS = ("react-tools", *(f"react-direct-{i}" for i in range(1, len(DIRECT_QUESTIONS))))
 TIER_SCENARIOS = tuple(s for s in SCENARIOS if s.name in ("react-tools", "plan_solve-text", "reflexion-tools"))
+
+
+def forwarding(upstream: str) -> Any:
+    """A responder for the local test server (support.provider_server) that hands each request to an OpenAI-
+    compatible server at `upstream` (its base URL without /v1) and plays its answer back, unstreamed."""
+    import httpx
+
+    from support.provider_server import Reply
+
+    def forward(body: dict[str, Any]) -> Reply:
+        sent = {**body, "stream": False}
+        sent.pop("stream_options", None)
+        answer = httpx.post(f"{upstream}/v1/chat/completions", json=sent, timeout=RUN_CEILING_S)
+        if answer.status_code != 200:
+            return Reply(status=answer.status_code, error=answer.text[:2000])
+        payload = answer.json()
+        choice = payload["choices"][0]
+        message = choice.get("message") or {}
+        named = [(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+        usage = {k: v for k, v in (payload.get("usage") or {}).items()
+                 if k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+        return Reply(content=message.get("content"), tool_calls=named, cut_off=choice.get("finish_reason") == "length",
+                     usage=usage or None)
+
+    return forward
 
 
 def build(graph: str) -> Any:

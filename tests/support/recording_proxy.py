@@ -173,6 +173,8 @@ def _handler_for(proxy: RecordingProxy) -> type[BaseHTTPRequestHandler]:
 
 
 def truncated(exchanges: list[Exchange]) -> list[str]:
-    """The content of each reply the server cut at its token limit."""
+    """The content of each answering reply (not a structured one: a check or a plan may repeat the answer) the
+    server cut at its token limit."""
     return [e.reply.get("content") or "" for e in exchanges
-            if e.complete and e.status == 200 and e.reply.get("finish_reason") == "length"]
+            if e.complete and e.status == 200 and e.reply.get("finish_reason") == "length"
+            and not e.request.get("response_format") and e.request.get("tool_choice") in (None, "auto")]

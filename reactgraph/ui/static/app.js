@@ -3,7 +3,7 @@
 // Every request goes to the page's own origin (api.js).
 
 import { api, stream, ApiError, setCredentials } from "./api.js";
-import { h, clear, $, oneLine } from "./dom.js";
+import { h, clear, $, oneLine, shownStatus } from "./dom.js";
 import { drawGraph } from "./graph.js";
 import { Timeline } from "./timeline.js";
 import { stateTree } from "./tree.js";
@@ -172,7 +172,8 @@ function renderTurns() {
                                           "aria-current": String(turn === state.turn),
                                           onclick: () => showTurn(turn, false).catch(problem) },
       h("span", { class: "name", text: `${number}${oneLine(questionOf(values, turn) ?? turn, 90)}` }),
-      h("span", { class: "meta", text: `${values.status ?? (latest.next?.length ? "unfinished" : "")} · `
+      h("span", { class: "meta", text: `${values.status ? shownStatus(values.status, values.coverage)
+                                                        : (latest.next?.length ? "unfinished" : "")} · `
                                       + `${(latest.created_at || "").slice(0, 19).replace("T", " ")}` }))));
   });
   $("#more-turns").hidden = !history.more;

@@ -56,3 +56,9 @@ export function foldable(text, className, limit = 600) {
     h("summary", { text: `${value.slice(0, 200)}… (${value.length} characters)` }),
     h("pre", { text: value }));
 }
+
+// A run's status as a person is shown it: "answered · coverage unchecked" when no model's account of the question's
+// parts backs it, as the CLI says it (nodes/closing.py shown_status, docs/statuses.md).
+export function shownStatus(status, coverage) {
+  return coverage?.by === "unchecked" && status ? `${status} · coverage unchecked` : status;
+}

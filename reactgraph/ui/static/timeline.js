@@ -3,7 +3,7 @@
 // `messages-tuple`, `tasks`, `custom`), or from a checkpoint's step records. Step records (ExecutionStep) are
 // the same in every graph, so one reading of them serves ReAct, Plan-and-Solve and Reflexion.
 
-import { h, clear, oneLine, foldable } from "./dom.js";
+import { h, clear, oneLine, foldable, shownStatus } from "./dom.js";
 
 const FINAL_NODES = ["finalize", "solve"];  // their message is the final answer, shown as such
 const STATUSES = ["answered", "partial", "no_answer", "limit_reached", "budget_exhausted", "failed"];
@@ -247,7 +247,9 @@ export class Timeline {
     li.querySelector(".status").replaceChildren(badge(status ?? "answered"));
     li.querySelector(".text").textContent = answer;
     const missing = coverage?.missing?.length ? ` · missing: ${coverage.missing.join("; ")}` : "";
-    li.querySelector(".coverage").textContent = coverage?.parts ? `covered: ${coverage.parts.join("; ")}${missing}` : "";
-    this.hooks.status(status ?? "answered", "done");
+    li.querySelector(".coverage").textContent = coverage?.by === "unchecked"
+      ? "coverage unchecked: no model's account of the question's parts backs this status"
+      : coverage?.parts ? `covered: ${coverage.parts.join("; ")}${missing}` : "";
+    this.hooks.status(shownStatus(status ?? "answered", coverage), "done");
   }
 }
