@@ -24,6 +24,7 @@ would otherwise happen silently. The CLI shows them (`--debug`, `--log-format`);
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import logging
 import warnings
@@ -34,7 +35,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
-from langchain_core.runnables.config import set_config_context
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Overwrite, RetryPolicy
 
@@ -304,9 +305,10 @@ class Route(Runnable[Any, Any]):
         self._runtime = "runtime" in inspect.signature(route).parameters
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        if self._runtime:  # LangGraph runs a route outside its node's config context: set it to read the runtime
-            with set_config_context(config or ensure_config()) as context:
-                kwargs["runtime"] = context.run(_runtime)
+        if self._runtime:  # LangGraph runs a route outside its node's config context: the runtime is read in a
+            context = contextvars.copy_context()  # context holding the route's config (no tracing context needed)
+            context.run(var_child_runnable_config.set, config or ensure_config())
+            kwargs["runtime"] = context.run(_runtime)
         return self.route(input, **kwargs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
