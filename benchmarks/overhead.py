@@ -288,7 +288,7 @@ def main() -> None:
     print(f"  ratios side by side: wall {o['ratio']:.2f}x, CPU {o['cpu_ratio']:.2f}x   ({args.first} first)")
     if args.own_code_runs:
         w = own_code(args.own_code_runs)
-        print(f"Own code per iteration over LangGraph's floor for each shape ({args.own_code_runs} rounds of the four "
+        print(f"Own code per iteration over LangGraph's floor for each shape ({args.own_code_runs} rounds of the five "
               "graphs, order rotating, medians):")
         for unit, label in (("ms", "wall"), ("cpu_ms", "CPU ")):
             ours_own = w[f"ours_{unit}"] - w[f"our_floor_{unit}"]
