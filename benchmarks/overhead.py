@@ -249,13 +249,36 @@ def tracing_overhead(runs: int) -> dict[str, float] | None:
             "off_cpu_ms": cpu["off"], "on_cpu_ms": cpu["on"], "cpu_ratio": cpu["on"] / cpu["off"]}
 
 
+def print_own_code(runs: int) -> None:
+    """The own-code measure as printed: the ratio, and the part of our own code that is LangGraph's for our shape."""
+    w = own_code(runs)
+    print(f"Own code per iteration over LangGraph's floor for each shape ({runs} rounds of the five "
+          "graphs, order rotating, medians):")
+    for unit, label in (("ms", "wall"), ("cpu_ms", "CPU ")):
+        ours_own = w[f"ours_{unit}"] - w[f"our_floor_{unit}"]
+        their_own = w[f"create_agent_{unit}"] - w[f"their_floor_{unit}"]
+        print(f"  {label} react-graph {w[f'ours_{unit}']:.3f} - floor {w[f'our_floor_{unit}']:.3f} = "
+              f"{ours_own:.3f} ms; create_agent {w[f'create_agent_{unit}']:.3f} - "
+              f"floor {w[f'their_floor_{unit}']:.3f} = {their_own:.3f} ms")
+    print(f"  own-code ratios side by side: wall {w['own_ms_ratio']:.2f}x, CPU {w['own_cpu_ms_ratio']:.2f}x   "
+          "(goal <= 1.2x)")
+    print("  of our own code, LangGraph's for our state, routes and Send (the floor for our whole shape) and "
+          "the rest (our node bodies, both gateways, the model call):")
+    for unit, label in (("ms", "wall"), ("cpu_ms", "CPU ")):
+        shape = w[f"our_shape_{unit}"] - w[f"our_floor_{unit}"]
+        rest = w[f"ours_{unit}"] - w[f"our_shape_{unit}"]
+        their_own = w[f"create_agent_{unit}"] - w[f"their_floor_{unit}"]
+        print(f"  {label} shape {shape:.3f} ms + the rest {rest:.3f} ms; the rest / create_agent's own "
+              f"{rest / their_own:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--tracing-runs", type=int, default=100)
     parser.add_argument("--own-code-runs", type=int, default=200,
-                        help="Rounds of the own-code measure (ours, create_agent and both floors); 0 skips it.")
+                        help="Rounds of the own-code measure (ours, create_agent and the floors); 0 skips it.")
     parser.add_argument("--only-tracing", action="store_true", help="Measure tracing only.")
     parser.add_argument("--first", choices=["ours", "create_agent"], default="ours",
                         help="Which graph runs first in each interleaved pair (default: ours).")
@@ -287,25 +310,7 @@ def main() -> None:
           f"{o['create_agent_cpu_ms_per_iteration']:.3f} ms, ratio {o['cpu_ratio']:.2f}x")
     print(f"  ratios side by side: wall {o['ratio']:.2f}x, CPU {o['cpu_ratio']:.2f}x   ({args.first} first)")
     if args.own_code_runs:
-        w = own_code(args.own_code_runs)
-        print(f"Own code per iteration over LangGraph's floor for each shape ({args.own_code_runs} rounds of the five "
-              "graphs, order rotating, medians):")
-        for unit, label in (("ms", "wall"), ("cpu_ms", "CPU ")):
-            ours_own = w[f"ours_{unit}"] - w[f"our_floor_{unit}"]
-            their_own = w[f"create_agent_{unit}"] - w[f"their_floor_{unit}"]
-            print(f"  {label} react-graph {w[f'ours_{unit}']:.3f} - floor {w[f'our_floor_{unit}']:.3f} = "
-                  f"{ours_own:.3f} ms; create_agent {w[f'create_agent_{unit}']:.3f} - "
-                  f"floor {w[f'their_floor_{unit}']:.3f} = {their_own:.3f} ms")
-        print(f"  own-code ratios side by side: wall {w['own_ms_ratio']:.2f}x, CPU {w['own_cpu_ms_ratio']:.2f}x   "
-              "(goal <= 1.2x)")
-        print("  of our own code, LangGraph's for our state, routes and Send (the floor for our whole shape) and "
-              "the rest (our node bodies, both gateways, the model call):")
-        for unit, label in (("ms", "wall"), ("cpu_ms", "CPU ")):
-            shape = w[f"our_shape_{unit}"] - w[f"our_floor_{unit}"]
-            rest = w[f"ours_{unit}"] - w[f"our_shape_{unit}"]
-            their_own = w[f"create_agent_{unit}"] - w[f"their_floor_{unit}"]
-            print(f"  {label} shape {shape:.3f} ms + the rest {rest:.3f} ms; the rest / create_agent's own "
-                  f"{rest / their_own:.2f}x")
+        print_own_code(args.own_code_runs)
     c = asyncio.run(concurrent_sessions(args.sessions))
     print(f"{c['sessions']} concurrent sessions (ainvoke), model sleeps 50 ms per call, 2 calls each (medians of 3):")
     print(f"  wall {c['wall_s']:.3f} s; the same run with a zero-latency model (CPU floor): {c['cpu_floor_s']:.3f} s")
