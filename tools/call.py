@@ -21,8 +21,9 @@ be recognised:
 - cancellation of the run's task (a caller's timeout, `task.cancel()`, and a user's Ctrl-C under `asyncio.run`,
   whose SIGINT handler cancels the main task): the task then reports `cancelling() > 0`. A CancelledError the
   tool raised on its own leaves that count at 0.
-- a user's Ctrl-C while a synchronous caller runs the event loop on the main thread: Python's SIGINT handler
-  raises KeyboardInterrupt in whatever code the main thread runs, which may be an async tool's. Python runs
+- a user's Ctrl-C while a synchronous caller runs on the main thread (a blocking call's steps and waits, or the
+  sync bridge's loop): Python's SIGINT handler raises KeyboardInterrupt in whatever code the main thread runs,
+  which may be an async tool's. A blocking call has no task, so this is the only way it is stopped. Python runs
   signal handlers only on the main thread and only between instructions (at calls and loop jumps), never at
   a `raise` statement; so a KeyboardInterrupt off the main thread, or thrown by a `raise`, is the tool's own.
 Sync tools run on worker threads, where no signal ever arrives: whatever they raise is theirs.
