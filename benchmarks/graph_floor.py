@@ -85,6 +85,47 @@ def four_node_loop(*, turn_nodes: bool = False):
     return graph.compile(checkpointer=InMemorySaver())
 
 
+def react_shape_loop():
+    """LangGraph's floor for the ReAct graph's whole shape, not only its four nodes: its state (every field of
+    `AgentState`, each a channel), its nodes and edges, its three routes (after think, after the round, after
+    reflect, each reading the whole fresh state as LangGraph's conditional edges do) and one `Send` per tool call
+    to act; the bodies and routes are trivial and write the channels ours write, no more."""
+    from langgraph.types import Overwrite, Send
+
+    from reactgraph.graph import AgentState, Context
+
+    turn = {"iteration": 0, "steps": Overwrite([]), "reflection": None, "final_answer": None, "status": None,
+            "coverage": None, "structured_response": None, "usage": Overwrite({}), "stop_reason": None,
+            "budget": None}
+    nodes = {
+        "load_memory": lambda state: {"turn_id": state["messages"][-1].id, **turn},
+        "think": lambda state: {**_model(state), "iteration": state.get("iteration", 0) + 1,
+                                "usage": {"model_calls": 1}},
+        "approve": _pass,
+        "act": lambda task: {"messages": [ToolMessage(task["call"]["args"]["text"], tool_call_id=task["call"]["id"],
+                                                      name=task["call"]["name"])], "usage": {"tool_calls": 1}},
+        "observe": lambda state: {"steps": [{"step": state.get("iteration", 0), "node": "act"}]},
+        "reflect": lambda state: {"reflection": {"note": ""},
+                                  "steps": [{"step": state.get("iteration", 0), "node": "reflect"}]},
+        "finalize": lambda state: {"final_answer": "done", "status": "answered"},
+        "save_memory": _pass,
+    }
+    graph = StateGraph(AgentState, context_schema=Context)
+    for name, body in nodes.items():
+        graph.add_node(name, body)
+    graph.add_edge(START, "load_memory")
+    graph.add_edge("load_memory", "think")
+    graph.add_conditional_edges("think", lambda state: [Send("act", {"call": call}) for call in state["messages"][-1]
+                                                        .tool_calls] or "finalize", ["act", "approve", "finalize"])
+    graph.add_conditional_edges("approve", lambda state: "observe", ["act", "observe"])
+    graph.add_edge("act", "observe")
+    graph.add_conditional_edges("observe", lambda state: "reflect", ["reflect", "think", "finalize"])
+    graph.add_conditional_edges("reflect", lambda state: "think", ["think", "finalize"])
+    graph.add_edge("finalize", "save_memory")
+    graph.add_edge("save_memory", END)
+    return graph.compile(checkpointer=InMemorySaver())
+
+
 def _episode(graph, n: int | str) -> tuple[float, float]:
     started, cpu = time.perf_counter(), time.process_time()
     graph.invoke({"messages": [HumanMessage("go")]}, config={"configurable": {"thread_id": f"t{n}"}})

@@ -6,13 +6,26 @@ four nodes (think, act, observe, reflect with rules) to create_agent's two (mode
 more (load_memory, finalize, save_memory). Wall time is the figure a user waits for; the process's CPU time
 is printed beside it because on a busy machine wall time also measures how long threads wait for a core.
 
-    python benchmarks/overhead.py [--runs 200] [--sessions 100] [--tracing-runs 100] [--first ours|create_agent]
+    python benchmarks/overhead.py [--runs 200] [--sessions 100] [--tracing-runs 100] [--own-code-runs 200]
+                                  [--first ours|create_agent] [--episodes GRAPH COUNT]
 
 The goal is on what each side's own code costs, not on the whole iteration: LangGraph alone costs more for our
 four visible nodes (and the turn's load_memory, finalize, save_memory) than for create_agent's two, before any
 node body runs (benchmarks/graph_floor.py). So the same run also times each shape's floor, the same graph with
-nodes that do nothing, all four graphs interleaved round by round (the order rotating), and prints
+nodes that do nothing, all the graphs interleaved round by round (the order rotating), and prints
 (ours - floor for our shape) / (create_agent - floor for its shape), wall and CPU: goal ≤ 1.2×.
+
+Of our own code, the part that is LangGraph's work for our whole shape — the state's fields (each a channel), three
+routes that each read the whole fresh state, a `Send` per tool call — is measured by one more graph in the same
+rounds, the floor for that whole shape (`graph_floor.react_shape_loop`), and printed beside the ratio; what is
+left is our node bodies, both gateways and the model call, and is compared with create_agent's own code.
+
+Instruction counts, for a machine too noisy for time: `--episodes GRAPH COUNT` runs five warm-up episodes of
+one graph and COUNT more, nothing else; under `valgrind --tool=callgrind`, the difference of the instructions of
+two COUNTs is that many episodes' worth (five iterations each):
+
+    valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.10 python benchmarks/overhead.py --episodes ours 10
+    valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.40 python benchmarks/overhead.py --episodes ours 40
 
 `--first` says which of the two runs first in each interleaved pair (the one that runs second may find the
 other's threads still busy); measure both orders on a shared machine.
@@ -32,7 +45,7 @@ import statistics
 import time
 from typing import Any
 
-from graph_floor import four_node_loop, two_node_loop  # the sibling script: benchmarks/ is on sys.path[0]
+from graph_floor import four_node_loop, react_shape_loop, two_node_loop  # the sibling script (on sys.path[0])
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -132,19 +145,26 @@ def overhead(runs: int, first: str = "ours") -> dict[str, float]:
             "cpu_ratio": ours_cpu / their_cpu}
 
 
-def own_code(runs: int) -> dict[str, float]:
-    """Per-iteration medians of ours, create_agent and LangGraph's floor for each one's shape, and the ratio of
-    what each side's own code adds over its floor. The four graphs run in turn within each round, the order
-    rotating from round to round, so machine noise falls on all of them alike."""
+def contenders() -> dict[str, tuple[Any, dict[str, Any]]]:
+    """The graphs the own-code measure runs: ours, create_agent, LangGraph's floor for each one's shape, and the
+    floor for our whole shape (state, routes and Send too: `graph_floor.react_shape_loop`)."""
     ours_graph, ours_extra = ours(EpisodeModel())
     their_graph, their_extra = theirs(EpisodeModel())
-    contenders = {"ours": (ours_graph, ours_extra), "create_agent": (their_graph, their_extra),
-                  "our_floor": (four_node_loop(turn_nodes=True), {}), "their_floor": (two_node_loop(), {})}
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
-    names = list(contenders)
+    return {"ours": (ours_graph, ours_extra), "create_agent": (their_graph, their_extra),
+            "our_floor": (four_node_loop(turn_nodes=True), {}), "their_floor": (two_node_loop(), {}),
+            "our_shape": (react_shape_loop(), {})}
+
+
+def own_code(runs: int) -> dict[str, float]:
+    """Per-iteration medians of ours, create_agent and LangGraph's floors, and the ratio of what each side's own
+    code adds over its floor. The graphs run in turn within each round, the order rotating from round to round,
+    so machine noise falls on all of them alike."""
+    graphs = contenders()
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in graphs}
+    names = list(graphs)
     for n in range(-5, runs):  # the first five rounds warm everything up
-        for name in names[n % 4:] + names[:n % 4]:
-            graph, extra = contenders[name]
+        for name in names[n % len(names):] + names[:n % len(names)]:
+            graph, extra = graphs[name]
             timing = time_episode(graph, extra, f"{name}{n}")
             if n >= 0:
                 times[name].append(timing)
@@ -154,6 +174,14 @@ def own_code(runs: int) -> dict[str, float]:
         result.update({f"{name}_{unit}": value for name, value in med.items()})
         result[f"own_{unit}_ratio"] = (med["ours"] - med["our_floor"]) / (med["create_agent"] - med["their_floor"])
     return result
+
+
+def episodes(name: str, count: int) -> None:
+    """Five warm-up episodes of one contender, then `count` more: run under `valgrind --tool=callgrind` with two
+    counts, the difference of the instructions is `count` episodes' worth, without start-up and imports."""
+    graph, extra = contenders()[name]
+    for n in range(5 + count):
+        time_episode(graph, extra, n)
 
 
 async def _sessions_wall(sessions: int, delay_s: float) -> float:
@@ -221,17 +249,46 @@ def tracing_overhead(runs: int) -> dict[str, float] | None:
             "off_cpu_ms": cpu["off"], "on_cpu_ms": cpu["on"], "cpu_ratio": cpu["on"] / cpu["off"]}
 
 
+def print_own_code(runs: int) -> None:
+    """The own-code measure as printed: the ratio, and the part of our own code that is LangGraph's for our shape."""
+    w = own_code(runs)
+    print(f"Own code per iteration over LangGraph's floor for each shape ({runs} rounds of the five "
+          "graphs, order rotating, medians):")
+    for unit, label in (("ms", "wall"), ("cpu_ms", "CPU ")):
+        ours_own = w[f"ours_{unit}"] - w[f"our_floor_{unit}"]
+        their_own = w[f"create_agent_{unit}"] - w[f"their_floor_{unit}"]
+        print(f"  {label} react-graph {w[f'ours_{unit}']:.3f} - floor {w[f'our_floor_{unit}']:.3f} = "
+              f"{ours_own:.3f} ms; create_agent {w[f'create_agent_{unit}']:.3f} - "
+              f"floor {w[f'their_floor_{unit}']:.3f} = {their_own:.3f} ms")
+    print(f"  own-code ratios side by side: wall {w['own_ms_ratio']:.2f}x, CPU {w['own_cpu_ms_ratio']:.2f}x   "
+          "(goal <= 1.2x)")
+    print("  of our own code, LangGraph's for our state, routes and Send (the floor for our whole shape) and "
+          "the rest (our node bodies, both gateways, the model call):")
+    for unit, label in (("ms", "wall"), ("cpu_ms", "CPU ")):
+        shape = w[f"our_shape_{unit}"] - w[f"our_floor_{unit}"]
+        rest = w[f"ours_{unit}"] - w[f"our_shape_{unit}"]
+        their_own = w[f"create_agent_{unit}"] - w[f"their_floor_{unit}"]
+        print(f"  {label} shape {shape:.3f} ms + the rest {rest:.3f} ms; the rest / create_agent's own "
+              f"{rest / their_own:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--tracing-runs", type=int, default=100)
     parser.add_argument("--own-code-runs", type=int, default=200,
-                        help="Rounds of the own-code measure (ours, create_agent and both floors); 0 skips it.")
+                        help="Rounds of the own-code measure (ours, create_agent and the floors); 0 skips it.")
     parser.add_argument("--only-tracing", action="store_true", help="Measure tracing only.")
     parser.add_argument("--first", choices=["ours", "create_agent"], default="ours",
                         help="Which graph runs first in each interleaved pair (default: ours).")
+    parser.add_argument("--episodes", nargs=2, metavar=("GRAPH", "COUNT"),
+                        help="Only run COUNT episodes of GRAPH (ours, create_agent, our_floor, their_floor, "
+                             "our_shape) after a warm-up, for callgrind; see the docstring.")
     args = parser.parse_args()
+    if args.episodes:
+        episodes(args.episodes[0], int(args.episodes[1]))
+        return
     if args.tracing_runs:
         t = tracing_overhead(args.tracing_runs)
         if t is None:
@@ -253,17 +310,7 @@ def main() -> None:
           f"{o['create_agent_cpu_ms_per_iteration']:.3f} ms, ratio {o['cpu_ratio']:.2f}x")
     print(f"  ratios side by side: wall {o['ratio']:.2f}x, CPU {o['cpu_ratio']:.2f}x   ({args.first} first)")
     if args.own_code_runs:
-        w = own_code(args.own_code_runs)
-        print(f"Own code per iteration over LangGraph's floor for each shape ({args.own_code_runs} rounds of the four "
-              "graphs, order rotating, medians):")
-        for unit, label in (("ms", "wall"), ("cpu_ms", "CPU ")):
-            ours_own = w[f"ours_{unit}"] - w[f"our_floor_{unit}"]
-            their_own = w[f"create_agent_{unit}"] - w[f"their_floor_{unit}"]
-            print(f"  {label} react-graph {w[f'ours_{unit}']:.3f} - floor {w[f'our_floor_{unit}']:.3f} = "
-                  f"{ours_own:.3f} ms; create_agent {w[f'create_agent_{unit}']:.3f} - "
-                  f"floor {w[f'their_floor_{unit}']:.3f} = {their_own:.3f} ms")
-        print(f"  own-code ratios side by side: wall {w['own_ms_ratio']:.2f}x, CPU {w['own_cpu_ms_ratio']:.2f}x   "
-              "(goal <= 1.2x)")
+        print_own_code(args.own_code_runs)
     c = asyncio.run(concurrent_sessions(args.sessions))
     print(f"{c['sessions']} concurrent sessions (ainvoke), model sleeps 50 ms per call, 2 calls each (medians of 3):")
     print(f"  wall {c['wall_s']:.3f} s; the same run with a zero-latency model (CPU floor): {c['cpu_floor_s']:.3f} s")

@@ -26,6 +26,9 @@ def exhausted(usage: Mapping[str, Any] | None, context: Context) -> Budget | Non
 
     Tokens and cost are used up once reached (a further model call would go beyond). The tool-call budget is used
     up once a call had to be refused: a run whose calls fit exactly may still answer without another call."""
+    if (context.max_model_tokens is None and context.max_cost_usd is None and context.max_tool_calls is None
+            and context.max_model_seconds is None):  # the usual case, checked several times an iteration
+        return None
     usage = usage or {}
     used: dict[BudgetKind, float] = {"max_model_tokens": tokens_used(usage),
                                      "max_cost_usd": round(float(usage.get("cost_usd", 0.0)), 6),

@@ -4,13 +4,14 @@ one log record for every fallback a node takes.
 A body is `body(state, runtime, config)`, a generator that yields the calls it needs made. It asks for a model
 call with `reply = yield from ModelCall(...)` (the graph's model gateway makes it: models/gateway.py, a
 `ModelReply` comes back), for a subgraph run with `result = yield from Call(graph, input)` (`invoke`, or
-`ainvoke` under the graph's `ainvoke`), and for the tool gateway's async API with
-`result = yield from Await(coroutine)` (awaited, or run on the sync bridge under `invoke`). A failed call is
-thrown into the body at its `yield from`, so failures are handled with an ordinary try/except; a model call
-fails there only after the gateway's retry and fallback steps. Only the driver differs between `invoke` and
-`ainvoke`, so no node is written twice. The body returns its state update. What its calls used (the gateway's
-account of the model calls, one per tool result) goes into the update's `usage`, and the model fallbacks the
-gateway took into its steps and `active_model`, the same way for every node (`Node`).
+`ainvoke` under the graph's `ainvoke`), for a tool call with `result = yield from ToolRun(gateway, call,
+session)` (the tool gateway's `execute_sync` on the node's own thread, or its `execute` awaited), and for any
+other coroutine with `result = yield from Await(coroutine)` (awaited, or run on the sync bridge under `invoke`).
+A failed call is thrown into the body at its `yield from`, so failures are handled with an ordinary try/except;
+a model call fails there only after the gateway's retry and fallback steps. Only the driver differs between
+`invoke` and `ainvoke`, so no node is written twice. The body returns its state update. What its calls used (the
+gateway's account of the model calls, one per tool result) goes into the update's `usage`, and the model
+fallbacks the gateway took into its steps and `active_model`, the same way for every node (`Node`).
 
 `AgentServices` is what the nodes of one compiled graph share: the tool gateway and the model gateway (whose
 retry policy is the model-calling nodes'), and the tool schemas derived from them once rather than on every step.
@@ -23,6 +24,7 @@ would otherwise happen silently. The CLI shows them (`--debug`, `--log-format`);
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import logging
 import warnings
@@ -33,7 +35,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
-from langchain_core.runnables.config import set_config_context
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Overwrite, RetryPolicy
 
@@ -85,7 +87,21 @@ class Await(Generic[T]):
         return (yield self)
 
 
-Request = ModelCall | Call[Any] | Await[Any]
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """A tool call a body asks the tool gateway to run: `execute_sync` under `invoke` (on the node's thread, no
+    event loop), `execute` awaited under `ainvoke`. `yield from` it: the value is the call's `ToolResult`."""
+
+    gateway: ToolGateway
+    call: Mapping[str, Any]
+    session: ToolSession
+    options: Mapping[str, Any] = field(default_factory=dict)  # execute's keywords: events, approved, injection…
+
+    def __iter__(self) -> Generator[Request, Any, ToolResult]:
+        return (yield self)
+
+
+Request = ModelCall | Call[Any] | Await[Any] | ToolRun
 Update = dict[str, Any]
 # What a body is: it yields requests, is sent their results, and returns the node's state update.
 Steps = Generator[Request, Any, Update]
@@ -126,10 +142,13 @@ def drive(steps: Steps, models: ModelGateway | None, turn: ModelTurn, config: Ru
     except StopIteration as done:  # a body that asked for nothing
         return done.value, usage
     while True:
-        result, failure = None, None
+        result: Any = None
+        failure: BaseException | None = None
         try:
             if isinstance(request, ModelCall):
                 result = _gateway(models).invoke(request, turn, config)
+            elif isinstance(request, ToolRun):
+                result = request.gateway.execute_sync(request.call, request.session, **request.options)
             elif isinstance(request, Call):
                 result = request.runnable.invoke(request.input, request.config, **request.kwargs)
             else:
@@ -151,10 +170,13 @@ async def adrive(steps: Steps, models: ModelGateway | None, turn: ModelTurn,
     except StopIteration as done:  # a body that asked for nothing
         return done.value, usage
     while True:
-        result, failure = None, None
+        result: Any = None
+        failure: BaseException | None = None
         try:
             if isinstance(request, ModelCall):
                 result = await _gateway(models).ainvoke(request, turn, config)
+            elif isinstance(request, ToolRun):
+                result = await request.gateway.execute(request.call, request.session, **request.options)
             elif isinstance(request, Call):
                 result = await request.runnable.ainvoke(request.input, request.config, **request.kwargs)
             else:
@@ -283,9 +305,10 @@ class Route(Runnable[Any, Any]):
         self._runtime = "runtime" in inspect.signature(route).parameters
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        if self._runtime:  # LangGraph runs a route outside its node's config context: set it to read the runtime
-            with set_config_context(config or ensure_config()) as context:
-                kwargs["runtime"] = context.run(_runtime)
+        if self._runtime:  # LangGraph runs a route outside its node's config context: the runtime is read in a
+            context = contextvars.copy_context()  # context holding the route's config (no tracing context needed)
+            context.run(var_child_runnable_config.set, config or ensure_config())
+            kwargs["runtime"] = context.run(_runtime)
         return self.route(input, **kwargs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:

@@ -25,7 +25,7 @@ from langgraph.types import Command
 from reactgraph.nodes import tool_commands
 from reactgraph.nodes.context import Context, context_of
 from reactgraph.nodes.conversation import last_ai, latest_tool_messages, pending_calls, tokens_of
-from reactgraph.nodes.driver import AgentServices, Await, Node, Steps, dual_node
+from reactgraph.nodes.driver import AgentServices, Node, Steps, ToolRun, dual_node
 from reactgraph.nodes.state import AgentState, ExecutionStep, ReflectionVerdict, iteration_of, make_step
 from reactgraph.nodes.tool_commands import CommandRules
 from reactgraph.tools import ToolResult, ToolStatus, untrusted
@@ -96,15 +96,14 @@ def make_act(services: AgentServices, rules: CommandRules) -> Node:
             return {"messages": [not_run_message(call, why)], "usage": {"tool_calls_refused": 1}}
         if "parse_error" in call:
             return {"messages": [to_message(unparsable_result(call))]}
-        # The gateway is async: awaited under ainvoke, run on the sync bridge under invoke (see driver.py).
-        # Gateway events go to LangGraph's `custom` stream (its writer is a no-op when that is not streamed); the
-        # writer is taken here, in the node's context, never looked up on the bridge's loop thread.
+        # Awaited under ainvoke, run on this node's thread under invoke (see driver.py). Gateway events go to
+        # LangGraph's `custom` stream (its writer is a no-op when that is not streamed); the writer is taken here,
+        # in the node's context, never looked up on another thread.
         injection = ToolInjection(state=task.get("state"), context=runtime.context, config=config,
                                   store=runtime.store, stream_writer=runtime.stream_writer)
-        result = yield from Await(services.gateway.execute(call, services.session(runtime.context, config),
-                                                           events=runtime.stream_writer,
-                                                           approved=task.get("approved", False), injection=injection,
-                                                           wraps=services.tool_wraps))
+        result = yield from ToolRun(services.gateway, call, services.session(runtime.context, config), {
+            "events": runtime.stream_writer, "approved": task.get("approved", False), "injection": injection,
+            "wraps": services.tool_wraps})
         if note := task.get("note"):
             result.content = f"{note}\n{result.content}"
         message = to_message(result)

@@ -52,7 +52,7 @@ def modules_of_one_round() -> list[str]:
         if event == "call" and frame.f_code.co_filename.startswith(PRODUCT):
             seen.add(str(Path(frame.f_code.co_filename).relative_to(ROOT)))
 
-    # the gateway runs the tool on a thread of its own, and its pipeline on the shared loop's thread
+    # the gateway runs a sync tool on a thread of its own (its pipeline runs on the caller's)
     previous = sys.getprofile(), threading.getprofile()
     sys.setprofile(profile)
     threading.setprofile(profile)

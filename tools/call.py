@@ -21,8 +21,9 @@ be recognised:
 - cancellation of the run's task (a caller's timeout, `task.cancel()`, and a user's Ctrl-C under `asyncio.run`,
   whose SIGINT handler cancels the main task): the task then reports `cancelling() > 0`. A CancelledError the
   tool raised on its own leaves that count at 0.
-- a user's Ctrl-C while a synchronous caller runs the event loop on the main thread: Python's SIGINT handler
-  raises KeyboardInterrupt in whatever code the main thread runs, which may be an async tool's. Python runs
+- a user's Ctrl-C while a synchronous caller runs on the main thread (a blocking call's steps and waits, or the
+  sync bridge's loop): Python's SIGINT handler raises KeyboardInterrupt in whatever code the main thread runs,
+  which may be an async tool's. A blocking call has no task, so this is the only way it is stopped. Python runs
   signal handlers only on the main thread and only between instructions (at calls and loop jumps), never at
   a `raise` statement; so a KeyboardInterrupt off the main thread, or thrown by a `raise`, is the tool's own.
 Sync tools run on worker threads, where no signal ever arrives: whatever they raise is theirs.
@@ -46,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from reactgraph.errors import ReactGraphError
 from reactgraph.tools import untrusted
 from reactgraph.tools.commands import answer_command, is_command
-from reactgraph.tools.threads import ToolAborted, ToolThreads
+from reactgraph.tools.threads import ToolAborted, ToolThreads, awaited
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -201,19 +202,22 @@ class ToolResult:
     wraps: ToolWraps | None = field(default=None, repr=False, compare=False)
     # What the tool raised, for those wrappers (as LangChain's ToolNode, they see the tool's exception).
     raised: BaseException | None = field(default=None, repr=False, compare=False)
+    # A sync caller's call (`ToolGateway.execute_sync`): the steps wait by blocking its thread, no event loop.
+    blocking: bool = field(default=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, call: Any, session: ToolSession, *, sink: EventSink | None = None, approved: bool = False,
-           injection: ToolInjection | None = None, wraps: ToolWraps | None = None) -> ToolResult:
+           injection: ToolInjection | None = None, wraps: ToolWraps | None = None,
+           blocking: bool = False) -> ToolResult:
         """The record of one call as the model wrote it (LangChain's `{"name", "args", "id"}` dict), with junk
         tolerated: a bad call must become a result, not an exception."""
         if isinstance(call, Mapping):
             name = call.get("name")
             return cls(name=name if isinstance(name, str) else _text(name), args=call.get("args"),
                        call_id=_text(call.get("id") or ""), session=session, sink=sink, approved=approved,
-                       injection=injection, wraps=wraps)
+                       injection=injection, wraps=wraps, blocking=blocking)
         return cls(name=_text(call), call_id="", session=session, sink=sink, approved=approved, injection=injection,
-                   wraps=wraps)
+                   wraps=wraps, blocking=blocking)
 
     @property
     def ok(self) -> bool:
@@ -302,7 +306,10 @@ def delivered_by_signal(interrupt: KeyboardInterrupt) -> bool:
 
 def stopped_from_outside(exc: BaseException) -> bool:
     """Whether `exc` means the caller is stopping the run (so it must propagate), not that the tool failed."""
-    task = asyncio.current_task()
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop: a blocking call, which only a user's Ctrl-C stops from outside
+        task = None
     if task is not None and task.cancelling():
         return True
     return isinstance(exc, KeyboardInterrupt) and delivered_by_signal(exc)
@@ -325,7 +332,8 @@ def tool_fault(call: ToolResult, exc: BaseException) -> ToolResult:
 
 
 class Invoke:
-    """Calls `meta.run` with the validated arguments; sync tools never block the event loop.
+    """Calls `meta.run` with the validated arguments; sync tools never block the event loop, nor the caller of a
+    blocking call past its deadline.
 
     A sync tool whose earlier calls left too many threads stuck (still running past their timeout) is not
     given another: the call fails at once, and the threads stay for the tools that return.
@@ -339,8 +347,8 @@ class Invoke:
         tool = call.tool
         if tool.injects is not None:  # what the runtime supplies, added after every check of what the model sent
             kwargs.update(tool.injects.values(call.call_id, call.injection, []))
-        if tool.is_async:
-            value = await tool.run(**kwargs)
+        if tool.is_async:  # a blocking call's on the shared loop, within its deadline
+            value = await awaited(call.blocking, tool.run(**kwargs), call.deadline)
             if is_command(value):
                 return answer_command(call, value)
             if isinstance(value, ToolOutput):
@@ -351,9 +359,13 @@ class Invoke:
         if stuck is not None:
             return call.answer(ToolStatus.ERROR, untrusted.stuck(call.name, stuck, tool.timeout_s),
                                reason="stuck threads", stuck_threads=stuck)
-        value, content = await self.threads.run(call.name, lambda: _run_and_render(tool.run, kwargs))
+        work = functools.partial(_run_and_render, tool.run, kwargs)
+        if call.blocking:  # the caller's thread waits for the tool's, up to the deadline
+            value, content = self.threads.call(call.name, work, call.deadline)
+        else:
+            value, content = await self.threads.run(call.name, work)
         if content is None and inspect.isawaitable(value):  # a sync-looking callable that is async inside
-            value = await value
+            value = await awaited(call.blocking, value, call.deadline)
             content = None if is_command(value) else untrusted.render_value(value)
         if content is None:
             return answer_command(call, value)

@@ -29,12 +29,13 @@ from reactgraph.tools.resilience import (
     Bulkhead,
     CircuitBreakerPolicy,
     CircuitBreakers,
+    MemoryBreakerStore,
     Normalise,
     Retry,
     Timeout,
 )
 from reactgraph.tools.telemetry import MetricsStore, Telemetry, ToolTracing
-from reactgraph.tools.threads import ToolThreads
+from reactgraph.tools.threads import ToolThreads, run_blocking, run_sync
 
 ToolCall = Mapping[str, Any]  # LangChain's tool call dict: {"name", "args", "id"}
 
@@ -46,6 +47,12 @@ async def _wrapped(call: ToolResult, proceed: Handler) -> ToolResult:
         return await proceed(call)
     from reactgraph.tools.middleware import Wrapped
     return await Wrapped()(call, proceed)
+
+
+def _settled(record: ToolResult) -> ToolResult:
+    """An answered record, let go of the run's writer, state, store, wrappers and the tool's exception."""
+    record.sink = record.injection = record.wraps = record.raised = None
+    return record
 
 
 class ToolRegistry:
@@ -223,11 +230,24 @@ class ToolGateway:
         context and config, for LangChain tools with injected arguments (the graphs' act node passes it).
         `wraps`: the graph's LangChain `wrap_tool_call` middleware, run after the guards (tools/middleware.py).
         """
-        record = await self._pipeline(ToolResult.of(call, session or ToolSession(), sink=events, approved=approved,
-                                                     injection=injection, wraps=wraps))
-        # answered: the record lets go of the run's writer, state, store, wrappers and the tool's exception
-        record.sink = record.injection = record.wraps = record.raised = None
-        return record
+        record = ToolResult.of(call, session or ToolSession(), sink=events, approved=approved, injection=injection,
+                               wraps=wraps)
+        return _settled(await self._pipeline(record))
+
+    def execute_sync(self, call: ToolCall, session: ToolSession | None = None, *,
+                     events: EventSink | None = None, approved: bool = False,
+                     injection: ToolInjection | None = None, wraps: Any = None) -> ToolResult:
+        """`execute` for sync callers (the graphs' `invoke`, a gateway tool's `.invoke()`): the same pipeline and
+        the same record, run on the caller's thread with no event loop. Its steps wait by blocking that thread;
+        a sync tool still runs on one of the gateway's threads, so its timeout holds (tools/threads.py). A
+        gateway whose breaker state lives in a shared store (asyncio's Redis client) runs the call on the sync
+        bridge's loop instead."""
+        if not isinstance(self.breakers.store, MemoryBreakerStore):
+            return run_sync(self.execute(call, session, events=events, approved=approved, injection=injection,
+                                         wraps=wraps))
+        record = ToolResult.of(call, session or ToolSession(), sink=events, approved=approved, injection=injection,
+                               wraps=wraps, blocking=True)
+        return _settled(run_blocking(self._pipeline(record)))
 
     def reads_state(self, name: str) -> bool:
         """Whether the tool `name` asks for the graph state (`InjectedState`, `ToolRuntime`): its act task then

@@ -27,7 +27,6 @@ from pydantic import ConfigDict, create_model
 
 from reactgraph.tools.call import ToolResult, ToolSession
 from reactgraph.tools.commands import with_observation
-from reactgraph.tools.threads import run_sync
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -214,8 +213,20 @@ class GatewayTool(BaseTool):
     async def _arun(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.pop("run_manager", None)
         injection, call_id = _host_runtime(kwargs)
-        result = await self.gateway.execute({"name": self.name, "args": kwargs, "id": call_id}, self.session,
-                                            approved=self.host_approved(), injection=injection)
+        return self._outcome(await self.gateway.execute({"name": self.name, "args": kwargs, "id": call_id},
+                                                        self.session, approved=self.host_approved(),
+                                                        injection=injection), call_id)
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        # The gateway's blocking path, not asyncio.run: this may be called from code inside a running loop
+        # (Jupyter, FastAPI).
+        kwargs.pop("run_manager", None)
+        injection, call_id = _host_runtime(kwargs)
+        return self._outcome(self.gateway.execute_sync({"name": self.name, "args": kwargs, "id": call_id},
+                                                       self.session, approved=self.host_approved(),
+                                                       injection=injection), call_id)
+
+    def _outcome(self, result: ToolResult, call_id: str) -> Any:
         if self.on_result is not None:
             self.on_result(result)
         if result.command is not None:  # the tool's Command, for the host's ToolNode to apply (its observation cut)
@@ -223,10 +234,6 @@ class GatewayTool(BaseTool):
         if not result.ok:
             raise ToolException(result.content)
         return result.content
-
-    def _run(self, *args: Any, **kwargs: Any) -> Any:
-        # The shared bridge, not asyncio.run: this may be called from code inside a running loop (Jupyter, FastAPI).
-        return run_sync(self._arun(*args, **kwargs))
 
 
 def _host_runtime(kwargs: dict[str, Any]) -> tuple[ToolInjection | None, str]:

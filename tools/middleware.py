@@ -34,6 +34,7 @@ from langchain_core.runnables import RunnableConfig
 from reactgraph.tools import untrusted
 from reactgraph.tools.call import Handler, ToolResult, ToolStatus, tool_fault
 from reactgraph.tools.guards import ArgumentValidation
+from reactgraph.tools.threads import awaited, run_blocking
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class Wrapped:
         wraps = call.wraps
         if wraps is None or not wraps.middleware:
             return await proceed(call)
+        if call.blocking:  # the wrappers await: on the sync bridge's loop, the steps below on a thread, blocking
+            return await awaited(True, self._around(call, wraps, _on_a_thread(proceed)))
+        return await self._around(call, wraps, proceed)
+
+    async def _around(self, call: ToolResult, wraps: ToolWraps, proceed: Handler) -> ToolResult:
         loop = asyncio.get_running_loop()
         results: list[ToolResult] = []
 
@@ -69,6 +75,13 @@ class Wrapped:
         except Exception as exc:  # noqa: BLE001 - whatever leaves the wrappers is the call's error, as a tool's
             return tool_fault(call, exc)
         return _settle(call, outcome, results)
+
+
+def _on_a_thread(proceed: Handler) -> Handler:
+    """The steps below the wrappers, for a blocking call: run (blocking) on a worker thread, off the loop."""
+    async def below(record: ToolResult) -> ToolResult:
+        return await asyncio.to_thread(run_blocking, proceed(record))
+    return below
 
 
 def _layer(middleware: Any, inner: Callable[[Any], Any], loop: asyncio.AbstractEventLoop) -> Callable[[Any], Any]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from reactgraph.tools import untrusted
 from reactgraph.tools.call import Handler, ToolInputError, ToolResult, ToolStatus, TransientToolError, emit, tool_fault
 from reactgraph.tools.guards import schema_hint
+from reactgraph.tools.threads import now, pause
 
 if TYPE_CHECKING:
     from reactgraph.tools.gateway import ToolRegistry  # the gateway holds the registry these steps read
@@ -101,17 +103,19 @@ class BreakerStore(Protocol):
 
 
 class MemoryBreakerStore:
-    """Snapshots in a dict. Updates run on the event loop without awaiting, so they are atomic."""
+    """Snapshots in a dict. Updates never await, and hold a lock: blocking calls change them from many threads."""
 
     def __init__(self) -> None:
         self._snapshots: dict[str, BreakerSnapshot] = {}
+        self._lock = threading.Lock()
 
     async def read(self, name: str) -> BreakerSnapshot:
         return self._snapshots.get(name) or BreakerSnapshot()
 
     async def update(self, name: str, change: Callable[[BreakerSnapshot], tuple[T, BreakerSnapshot]]) -> T:
-        value, new = change(self._snapshots.get(name) or BreakerSnapshot())
-        self._snapshots[name] = new
+        with self._lock:
+            value, new = change(self._snapshots.get(name) or BreakerSnapshot())
+            self._snapshots[name] = new
         return value
 
 
@@ -324,8 +328,8 @@ class Bulkhead:
     """At most `max_concurrent` calls in flight (and a tool's own `max_concurrency`); others wait their turn.
 
     A call that waits longer than `max_wait_s` for a slot ends as `rate_limited` instead of queueing forever.
-    Semaphores are kept per event loop, because asyncio primitives cannot be shared across loops (the
-    synchronous graph API runs calls on a loop of its own).
+    Slots are kept per event loop, because asyncio primitives cannot be shared across loops, and for blocking
+    calls (sync callers, on any thread) in thread semaphores of their own.
     """
 
     def __init__(self, max_concurrent: int = 5, max_wait_s: float = 60.0) -> None:
@@ -337,6 +341,8 @@ class Bulkhead:
             weakref.WeakKeyDictionary())
         self._last_loop: asyncio.AbstractEventLoop | None = None
         self._last_semaphores: dict[str | None, asyncio.Semaphore] = {}
+        self._blocking: dict[str | None, threading.Semaphore] = {}
+        self._lock = threading.Lock()  # the counts below, and the blocking semaphores' creation
         self.in_flight = 0
         self.peak_in_flight = 0
 
@@ -348,6 +354,13 @@ class Bulkhead:
         sem = per_loop.get(key)
         if sem is None:
             sem = per_loop[key] = asyncio.Semaphore(size)
+        return sem
+
+    def _thread_semaphore(self, key: str | None, size: int) -> threading.Semaphore:
+        sem = self._blocking.get(key)
+        if sem is None:
+            with self._lock:
+                sem = self._blocking.setdefault(key, threading.Semaphore(size))
         return sem
 
     async def _acquire_all(self, semaphores: list[asyncio.Semaphore], wait: bool) -> list[asyncio.Semaphore]:
@@ -369,26 +382,57 @@ class Bulkhead:
             raise
         return held
 
-    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
+    def _take_blocking(self, call: ToolResult) -> list[threading.Semaphore]:
+        """`_take` for a blocking call: every slot or none, waited for by this thread up to `max_wait_s`."""
+        semaphores = [self._thread_semaphore(None, self.max_concurrent)]
+        if call.tool.max_concurrency:
+            semaphores.insert(0, self._thread_semaphore(call.name, call.tool.max_concurrency))
+        held = [sem for sem in semaphores if sem.acquire(blocking=False)]
+        if len(held) < len(semaphores):
+            for sem in held:
+                sem.release()
+            self._waiting(call)
+            deadline, held = time.monotonic() + self.max_wait_s, []
+            try:
+                for sem in semaphores:
+                    if not sem.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+                        raise TimeoutError
+                    held.append(sem)
+            except BaseException:
+                for sem in held:
+                    sem.release()
+                raise
+        return held
+
+    async def _take(self, call: ToolResult) -> list[asyncio.Semaphore]:
         semaphores = [self._semaphore(None, self.max_concurrent)]
         if call.tool.max_concurrency:
             semaphores.insert(0, self._semaphore(call.name, call.tool.max_concurrency))
-        started = time.monotonic()
-        call.waited_for_slot = any(sem.locked() for sem in semaphores)
-        if call.waited_for_slot and call.sink is not None:
+        if any(sem.locked() for sem in semaphores):
+            self._waiting(call)
+        return await self._acquire_all(semaphores, call.waited_for_slot)
+
+    def _waiting(self, call: ToolResult) -> None:
+        call.waited_for_slot = True
+        if call.sink is not None:
             emit(call.sink, call.name, call.call_id, "waiting", in_flight=self.in_flight,
                  max_concurrent=self.max_concurrent, tool_max_concurrency=call.tool.max_concurrency)
+
+    async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
+        started = time.monotonic()
         try:
-            held = await self._acquire_all(semaphores, call.waited_for_slot)
+            held: list[Any] = self._take_blocking(call) if call.blocking else await self._take(call)
         except TimeoutError:
             return call.answer(ToolStatus.RATE_LIMITED,
                                untrusted.rate_limited(call.name, time.monotonic() - started))
-        self.in_flight += 1
-        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             return await proceed(call)
         finally:
-            self.in_flight -= 1
+            with self._lock:
+                self.in_flight -= 1
             for sem in held:
                 sem.release()
 
@@ -401,9 +445,10 @@ class Timeout:
     """
 
     async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
-        loop = asyncio.get_running_loop()
-        call.deadline = loop.time() + call.tool.timeout_s
+        call.deadline = now(call.blocking) + call.tool.timeout_s
         try:
+            if call.blocking:  # no loop to cancel a wait: each wait below ends at the deadline itself (threads.py)
+                return await proceed(call)
             async with asyncio.timeout_at(call.deadline):
                 return await proceed(call)
         except TimeoutError:
@@ -438,9 +483,9 @@ class Retry:
                 if call.attempts >= call.tool.max_attempts:
                     raise
                 delay = self.backoff(call.attempts)
-                if call.deadline is not None and asyncio.get_running_loop().time() + delay >= call.deadline:
+                if call.deadline is not None and now(call.blocking) + delay >= call.deadline:
                     raise  # no time left for another attempt: report the real error, not a timeout
                 if call.sink is not None:
                     emit(call.sink, call.name, call.call_id, "retry", attempt=call.attempts + 1,
                          max_attempts=call.tool.max_attempts, error=type(exc).__name__, delay_s=round(delay, 3))
-                await asyncio.sleep(delay)
+                await pause(call.blocking, delay)

@@ -146,24 +146,28 @@ class MetricsStore(Protocol):
 
 
 class MemoryMetricsStore:
-    """The metrics of this process only, in `ToolMetrics` objects."""
+    """The metrics of this process only, in `ToolMetrics` objects (recorded under a lock: blocking calls record
+    from many threads)."""
 
     shared = False
 
     def __init__(self) -> None:
         self.metrics: dict[str, ToolMetrics] = {}
+        self._lock = threading.Lock()
 
     def describe(self) -> str:
         return "in this process only"
 
     def record(self, name: str, result: ToolResult) -> None:
-        metrics = self.metrics.get(name)
-        if metrics is None:
-            metrics = self.metrics[name] = ToolMetrics()
-        metrics.observe(result)
+        with self._lock:
+            metrics = self.metrics.get(name)
+            if metrics is None:
+                metrics = self.metrics[name] = ToolMetrics()
+            metrics.observe(result)
 
     async def read(self, names: Iterable[str]) -> dict[str, dict[str, Any] | None]:
-        return {name: (m.to_dict() if (m := self.metrics.get(name)) else None) for name in names}
+        with self._lock:
+            return {name: (m.to_dict() if (m := self.metrics.get(name)) else None) for name in names}
 
     def flush(self, timeout_s: float = 2.0) -> bool:
         return True

@@ -1,5 +1,5 @@
-"""Sync and async across threads: sync tools run off the event loop, and sync callers run the gateway's async
-code on one shared loop.
+"""Sync and async across threads: sync tools run off the caller's thread, sync callers run the gateway's pipeline
+without an event loop, and what still needs one runs on one shared loop.
 
 `ToolThreads` are the worker threads sync tools run on, bounded in number and never in the way of process exit.
 concurrent.futures' pools join their threads at interpreter shutdown, so one hung sync tool kept the CLI alive
@@ -8,13 +8,19 @@ run) leaves its thread running the tool: that thread is *stuck* until the tool r
 counted per tool and do not count against the threads for calls that are still awaited, so they never starve
 the other tools; a tool that keeps hanging is refused new threads instead.
 
-`run_sync` is the other direction, the sync bridge: the graph's synchronous `invoke`/`stream` paths (and the CLI,
-and LangChain tools' sync `.invoke()`) run the gateway's coroutines on one long-lived event loop. Sharing one
-loop is what keeps the gateway's concurrency limits global when LangGraph runs sync tasks on many threads. The
-loop has no thread of its own. The first caller drives it on its own thread, so a lone call never waits for
-another thread to be scheduled (on a busy machine that hand-off costs more than the call); callers arriving
-meanwhile submit to the running loop and wait. If the driver's coroutine finishes while others are still
-running, a helper thread drives the loop until they are done. A caller whose thread already runs an event loop
+The pipeline's steps are written once, as coroutines, and run two ways. Under asyncio they are awaited. For a sync
+caller (the graphs' `invoke`, LangChain tools' `.invoke()`: `ToolGateway.execute_sync`) `run_blocking` runs the
+same coroutine to its end on the caller's thread, with no event loop: the call record says it is blocking, and
+each step then waits by blocking this thread instead of suspending (`ToolThreads.call` for a sync tool, up to
+the call's deadline; `pause`; the concurrency limit's thread semaphores). A coroutine driven so never suspends.
+
+`run_sync` is the sync bridge, for what only asyncio can run (an async tool, a Redis breaker store, LangChain's
+async tool-call middleware, MCP): it runs coroutines on one long-lived event loop, shared so that every sync
+caller's awaits meet on one loop whatever thread LangGraph runs them on. The loop has no thread of its own. The
+first caller drives it on its own thread, so a lone call never waits for another thread to be scheduled (on a
+busy machine that hand-off costs more than the call); callers arriving meanwhile submit to the running loop and
+wait. If the driver's coroutine finishes while others are still running, a helper thread drives the loop until
+they are done. A caller whose thread already runs an event loop
 (Jupyter) never drives: it submits, and a helper thread drives.
 """
 
@@ -24,8 +30,9 @@ import asyncio
 import contextlib
 import contextvars
 import threading
+import time
 from collections import Counter, deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -47,12 +54,17 @@ class ToolAborted(ReactGraphError):
 
 @dataclass(eq=False, slots=True)
 class _Job:
-    """One sync call on its way to a thread; `state` moves queued → running → done (or queued → dropped)."""
+    """One sync call on its way to a thread; `state` moves queued → running → done (or queued → dropped).
+
+    Its outcome goes to an awaiting caller's `future` (on that caller's `loop`), or, with no loop, to `outcome`
+    with `finished` released for a caller blocked on it."""
 
     tool: str
     work: Callable[[], Any]
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop | None = None
+    future: asyncio.Future[Any] | None = None
+    finished: Any = None  # a held `threading.Lock` (a blocked caller's), released once `outcome` is set
+    outcome: tuple[bool, Any] | None = None
     state: str = "queued"
     # Set when the caller gave up while the thread still ran the tool: the thread is then stuck.
     abandoned: bool = False
@@ -108,24 +120,54 @@ class ToolThreads:
     async def run(self, tool: str, work: Callable[[], Any]) -> Any:
         """`work()` on a worker thread (in a copy of the caller's context); its value, or its exception."""
         loop = asyncio.get_running_loop()
-        job = _Job(tool, work, loop, loop.create_future())
+        job = self._queued(_Job(tool, work, loop, loop.create_future()))
+        try:
+            return await job.future  # type: ignore[misc]  # an awaiting caller's job has its future
+        except asyncio.CancelledError:  # the call's timeout or its run's cancellation; the tool cannot be stopped
+            self._give_up(job)
+            raise
+
+    def call(self, tool: str, work: Callable[[], Any], deadline: float | None) -> Any:
+        """`run` for a blocked caller: `work()` on a worker thread while this one waits, up to `deadline`
+        (`time.monotonic()`), then `TimeoutError` (the thread is left stuck, as a cancelled `run` leaves it)."""
+        finished = threading.Lock()
+        finished.acquire()
+        job = _Job(tool, work, finished=finished)
+        try:
+            self._queued(job)
+            if not _wait(finished, deadline):
+                with self._lock:  # it may have ended meanwhile: then its outcome stands
+                    ended = job.state == "done"
+                if not ended:
+                    raise TimeoutError(f"{tool} ran past its deadline")
+        except BaseException:  # the deadline, or a user's Ctrl-C while this (main) thread waits
+            self._give_up(job)
+            raise
+        ok, payload = job.outcome  # type: ignore[misc]  # set before `finished` is released
+        if ok:
+            return payload
+        raise payload
+
+    def _queued(self, job: _Job) -> _Job:
         with self._lock:
             self._queue.append(job)
             self._start_thread_if_needed()
             self._work_ready.notify()
-        try:
-            return await job.future
-        except asyncio.CancelledError:  # the call's timeout or its run's cancellation; the tool cannot be stopped
-            with self._lock:
-                if job.state == "running":
-                    job.abandoned = True
-                    self._stuck[tool] += 1
-                    self._stuck_total += 1
-                    self._start_thread_if_needed()  # the stuck thread no longer counts: queued calls may start
-                elif job.state == "queued":
-                    job.state = "dropped"  # never started, and never will
+        return job
+
+    def _give_up(self, job: _Job) -> None:
+        """The caller no longer waits: a running job's thread is stuck until the tool returns, a queued one never
+        starts."""
+        with self._lock:
+            if job.state == "running":
+                job.abandoned = True
+                self._stuck[job.tool] += 1
+                self._stuck_total += 1
+                self._start_thread_if_needed()  # the stuck thread no longer counts: queued calls may start
+            elif job.state == "queued":
+                job.state = "dropped"  # never started, and never will
+                with contextlib.suppress(ValueError):  # (a Ctrl-C may come before it was queued)
                     self._queue.remove(job)
-            raise
 
     def _start_thread_if_needed(self) -> None:
         """A new thread when queued calls outnumber idle threads and the awaited calls' threads are below the cap."""
@@ -149,6 +191,7 @@ class ToolThreads:
             outcome = _run(job)
             with self._lock:
                 job.state = "done"
+                job.outcome = outcome
                 if job.abandoned:
                     self._stuck_total -= 1
                     self._stuck[job.tool] -= 1
@@ -171,6 +214,23 @@ class ToolThreads:
                 return None
 
 
+# The main thread's longest sleep before it looks for a Ctrl-C: a SIGINT that lands just before a lock wait starts
+# does not interrupt it (only one that lands during it does), so the main thread waits in slices.
+SIGNAL_CHECK_S = 0.1
+
+
+def _wait(finished: threading.Lock, deadline: float | None) -> bool:
+    """Acquire `finished` by `deadline` (`time.monotonic()`, None: no limit); False once it passed."""
+    on_main = threading.current_thread() is threading.main_thread()
+    while True:
+        left = 1e9 if deadline is None else max(deadline - time.monotonic(), 0.0)
+        step = min(left, SIGNAL_CHECK_S) if on_main else (-1.0 if deadline is None else left)
+        if finished.acquire(timeout=step):
+            return True
+        if step == left:
+            return False
+
+
 def _run(job: _Job) -> tuple[bool, Any]:
     try:
         return True, job.context.run(job.work)
@@ -183,17 +243,23 @@ def _run(job: _Job) -> tuple[bool, Any]:
 
 
 def _deliver(job: _Job, outcome: tuple[bool, Any]) -> None:
+    if job.finished is not None:  # a blocked caller: `outcome` is on the job already
+        job.finished.release()
+        return
+    future, loop = job.future, job.loop
+    assert future is not None and loop is not None  # an awaiting caller's job
+
     def settle() -> None:
-        if job.future.done():  # cancelled between the thread's end and this callback
+        if future.done():  # cancelled between the thread's end and this callback
             return
         ok, payload = outcome
         if ok:
-            job.future.set_result(payload)
+            future.set_result(payload)
         else:
-            job.future.set_exception(payload)
+            future.set_exception(payload)
 
     with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits for this outcome now
-        job.loop.call_soon_threadsafe(settle)
+        loop.call_soon_threadsafe(settle)
 
 
 # -- the sync bridge: sync callers onto the shared event loop ----------------------------------------------------------
@@ -302,3 +368,46 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
                 _driven = False
             else:  # others' coroutines are still running on the loop: a helper drives it on
                 _start_helper(loop)
+
+
+# -- the blocking driver: the gateway's coroutines run to their end on the caller's thread -----------------------------
+
+def run_blocking(coro: Awaitable[T]) -> T:
+    """Run a coroutine of the gateway's pipeline for a sync caller, on this thread, without an event loop.
+
+    Its call record is blocking, so its steps wait by blocking this thread (see the module's docstring) and it
+    ends without ever suspending; one that suspends would be waiting on an event loop nobody runs: a bug."""
+    steps = coro.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as done:
+        return done.value
+    with contextlib.suppress(Exception):  # (only its finally blocks run now)
+        steps.close()
+    raise RuntimeError("a step of a blocking tool call awaited asyncio: only threads.py's waits may block")
+
+
+def now(blocking: bool) -> float:
+    """The clock of a call's deadline: its event loop's, or `time.monotonic()` for a blocking call."""
+    return time.monotonic() if blocking else asyncio.get_running_loop().time()
+
+
+async def pause(blocking: bool, seconds: float) -> None:
+    """Sleep: awaited, or blocking this thread."""
+    if blocking:
+        time.sleep(seconds)  # noqa: ASYNC251 - a blocking call's coroutine runs on its caller's thread, no loop
+    else:
+        await asyncio.sleep(seconds)
+
+
+async def awaited(blocking: bool, awaitable: Any, deadline: float | None = None) -> Any:
+    """`await awaitable`; for a blocking call on the shared loop (`run_sync`), cut off at `deadline`
+    (`time.monotonic()`) with `TimeoutError` as the asyncio timeout around it would."""
+    if not blocking:
+        return await awaitable
+    return run_sync(_until(awaitable, deadline))
+
+
+async def _until(awaitable: Any, deadline: float | None) -> Any:
+    async with asyncio.timeout(None if deadline is None else deadline - time.monotonic()):
+        return await awaitable
