@@ -14,7 +14,7 @@ from itertools import product
 from typing import Any
 
 from reactgraph.evals.families import by_family
-from reactgraph.evals.stats import success_interval
+from reactgraph.evals.stats import mean_interval, success_interval
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINES = ("-", "--", "-.", ":")
@@ -65,16 +65,6 @@ def caption(fig: Any, shows: str, cannot: str) -> None:
     """The box under every figure: what it shows, and what it cannot."""
     fig.text(0.01, 0.005, f"What this shows: {shows}\nWhat it cannot: {cannot}", fontsize="small", va="bottom",
              wrap=True, gid="caption", bbox={"boxstyle": "round", "facecolor": "#f5f6fa", "edgecolor": "#b2bec3"})
-
-
-def mean_interval(values: list[float]) -> tuple[float, float, float]:
-    """Mean and a normal 95 % interval of the mean (the runs' spread; 0 wide for one run)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, mean, mean
-    spread = (sum((v - mean) ** 2 for v in values) / (n - 1) / n) ** 0.5 * 1.96
-    return mean, mean - spread, mean + spread
 
 
 def family_figure(records: list[dict[str, Any]], title: str, shows: str, cannot: str) -> Any:
@@ -135,4 +125,4 @@ def problems(fig: Any) -> list[str]:
     return found
 
 
-__all__ = ["caption", "coinciding", "draw_series", "family_figure", "problems", "styles"]
+__all__ = ["caption", "coinciding", "draw_series", "family_figure", "mean_interval", "problems", "styles"]

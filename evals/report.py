@@ -12,10 +12,8 @@ and tests/test_compare_tables.py fails when a page differs from what its results
 from __future__ import annotations
 
 import json
-import math
 import re
 import shutil
-import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from reactgraph.evals.bfcl import call_accuracy, call_section, notices
 from reactgraph.evals.families import family_section
 from reactgraph.evals.metrics import summarize
 from reactgraph.evals.results_file import RESULTS, SETTINGS, ordered, read_records, rewrite_results
-from reactgraph.evals.stats import ALPHA
+from reactgraph.evals.stats import ALPHA, mean_interval
 from reactgraph.graph import parse_spec
 from reactgraph.nodes.closing import RUN_STATUSES
 
@@ -320,7 +318,7 @@ def plot(records: list[dict[str, Any]], out_dir: Path, config: dict[str, Any] | 
     fig, axes = plt.subplots(1, 3, figsize=(max(9, 2.4 * len(graphs) * 1.5), 3.8))
     for ax, (key, label) in zip(axes, [("model_calls", "model calls / run"), ("tokens", "tokens / run"),
                                        ("wall_s", "wall time / run (s)")], strict=True):
-        means, errors = zip(*(_mean_and_error([r[key] for r in records if r["graph"] == g]) for g in graphs),
+        means, errors = zip(*(_mean_and_error([float(r[key]) for r in records if r["graph"] == g]) for g in graphs),
                             strict=True) if graphs else ((), ())
         ax.bar(graphs, means, color="#00b894", yerr=errors, capsize=4)
         ax.set_title(label)
@@ -337,9 +335,8 @@ def _error_bars(aggregates: list[dict[str, Any]]) -> list[list[float]]:
 
 
 def _mean_and_error(values: list[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return (values[0] if values else 0.0), 0.0
-    return statistics.fmean(values), 1.96 * statistics.stdev(values) / math.sqrt(len(values))
+    mean, _, high = mean_interval(values)
+    return mean, high - mean
 
 
 def _titles(fig: Any, ax: Any, title: str, about: str) -> None:

@@ -107,6 +107,16 @@ def success_interval(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"low": low, "high": high, "method": method}
 
 
+def mean_interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean of per-run amounts and a normal 95 % interval of the mean (±1.96 standard errors; 0 wide for one run)."""
+    if len(values) < 2:
+        mean = values[0] if values else 0.0
+        return mean, mean, mean
+    mean = sum(values) / len(values)
+    spread = Z95 * math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values))
+    return mean, mean - spread, mean + spread
+
+
 def holm(p_values: list[float]) -> list[float]:
     """Holm–Bonferroni adjusted p-values (several pairs are compared at once), in the input order."""
     order = sorted(range(len(p_values)), key=p_values.__getitem__)
