@@ -114,3 +114,15 @@ def worth_another_try(observation: Observation, turn: Turn) -> bool:
     if failure_kind(observation.content, observation.status) != "transient":
         return False
     return sum(o.call == observation.call for o in turn.observations) == 1
+
+
+def tools_to_avoid(turn: Turn) -> list[str]:
+    """The tools to avoid from now on: those that failed this turn for a reason that will not pass (a passing
+    fault is worth another try) and have not worked since."""
+    failed: set[str] = set()
+    for o in turn.observations:
+        if o.ok:
+            failed.discard(o.call.name)
+        elif failure_kind(o.content, o.status, o.attempts) != "transient":
+            failed.add(o.call.name)
+    return sorted(failed)

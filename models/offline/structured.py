@@ -37,7 +37,7 @@ from .conversation import (
     recall_reply,
     unframed,
 )
-from .failures import failure_kind
+from .failures import failure_kind, tools_to_avoid
 from .planner import BUILTIN_TOOLS, DOCUMENT_PREFIX, Plan, make_plan
 from .question import Question, Task, decompose, split_clauses
 from .words import normalize
@@ -380,22 +380,11 @@ def plan_args(messages: Sequence[BaseMessage], limit: int | None = None) -> dict
     return {"steps": [s.as_args(first.question, _hint(first, s)) for s in steps]}
 
 
-def _failing_tools(turn: Turn) -> list[str]:
-    """The tools to avoid from now on: those that failed this turn for a reason that will not pass (a passing
-    fault is worth another try) and have not worked since."""
-    failed: set[str] = set()
-    for o in turn.observations:
-        if o.ok:
-            failed.discard(o.call.name)
-        elif o.call.name in BUILTIN_TOOLS and failure_kind(o.content, o.status, o.attempts) != "transient":
-            failed.add(o.call.name)
-    return sorted(failed)
-
-
 def replan_args(messages: Sequence[BaseMessage], limit: int | None = None) -> dict[str, Any]:
     """A Replan: the steps whose sub-tasks are still open, without the tools that failed this turn."""
     turn = read_turn(messages)
-    plan = make_plan(turn, BUILTIN_TOOLS - set(failing := _failing_tools(turn)))
+    failing = [name for name in tools_to_avoid(turn) if name in BUILTIN_TOOLS]
+    plan = make_plan(turn, BUILTIN_TOOLS - set(failing))
     question = plan.question
     lang, zh = question.lang, question.lang == "zh"
     open_keys = {k for k, s in plan.states.items() if s.status in ("pending", "waiting")}
