@@ -45,7 +45,7 @@ from reactgraph.evals.results_file import (
     rewrite_results,
     suite_fingerprint,
 )
-from reactgraph.evals.schedule import Outcome, PlannedRun, execute, plan_runs
+from reactgraph.evals.schedule import Outcome, PlannedRun, StartGate, execute, plan_runs
 from reactgraph.evals.spend import RunWatch
 from reactgraph.evals.tasks import Task, check, task_fields
 from reactgraph.graph import load_chat_model, parse_spec, redact
@@ -243,9 +243,10 @@ def run_comparison(tasks: list[Task], config: RunConfig, on_result: Progress | N
 
 def compare_runs(tasks: list[Task], config: RunConfig, on_result: Progress | None = None,
                  model: BaseChatModel | None = None, done: list[dict[str, Any]] | None = None,
-                 only: set[RunKey] | None = None) -> Outcome:
+                 only: set[RunKey] | None = None, gate: StartGate | None = None) -> Outcome:
     """`run_comparison` with what else happened: how many runs were new, left unstarted, and why; with `only`,
-    the runs of those keys alone, made again (`compare --retry-infra`)."""
+    the runs of those keys alone, made again (`compare --retry-infra`); `gate`: when runs may start after a
+    provider failure (default: a pause doubling with each failure in a row)."""
     entries = resolve_graphs(list(config.graphs))
     chat_model = model or load_chat_model(config.model)
     plan = plan_runs(entries, tasks, config.seed_values, config.repeat)
@@ -257,7 +258,7 @@ def compare_runs(tasks: list[Task], config: RunConfig, on_result: Progress | Non
 
     return execute(plan, run_one, model=config.model, concurrency=config.concurrency,
                    task_timeout_s=config.task_timeout_s, max_total_cost_usd=config.max_total_cost_usd,
-                   done=done or (), on_result=on_result, common=common, only=only)
+                   done=done or (), on_result=on_result, common=common, only=only, gate=gate)
 
 
 DETERMINISTIC_FIELDS = ("graph", "task", "seed", "repeat", "answer", "status", "success", "failure_mode", "model_calls",

@@ -73,8 +73,9 @@ def provider_trouble(record: dict[str, Any]) -> bool:
 class StartGate:
     """When the next run may start: at once, or after a pause that doubles with each provider failure in a row."""
 
-    def __init__(self, first_s: float = FIRST_PAUSE_S, max_s: float = MAX_PAUSE_S) -> None:
-        self.first_s, self.max_s = first_s, max_s
+    def __init__(self, first_s: float | None = None, max_s: float | None = None) -> None:
+        self.first_s = FIRST_PAUSE_S if first_s is None else first_s  # read when a gate is made, not imported
+        self.max_s = MAX_PAUSE_S if max_s is None else max_s
         self.failures = 0
         self.open_at = 0.0
         self._lock = threading.Lock()

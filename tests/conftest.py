@@ -59,6 +59,7 @@ SERVICE_MODULES = ("tests/test_serve.py", "tests/test_serve_runs.py", "tests/tes
 ONE_WORKER_MODULES = ("tests/test_studio.py", "tests/test_packaging.py", "tests/test_mcp.py",
                       "tests/test_redis_cluster.py",  # test_redis_cluster starts a three-node Redis Cluster once
                       "tests/test_debugger_ui.py",  # one `reactgraph ui` and one browser session for its tests
+                      "tests/test_compare_replay.py",  # one recorded comparison, replayed by each test
                       *SERVICE_MODULES)
 REAL_MODEL_TIER = "tests/real_model/"
 # The longest tests (10-30 s each) start first, so no worker is left with one of them while the others idle.

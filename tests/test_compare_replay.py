@@ -6,8 +6,12 @@ naming the run."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import pytest
+
+from reactgraph.evals import schedule
 from support.cli_env import clean_env, run_in_process
 from support.forked_commands import forked_run
 from support.provider_server import ProviderServer, Reply, calls, error, slow, structured, text
@@ -45,14 +49,26 @@ def compare_env(server: ProviderServer) -> dict[str, str]:
             "REACTGRAPH_NODE_RETRIES": "0", "REACTGRAPH_MODEL_TIMEOUT": "0.4"}
 
 
-def record(tmp_path: Path, monkeypatch, capfd) -> tuple[Path, int]:
-    out = tmp_path / "run"
-    with ProviderServer(then=provider_model) as server:
-        done = run_in_process(monkeypatch, capfd, ["compare", "--model", MODEL, "--graphs",
-                                                   "react,plan_solve,create_agent", "--limit", "4", "--out",
-                                                   str(out), "--no-plots", "--quiet"], **compare_env(server))
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory) -> tuple[Path, int]:
+    """One comparison against the test server, made once for this module's tests (each copies it: they change it)."""
+    out = tmp_path_factory.mktemp("recording") / "run"
+    with ProviderServer(then=provider_model) as server, pytest.MonkeyPatch.context() as patch:
+        # The pauses after the provider's failures (evals/schedule.py) are not what this module tests: 50 ms, not
+        # 2 s doubling.
+        patch.setattr(schedule, "FIRST_PAUSE_S", 0.05)
+        done = run_in_process(patch, None, ["compare", "--model", MODEL, "--graphs", "react,plan_solve,create_agent",
+                                            "--limit", "4", "--out", str(out), "--no-plots", "--quiet"],
+                              **compare_env(server))
         asked = len(server.requests)
     assert done.returncode == 0, done.stderr
+    return out, asked
+
+
+def record(tmp_path: Path, recording: tuple[Path, int]) -> tuple[Path, int]:
+    recorded, asked = recording
+    out = tmp_path / "run"
+    shutil.copytree(recorded, out)
     return out, asked
 
 
@@ -60,8 +76,8 @@ def replay(folder: Path, *extra: str):
     return forked_run(["compare", "--replay", str(folder), "--no-plots", "--quiet", *extra], clean_env(), timeout=120)
 
 
-def test_a_replay_with_the_server_gone_makes_every_run_again_and_the_same_tables(tmp_path, monkeypatch, capfd):
-    out, asked = record(tmp_path, monkeypatch, capfd)
+def test_a_replay_with_the_server_gone_makes_every_run_again_and_the_same_tables(tmp_path, recording):
+    out, asked = record(tmp_path, recording)
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     stored = (out / "replies.jsonl").read_text().splitlines()
     assert len(stored) == asked and all(r["replies"] for r in records)  # every exchange kept, every run named
@@ -77,8 +93,8 @@ def test_a_replay_with_the_server_gone_makes_every_run_again_and_the_same_tables
     assert f"- replayed from the replies stored in {out}: no provider was asked" in done.stdout
 
 
-def test_a_request_with_no_stored_reply_is_one_line_naming_the_run(tmp_path, monkeypatch, capfd):
-    out, _ = record(tmp_path, monkeypatch, capfd)
+def test_a_request_with_no_stored_reply_is_one_line_naming_the_run(tmp_path, recording):
+    out, _ = record(tmp_path, recording)
     lines = (out / "replies.jsonl").read_text().splitlines()
     victim = json.loads(lines[0])["run"]
     (out / "replies.jsonl").write_text("".join(f"{line}\n" for line in lines
@@ -90,8 +106,8 @@ def test_a_request_with_no_stored_reply_is_one_line_naming_the_run(tmp_path, mon
         "the recording does not have" in line
 
 
-def test_a_folder_without_replies_or_settings_is_refused_in_one_line(tmp_path, monkeypatch, capfd):
-    out, _ = record(tmp_path, monkeypatch, capfd)
+def test_a_folder_without_replies_or_settings_is_refused_in_one_line(tmp_path, recording):
+    out, _ = record(tmp_path, recording)
     (out / "replies.jsonl").unlink()
     done = replay(out)
     assert done.returncode == 2 and done.stderr.strip() == (

@@ -372,6 +372,7 @@ def replay_and_report(folder: Path, out: Path, plots: bool, output: Output) -> N
     from reactgraph.evals.replay import ReplayError, apply_request_settings, load_replay
     from reactgraph.evals.results_file import SETTINGS, ordered, write_json_atomically
     from reactgraph.evals.runner import compare_runs
+    from reactgraph.evals.schedule import StartGate
     from reactgraph.evals.tasks import SuiteError
     from reactgraph.models import reply_tape
 
@@ -386,8 +387,9 @@ def replay_and_report(folder: Path, out: Path, plots: bool, output: Output) -> N
     write_json_atomically(out / SETTINGS, described)
     output.note(f"[dim]replaying {len(replay.recorded)} run(s) of {folder} from {replay.tape.path.name}, "
                 f"asking no provider ({len(replay.carried)} kept as recorded: stopped runs)[/dim]")
-    with reply_tape.using(replay.tape):
-        outcome = compare_runs(replay.tasks, replay.config, None, chat_model, replay.carried)
+    with reply_tape.using(replay.tape):  # no provider is asked: a recorded provider failure is no cause to pause
+        outcome = compare_runs(replay.tasks, replay.config, None, chat_model, replay.carried,
+                               gate=StartGate(first_s=0.0, max_s=0.0))
     if replay.tape.missed:
         more = f" (and {len(replay.tape.missed) - 1} more)" if len(replay.tape.missed) > 1 else ""
         raise UserError(f"--replay {folder}: {replay.tape.missed[0]}{more}")

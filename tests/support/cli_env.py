@@ -18,8 +18,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def run_in_process(monkeypatch, capfd, argv: list[str], **env: str):
     """`reactgraph ARGV` through `main()` in this process, with the environment `clean_env(**env)` gives its
-    subprocess, and what reached file descriptors 1 and 2 as its stdout and stderr: for the runs where the
-    process is not the point. A `CompletedProcess`, as `subprocess.run` returns for the runs where it is."""
+    subprocess, and what reached file descriptors 1 and 2 as its stdout and stderr (none without `capfd`): for the
+    runs where the process is not the point. A `CompletedProcess`, as `subprocess.run` returns for the runs where
+    it is."""
     import subprocess
 
     from reactgraph.cli.app import main
@@ -29,7 +30,8 @@ def run_in_process(monkeypatch, capfd, argv: list[str], **env: str):
             patch.delenv(name)
         for name, value in env.items():
             patch.setenv(name, value)
-        capfd.readouterr()
+        if capfd is not None:
+            capfd.readouterr()
         code = main(argv)
-        out, err = capfd.readouterr()
+        out, err = capfd.readouterr() if capfd is not None else ("", "")
     return subprocess.CompletedProcess(["reactgraph", *argv], code, out, err)
