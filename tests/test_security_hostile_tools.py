@@ -248,12 +248,21 @@ def test_a_users_ctrl_c_stops_the_cli_while_a_tool_hangs(mode, tmp_path):
     Ctrl-C asks the turn to stop after the step under way, which never ends here; the second stops the process at
     once, with the line that says how to resume, and the Ctrl-C is never taken for the tool's error."""
     process, _started = run_cli_until_tool_starts(mode, tmp_path)
-    process.send_signal(signal.SIGINT)
-    time.sleep(1.0)  # the first is handled before the second arrives (two pending SIGINTs would be one)
-    assert process.poll() is None  # the first only asks the turn to stop after its step
-    process.send_signal(signal.SIGINT)
+    said: list[str] = []  # stderr, line by line, as it comes
+    reader = threading.Thread(target=lambda: said.extend(iter(process.stderr.readline, "")), daemon=True)
+    reader.start()
     try:
-        out, err = process.communicate(timeout=60)
+        process.send_signal(signal.SIGINT)
+        # The second is sent once the first was handled: two pending SIGINTs would be one (on a busy machine the
+        # process may take more than a second to get to it).
+        deadline = time.monotonic() + 30
+        while not any("stopping after the step under way" in line for line in said) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert process.poll() is None, said  # the first only asks the turn to stop after its step
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+        reader.join(10)
+        out, err = process.stdout.read(), "".join(said)
     finally:
         process.kill()
     assert process.returncode == 130, (out, err)
