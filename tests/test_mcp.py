@@ -327,7 +327,9 @@ def test_a_server_that_never_starts_is_one_line(settings, cause, caplog):
     message = gateway.mcp_failed["x"]
     assert message.startswith("MCP server 'x' did not start: ") and cause in message and "\n" not in message
     assert len(gateway.registry) == 0 and gateway.mcp_servers == []
-    assert [r.getMessage() for r in caplog.records] == [  # the server, then: no server of the config started
+    # Ours only: asyncio may warn of a child it found reaped already (another of this worker's subprocesses' reaper).
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("reactgraph.")] == [  # the server, then:
+        # no server of the config started
         f"{message}; its tools are left out",
         "MCP config (a dict or JSON text): none of its 1 server(s) started; going on without their tools"]
     with pytest.raises(McpStartError, match=r"^MCP server 'x' did not start") as caught:  # one server: raises
