@@ -181,6 +181,8 @@ def test_an_api_process_restarted_mid_run_lets_the_client_stream_go_on(service):
     reader = threading.Thread(target=follow, daemon=True)
     reader.start()
     wait_for(lambda: "start 上海" in service.calls(), 60, "the slow call started")
+    # and the client has the run's first event (on a busy machine it may come after the call started)
+    wait_for(lambda: any(p.event == "metadata" for p in list(seen)), 30, "the stream's metadata event")
     (api,) = [p for p in service.processes if "serve" in p.args]
     api.send_signal(signal.SIGKILL)
     api.wait(timeout=10)
