@@ -60,6 +60,7 @@ ONE_WORKER_MODULES = ("tests/test_studio.py", "tests/test_packaging.py", "tests/
                       "tests/test_redis_cluster.py",  # test_redis_cluster starts a three-node Redis Cluster once
                       "tests/test_debugger_ui.py",  # one `reactgraph ui` and one browser session for its tests
                       "tests/test_compare_replay.py",  # one recorded comparison, replayed by each test
+                      "tests/test_task_families.py",  # the 50 family tasks through three graphs, once
                       *SERVICE_MODULES)
 REAL_MODEL_TIER = "tests/real_model/"
 # The longest tests (10-30 s each) start first, so no worker is left with one of them while the others idle.
