@@ -87,9 +87,11 @@ def four_node_loop(*, turn_nodes: bool = False):
 
 def react_shape_loop():
     """LangGraph's floor for the ReAct graph's whole shape, not only its four nodes: its state (every field of
-    `AgentState`, each a channel), its nodes and edges, its three routes (after think, after the round, after
-    reflect, each reading the whole fresh state as LangGraph's conditional edges do) and one `Send` per tool call
-    to act; the bodies and routes are trivial and write the channels ours write, no more."""
+    `AgentState`, each a channel), its nodes and edges, its three routes (think, observe and reflect each return
+    their update with a `Command` to where the graph goes next, as ours do: nodes/driver.py `add_routed_node`) and
+    one `Send` per tool call to act; the bodies and routes are trivial and write the channels ours write, no more.
+    The fresh state our routes read (the node's writes through the channels' reducers) is our nodes' work, so not
+    here: a route here reads only its node's update."""
     from langgraph.types import Overwrite, Send
 
     from reactgraph.graph import AgentState, Context
@@ -110,20 +112,35 @@ def react_shape_loop():
         "finalize": lambda state: {"final_answer": "done", "status": "answered"},
         "save_memory": _pass,
     }
+    routes = {  # node: (its route over its update, the route's destinations)
+        "think": (lambda update: [Send("act", {"call": call}) for call in update["messages"][-1].tool_calls]
+                  or "finalize", ("act", "approve", "finalize")),
+        "observe": (lambda update: "reflect", ("reflect", "think", "finalize")),
+        "reflect": (lambda update: "think", ("think", "finalize")),
+    }
     graph = StateGraph(AgentState, context_schema=Context)
     for name, body in nodes.items():
-        graph.add_node(name, body)
+        if name in routes:
+            graph.add_node(name, _routed(body, routes[name][0]), destinations=routes[name][1])
+        else:
+            graph.add_node(name, body)
     graph.add_edge(START, "load_memory")
     graph.add_edge("load_memory", "think")
-    graph.add_conditional_edges("think", lambda state: [Send("act", {"call": call}) for call in state["messages"][-1]
-                                                        .tool_calls] or "finalize", ["act", "approve", "finalize"])
     graph.add_conditional_edges("approve", lambda state: "observe", ["act", "observe"])
     graph.add_edge("act", "observe")
-    graph.add_conditional_edges("observe", lambda state: "reflect", ["reflect", "think", "finalize"])
-    graph.add_conditional_edges("reflect", lambda state: "think", ["think", "finalize"])
     graph.add_edge("finalize", "save_memory")
     graph.add_edge("save_memory", END)
     return graph.compile(checkpointer=InMemorySaver())
+
+
+def _routed(body, route):
+    """A node of `body` that returns its update with a Command to where `route` of the update leads."""
+    from langgraph.types import Command
+
+    def node(state):
+        update = body(state)
+        return Command(update=update, goto=route(update))
+    return node
 
 
 def _episode(graph, n: int | str) -> tuple[float, float]:

@@ -16,9 +16,12 @@ nodes that do nothing, all the graphs interleaved round by round (the order rota
 (ours - floor for our shape) / (create_agent - floor for its shape), wall and CPU: goal ≤ 1.2×.
 
 Of our own code, the part that is LangGraph's work for our whole shape — the state's fields (each a channel), three
-routes that each read the whole fresh state, a `Send` per tool call — is measured by one more graph in the same
-rounds, the floor for that whole shape (`graph_floor.react_shape_loop`), and printed beside the ratio; what is
-left is our node bodies, both gateways and the model call, and is compared with create_agent's own code.
+nodes that say where to go next with a `Command` (nodes/driver.py `add_routed_node`), a `Send` per tool call — is
+measured by one more graph in the same rounds, the floor for that whole shape (`graph_floor.react_shape_loop`),
+and printed beside the ratio; what is left is our node bodies (the fresh state each route reads included), both
+gateways and the model call, and is compared with create_agent's own code. (Routed by conditional edges, as until
+the routes moved into their nodes, each route had LangGraph copy every channel of the graph to read the fresh state:
+that shape cost about twice as many instructions over the floor.)
 
 Instruction counts, for a machine too noisy for time: `--episodes GRAPH COUNT` runs five warm-up episodes of
 one graph and COUNT more, nothing else; under `valgrind --tool=callgrind`, the difference of the instructions of

@@ -24,7 +24,7 @@ from reactgraph.graph.routing.tool_round import after_approve
 from reactgraph.graph.structured import add_respond, response_format_of, state_schema
 from reactgraph.nodes.approval import approval_check, make_approve
 from reactgraph.nodes.context import Context
-from reactgraph.nodes.driver import AgentServices, edge
+from reactgraph.nodes.driver import AgentServices, add_routed_node, edge
 from reactgraph.nodes.plan_solve import make_execute_step, make_plan, make_replan, make_solve, observe_step
 from reactgraph.nodes.plan_solve_state import PlanSolveState, plan_solve_turn
 from reactgraph.nodes.state import InputState
@@ -56,18 +56,6 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
     state = hooks.state(state_schema(PlanSolveState, response))
     builder: StateGraph[Any, Context, Any, Any] = StateGraph(state, context_schema=Context,
                                                              input_schema=hooks.input(InputState))
-    builder.add_node("load_memory", make_load_memory(services, plan_solve_turn), retry_policy=retry)
-    builder.add_node("plan", make_plan(services), retry_policy=retry)
-    builder.add_node("execute_step", make_execute_step(services), retry_policy=retry)
-    builder.add_node("approve", make_approve(services))  # no retry: it only asks
-    # what a tool that returns a Command may set in this state, and where its goto may lead (tool_commands.py)
-    commands = CommandRules.of(builder.channels, PLAN_SOLVE_GOTO)
-    builder.add_node("act", make_act(services, commands))  # the gateway retries tool calls itself
-    builder.add_node("observe", observe_step)
-    builder.add_node("replan", make_replan(services), retry_policy=retry)
-    builder.add_node("solve", make_solve(services), retry_policy=retry)
-    builder.add_node("save_memory", save_memory)
-
     reads_state = hooks.reads_state(services.gateway)
     step = hooks.entry("before_model") or "execute_step"  # each step request is the agent's model request
     to_tools = partial(_to_tools, step=step, approval=approval_check(services), reads_state=reads_state)
@@ -75,18 +63,30 @@ def build_plan_solve_graph(gateway: ToolGateway | Sequence[AnyTool] | None = Non
     jumps = Jumps(model=step, tools=to_tools, tools_paths=tuple(tool_paths), end="solve")
     next_step: dict[Hashable, str] = {"execute_step": step, "solve": "solve"}
 
+    # the nodes before a route run it themselves, as ReAct's do (graph/react.py, nodes/driver.py `add_routed_node`)
+    builder.add_node("load_memory", make_load_memory(services, plan_solve_turn), retry_policy=retry)
+    add_routed_node(builder, "plan", make_plan(services), routing.next_step, next_step, retry_policy=retry)
+    if hooks.entry("after_model"):  # its hooks run between the step and its route: the last hook's edge routes
+        builder.add_node("execute_step", make_execute_step(services), retry_policy=retry)
+    else:
+        add_routed_node(builder, "execute_step", make_execute_step(services), to_tools, tool_paths, retry_policy=retry)
+    builder.add_node("approve", make_approve(services))  # no retry: it only asks
+    # what a tool that returns a Command may set in this state, and where its goto may lead (tool_commands.py)
+    commands = CommandRules.of(builder.channels, PLAN_SOLVE_GOTO)
+    builder.add_node("act", make_act(services, commands))  # the gateway retries tool calls itself
+    add_routed_node(builder, "observe", observe_step, routing.after_observe, {**next_step, "replan": "replan"},
+                    input_schema=PlanSolveState)
+    add_routed_node(builder, "replan", make_replan(services), routing.next_step, next_step, retry_policy=retry)
+    builder.add_node("solve", make_solve(services), retry_policy=retry)
+    builder.add_node("save_memory", save_memory)
+
     builder.add_edge(START, "load_memory")
     builder.add_edge("load_memory", hooks.chain(builder, "before_agent", "plan", [], jumps) or "plan")
-    builder.add_conditional_edges("plan", edge(routing.next_step), next_step)
     hooks.chain(builder, "before_model", "execute_step", [], jumps)
     if after_model := hooks.chain(builder, "after_model", to_tools, tool_paths, jumps):
         builder.add_edge("execute_step", after_model)
-    else:
-        builder.add_conditional_edges("execute_step", edge(to_tools), tool_paths)
     builder.add_conditional_edges("approve", edge(partial(after_approve, reads_state=reads_state)), ["act", "observe"])
     builder.add_edge("act", "observe")
-    builder.add_conditional_edges("observe", edge(routing.after_observe), {**next_step, "replan": "replan"})
-    builder.add_conditional_edges("replan", edge(routing.next_step), next_step)
     closing = "solve"
     if response is not None:
         builder.add_edge(closing, closing := add_respond(builder, services, response))

@@ -22,7 +22,7 @@ from reactgraph.graph.structured import add_respond, response_format_of
 from reactgraph.graph.structured import state_schema as with_response
 from reactgraph.nodes.approval import approval_check, make_approve
 from reactgraph.nodes.context import Context
-from reactgraph.nodes.driver import AgentServices, edge
+from reactgraph.nodes.driver import AgentServices, add_routed_node, edge
 from reactgraph.nodes.react import make_finalize, make_reflect, make_think
 from reactgraph.nodes.state import AgentState, InputState
 from reactgraph.nodes.tool_commands import REACT_GOTO, CommandRules
@@ -57,36 +57,38 @@ def build_react_graph(gateway: ToolGateway | Sequence[AnyTool] | None = None,
     state = hooks.state(with_response(AgentState, response))
     builder: StateGraph[Any, Context, Any, Any] = StateGraph(state, context_schema=_context(context_schema),
                                                              input_schema=hooks.input(InputState))
-    builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
-    builder.add_node("think", make_think(services), retry_policy=retry)
-    builder.add_node("approve", make_approve(services))  # no retry: it only asks
-    # what a tool that returns a Command may set in this state, and where its goto may lead (tool_commands.py)
-    commands = CommandRules.of(builder.channels, REACT_GOTO)
-    builder.add_node("act", make_act(services, commands))  # the gateway retries tool calls itself
-    builder.add_node("observe", observe)
-    builder.add_node("reflect", make_reflect(services), retry_policy=retry)
-    builder.add_node("finalize", make_finalize(services), retry_policy=retry)
-    builder.add_node("save_memory", save_memory)
-
     reads_state = hooks.reads_state(services.gateway)
     to_tools = partial(routing.after_think, approval=approval_check(services), reads_state=reads_state)
     tool_paths = ("act", "approve", "observe", "finalize") if hooks else ("act", "approve", "finalize")
     loop_entry = hooks.entry("before_model") or "think"
     jumps = Jumps(model=loop_entry, tools=to_tools, tools_paths=tool_paths, end="finalize")
+    to_loop = {"think": loop_entry, "finalize": "finalize"}
+
+    # think, observe and reflect run their routes themselves (nodes/driver.py `add_routed_node`), for less of
+    # LangGraph's work per step; not think when after_model hooks come between: the last hook's edge routes
+    builder.add_node("load_memory", make_load_memory(services), retry_policy=retry)
+    if hooks.entry("after_model"):
+        builder.add_node("think", make_think(services), retry_policy=retry)
+    else:
+        add_routed_node(builder, "think", make_think(services), to_tools, tool_paths, retry_policy=retry)
+    builder.add_node("approve", make_approve(services))  # no retry: it only asks
+    # what a tool that returns a Command may set in this state, and where its goto may lead (tool_commands.py)
+    commands = CommandRules.of(builder.channels, REACT_GOTO)
+    builder.add_node("act", make_act(services, commands))  # the gateway retries tool calls itself
+    add_routed_node(builder, "observe", observe, routing.after_round, {"reflect": "reflect", **to_loop},
+                    input_schema=AgentState)
+    add_routed_node(builder, "reflect", make_reflect(services), routing.after_reflect, to_loop, retry_policy=retry)
+    builder.add_node("finalize", make_finalize(services), retry_policy=retry)
+    builder.add_node("save_memory", save_memory)
 
     builder.add_edge(START, "load_memory")
     builder.add_edge("load_memory", hooks.chain(builder, "before_agent", loop_entry, [], jumps) or loop_entry)
     hooks.chain(builder, "before_model", "think", [], jumps)
     if after_model := hooks.chain(builder, "after_model", to_tools, tool_paths, jumps):
         builder.add_edge("think", after_model)
-    else:
-        builder.add_conditional_edges("think", edge(to_tools), list(tool_paths))
     builder.add_conditional_edges("approve", edge(partial(after_approve, reads_state=reads_state)),
                                   ["act", "observe"])
     builder.add_edge("act", "observe")
-    builder.add_conditional_edges("observe", edge(routing.after_round),
-                                  {"reflect": "reflect", "think": loop_entry, "finalize": "finalize"})
-    builder.add_conditional_edges("reflect", edge(routing.after_reflect), {"think": loop_entry, "finalize": "finalize"})
     closing = "finalize"
     if response is not None:
         builder.add_edge(closing, closing := add_respond(builder, services, response))

@@ -13,6 +13,10 @@ a model call fails there only after the gateway's retry and fallback steps. Only
 gateway's account of the model calls, one per tool result) goes into the update's `usage`, and the model
 fallbacks the gateway took into its steps and `active_model`, the same way for every node (`Node`).
 
+A node followed by a route may run its route itself (`add_routed_node`): it returns its update with
+`Command(goto=...)`, the route computed over the node's fresh state, which the node builds for much less than a
+conditional edge's read of it (`RoutedNode`).
+
 `AgentServices` is what the nodes of one compiled graph share: the tool gateway and the model gateway (whose
 retry policy is the model-calling nodes'), and the tool schemas derived from them once rather than on every step.
 
@@ -28,16 +32,17 @@ import contextvars
 import inspect
 import logging
 import warnings
-from collections.abc import Callable, Coroutine, Generator, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.runnables.config import var_child_runnable_config
+from langgraph.channels import BaseChannel, BinaryOperatorAggregate, LastValue
 from langgraph.runtime import Runtime, get_runtime
-from langgraph.types import Overwrite, RetryPolicy
+from langgraph.types import Command, Overwrite, RetryPolicy, Send
 
 from reactgraph.models.gateway import (
     FALLBACK_EVENT,
@@ -56,6 +61,9 @@ from reactgraph.nodes.conversation import current_question
 from reactgraph.nodes.state import ActiveModel, make_step
 from reactgraph.tools import ToolGateway, ToolMeta, ToolResult, ToolSession
 from reactgraph.tools.threads import run_sync
+
+if TYPE_CHECKING:
+    from langgraph.graph import StateGraph
 
 # --- the node driver ----------------------------------------------------------------------------------------
 
@@ -318,6 +326,98 @@ class Route(Runnable[Any, Any]):
 def edge(route: Callable[..., Any]) -> Route:
     """`route` as a conditional edge (see `Route`)."""
     return Route(route)
+
+
+# --- a node that routes itself ------------------------------------------------------------------------------
+
+# The kinds of channel that a step which does not write them leaves as they are (an empty update is a no-op in
+# their source) and whose reducer returns a new value. Any other kind is recomputed in a fresh state, written or
+# not, from a copy of it, as LangGraph's own read does: an EphemeralValue (LangChain's `jump_to`) is cleared by a
+# step that does not write it, a DeltaChannel's reducer may work in place.
+_STEADY_CHANNELS = (LastValue, BinaryOperatorAggregate)
+
+
+class RoutedNode(Runnable[Any, Any]):
+    """A node and the route after it, run as one: the node's update, with `Command(goto=...)` to where `route`
+    sends the graph (its answer mapped through `path`; a `Send` goes as it is).
+
+    Behind a conditional edge the route gets the node's fresh state (its state with the node's writes applied),
+    which LangGraph builds by copying every channel of the graph, the state's fields and its `branch:to:*`
+    channels, once per route per step. Here the fresh state is the node's input with only the channels the node
+    wrote recomputed, each by the graph's own channel (its reducer: `add_messages`, `operator.add`, …); the route
+    sees the same state for a fraction of the work. `node`: a Runnable (`Node`), or a function of (state,
+    runtime); the route is a function of (state) or (state, runtime), as for `edge`."""
+
+    def __init__(self, node: Runnable[Any, Any] | Callable[[Any, Any], Any], route: Callable[..., Any],
+                 path: Mapping[Any, str], channels: Mapping[str, BaseChannel], name: str) -> None:
+        self.node, self.route, self.path, self.channels, self.name = node, route, dict(path), channels, name
+        self._route_runtime = "runtime" in inspect.signature(route).parameters
+        self._unsteady: tuple[str, ...] | None = None  # read on first use: the builder may still add channels
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if isinstance(self.node, Runnable):
+            return self._routed(input, self.node.invoke(input, config))
+        return self._routed(input, self.node(input, get_runtime()))
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if isinstance(self.node, Runnable):
+            return self._routed(input, await self.node.ainvoke(input, config))
+        return self._routed(input, self.node(input, get_runtime()))
+
+    def _routed(self, state: Any, output: Any) -> Any:
+        fresh = self.fresh(state, output)
+        target = self.route(fresh, runtime=_runtime()) if self._route_runtime else self.route(fresh)
+        goto = ([t if isinstance(t, Send) else self.path[t] for t in target] if isinstance(target, list | tuple)
+                else self.path[target])
+        if isinstance(output, dict):
+            return Command(update=output, goto=goto)
+        parts = [] if output is None else list(output) if isinstance(output, list | tuple) else [output]
+        return [*parts, Command(goto=goto)]
+
+    def fresh(self, state: Any, output: Any) -> Any:
+        """`state` with the writes of `output` applied, as a conditional edge after the node would read it."""
+        if self._unsteady is None:
+            self._unsteady = tuple(k for k, c in self.channels.items() if type(c) not in _STEADY_CHANNELS)
+        written: dict[str, list[Any]] = {key: [] for key in self._unsteady}
+        for key, value in _writes(output):
+            if key in self.channels:
+                written.setdefault(key, []).append(value)
+        if not written or not isinstance(state, dict):
+            return state
+        fresh = dict(state)
+        for key, values in written.items():
+            spec = self.channels[key]
+            channel = spec.from_checkpoint(state[key]) if key in state else spec.copy()
+            if type(spec) not in _STEADY_CHANNELS:
+                channel = channel.copy()  # the node's input stays as it was
+            channel.update(values)
+            if channel.is_available():
+                fresh[key] = channel.get()
+            else:
+                fresh.pop(key, None)
+        return fresh
+
+
+def _writes(output: Any) -> Iterator[tuple[str, Any]]:
+    """The (channel, value) pairs of a node's output, taken as LangGraph takes them: from a dict, a Command, or a
+    list of both (observe's update and its tools' Commands)."""
+    for part in output if isinstance(output, list | tuple) else (output,):
+        if isinstance(part, dict):
+            yield from part.items()
+        elif isinstance(part, Command) and part.graph != Command.PARENT:
+            yield from part._update_as_tuples()  # LangGraph's own reading of it (a dict, pairs or a typed object)
+
+
+def add_routed_node(builder: StateGraph[Any, Any, Any, Any], name: str,
+                    node: Runnable[Any, Any] | Callable[[Any, Any], Any], route: Callable[..., Any],
+                    ends: Sequence[str] | Mapping[Any, str], **options: Any) -> None:
+    """Add `node` as `name` with `route` after it, as `add_conditional_edges(name, edge(route), ends)` would, run
+    as one (`RoutedNode`). Its destinations are the route's: drawn alike by `get_graph()` and Studio. `ends`: the
+    route's answers, or a map of its answers to the nodes they lead to; `options`: `add_node`'s."""
+    path = dict(ends) if isinstance(ends, Mapping) else {end: end for end in ends}
+    destinations = {target: str(label) for label, target in path.items()}
+    builder.add_node(name, RoutedNode(node, route, path, builder.channels, name), destinations=destinations,
+                     **options)
 
 
 
