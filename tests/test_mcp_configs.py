@@ -179,7 +179,8 @@ def test_from_python_a_dead_server_is_named_and_the_live_ones_tools_are_there(ca
         assert set(gateway.mcp_failed) == {"dead", "needs"}
         assert gateway.mcp_failed["dead"].startswith("MCP server 'dead' did not start: ")
         assert gateway.mcp_failed["needs"].startswith("MCP server 'needs' was not started: its input 'key'")
-        assert sorted(r.mcp_start["server"] for r in caplog.records) == ["dead", "needs"]  # one record each
+        # one record each (ours only: asyncio may warn of a child another of this worker's subprocesses reaped)
+        assert sorted(r.mcp_start["server"] for r in caplog.records if hasattr(r, "mcp_start")) == ["dead", "needs"]
         result = asyncio.run(gateway.execute(call("add", a=40, b=2)))
         assert (result.status, result.content) == ("ok", "42")
     finally:
