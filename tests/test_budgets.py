@@ -108,7 +108,7 @@ def test_a_reply_with_many_calls_runs_only_those_that_fit_and_the_rest_are_answe
     model = ScriptedChatModel.of(tool_reply("look all up", *calls),
                                  AIMessage("t0, t1 and t2 are known; the others could not be looked up."))
     result = ask(build_react_graph(gateway, model=model), "q", Context(reflection="rules", max_tool_calls=3))
-    assert topics == ["t0", "t1", "t2"]
+    assert sorted(topics) == ["t0", "t1", "t2"]  # the first three of the reply; their tasks run concurrently
     records = [s for s in result["steps"] if s["node"] == "act"]
     assert [r["status"] for r in records] == ["ok"] * 3 + ["not_run"] * 7
     assert {r["observation"] for r in records[3:]} == {"not run: tool-call budget of 3 used up"}
