@@ -236,6 +236,18 @@ def in_memory_history(graph, turns: list[str]) -> list[tuple]:
     return [snapshot_summary(h) for h in app.get_state_history(config)]
 
 
+def write_growing_steps(saver, parent: dict, count: int) -> dict:
+    """`count` steps after `parent`, each a checkpoint whose message list grows by one and the writes of its task,
+    as a run's steps are saved; the config of the last."""
+    for step in range(count):
+        values = {"messages": [f"m{i}" for i in range(step + 1)], "step": step}
+        versions = {k: saver.get_next_version(None, None) for k in values}
+        checkpoint = generate_checkpoint(channel_values=values, channel_versions=versions)
+        parent = saver.put(parent, checkpoint, generate_metadata(step=step), versions)
+        saver.put_writes(parent, [("messages", ["next"]), ("step", step + 1)], f"task-{step}")
+    return parent
+
+
 def thread(name: str = "session") -> dict[str, Any]:
     return {"configurable": {"thread_id": f"{name}-{uuid.uuid4().hex[:6]}"}}
 
@@ -523,12 +535,7 @@ def test_put_put_writes_and_get_tuple_are_one_round_trip_each(private_redis):
         saver.get_tuple(config)
         before = private_redis.command_calls()
         counting.sends = 0
-        for step in range(10):
-            values = {"messages": [f"m{i}" for i in range(step + 1)], "step": step}
-            versions = {k: saver.get_next_version(None, None) for k in values}
-            checkpoint = generate_checkpoint(channel_values=values, channel_versions=versions)
-            parent = saver.put(parent, checkpoint, generate_metadata(step=step), versions)
-            saver.put_writes(parent, [("messages", ["next"]), ("step", step + 1)], f"task-{step}")
+        parent = write_growing_steps(saver, parent, 10)
         latest = saver.get_tuple(config)
         sent = counting.sends
     assert latest.checkpoint["channel_values"]["step"] == 9 and len(latest.pending_writes) == 2

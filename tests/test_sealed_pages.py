@@ -28,7 +28,7 @@ from langgraph.types import Command
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.memory import RedisSaver, UnreadableCheckpoint
 from support.redis_traffic import counting_connection_class
-from test_redis_checkpointer import approval_graph, chat_graph, snapshot_summary, thread
+from test_redis_checkpointer import approval_graph, chat_graph, snapshot_summary, thread, write_growing_steps
 
 LOGGER = "reactgraph.memory.redis_checkpoint"
 QUESTIONS = ["计算 (3 + 17) * 3 等于多少", "北京的天气怎么样？", "What is the population of 上海?"]
@@ -155,12 +155,7 @@ def test_reading_a_state_is_one_round_trip_and_a_page_costs_two_more_per_page_si
         saver.put_writes(parent, [("x", 1)], "first-task")
         saver.get_tuple(config)
         counting.sends = 0
-        for step in range(12):
-            values = {"messages": [f"m{i}" for i in range(step + 1)], "step": step}
-            versions = {k: saver.get_next_version(None, None) for k in values}
-            checkpoint = generate_checkpoint(channel_values=values, channel_versions=versions)
-            parent = saver.put(parent, checkpoint, generate_metadata(step=step), versions)
-            saver.put_writes(parent, [("messages", ["next"]), ("step", step + 1)], f"task-{step}")
+        parent = write_growing_steps(saver, parent, 12)
         writing = counting.sends
         counting.sends = 0
         latest = saver.get_tuple(config)
