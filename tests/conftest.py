@@ -70,9 +70,10 @@ LONGEST_FIRST = ("tests/test_gateway_fuzz.py", "tests/test_notebooks.py", "tests
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: two workers more than the cores. Many tests wait — on servers they start, on a lease to expire,
-    on Redis — and the extra workers run while they do (2,479 tests on 2 idle cores, 2026-12-06: 253-257 s with 3
-    workers, 227-240 s with 4 at 5 % more CPU, 242 s with 5 at 20 % more; an earlier suite on 2 cores: 4m14s with
-    2, 3m33s with 3, and with 4 the waits got slow enough to fail timing-sensitive tests, since fixed)."""
+    on Redis — and the extra workers run while they do (2,479 tests on 2 idle cores, 2026-12-06, whole runs in
+    turn: 228 s with 4 workers against 254 s with 3, medians of three pairs, at 5 % more CPU; 5 workers cost 20 %
+    more CPU for little time. An earlier suite: 4m14s with 2, 3m33s with 3; with 4 its timing-sensitive tests
+    failed then, since made steady: docs/development.md)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return cores + 2
 
