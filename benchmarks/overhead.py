@@ -102,9 +102,11 @@ def echo(text: str) -> str:
     return text
 
 
-def ours(model: EpisodeModel):
-    gateway = ToolGateway([echo])
-    graph = build_react_graph(gateway, checkpointer=InMemorySaver(), model=model)
+def ours(model: EpisodeModel, gateway: ToolGateway | None = None, checkpointer: Any = "memory"):
+    """Our graph as this benchmark runs it; a caller may hand in the gateway, or another checkpointer (None)."""
+    gateway = gateway or ToolGateway([echo])
+    checkpointer = InMemorySaver() if checkpointer == "memory" else checkpointer
+    graph = build_react_graph(gateway, checkpointer=checkpointer, model=model)
     # No closing self-check: create_agent makes none, and the comparison is of the same model calls.
     context = Context(reflection="rules", closing_check=False, max_iterations=TOOL_CALLS + 1)
     return graph, {"context": context}
