@@ -13,7 +13,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from reactgraph.tools import BreakerConfig, ToolGateway, ToolInputError, ToolSession, ToolStatus, TransientToolError
+from reactgraph.tools import (
+    BreakerConfig,
+    ToolGateway,
+    ToolInputError,
+    ToolRegistrationError,
+    ToolSession,
+    ToolStatus,
+    TransientToolError,
+)
 from reactgraph.tools.resilience import Retry
 
 SLACK_S = 3.0  # a shared, noisy machine: bounds are generous, and each hang outlasts its bound by far
@@ -98,6 +106,70 @@ def test_the_call_runs_on_the_callers_thread_and_the_tool_on_a_gateway_thread():
     assert [e["event"] for e in events] == ["retry"]
     assert seen["events"] == threading.current_thread().name, "the pipeline ran on the caller's own thread"
     assert seen["tool"].startswith("reactgraph-tool-"), "the sync tool ran on a gateway thread"
+
+
+def test_a_tool_without_a_deadline_runs_on_the_callers_own_thread_with_every_other_step_kept():
+    gateway = ToolGateway()
+    attempts = iter([TransientToolError("once more"), None, None])
+
+    @gateway.tool(timeout_s=None, max_attempts=2)
+    def where() -> str:
+        """Name the thread this runs on."""
+        if (failure := next(attempts)) is not None:
+            raise failure
+        return threading.current_thread().name
+
+    result = gateway.execute_sync(call("where"))
+    assert (result.status, result.attempts) == (ToolStatus.OK, 2), "retried as any tool is"
+    assert result.content == threading.current_thread().name, "no hand-off to a gateway thread"
+    awaited = asyncio.run(gateway.execute(call("where", id="c2")))
+    assert awaited.content.startswith("reactgraph-tool-"), "under asyncio it still never blocks the event loop"
+    assert [row["timeout_s"] for row in asyncio.run(gateway.status())] == [None]
+
+
+def test_in_a_graph_a_tool_without_a_deadline_runs_on_the_nodes_thread():
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from reactgraph.graph import Context, build_react_graph
+    from reactgraph.testing import ScriptedChatModel
+
+    gateway = ToolGateway()
+
+    @gateway.tool(timeout_s=None)
+    def where() -> str:
+        """Name the thread this runs on."""
+        return threading.current_thread().name
+
+    model = ScriptedChatModel.of(AIMessage("", tool_calls=[{"name": "where", "args": {}, "id": "c1"}]),
+                                 AIMessage("Done."))
+    graph = build_react_graph(gateway, model=model)
+    result = graph.invoke({"messages": [HumanMessage("where?")]}, context=Context(reflection="rules"))
+    [observed] = [m.content for m in result["messages"] if m.type == "tool"]
+    assert observed == threading.current_thread().name, "the act node ran it on its own thread (invoke's)"
+
+
+@pytest.mark.parametrize("raised", [StopIteration("done"), SystemExit(3), KeyboardInterrupt(), KeyError("k")],
+                         ids=lambda e: type(e).__name__)
+def test_a_tool_without_a_deadline_fails_as_one_on_a_thread_does(raised):
+    results = []
+    for timeout_s in (10.0, None):
+        gateway = ToolGateway()
+
+        @gateway.tool(timeout_s=timeout_s)
+        def fails() -> str:
+            """Raises."""
+            raise raised
+
+        results.append({k: v for k, v in gateway.execute_sync(call("fails")).to_dict().items() if k != "latency_ms"})
+    assert results[0]["status"] == "error" and results[1] == results[0]
+
+
+def test_a_deadline_of_zero_is_refused_in_one_line():
+    with pytest.raises(ToolRegistrationError, match=r"timeout_s must be > 0 \(or None: no deadline\)"):
+        @ToolGateway().tool(timeout_s=0)
+        def instant() -> str:
+            """Answers at once."""
+            return "x"
 
 
 def test_a_hanging_sync_tool_is_cut_off_at_its_timeout_and_its_thread_counted_stuck_until_it_returns():

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import dis
 import functools
@@ -360,7 +361,9 @@ class Invoke:
             return call.answer(ToolStatus.ERROR, untrusted.stuck(call.name, stuck, tool.timeout_s),
                                reason="stuck threads", stuck_threads=stuck)
         work = functools.partial(_run_and_render, tool.run, kwargs)
-        if call.blocking:  # the caller's thread waits for the tool's, up to the deadline
+        if call.blocking and tool.timeout_s is None:  # no deadline to keep: no hand-off to a thread either
+            value, content = _inline(work)
+        elif call.blocking:  # the caller's thread waits for the tool's, up to the deadline
             value, content = self.threads.call(call.name, work, call.deadline)
         else:
             value, content = await self.threads.run(call.name, work)
@@ -370,6 +373,16 @@ class Invoke:
         if content is None:
             return answer_command(call, value)
         return call.answer(ToolStatus.OK, content, value=value)
+
+
+def _inline(work: Callable[[], tuple[Any, str | None]]) -> tuple[Any, str | None]:
+    """`work()` on this thread, in a copy of its context as a gateway thread would run it. Inside this coroutine a
+    StopIteration would turn into a RuntimeError (PEP 479): it is carried as a thread carries it. Anything else
+    goes up as raised, so `Normalise` tells a user's Ctrl-C from a tool's fault as it does for a thread's."""
+    try:
+        return contextvars.copy_context().run(work)
+    except StopIteration as exc:
+        raise ToolAborted(exc) from None
 
 
 def _run_and_render(run: Callable[..., Any], kwargs: Mapping[str, Any]) -> tuple[Any, str | None]:

@@ -40,7 +40,9 @@ class ToolMeta:
     params_model: type[BaseModel] | None
     # Called with the validated arguments as keywords; sync callables run in a worker thread.
     run: Callable[..., Any]
-    timeout_s: float = 10.0
+    # The longest a call may take, retries included. None: no deadline; a sync tool then runs on its caller's own
+    # thread under `invoke` (no hand-off to a gateway thread, nothing to stop it if it hangs) — for tools you trust.
+    timeout_s: float | None = 10.0
     enabled: bool = True
     tags: tuple[str, ...] = ()
     # Calls of this tool allowed in flight at once (None: only the gateway-wide limit applies).
@@ -75,8 +77,8 @@ class ToolMeta:
                 f"tool name {self.name!r} must be non-empty letters, digits, '_' or '-' "
                 "(model providers reject other names)"
             )
-        if self.timeout_s <= 0:
-            raise ToolRegistrationError(f"tool {self.name!r}: timeout_s must be > 0")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ToolRegistrationError(f"tool {self.name!r}: timeout_s must be > 0 (or None: no deadline)")
         if self.max_attempts < 1:
             raise ToolRegistrationError(f"tool {self.name!r}: max_attempts must be >= 1")
         if self.approval not in ("always", "never"):

@@ -445,6 +445,8 @@ class Timeout:
     """
 
     async def __call__(self, call: ToolResult, proceed: Handler) -> ToolResult:
+        if call.tool.timeout_s is None:  # the tool declared no deadline
+            return await proceed(call)
         call.deadline = now(call.blocking) + call.tool.timeout_s
         try:
             if call.blocking:  # no loop to cancel a wait: each wait below ends at the deadline itself (threads.py)

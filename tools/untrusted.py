@@ -152,14 +152,16 @@ def rate_limited(name: str, waited_s: float) -> str:
             "Try again later or use another tool.")
 
 
-def timeout(name: str, timeout_s: float) -> str:
-    return (f"Tool {name} timed out after {timeout_s:g}s and is unavailable right now; "
+def timeout(name: str, timeout_s: float | None) -> str:
+    after = "" if timeout_s is None else f" after {timeout_s:g}s"  # None: the tool raised TimeoutError itself
+    return (f"Tool {name} timed out{after} and is unavailable right now; "
             "try another tool or answer from what you have.")
 
 
-def stuck(name: str, stuck_threads: int, timeout_s: float) -> str:
-    return (f"Tool {name} is not responding: {stuck_threads} earlier call(s) are still running past their "
-            f"{timeout_s:g}s timeout, so it was not called again. Try another tool or answer from what you have.")
+def stuck(name: str, stuck_threads: int, timeout_s: float | None) -> str:
+    given_up = "after they were cancelled" if timeout_s is None else f"past their {timeout_s:g}s timeout"
+    return (f"Tool {name} is not responding: {stuck_threads} earlier call(s) are still running {given_up}, "
+            "so it was not called again. Try another tool or answer from what you have.")
 
 
 def failed(name: str, error: BaseException) -> str:

@@ -84,7 +84,8 @@ def _cells(row: dict, servers: bool, wide: bool) -> list[str]:
                        for k in row["schema"].get("properties", {}))
     cells = [row["name"], *((row["server"] or "",) if servers else ()), params]
     if wide:
-        cells += [f"{row['timeout_s']:g}s", ",".join(row["tags"]), str(row["stuck_threads"])]
+        timeout = "none" if row["timeout_s"] is None else f"{row['timeout_s']:g}s"
+        cells += [timeout, ",".join(row["tags"]), str(row["stuck_threads"])]
     return [*cells, row["breaker"]["state"], _calls(row["metrics"] or {}, wide)]
 
 
