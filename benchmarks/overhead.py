@@ -13,7 +13,10 @@ The goal is on what each side's own code costs, not on the whole iteration: Lang
 four visible nodes (and the turn's load_memory, finalize, save_memory) than for create_agent's two, before any
 node body runs (benchmarks/graph_floor.py). So the same run also times each shape's floor, the same graph with
 nodes that do nothing, all the graphs interleaved round by round (the order rotating), and prints
-(ours - floor for our shape) / (create_agent - floor for its shape), wall and CPU: goal ≤ 1.2×.
+(ours - floor for our shape) / (create_agent - floor for its shape), wall and CPU: goal ≤ 1.2×. It prints the
+ratio twice: with our tool's default 10 s timeout (its sync calls handed to a gateway thread, which can give up on
+them), and like for like with create_agent, whose tools have no timeout: the same tool declared `timeout_s=None`,
+run on the node's thread (one more graph in the same rounds).
 
 Of our own code, the part that is LangGraph's work for our whole shape — the state's fields (each a channel), three
 nodes that say where to go next with a `Command` (nodes/driver.py `add_routed_node`), a `Send` per tool call — is
