@@ -124,6 +124,11 @@ def test_the_tools_table_fits_80_columns_one_line_per_tool_and_wide_shows_every_
     console.print(tools_table(rows, wide=False, width=80))
     lines = console.export_text().splitlines()
     assert max(map(len, lines)) <= 80 and "description" in next(line for line in lines if line.startswith("tool"))
+    rows[0]["timeout_s"] = None  # a tool declared with no deadline
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(tools_table(rows, wide=True, width=200))
+    line = next(line for line in console.export_text().splitlines() if line.startswith(rows[0]["name"]))
+    assert " none " in line
 
 
 def test_version_names_the_installed_release():
