@@ -164,6 +164,19 @@ def test_a_tool_without_a_deadline_fails_as_one_on_a_thread_does(raised):
     assert results[0]["status"] == "error" and results[1] == results[0]
 
 
+def test_a_tool_without_a_deadline_that_raises_timeout_error_itself_times_out_without_a_figure():
+    gateway = ToolGateway()
+
+    @gateway.tool(timeout_s=None)
+    def upstream() -> str:
+        """Asks a server that gives up."""
+        raise TimeoutError("the upstream server gave up")
+
+    result = gateway.execute_sync(call("upstream"))
+    assert result.status is ToolStatus.TIMEOUT
+    assert result.content.startswith("Tool upstream timed out and is unavailable right now")
+
+
 def test_a_deadline_of_zero_is_refused_in_one_line():
     with pytest.raises(ToolRegistrationError, match=r"timeout_s must be > 0 \(or None: no deadline\)"):
         @ToolGateway().tool(timeout_s=0)
