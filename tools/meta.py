@@ -38,7 +38,7 @@ class ToolMeta:
     description: str
     # The arguments' contract: a pydantic model, or None when `json_schema` describes them instead.
     params_model: type[BaseModel] | None
-    # Called with the validated arguments as keywords; sync callables run in a worker thread.
+    # Called with the validated arguments as keywords; sync callables run in a worker thread (but see timeout_s).
     run: Callable[..., Any]
     # The longest a call may take, retries included. None: no deadline; a sync tool then runs on its caller's own
     # thread under `invoke` (no hand-off to a gateway thread, nothing to stop it if it hangs) — for tools you trust.
