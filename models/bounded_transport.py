@@ -16,6 +16,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from reactgraph._tls import shared_ssl_context
 from reactgraph.models import reply_tape
 from reactgraph.models.loader import says_request_is_bad
 from reactgraph.models.reply_tape import Stored
@@ -49,7 +50,7 @@ def bounded_clients(http: ModuleType, timeout_error: Callable[[Any], Exception],
 
     class SyncTransport(http.BaseTransport):  # type: ignore[name-defined]
         def __init__(self) -> None:
-            self.inner = http.HTTPTransport()
+            self.inner = http.HTTPTransport(verify=shared_ssl_context(http))
 
         def handle_request(self, request: Any) -> Any:
             tape = reply_tape.active()
@@ -72,7 +73,7 @@ def bounded_clients(http: ModuleType, timeout_error: Callable[[Any], Exception],
 
     class AsyncTransport(http.AsyncBaseTransport):  # type: ignore[name-defined]
         def __init__(self) -> None:
-            self.inner = http.AsyncHTTPTransport()
+            self.inner = http.AsyncHTTPTransport(verify=shared_ssl_context(http))
 
         async def handle_async_request(self, request: Any) -> Any:
             tape = reply_tape.active()

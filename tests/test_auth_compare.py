@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from support.local_servers import http_request
 from test_serve import TESTS, Service, stop
 from test_serve_auth import start_with
 from test_studio import StudioServer, launch_studio
@@ -64,7 +65,7 @@ def session(url: str) -> list[tuple[str, int | str]]:
     def ask(what: str, user: str | None, method: str, path: str, body: dict | None = None,
             seen: Callable[[httpx.Response], str] | None = None) -> httpx.Response:
         headers = {"Authorization": f"Bearer {TOKENS[user]}"} if user else {}
-        answer = httpx.request(method, url + path, headers=headers, json=body, timeout=30)
+        answer = http_request(method, url + path, headers=headers, json=body)
         answers.append((what, answer.status_code))
         if seen is not None and answer.status_code == 200:
             answers.append((f"{what}: seen", seen(answer)))

@@ -10,8 +10,9 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -51,9 +52,14 @@ class Service:
     env: dict[str, str]
     log: Path
     processes: list[ForkedCommand]
+    _client: Any = field(default=None, init=False, repr=False)
 
     def client(self):
-        return get_sync_client(url=self.url, api_key=None)
+        """One langgraph-sdk client for the service's tests: each client made anew would load the CA bundle
+        into a TLS context of its own (≈ 20 ms of CPU), for a server that speaks plain HTTP."""
+        if self._client is None:
+            self._client = get_sync_client(url=self.url, api_key=None)
+        return self._client
 
     def calls(self) -> list[str]:
         return [line.rsplit(" pid=", 1)[0] for line in self.log.read_text().splitlines()] if self.log.exists() else []
@@ -81,11 +87,12 @@ class Service:
                 errors = sorted(self.log.parent.glob("serve-*.err"))
                 raise AssertionError(f"reactgraph serve exited: {errors[-1].read_text() if errors else ''}")
             try:
-                return httpx.get(f"{url}/ok", timeout=1).status_code == 200
+                return client.get(f"{url}/ok").status_code == 200
             except httpx.HTTPError:
                 return False
 
-        wait_for(answers, STARTUP_TIMEOUT_S, "the server answering /ok")
+        with httpx.Client(timeout=1) as client:  # one client for the polls, not one (and its TLS context) each
+            wait_for(answers, STARTUP_TIMEOUT_S, "the server answering /ok")
 
 
 def start_service(redis_url: str, tmp: Path, *, workers: int = 2, **extra: str) -> Service:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import redis
 
-from support.local_servers import free_port
+from support.local_servers import free_port, http_request
 from test_serve import Service, service_env, stop
 from test_serve_fuzz import anonymous_tracebacks
 
@@ -47,7 +47,7 @@ def served(redis_url: str, tmp_path_factory) -> Iterator[Service]:
 
 
 def call(service: Service, method: str, path: str, body: str | None = None, token: str = "ok") -> httpx.Response:
-    return httpx.request(method, f"{service.url}{path}", content=body, timeout=WAIT_S,
+    return http_request(method, f"{service.url}{path}", content=body, timeout=WAIT_S,
                          headers={"authorization": f"Bearer {token}", "content-type": "application/json"})
 
 

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from reactgraph.service.run_request import BadRunPolicy, PolicyRefusal, RunPolicy, run_policy_from
+from support.local_servers import http_request
 from test_serve import Service, human, start_service, stop
 
 SECRET = "sk-policy-test-secret-4242"
@@ -49,7 +50,7 @@ def create(served: Service, context: dict | None = None, **body) -> httpx.Respon
     payload = {"assistant_id": "react", "input": human("计算 6 * 7 等于多少"), **body}
     if context is not None:
         payload["context"] = context
-    return httpx.post(f"{served.url}/threads/{thread['thread_id']}/runs", json=payload, timeout=10)
+    return http_request("POST", f"{served.url}/threads/{thread['thread_id']}/runs", json=payload, timeout=10)
 
 
 def refused(response: httpx.Response, status: int, *words: str) -> str:

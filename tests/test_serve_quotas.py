@@ -12,6 +12,7 @@ import httpx
 import pytest
 import redis
 
+from support.local_servers import http_client
 from test_serve import TESTS, human, stop
 from test_serve_auth import start_with
 
@@ -31,7 +32,7 @@ def served(redis_url: str, tmp_path_factory):
 
 
 def as_user(served, token: str) -> httpx.Client:
-    return httpx.Client(base_url=served.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    return http_client(base_url=served.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
 
 def one_line(answer: httpx.Response) -> str:
@@ -128,7 +129,7 @@ def test_runs_in_flight_and_stream_slots_are_per_caller(served):
     assert refused.status_code == 429 and "quota 'runs_in_flight'" in one_line(refused)
     assert refused.headers["retry-after"]
     run = alice.get(f"/threads/{thread}/runs").json()[0]
-    with httpx.Client(timeout=30, headers=alice.headers) as http:
+    with http_client(timeout=30, headers=alice.headers) as http:
         first = http.send(http.build_request("GET", f"{served.url}/threads/{thread}/runs/{run['run_id']}/stream"),
                           stream=True)
         try:

@@ -23,6 +23,7 @@ from reactgraph.graph import studio as studio_graphs
 from reactgraph.nodes.context import Context
 from reactgraph.studio import launcher as studio
 from reactgraph.studio import persistence as studio_persistence
+from support.local_servers import http_client
 
 STARTUP_TIMEOUT_S = 90  # a cold start on a busy 2-core machine; it takes a few seconds when idle
 REACT_NODES = {"think", "act", "observe", "reflect", "finalize"}
@@ -87,13 +88,18 @@ class StudioServer:
 
 def wait_until_ready(server: StudioServer) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    with http_client(timeout=2) as client:  # one client for the polls
+        _poll_until_ready(server, client, deadline)
+
+
+def _poll_until_ready(server: StudioServer, client: httpx.Client, deadline: float) -> None:
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             pytest.fail(f"reactgraph studio exited with {server.process.returncode}:\n{server.logs()}", pytrace=False)
         if "Application startup failed" in server.logs():  # the reloader would wait for a code change
             pytest.fail(f"langgraph dev could not start:\n{server.logs()}", pytrace=False)
         try:
-            if httpx.get(f"{server.url}/ok", timeout=2).status_code == 200:
+            if client.get(f"{server.url}/ok").status_code == 200:
                 return
         except httpx.HTTPError:
             pass

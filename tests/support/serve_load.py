@@ -24,6 +24,7 @@ import httpx
 import redis.asyncio
 from langgraph_sdk.client import LangGraphClient
 
+from reactgraph._tls import shared_ssl_context
 from reactgraph.service.keys import ServiceKeys
 from support.forked_commands import ForkedCommand
 from test_serve import Service, free_port, start_service, wait_for
@@ -39,8 +40,9 @@ def sdk_client(url: str, headers: dict[str, str] | None = None) -> LangGraphClie
     """langgraph-sdk's async client as `get_client` builds it (httpx keeps idle connections 5 s; the server keeps
     them 65 s, so a reused connection is never one the server is closing), with the load's longer timeouts and
     `headers` on every request (credentials)."""
+    transport = httpx.AsyncHTTPTransport(retries=5, verify=shared_ssl_context(httpx))  # one TLS context for all
     return LangGraphClient(httpx.AsyncClient(
-        base_url=url, timeout=CALL_TIMEOUT, headers=headers, transport=httpx.AsyncHTTPTransport(retries=5),
+        base_url=url, timeout=CALL_TIMEOUT, headers=headers, transport=transport,
         limits=httpx.Limits(max_connections=100, max_keepalive_connections=20)))
 
 

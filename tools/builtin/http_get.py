@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from reactgraph._tls import shared_ssl_context
 from reactgraph.tools.call import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
 from reactgraph.tools.telemetry import trace_headers
@@ -190,8 +191,8 @@ class _Fetcher:
         self.check_data(target)
         # Admit the first hop before building a client: refusals are the common case and must be cheap.
         ip = await self.admit(target)
-        async with httpx.AsyncClient(transport=self.transport, timeout=self.timeout_s,
-                                     follow_redirects=False) as client:
+        async with httpx.AsyncClient(transport=self.transport, timeout=self.timeout_s, follow_redirects=False,
+                                     verify=shared_ssl_context(httpx)) as client:
             for hop in range(MAX_REDIRECTS + 1):
                 if hop:
                     try:

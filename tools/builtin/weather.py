@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
+from reactgraph._tls import shared_ssl_context
 from reactgraph.tools.builtin.http_get import read_capped
 from reactgraph.tools.call import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
@@ -72,8 +73,8 @@ async def live_weather(url_template: str, city: str, *, timeout_s: float = LIVE_
     url = url_template.replace("{city}", quote(city, safe=""))
     host = httpx.URL(url).host
     try:
-        async with (httpx.AsyncClient(timeout=timeout_s, transport=transport) as client,
-                    client.stream("GET", url, headers={"Accept": "application/json"}) as response):
+        client = httpx.AsyncClient(timeout=timeout_s, transport=transport, verify=shared_ssl_context(httpx))
+        async with client, client.stream("GET", url, headers={"Accept": "application/json"}) as response:
             if response.status_code >= 500:
                 raise TransientToolError(f"weather service {host} answered HTTP {response.status_code}")
             if response.status_code == 404:
