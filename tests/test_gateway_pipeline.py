@@ -86,6 +86,32 @@ async def test_a_typed_function_becomes_a_tool_whose_schema_comes_from_its_hints
     assert convert(1) == "2 EUR", "the decorator leaves the function callable as before"
 
 
+def test_tools_a_factory_makes_again_keep_each_its_own_defaults_docstring_and_name():
+    """A function's contract is derived once and reused (a default gateway is made often); closures of one
+    factory are told apart by what the contract is made of, not by their shared code."""
+
+    def make_lookup(default_city: str, doc: str, name: str | None = None) -> ToolMeta:
+        def lookup(city: str = default_city) -> str:
+            return city
+
+        lookup.__doc__ = doc
+        return ToolMeta.from_function(lookup, name=name)
+
+    first, again = make_lookup("Paris", "Look a city up."), make_lookup("Paris", "Look a city up.")
+    other_default = make_lookup("Rome", "Look a city up.")
+    other_doc, other_name = make_lookup("Paris", "Find a city."), make_lookup("Paris", "Look a city up.", "find")
+
+    def contract(meta: ToolMeta) -> tuple[str, str, object]:
+        return meta.name, meta.description, meta.openai_schema()["function"]["parameters"]["properties"]["city"]
+
+    assert again.params_model is first.params_model, "the same contract is derived once"
+    assert contract(first) == ("lookup", "Look a city up.", {"default": "Paris", "type": "string"})
+    assert contract(other_default)[2]["default"] == "Rome"
+    assert contract(other_doc)[1] == "Find a city."
+    assert contract(other_name)[0] == "find"
+    assert first.run("Oslo") == "Oslo" and again.run is not first.run, "each keeps its own function to run"
+
+
 async def test_the_decorator_takes_the_tools_limits():
     gateway = ToolGateway()
 

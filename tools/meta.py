@@ -10,7 +10,7 @@ errors and worded as they are).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -113,16 +113,8 @@ class ToolMeta:
     def from_function(cls, fn: Callable[..., Any], *, name: str | None = None,
                       description: str | None = None, **options: Any) -> ToolMeta:
         """Build from a typed function: the schema comes from its hints, the texts from its docstring."""
-        is_async = inspect.iscoroutinefunction(fn)
-        try:
-            structured = StructuredTool.from_function(
-                func=None if is_async else fn, coroutine=fn if is_async else None, name=name,
-                description=description, parse_docstring=True, error_on_invalid_docstring=False,
-            )
-        except (ValueError, TypeError) as exc:
-            raise ToolRegistrationError(f"cannot derive a schema for {fn!r}: {exc}") from exc
-        return cls(name=structured.name, description=structured.description,
-                   params_model=_pydantic_model(structured.args_schema, fn), run=fn, **options)
+        tool_name, tool_description, params_model = _contract_of(fn, name, description)
+        return cls(name=tool_name, description=tool_description, params_model=params_model, run=fn, **options)
 
     @classmethod
     def from_langchain(cls, tool: BaseTool, **options: Any) -> ToolMeta:
@@ -171,6 +163,48 @@ def in_band_outcome(name: str, message: Any) -> Any:
         text = message.text.removeprefix(f"Tool {name} failed: ")  # a gateway's own wording, not said twice
         raise InBandToolError(text or f"{name} reported an error")
     return message.content if message.artifact is None else ToolOutput(message.content, message.artifact)
+
+
+# Functions' contracts, by what they are derived from. LangChain derives a function's schema by building pydantic
+# models (≈ 1.5 ms of CPU a tool): a factory called again (`builtin_tools()` for each default gateway) would pay it
+# for every tool each time. Its closures are new function objects with the same code, so the key is what the
+# derivation reads: the code, the signature (defaults and annotations), the docstring, the names asked for.
+_CONTRACTS: dict[Hashable, tuple[str, str, type[BaseModel]]] = {}
+_MAX_CONTRACTS = 512
+
+
+def _contract_of(fn: Callable[..., Any], name: str | None,
+                 description: str | None) -> tuple[str, str, type[BaseModel]]:
+    """(name, description, arguments model) of a typed function, as LangChain's `StructuredTool` derives them."""
+    key = _contract_key(fn, name, description)
+    known = _CONTRACTS.get(key) if key is not None else None
+    if known is not None:
+        return known
+    is_async = inspect.iscoroutinefunction(fn)
+    try:
+        structured = StructuredTool.from_function(
+            func=None if is_async else fn, coroutine=fn if is_async else None, name=name,
+            description=description, parse_docstring=True, error_on_invalid_docstring=False,
+        )
+    except (ValueError, TypeError) as exc:
+        raise ToolRegistrationError(f"cannot derive a schema for {fn!r}: {exc}") from exc
+    contract = (structured.name, structured.description, _pydantic_model(structured.args_schema, fn))
+    if key is not None and len(_CONTRACTS) < _MAX_CONTRACTS:
+        _CONTRACTS[key] = contract
+    return contract
+
+
+def _contract_key(fn: Callable[..., Any], name: str | None, description: str | None) -> Hashable | None:
+    """What the derivation reads of a plain function, hashable; None for anything else (or unhashable parts)."""
+    code = getattr(fn, "__code__", None)
+    if not inspect.isfunction(fn) or code is None:
+        return None
+    try:
+        key = (code, fn.__module__, fn.__qualname__, inspect.signature(fn), fn.__doc__, name, description)
+        hash(key)
+    except (TypeError, ValueError):  # an unhashable default or annotation; a signature inspect cannot read
+        return None
+    return key
 
 
 def _pydantic_model(schema: object, source: object) -> type[BaseModel]:
