@@ -62,6 +62,27 @@ ONE_WORKER_MODULES = ("tests/test_studio.py", "tests/test_packaging.py", "tests/
                       "tests/test_compare_replay.py",  # one recorded comparison, replayed by each test
                       "tests/test_task_families.py",  # the 50 family tasks through three graphs, once
                       *SERVICE_MODULES)
+# Modules whose tests mostly wait (for a server's lease to lapse, a client's retry, a stuck tool's deadline) run as one
+# unit too. Spread test by test, all the workers were in one of them at once and the cores idled: the suite's CPU use
+# fell to 50-75 % for 10-30 s at a time (2026-12-06). As units, one worker waits while the others work.
+WAITING_MODULES = ("tests/test_serve_faults.py", "tests/test_security_sessions.py", "tests/test_serve_run_ends.py",
+                   "tests/test_anthropic_client.py", "tests/test_openai_client.py", "tests/test_eval_plumbing.py",
+                   "tests/test_bounded_requests.py", "tests/test_serve_params.py", "tests/test_eval_runs.py",
+                   "tests/test_serve_cancel.py", "tests/test_security_load.py")
+# At most this many workers wait in them at once: the others' tests keep the cores busy.
+MAX_WAITING_AT_ONCE = 2
+# The units, longest first (their tests' wall time on one worker, 2026-12-06: 48 s down to 7 s): handed out first,
+# a long unit never starts last, to run on alone after the rest is done.
+UNITS = ("tests/test_redis_cluster.py", "tests/test_serve_faults.py", "tests/test_studio.py",
+         "tests/test_security_sessions.py", "tests/test_debugger_ui.py", "tests/test_serve_run_ends.py",
+         "tests/test_serve_http_guard.py", "tests/test_packaging.py", "tests/test_serve_nonblocking.py",
+         "tests/test_anthropic_client.py", "tests/test_eval_plumbing.py", "tests/test_openai_client.py",
+         "tests/test_eval_runs.py", "tests/test_serve_cancel.py", "tests/test_security_load.py",
+         "tests/test_bounded_requests.py", "tests/test_serve_params.py", "tests/test_task_families.py",
+         "tests/test_serve.py", "tests/test_serve_policy.py", "tests/test_compare_replay.py",
+         "tests/test_serve_assistants.py", "tests/test_mcp.py", "tests/test_serve_runs.py", "tests/test_serve_auth.py",
+         "tests/test_serve_assistants_auth.py")
+assert set(UNITS) == set(ONE_WORKER_MODULES) | set(WAITING_MODULES)
 REAL_MODEL_TIER = "tests/real_model/"
 # The longest tests (10-30 s each) start first, so no worker is left with one of them while the others idle.
 LONGEST_FIRST = ("tests/test_gateway_fuzz.py", "tests/test_notebooks.py", "tests/test_serve_load.py")
@@ -80,7 +101,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """Test by test, as `--dist load` does, except that each of ONE_WORKER_MODULES is one unit of work."""
+    """Test by test, as `--dist load` does, except that each of UNITS is one unit of work."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
@@ -90,7 +111,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             module = nodeid.split("::", 1)[0]
             if module.startswith(REAL_MODEL_TIER):  # one llama-server for the tier, not one per worker
                 return REAL_MODEL_TIER
-            return module if module in ONE_WORKER_MODULES else super()._split_scope(nodeid)
+            return module if module in UNITS else super()._split_scope(nodeid)
 
         # xdist's LoadScopeScheduling hangs the whole run once a worker crashes (a test past its timeout ends
         # its worker): it puts the crashed worker's *finished* units back in the queue, so a worker can be handed
@@ -110,6 +131,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                 self._reschedule(other)
             return crashed
 
+        def _assign_work_unit(self, node) -> None:
+            """xdist's (the next unit of the queue), except that a worker passes over the units while every other
+            worker is in one, and over WAITING_MODULES while MAX_WAITING_AT_ONCE others wait in one."""
+            def held(modules: tuple[str, ...]) -> int:
+                return sum(any(scope in modules and not all(tests.values()) for scope, tests in work.items())
+                           for other, work in self.assigned_work.items() if other is not node)
+
+            if held(UNITS) >= len(self.assigned_work) - 1:
+                self._put_first(lambda scope: scope not in UNITS)
+            elif held(WAITING_MODULES) >= MAX_WAITING_AT_ONCE:
+                self._put_first(lambda scope: scope not in WAITING_MODULES)
+            super()._assign_work_unit(node)
+
+        def _put_first(self, wanted) -> None:
+            scope = next((scope for scope in self.workqueue if wanted(scope)), None)
+            if scope is not None:
+                self.workqueue.move_to_end(scope, last=False)
+
         def _reschedule(self, node) -> None:
             """As xdist does (one more unit while it holds at most 2 tests), then topped up to 2 tests, and told
             to finish once the queue is empty, so it never holds one test waiting for a next that never comes."""
@@ -122,18 +161,31 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             if not self.workqueue:
                 node.shutdown()
 
+    # Work is handed out in the order of pytest_collection_modifyitems below, not by xdist's own (the units with
+    # the most tests first).
+    config.option.loadscopereorder = False
     return OneWorkerModules(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        """The longest tests, then the one-worker modules (each one long unit of work), then the rest."""
-        module = item.nodeid.split("::", 1)[0]
-        if module in LONGEST_FIRST:
-            return LONGEST_FIRST.index(module)
-        return len(LONGEST_FIRST) + (module not in ONE_WORKER_MODULES)
-
-    items.sort(key=rank)  # stable: the order within each module stays
+    """The longest tests first; then the rest in file order, with the units (UNITS, longest first) spread through
+    its first three quarters, so that at any time some workers wait in a unit while the others run tests."""
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    first = [item for module in LONGEST_FIRST for item in by_module.pop(module, [])]
+    units = [by_module.pop(module) for module in UNITS if module in by_module]
+    rest = [item for module_items in by_module.values() for item in module_items]
+    spacing = len(rest) * 3 / 4 / max(len(units), 1)  # unit k goes in before test k * spacing of the rest
+    ordered, placed, previous = first, 0, None
+    for index, item in enumerate(rest):
+        if item.module is not previous:  # at a module's start only: a module's fixtures are built once
+            while placed < len(units) and index >= placed * spacing:
+                ordered += units[placed]
+                placed += 1
+            previous = item.module
+        ordered.append(item)
+    items[:] = ordered + [item for unit in units[placed:] for item in unit]
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -25,7 +25,7 @@ import pytest
 
 from support.debugger_browser import BrowserUnavailable, run_page_script
 from support.forked_commands import ForkedCommand, forked_run
-from support.local_servers import free_port, http_recorder
+from support.local_servers import free_port, http_recorder, http_request
 from test_serve import Service, service_env, stop, wait_for
 
 STATIC = Path(__file__).resolve().parent.parent / "reactgraph" / "ui" / "static"
@@ -266,13 +266,13 @@ def test_time_travel_side_by_side_and_comparisons_work_by_keyboard_on_a_phone(cl
 # --- the sessions' search, on the server -------------------------------------------------------------------------
 
 def _search(url: str, **body) -> list[dict]:
-    answer = httpx.post(f"{url}/threads/search", json=body, timeout=30)
+    answer = http_request("POST", f"{url}/threads/search", json=body)
     assert answer.status_code == 200, answer.text
     return answer.json()
 
 
 def _asked(url: str, thread: str, question: str, **context) -> None:
-    answer = httpx.post(f"{url}/threads/{thread}/runs/wait", timeout=60, json={
+    answer = http_request("POST", f"{url}/threads/{thread}/runs/wait", timeout=60, json={
         "assistant_id": "react", "if_not_exists": "create", "context": context,
         "input": {"messages": [{"role": "human", "content": question}]}})
     assert answer.status_code == 200, answer.text

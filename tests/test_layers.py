@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +38,12 @@ def product_modules():
             yield dotted, path
 
 
-def imported_modules(path: Path, module: str):
+@functools.cache  # three tests walk every module's imports: parsed once
+def imported_modules(path: Path, module: str) -> tuple[str, ...]:
+    return tuple(_imported_modules(path, module))
+
+
+def _imported_modules(path: Path, module: str):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(tree):

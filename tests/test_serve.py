@@ -21,7 +21,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEnti
 
 from support.cli_env import clean_env, run_in_process
 from support.forked_commands import ForkedCommand
-from support.local_servers import free_port
+from support.local_servers import free_port, http_client
 
 TESTS = str(Path(__file__).parent)
 STARTUP_TIMEOUT_S = 60
@@ -91,7 +91,7 @@ class Service:
             except httpx.HTTPError:
                 return False
 
-        with httpx.Client(timeout=1) as client:  # one client for the polls, not one (and its TLS context) each
+        with http_client(timeout=1) as client:  # one client for the polls
             wait_for(answers, STARTUP_TIMEOUT_S, "the server answering /ok")
 
 

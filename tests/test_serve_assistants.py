@@ -11,6 +11,7 @@ import httpx
 import pytest
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
+from support.local_servers import http_request
 from test_serve import Service, human, start_service, stop
 
 PLAN_SOLVE_NODES = {"plan", "execute_step", "solve"}
@@ -183,7 +184,7 @@ def test_deleting_an_assistant_cancels_its_waiting_runs(redis_url, tmp_path):
 ])
 def test_an_assistant_a_run_could_not_have_is_refused_with_one_line_naming_why(served, body, status, words):
     before = served.client().assistants.count()
-    code, detail = status_and_detail(httpx.post(f"{served.url}/assistants", json=body, timeout=30))
+    code, detail = status_and_detail(http_request("POST", f"{served.url}/assistants", json=body))
     assert code == status and words in detail, detail
     assert served.client().assistants.count() == before
 
@@ -287,5 +288,5 @@ def test_a_runs_long_term_memory_is_in_the_store_the_endpoints_serve(served):
     ("POST", "/store/namespaces", {"max_depth": 0}, 422, "'max_depth'"),
 ])
 def test_a_bad_store_request_gets_its_status_and_one_line_naming_the_cause(served, verb, path, body, status, words):
-    code, detail = status_and_detail(httpx.request(verb, served.url + path, json=body, timeout=30))
+    code, detail = status_and_detail(http_request(verb, served.url + path, json=body))
     assert code == status and words in detail, detail

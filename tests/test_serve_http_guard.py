@@ -18,7 +18,7 @@ import pytest
 import redis
 from langgraph_sdk.errors import NotFoundError
 
-from support.local_servers import free_port
+from support.local_servers import free_port, http_request
 from test_serve import Service, human, service_env, stop, wait_for
 
 STREAMS = 8
@@ -66,7 +66,7 @@ def stderr_of(service: Service) -> str:
 
 
 def post(service: Service, path: str, content: bytes | str, **headers: str) -> httpx.Response:
-    return httpx.post(f"{service.url}{path}", content=content, timeout=WAIT_S,
+    return http_request("POST", f"{service.url}{path}", content=content, timeout=WAIT_S,
                       headers={"content-type": "application/json", **headers})
 
 
