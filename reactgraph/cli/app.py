@@ -6,10 +6,12 @@ only; each command imports the layers it uses (LangGraph, LangChain, Redis, nump
 
 from __future__ import annotations
 
+import functools
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.main
 from typer.exceptions import TyperException
 
 from reactgraph.cli.ask import ask
@@ -93,6 +95,15 @@ def studio(
     raise typer.Exit(run_studio(host, port, browser, store=store, verbose=verbose))
 
 
+@functools.cache
+def click_command() -> Any:  # typer's own click (typer._click), not the click package
+    """`app` as the click command typer makes of it, made once per process: typer reads every command's
+    annotations to make it (≈ 30 ms of CPU), and a process may run `main` more than once (a test harness, a
+    notebook, a process forked from one that has made it). What `app(...)` does, less typer's exception hook,
+    which with pretty exceptions off hands every exception to Python's own."""
+    return typer.main.get_command(app)
+
+
 def _error(message: str) -> None:
     from reactgraph.cli.console_view import SafeConsole
 
@@ -129,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     state: dict = {"debug": debug}  # the callback configures logging (--log-format, --debug); undone on the way out
     try:
         # Without standalone mode the exit code of a `typer.Exit` comes back as the return value.
-        code = app(args=argv, prog_name="reactgraph", standalone_mode=False, obj=state)
+        code = click_command().main(args=argv, prog_name="reactgraph", standalone_mode=False, obj=state)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
