@@ -9,6 +9,8 @@ errors and worded as they are).
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -96,8 +98,8 @@ class ToolMeta:
         """The tool in OpenAI function-calling format, as model providers expect it."""
         if self.params_model is None:
             parameters = self.json_schema
-        else:
-            parameters = convert_to_openai_tool(self.params_model)["function"].get("parameters", {})
+        else:  # a copy: whoever sends it may change it (strict mode, a provider's own dialect)
+            parameters = copy.deepcopy(_openai_parameters(self.params_model))
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": parameters},
@@ -192,6 +194,14 @@ def _contract_of(fn: Callable[..., Any], name: str | None,
     if key is not None and len(_CONTRACTS) < _MAX_CONTRACTS:
         _CONTRACTS[key] = contract
     return contract
+
+
+@functools.lru_cache(maxsize=1024)
+def _openai_parameters(params_model: type[BaseModel]) -> dict[str, Any]:
+    """The arguments' JSON schema as OpenAI's function format has it, made once per model class (≈ 1 ms: a graph
+    asks for its tools' schemas when it is built, and a default gateway's tools share their classes)."""
+    parameters: dict[str, Any] = convert_to_openai_tool(params_model)["function"].get("parameters", {})
+    return parameters
 
 
 def _contract_key(fn: Callable[..., Any], name: str | None, description: str | None) -> Hashable | None:

@@ -13,6 +13,8 @@ independent of timing or of other runs.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import random
 import re
@@ -80,6 +82,13 @@ def with_call(reply: AIMessage, messages: Sequence[BaseMessage], name: str, fiel
 
 
 MODEL_NAME = "offline-scripted"
+
+
+@functools.lru_cache(maxsize=256)
+def _class_as_tool(schema: type) -> dict[str, Any]:
+    """A schema class (a structured answer's, a check's) as an OpenAI tool, made once per class: each structured
+    request binds its class again, and making its JSON schema costs ≈ 1 ms."""
+    return convert_to_openai_tool(schema)
 
 
 def _tool_name(tool: dict[str, Any]) -> str:
@@ -169,7 +178,8 @@ class OfflineChatModel(BaseChatModel):
     def bind_tools(self, tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool], *,
                    tool_choice: str | None = None, **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
         """Bind tools (any form LangChain converts to an OpenAI tool schema); only these may be called."""
-        formatted = [convert_to_openai_tool(tool) for tool in tools]
+        formatted = [copy.deepcopy(_class_as_tool(tool)) if isinstance(tool, type) else convert_to_openai_tool(tool)
+                     for tool in tools]
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
         return self.bind(tools=formatted, **kwargs)
