@@ -111,6 +111,17 @@ def test_tools_a_factory_makes_again_keep_each_its_own_defaults_docstring_and_na
     assert contract(other_name)[0] == "find"
     assert first.run("Oslo") == "Oslo" and again.run is not first.run, "each keeps its own function to run"
 
+    def make_flag(default: bool | int) -> ToolMeta:
+        def flag(on: bool | int = default) -> str:
+            """Set a flag."""
+            return str(on)
+
+        return ToolMeta.from_function(flag)
+
+    defaults = [make_flag(value).openai_schema()["function"]["parameters"]["properties"]["on"]["default"]
+                for value in (1, True)]
+    assert [type(value) for value in defaults] == [int, bool], "equal defaults of other types are other schemas"
+
 
 async def test_the_decorator_takes_the_tools_limits():
     gateway = ToolGateway()

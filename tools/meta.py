@@ -210,7 +210,10 @@ def _contract_key(fn: Callable[..., Any], name: str | None, description: str | N
     if not inspect.isfunction(fn) or code is None:
         return None
     try:
-        key = (code, fn.__module__, fn.__qualname__, inspect.signature(fn), fn.__doc__, name, description)
+        signature = inspect.signature(fn)
+        # The defaults' types too: 1, 1.0 and True are equal, and hash alike, but are not the same schema default.
+        default_types = tuple(type(parameter.default) for parameter in signature.parameters.values())
+        key = (code, fn.__module__, fn.__qualname__, signature, default_types, fn.__doc__, name, description)
         hash(key)
     except (TypeError, ValueError):  # an unhashable default or annotation; a signature inspect cannot read
         return None
