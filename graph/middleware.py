@@ -89,6 +89,8 @@ class AgentHooks:
 
     def with_hook(self, hook: Hook) -> list[Any]:
         """The middleware that define `hook` (sync or async), in the order the hook runs."""
+        if not self.middleware:
+            return []  # nor is LangChain's agents package imported for a graph without middleware (≈ 0.2 s)
         from langchain.agents.middleware import AgentMiddleware
 
         found = [m for m in self.middleware
