@@ -96,6 +96,14 @@ REAL_MODEL_TIER = "tests/real_model/"
 LONGEST_FIRST = ("tests/test_gateway_fuzz.py", "tests/test_notebooks.py", "tests/test_serve_load.py")
 
 
+def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
+    """The real-model tier is not even collected when the run leaves it out (pyproject's `-m 'not real_model'`): each
+    worker would import what only it uses, to deselect it."""
+    if collection_path.name == "real_model" and config.getoption("markexpr") == "not real_model":
+        return True
+    return None
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: two workers more than the cores. Many tests wait — on servers they start, on a lease to expire,
