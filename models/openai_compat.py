@@ -37,7 +37,7 @@ from openai import APITimeoutError
 
 from reactgraph.errors import ReactGraphError
 from reactgraph.models.bounded_transport import bounded_clients
-from reactgraph.models.loader import ModelConfigError
+from reactgraph.models.loader import ModelConfigError, with_raw_reply
 from reactgraph.models.strategy_record import strategy_key
 from reactgraph.models.structured_output import structured_output
 
@@ -77,9 +77,11 @@ class CompatibleChatOpenAI(ChatOpenAI):
     def with_structured_output(self, schema: Any = None, *, include_raw: bool = False, **kwargs: Any) -> Any:
         if kwargs.get("method") is not None:  # a caller that chose a strategy gets exactly that one
             return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
-        return structured_output(self, schema, include_raw=include_raw,
-                                 build=lambda method: super(CompatibleChatOpenAI, self).with_structured_output(
-                                     schema, include_raw=True, method=cast(Any, method), **kwargs),
+        def build(method: str) -> Any:
+            own = super(CompatibleChatOpenAI, self).with_structured_output
+            return (with_raw_reply(own(schema, method=cast(Any, method), **kwargs))
+                    or own(schema, include_raw=True, method=cast(Any, method), **kwargs))
+        return structured_output(self, schema, include_raw=include_raw, build=build,
                                  key=strategy_key(self.openai_api_base, self.model_name))
 
     def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
