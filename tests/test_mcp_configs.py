@@ -25,10 +25,10 @@ import pytest
 from reactgraph.tools import ToolGateway
 from reactgraph.tools.mcp.config import McpConfigError, read_config
 from support.cli_env import clean_env
+from support.forked_commands import forked_run
 from support.scripted import call
 from test_mcp import SERVER, _served, stdio
 
-REACTGRAPH = str(Path(sys.executable).parent / "reactgraph")
 DEAD = {"command": "/no/such/mcp-server"}
 
 
@@ -188,8 +188,8 @@ def test_from_python_a_dead_server_is_named_and_the_live_ones_tools_are_there(ca
 
 
 def reactgraph(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([REACTGRAPH, *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env=clean_env(**env))
+    """`reactgraph ARGS` as a process of its own (forked: support.forked_commands), its output captured."""
+    return forked_run(list(args), clean_env(**env), timeout=120)
 
 
 def test_cli_ask_and_tools_with_a_dead_server_name_it_in_one_line_and_use_the_others(tmp_path, redis_url):
