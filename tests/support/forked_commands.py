@@ -31,8 +31,7 @@ from support import outbound
 PRELOAD = ["reactgraph.cli.app", "reactgraph.cli.serve", "reactgraph.cli.ask", "reactgraph.cli.compare",
            "reactgraph.service.app", "reactgraph.service.worker", "reactgraph.graph.react",
            "reactgraph.graph.plan_solve", "reactgraph.models.offline.model", "reactgraph.tools.builtin", "rich",
-           "uvicorn", "redis.asyncio", "httpx", "support.cli_preload",
-           "support.frozen_heap"]  # last: it freezes what the others imported
+           "uvicorn", "redis.asyncio", "httpx", "support.forkserver_ready"]  # last: it freezes what the others imported
 
 _forkserver = multiprocessing.get_context("forkserver")
 _forkserver.set_forkserver_preload(PRELOAD)
