@@ -32,8 +32,8 @@ class FakeClock:
 outbound.refuse()  # every DNS query or connection off loopback fails, and is recorded (below)
 
 # A young collection every 5,000 allocations, not every 700. A test worker holds the whole suite's imports (LangGraph,
-# LangChain, the SDKs, their pydantic models): its collections took 4-7 s of CPU each (2026-12-06: 3,200-5,600 young
-# and 11-15 full ones per worker in a run); at 5,000 they took 2-5 s, half the total. (Freezing the heap after
+# LangChain, the SDKs, their pydantic models): its collections took 4-7 s of CPU per run (2026-12-06: 3,200-5,600 young
+# and 11-15 full ones per worker); at 5,000 they took 2-5 s, half the total. (Freezing the heap after
 # collection did not help: full collections came more often, as costly.) Only the test processes: the commands they
 # start keep Python's defaults.
 gc.set_threshold(5000, 10, 10)
