@@ -39,6 +39,16 @@ outbound.refuse()  # every DNS query or connection off loopback fails, and is re
 gc.set_threshold(5000, 10, 10)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A worker's heap frozen once its tests are done. After the session pytest collects garbage "harder" (ten full
+    collections, to surface unraisable exceptions), over a heap holding the whole suite's imports: 3-6 s of CPU per
+    worker at 2 cores' full use after its last test (2026-12-06), for warnings a worker can no longer report
+    (its results are sent). Frozen, they look at nothing: the run ends ≈ 5 s sooner."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        gc.freeze()
+
+
 # A suite started in the background (`python -m pytest &` from a script, as CI runners may) inherits SIGINT
 # ignored, and so would every process its tests start: a test pressing Ctrl-C on `reactgraph ask` or stopping
 # `reactgraph studio` with it would find the process deaf and fail. Python's own SIGINT handler again here, so
