@@ -8,11 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import matplotlib
 import pytest
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 
 from reactgraph.evals.figures import caption, coinciding, draw_series, family_figure, problems, styles
 
@@ -20,7 +16,19 @@ NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 RESULTS = Path(__file__).parent.parent / "notebooks" / "results"
 
 
+def pyplot():
+    """matplotlib's pyplot, off screen; imported by the tests that draw, not at collection, where every worker of
+    the suite would import it (≈ 0.35 s each)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def figure(series, note=True, box=True):
+    plt = pyplot()
     fig, ax = plt.subplots()
     if note:
         draw_series(ax, [0, 10, 30], series, {k: [(v - 1, v + 1) for v in ys] for k, ys in series.items()})
@@ -64,7 +72,7 @@ def test_the_family_figure_from_the_recorded_results_has_no_problem():
     if not records:
         pytest.fail("notebooks/results holds no family runs: run .ci/update-notebooks")
     fig = family_figure(records, "families", shows="s", cannot="c")
-    plt.close(fig)
+    pyplot().close(fig)
     assert problems(fig) == []
     assert all(line.get_linestyle() == "None" for line in fig.axes[0].get_lines()
                if not line.get_label().startswith("_"))  # categories are not joined by lines
