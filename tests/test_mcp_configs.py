@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import os
 import pty
 import select
@@ -208,6 +209,20 @@ def test_cli_ask_and_tools_with_a_dead_server_name_it_in_one_line_and_use_the_ot
     assert asked.returncode == 0, asked.stderr
     assert json.loads(asked.stdout)["status"] == "answered"
     assert asked.stderr.splitlines() == [dead_line]
+
+
+def test_asyncios_warning_about_a_child_reaped_before_its_watcher_is_left_out_and_its_others_are_not(caplog):
+    """A stdio server that ends early can leave asyncio's child watcher without a child to wait for (the transport's
+    close read its status first): its warning made a stray line on the CLI's stderr, once in some runs of the test
+    above. Only that warning is left out."""
+    import reactgraph.tools.mcp.transports  # noqa: F401 - what installs the filter
+
+    asyncio_log = logging.getLogger("asyncio")
+    with caplog.at_level(logging.WARNING):
+        asyncio_log.warning("Unknown child process pid %d, will report returncode 255", 4242)
+        asyncio_log.warning("child process pid %d exit status already read:  will report returncode 255", 4242)
+        asyncio_log.warning("Executing %s took %.3f seconds", "<Task>", 0.5)
+    assert [r.getMessage() for r in caplog.records] == ["Executing <Task> took 0.500 seconds"]
 
 
 # -- asking at a terminal ------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ start error can name how it ended.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
@@ -29,6 +30,25 @@ TRACE_KEYS = ("traceparent", "tracestate")  # W3C trace context, in `params._met
 _VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _EXIT_REPORT = str(Path(__file__).with_name("exit_report.py"))
 Streams = tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]
+# asyncio's child watchers, when a child's exit status was read before them (ThreadedChildWatcher; PidfdChildWatcher)
+_REAPED_ELSEWHERE = frozenset({"Unknown child process pid %d, will report returncode 255",
+                               "child process pid %d exit status already read:  will report returncode 255"})
+
+
+class _ReapedElsewhere(logging.Filter):
+    """Leaves out asyncio's warning that a child process had been reaped before its watcher could wait for it.
+
+    asyncio's subprocess transport, closed just after its child exited and before the watcher reported it, reads
+    the exit status itself (`Popen.poll()` in `close()`); the watcher then finds no child and warns. The MCP SDK's
+    stdio client closes a server's process that way when the server ends early: a race inside asyncio that says
+    nothing about the server (exit_report.py says how it ended), and a stray line on the CLI's stderr."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg not in _REAPED_ELSEWHERE
+
+
+if not any(isinstance(f, _ReapedElsewhere) for f in logging.getLogger("asyncio").filters):
+    logging.getLogger("asyncio").addFilter(_ReapedElsewhere())
 
 
 def expand(value: str) -> str:
