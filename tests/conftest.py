@@ -102,8 +102,10 @@ UNITS = ("tests/test_redis_cluster.py", "tests/test_serve_faults.py", "tests/tes
          "tests/test_serve_assistants_auth.py")
 assert set(UNITS) == set(ONE_WORKER_MODULES) | set(WAITING_MODULES)
 REAL_MODEL_TIER = "tests/real_model/"
-# The longest tests (10-30 s each) start first, so no worker is left with one of them while the others idle.
-LONGEST_FIRST = ("tests/test_gateway_fuzz.py", "tests/test_notebooks.py", "tests/test_serve_load.py")
+# The longest tests (10-30 s each) start first, so no worker is left with one of them while the others idle
+# (test_serve_fuzz, 9 s mostly waiting on cut-off requests, came last in file order: the cores idled for it).
+LONGEST_FIRST = ("tests/test_gateway_fuzz.py", "tests/test_notebooks.py", "tests/test_serve_load.py",
+                 "tests/test_serve_fuzz.py")
 
 
 def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
