@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import BaseModel
 
@@ -74,3 +75,37 @@ def test_the_openai_client_gets_the_same_reading_from_a_server(awaited, monkeypa
         got = answers(structured_runnable(load_chat_model("openai:gpt-test"), Check), awaited)
     assert got["parsed"] == Check(**check) and got["parsing_error"] is None
     assert got["raw"].tool_calls[0]["name"] == "Check"
+
+
+class SeenOptions(BaseCallbackHandler):
+    """What a tracer is told of the call's options when the chat model starts."""
+
+    def __init__(self) -> None:
+        self.options: list[dict[str, Any]] = []
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.options.append(dict(kwargs.get("options") or {}))
+
+
+@pytest.mark.parametrize("awaited", [False, True], ids=["invoke", "ainvoke"])
+def test_tracers_are_told_the_schema_as_langchain_tells_them_made_once_not_per_call(awaited, monkeypatch):
+    """The chat model reports the structured schema to its tracers as JSON schema; LangChain converts the pydantic
+    class on every call, the structured runnable converts it once (it is given the JSON schema already)."""
+    seen = {}
+    for name, runnable in (("ours", structured_runnable(ScriptedChatModel.of(REPLIES["parsed"]), Check)),
+                           ("theirs", ScriptedChatModel.of(REPLIES["parsed"]).with_structured_output(
+                               Check, include_raw=True))):
+        handler = SeenOptions()
+        question = [HumanMessage("Is it complete?")]
+        config = {"callbacks": [handler]}
+        asyncio.run(runnable.ainvoke(question, config)) if awaited else runnable.invoke(question, config)
+        (options,) = handler.options
+        seen[name] = options["ls_structured_output_format"]
+    assert seen["ours"] == seen["theirs"] and seen["ours"]["schema"]["title"] == "Check"
+    converted = []
+    monkeypatch.setattr(Check, "model_json_schema", classmethod(
+        lambda cls, *a, **k: converted.append(cls) or BaseModel.model_json_schema.__func__(cls, *a, **k)))
+    ours = structured_runnable(ScriptedChatModel.of(*[REPLIES["parsed"]] * 3), Check)
+    for _ in range(3):
+        answers(ours, awaited)
+    assert len(converted) <= 2  # its tool's schema when bound, the tracers' once: not once more per call
