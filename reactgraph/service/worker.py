@@ -69,13 +69,15 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
         await hold.end_run(run_id, "")
         return "gone"
     run["status"] = "running"
+    # The thread reads busy before the run reads running: a client that saw the run running and then read the thread
+    # found it still idle. Neither is written if a cancel came first (the API has then shown the thread as the run
+    # leaves it); one that comes between the two finds the thread busy and frees it, as after a start.
+    await records.set_thread_status_if(thread_id, run_id, "started", "busy")
     started = await records.start_run(run)  # not if a cancel came first: the run then never reads `running`
     outcome = Outcome(cancel=None if started else await records.cancel_requested(thread_id, run_id) or "interrupt")
     if started:
         if not resumed:
             await records.count("started")
-        # unless it was cancelled meanwhile: the API has then shown the thread as the run will leave it
-        await records.set_thread_status_if(thread_id, run_id, "started", "busy")
         if attempt > 1 + max_resumes:
             outcome.failed(run_id, "RunAttemptsExhausted",
                            f"run {run_id} was taken by a worker {attempt} times without ending (each holder stopped "
