@@ -44,7 +44,7 @@ class _ReapedElsewhere(logging.Filter):
     nothing about the server (exit_report.py says how it ended), and a stray line on the CLI's stderr."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.msg not in _REAPED_ELSEWHERE
+        return not (isinstance(record.msg, str) and record.msg in _REAPED_ELSEWHERE)  # a msg may be any object
 
 
 if not any(isinstance(f, _ReapedElsewhere) for f in logging.getLogger("asyncio").filters):
