@@ -126,7 +126,7 @@ class CreateAgentBaseline:
 
     def invoke(self, graph_input: dict[str, Any], context: Context | None = None,
                config: dict[str, Any] | None = None, durability: str | None = None) -> dict[str, Any]:
-        """`durability`: LangGraph's (when to save checkpoints), as our graphs take it; with a checkpointer only."""
+        """`durability`: LangGraph's (when to save checkpoints), passed on as our graphs take it."""
         context = context or Context()
         outcomes: dict[tuple[str, str], str] = {}
         lock = threading.Lock()  # ToolNode runs a reply's calls in parallel
@@ -137,8 +137,7 @@ class CreateAgentBaseline:
 
         agent, names = self._agent(context, record)
         try:
-            saving = {"durability": durability} if durability and self.checkpointer is not None else {}
-            result = agent.invoke(graph_input, config=config, **saving)
+            result = agent.invoke(graph_input, config=config, durability=durability)
         except ModelCallFailed as failed:  # the one line our graphs end with, and their status
             line = describe_model_error(failed.error, self.model)
             line += f" (gave up after {failed.attempts} attempts)" if failed.attempts > 1 else ""
