@@ -242,9 +242,10 @@ def run_cli_until_tool_starts(mode: str, tmp_path: Path) -> tuple[subprocess.Pop
     return process, log.read_text()
 
 
-@pytest.mark.parametrize("mode", ["hang_long", "spin"])
+@pytest.mark.parametrize("mode", ["hang_long", "spin", "elsewhere"])
 def test_a_users_ctrl_c_stops_the_cli_while_a_tool_hangs(mode, tmp_path):
-    """`hang_long`: a sync tool blocked on its thread; `spin`: an async tool that never yields its thread. The first
+    """`hang_long`: a sync tool blocked on its thread; `spin`: an async tool that never yields its thread; `elsewhere`:
+    one that sleeps on its thread, the only one that takes a Ctrl-C (not the main thread, Python's handlers'). The first
     Ctrl-C asks the turn to stop after the step under way, which never ends here; the second stops the process at
     once, with the line that says how to resume, and the Ctrl-C is never taken for the tool's error."""
     process, _started = run_cli_until_tool_starts(mode, tmp_path)

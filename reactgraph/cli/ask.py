@@ -338,34 +338,30 @@ def _drain_on_ctrl_c(control: Any, resume_hint: str) -> Iterator[None]:
     instead, and loses nothing finished: each step and each finished call is saved as it ends (durability
     "sync"); the session's lease, left behind, is taken over at once by the next turn on this machine.
 
-    Python runs a signal's handler on the main thread only, when that thread next runs Python code; a thread that
-    waits on a tool that never ends may not get there (the suite saw a second Ctrl-C go unanswered for a minute
-    once, under load). So a thread of its own also counts the Ctrl-Cs, from the bytes the interpreter's C-level
-    handler writes to the wakeup fd at once, whichever thread the signal reached, and ends the process on the second."""
+    A thread of its own answers both Ctrl-Cs, from the bytes the interpreter's C-level handler writes to the wakeup
+    fd at once, whichever thread the signal reached. Python runs a signal's Python handler on the main thread only,
+    when that thread next runs Python code; a main thread waiting on a tool that never ends may not get there (the
+    suite saw a second Ctrl-C go unanswered for a minute once under load, and a first one for 30 s: the drain never
+    asked). The Python handler is there only so that no KeyboardInterrupt is raised."""
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield
         return
-    ending = threading.Lock()  # the handler and the watching thread may both get to the second Ctrl-C
 
-    def stop_now(_signum: int = signal.SIGINT, _frame: object = None) -> None:
-        if not ending.acquire(blocking=False):
-            return
-        if threading.current_thread() is threading.main_thread():  # the main thread's own writes are not under way
-            sys.stdout.flush()
-        os.write(2, ("\n" + resume_hint).encode())
-        os._exit(INTERRUPTED_EXIT)
-
-    def drain(_signum: int, _frame: object) -> None:
-        control.request_drain("Ctrl-C")
-        signal.signal(signal.SIGINT, stop_now)
+    def drain() -> None:
+        control.request_drain("Ctrl-C")  # one attribute write: safe from any thread (LangGraph's RunControl)
         sys.stderr.write("\nstopping after the step under way (Ctrl-C again stops at once)…\n")
         sys.stderr.flush()
 
-    previous = signal.signal(signal.SIGINT, drain)
+    def stop_now() -> None:
+        os.write(2, ("\n" + resume_hint).encode())
+        os._exit(INTERRUPTED_EXIT)
+
+    previous = signal.signal(signal.SIGINT, _answered_by_the_watching_thread)
     watch_end, wake_end = os.pipe()
     os.set_blocking(wake_end, False)
     previous_wakeup = signal.set_wakeup_fd(wake_end, warn_on_full_buffer=False)
-    threading.Thread(target=_count_ctrl_c, args=(watch_end, stop_now), name="reactgraph-ctrl-c", daemon=True).start()
+    threading.Thread(target=_count_ctrl_c, args=(watch_end, drain, stop_now), name="reactgraph-ctrl-c",
+                     daemon=True).start()
     try:
         yield
     finally:
@@ -374,14 +370,21 @@ def _drain_on_ctrl_c(control: Any, resume_hint: str) -> Iterator[None]:
         os.close(wake_end)  # the watching thread reads the end of the pipe and closes its end
 
 
-def _count_ctrl_c(watch_end: int, stop_now: Any) -> None:
-    """Until the pipe closes: each byte is the number of a signal the process received; the second SIGINT stops it."""
+def _answered_by_the_watching_thread(_signum: int, _frame: object) -> None:
+    """SIGINT's Python handler while a turn runs: nothing to do (see `_drain_on_ctrl_c`)."""
+
+
+def _count_ctrl_c(watch_end: int, drain: Any, stop_now: Any) -> None:
+    """Until the pipe closes: each byte is the number of a signal the process received; the first SIGINT drains
+    the turn, the second stops the process (both in one read: stopped at once)."""
     seen = 0
     try:
         while chunk := os.read(watch_end, 64):
-            seen += chunk.count(signal.SIGINT)
+            before, seen = seen, seen + chunk.count(signal.SIGINT)
             if seen >= 2:
                 stop_now()
+            elif seen == 1 and before == 0:
+                drain()
     finally:
         os.close(watch_end)
 
