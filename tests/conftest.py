@@ -44,8 +44,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """A worker's heap frozen once its tests are done. After the session pytest collects garbage "harder" (ten full
     collections, to surface unraisable exceptions), over a heap holding the whole suite's imports: 3-6 s of CPU per
     worker at 2 cores' full use after its last test (2026-12-06), for warnings a worker can no longer report
-    (its results are sent). Frozen, they look at nothing: the run ends ≈ 5 s sooner."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    (its results are sent). Frozen, they look at nothing: the run ends ≈ 5 s sooner. The same for the process that
+    hands tests to the workers and runs none: its two rounds over the 2,500 reports took 0.6 s at the very end."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or session.config.pluginmanager.has_plugin("dsession"):
         gc.freeze()
 
 
