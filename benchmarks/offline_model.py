@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import statistics
 from collections.abc import Iterator
-from typing import Any
 
 from langchain_core.messages import HumanMessage
 from structured_calls import QUESTIONS, rounds  # the sibling script (on sys.path[0])
@@ -44,12 +43,12 @@ def main() -> None:
     args = parser.parse_args()
     graphs = [build_react_graph(default_gateway()), build_plan_solve_graph(default_gateway())]
 
-    def run_all() -> Any:
+    def run_all() -> None:
         for graph in graphs:
             for text in QUESTIONS:
                 graph.invoke({"messages": [HumanMessage(text)]}, context=Context())
 
-    def read_again() -> Any:
+    def read_again() -> None:
         with read_every_step():
             run_all()
 

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -374,7 +374,7 @@ def _answered_by_the_watching_thread(_signum: int, _frame: object) -> None:
     """SIGINT's Python handler while a turn runs: nothing to do (see `_drain_on_ctrl_c`)."""
 
 
-def _count_ctrl_c(watch_end: int, drain: Any, stop_now: Any) -> None:
+def _count_ctrl_c(watch_end: int, drain: Callable[[], None], stop_now: Callable[[], None]) -> None:
     """Until the pipe closes: each byte is the number of a signal the process received; the first SIGINT drains
     the turn, the second stops the process (both in one read: stopped at once)."""
     seen = 0
