@@ -58,7 +58,7 @@ def _read(path: Path, allowed: tuple[str, ...]) -> dict[str, tuple[str, float]]:
         with path.open("rb") as handle:
             raw = handle.read(MAX_FILE_BYTES + 1)
         data = json.loads(raw) if len(raw) <= MAX_FILE_BYTES else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     entries = data.get("servers") if isinstance(data, dict) else None
     if not isinstance(entries, dict):

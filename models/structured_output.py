@@ -79,7 +79,7 @@ def json_object_in(text: str) -> Any:
     for candidate in candidates:
         try:
             value = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             continue
         if isinstance(value, dict):
             return value
@@ -87,7 +87,7 @@ def json_object_in(text: str) -> Any:
     while position != -1:
         try:
             value, _ = decoder.raw_decode(stripped, position)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = None
         if isinstance(value, dict):
             return value

@@ -170,7 +170,7 @@ def read_verdict(raw: Any) -> tuple[ReflectionVerdict | None, str]:
             return None, f"the verdict is longer than {MAX_VERDICT_CHARS} characters"
         try:
             raw = json.loads(raw.strip().strip("`").removeprefix("json").strip())
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             return None, "the verdict is not JSON"
     if not isinstance(raw, dict):
         return None, f"the verdict is a {type(raw).__name__}, not an object"

@@ -182,15 +182,22 @@ def tool_steps(steps: Sequence[ExecutionStep], iteration: int | None = None) -> 
 
 def repeated_calls(steps: Sequence[ExecutionStep], iteration: int) -> list[str]:
     """Calls of this round that repeat an earlier round's call (same tool, same arguments, same result)."""
-    earlier = {(_call_key(s), s["observation"]) for s in tool_steps(steps) if s["step"] < iteration}
-    return [s["action"] or "" for s in tool_steps(steps, iteration) if (_call_key(s), s["observation"]) in earlier]
+    latest = tool_steps(steps, iteration)
+    # Only an earlier call of the same tool with the same result can be a repeat: only those arguments are read.
+    outcomes = {(s["action"], s["observation"]) for s in latest}
+    earlier = {(_call_key(s), s["observation"]) for s in tool_steps(steps)
+               if s["step"] < iteration and (s["action"], s["observation"]) in outcomes}
+    return [s["action"] or "" for s in latest if (_call_key(s), s["observation"]) in earlier] if earlier else []
 
 
 def found_nothing(step: ExecutionStep) -> bool:
     """A successful call whose result says it found nothing (the built-in tools answer `"found": false`)."""
+    observation = step["observation"]
+    if not isinstance(observation, str) or not observation.lstrip().startswith("{"):
+        return False  # not a JSON object: no need to parse it to know
     try:
-        data = json.loads(step["observation"])
-    except (TypeError, ValueError):
+        data = json.loads(observation)
+    except (ValueError, RecursionError):  # a tool's output, nested deeper than the parser goes, is no finding
         return False
     return isinstance(data, dict) and data.get("found") is False
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import math
 import random
 import threading
 import time
@@ -119,6 +121,30 @@ class MemoryBreakerStore:
         return value
 
 
+_log = logging.getLogger("reactgraph.tools")
+MAX_SNAPSHOT_BYTES = 1024  # a snapshot is ~100 bytes of JSON
+
+
+def _text(raw: bytes | str) -> str:
+    return raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+
+
+def _snapshot(data: Any) -> BreakerSnapshot:
+    """A snapshot from its JSON form, each field checked; ValueError (or TypeError, KeyError) for anything else."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a JSON {type(data).__name__}, not an object")
+    failures, opened, probe = data["consecutive_failures"], data["opened_at"], data["probe_started_at"]
+    if type(failures) is not int or not 0 <= failures < 2**53:
+        raise ValueError("consecutive_failures is not a count")
+    for value in (opened, probe):
+        if value is not None and (type(value) not in (int, float) or not math.isfinite(value) or value < 0):
+            raise ValueError("a time is not a finite number of seconds")
+    if opened is None:
+        raise ValueError("opened_at is missing")
+    return BreakerSnapshot(BreakerState(data["state"]), failures, float(opened),
+                           None if probe is None else float(probe))
+
+
 class RedisBreakerStore:
     """Snapshots as JSON strings in Redis, changed with WATCH/MULTI so concurrent workers never lose a transition."""
 
@@ -137,7 +163,7 @@ class RedisBreakerStore:
         return cls(new_client(url, {}, PoolLimits.resolve(None, None), True), prefix)
 
     async def read(self, name: str) -> BreakerSnapshot:
-        return self._decode(await self.client.get(self.prefix + name))
+        return self._decode(name, await self.client.get(self.prefix + name))
 
     async def update(self, name: str, change: Callable[[BreakerSnapshot], tuple[T, BreakerSnapshot]]) -> T:
         from redis.exceptions import WatchError
@@ -147,9 +173,12 @@ class RedisBreakerStore:
             while True:
                 try:
                     await pipe.watch(key)
-                    current = self._decode(await pipe.get(key))
+                    raw = await pipe.get(key)
+                    current = self._decode(name, raw)
                     value, new = change(current)
-                    if new != current:
+                    # A value that only read as closed (no snapshot) is replaced too: it warns once, not per call.
+                    unreadable = bool(raw) and current == BreakerSnapshot() and _text(raw) != self._encode(current)
+                    if new != current or unreadable:
                         pipe.multi()
                         pipe.set(key, self._encode(new))
                         await pipe.execute()
@@ -164,13 +193,21 @@ class RedisBreakerStore:
         return json.dumps({"state": snapshot.state.value, "consecutive_failures": snapshot.consecutive_failures,
                            "opened_at": snapshot.opened_at, "probe_started_at": snapshot.probe_started_at})
 
-    @staticmethod
-    def _decode(raw: bytes | str | None) -> BreakerSnapshot:
+    def _decode(self, name: str, raw: bytes | str | None) -> BreakerSnapshot:
+        """The stored snapshot, allow-listed: anything else in the key (bad JSON, another shape, an unknown state,
+        a number out of range, a value past MAX_SNAPSHOT_BYTES) reads as a closed breaker, with a warning, and
+        is overwritten by the breaker's next change. Redis content is input: a bad value must not stop the
+        tool's calls."""
         if not raw:
             return BreakerSnapshot()
-        data = json.loads(raw)
-        return BreakerSnapshot(BreakerState(data["state"]), data["consecutive_failures"],
-                               data["opened_at"], data["probe_started_at"])
+        try:
+            if len(raw) > MAX_SNAPSHOT_BYTES:
+                raise ValueError(f"over {MAX_SNAPSHOT_BYTES} bytes")
+            return _snapshot(json.loads(raw))
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            _log.warning("the breaker state of %s in Redis (%s) is not a breaker snapshot (%s): read as closed",
+                         name[:100], self.prefix + name[:100], str(exc)[:200])
+            return BreakerSnapshot()
 
 
 class CircuitBreaker:

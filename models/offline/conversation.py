@@ -114,18 +114,27 @@ def _parse(content: str) -> Any:
     """A tool result as JSON; a result cut short by a length budget is salvaged field by field."""
     try:
         return json.loads(content)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: a tool's output nested past the parser
         pass
     if not content.lstrip().startswith("{"):
         return content
     data: dict[str, Any] = {}
     for key, raw in _SCALAR.findall(content):
-        data.setdefault(key, json.loads(raw))
-    hits = [{"title": json.loads(t), "snippet": json.loads(s), "source": json.loads(src) if src else ""}
+        data.setdefault(key, _scalar(raw))
+    hits = [{"title": _scalar(t), "snippet": _scalar(s), "source": _scalar(src) if src else ""}
             for t, s, src in _HIT.findall(content)]
     if hits:
         data["results"] = hits
     return data or content
+
+
+def _scalar(raw: str) -> Any:
+    """A JSON scalar salvaged from a cut result; as text when Python will not read it (an integer of more digits
+    than `int` converts)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
 
 
 def _outcome(result: ToolMessage) -> tuple[str, int, bool]:
@@ -252,7 +261,7 @@ def _parse_input(raw: str) -> dict:
     raw = raw.strip().strip("`").strip()
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"input": raw}
     return value if isinstance(value, dict) else {"input": value}
 
@@ -273,7 +282,7 @@ def to_tool_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         try:
             json.loads(content)
             status = "error" if framed_error else "success"
-        except ValueError:
+        except (ValueError, RecursionError):
             status = "error" if framed_error or _ERROR.search(content) else "success"
         out.append(ToolMessage(content, tool_call_id=call_id, status=status))
 

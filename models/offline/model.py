@@ -357,7 +357,7 @@ class NoisyOfflineChatModel(OfflineChatModel):
             return reply
         try:
             args = json.loads(action.group("input"))
-        except ValueError:
+        except (ValueError, RecursionError):
             args = {}
         _, call = perturb({"name": action.group("name"), "args": args if isinstance(args, dict) else {}}, rng)
         rendered = f"Action: {call['name']}\nAction Input: {json.dumps(call['args'], ensure_ascii=False)}"
