@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
 
+from reactgraph.models.token_estimate import PerMessage
 from reactgraph.nodes.conversation import last_human_index
 from reactgraph.tools import untrusted
 
@@ -284,9 +285,13 @@ def framed(message: ToolMessage) -> ToolMessage:
                                                   {"type": "text", "text": closing.lstrip("\n")}]})
 
 
+# Each tool result is framed once, not at every model call that sends it again; None: it is framed already.
+_framed_copy = PerMessage(lambda message: None if (copy := framed(message)) is message else copy)
+
+
 def for_model(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
     """The messages with every tool result framed as data."""
-    return [framed(m) if isinstance(m, ToolMessage) else m for m in messages]
+    return [(_framed_copy(m) or m) if isinstance(m, ToolMessage) else m for m in messages]
 
 
 def with_notes(messages: Sequence[AnyMessage], sections: Sequence[str]) -> list[AnyMessage]:

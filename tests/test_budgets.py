@@ -9,11 +9,11 @@ import json
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
 from reactgraph.models import gateway as model_gateway
-from reactgraph.models.token_estimate import usage_for
+from reactgraph.models.token_estimate import estimate_tokens, usage_for
 from reactgraph.nodes import budget
 from reactgraph.tools import ToolGateway
 from reactgraph.tools.builtin import builtin_tools
@@ -467,3 +467,19 @@ def test_a_token_budget_smaller_than_the_summary_and_the_first_call_stops_the_tu
     assert len(model.requests) == 2
     assert_wrapped_up(result, "max_model_tokens", 350, "model-token budget of 350")
     assert result["budget"]["used"] == 400
+
+
+def test_a_prompts_estimate_is_that_of_its_whole_text_and_follows_a_message_given_new_content():
+    # Each message's counts are kept between requests (a run sends its history again every time): the sum must
+    # stay the estimate of the prompt's whole text, and a message whose content changed is counted again.
+    weather = {"name": "get_weather", "args": {"city": "北京"}, "id": "w1", "type": "tool_call"}
+    result = '{"city": "北京", "condition": "晴", "temperature_c": 12}'
+    history = [HumanMessage("北京的天气怎么样？"), AIMessage("", tool_calls=[weather]),
+               ToolMessage(result, tool_call_id="w1")]
+    reply = AIMessage("晴，12°C")
+    before_result = "北京的天气怎么样？" + 'get_weather{"city": "北京"}'
+    first = usage_for(history, reply)
+    assert first["input_tokens"] == estimate_tokens(before_result + result)
+    assert usage_for(history, reply) == first
+    history[2].content = "a much longer result, " * 40
+    assert usage_for(history, reply)["input_tokens"] == estimate_tokens(before_result + history[2].content)
