@@ -22,7 +22,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 
 from reactgraph.errors import ReactGraphError
-from reactgraph.models.gateway import price_of
+from reactgraph.models.prices import price_of
 from reactgraph.models.token_estimate import usage_for
 
 

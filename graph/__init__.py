@@ -19,8 +19,9 @@ if TYPE_CHECKING:
         asession_lease,
         session_lease,
     )
-    from reactgraph.models.gateway import model_retry_policy, register_price
+    from reactgraph.models.gateway import model_retry_policy
     from reactgraph.models.loader import ModelConfigError, is_transient_model_error, load_chat_model, parse_spec, redact
+    from reactgraph.models.prices import register_price
     from reactgraph.nodes.context import Context
     from reactgraph.nodes.reflexion import register_checker
     from reactgraph.nodes.state import AgentState, ExecutionStep
@@ -38,7 +39,7 @@ _EXPORTS = {
     "redact": "reactgraph.models.loader",
     "is_transient_model_error": "reactgraph.models.loader",
     "model_retry_policy": "reactgraph.models.gateway",
-    "register_price": "reactgraph.models.gateway",
+    "register_price": "reactgraph.models.prices",
     "AgentState": "reactgraph.nodes.state",
     "check_session_id": "reactgraph.memory.session_id",
     "InvalidSessionId": "reactgraph.memory.session_id",

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableSequence
 from pydantic import SecretStr
 
@@ -403,3 +404,24 @@ def describe_model_error(exc: BaseException, model: Any = None) -> str:
     if isinstance(retries, int) and retries and is_transient_model_error(exc):
         line += f" (after {retries} {'retry' if retries == 1 else 'retries'})"
     return redact(" ".join(line.split()), model)
+
+
+# A model that could not be loaded (its spec or environment is unusable), standing in as a model whose every call
+# fails with that one line. Used where fallbacks are configured (Context.fallback_models): a model that cannot be
+# loaded then fails like one that cannot be reached, and the next fallback, or the node's own handling of a failed
+# call, takes over.
+class UnloadableModel(BaseChatModel):
+    """Every call raises `error` (the loader's ModelConfigError)."""
+
+    model_name: str  # the spec it was loaded from
+    error: Exception
+
+    @property
+    def _llm_type(self) -> str:
+        return "unloadable"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        raise self.error

@@ -12,7 +12,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph, build_reflexion_graph
-from reactgraph.models import gateway as model_gateway
+from reactgraph.models import prices as model_prices
 from reactgraph.models.token_estimate import estimate_tokens, usage_for
 from reactgraph.nodes import budget
 from reactgraph.tools import ToolGateway
@@ -232,21 +232,21 @@ def test_a_larger_token_budget_lets_some_rounds_run_then_wraps_up():
 @pytest.fixture
 def prices(monkeypatch):
     """The price table, restored afterwards."""
-    monkeypatch.setattr(model_gateway, "PRICES", dict(model_gateway.PRICES))
-    monkeypatch.delenv(model_gateway.PRICES_ENV, raising=False)
-    return model_gateway.PRICES
+    monkeypatch.setattr(model_prices, "PRICES", dict(model_prices.PRICES))
+    monkeypatch.delenv(model_prices.PRICES_ENV, raising=False)
+    return model_prices.PRICES
 
 
 def test_the_table_knows_common_models_and_offline_is_free(prices):
-    assert model_gateway.price_of("offline") == (0.0, 0.0)
-    assert model_gateway.price_of("openai:gpt-4o-mini") == (0.15, 0.60)
-    assert model_gateway.price_of("anthropic:claude-sonnet-4-0") == (3.0, 15.0)
-    assert model_gateway.price_of("openai:some-local-model") is None
+    assert model_prices.price_of("offline") == (0.0, 0.0)
+    assert model_prices.price_of("openai:gpt-4o-mini") == (0.15, 0.60)
+    assert model_prices.price_of("anthropic:claude-sonnet-4-0") == (3.0, 15.0)
+    assert model_prices.price_of("openai:some-local-model") is None
 
 
 @pytest.mark.parametrize("name", BUILDERS)
 def test_a_registered_price_makes_the_cost_budget_stop_each_graph(name, prices):
-    model_gateway.register_price("offline", 1000.0, 1000.0)  # a dear model: the first call costs more than a cent
+    model_prices.register_price("offline", 1000.0, 1000.0)  # a dear model: the first call costs more than a cent
     builder, options = BUILDERS[name]
     gateway, ran = counting_gateway()
     result = ask(builder(gateway, model=compound_model()), COMPOUND, Context(max_cost_usd=0.01, **options))
@@ -258,8 +258,8 @@ def test_a_price_file_extends_the_table(prices, tmp_path, monkeypatch):
     path = tmp_path / "prices.json"
     path.write_text(json.dumps({"offline": {"input": 1000, "output": 2000}, "openai:my-model": {"input": 1,
                                                                                               "output": 2}}))
-    monkeypatch.setenv(model_gateway.PRICES_ENV, str(path))
-    assert model_gateway.price_of("openai:my-model") == (1.0, 2.0)
+    monkeypatch.setenv(model_prices.PRICES_ENV, str(path))
+    assert model_prices.price_of("openai:my-model") == (1.0, 2.0)
     reply = _with_usage(AIMessage("done"), 1010)  # 1000 in, 10 out
     model = ScriptedChatModel.of(reply)
     result = ask(build_react_graph(notes_gateway(), model=model), "q", Context(max_cost_usd=5))
@@ -271,7 +271,7 @@ def test_a_price_file_extends_the_table(prices, tmp_path, monkeypatch):
 def test_a_bad_price_file_is_one_line_before_anything_runs(content, cli, tmp_path, monkeypatch):
     path = tmp_path / "prices.json"
     path.write_text(content)
-    monkeypatch.setenv(model_gateway.PRICES_ENV, str(path))
+    monkeypatch.setenv(model_prices.PRICES_ENV, str(path))
     code, out, err = cli("ask", "计算 6*7", "--max-cost", "1", "--store", "memory")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert err.startswith("error: REACTGRAPH_PRICES") or "price of" in err

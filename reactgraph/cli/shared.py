@@ -127,7 +127,7 @@ def build_context(model: str | None, max_iterations: int, reflection: Reflection
                           **chosen, **(budgets or {}))
         parse_spec(context.model)
         if context.max_cost_usd is not None:  # a bad price file is one line now, not an error mid-run
-            from reactgraph.models.gateway import price_of
+            from reactgraph.models.prices import price_of
 
             price_of(context.model)
     except (ValueError, TypeError) as exc:
