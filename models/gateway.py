@@ -381,7 +381,8 @@ class ModelGateway:
     # 3. request (through the agent's middleware, for the purposes they wrap)
     def _send(self, model: BaseChatModel, call: ModelCall, turn: ModelTurn, config: RunnableConfig | None) -> Any:
         def send(chosen: BaseChatModel, asked: ModelCall) -> Any:
-            return self._runnable(chosen, asked, turn).invoke(sendable(asked.messages), config)
+            runnable, request_config = self._runnable(chosen, asked, turn, config)
+            return runnable.invoke(sendable(asked.messages), request_config)
         if self.wraps is None or not self.wraps.applies(call.purpose):
             return send(model, call)
         return self.wraps.invoke(model, call, turn.state, turn.runtime, send)
@@ -389,7 +390,8 @@ class ModelGateway:
     async def _asend(self, model: BaseChatModel, call: ModelCall, turn: ModelTurn,
                      config: RunnableConfig | None) -> Any:
         async def send(chosen: BaseChatModel, asked: ModelCall) -> Any:
-            return await self._runnable(chosen, asked, turn).ainvoke(sendable(asked.messages), config)
+            runnable, request_config = self._runnable(chosen, asked, turn, config)
+            return await runnable.ainvoke(sendable(asked.messages), request_config)
         if self.wraps is None or not self.wraps.applies(call.purpose):
             return await send(model, call)
         return await self.wraps.ainvoke(model, call, turn.state, turn.runtime, send)
@@ -411,8 +413,11 @@ class ModelGateway:
         return self._models[key]
 
     # 2. bound
-    def _runnable(self, model: BaseChatModel, call: ModelCall, turn: ModelTurn) -> Runnable:
-        """The model bounded, with the call's tools, schema and stop sequences; tagged with its purpose."""
+    def _runnable(self, model: BaseChatModel, call: ModelCall, turn: ModelTurn,
+                  config: RunnableConfig | None) -> tuple[Runnable, RunnableConfig]:
+        """The model bounded, with the call's tools, schema and stop sequences; and the node's config with the
+        request's metadata (its purpose, read by tracing and the scripted models) added as `with_config` would add
+        it, the config's own keys winning, without the binding layer that merged the whole config again per call."""
         settings = turn.settings
         if call.max_output_tokens is not None:
             limit = call.max_output_tokens
@@ -439,8 +444,10 @@ class ModelGateway:
             runnable = runnable.bind(stop=list(call.stop))
         extra = ((PLAN_STEPS_METADATA, list(call.plan_steps)), (VERDICT_BLOCK_METADATA, list(call.verdict_block)),
                  (MAX_STEPS_METADATA, call.max_steps))
-        metadata = {PURPOSE_METADATA: call.purpose, **{key: value for key, value in extra if value}}
-        return runnable.with_config(metadata=metadata)
+        config = config or {}
+        metadata = {PURPOSE_METADATA: call.purpose, **{key: value for key, value in extra if value},
+                    **(config.get("metadata") or {})}
+        return runnable, {**config, "metadata": metadata}
 
     def _bounded(self, model: BaseChatModel, limit: int) -> BaseChatModel:
         """The model with replies of at most `limit` tokens; one without that setting (a scripted test model)
