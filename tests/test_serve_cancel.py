@@ -71,6 +71,24 @@ def test_a_thread_with_another_run_waiting_stays_busy_and_runs_it(served):
     assert client.threads.get(thread)["status"] == "idle"
 
 
+def test_while_a_run_waits_behind_a_cancelled_one_the_thread_never_reads_other_than_busy(served):
+    # The worker that stops the cancelled run writes the thread's status after it, unless a run waits: that run is
+    # the thread's work. (It wrote `interrupted` for the few milliseconds before it started the next one.)
+    client = served.client()
+    thread = client.threads.create()["thread_id"]
+    first = _running(client, thread)
+    queued = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"))
+    client.runs.cancel(thread, first["run_id"])
+    seen: list[str] = []
+    for _ in range(3000):  # until the waiting run has ended (a read takes a few milliseconds)
+        seen.append(client.threads.get(thread)["status"])
+        if client.runs.get(thread, queued["run_id"])["status"] not in ("pending", "running"):
+            break
+    assert client.runs.get(thread, queued["run_id"])["status"] == "success"
+    # the thread is written before its run's end: it may read idle just before the run reads success
+    assert set(seen) <= {"busy", "idle"} and seen[0] == "busy", seen
+
+
 def test_a_cancel_at_any_moment_of_a_runs_start_never_leaves_the_thread_busy(served):
     client = served.client()
     thread = client.threads.create()["thread_id"]

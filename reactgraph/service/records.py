@@ -71,14 +71,16 @@ return 'active'
 
 # KEYS: thread, cancel mark of run ARGV[3], pending, active. Replace the thread record ARGV[1] by ARGV[2] (0: it
 # changed meanwhile, read it again) if ARGV[4] holds (else -1): `started` — the run was not cancelled first;
-# `freed` — the run, cancelled, is still the one its worker holds and no run waits after it; `stopped` — nothing
-# more than the record being the one read (and, checked by the caller, reading `busy`). ARGV[5..]: its index entry.
+# `freed` — the run, cancelled, is still the one its worker holds and no run waits after it; `stopped` — no run
+# waits after it (the next one is the thread's work: it stays busy), and the record is the one read (and, checked
+# by the caller, reads `busy`). ARGV[5..]: its index entry.
 _SET_THREAD_IF = INDEX_LUA + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local cancelled = redis.call('EXISTS', KEYS[2]) == 1
 if ARGV[4] == 'started' and cancelled then return -1 end
 if ARGV[4] == 'freed' and (not cancelled or redis.call('LLEN', KEYS[3]) > 0
                            or redis.call('GET', KEYS[4]) ~= ARGV[3]) then return -1 end
+if ARGV[4] == 'stopped' and redis.call('LLEN', KEYS[3]) > 0 then return -1 end
 redis.call('SET', KEYS[1], ARGV[2])
 if ARGV[5] then index_apply(ARGV[5], ARGV[6], ARGV[7], '') end
 return 1
@@ -231,8 +233,8 @@ class ServiceRecords:
         """`set_thread_status` in one step with a check of the run (see _SET_THREAD_IF): `started` (a worker
         that started it marks the thread busy unless it was cancelled first), `freed` (the API, cancelling it,
         shows the thread's status after it, unless another run waits or it has ended meanwhile) or `stopped`
-        (its worker, having stopped it, writes that status unless the API has already). `freed` and `stopped`
-        change only a thread that reads `busy`. Whether it wrote."""
+        (its worker, having stopped it, writes that status unless the API has already or another run waits).
+        `freed` and `stopped` change only a thread that reads `busy`. Whether it wrote."""
         key, k = self.keys.thread(thread_id), self.keys
         for _attempt in range(10):  # another write in between: read the record again
             raw = await self.client.get(key)
