@@ -89,6 +89,24 @@ def test_while_a_run_waits_behind_a_cancelled_one_the_thread_never_reads_other_t
     assert set(seen) <= {"busy", "idle"} and seen[0] == "busy", seen
 
 
+def test_a_thread_reads_busy_from_one_runs_end_to_the_next_while_runs_wait(served):
+    client = served.client()
+    thread = client.threads.create()["thread_id"]
+    first = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"))
+    waiting = client.runs.create(thread, "react", input=human("计算 3 + 4 等于多少"), multitask_strategy="enqueue")
+    seen: list[str] = []
+    for _ in range(3000):  # until the waiting run has ended (a read takes a few milliseconds)
+        seen.append(client.threads.get(thread)["status"])
+        if client.runs.get(thread, waiting["run_id"])["status"] not in ("pending", "running"):
+            break
+    assert [client.runs.get(thread, r["run_id"])["status"] for r in (first, waiting)] == ["success", "success"]
+    # From the first run's start (a thread reads busy from its worker's start, not from runs.create) it reads busy
+    # until the last run ends, then idle (written before that run's end: it may read idle while the run finishes).
+    started = seen[seen.index("busy"):]
+    ended = started.index("idle") if "idle" in started else len(started)
+    assert set(started[:ended]) == {"busy"} and set(started[ended:]) <= {"idle"}, seen
+
+
 def test_a_cancel_at_any_moment_of_a_runs_start_never_leaves_the_thread_busy(served):
     client = served.client()
     thread = client.threads.create()["thread_id"]

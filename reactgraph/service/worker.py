@@ -166,6 +166,8 @@ async def _settle_thread(hold: ThreadHold, records: ServiceRecords, assistants: 
             await hold.add_event(run_id, "error", dumps(outcome.error))
     try:
         if outcome.cancel is None:
+            if await records.client.llen(records.keys.pending(thread_id)):
+                thread_status = "busy"  # a run waits: it is the thread's work now (as the Agent Server shows it)
             await records.set_thread_status(thread_id, thread_status, interrupts=interrupts)
         else:  # unless the API showed the thread's status when it cancelled the run: it keeps that (no flip)
             await records.set_thread_status_if(thread_id, run_id, "stopped", thread_status, interrupts=interrupts)
