@@ -71,6 +71,25 @@ def test_a_thread_with_another_run_waiting_stays_busy_and_runs_it(served):
     assert client.threads.get(thread)["status"] == "idle"
 
 
+def _statuses_until_done(client, thread_id: str, run_id: str) -> list[str]:
+    """The thread's status read again and again until the run has ended (a read takes a few milliseconds)."""
+    seen: list[str] = []
+    for _ in range(3000):
+        seen.append(client.threads.get(thread_id)["status"])
+        if client.runs.get(thread_id, run_id)["status"] not in ("pending", "running"):
+            break
+    assert client.runs.get(thread_id, run_id)["status"] == "success"
+    return seen
+
+
+def _busy_then_idle(seen: list[str]) -> bool:
+    """From the first `busy`: busy until the last run ends, then idle (the thread is written before its run's end,
+    so it may read idle while that run finishes)."""
+    started = seen[seen.index("busy"):]
+    ended = started.index("idle") if "idle" in started else len(started)
+    return set(started[:ended]) == {"busy"} and set(started[ended:]) <= {"idle"}
+
+
 def test_while_a_run_waits_behind_a_cancelled_one_the_thread_never_reads_other_than_busy(served):
     # The worker that stops the cancelled run writes the thread's status after it, unless a run waits: that run is
     # the thread's work. (It wrote `interrupted` for the few milliseconds before it started the next one.)
@@ -79,14 +98,8 @@ def test_while_a_run_waits_behind_a_cancelled_one_the_thread_never_reads_other_t
     first = _running(client, thread)
     queued = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"))
     client.runs.cancel(thread, first["run_id"])
-    seen: list[str] = []
-    for _ in range(3000):  # until the waiting run has ended (a read takes a few milliseconds)
-        seen.append(client.threads.get(thread)["status"])
-        if client.runs.get(thread, queued["run_id"])["status"] not in ("pending", "running"):
-            break
-    assert client.runs.get(thread, queued["run_id"])["status"] == "success"
-    # the thread is written before its run's end: it may read idle just before the run reads success
-    assert set(seen) <= {"busy", "idle"} and seen[0] == "busy", seen
+    seen = _statuses_until_done(client, thread, queued["run_id"])
+    assert seen[0] == "busy" and _busy_then_idle(seen), seen
 
 
 def test_a_thread_reads_busy_from_one_runs_end_to_the_next_while_runs_wait(served):
@@ -94,17 +107,10 @@ def test_a_thread_reads_busy_from_one_runs_end_to_the_next_while_runs_wait(serve
     thread = client.threads.create()["thread_id"]
     first = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"))
     waiting = client.runs.create(thread, "react", input=human("计算 3 + 4 等于多少"), multitask_strategy="enqueue")
-    seen: list[str] = []
-    for _ in range(3000):  # until the waiting run has ended (a read takes a few milliseconds)
-        seen.append(client.threads.get(thread)["status"])
-        if client.runs.get(thread, waiting["run_id"])["status"] not in ("pending", "running"):
-            break
-    assert [client.runs.get(thread, r["run_id"])["status"] for r in (first, waiting)] == ["success", "success"]
-    # From the first run's start (a thread reads busy from its worker's start, not from runs.create) it reads busy
-    # until the last run ends, then idle (written before that run's end: it may read idle while the run finishes).
-    started = seen[seen.index("busy"):]
-    ended = started.index("idle") if "idle" in started else len(started)
-    assert set(started[:ended]) == {"busy"} and set(started[ended:]) <= {"idle"}, seen
+    seen = _statuses_until_done(client, thread, waiting["run_id"])
+    assert client.runs.get(thread, first["run_id"])["status"] == "success"
+    # (a thread reads busy from its worker's start, not from runs.create: what comes before is not looked at)
+    assert _busy_then_idle(seen), seen
 
 
 def test_a_cancel_at_any_moment_of_a_runs_start_never_leaves_the_thread_busy(served):
