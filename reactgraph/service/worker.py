@@ -421,17 +421,33 @@ class Worker:
             await self.queue.ack(entry_id)
 
     async def _drain_thread(self, hold: ThreadHold) -> None:
+        last: tuple[RunRecord, str] | None = None  # the last run this hold ran, and how it ended
         while not self._stopping.is_set():
             taken = await hold.next_run()
             if taken is None:
+                if last is not None:
+                    await _settle_left_busy(hold, self.records, self.assistants, *last)
                 return
             run_id, resumed, attempt = taken
             if resumed:
                 log.info("worker %s: resuming run %s on thread %s from its last checkpoint (attempt %d)", self.name,
                          run_id, hold.thread_id, attempt)
-            await execute_run(hold, self.records, self.assistants, run_id, resumed, attempt, self.max_resumes,
-                              self.control)
+            run = await self.records.get_run(hold.thread_id, run_id)  # (kept: a rolled-back run's record goes)
+            status = await execute_run(hold, self.records, self.assistants, run_id, resumed, attempt,
+                                       self.max_resumes, self.control)
+            last = (run, status) if run is not None else None
             self.runs_done += 1
+
+
+async def _settle_left_busy(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: RunRecord,
+                            status: str) -> None:
+    """A run's end leaves its thread busy while another run waits (`_settle_thread`); if that one was cancelled
+    before it started, after the check, no run follows: the thread gets its status after the last run now."""
+    thread = await records.get_thread(hold.thread_id)
+    if thread is None or thread["status"] != "busy" or status == "gone":
+        return
+    thread_status, interrupts = await thread_after_run(assistants.for_run(run).graph, hold.thread_id, status)
+    await records.set_thread_status_if(hold.thread_id, run["run_id"], "stopped", thread_status, interrupts=interrupts)
 
 
 async def serve_worker(redis_url: str, gateway: Any, run_policy: RunPolicy | None = None, **options: Any) -> None:
