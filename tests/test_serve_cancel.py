@@ -60,17 +60,6 @@ def test_a_cancelled_runs_thread_reads_at_once_what_its_worker_leaves_it_as(serv
     assert client.threads.get(thread)["interrupts"] == at_once["interrupts"] == {}
 
 
-def test_a_thread_with_another_run_waiting_stays_busy_and_runs_it(served):
-    client = served.client()
-    thread = client.threads.create()["thread_id"]
-    first = _running(client, thread)
-    queued = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"))
-    client.runs.cancel(thread, first["run_id"])
-    assert client.threads.get(thread)["status"] == "busy"  # the queued run is the thread's work now
-    assert "5" in client.runs.join(thread, queued["run_id"])["final_answer"]
-    assert client.threads.get(thread)["status"] == "idle"
-
-
 def _statuses_until_done(client, thread_id: str, run_id: str) -> list[str]:
     """The thread's status read again and again until the run has ended (a read takes a few milliseconds)."""
     seen: list[str] = []
@@ -90,7 +79,7 @@ def _busy_then_idle(seen: list[str]) -> bool:
     return set(started[:ended]) == {"busy"} and set(started[ended:]) <= {"idle"}
 
 
-def test_while_a_run_waits_behind_a_cancelled_one_the_thread_never_reads_other_than_busy(served):
+def test_a_thread_with_another_run_waiting_stays_busy_and_runs_it(served):
     # The worker that stops the cancelled run writes the thread's status after it, unless a run waits: that run is
     # the thread's work. (It wrote `interrupted` for the few milliseconds before it started the next one.)
     client = served.client()
@@ -100,6 +89,8 @@ def test_while_a_run_waits_behind_a_cancelled_one_the_thread_never_reads_other_t
     client.runs.cancel(thread, first["run_id"])
     seen = _statuses_until_done(client, thread, queued["run_id"])
     assert seen[0] == "busy" and _busy_then_idle(seen), seen
+    assert "5" in client.runs.join(thread, queued["run_id"])["final_answer"]
+    assert client.threads.get(thread)["status"] == "idle"
 
 
 def test_a_thread_reads_busy_from_one_runs_end_to_the_next_while_runs_wait(served):
