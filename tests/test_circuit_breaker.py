@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 
 import pytest
+import redis
 
 from reactgraph.tools import (
     BreakerConfig,
@@ -353,4 +356,89 @@ async def test_a_redis_store_round_trips_every_field_of_a_snapshot(redis_url, re
             await store.update("weather", lambda _old, new=snapshot: (None, new))
             assert await store.read("weather") == snapshot
     finally:
+        await store.client.aclose()
+
+
+class Forwarder:
+    """A loopback port in front of the test's Redis that a test can take down and bring back: an outage."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port, self.port = upstream_port, 0
+        self.server: asyncio.Server | None = None
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def up(self) -> None:
+        self.server = await asyncio.start_server(self._forward, "127.0.0.1", self.port)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def down(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for writer in self.writers:
+            writer.close()
+        self.writers.clear()
+
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self.writers += [writer, upstream_writer]
+
+        async def pump(source: asyncio.StreamReader, target: asyncio.StreamWriter) -> None:
+            while data := await source.read(65536):
+                target.write(data)
+            target.close()
+
+        with contextlib.suppress(OSError):
+            await asyncio.gather(pump(reader, upstream_writer), pump(upstream_reader, writer))
+
+
+async def test_while_redis_is_down_a_process_keeps_breakers_of_its_own_and_shares_again_when_it_is_back(
+        redis_url, redis_prefix, clock, caplog):
+    parsed = redis.connection.parse_url(redis_url)
+    forwarder = Forwarder(parsed.get("port", 6379))
+    await forwarder.up()
+    store = RedisBreakerStore.from_url(f"redis://127.0.0.1:{forwarder.port}/{parsed.get('db', 0)}", redis_prefix)
+    store.RETRY_AFTER_S = 0.0  # every call tries Redis again: the test decides when it is back
+    observer = RedisBreakerStore.from_url(redis_url, redis_prefix)
+    gateway, backend = flaky_gateway(clock, store)
+    try:
+        assert (await gateway.execute(call("calculator", {"expression": "2+2"}))).ok  # connected through it
+        await forwarder.down()
+        with caplog.at_level(logging.WARNING, logger="reactgraph.tools"):
+            statuses = [(await gateway.execute(call("weather", {"city": "Oslo"}))).status for _ in range(3)]
+            assert statuses == [ToolStatus.ERROR, ToolStatus.ERROR, ToolStatus.CIRCUIT_OPEN], "a breaker all the same"
+            assert backend["calls"] == 2
+            assert await observer.read("weather") == CLOSED, "nothing reached Redis"
+
+            await forwarder.up()
+            backend["healthy"] = True
+            assert (await gateway.execute(call("weather", {"city": "Oslo"}))).ok, "Redis's state again: closed"
+            backend["healthy"] = False
+            for _ in range(2):
+                await gateway.execute(call("weather", {"city": "Oslo"}))
+            assert (await observer.read("weather")).state is BreakerState.OPEN, "shared again"
+        messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tool breakers")]
+        assert len(messages) == 2, messages
+        assert f"127.0.0.1:{forwarder.port}" in messages[0] and "keeps breakers of its own" in messages[0]
+        assert "answers again" in messages[1]
+    finally:
+        await forwarder.down()
+        await store.client.aclose()
+        await observer.client.aclose()
+
+
+async def test_a_breaker_key_of_another_type_reads_as_closed_and_is_replaced(redis_url, redis_prefix, clock, caplog):
+    store = RedisBreakerStore.from_url(redis_url, redis_prefix)
+    raw = redis.Redis.from_url(redis_url)
+    gateway, backend = flaky_gateway(clock, store)
+    backend["healthy"] = True
+    try:
+        raw.rpush(f"{redis_prefix}weather", "not", "a", "snapshot")
+        with caplog.at_level(logging.WARNING, logger="reactgraph.tools"):
+            assert (await gateway.execute(call("weather", {"city": "Oslo"}))).ok
+            assert (await gateway.execute(call("weather", {"city": "Oslo"}))).ok
+        warnings = [r.getMessage() for r in caplog.records if "breaker state" in r.getMessage()]
+        assert len(warnings) == 1 and "WRONGTYPE" in warnings[0], warnings
+        assert raw.type(f"{redis_prefix}weather") == b"string"
+    finally:
+        raw.close()
         await store.client.aclose()

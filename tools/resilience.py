@@ -25,10 +25,10 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from reactgraph.tools import untrusted
 from reactgraph.tools.call import Handler, ToolInputError, ToolResult, ToolStatus, TransientToolError, emit, tool_fault
@@ -129,6 +129,25 @@ def _text(raw: bytes | str) -> str:
     return raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
 
 
+class _WatchedTooOften(Exception):
+    """Other workers changed the key at every try: this change goes to this process's breakers instead."""
+
+
+class _OtherKeyType(bytes):
+    """What GET read from a key holding a list, a hash, …: not a snapshot either (see `_decode`)."""
+
+
+async def _get(client: Any, key: str) -> bytes | str | None:
+    from redis.exceptions import ResponseError
+
+    try:
+        return cast("bytes | str | None", await client.get(key))
+    except ResponseError as exc:
+        if not str(exc).startswith("WRONGTYPE"):
+            raise
+        return _OtherKeyType(b"WRONGTYPE")
+
+
 def _snapshot(data: Any) -> BreakerSnapshot:
     """A snapshot from its JSON form, each field checked; ValueError (or TypeError, KeyError) for anything else."""
     if not isinstance(data, dict):
@@ -146,34 +165,75 @@ def _snapshot(data: Any) -> BreakerSnapshot:
 
 
 class RedisBreakerStore:
-    """Snapshots as JSON strings in Redis, changed with WATCH/MULTI so concurrent workers never lose a transition."""
+    """Snapshots as JSON strings in Redis, changed with WATCH/MULTI so concurrent workers never lose a transition.
 
-    def __init__(self, client: Any, prefix: str = "reactgraph:breaker:") -> None:
+    Shared state is a help, not a dependency: while Redis cannot be reached (refused, timed out, a failover) this
+    process keeps breakers of its own (a `MemoryBreakerStore`), says so once, and tries Redis again after
+    RETRY_AFTER_S; the gateway never raises for its breaker store. What the key holds is input: anything that is
+    not a snapshot (another type of key included) reads as closed and is replaced (`_decode`)."""
+
+    RETRY_AFTER_S = 5.0  # while Redis is down, calls do not each wait for a connection to fail
+    MAX_WATCH_RETRIES = 100  # WATCH conflicts in a row before this change is applied to this process's breakers
+
+    def __init__(self, client: Any, prefix: str = "reactgraph:breaker:", url: str = "") -> None:
         # `client` is a `redis.asyncio.Redis`; breaker state must be shared, so the clock must be wall time.
         self.client = client
         self.prefix = prefix
+        self.url = url  # as it may be shown (no password): for the messages
+        self._local = MemoryBreakerStore()
+        self._down_until: float | None = None  # monotonic; None while Redis answers
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "reactgraph:breaker:") -> RedisBreakerStore:
         # imported lazily: only shared-state users need a client. The savers' kind of client: a bounded pool, a
         # read timeout, and a bad URL refused in one line.
         from reactgraph.memory.redis_checkpoint.pool import new_client
-        from reactgraph.memory.redis_checkpoint.settings import PoolLimits
+        from reactgraph.memory.redis_checkpoint.settings import PoolLimits, redact
 
-        return cls(new_client(url, {}, PoolLimits.resolve(None, None), True), prefix)
+        return cls(new_client(url, {}, PoolLimits.resolve(None, None), True), prefix, redact(url))
 
     async def read(self, name: str) -> BreakerSnapshot:
-        return self._decode(name, await self.client.get(self.prefix + name))
+        return await self._shared_or_local(lambda: self._read_shared(name), lambda: self._local.read(name))
 
     async def update(self, name: str, change: Callable[[BreakerSnapshot], tuple[T, BreakerSnapshot]]) -> T:
+        return await self._shared_or_local(lambda: self._update_shared(name, change),
+                                           lambda: self._local.update(name, change))
+
+    async def _shared_or_local(self, shared: Callable[[], Awaitable[T]], local: Callable[[], Awaitable[T]]) -> T:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        if self._down_until is not None and time.monotonic() < self._down_until:
+            return await local()
+        where = self.url or "Redis"
+        try:
+            value = await shared()
+        except _WatchedTooOften as exc:
+            _log.warning("tool breakers: %s; this change is kept by this process only", exc)
+            return await local()
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            if self._down_until is None:
+                _log.warning("tool breakers: %s did not answer (%s); this process keeps breakers of its own and "
+                             "tries again every %.0f s", where, str(exc)[:200], self.RETRY_AFTER_S)
+            self._down_until = time.monotonic() + self.RETRY_AFTER_S
+            return await local()
+        if self._down_until is not None:
+            self._down_until = None
+            _log.warning("tool breakers: %s answers again; breakers are shared again", where)
+        return value
+
+    async def _read_shared(self, name: str) -> BreakerSnapshot:
+        return self._decode(name, await _get(self.client, self.prefix + name))
+
+    async def _update_shared(self, name: str, change: Callable[[BreakerSnapshot], tuple[T, BreakerSnapshot]]) -> T:
         from redis.exceptions import WatchError
 
         key = self.prefix + name
         async with self.client.pipeline(transaction=True) as pipe:
-            while True:
+            for _ in range(self.MAX_WATCH_RETRIES):
                 try:
                     await pipe.watch(key)
-                    raw = await pipe.get(key)
+                    raw = await _get(pipe, key)
                     current = self._decode(name, raw)
                     value, new = change(current)
                     # A value that only read as closed (no snapshot) is replaced too: it warns once, not per call.
@@ -187,6 +247,7 @@ class RedisBreakerStore:
                     return value
                 except WatchError:
                     continue
+        raise _WatchedTooOften(f"{self.MAX_WATCH_RETRIES} concurrent changes in a row to {key[:100]}")
 
     @staticmethod
     def _encode(snapshot: BreakerSnapshot) -> str:
@@ -201,6 +262,8 @@ class RedisBreakerStore:
         if not raw:
             return BreakerSnapshot()
         try:
+            if isinstance(raw, _OtherKeyType):
+                raise TypeError("WRONGTYPE: the key holds another type than a string")
             if len(raw) > MAX_SNAPSHOT_BYTES:
                 raise ValueError(f"over {MAX_SNAPSHOT_BYTES} bytes")
             return _snapshot(json.loads(raw))
