@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
+from reactgraph.errors import ReactGraphError
 from reactgraph.tools import untrusted
 from reactgraph.tools.call import Handler, ToolInputError, ToolResult, ToolStatus, TransientToolError, emit, tool_fault
 from reactgraph.tools.guards import schema_hint
@@ -129,7 +130,7 @@ def _text(raw: bytes | str) -> str:
     return raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
 
 
-class _WatchedTooOften(Exception):
+class _WatchedTooOften(ReactGraphError):
     """Other workers changed the key at every try: this change goes to this process's breakers instead."""
 
 
