@@ -100,8 +100,25 @@ def test_a_thread_reads_busy_from_one_runs_end_to_the_next_while_runs_wait(serve
     waiting = client.runs.create(thread, "react", input=human("计算 3 + 4 等于多少"), multitask_strategy="enqueue")
     seen = _statuses_until_done(client, thread, waiting["run_id"])
     assert client.runs.get(thread, first["run_id"])["status"] == "success"
-    # (a thread reads busy from its worker's start, not from runs.create: what comes before is not looked at)
-    assert _busy_then_idle(seen), seen
+    assert seen[0] == "busy" and _busy_then_idle(seen), seen  # busy from runs.create, as on the Agent Server
+
+
+def test_a_thread_reads_busy_from_runs_create_until_its_waiting_runs_are_cancelled_or_deleted(redis_url, tmp_path):
+    service = start_service(redis_url, tmp_path, workers=0)  # nothing runs: the runs wait
+    try:
+        client = service.client()
+        thread = client.threads.create()["thread_id"]
+        first = client.runs.create(thread, "react", input=human("计算 2 + 3 等于多少"))
+        assert client.threads.get(thread)["status"] == "busy"
+        second = client.runs.create(thread, "react", input=human("计算 3 + 4 等于多少"), multitask_strategy="enqueue")
+        client.runs.cancel(thread, first["run_id"])
+        assert client.threads.get(thread)["status"] == "busy", "another run waits"
+        client.runs.delete(thread, second["run_id"])
+        assert client.threads.get(thread)["status"] == "idle"
+        assert thread not in {t["thread_id"] for t in client.threads.search(status="busy", limit=1000)}
+        assert thread in {t["thread_id"] for t in client.threads.search(status="idle", limit=1000)}  # its index too
+    finally:
+        stop(service)
 
 
 def test_a_cancel_at_any_moment_of_a_runs_start_never_leaves_the_thread_busy(served):

@@ -45,6 +45,7 @@ from reactgraph.service.run_control import (
     is_active,
     locations,
     nothing_to_cancel,
+    show_thread_dequeued,
     streamed_result,
     wait_for_end,
 )
@@ -140,6 +141,9 @@ async def _enqueue(request: Request, svc: Service, run: RunRecord, after: float)
             await svc.records.cancel(thread_id, earlier, chosen)
     await svc.records.count("created")
     if not after:  # a scheduled run is notified once it is due (scheduled_runs.promote_due)
+        # busy from now, as on the Agent Server: the run is the thread's work from its creation (a scheduled run's
+        # thread reads busy from its start)
+        await svc.records.set_thread_status_if(thread_id, run["run_id"], "queued", "busy")
         await svc.queue.notify(thread_id)
 
 
@@ -268,6 +272,8 @@ async def delete_run(request: Request) -> Response:
         if await svc.records.busy(thread_id):  # runs that waited behind the abandoned one: a worker takes them
             await svc.queue.notify(thread_id)
     await svc.records.delete_run(thread_id, run["run_id"])
+    if run["status"] == "pending":  # it never started: the thread shows its status again if nothing else waits
+        await show_thread_dequeued(svc.records, svc.assistants, run)
     return Response(status_code=204)
 
 

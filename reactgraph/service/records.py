@@ -70,13 +70,17 @@ return 'active'
 """
 
 # KEYS: thread, cancel mark of run ARGV[3], pending, active. Replace the thread record ARGV[1] by ARGV[2] (0: it
-# changed meanwhile, read it again) if ARGV[4] holds (else -1): `started` — the run was not cancelled first;
-# `freed` — the run, cancelled, is still the one its worker holds and no run waits after it; `stopped` — no run
-# waits after it (the next one is the thread's work: it stays busy), and the record is the one read (and, checked
-# by the caller, reads `busy`). ARGV[5..]: its index entry.
+# changed meanwhile, read it again) if ARGV[4] holds (else -1): `queued` — the run, just created, still waits or
+# runs; `started` — the run was not cancelled first; `freed` — the run, cancelled, is still the one its worker holds
+# and no run waits after it; `stopped` — no run waits after it (the next one is the thread's work: it stays busy);
+# `dequeued` — no run waits or runs (the cancelled one never started), and the record is the one read (and,
+# checked by the caller, reads `busy`). ARGV[5..]: its index entry.
 _SET_THREAD_IF = INDEX_LUA + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local cancelled = redis.call('EXISTS', KEYS[2]) == 1
+if ARGV[4] == 'queued' and not (redis.call('LPOS', KEYS[3], ARGV[3]) or redis.call('GET', KEYS[4]) == ARGV[3])
+  then return -1 end
+if ARGV[4] == 'dequeued' and (redis.call('LLEN', KEYS[3]) > 0 or redis.call('EXISTS', KEYS[4]) == 1) then return -1 end
 if ARGV[4] == 'started' and cancelled then return -1 end
 if ARGV[4] == 'freed' and (not cancelled or redis.call('LLEN', KEYS[3]) > 0
                            or redis.call('GET', KEYS[4]) ~= ARGV[3]) then return -1 end
@@ -230,17 +234,22 @@ class ServiceRecords:
 
     async def set_thread_status_if(self, thread_id: str, run_id: str, condition: str, status: str,
                                    interrupts: dict[str, Any] | None = None) -> bool:
-        """`set_thread_status` in one step with a check of the run (see _SET_THREAD_IF): `started` (a worker
-        that started it marks the thread busy unless it was cancelled first), `freed` (the API, cancelling it,
-        shows the thread's status after it, unless another run waits or it has ended meanwhile) or `stopped`
-        (its worker, having stopped it, writes that status unless the API has already or another run waits).
-        `freed` and `stopped` change only a thread that reads `busy`. Whether it wrote."""
+        """`set_thread_status` in one step with a check of the run (see _SET_THREAD_IF): `queued` (the API,
+        having created it, marks the thread busy while it still waits or runs), `started` (a worker that started
+        it marks the thread busy unless it was cancelled first), `freed` (the API, cancelling it, shows the
+        thread's status after it, unless another run waits or it has ended meanwhile), `stopped` (its worker,
+        having stopped it, writes that status unless the API has already or another run waits) or `dequeued` (the
+        API, having cancelled or deleted it before it started, shows the thread's status again unless another run
+        waits or runs). All but `queued` and `started` change only a thread that reads `busy`. Whether it wrote."""
         key, k = self.keys.thread(thread_id), self.keys
         for _attempt in range(10):  # another write in between: read the record again
             raw = await self.client.get(key)
             record = decode_thread(raw, key)
-            if raw is None or record is None or (condition != "started" and record["status"] != "busy"):
+            marks = condition in ("queued", "started")
+            if raw is None or record is None or (not marks and record["status"] != "busy"):
                 return False
+            if condition == "queued" and record["status"] == "busy":
+                return True  # already shown busy (a run ahead of it): nothing to write
             _set_status(record, status, interrupts)
             record["updated_at"] = now_iso()
             done = await self._set_thread_if(

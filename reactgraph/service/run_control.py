@@ -46,7 +46,28 @@ async def cancel_now(records: ServiceRecords, assistants: Assistants, run: RunRe
         await expire_run(records, thread_id, run_id)
     elif where != "done":  # the run stopping may be this one, or one cancelled earlier that this one waited behind
         await _show_thread_freed(records, assistants, thread_id, run if where == "active" else None)
+        if where == "pending":
+            await show_thread_dequeued(records, assistants, run)
     return where
+
+
+async def show_thread_dequeued(records: ServiceRecords, assistants: Assistants, run: RunRecord) -> None:
+    """A run taken off its thread's queue before it started (cancelled, deleted): if no other run waits or runs,
+    the thread shows its status from its checkpoints again, as after a cancel (it read busy from the run's
+    creation)."""
+    thread_id = run["thread_id"]
+    thread = await records.get_thread(thread_id)
+    if thread is None or thread["status"] != "busy" or await records.busy(thread_id):
+        return
+    try:
+        status, interrupts = await thread_after_run(assistants.for_run(run).graph, thread_id, "interrupted")
+    except REDIS_DOWN:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged checkpoint: the thread is in error, as a worker would say
+        log.warning("thread %s: its state could not be read after run %s left its queue: %s", thread_id,
+                    run["run_id"], (str(exc).splitlines() or [type(exc).__name__])[0][:200])
+        status, interrupts = "error", {}
+    await records.set_thread_status_if(thread_id, run["run_id"], "dequeued", status, interrupts=interrupts)
 
 
 async def end_if_abandoned(records: ServiceRecords, assistants: Assistants, run: RunRecord) -> bool:
