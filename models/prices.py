@@ -83,5 +83,7 @@ def _read_prices(path: str, version: tuple[int, int] | None) -> dict[str, tuple[
 
 def price_of(model: str) -> tuple[float, float] | None:
     """A model spec's (input, output) USD per million tokens; None when no table knows it."""
-    table = {**PRICES, **_file_prices()}
-    return table.get(model) or table.get(model.split(":", 1)[-1]) if model else None
+    if not model:
+        return None
+    file, bare = _file_prices(), model.split(":", 1)[-1]  # the file's entries win over the built-in ones
+    return file.get(model) or PRICES.get(model) or file.get(bare) or PRICES.get(bare)

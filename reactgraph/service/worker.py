@@ -59,15 +59,16 @@ class Cancelled(ReactGraphError):
 
 async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run_id: str,
                       resumed: bool, attempt: int = 1, max_resumes: int = MAX_RESUMES,
-                      control: RunControl | None = None) -> str:
-    """Run `run_id` to its end on the held thread; returns its final status. Whatever fails on the way — the
-    graph, reading the thread after it, writing a status — the run ends here, once, with a cause; only the
-    worker's own stopping (a lost fence, Redis gone, shutdown) leaves it for the next holder."""
+                      control: RunControl | None = None) -> tuple[str, RunRecord | None]:
+    """Run `run_id` to its end on the held thread; returns its final status and its record as it was read (a
+    rolled-back run's goes from Redis). Whatever fails on the way — the graph, reading the thread after it,
+    writing a status — the run ends here, once, with a cause; only the worker's own stopping (a lost fence, Redis
+    gone, shutdown) leaves it for the next holder."""
     thread_id = hold.thread_id
     run = await records.get_run(thread_id, run_id)
     if run is None:  # deleted while it waited (or its record is unreadable): nothing to run
         await hold.end_run(run_id, "")
-        return "gone"
+        return "gone", None
     run["status"] = "running"
     # The thread reads busy before the run reads running: a client that saw the run running and then read the thread
     # found it still idle. Neither is written if a cancel came first (the API has then shown the thread as the run
@@ -87,7 +88,7 @@ async def execute_run(hold: ThreadHold, records: ServiceRecords, assistants: Ass
             await _run_graph(hold, records, assistants, run, attempt if resumed else 0, outcome, control)
         if outcome.error is not None:
             await hold.add_event(run_id, "error", dumps(outcome.error))
-    return await _end(hold, records, assistants, run, started, outcome)
+    return await _end(hold, records, assistants, run, started, outcome), run
 
 
 async def end_abandoned_run(hold: ThreadHold, records: ServiceRecords, assistants: Assistants, run: RunRecord,
@@ -432,9 +433,8 @@ class Worker:
             if resumed:
                 log.info("worker %s: resuming run %s on thread %s from its last checkpoint (attempt %d)", self.name,
                          run_id, hold.thread_id, attempt)
-            run = await self.records.get_run(hold.thread_id, run_id)  # (kept: a rolled-back run's record goes)
-            status = await execute_run(hold, self.records, self.assistants, run_id, resumed, attempt,
-                                       self.max_resumes, self.control)
+            status, run = await execute_run(hold, self.records, self.assistants, run_id, resumed, attempt,
+                                            self.max_resumes, self.control)
             last = (run, status) if run is not None else None
             self.runs_done += 1
 
