@@ -68,9 +68,15 @@ def truncated(exc: BaseException) -> dict[str, Any] | None:
     return {"raw": raw, "parsed": None, "parsing_error": exc}
 
 
+# Places a reply's object may start that are tried, at most: each try may read to the reply's end, so a reply made
+# of thousands of `{` (a model repeating itself) would cost time growing with its length squared (seconds for 200 KB).
+MAX_OBJECT_STARTS = 100
+
+
 def json_object_in(text: str) -> Any:
     """The first JSON object in a reply's text: the whole text, else a fenced block, else the first `{…}` that
-    parses (a small model wraps its JSON in prose). Raises ValueError when there is none."""
+    parses (a small model wraps its JSON in prose), among the first MAX_OBJECT_STARTS. Raises ValueError when
+    there is none."""
     decoder = json.JSONDecoder()
     stripped = text.strip()
     candidates = [stripped]
@@ -83,8 +89,9 @@ def json_object_in(text: str) -> Any:
             continue
         if isinstance(value, dict):
             return value
-    position = stripped.find("{")
-    while position != -1:
+    position, tries = stripped.find("{"), 0
+    while position != -1 and tries < MAX_OBJECT_STARTS:
+        tries += 1
         try:
             value, _ = decoder.raw_decode(stripped, position)
         except (ValueError, RecursionError):

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph
-from reactgraph.models.structured_output import TolerantJsonParser
+from reactgraph.models.structured_output import MAX_OBJECT_STARTS, TolerantJsonParser
 from reactgraph.testing import FunctionModel, RequestInfo, ScriptedChatModel
 from reactgraph.tools import ToolGateway
 from reactgraph.tools.resilience import RedisBreakerStore
@@ -98,6 +98,22 @@ def test_a_structured_reply_nested_past_the_parser_is_read_or_refused_as_a_parse
     except OutputParserException:
         value = None
     assert value is None or isinstance(value, dict)
+
+
+@pytest.mark.parametrize(("braces", "found"), [(MAX_OBJECT_STARTS - 1, True), (MAX_OBJECT_STARTS, False)])
+def test_a_structured_reply_is_looked_for_among_the_first_places_an_object_may_start(braces, found):
+    """Each place tried may be read to the reply's end: a reply of thousands of `{` would cost time growing with
+    its length squared (3.8 s for 220 KB before this bound), so only the first MAX_OBJECT_STARTS are tried."""
+    from langchain_core.exceptions import OutputParserException
+
+    text = "Template: {name} " * braces + '{"city": "Oslo"}'
+    if found:
+        assert TolerantJsonParser().parse(text) == {"city": "Oslo"}
+    else:
+        with pytest.raises(OutputParserException, match="no JSON object"):
+            TolerantJsonParser().parse(text)
+    with pytest.raises(OutputParserException):  # 32,000 starts, nested: refused after the first hundred
+        TolerantJsonParser().parse('{"a":1' + ' {"a":[' * 32_000)
 
 
 @pytest.mark.parametrize("planted", [b"not json", b'{"state": "weird", "consecutive_failures": 0, "opened_at": 0, '
