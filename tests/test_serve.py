@@ -46,6 +46,10 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:
     raise AssertionError(f"{what} not reached in {timeout:g} s")
 
 
+class PortTaken(AssertionError):
+    """`reactgraph serve` could not bind its port: something else listens there."""
+
+
 @dataclass
 class Service:
     url: str
@@ -75,20 +79,34 @@ class Service:
         return self._spawn(["worker", "--concurrency", "2", *options], extra)
 
     def start_api(self, port: int, workers: int = 0, *options: str, **extra: str) -> ForkedCommand:
-        """`reactgraph serve` on `port` (with `options`), answering /ok before this returns."""
-        process = self._spawn(["serve", "--port", str(port), "--workers", str(workers), *options], extra)
-        self.wait_answering(process, f"http://127.0.0.1:{port}")
-        return process
+        """`reactgraph serve` on `port` (with `options`), answering /ok before this returns. A port another test's
+        server took between `free_port()` and the bind (the kernel hands a released port out again) moves the
+        service to another free port, at most twice: `url` follows."""
+        for attempt in range(3):
+            process = self._spawn(["serve", "--port", str(port), "--workers", str(workers), *options], extra)
+            try:
+                self.wait_answering(process, f"http://127.0.0.1:{port}")
+                return process
+            except PortTaken:
+                if attempt == 2:
+                    raise
+                port, self._client = free_port(), None
+                self.url = f"http://127.0.0.1:{port}"
+        raise AssertionError("unreachable")
 
     def wait_answering(self, process: ForkedCommand, url: str) -> None:
-        """Until the `reactgraph serve` process answers /ok at `url`; its stderr if it exits first."""
+        """Until the `reactgraph serve` process answers /ok at `url` (its own answer: another server may hold the
+        port); its stderr if it exits first, PortTaken if it could not bind."""
         def answers() -> bool:
             if process.poll() is not None:
-                errors = sorted(self.log.parent.glob("serve-*.err"))
-                raise AssertionError(f"reactgraph serve exited: {errors[-1].read_text() if errors else ''}")
+                errors = sorted(self.log.parent.glob("serve-*.err"), key=lambda path: path.stat().st_mtime)
+                said = errors[-1].read_text() if errors else ""
+                raise (PortTaken if "address already in use" in said else AssertionError)(
+                    f"reactgraph serve exited: {said}")
             try:
-                return client.get(f"{url}/ok").status_code == 200
-            except httpx.HTTPError:
+                answer = client.get(f"{url}/ok")
+                return answer.status_code == 200 and answer.json() == {"ok": True}
+            except (httpx.HTTPError, ValueError):
                 return False
 
         with http_client(timeout=1) as client:  # one client for the polls
