@@ -26,7 +26,7 @@ import pytest
 from support.debugger_browser import BrowserUnavailable, run_page_script
 from support.forked_commands import ForkedCommand, forked_run
 from support.local_servers import free_port, http_recorder, http_request
-from test_serve import Service, service_env, stop, wait_for
+from test_serve import PortTaken, Service, service_env, stop, wait_for
 
 STATIC = Path(__file__).resolve().parent.parent / "reactgraph" / "ui" / "static"
 SCRIPT_TIMEOUT_S = 300
@@ -43,26 +43,39 @@ def fetched_page() -> Iterator[tuple[str, list]]:
 
 def start_ui(redis_url: str, tmp: Path, *options: str) -> Service:
     """`reactgraph ui OPTIONS…` on a free loopback port and `redis_url`, with the hostile `get_weather` and a
-    loopback `http_get` (support/ui_tools.py), answering /ok before this returns."""
-    port = free_port()
-    env = service_env(redis_url, f"svc-ui-{port}", tmp / "calls.log", REACTGRAPH_TOOLS="support.ui_tools:TOOLS")
-    service = Service(f"http://127.0.0.1:{port}", env, tmp / "calls.log", [])
-    process = ForkedCommand(["ui", "--port", str(port), *options], env, stdout=tmp / "ui.out", stderr=tmp / "ui.err")
-    service.processes.append(process)
+    loopback `http_get` (support/ui_tools.py), answering /ok before this returns. A port another test's server
+    took between `free_port()` and the bind is given up for another one, at most twice."""
+    for attempt in range(3):
+        port = free_port()
+        (tmp / "ui.err").write_text("")  # this attempt's errors only
+        env = service_env(redis_url, f"svc-ui-{port}", tmp / "calls.log", REACTGRAPH_TOOLS="support.ui_tools:TOOLS")
+        service = Service(f"http://127.0.0.1:{port}", env, tmp / "calls.log", [])
+        process = ForkedCommand(["ui", "--port", str(port), *options], env, stdout=tmp / "ui.out",
+                                stderr=tmp / "ui.err")
+        service.processes.append(process)
 
-    def answers() -> bool:
-        assert process.poll() is None, f"reactgraph ui exited: {(tmp / 'ui.err').read_text()[-2000:]}"
+        def answers(process: ForkedCommand = process, url: str = service.url) -> bool:
+            if process.poll() is not None:
+                said = (tmp / "ui.err").read_text()[-2000:]
+                raise (PortTaken if "address already in use" in said else AssertionError)(
+                    f"reactgraph ui exited: {said}")
+            try:  # its own answer: another server may hold the port
+                answer = httpx.get(f"{url}/ok", timeout=1)
+                return answer.status_code == 200 and answer.json() == {"ok": True}
+            except (httpx.HTTPError, ValueError):
+                return False
+
         try:
-            return httpx.get(f"{service.url}/ok", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(answers, STARTUP_TIMEOUT_S, "reactgraph ui answering /ok")
-    except BaseException:
-        stop(service)
-        raise
-    return service
+            wait_for(answers, STARTUP_TIMEOUT_S, "reactgraph ui answering /ok")
+            return service
+        except PortTaken:
+            stop(service)
+            if attempt == 2:
+                raise
+        except BaseException:
+            stop(service)
+            raise
+    raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="module")
