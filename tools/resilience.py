@@ -238,7 +238,8 @@ class RedisBreakerStore:
                     current = self._decode(name, raw)
                     value, new = change(current)
                     # A value that only read as closed (no snapshot) is replaced too: it warns once, not per call.
-                    unreadable = raw is not None and current == BreakerSnapshot() and _text(raw) != self._encode(current)
+                    unreadable = (raw is not None and current == BreakerSnapshot()
+                                  and _text(raw) != self._encode(current))
                     if new != current or unreadable:
                         pipe.multi()
                         pipe.set(key, self._encode(new))
