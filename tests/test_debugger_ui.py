@@ -26,7 +26,7 @@ import pytest
 from support.debugger_browser import BrowserUnavailable, run_page_script
 from support.forked_commands import ForkedCommand, forked_run
 from support.local_servers import free_port, http_recorder, http_request
-from test_serve import PortTaken, Service, service_env, stop, wait_for
+from test_serve import PortTaken, Service, service_env, stop
 
 STATIC = Path(__file__).resolve().parent.parent / "reactgraph" / "ui" / "static"
 SCRIPT_TIMEOUT_S = 300
@@ -53,20 +53,8 @@ def start_ui(redis_url: str, tmp: Path, *options: str) -> Service:
         process = ForkedCommand(["ui", "--port", str(port), *options], env, stdout=tmp / "ui.out",
                                 stderr=tmp / "ui.err")
         service.processes.append(process)
-
-        def answers(process: ForkedCommand = process, url: str = service.url) -> bool:
-            if process.poll() is not None:
-                said = (tmp / "ui.err").read_text()[-2000:]
-                raise (PortTaken if "address already in use" in said else AssertionError)(
-                    f"reactgraph ui exited: {said}")
-            try:  # its own answer: another server may hold the port
-                answer = httpx.get(f"{url}/ok", timeout=1)
-                return answer.status_code == 200 and answer.json() == {"ok": True}
-            except (httpx.HTTPError, ValueError):
-                return False
-
         try:
-            wait_for(answers, STARTUP_TIMEOUT_S, "reactgraph ui answering /ok")
+            service.wait_answering(process, service.url, tmp / "ui.err")
             return service
         except PortTaken:
             stop(service)

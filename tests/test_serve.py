@@ -94,15 +94,17 @@ class Service:
                 self.url = f"http://127.0.0.1:{port}"
         raise AssertionError("unreachable")
 
-    def wait_answering(self, process: ForkedCommand, url: str) -> None:
-        """Until the `reactgraph serve` process answers /ok at `url` (its own answer: another server may hold the
-        port); its stderr if it exits first, PortTaken if it could not bind."""
+    def wait_answering(self, process: ForkedCommand, url: str, errors: Path | None = None) -> None:
+        """Until the process (`reactgraph serve`, or `ui`) answers /ok at `url` — its own answer: another server may
+        hold the port; its stderr (`errors`, else the newest serve-*.err) if it exits first, PortTaken if it could
+        not bind."""
         def answers() -> bool:
             if process.poll() is not None:
-                errors = sorted(self.log.parent.glob("serve-*.err"), key=lambda path: path.stat().st_mtime)
-                said = errors[-1].read_text() if errors else ""
-                raise (PortTaken if "address already in use" in said else AssertionError)(
-                    f"reactgraph serve exited: {said}")
+                written = [errors] if errors else sorted(self.log.parent.glob("serve-*.err"),
+                                                         key=lambda path: path.stat().st_mtime)
+                said = written[-1].read_text()[-2000:] if written else ""
+                raise (PortTaken if "address already in use" in said.lower() else AssertionError)(
+                    f"{' '.join(process.args)} exited: {said}")
             try:
                 answer = client.get(f"{url}/ok")
                 return answer.status_code == 200 and answer.json() == {"ok": True}
