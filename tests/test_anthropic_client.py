@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 
 import pytest
@@ -24,6 +23,7 @@ from reactgraph.models.loader import describe_model_error, without_tool_use
 from reactgraph.tools import ToolSession, default_gateway
 from support.cli_env import clean_env, run_in_process
 from support.forked_commands import forked_run
+from support.local_servers import free_port
 from support.provider_server import ProviderServer, calls, closing_check, error, slow, text, verdict
 
 # Found, not imported: the Anthropic SDK's import (≈ 1.6 s of CPU, its thousands of pydantic types) is left to the
@@ -98,10 +98,7 @@ def tool(request: dict, name: str) -> dict:
 
 
 def closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"  # nothing listens there
 
 
 # --- tool calling ------------------------------------------------------------------------------------------

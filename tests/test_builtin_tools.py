@@ -27,6 +27,7 @@ from reactgraph.tools.builtin.search import search_tool
 from reactgraph.tools.builtin.weather import get_weather_tool
 from reactgraph.tools.call import ToolError, ToolInputError, ToolRegistrationError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
+from support.local_servers import free_port
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FIXED_NOW = datetime(2026, 11, 29, 12, 7, tzinfo=UTC)
@@ -113,9 +114,7 @@ def server() -> Iterator[str]:
 
 @pytest.fixture
 def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_port()  # nothing listens there
 
 
 # --- the package -----------------------------------------------------------------------------------

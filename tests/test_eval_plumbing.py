@@ -10,7 +10,6 @@ the offline model where only the report's shape matters."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import pytest
@@ -21,6 +20,7 @@ from reactgraph.evals.report import markdown, write_report
 from reactgraph.evals.results_file import read_records
 from reactgraph.evals.tasks import Task
 from support.cli_env import run_in_process
+from support.local_servers import free_port
 from support.provider_server import ProviderServer, Reply, calls, error, slow, structured, text
 
 TASK = Task(id="word-1", question="What is the code word 1?", tags=("word",), expected=("w1",))
@@ -40,9 +40,7 @@ def run_one(model: str, graph: str = "react", **config) -> dict:
 
 
 def closed_port() -> int:
-    with socket.socket() as sock:  # bound, then closed: nothing listens there
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_port()  # nothing listens there
 
 
 # --- every fault: its one line, its kind ------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import socket
 import sys
 import threading
 import time
@@ -29,6 +28,7 @@ from reactgraph.tools import BreakerConfig, ToolGateway, ToolRegistrationError, 
 from reactgraph.tools.mcp.config import McpConfigError, read_config
 from reactgraph.tools.mcp.server import McpServer, McpStartError
 from reactgraph.tools.mcp.tools import register
+from support.local_servers import free_port
 from support.scripted import ScriptedChatModel, call, tool_reply
 
 SERVER = Path(__file__).parent / "mcp_servers" / "toy_server.py"
@@ -78,9 +78,7 @@ def _served(app_of: str, path: str) -> Iterator[str]:
 
     from mcp_servers.toy_server import build
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(getattr(build(port), app_of)(), host="127.0.0.1", port=port,
                                            log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name=f"toy-mcp-{app_of}", daemon=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import warnings
@@ -21,6 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from reactgraph.graph import Context, ModelConfigError, build_react_graph, load_chat_model
 from support.cli_env import clean_env, run_in_process
 from support.forked_commands import forked_run
+from support.local_servers import free_port
 from support.provider_server import ProviderServer, Reply, calls, closing_check, error, slow, text, verdict
 
 BUILTIN_TOOLS = ["calculator", "get_time", "get_weather", "search", "rag_search", "http_get"]
@@ -77,10 +77,7 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture):
 
 
 def closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
+    return f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
 
 
 # --- tool calling ------------------------------------------------------------------------------------------

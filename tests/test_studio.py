@@ -23,7 +23,7 @@ from reactgraph.graph import studio as studio_graphs
 from reactgraph.nodes.context import Context
 from reactgraph.studio import launcher as studio
 from reactgraph.studio import persistence as studio_persistence
-from support.local_servers import http_client
+from support.local_servers import free_port, http_client
 
 STARTUP_TIMEOUT_S = 90  # a cold start on a busy 2-core machine; it takes a few seconds when idle
 REACT_NODES = {"think", "act", "observe", "reflect", "finalize"}
@@ -116,7 +116,7 @@ def launch_studio(work: Path, redis_url: str, config: Path | None) -> StudioServ
     python_path = os.pathsep.join(filter(None, [str(work / "guard"), os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, REACTGRAPH_MODEL="offline", LANGSMITH_API_KEY="lsv2_test_dummy",
                LANGSMITH_TRACING="true", PYTHONPATH=python_path, PYTHONUNBUFFERED="1", REDIS_URL=redis_url)
-    port = studio.free_port()
+    port = free_port()
     launch = ("import sys; from pathlib import Path; from reactgraph.studio.launcher import run_studio; "
               "sys.exit(run_studio(port=int(sys.argv[1]), config=Path(sys.argv[2]) if sys.argv[2] else None))")
     log_file = work / "studio.log"
@@ -260,7 +260,7 @@ def test_studio_server_environment_makes_no_outside_calls():
     assert not {"LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGGRAPH_CLOUD_LICENSE_KEY"} & env.keys()
     assert env["OPENAI_API_KEY"] == "kept"  # a model the user chose still works
 
-    command = studio.studio_command("127.0.0.1", studio.free_port())
+    command = studio.studio_command("127.0.0.1", free_port())
     assert "--no-browser" in command and "--tunnel" not in command
     assert command[command.index("--host") + 1] == "127.0.0.1"
 
@@ -487,7 +487,7 @@ def test_the_packaged_config_names_the_checkouts_graphs_by_module_path():
 def test_studio_on_a_store_that_is_not_redis_is_one_line_before_any_server_starts(store, tmp_path, monkeypatch,
                                                                                  capsys):
     monkeypatch.chdir(tmp_path)
-    assert studio.run_studio(port=studio.free_port(), store=store) == 2
+    assert studio.run_studio(port=free_port(), store=store) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "a server can share only Redis" in err and store in err
     assert not (tmp_path / "sessions.db").exists() and not (tmp_path / ".langgraph_api").exists()
@@ -495,8 +495,8 @@ def test_studio_on_a_store_that_is_not_redis_is_one_line_before_any_server_start
 
 def test_an_unreachable_redis_is_one_line_before_any_server_starts(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    url = f"redis://127.0.0.1:{studio.free_port()}/0"
-    assert studio.run_studio(port=studio.free_port(), store=url) == 2
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    assert studio.run_studio(port=free_port(), store=url) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("error: ") and url in err
 

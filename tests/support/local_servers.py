@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import random
 import shutil
 import socket
 import subprocess
@@ -18,9 +21,52 @@ import redis
 
 from reactgraph._tls import shared_ssl_context
 
+# The ports tests start servers on come from below the kernel's ephemeral range. A port the kernel picks (a bind to
+# port 0), once released, can be handed out again before the test's server binds it: to another test's client
+# connection or to a server of its own binding port 0 (seen: a service test's `reactgraph serve` met another test's
+# HTTP server on its port). Below that range only this function gives ports out, each pytest-xdist worker from a
+# block of its own, walked from a random start (a process this worker starts may pick ports too).
+TEST_PORTS_FROM = 20000
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; macOS and Windows start theirs at 49152
+
+
+def _worker_ports() -> range:
+    workers = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1), 1)
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % workers
+    block = (_ephemeral_start() - TEST_PORTS_FROM) // workers
+    return range(TEST_PORTS_FROM + worker * block, TEST_PORTS_FROM + (worker + 1) * block)
+
+
+_next_ports: Iterator[int] | None = None
+
 
 def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
+    """A port nothing listens on now, from this worker's block below the ephemeral range (see TEST_PORTS_FROM);
+    where that range starts too low for blocks, one the kernel picks."""
+    global _next_ports
+    ports = _worker_ports()
+    if len(ports) < 100:
+        return _kernel_port()
+    if _next_ports is None:
+        start = random.randrange(len(ports))
+        _next_ports = itertools.cycle([*ports[start:], *ports[:start]])
+    for port in itertools.islice(_next_ports, len(ports)):
+        with socket.socket() as sock:
+            try:  # bound without SO_REUSEADDR: a port still in TIME_WAIT is passed over too
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    return _kernel_port()
+
+
+def _kernel_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -12,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+
+from support.local_servers import free_port
 
 START_WAIT_S = 20.0  # bound on each stage: servers up, cluster created, every node agreeing it is ok
 
@@ -33,14 +34,7 @@ class LocalCluster:
 
 
 def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    return [free_port() for _ in range(count)]  # distinct: each call walks on
 
 
 def _until(what: str, condition, processes: list[subprocess.Popen]) -> None:
