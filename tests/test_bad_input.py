@@ -20,9 +20,9 @@ from reactgraph.memory.redis_checkpoint import RedisSaver
 from reactgraph.nodes.context import InvalidContext, UnknownToolNames, resolve_context
 from reactgraph.nodes.conversation import EmptyQuestion
 from reactgraph.tools import default_gateway
-from reactgraph.tools.breaker import BreakerConfig
 from reactgraph.tools.call import ToolError, TransientToolError
 from reactgraph.tools.meta import ToolMeta
+from reactgraph.tools.resilience import BreakerConfig
 from support.scripted import ScriptedChatModel, notes_gateway
 
 BUILDERS = [build_react_graph, build_plan_solve_graph, build_reflexion_graph]

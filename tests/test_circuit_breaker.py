@@ -21,7 +21,7 @@ from reactgraph.tools import (
     ToolSession,
     ToolStatus,
 )
-from reactgraph.tools.breaker import admit, on_failure, on_neutral, on_success
+from reactgraph.tools.resilience import admit, on_failure, on_neutral, on_success
 from support.waits import until
 
 CONFIG = BreakerConfig(failure_threshold=2, cooldown_s=30)

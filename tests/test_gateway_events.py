@@ -11,9 +11,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from reactgraph.graph import Context, build_react_graph
 from reactgraph.tools import ToolGateway
-from reactgraph.tools.breaker import BreakerConfig
 from reactgraph.tools.call import TransientToolError
-from reactgraph.tools.resilience import Retry
+from reactgraph.tools.resilience import BreakerConfig, Retry
 from support.scripted import ScriptedChatModel, call, tool_reply
 
 RULES = Context(reflection="rules")

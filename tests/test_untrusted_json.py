@@ -15,7 +15,7 @@ from reactgraph.graph import Context, build_plan_solve_graph, build_react_graph
 from reactgraph.models.structured_output import MAX_OBJECT_STARTS, TolerantJsonParser
 from reactgraph.testing import FunctionModel, RequestInfo, ScriptedChatModel
 from reactgraph.tools import ToolGateway
-from reactgraph.tools.breaker import RedisBreakerStore
+from reactgraph.tools.resilience import RedisBreakerStore
 
 # Past the parser's ~1,000 levels: an object 2,000 deep (8,000 characters: the tests raise the observation budget
 # from 4,000) and an array 4,000 deep (the default budget's length)

@@ -8,14 +8,6 @@ from typing import TYPE_CHECKING
 from reactgraph._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from reactgraph.tools.breaker import (
-        BreakerConfig,
-        BreakerSnapshot,
-        BreakerState,
-        CircuitBreaker,
-        MemoryBreakerStore,
-        RedisBreakerStore,
-    )
     from reactgraph.tools.call import (
         ToolError,
         ToolInputError,
@@ -27,6 +19,14 @@ if TYPE_CHECKING:
     )
     from reactgraph.tools.gateway import ToolGateway
     from reactgraph.tools.meta import ToolMeta, as_tool_meta
+    from reactgraph.tools.resilience import (
+        BreakerConfig,
+        BreakerSnapshot,
+        BreakerState,
+        CircuitBreaker,
+        MemoryBreakerStore,
+        RedisBreakerStore,
+    )
 
 _EXPORTS = {
     "ToolError": "reactgraph.tools.call",
@@ -36,12 +36,12 @@ _EXPORTS = {
     "ToolGateway": "reactgraph.tools.gateway",
     "ToolMeta": "reactgraph.tools.meta",
     "as_tool_meta": "reactgraph.tools.meta",
-    "BreakerConfig": "reactgraph.tools.breaker",
-    "BreakerSnapshot": "reactgraph.tools.breaker",
-    "BreakerState": "reactgraph.tools.breaker",
-    "MemoryBreakerStore": "reactgraph.tools.breaker",
-    "RedisBreakerStore": "reactgraph.tools.breaker",
-    "CircuitBreaker": "reactgraph.tools.breaker",
+    "BreakerConfig": "reactgraph.tools.resilience",
+    "BreakerSnapshot": "reactgraph.tools.resilience",
+    "BreakerState": "reactgraph.tools.resilience",
+    "MemoryBreakerStore": "reactgraph.tools.resilience",
+    "RedisBreakerStore": "reactgraph.tools.resilience",
+    "CircuitBreaker": "reactgraph.tools.resilience",
     "ToolResult": "reactgraph.tools.call",
     "ToolStatus": "reactgraph.tools.call",
     "ToolSession": "reactgraph.tools.call",

@@ -10,14 +10,6 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from reactgraph.tools.breaker import (
-    BreakerConfig,
-    BreakerRecheck,
-    BreakerStore,
-    CircuitBreakerPolicy,
-    CircuitBreakers,
-    MemoryBreakerStore,
-)
 from reactgraph.tools.call import EventSink, Handler, Invoke, ToolRegistrationError, ToolResult, ToolSession, chain
 from reactgraph.tools.guards import (
     ApprovalGate,
@@ -30,7 +22,18 @@ from reactgraph.tools.guards import (
 )
 from reactgraph.tools.langchain_adapter import ToolInjection
 from reactgraph.tools.meta import ToolMeta, as_tool_meta
-from reactgraph.tools.resilience import Bulkhead, Normalise, Retry, Timeout
+from reactgraph.tools.resilience import (
+    BreakerConfig,
+    BreakerRecheck,
+    BreakerStore,
+    Bulkhead,
+    CircuitBreakerPolicy,
+    CircuitBreakers,
+    MemoryBreakerStore,
+    Normalise,
+    Retry,
+    Timeout,
+)
 from reactgraph.tools.telemetry import MetricsStore, Telemetry, ToolTracing
 from reactgraph.tools.threads import ToolThreads, run_blocking, run_sync
 
@@ -83,7 +86,7 @@ class ToolRegistry:
 class ToolGateway:
     """A registry of tools plus the policy pipeline that runs their calls; never raises for a tool's fault.
 
-    The pipeline's steps live one module per concept (tools/guards.py, breaker.py, resilience.py,
+    The pipeline's steps live one module per concept (tools/guards.py, resilience.py,
     telemetry.py; the call record and the innermost step in call.py); their order is the list `__init__`
     chains, outermost first.
     """

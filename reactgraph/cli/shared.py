@@ -192,7 +192,7 @@ def gateway_with(tool_specs: list[str], rag_index: Path | None = None, context: 
     mcp_config = str(mcp) if mcp is not None else os.environ.get("REACTGRAPH_MCP", "").strip()
     stores: dict[str, Any] = {}
     if shared_url:
-        from reactgraph.tools.breaker import RedisBreakerStore
+        from reactgraph.tools.resilience import RedisBreakerStore
         from reactgraph.tools.telemetry import RedisMetricsStore
 
         stores = {"metrics_store": RedisMetricsStore.from_url(shared_url)}
@@ -237,7 +237,7 @@ def say_mcp_failures(gateway: ToolGateway, config: str, *, all_required: bool = 
 def close_shared_stores(gateway: ToolGateway, *, breakers: bool = True) -> None:
     """Before the process ends: the calls' metrics written (up to 2 s), the shared stores' clients closed
     (`breakers=False`: the breakers' asyncio client was closed already, on the loop its calls ran on)."""
-    from reactgraph.tools.breaker import RedisBreakerStore
+    from reactgraph.tools.resilience import RedisBreakerStore
     from reactgraph.tools.telemetry import RedisMetricsStore
     from reactgraph.tools.threads import run_sync
 
