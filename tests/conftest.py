@@ -11,7 +11,7 @@ import uuid
 import pytest
 import redis
 
-from support import outbound
+from support import cpu_report, outbound
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
 
@@ -37,6 +37,16 @@ outbound.refuse()  # every DNS query or connection off loopback fails, and is re
 # collection did not help: full collections came more often, as costly.) Only the test processes: the commands they
 # start keep Python's defaults.
 gc.set_threshold(5000, 10, 10)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cpu-report", nargs="?", const="", default=None, metavar="DIR",
+                     help="print the CPU each test module took (its workers', the processes it started); the "
+                          "figures go to DIR, a new temporary folder if none is given (support/cpu_report.py)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    cpu_report.configure(config)
 
 
 @pytest.hookimpl(trylast=True)
