@@ -54,6 +54,21 @@ def test_an_approved_call_runs_once_asked_once(ran):
     assert tool_results(result)["c1"].status == "success" and tool_results(result)["c1"].text == "deleted /a"
 
 
+def test_a_call_changes_no_tool_that_the_calls_beside_it_read(ran):
+    """A host ToolNode runs a reply's calls on threads at once, and each call's input text is the repr of a
+    ToolRuntime listing every tool: a first call that added an attribute to its tool broke the repr of the call
+    beside it ("dictionary changed size during iteration", a run failed once in the suite). The tools are
+    complete before their first call, so the race has nothing to race on."""
+    gateway = risky_gateway(ran)
+    tools = gateway.as_langchain_tools()
+    before = {tool.name: set(vars(tool)) for tool in tools}
+    model = ScriptedChatModel.of(tool_reply("On it.", call("lookup", "c1", topic="x"), call("lookup", "c2", topic="y"),
+                                            call("delete_file", "c3", path="/a")), AIMessage("Done."))
+    result = create_agent(model, tools).invoke({"messages": [HumanMessage("look up")]})
+    assert [m.status for m in tool_results(result).values()] == ["success", "success", "error"]
+    assert {tool.name: set(vars(tool)) for tool in tools} == before
+
+
 def test_without_approved_by_the_gateway_still_refuses_what_the_middleware_approved(ran):
     agent = agent_of(ran, call("delete_file", "c1", path="/a"), approved_by=False)
     agent.invoke({"messages": [HumanMessage("clean up")]}, CONFIG)

@@ -180,6 +180,14 @@ class GatewayTool(BaseTool):
     # Sees every call's full result (its status, which the text a runner gets does not carry): e.g. the evals.
     on_result: Callable[[ToolResult], None] | None = None
 
+    def model_post_init(self, context: Any) -> None:
+        super().model_post_init(context)
+        # LangChain's BaseTool fills a cached property (`_injected_args_keys`) into the tool's `__dict__` at its first
+        # call. A host `ToolNode` runs a reply's calls on several threads, and each call's input text is the repr of
+        # its ToolRuntime, which lists every tool: one tool's first call grew the dict another call's repr was
+        # reading ("dictionary changed size during iteration", a failed run). Filled now, before any call.
+        getattr(self, "_injected_args_keys", None)
+
     @classmethod
     def wrap(cls, gateway: Any, meta: ToolMeta, session: ToolSession, approved_by: Any = None,
              on_result: Callable[[ToolResult], None] | None = None) -> GatewayTool:
