@@ -45,9 +45,9 @@ def _cpu() -> tuple[float, float, float]:
 
 
 class CpuReport:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, worker: str | None) -> None:
         self.folder = folder
-        self.worker = os.environ.get("PYTEST_XDIST_WORKER")  # None: the controller, or a run without workers
+        self.worker = worker  # None: the controller, or a run without workers
         self._file: Any = None
 
     @pytest.hookimpl(hookwrapper=True)
@@ -92,4 +92,6 @@ def configure(config: pytest.Config) -> None:
         return
     if folder == "":  # the controller picks the folder; its workers are handed it through the environment
         folder = os.environ.setdefault("REACTGRAPH_CPU_REPORT_DIR", tempfile.mkdtemp(prefix="cpu-report-"))
-    config.pluginmanager.register(CpuReport(Path(folder)), "reactgraph-cpu-report")
+    # An xdist worker has its `workerinput` (not the environment: a pytest that a test starts inherits that)
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    config.pluginmanager.register(CpuReport(Path(folder), worker), "reactgraph-cpu-report")
