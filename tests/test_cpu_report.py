@@ -13,8 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_cpu_report_prints_each_modules_cpu_and_keeps_each_tests_figures(tmp_path):
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("REACTGRAPH_CPU_REPORT_DIR", None)
+    env = {key: value for key, value in os.environ.items() if key != "REACTGRAPH_CPU_REPORT_DIR"}
     done = subprocess.run([sys.executable, "-m", "pytest", "tests/test_sizes.py", "-n", "0", "-p", "no:cacheprovider",
                            "--cpu-report", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=120)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import random
@@ -36,6 +37,7 @@ def _ephemeral_start() -> int:
         return 32768  # Linux's default; macOS and Windows start theirs at 49152
 
 
+@functools.cache  # the worker and its range do not change while it runs
 def _worker_ports() -> range:
     workers = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1), 1)
     worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % workers
