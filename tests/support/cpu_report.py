@@ -94,4 +94,5 @@ def configure(config: pytest.Config) -> None:
         folder = os.environ.setdefault("REACTGRAPH_CPU_REPORT_DIR", tempfile.mkdtemp(prefix="cpu-report-"))
     # An xdist worker has its `workerinput` (not the environment: a pytest that a test starts inherits that)
     worker = getattr(config, "workerinput", {}).get("workerid")
+    Path(folder).mkdir(parents=True, exist_ok=True)  # a folder named on the command line need not exist yet
     config.pluginmanager.register(CpuReport(Path(folder), worker), "reactgraph-cpu-report")
