@@ -42,7 +42,9 @@ gc.set_threshold(5000, 10, 10)
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--cpu-report", nargs="?", const="", default=None, metavar="DIR",
                      help="print the CPU each test module took (its workers', the processes it started); the "
-                          "figures go to DIR, a new temporary folder if none is given (support/cpu_report.py)")
+                          "figures go to DIR, a new temporary folder if none is given (support/cpu_report.py). "
+                          "Write --cpu-report=DIR: pytest reads a DIR after a space as a path to test, before it "
+                          "knows this option")
 
 
 def pytest_configure(config: pytest.Config) -> None:

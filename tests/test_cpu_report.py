@@ -16,7 +16,7 @@ def test_cpu_report_prints_each_modules_cpu_and_keeps_each_tests_figures(tmp_pat
     folder = tmp_path / "figures"  # not there yet: the report makes it
     env = {key: value for key, value in os.environ.items() if key != "REACTGRAPH_CPU_REPORT_DIR"}
     done = subprocess.run([sys.executable, "-m", "pytest", "tests/test_sizes.py", "-n", "0", "-p", "no:cacheprovider",
-                           "--cpu-report", str(folder)], cwd=ROOT, env=env, capture_output=True, text=True,
+                           f"--cpu-report={folder}"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "CPU by test module (seconds)" in done.stdout
