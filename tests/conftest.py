@@ -3,13 +3,10 @@ keeps every test's traffic on this machine."""
 
 from __future__ import annotations
 
-import compileall
 import gc
 import os
 import signal
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 import redis
@@ -52,22 +49,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     cpu_report.configure(config)
-
-
-# The project's own modules, compiled before xdist starts the workers. On a first run (a fresh clone, as in CI, or
-# after a pull) no module has its bytecode yet, and each worker, each worker's fork server and each command a test
-# starts compiled the same modules at once until one had written them. (Test modules are compiled by pytest, which
-# rewrites their asserts, into files of its own.)
-COMPILED_FIRST = ("reactgraph", "graph", "nodes", "models", "tools", "memory", "evals", "tests/support")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    if os.environ.get("PYTEST_XDIST_WORKER") or sys.dont_write_bytecode:  # PYTHONDONTWRITEBYTECODE: none is kept
-        return
-    root = Path(__file__).resolve().parent.parent
-    for folder in COMPILED_FIRST:
-        compileall.compile_dir(root / folder, quiet=1)
 
 
 @pytest.hookimpl(trylast=True)
