@@ -200,6 +200,32 @@ def test_a_saver_and_a_store_on_one_url_share_one_pool_sized_by_the_environment(
         assert saver.client.connection_pool.max_connections == 3
 
 
+@pytest.mark.parametrize("saver_kind", ["async", "sync"])
+async def test_after_a_burst_that_used_the_whole_pool_the_session_lease_still_gets_a_connection(
+        saver_kind, redis_url, redis_prefix):
+    """The session lease's commands go through the saver's client, beside the saver's own batches: after a burst of
+    reads that had every connection of the pool out at once, the lease gets one at once. (The saver used to keep
+    them all idle for itself: every lease after such a burst waited for the pool's timeout and failed, so a
+    service's workers took no run again.)"""
+    from reactgraph.memory.session_lease import asession_lease, session_lease
+
+    kind = AsyncRedisSaver if saver_kind == "async" else RedisSaver
+    saver = kind.from_url(redis_url, prefix=redis_prefix, max_connections=6, pool_timeout=2)
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    try:
+        if isinstance(saver, AsyncRedisSaver):
+            await asyncio.gather(*(saver.acheckpoint_ids(config, limit=1) for _ in range(40)))
+            async with asession_lease(saver, "after-the-burst", wait_s=0):  # starved, it raised "cannot reach Redis"
+                pass
+        else:
+            with ThreadPoolExecutor(12) as threads:
+                list(threads.map(lambda _: saver.checkpoint_ids(config, limit=1), range(40)))
+            with session_lease(saver, "after-the-burst", wait_s=0):
+                pass
+    finally:
+        await saver.aclose() if isinstance(saver, AsyncRedisSaver) else saver.close()
+
+
 # --- a pool that stays busy --------------------------------------------------------------------------------
 
 

@@ -426,14 +426,46 @@ def test_a_cli_session_is_a_thread_of_the_service_and_back(served, monkeypatch, 
                            **served.env)
     assert asked.returncode == 0, asked.stderr
     client = served.client()
-    assert session in [t["thread_id"] for t in client.threads.search(limit=1000)]
-    state = client.threads.get_state(session)
-    assert [m["content"] for m in state["values"]["messages"] if m["type"] == "human"] == ["计算 2 + 3 等于多少"]
-    client.runs.wait(session, "react", input=human("计算 10 * 7 等于多少"))
-    again = run_in_process(monkeypatch, capfd, ["ask", "现在几点了？", "--session", session, "--json"], **served.env)
-    assert again.returncode == 0, again.stderr
-    humans = [m["content"] for m in client.threads.get_state(session)["values"]["messages"] if m["type"] == "human"]
-    assert humans == ["计算 2 + 3 等于多少", "计算 10 * 7 等于多少", "现在几点了？"]
+    try:
+        assert session in [t["thread_id"] for t in client.threads.search(limit=1000)]
+        state = client.threads.get_state(session)
+        assert [m["content"] for m in state["values"]["messages"] if m["type"] == "human"] == ["计算 2 + 3 等于多少"]
+        client.runs.wait(session, "react", input=human("计算 10 * 7 等于多少"))
+        again = run_in_process(monkeypatch, capfd, ["ask", "现在几点了？", "--session", session, "--json"],
+                               **served.env)
+        assert again.returncode == 0, again.stderr
+        humans = [m["content"] for m in client.threads.get_state(session)["values"]["messages"] if m["type"] == "human"]
+        assert humans == ["计算 2 + 3 等于多少", "计算 10 * 7 等于多少", "现在几点了？"]
+    finally:
+        client.threads.delete(session)  # a CLI session outlives the service that showed it: the test made it
+
+
+def test_a_new_cli_session_is_found_among_many_older_ones_the_service_never_saw(served, monkeypatch, capfd):
+    """A database of more CLI sessions than one search takes in (each older, each sorted before the new one by
+    id): the session just asked is on the search's first page all the same."""
+    from reactgraph.memory.redis_checkpoint import RedisSaver
+
+    older = [f"0-{uuid.uuid4().hex[:8]}-{k:03d}" for k in range(150)]
+    session = f"cli-{uuid.uuid4().hex[:8]}"
+    client = served.client()
+    with RedisSaver.from_url(served.env["REDIS_URL"]) as saver:
+        try:
+            first = run_in_process(monkeypatch, capfd, ["ask", "计算 2 + 3 等于多少", "--session", older[0], "--json"],
+                                   **served.env)
+            assert first.returncode == 0, first.stderr
+            for thread_id in older[1:]:
+                saver.copy_thread(older[0], thread_id)
+            asked = run_in_process(monkeypatch, capfd, ["ask", "现在几点了？", "--session", session, "--json"],
+                                   **served.env)
+            assert asked.returncode == 0, asked.stderr
+            assert session == client.threads.search(limit=1)[0]["thread_id"]
+            assert set(older) <= {t["thread_id"] for t in client.threads.search(limit=1000)}
+        finally:
+            for thread_id in [*older, session]:
+                try:
+                    client.threads.delete(thread_id)
+                except NotFoundError:
+                    saver.delete_thread(thread_id)  # never shown by a search: only its checkpoints are there
 
 
 # -- bad requests ---------------------------------------------------------------------------------------------

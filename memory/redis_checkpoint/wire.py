@@ -7,7 +7,9 @@ and a checkpointer pays it on every graph step. Connections, auth, TLS and RESP 
 
 A wire holds at most `PoolLimits.max_connections` connections; a caller that finds them all busy waits,
 and gets `RedisPoolExhausted` once none has come free for `PoolLimits.timeout` (settings.py). Savers
-and stores on one client share its wire (`wire_of`), so they share that budget as well as the pool.
+and stores on one client share its wire (`wire_of`), so they share that budget as well as the pool. Between
+batches a wire keeps at most `idle_kept` connections checked out and gives the others back: the pool also
+serves the client's own commands (the session lease's), which a burst of batches must not leave without one.
 A server that does not answer within the connection's socket timeout fails the call with one line (see
 `settings.unavailable`), not resent: a resend would only wait as long again.
 
@@ -122,6 +124,15 @@ def wire_of(client: Any, url: str, limits: PoolLimits) -> Any:
         return wire
 
 
+def idle_kept(limits: PoolLimits) -> int:
+    """How many idle connections a wire keeps out of its pool: enough for the usual concurrency of a process (a
+    few graph steps at once), and never more than half the pool, so its other users always find one."""
+    return min(IDLE_KEPT, limits.max_connections // 2)
+
+
+IDLE_KEPT = 8
+
+
 class SyncWire:
     """Sends batches over connections checked out of a `redis.Redis` pool; safe across threads."""
 
@@ -131,6 +142,7 @@ class SyncWire:
         check_client(client)
         self.pool, self.url = client.connection_pool, url
         self.limits = limits.within(self.pool)
+        self.idle_kept = idle_kept(self.limits)
         self.answer_wait = answer_wait(self.pool)
         self._executor: ThreadPoolExecutor | None = None
         self._reset()
@@ -162,7 +174,10 @@ class SyncWire:
             conn.disconnect()  # interrupted half-way, it may hold unread replies: reconnect on next use
             raise
         finally:
-            self._free.append(conn)
+            if len(self._free) < self.idle_kept:
+                self._free.append(conn)
+            else:
+                self.pool.release(conn)
             self._slots.give()
         return raise_first_error(replies)
 
@@ -236,6 +251,7 @@ class AsyncWire:
         check_client(client)
         self.pool, self.url = client.connection_pool, url
         self.limits = limits.within(self.pool)
+        self.idle_kept = idle_kept(self.limits)
         self.answer_wait = answer_wait(self.pool)
         self._free: list[Any] = []
         self._slots = LoopSlots(self.limits)
@@ -263,7 +279,10 @@ class AsyncWire:
             await conn.disconnect(nowait=True)  # cancelled half-way, it may hold unread replies
             raise
         finally:
-            self._free.append(conn)
+            if len(self._free) < self.idle_kept:
+                self._free.append(conn)
+            else:
+                await self.pool.release(conn)
             slots.give()
         return raise_first_error(replies)
 

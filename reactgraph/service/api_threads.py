@@ -25,7 +25,7 @@ from reactgraph.memory.session_id import InvalidSessionId, check_session_id
 from reactgraph.service.api_common import Service, body_of, handler, int_param, json_response, service, thread_id_of
 from reactgraph.service.auth import authorize, matches
 from reactgraph.service.connections import REDIS_DOWN
-from reactgraph.service.index import Query, count, search
+from reactgraph.service.index import Query, count, ms_of, search
 from reactgraph.service.quotas import owner_of, quotas_of
 from reactgraph.service.records import THREAD_STATUSES, ThreadRecord, new_id
 from reactgraph.service.threads import (
@@ -67,12 +67,35 @@ async def thread_record(svc: Service, thread_id: str, *, with_values: bool = Tru
         raise DamagedThread(thread_id, str(exc)) from None
     graph = graph_of(svc, record)
     if record is None:
-        if await current_values(graph, thread_id) is None:
+        snapshot, values = await current_state(graph, thread_id)
+        if values is None:
             return None
-        record = await svc.records.create_thread(thread_id, {"source": "cli"})
+        record = await svc.records.create_thread(thread_id, {"source": "cli"},
+                                                 written=await _written(svc, thread_id, snapshot))
     if with_values:
         record["values"] = await current_values(graph, thread_id)
     return record
+
+
+async def _written(svc: Service, thread_id: str, snapshot: Any) -> tuple[str, str] | None:
+    """(when a CLI session's first checkpoint was written, when its newest was): the session's record tells its
+    own times, not when the service first saw it. None (the record says now) when they cannot be read."""
+    saver = svc.assistants.checkpointer
+    try:
+        first = await saver.acheckpoint_ids({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}},
+                                            limit=1, oldest_first=True)
+        found = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": "",
+                                                         "checkpoint_id": first[0]}})
+        created = found.checkpoint.get("ts") if found is not None else None
+    except REDIS_DOWN:
+        raise
+    except Exception:  # noqa: BLE001 - Redis content is input: a damaged first checkpoint only costs the times
+        return None
+    newest = snapshot.created_at
+    # ISO times of a sane length (Redis content is input: a record holds no megabyte "time")
+    if all(isinstance(s, str) and len(s) <= 40 and ms_of(s) for s in (created, newest)):
+        return str(created), str(newest)
+    return None
 
 
 async def current_values(graph: Any, thread_id: str) -> Any:

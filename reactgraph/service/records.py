@@ -202,8 +202,9 @@ class ServiceRecords:
         key = self.keys.thread(thread_id)
         return decode_thread(await self.client.get(key), key, strict)
 
-    async def put_thread(self, record: ThreadRecord, owner: str | None = None, limit: int | None = None) -> None:
-        record["updated_at"] = now_iso()
+    async def put_thread(self, record: ThreadRecord, owner: str | None = None, limit: int | None = None,
+                         *, updated_at: str | None = None) -> None:
+        record["updated_at"] = updated_at or now_iso()
         await self.indexed.put(record, encoded(record, "thread record"), owner, limit)
         await self._touched(record["thread_id"])
 
@@ -214,13 +215,16 @@ class ServiceRecords:
         await self.client.zadd(self.keys.unswept, stamp)
 
     async def create_thread(self, thread_id: str, metadata: dict[str, Any], owner: str | None = None,
-                            limit: int | None = None) -> ThreadRecord:
+                            limit: int | None = None, *, written: tuple[str, str] | None = None) -> ThreadRecord:
+        """`written`: (created, last updated) of a thread that existed before its record (a CLI session's
+        checkpoints), instead of now."""
         stamp = now_iso()
+        created, updated = written or (stamp, stamp)
         record: ThreadRecord = {
-            "thread_id": thread_id, "created_at": stamp, "updated_at": stamp, "state_updated_at": stamp,
+            "thread_id": thread_id, "created_at": created, "updated_at": updated, "state_updated_at": updated,
             "metadata": metadata, "status": "idle", "config": {"configurable": {"thread_id": thread_id}},
             "interrupts": {}, "error": None}
-        await self.put_thread(record, owner, limit)
+        await self.put_thread(record, owner, limit, updated_at=updated)
         return record
 
     async def set_thread_status(self, thread_id: str, status: str, interrupts: dict[str, Any] | None = None

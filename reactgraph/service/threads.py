@@ -25,7 +25,7 @@ from reactgraph.service.assistants.catalogue import Assistants
 from reactgraph.service.auth import matches
 from reactgraph.service.connections import REDIS_DOWN
 from reactgraph.service.events import EVENTS_KEPT_S, MAX_EVENT_BYTES, MAX_EVENTS_PER_RUN, bounded
-from reactgraph.service.index import BATCH, LEGACY_OWNER, Query, Source, filter_terms, term_of
+from reactgraph.service.index import LEGACY_OWNER, Query, Source, filter_terms, term_of
 from reactgraph.service.keys import ServiceKeys
 from reactgraph.service.records import ServiceRecords, ThreadRecord, decode_thread, thread_entry, thread_terms
 from reactgraph.service.wire import BadRequest, field, plain
@@ -274,16 +274,40 @@ def thread_source(records: ServiceRecords) -> Source[ThreadRecord]:
     return Source(records.indexed.index, load, repair)
 
 
+ADOPTION_BUDGET_S = 2.0  # what one search spends giving records to the CLI's sessions; the rest wait for the next
+ORDERED_AT_ONCE = 200  # sessions whose newest checkpoint is asked for concurrently
+
+
 async def cli_sessions(records: ServiceRecords, saver: Any, record_of: Any) -> None:
-    """Give a record (`record_of(thread_id)`) to up to BATCH sessions that have checkpoints and none yet."""
+    """Give a record (`record_of(thread_id)`) to the sessions that have checkpoints and none yet, the most recently
+    written first, for up to ADOPTION_BUDGET_S: a session just asked from the CLI is on the search's first page even
+    when a database holds thousands of sessions this service never saw (those are taken in over later searches)."""
     ids = list(await saver.athread_ids())
     index = records.indexed.index
+    missing: list[str] = []
     for start in range(0, len(ids), 1000):
         batch = ids[start:start + 1000]
         known = await records.client.zmscore(f"{index.base}u:all", batch)
-        missing = [i for i, score in zip(batch, known, strict=True) if score is None][:BATCH]
-        for thread_id in missing:
-            await record_of(thread_id)
+        missing += [i for i, score in zip(batch, known, strict=True) if score is None]
+    deadline = asyncio.get_running_loop().time() + ADOPTION_BUDGET_S
+    for thread_id in await _newest_first(saver, missing):
+        await record_of(thread_id)
+        if asyncio.get_running_loop().time() > deadline:
+            break
+
+
+async def _newest_first(saver: Any, thread_ids: list[str]) -> list[str]:
+    """The threads by their newest checkpoint, newest first (checkpoint ids are time-ordered UUIDs)."""
+    if len(thread_ids) < 2:
+        return thread_ids
+    newest: list[str] = []
+    for start in range(0, len(thread_ids), ORDERED_AT_ONCE):
+        chunk = thread_ids[start:start + ORDERED_AT_ONCE]
+        found = await asyncio.gather(*(saver.acheckpoint_ids({"configurable": {"thread_id": t, "checkpoint_ns": ""}},
+                                                              limit=1) for t in chunk))
+        newest += [ids[0] if ids else "" for ids in found]
+    order = sorted(range(len(thread_ids)), key=lambda k: newest[k], reverse=True)
+    return [thread_ids[k] for k in order]
 
 
 async def backfill(records: ServiceRecords) -> int:
