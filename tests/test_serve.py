@@ -115,12 +115,13 @@ class Service:
             wait_for(answers, STARTUP_TIMEOUT_S, "the server answering /ok")
 
 
-def start_service(redis_url: str, tmp: Path, *, workers: int = 2, **extra: str) -> Service:
+def start_service(redis_url: str, tmp: Path, *, workers: int = 2, options: tuple[str, ...] = (),
+                  **extra: str) -> Service:
     port = free_port()
     prefix = f"svc-test-{uuid.uuid4().hex[:8]}"
     log = tmp / "calls.log"
     service = Service(f"http://127.0.0.1:{port}", service_env(redis_url, prefix, log, **extra), log, [])
-    service.start_api(port, workers)
+    service.start_api(port, workers, *options)
     return service
 
 

@@ -13,7 +13,7 @@ import pytest
 import redis
 from langgraph_sdk.errors import NotFoundError
 
-from support.local_servers import http_recorder
+from support.local_servers import free_port, http_recorder
 from test_durability import saved_tool_results
 from test_serve import WEATHER, human, start_service, stop, wait_for
 from test_serve_nonblocking import session_items
@@ -97,6 +97,39 @@ def test_a_run_a_stopping_worker_cannot_finish_in_time_is_resumed_by_the_next(se
     service.start_worker()
     final = client.runs.join(thread["thread_id"], run["run_id"])
     assert final["status"] == "answered" and "广州" in final["final_answer"]
+
+
+def test_sigterm_stops_an_api_a_client_still_waits_on_and_the_run_goes_on(redis_url, tmp_path):
+    """No worker takes the run yet, so the client's wait would never end: SIGTERM stops the API after --drain all
+    the same (it used to wait for that request for ever), and the run, still queued, is run once a worker comes."""
+    import httpx
+
+    service = start_service(redis_url, tmp_path, workers=0, options=("--drain", "1"))
+    try:
+        client = service.client()
+        thread = client.threads.create()
+        waited: list = []
+
+        def wait() -> None:
+            try:
+                waited.append(client.runs.wait(thread["thread_id"], "react", input=human("计算 2 + 3 等于多少")))
+            except httpx.HTTPError as exc:
+                waited.append(exc)
+        waiter = threading.Thread(target=wait, daemon=True)
+        waiter.start()
+        wait_for(lambda: client.runs.list(thread["thread_id"]), 30, "the run created")
+        api = service.processes[0]
+        api.send_signal(signal.SIGTERM)
+        assert api.wait(timeout=60) == -signal.SIGTERM  # stopped (uvicorn raises the signal again once it has)
+        waiter.join(timeout=30)
+        assert waited and isinstance(waited[0], httpx.HTTPError)  # cut, not answered
+        port = free_port()
+        service.url, service._client = f"http://127.0.0.1:{port}", None  # start_api moves it if the port is taken
+        service.start_api(port, 1)
+        run = service.client().runs.list(thread["thread_id"])[0]
+        assert service.client().runs.join(thread["thread_id"], run["run_id"])["status"] == "answered"
+    finally:
+        stop(service)
 
 
 def test_threads_idle_past_the_ttl_are_deleted_by_the_sweep(service, redis_url):

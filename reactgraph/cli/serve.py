@@ -238,8 +238,11 @@ def serve(
         app = build_app(url, gateway, workers=workers, settings=settings,
                         worker_options={"drain_s": drain, "retention": retention, "max_resumes": max_resumes})
         with traced(otel):  # a trace per run, from the workers in this process
+            # SIGTERM: requests still open after --drain (a client waiting on or streaming a run) are cut, or
+            # one waiting on a run nobody takes would keep the server from stopping at all; a run goes on.
             uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
-                        timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s))
+                        timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s),
+                        timeout_graceful_shutdown=max(1, round(drain)))
     finally:
         close_service(gateway)
 
@@ -322,7 +325,8 @@ NoAuth = Annotated[bool, typer.Option("--no-auth", help="Serve a non-loopback ad
 Drain = Annotated[float, typer.Option("--drain", metavar="SECONDS", min=0,
                                       help="On SIGTERM, running runs stop at their next step boundary (saved; "
                                            "another worker resumes them); one still inside a step after this "
-                                           "long is stopped where it is.")]
+                                           "long is stopped where it is. `serve` also closes requests still "
+                                           "open after this long (a client waiting on a run reconnects).")]
 InProcessWorkers = Annotated[int, typer.Option(min=0, max=64, help="Workers in this process (0: only serve; run "
                                                                      "`reactgraph worker` processes).")]
 MaxResumes = Annotated[int, typer.Option("--max-resumes", metavar="N", min=0, max=100,
