@@ -219,10 +219,7 @@ def serve(
     behind a load balancer, and `reactgraph worker` processes anywhere that reaches the same Redis.
     """
     require_serve_extra()
-    import uvicorn
-
     from reactgraph.service.app import build_app
-    from reactgraph.service.http_guard import header_deadline_protocol
 
     operator = read_langgraph_config(config)
     auth_settings = read_auth(operator, api_keys)
@@ -238,13 +235,21 @@ def serve(
         app = build_app(url, gateway, workers=workers, settings=settings,
                         worker_options={"drain_s": drain, "retention": retention, "max_resumes": max_resumes})
         with traced(otel):  # a trace per run, from the workers in this process
-            # SIGTERM: requests still open after --drain (a client waiting on or streaming a run) are cut, or
-            # one waiting on a run nobody takes would keep the server from stopping at all; a run goes on.
-            uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on",
-                        timeout_keep_alive=KEEP_ALIVE_S, http=header_deadline_protocol(http.header_timeout_s),
-                        timeout_graceful_shutdown=max(1, round(drain)))
+            _run_http(app, host, port, http.header_timeout_s, drain)
     finally:
         close_service(gateway)
+
+
+def _run_http(app: Any, host: str, port: int, header_timeout_s: float, drain_s: float) -> None:
+    """Serve `app` until SIGTERM or Ctrl+C. Requests still open `drain_s` after the signal (a client waiting on or
+    streaming a run) are cut, or one waiting on a run nobody takes would keep the server from stopping at all;
+    the run goes on."""
+    import uvicorn
+
+    from reactgraph.service.http_guard import header_deadline_protocol
+
+    uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S,
+                http=header_deadline_protocol(header_timeout_s), timeout_graceful_shutdown=max(1, round(drain_s)))
 
 
 def _announce(host: str, port: int, where: str, workers: int, settings: Any, no_auth: bool) -> None:
