@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,37 @@ def test_a_forked_command_is_signalled_and_waited_for_as_a_popen_is(tmp_path):
     command.send_signal(signal.SIGKILL)
     assert command.wait(timeout=30) == -signal.SIGKILL and command.returncode == -signal.SIGKILL
     command.kill()  # a finished command: nothing happens, as with Popen
+
+
+def test_a_forked_command_goes_when_the_test_process_that_started_it_is_killed(tmp_path):
+    """A pytest worker ended by a test's timeout must not leave its servers serving, orphaned, through the rest of
+    the suite and after it (they held ports and Redis connections, and polled Redis, for hours)."""
+    output = tmp_path / "out.txt"
+    starter = ("import sys, time\n"
+               f"sys.path[:0] = [{str(Path(__file__).parent)!r}]\n"
+               "from support.forked_commands import ForkedCommand\n"
+               f"command = ForkedCommand([], {{}}, stdout={str(output)!r}, "
+               "entry='test_forked_commands:sleep_for_a_minute')\n"
+               "print(command.pid, flush=True)\n"
+               "time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())  # type: ignore[union-attr]
+        deadline = time.monotonic() + 60
+        while "sleeping" not in output.read_text() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        parent.kill()
+        parent.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie waiting for its new parent to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False

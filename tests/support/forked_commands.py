@@ -17,10 +17,12 @@ import atexit
 import importlib
 import multiprocessing
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import weakref
 from pathlib import Path
 
@@ -38,8 +40,9 @@ _forkserver.set_forkserver_preload(PRELOAD)
 
 
 def _run_command(entry: str, argv: list[str], env: dict[str, str], stdout: str, stderr: str,
-                 cwd: str | None) -> None:
+                 cwd: str | None, starter: int) -> None:
     """In the forked process: the command's environment, directory, output files and arguments, then `entry`."""
+    _die_with(starter)
     outbound.refuse()  # a fresh interpreter's child: the test process's guard is not inherited
     if cwd is not None:
         os.chdir(cwd)
@@ -62,6 +65,25 @@ def _run_command(entry: str, argv: list[str], env: dict[str, str], stdout: str, 
     sys.exit(code)
 
 
+def _die_with(starter: int) -> None:
+    """SIGKILL this process once the test process that started it (`starter`) has gone, as when a test's timeout
+    ends its pytest worker: its servers would otherwise serve on, orphaned, through the rest of the suite and after
+    it. The forkserver in between cannot tell (every process it forked keeps it running), so a thread here waits
+    on the starter's pidfd (Linux 5.3+; elsewhere nothing changes)."""
+    try:
+        watched = os.pidfd_open(starter)
+    except ProcessLookupError:
+        os._exit(1)  # gone before this process started
+    except (AttributeError, OSError):
+        return
+
+    def watch() -> None:
+        select.select([watched], [], [])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="dies-with-its-test", daemon=True).start()
+
+
 class ForkedCommand:
     """`reactgraph ARGV` in a forked process with environment `env`, its stdout and stderr appended to the files
     given, or captured (None) for `communicate()`. `entry` ("module:function", called with ARGV, returning the exit
@@ -81,7 +103,8 @@ class ForkedCommand:
                 Path(output).touch()
         # daemon: a process a test leaves running is terminated when its pytest worker exits, not waited for
         self._process = _forkserver.Process(target=_run_command, daemon=True,
-                                            args=(entry, argv, env, *outputs, None if cwd is None else str(cwd)))
+                                            args=(entry, argv, env, *outputs, None if cwd is None else str(cwd),
+                                                  os.getpid()))
         self._process.start()
         self.pid: int = self._process.pid  # type: ignore[assignment]
 
