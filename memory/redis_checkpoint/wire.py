@@ -124,13 +124,13 @@ def wire_of(client: Any, url: str, limits: PoolLimits) -> Any:
         return wire
 
 
+IDLE_KEPT = 8
+
+
 def idle_kept(limits: PoolLimits) -> int:
     """How many idle connections a wire keeps out of its pool: enough for the usual concurrency of a process (a
     few graph steps at once), and never more than half the pool, so its other users always find one."""
     return min(IDLE_KEPT, limits.max_connections // 2)
-
-
-IDLE_KEPT = 8
 
 
 class SyncWire:

@@ -72,6 +72,9 @@ async def thread_record(svc: Service, thread_id: str, *, with_values: bool = Tru
             return None
         record = await svc.records.create_thread(thread_id, {"source": "cli"},
                                                  written=await _written(svc, thread_id, snapshot))
+        if with_values:
+            record["values"] = values  # just read: not read again
+        return record
     if with_values:
         record["values"] = await current_values(graph, thread_id)
     return record
